@@ -1,0 +1,159 @@
+# cuweave: the Makefile build. It builds the same library, examples, tests and
+# benchmarks as meson; tools/check-build-lists.sh fails when the lists differ.
+#
+#   make            library (shared + static), examples, tests, benchmarks
+#   make check      build and run the tests (GPU tests skip without a GPU)
+#   make example    build and run the main example
+#   make install PREFIX=/usr/local DESTDIR=
+#
+# Output goes to $(O) (default build-make).
+
+O ?= build-make
+CC ?= cc
+CXX ?= c++
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKG_CONFIG ?= pkg-config
+CUDA_INCLUDE ?= /usr/local/cuda/include
+
+LIB_SRCS = \
+	src/context.cpp \
+	src/device.cpp \
+	src/driver.cpp \
+	src/error.cpp \
+	src/jit.cpp \
+	src/seam.cpp
+
+HEADERS = \
+	include/cuweave/common.h \
+	include/cuweave/context.h \
+	include/cuweave/cuweave.h \
+	include/cuweave/device.h \
+	include/cuweave/jit.h \
+	include/cuweave/version.h
+
+EXAMPLES = devices
+CPU_TESTS = test_api test_nodriver
+GPU_TESTS = test_gpu_device test_gpu_context
+BENCHES =
+
+vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
+VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
+SOMAJOR := $(call vnum,CW_API_VERSION_MAJOR)
+SOVERSION := $(SOMAJOR).$(call vnum,CW_API_VERSION_MINOR).$(call vnum,CW_API_VERSION_PATCH)
+SONAME := libcuweave.so.$(SOMAJOR)
+
+WARN = -Wall -Wextra -Wno-unused-parameter
+LIB_WARN = -Wno-format-truncation
+CPPFLAGS_LIB = -Iinclude -DCW_BUILDING_LIBRARY $(if $(DEBUG_ABORT),-DCW_DEBUG_ABORT)
+CXXFLAGS ?= -O2 -g
+CFLAGS ?= -O2 -g
+LIB_CXXFLAGS = -std=c++17 -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
+	-Werror=missing-declarations $(WARN) $(LIB_WARN) $(CXXFLAGS)
+LIBS_PRIVATE = -ldl -lpthread
+CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+
+OBJS = $(LIB_SRCS:%.cpp=$(O)/%.o)
+SHARED = $(O)/$(SONAME)
+STATIC = $(O)/libcuweave.a
+HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
+
+all: lib examples tests benches headers
+lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
+examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
+tests: $(CPU_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+benches: $(BENCHES:%=$(O)/bench/%)
+
+$(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -c $< -o $@
+
+$(SHARED): $(OBJS) src/cuweave.map
+	$(CXX) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/cuweave.map -Wl,--no-undefined \
+		$(LDFLAGS) -o $(O)/libcuweave.so.$(SOVERSION) $(OBJS) $(LIBS_PRIVATE)
+	ln -sf libcuweave.so.$(SOVERSION) $@
+	ln -sf $(SONAME) $(O)/libcuweave.so
+
+$(STATIC): $(OBJS)
+	rm -f $@
+	$(AR) rcs $@ $(OBJS)
+
+$(O)/cuweave.pc: Makefile include/cuweave/version.h
+	@mkdir -p $(O)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
+		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: -ldl -lpthread -lstdc++ -lm' \
+		'Cflags: -I$${includedir}' > $@
+
+# Programs linking the shared library.
+$(O)/examples/%: examples/%.c $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..'
+
+# The main example linked with libcuweave.a, as a firmware-style program.
+$(O)/examples/devices-static: examples/devices.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -x c -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -x none -o $@ $(STATIC) \
+		-static-libstdc++ -static-libgcc $(LIBS_PRIVATE)
+
+$(O)/tests/test_api $(O)/tests/test_nodriver: $(O)/tests/%: tests/%.c tests/cwtest.h $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) \
+		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -lpthread
+
+# GPU tests link libcuweave.a: they use the internal test seam (src/seam.h).
+$(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc $(CMOCKA_CFLAGS) -c $< -o $@.o
+	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
+
+$(O)/tests/cuda_abi: tests/cuda_abi.cpp src/cuda_min.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
+
+$(O)/bench/%: bench/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -c $< -o $@.o
+	$(CXX) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE) -lm
+
+# Every public header compiles alone as C11 and as C++17 without warnings.
+headers: $(HEADERS)
+	@set -e; for h in $(HEADERS:include/%=%); do \
+		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CC) -std=c11 -Wall -Wextra -pedantic -Werror -Iinclude -x c -fsyntax-only - ; \
+		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CXX) -std=c++17 -Wall -Wextra -pedantic -Werror -Iinclude -x c++ -fsyntax-only - ; \
+	done
+	$(if $(HAVE_CUDA_H),$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_INCLUDE) -fsyntax-only tests/header_with_cuda.c)
+	@echo "headers: every public header compiles alone as C11 and C++17"
+
+check: all
+	sh tools/run-tests.sh make \
+		$(CPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
+		"sh tools/check-build-lists.sh ." \
+		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
+		$(GPU_TESTS:%=$(O)/tests/%)
+
+example: $(O)/examples/devices
+	$(O)/examples/devices
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/cuweave/
+	install -m 755 $(O)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcuweave.so
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(O)/cuweave.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+
+clean:
+	rm -rf $(O)
+
+# For tools/check-build-lists.sh: make -s print-LIB_SRCS
+print-%:
+	@echo $($*)
+
+-include $(OBJS:.o=.d)
+
+.PHONY: all lib examples tests benches headers check example install clean

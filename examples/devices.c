@@ -1,0 +1,53 @@
+/*
+ * The main example: load the driver, list the devices, and open a context on
+ * each. Prints why when there is no GPU and exits 0 then, so it runs
+ * anywhere; exits 1 when something else fails.
+ *
+ *   make example            (or: build/examples/devices after a meson build)
+ */
+#include <stdio.h>
+
+#include <cuweave/cuweave.h>
+
+int main(void) {
+    unsigned v = cw_version();
+    printf("cuweave %u.%u.%u (ABI %u)\n", CW_VERSION_PACK_MAJOR(v), CW_VERSION_PACK_MINOR(v),
+           CW_VERSION_PACK_PATCH(v), CW_VERSION_PACK_MAJOR(cw_version_api()));
+
+    cw_status st = cw_init();
+    if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        return 0;
+    }
+    if (st != CW_SUCCESS) {
+        fprintf(stderr, "cw_init: %s\n", cw_last_error_message());
+        return 1;
+    }
+    int driver = 0, count = 0;
+    if (cw_driver_version(&driver) != CW_SUCCESS || cw_device_count(&count) != CW_SUCCESS) {
+        fprintf(stderr, "%s\n", cw_last_error_message());
+        return 1;
+    }
+    printf("CUDA driver %d.%d, %d device(s); green contexts %s, conditional nodes %s, NVRTC %s\n",
+           driver / 1000, driver % 1000 / 10, count, cw_driver_has(CW_FEATURE_GREEN_CONTEXTS) ? "yes" : "no",
+           cw_driver_has(CW_FEATURE_CONDITIONAL_NODES) ? "yes" : "no",
+           cw_driver_has(CW_FEATURE_NVRTC) ? "yes" : "no");
+
+    for (int i = 0; i < count; i++) {
+        cw_device_info info;
+        cw_context *ctx = NULL;
+        int least = 0, greatest = 0;
+        if (cw_device_get_info(i, &info) != CW_SUCCESS || cw_context_create(&ctx, i) != CW_SUCCESS ||
+            cw_context_get_priority_range(ctx, &least, &greatest) != CW_SUCCESS) {
+            fprintf(stderr, "device %d: %s\n", i, cw_last_error_message());
+            cw_context_destroy(&ctx);
+            return 1;
+        }
+        printf("device %d: %s, compute %d.%d, %d SMs, %.1f GiB, PCI %04x:%02x:%02x, stream priorities %d..%d\n",
+               i, info.name, info.cc_major, info.cc_minor, info.sm_count,
+               (double)info.total_memory / (1024.0 * 1024.0 * 1024.0), info.pci_domain, info.pci_bus,
+               info.pci_device, least, greatest);
+        cw_context_destroy(&ctx);
+    }
+    return 0;
+}

@@ -1,0 +1,14 @@
+/*
+ * cuweave: umbrella header. Including it includes every public C header.
+ * See docs/api.md for the guide.
+ */
+#ifndef CUWEAVE_CUWEAVE_H
+#define CUWEAVE_CUWEAVE_H
+
+#include "cuweave/version.h"
+#include "cuweave/common.h"
+#include "cuweave/device.h"
+#include "cuweave/context.h"
+#include "cuweave/jit.h"
+
+#endif /* CUWEAVE_CUWEAVE_H */

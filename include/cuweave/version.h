@@ -1,0 +1,29 @@
+/*
+ * cuweave: version numbers.
+ *
+ * This header is the single source of the library's version and of its ABI
+ * version. Both build systems read it: the shared library's soname is
+ * libcuweave.so.CW_API_VERSION_MAJOR.
+ */
+#ifndef CUWEAVE_VERSION_H
+#define CUWEAVE_VERSION_H
+
+/* Release version of the library. */
+#define CW_VERSION_MAJOR 0
+#define CW_VERSION_MINOR 1
+#define CW_VERSION_PATCH 0
+
+/* ABI version. MAJOR changes on an incompatible ABI change (it is the
+ * soname), MINOR when symbols are added, PATCH otherwise. */
+#define CW_API_VERSION_MAJOR 0
+#define CW_API_VERSION_MINOR 1
+#define CW_API_VERSION_PATCH 0
+
+/* Packs a version triple into one integer: 0x00MMmmpp. */
+#define CW_VERSION_PACK(major, minor, patch) \
+    ((((unsigned)(major) & 0xffu) << 16) | (((unsigned)(minor) & 0xffu) << 8) | ((unsigned)(patch) & 0xffu))
+#define CW_VERSION_PACK_MAJOR(v) (((unsigned)(v) >> 16) & 0xffu)
+#define CW_VERSION_PACK_MINOR(v) (((unsigned)(v) >> 8) & 0xffu)
+#define CW_VERSION_PACK_PATCH(v) ((unsigned)(v) & 0xffu)
+
+#endif /* CUWEAVE_VERSION_H */

@@ -1,0 +1,152 @@
+/*
+ * cuweave internal: the subset of the CUDA driver API's types and constants
+ * that cuweave uses, declared here so that the library builds without the
+ * CUDA toolkit (CI has none). Values and layouts must match cuda.h exactly;
+ * tests/cuda_abi.cpp checks every one against the real header when one is
+ * installed.
+ */
+#ifndef CUWEAVE_SRC_CUDA_MIN_H
+#define CUWEAVE_SRC_CUDA_MIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef uint64_t cuuint64_t;
+typedef uint32_t cuuint32_t;
+
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
+
+typedef void (*CUhostFn)(void *userData);
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_DEINITIALIZED = 4,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_ECC_UNCORRECTABLE = 214,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+    CUDA_ERROR_LAUNCH_TIMEOUT = 702,
+    CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+    CUDA_ERROR_ASSERT = 710,
+    CUDA_ERROR_HARDWARE_STACK_ERROR = 714,
+    CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
+    CUDA_ERROR_MISALIGNED_ADDRESS = 716,
+    CUDA_ERROR_INVALID_ADDRESS_SPACE = 717,
+    CUDA_ERROR_INVALID_PC = 718,
+    CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_NOT_PERMITTED = 800,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+    CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+    CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+    CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+    CUDA_ERROR_CAPTURED_EVENT = 907,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+    CUDA_ERROR_TIMEOUT = 909,
+    CUDA_ERROR_UNKNOWN = 999
+};
+
+/* CUdevice_attribute values used by cuweave. */
+enum {
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
+    CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+    CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
+    CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
+    CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+    CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT = 40,
+    CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED = 78,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+    CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122
+};
+
+/* cuGetProcAddress flags and results. */
+enum {
+    CU_GET_PROC_ADDRESS_DEFAULT = 0,
+    CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1,
+    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2
+};
+typedef int CUdriverProcAddressQueryResult;
+enum {
+    CU_GET_PROC_ADDRESS_SUCCESS = 0,
+    CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+    CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+};
+
+/* Stream and event flags. */
+enum {
+    CU_STREAM_DEFAULT = 0,
+    CU_STREAM_NON_BLOCKING = 1
+};
+enum {
+    CU_EVENT_DEFAULT = 0,
+    CU_EVENT_BLOCKING_SYNC = 1,
+    CU_EVENT_DISABLE_TIMING = 2,
+    CU_EVENT_INTERPROCESS = 4
+};
+enum {
+    CU_EVENT_WAIT_DEFAULT = 0
+};
+/* Special stream handles. */
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+/* cuMemHostAlloc flags. */
+enum {
+    CU_MEMHOSTALLOC_PORTABLE = 1,
+    CU_MEMHOSTALLOC_DEVICEMAP = 2,
+    CU_MEMHOSTALLOC_WRITECOMBINED = 4
+};
+
+/* cuStreamWriteValue / WaitValue flags. */
+enum {
+    CU_STREAM_WRITE_VALUE_DEFAULT = 0,
+    CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = 1
+};
+enum {
+    CU_STREAM_WAIT_VALUE_GEQ = 0,
+    CU_STREAM_WAIT_VALUE_EQ = 1,
+    CU_STREAM_WAIT_VALUE_AND = 2,
+    CU_STREAM_WAIT_VALUE_NOR = 3,
+    CU_STREAM_WAIT_VALUE_FLUSH = 1 << 30
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUWEAVE_SRC_CUDA_MIN_H */

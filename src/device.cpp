@@ -1,0 +1,184 @@
+// cuweave: library init, versions, features, devices.
+#include <stdio.h>
+#include <string.h>
+
+#include "core.hpp"
+#include "cuweave/device.h"
+#include "cuweave/version.h"
+
+namespace cw {
+namespace {
+
+constexpr int kMaxCachedDevices = 64;
+struct PrioCache {
+    std::atomic<int> ready;
+    int least, greatest;
+};
+PrioCache g_prio[kMaxCachedDevices];
+
+}  // namespace
+
+cw_status device_from_ordinal(int ordinal, CUdevice *dev) {
+    CW_TRY(ensure_init());
+    int count = 0;
+    CW_CU(cuDeviceGetCount, (&count));
+    if (ordinal >= count)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: device %d, but there are %d devices", ordinal,
+                    count);
+    CW_CU(cuDeviceGet, (dev, ordinal));
+    return CW_SUCCESS;
+}
+
+cw_status CurrentGuard::leave() {
+    if (!switched_) return CW_SUCCESS;
+    switched_ = false;
+    CUresult r = drv().cuCtxSetCurrent(prev_);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent", "could not restore the caller's current context");
+    return CW_SUCCESS;
+}
+
+cw_status CurrentGuard::enter(CUcontext ctx) {
+    CW_CU(cuCtxGetCurrent, (&prev_));
+    if (prev_ != ctx) {
+        CW_CU(cuCtxSetCurrent, (ctx));
+        switched_ = true;
+    }
+    return CW_SUCCESS;
+}
+
+cw_status device_priority_range(int ordinal, int *least, int *greatest) {
+    if (ordinal < kMaxCachedDevices && g_prio[ordinal].ready.load(std::memory_order_acquire)) {
+        *least = g_prio[ordinal].least;
+        *greatest = g_prio[ordinal].greatest;
+        return CW_SUCCESS;
+    }
+    CUdevice dev;
+    CW_TRY(device_from_ordinal(ordinal, &dev));
+    CUcontext primary = nullptr;
+    CW_CU(cuDevicePrimaryCtxRetain, (&primary, dev));
+    int lo = 0, hi = 0;
+    cw_status st = CW_SUCCESS;
+    {
+        CurrentGuard guard;
+        st = guard.enter(primary);
+        if (st == CW_SUCCESS) {
+            CUresult r = drv().cuCtxGetStreamPriorityRange(&lo, &hi);
+            if (r != CUDA_SUCCESS) st = fail_cu(r, "cuCtxGetStreamPriorityRange");
+        }
+        cw_status left = guard.leave();
+        if (st == CW_SUCCESS) st = left;
+    }
+    CUresult r = drv().cuDevicePrimaryCtxRelease(dev);
+    if (st == CW_SUCCESS && r != CUDA_SUCCESS) st = fail_cu(r, "cuDevicePrimaryCtxRelease");
+    if (st != CW_SUCCESS) return st;
+    if (ordinal < kMaxCachedDevices) {
+        g_prio[ordinal].least = lo;
+        g_prio[ordinal].greatest = hi;
+        g_prio[ordinal].ready.store(1, std::memory_order_release);
+    }
+    *least = lo;
+    *greatest = hi;
+    return CW_SUCCESS;
+}
+
+}  // namespace cw
+
+using namespace cw;
+
+extern "C" {
+
+CW_API unsigned cw_version(void) {
+    return CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
+}
+
+CW_API unsigned cw_version_api(void) {
+    return CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH);
+}
+
+CW_API cw_status cw_init(void) {
+    CW_ENTRY;
+    return ensure_init();
+}
+
+CW_API cw_status cw_driver_version(int *version) {
+    CW_ENTRY;
+    CW_CHECK_ARG(version != NULL);
+    CW_TRY(ensure_init());
+    *version = driver_version();
+    return CW_SUCCESS;
+}
+
+CW_API int cw_driver_has(cw_feature feature) {
+    CW_ENTRY;
+    if (feature == CW_FEATURE_NVRTC) {
+        const Nvrtc *n;
+        return ensure_nvrtc(&n) == CW_SUCCESS;
+    }
+    return driver_has(feature) ? 1 : 0;
+}
+
+CW_API cw_status cw_device_count(int *count) {
+    CW_ENTRY;
+    CW_CHECK_ARG(count != NULL);
+    CW_TRY(ensure_init());
+    int n = 0;
+    CW_CU(cuDeviceGetCount, (&n));
+    *count = n;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_device_get_info(int device, cw_device_info *info) {
+    CW_ENTRY;
+    CW_CHECK_ARG(info != NULL);
+    CW_CHECK_ARG(device >= 0);
+    CUdevice dev;
+    CW_TRY(device_from_ordinal(device, &dev));
+
+    cw_device_info d;
+    memset(&d, 0, sizeof d);
+    d.ordinal = device;
+    CW_CU(cuDeviceGetName, (d.name, (int)sizeof d.name - 1, dev));
+    struct {
+        int *out;
+        int attr;
+    } const attrs[] = {
+        {&d.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+        {&d.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+        {&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+        {&d.max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+        {&d.warp_size, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+        {&d.clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
+        {&d.async_engines, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
+        {&d.l2_cache_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE},
+        {&d.max_shared_per_block_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
+        {&d.can_map_host_memory, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY},
+        {&d.stream_priorities, CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED},
+        {&d.memory_pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+        {&d.stream_mem_ops_64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS},
+        {&d.pci_domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID},
+        {&d.pci_bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID},
+        {&d.pci_device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID},
+    };
+    for (const auto &a : attrs) CW_CU(cuDeviceGetAttribute, (a.out, a.attr, dev));
+    size_t bytes = 0;
+    CW_CU(cuDeviceTotalMem, (&bytes, dev));
+    d.total_memory = bytes;
+    CUuuid uuid;
+    CW_CU(cuDeviceGetUuid, (&uuid, dev));
+    memcpy(d.uuid, uuid.bytes, sizeof d.uuid);
+    *info = d;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_device_get_priority_range(int device, int *least, int *greatest) {
+    CW_ENTRY;
+    CW_CHECK_ARG(least != NULL || greatest != NULL);
+    CW_CHECK_ARG(device >= 0);
+    int lo, hi;
+    CW_TRY(device_priority_range(device, &lo, &hi));
+    if (least) *least = lo;
+    if (greatest) *greatest = hi;
+    return CW_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,178 @@
+// cuweave internal: the driver layer.
+//
+// libcuda is opened at run time and every entry point is resolved through
+// cuGetProcAddress with the CUDA version whose signature is declared here, into
+// one function table (Driver). Code calls the driver only through drv(). The
+// table is also the test seam (seam.h): tests swap in wrappers that count
+// calls and fail the Nth call of a chosen entry.
+#pragma once
+
+#include "cuda_min.h"
+#include "cuweave/common.h"
+
+namespace cw {
+
+// X(member, symbol, version, parameter list). The version selects which ABI
+// variant cuGetProcAddress returns; the parameter list must be that variant's.
+#define CW_DRIVER_REQUIRED(X)                                                                  \
+    X(cuInit, "cuInit", 2000, (unsigned flags))                                                \
+    X(cuDriverGetVersion, "cuDriverGetVersion", 2020, (int *version))                          \
+    X(cuGetErrorName, "cuGetErrorName", 6000, (CUresult error, const char **str))              \
+    X(cuGetErrorString, "cuGetErrorString", 6000, (CUresult error, const char **str))          \
+    X(cuDeviceGetCount, "cuDeviceGetCount", 2000, (int *count))                                \
+    X(cuDeviceGet, "cuDeviceGet", 2000, (CUdevice * device, int ordinal))                      \
+    X(cuDeviceGetName, "cuDeviceGetName", 2000, (char *name, int len, CUdevice dev))           \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, (int *pi, int attrib, CUdevice dev)) \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem", 3020, (size_t * bytes, CUdevice dev))              \
+    X(cuDeviceGetUuid, "cuDeviceGetUuid", 11040, (CUuuid * uuid, CUdevice dev))                \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, (CUcontext * pctx, CUdevice dev)) \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 11000, (CUdevice dev))           \
+    X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000,                          \
+      (CUdevice dev, unsigned *flags, int *active))                                            \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, (CUcontext * pctx))                            \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, (CUcontext ctx))                               \
+    X(cuCtxGetDevice, "cuCtxGetDevice", 2000, (CUdevice * device))                             \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 2000, (void))                                      \
+    X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", 5050,                        \
+      (int *least, int *greatest))                                                             \
+    X(cuCtxGetApiVersion, "cuCtxGetApiVersion", 3020, (CUcontext ctx, unsigned *version))      \
+    X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050,                          \
+      (CUstream * stream, unsigned flags, int priority))                                       \
+    X(cuStreamDestroy, "cuStreamDestroy", 4000, (CUstream stream))                             \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, (CUstream stream, CUevent event, unsigned flags)) \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, (CUstream stream))                     \
+    X(cuStreamQuery, "cuStreamQuery", 2000, (CUstream stream))                                 \
+    X(cuStreamGetPriority, "cuStreamGetPriority", 5050, (CUstream stream, int *priority))      \
+    X(cuStreamGetFlags, "cuStreamGetFlags", 5050, (CUstream stream, unsigned *flags))          \
+    X(cuStreamGetCtx, "cuStreamGetCtx", 9020, (CUstream stream, CUcontext * pctx))             \
+    X(cuLaunchHostFunc, "cuLaunchHostFunc", 10000, (CUstream stream, CUhostFn fn, void *user)) \
+    X(cuStreamWriteValue32, "cuStreamWriteValue32", 11070,                                     \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags))                   \
+    X(cuStreamWriteValue64, "cuStreamWriteValue64", 11070,                                     \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned flags))                   \
+    X(cuStreamWaitValue32, "cuStreamWaitValue32", 11070,                                       \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags))                   \
+    X(cuEventCreate, "cuEventCreate", 2000, (CUevent * event, unsigned flags))                 \
+    X(cuEventRecord, "cuEventRecord", 2000, (CUevent event, CUstream stream))                  \
+    X(cuEventDestroy, "cuEventDestroy", 4000, (CUevent event))                                 \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, (CUevent event))                         \
+    X(cuEventQuery, "cuEventQuery", 2000, (CUevent event))                                     \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 2020, (void **pp, size_t bytes, unsigned flags))       \
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, (void *p))                                         \
+    X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", 3020,                            \
+      (CUdeviceptr * dptr, void *p, unsigned flags))                                           \
+    X(cuMemAlloc, "cuMemAlloc", 3020, (CUdeviceptr * dptr, size_t bytes))                      \
+    X(cuMemFree, "cuMemFree", 3020, (CUdeviceptr dptr))                                        \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD", 3020, (CUdeviceptr dst, const void *src, size_t bytes))    \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH", 3020, (void *dst, CUdeviceptr src, size_t bytes))          \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync", 3020,                                            \
+      (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream))                       \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020,                                            \
+      (void *dst, CUdeviceptr src, size_t bytes, CUstream stream))                             \
+    X(cuMemsetD32Async, "cuMemsetD32Async", 3020,                                              \
+      (CUdeviceptr dst, unsigned value, size_t count, CUstream stream))                        \
+    X(cuModuleLoadData, "cuModuleLoadData", 2000, (CUmodule * module, const void *image))      \
+    X(cuModuleUnload, "cuModuleUnload", 2000, (CUmodule module))                               \
+    X(cuModuleGetFunction, "cuModuleGetFunction", 2000,                                        \
+      (CUfunction * fn, CUmodule module, const char *name))                                    \
+    X(cuLaunchKernel, "cuLaunchKernel", 4000,                                                  \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
+       unsigned bz, unsigned shared, CUstream stream, void **params, void **extra))
+
+// Entry points a driver may lack; a missing one leaves its member NULL.
+#define CW_DRIVER_OPTIONAL(X)                                                                  \
+    X(cuEventElapsedTime, "cuEventElapsedTime", 12080, (float *ms, CUevent start, CUevent end)) \
+    X(cuEventElapsedTime_v1, "cuEventElapsedTime", 2000, (float *ms, CUevent start, CUevent end)) \
+    X(cuStreamGetDevice, "cuStreamGetDevice", 12080, (CUstream stream, CUdevice * device))
+
+// Entry points only probed for presence (features whose typed entries come
+// with the layers that use them). X(symbol, version, feature).
+#define CW_DRIVER_PROBES(X)                                        \
+    X("cuGreenCtxCreate", 12040, CW_FEATURE_GREEN_CONTEXTS)        \
+    X("cuGreenCtxDestroy", 12040, CW_FEATURE_GREEN_CONTEXTS)       \
+    X("cuGreenCtxStreamCreate", 12040, CW_FEATURE_GREEN_CONTEXTS)  \
+    X("cuCtxFromGreenCtx", 12040, CW_FEATURE_GREEN_CONTEXTS)       \
+    X("cuDeviceGetDevResource", 12040, CW_FEATURE_GREEN_CONTEXTS)  \
+    X("cuDevSmResourceSplitByCount", 12040, CW_FEATURE_GREEN_CONTEXTS) \
+    X("cuDevResourceGenerateDesc", 12040, CW_FEATURE_GREEN_CONTEXTS) \
+    X("cuGraphConditionalHandleCreate", 12030, CW_FEATURE_CONDITIONAL_NODES) \
+    X("cuGraphAddNode", 12030, CW_FEATURE_CONDITIONAL_NODES)       \
+    X("cuLibraryLoadData", 12000, CW_FEATURE_LIBRARY_API)          \
+    X("cuLibraryGetKernel", 12000, CW_FEATURE_LIBRARY_API)         \
+    X("cuLibraryUnload", 12000, CW_FEATURE_LIBRARY_API)            \
+    X("cuStreamGetDevice", 12080, CW_FEATURE_STREAM_GET_DEVICE)    \
+    X("cuStreamGetCtx", 12050, CW_FEATURE_CTX_FROM_STREAM)
+
+// Ids of the typed entries, in table order (required, then optional).
+enum DriverEntry : int {
+#define CW_DRV_ID_(member, symbol, version, params) DRV_##member,
+    CW_DRIVER_REQUIRED(CW_DRV_ID_) CW_DRIVER_OPTIONAL(CW_DRV_ID_)
+#undef CW_DRV_ID_
+    DRV_ENTRY_COUNT
+};
+
+struct Driver {
+#define CW_DRV_MEMBER_(member, symbol, version, params) CUresult (*member) params;
+    CW_DRIVER_REQUIRED(CW_DRV_MEMBER_) CW_DRIVER_OPTIONAL(CW_DRV_MEMBER_)
+#undef CW_DRV_MEMBER_
+};
+
+// The table code calls through. Valid (all required members non-NULL) once
+// ensure_init() returned CW_SUCCESS; never written afterwards except by the
+// test seam.
+extern Driver g_driver;
+
+inline const Driver &drv() { return g_driver; }
+
+// Loads and initialises the driver once; returns the cached result after.
+// Fast path: one acquire load.
+cw_status ensure_init();
+
+// 1 when the feature is present (driver loaded and all its symbols found).
+bool driver_has(int feature);
+
+// The driver's version (valid after ensure_init succeeded).
+int driver_version();
+
+// The driver's name and description of a CUresult, through the real entry
+// points (never the test seam). False when the driver is not loaded.
+bool driver_error_text(CUresult result, const char **name, const char **text);
+
+// Name of an entry by id, for the seam and for messages.
+const char *driver_entry_name(int id);
+
+// --- NVRTC, opened lazily on first use -----------------------------------
+
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+
+#define CW_NVRTC_ENTRIES(X)                                                                    \
+    X(nvrtcVersion, (int *major, int *minor))                                                  \
+    X(nvrtcGetNumSupportedArchs, (int *count))                                                 \
+    X(nvrtcGetSupportedArchs, (int *archs))                                                    \
+    X(nvrtcCreateProgram, (nvrtcProgram * prog, const char *src, const char *name, int nheaders, \
+                           const char *const *headers, const char *const *include_names))      \
+    X(nvrtcDestroyProgram, (nvrtcProgram * prog))                                              \
+    X(nvrtcCompileProgram, (nvrtcProgram prog, int nopts, const char *const *opts))            \
+    X(nvrtcGetProgramLogSize, (nvrtcProgram prog, size_t *size))                               \
+    X(nvrtcGetProgramLog, (nvrtcProgram prog, char *log))                                      \
+    X(nvrtcGetPTXSize, (nvrtcProgram prog, size_t *size))                                      \
+    X(nvrtcGetPTX, (nvrtcProgram prog, char *ptx))                                             \
+    X(nvrtcGetCUBINSize, (nvrtcProgram prog, size_t *size))                                    \
+    X(nvrtcGetCUBIN, (nvrtcProgram prog, char *cubin))                                         \
+    X(nvrtcAddNameExpression, (nvrtcProgram prog, const char *expr))                           \
+    X(nvrtcGetLoweredName, (nvrtcProgram prog, const char *expr, const char **lowered))
+
+struct Nvrtc {
+#define CW_NVRTC_MEMBER_(name, params) nvrtcResult (*name) params;
+    CW_NVRTC_ENTRIES(CW_NVRTC_MEMBER_)
+#undef CW_NVRTC_MEMBER_
+    const char *(*nvrtcGetErrorString)(nvrtcResult result);
+};
+
+// Opens NVRTC on first call ("libnvrtc.so.13", then older sonames, or the
+// path in CUWEAVE_LIBNVRTC); CW_ERROR_NO_NVRTC when it cannot. On success
+// *out points to the table, valid for the life of the process.
+cw_status ensure_nvrtc(const Nvrtc **out);
+
+}  // namespace cw

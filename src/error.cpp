@@ -1,0 +1,210 @@
+// cuweave: status names, the per-thread error detail, the log callback.
+#include "error.hpp"
+
+#include <mutex>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.hpp"
+
+namespace cw {
+namespace {
+
+struct Detail {
+    cw_error_info info;
+    char cu_name[64];
+    char cu_string[192];
+    char driver_call[64];
+    char function[64];
+    char message[768];
+};
+
+thread_local Detail t_detail = {
+    {CW_SUCCESS, 0, "", "", "", "", ""}, {0}, {0}, {0}, {0}, {0}};
+thread_local const char *t_api = nullptr;
+
+std::mutex g_log_mutex;
+cw_log_fn g_log_fn = nullptr;
+void *g_log_user = nullptr;
+cw_log_level g_log_max = CW_LOG_ERROR;
+
+void copy(char *dst, size_t cap, const char *src) {
+    if (!src) src = "";
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void deliver(cw_log_level level, const char *message) {
+    cw_log_fn fn;
+    void *user;
+    {
+        std::lock_guard<std::mutex> lock(g_log_mutex);
+        fn = g_log_fn;
+        user = g_log_user;
+        if (!fn || level > g_log_max) return;
+    }
+    fn(user, level, message);
+}
+
+// Fills the thread's detail. `text` is the specific part of the message.
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text) {
+    Detail &d = t_detail;
+    const char *fn = t_api ? t_api : "cuweave";
+    copy(d.function, sizeof d.function, fn);
+    copy(d.driver_call, sizeof d.driver_call, call);
+    d.cu_name[0] = d.cu_string[0] = '\0';
+    if (call && cu != CUDA_SUCCESS) {
+        const char *name = nullptr, *str = nullptr;
+        // The driver knows its own codes; only ask it when it is loaded.
+        driver_error_text(cu, &name, &str);
+        if (name)
+            copy(d.cu_name, sizeof d.cu_name, name);
+        else
+            snprintf(d.cu_name, sizeof d.cu_name, "CUresult %d", cu);
+        copy(d.cu_string, sizeof d.cu_string, str ? str : "unrecognised error code");
+    }
+    if (call && cu != CUDA_SUCCESS)
+        snprintf(d.message, sizeof d.message, "%s: %s failed with %s (%s)%s%s", d.function,
+                 d.driver_call, d.cu_name, d.cu_string, text && *text ? ": " : "", text ? text : "");
+    else
+        snprintf(d.message, sizeof d.message, "%s: %s", d.function, text ? text : cw_status_string(status));
+    d.info.status = status;
+    d.info.cu_result = call ? cu : 0;
+    d.info.cu_name = d.cu_name;
+    d.info.cu_string = d.cu_string;
+    d.info.driver_call = d.driver_call;
+    d.info.function = d.function;
+    d.info.message = d.message;
+    deliver(CW_LOG_ERROR, d.message);
+    return status;
+}
+
+}  // namespace
+
+ApiScope::ApiScope(const char *name) noexcept : prev_(t_api) { t_api = name; }
+ApiScope::~ApiScope() noexcept { t_api = prev_; }
+const char *current_api() noexcept { return t_api ? t_api : "cuweave"; }
+
+cw_status fail(cw_status status, const char *fmt, ...) noexcept {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return record(status, CUDA_SUCCESS, nullptr, text);
+}
+
+cw_status fail_cu(CUresult result, const char *call, const char *what) noexcept {
+    return record(status_from_cu(result), result, call, what);
+}
+
+cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {
+    char text[512];
+    snprintf(text, sizeof text, "%s failed with nvrtcResult %d%s%s", call, result, what ? ": " : "",
+             what ? what : "");
+    cw_status st = record(CW_ERROR_COMPILE, CUDA_SUCCESS, nullptr, text);
+    copy(t_detail.driver_call, sizeof t_detail.driver_call, call);
+    return st;
+}
+
+cw_status invalid_arg(const char *expr, const char *file, int line) noexcept {
+#if defined(CW_DEBUG_ABORT)
+    fprintf(stderr, "cuweave: %s: input check `%s` failed (%s:%d)\n", current_api(), expr, file, line);
+    abort();
+#else
+    (void)file;
+    (void)line;
+#endif
+    char text[384];
+    snprintf(text, sizeof text, "invalid argument: check `%s` failed", expr);
+    return record(CW_ERROR_INVALID_ARGUMENT, CUDA_SUCCESS, nullptr, text);
+}
+
+cw_status status_from_cu(CUresult r) noexcept {
+    switch (r) {
+    case CUDA_SUCCESS: return CW_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY: return CW_ERROR_OUT_OF_MEMORY;
+    case CUDA_ERROR_NO_DEVICE: return CW_ERROR_NO_DEVICE;
+    case CUDA_ERROR_STUB_LIBRARY: return CW_ERROR_NO_DRIVER;
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_INVALID_HANDLE: return CW_ERROR_INVALID_HANDLE;
+    case CUDA_ERROR_NOT_READY: return CW_ERROR_NOT_READY;
+    case CUDA_ERROR_NOT_SUPPORTED: return CW_ERROR_NOT_SUPPORTED;
+    case CUDA_ERROR_NOT_PERMITTED: return CW_ERROR_NOT_PERMITTED;
+    case CUDA_ERROR_TIMEOUT: return CW_ERROR_TIMEOUT;
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED: return CW_ERROR_DEVICE_FAULT;
+    default:
+        if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+            return CW_ERROR_CAPTURE;
+        return CW_ERROR_DRIVER;
+    }
+}
+
+void log(cw_log_level level, const char *fmt, ...) noexcept {
+    char text[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    deliver(level, text);
+}
+
+}  // namespace cw
+
+extern "C" {
+
+CW_API const char *cw_status_name(cw_status status) {
+    switch (status) {
+#define CW_NAME_CASE_(name, value, text) \
+    case CW_##name: return "CW_" #name;
+        CW_STATUS_MAP(CW_NAME_CASE_)
+#undef CW_NAME_CASE_
+    }
+    return "CW_UNKNOWN_STATUS";
+}
+
+CW_API const char *cw_status_string(cw_status status) {
+    switch (status) {
+#define CW_STRING_CASE_(name, value, text) \
+    case CW_##name: return text;
+        CW_STATUS_MAP(CW_STRING_CASE_)
+#undef CW_STRING_CASE_
+    }
+    return "unknown status";
+}
+
+CW_API const cw_error_info *cw_last_error(void) { return &cw::t_detail.info; }
+
+CW_API const char *cw_last_error_message(void) { return cw::t_detail.info.message; }
+
+CW_API void cw_clear_error(void) {
+    cw::Detail &d = cw::t_detail;
+    d.cu_name[0] = d.cu_string[0] = d.driver_call[0] = d.function[0] = d.message[0] = '\0';
+    d.info = cw_error_info{CW_SUCCESS, 0, "", "", "", "", ""};
+}
+
+CW_API cw_status cw_set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
+    CW_ENTRY;
+    CW_CHECK_ARG(max_level >= CW_LOG_ERROR && max_level <= CW_LOG_DEBUG);
+    std::lock_guard<std::mutex> lock(cw::g_log_mutex);
+    cw::g_log_fn = fn;
+    cw::g_log_user = user;
+    cw::g_log_max = max_level;
+    return CW_SUCCESS;
+}
+
+}  // extern "C"

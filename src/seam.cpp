@@ -1,0 +1,133 @@
+// cuweave: the driver test seam. See seam.h.
+#include "seam.h"
+
+#include <atomic>
+#include <string.h>
+
+#include "driver.hpp"
+
+namespace cw {
+namespace {
+
+Driver g_real;
+void *g_real_ptr[DRV_ENTRY_COUNT];
+std::atomic<unsigned long> g_calls[DRV_ENTRY_COUNT];
+std::atomic<unsigned long> g_ok[DRV_ENTRY_COUNT];
+std::atomic<unsigned long> g_all_calls{0};
+
+std::atomic<int> g_fail_id{-2};  // -2 = disarmed
+std::atomic<unsigned long> g_fail_nth{0};
+std::atomic<unsigned long> g_fail_seen{0};
+std::atomic<int> g_fail_result{0};
+std::atomic<int> g_fired{0};
+
+// Decides whether this call (of entry id) is the one to fail.
+bool should_fail(int id, CUresult *result) {
+    g_calls[id].fetch_add(1, std::memory_order_relaxed);
+    g_all_calls.fetch_add(1, std::memory_order_relaxed);
+    int target = g_fail_id.load(std::memory_order_acquire);
+    if (target == -2 || (target != -1 && target != id)) return false;
+    unsigned long n = g_fail_seen.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (n != g_fail_nth.load(std::memory_order_relaxed)) return false;
+    *result = g_fail_result.load(std::memory_order_relaxed);
+    g_fired.store(1, std::memory_order_release);
+    return true;
+}
+
+template <int Id, typename F>
+struct Wrap;
+
+template <int Id, typename... A>
+struct Wrap<Id, CUresult (*)(A...)> {
+    static CUresult call(A... a) {
+        CUresult injected;
+        if (should_fail(Id, &injected)) return injected;
+        CUresult r = reinterpret_cast<CUresult (*)(A...)>(g_real_ptr[Id])(a...);
+        if (r == CUDA_SUCCESS) g_ok[Id].fetch_add(1, std::memory_order_relaxed);
+        return r;
+    }
+};
+
+void zero() {
+    for (int i = 0; i < DRV_ENTRY_COUNT; i++) {
+        g_calls[i].store(0);
+        g_ok[i].store(0);
+    }
+    g_all_calls.store(0);
+    g_fail_id.store(-2);
+    g_fail_nth.store(0);
+    g_fail_seen.store(0);
+    g_fired.store(0);
+}
+
+}  // namespace
+
+void seam_set_real(const Driver *real) {
+    g_real = *real;
+#define CW_SEAM_PTR_(member, symbol, version, params) \
+    g_real_ptr[DRV_##member] = reinterpret_cast<void *>(real->member);
+    CW_DRIVER_REQUIRED(CW_SEAM_PTR_) CW_DRIVER_OPTIONAL(CW_SEAM_PTR_)
+#undef CW_SEAM_PTR_
+}
+
+}  // namespace cw
+
+using namespace cw;
+
+int cwi_seam_entry_count(void) { return DRV_ENTRY_COUNT; }
+const char *cwi_seam_entry_name(int id) { return driver_entry_name(id); }
+
+int cwi_seam_entry(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < DRV_ENTRY_COUNT; i++)
+        if (strcmp(driver_entry_name(i), name) == 0) return i;
+    return -1;
+}
+
+int cwi_seam_enable(void) {
+    cw_status st = ensure_init();
+    if (st != CW_SUCCESS) return st;
+    zero();
+    Driver t = g_real;
+    // Optional entries the driver lacks stay NULL.
+#define CW_SEAM_WRAP_(member, symbol, version, params) \
+    if (g_real.member) t.member = &Wrap<DRV_##member, decltype(t.member)>::call;
+    CW_DRIVER_REQUIRED(CW_SEAM_WRAP_) CW_DRIVER_OPTIONAL(CW_SEAM_WRAP_)
+#undef CW_SEAM_WRAP_
+    g_driver = t;
+    return CW_SUCCESS;
+}
+
+void cwi_seam_disable(void) {
+    if (ensure_init() == CW_SUCCESS) g_driver = g_real;
+}
+
+void cwi_seam_reset(void) { zero(); }
+
+void cwi_seam_fail(int id, unsigned long nth, int result) {
+    g_fail_id.store(-2, std::memory_order_release);
+    g_fail_seen.store(0);
+    g_fired.store(0);
+    if (nth == 0 || id < -1 || id >= DRV_ENTRY_COUNT) return;
+    g_fail_nth.store(nth);
+    g_fail_result.store(result);
+    g_fail_id.store(id, std::memory_order_release);
+}
+
+int cwi_seam_fired(void) { return g_fired.load(std::memory_order_acquire); }
+
+unsigned long cwi_seam_calls(int id) {
+    if (id == -1) return g_all_calls.load();
+    if (id < 0 || id >= DRV_ENTRY_COUNT) return 0;
+    return g_calls[id].load();
+}
+
+unsigned long cwi_seam_successes(int id) {
+    if (id == -1) {
+        unsigned long n = 0;
+        for (int i = 0; i < DRV_ENTRY_COUNT; i++) n += g_ok[i].load();
+        return n;
+    }
+    if (id < 0 || id >= DRV_ENTRY_COUNT) return 0;
+    return g_ok[id].load();
+}

@@ -1,0 +1,57 @@
+/*
+ * cuweave internal: the driver test seam (fault injection and call counts).
+ *
+ * Not part of the public API and not exported from the shared library: tests
+ * link libcuweave.a and include this header. While the seam is enabled every
+ * driver call goes through a wrapper that counts it, counts its successes,
+ * and can fail it without calling the driver.
+ */
+#ifndef CUWEAVE_SRC_SEAM_H
+#define CUWEAVE_SRC_SEAM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of driver entries in the table, and an entry's name ("cuInit"). */
+int cwi_seam_entry_count(void);
+const char *cwi_seam_entry_name(int id);
+/* Id of the entry with this name, or -1. */
+int cwi_seam_entry(const char *name);
+
+/*
+ * Routes every driver call through the counting wrappers. Initialises the
+ * library first; returns its cw_status (0 on success). Counters start at 0.
+ */
+int cwi_seam_enable(void);
+/* Restores the real table. Counters are kept until the next enable. */
+void cwi_seam_disable(void);
+/* Zeroes every counter and disarms the fault. */
+void cwi_seam_reset(void);
+
+/*
+ * Arms a fault: the nth call (1-based, counted from now) of entry `id`
+ * (or of any entry when id is -1) returns `result` without reaching the
+ * driver. One fault at a time; nth 0 disarms. The fault fires once.
+ */
+void cwi_seam_fail(int id, unsigned long nth, int result);
+/* 1 when the armed fault has fired since it was armed. */
+int cwi_seam_fired(void);
+
+/* Calls and successful calls of entry id since enable/reset (-1: all entries). */
+unsigned long cwi_seam_calls(int id);
+unsigned long cwi_seam_successes(int id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+namespace cw {
+struct Driver;
+/* Called by the loader once the real table is filled. */
+void seam_set_real(const Driver *real);
+}  // namespace cw
+#endif
+
+#endif /* CUWEAVE_SRC_SEAM_H */

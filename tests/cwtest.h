@@ -1,0 +1,52 @@
+/*
+ * Shared helpers for cuweave's CMocka tests: assertions that print the
+ * library's own error detail, and a raw driver loader so that GPU tests can
+ * compare cuweave's answers with the driver's own, independently of
+ * cuweave's function table.
+ */
+#ifndef CUWEAVE_TESTS_CWTEST_H
+#define CUWEAVE_TESTS_CWTEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cuweave/cuweave.h"
+
+/* Exit status meson (and tools/run-tests.sh) read as "skipped". */
+#define CWT_SKIP_EXIT 77
+
+#define assert_cw(expected, expr)                                                          \
+    do {                                                                                   \
+        cw_status cwt_s_ = (expr);                                                         \
+        if (cwt_s_ != (expected))                                                          \
+            fail_msg("%s returned %s, expected %s; detail: %s", #expr, cw_status_name(cwt_s_), \
+                     cw_status_name(expected), cw_last_error_message());                   \
+    } while (0)
+
+#define assert_cw_ok(expr) assert_cw(CW_SUCCESS, expr)
+
+/* The detail names the failing function and says something. */
+#define assert_detail(fn_name)                                                             \
+    do {                                                                                   \
+        assert_string_equal(cw_last_error()->function, fn_name);                           \
+        assert_true(strlen(cw_last_error()->message) > strlen(fn_name) + 2);              \
+    } while (0)
+
+/*
+ * For binaries whose every test needs a GPU: returns 1 when cuweave can use
+ * one; otherwise prints why and returns 0 (the caller exits 77).
+ */
+static inline int cwt_have_gpu(void) {
+    cw_status st = cw_init();
+    int n = 0;
+    if (st == CW_SUCCESS && cw_device_count(&n) == CW_SUCCESS && n > 0) return 1;
+    printf("SKIP: no usable GPU: %s\n", st == CW_SUCCESS ? "no CUDA devices" : cw_last_error_message());
+    return 0;
+}
+
+#endif /* CUWEAVE_TESTS_CWTEST_H */

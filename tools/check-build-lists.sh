@@ -1,0 +1,39 @@
+#!/bin/sh
+# Fails when the Makefile and the meson build list different library sources,
+# headers, examples, tests or benchmarks (the two builds must build the same
+# things). Usage: check-build-lists.sh SOURCE_ROOT
+set -eu
+cd "${1:-.}"
+fail=0
+
+# Words quoted in a meson list: files('a', 'b') or ['a', 'b'] after "NAME =".
+meson_list() { # FILE VAR
+    awk -v var="$2" '
+        $0 ~ "^" var " *=" { on = 1 }
+        on { line = line " " $0; if ($0 ~ /[\])]/) { on = 0 } }
+        END { n = split(line, a, "'"'"'"); for (i = 2; i <= n; i += 2) print a[i] }' "$1" | sort
+}
+make_list() { make -s --no-print-directory print-"$1" | tr ' ' '\n' | sed '/^$/d' | sort; }
+
+compare() { # LABEL MESON_WORDS MAKE_WORDS
+    if [ "$2" != "$3" ]; then
+        echo "FAIL: $1 differ between meson and the Makefile"
+        echo "  meson:    $(echo $2)"
+        echo "  Makefile: $(echo $3)"
+        fail=1
+    else
+        echo "same $1: $(echo $2)"
+    fi
+}
+
+compare "library sources" "$(meson_list src/meson.build cw_sources | sed 's|^|src/|')" "$(make_list LIB_SRCS)"
+compare "public headers" "$(meson_list include/meson.build cw_headers | sed 's|^|include/|')" "$(make_list HEADERS)"
+compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
+compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU_TESTS)"
+compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
+compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
+
+# Every source file on disk is built.
+on_disk=$(ls src/*.cpp | sort)
+compare "sources on disk and in the build" "$on_disk" "$(make_list LIB_SRCS)"
+exit $fail
