@@ -1,0 +1,75 @@
+#!/bin/bash
+# Builds cuweave on the GPU machine, runs every test (CPU and GPU) with both
+# builds, the GPU tests again under compute-sanitizer, the examples and the
+# benchmarks, and prints a short summary last. Logs go to $OUT (or ./gpu-out).
+#
+# Usage (from the repository root, CMocka .debs in .deps/ as DEVELOPERS.md says):
+#   bash tools/gpu-check.sh [quick]
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+summary=()
+note() { summary+=("$*"); }
+
+if ls .deps/*.deb >/dev/null 2>&1; then
+    for f in .deps/*.deb; do dpkg -x "$f" /opt/deps; done
+    export PKG_CONFIG_SYSROOT_DIR=/opt/deps
+    export PKG_CONFIG_PATH=/opt/deps/usr/lib/x86_64-linux-gnu/pkgconfig
+    export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+note "gpu: $(head -1 "$OUT/gpu.txt")"
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
+
+# meson build and all tests
+rm -rf build-gpu
+if meson setup build-gpu -Dbuildtype=release > "$OUT/meson-setup.log" 2>&1 && ninja -C build-gpu > "$OUT/meson-build.log" 2>&1; then
+    meson test -C build-gpu --print-errorlogs > "$OUT/meson-test.log" 2>&1
+    note "meson test: $(grep -E '^(Ok|Fail|Skipped):' "$OUT/meson-test.log" | tr -s ' ' | tr '\n' ' ')"
+    grep -E '^ *[0-9]+/[0-9]+ ' "$OUT/meson-test.log" | grep -v ' OK ' | sed 's/^/  not ok: /' > "$OUT/notok.txt"
+    while read -r l; do note "$l"; done < "$OUT/notok.txt"
+    # The GPU test binaries print their own summary lines ("# ...").
+    for t in build-gpu/tests/test_gpu_*; do
+        [ -x "$t" ] || continue
+        "$t" > "$OUT/$(basename "$t").log" 2>&1; rc=$?
+        note "$(basename "$t"): exit $rc, $(grep -c '^\[       OK \]' "$OUT/$(basename "$t").log") ok, $(grep -c '^\[  FAILED  \]' "$OUT/$(basename "$t").log") failed lines"
+        grep '^# ' "$OUT/$(basename "$t").log" | head -8 | while read -r l; do echo "    $l"; done >> "$OUT/facts.txt"
+    done
+else
+    note "meson build FAILED (see meson-*.log)"; tail -30 "$OUT/meson-build.log"
+fi
+
+# Makefile build and its test run
+if make -j16 O=build-gpu-make > "$OUT/make-build.log" 2>&1; then
+    make O=build-gpu-make check > "$OUT/make-check.log" 2>&1
+    note "make check: $(tail -1 "$OUT/make-check.log")"
+else
+    note "make build FAILED"; tail -30 "$OUT/make-build.log"
+fi
+
+# compute-sanitizer over the GPU tests
+if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck; do
+        for t in build-gpu/tests/test_gpu_*; do
+            compute-sanitizer --tool $tool --error-exitcode 99 "$t" > "$OUT/san-$tool-$(basename "$t").log" 2>&1
+            note "compute-sanitizer $tool $(basename "$t"): exit $? ($(grep -m1 'ERROR SUMMARY' "$OUT/san-$tool-$(basename "$t").log" || echo 'no summary'))"
+        done
+    done
+fi
+
+# examples and benchmarks
+build-gpu/examples/devices > "$OUT/example.log" 2>&1; note "example devices: exit $?"
+for b in build-gpu/bench/*; do
+    [ -x "$b" ] && [ -f "$b" ] || continue
+    "$b" > "$OUT/bench-$(basename "$b").log" 2>&1; note "bench $(basename "$b"): exit $?"
+done
+
+# logs travel back as one archive (few files come back)
+tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
+echo "================ facts"
+cat "$OUT/facts.txt" 2>/dev/null
+cat "$OUT/example.log"
+for b in "$OUT"/bench-*.log; do [ -f "$b" ] && { echo "---- $(basename "$b")"; tail -25 "$b"; }; done
+echo "================ summary"
+printf '%s\n' "${summary[@]}"
