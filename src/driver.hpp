@@ -90,7 +90,7 @@ namespace cw {
 #define CW_DRIVER_PROBES(X)                                        \
     X("cuGreenCtxCreate", 12040, CW_FEATURE_GREEN_CONTEXTS)        \
     X("cuGreenCtxDestroy", 12040, CW_FEATURE_GREEN_CONTEXTS)       \
-    X("cuGreenCtxStreamCreate", 12040, CW_FEATURE_GREEN_CONTEXTS)  \
+    X("cuGreenCtxStreamCreate", 12050, CW_FEATURE_GREEN_CONTEXTS)  \
     X("cuCtxFromGreenCtx", 12040, CW_FEATURE_GREEN_CONTEXTS)       \
     X("cuDeviceGetDevResource", 12040, CW_FEATURE_GREEN_CONTEXTS)  \
     X("cuDevSmResourceSplitByCount", 12040, CW_FEATURE_GREEN_CONTEXTS) \

@@ -90,7 +90,7 @@ static void test_priority_range_matches(void **state) {
     assert_int_equal(only, hi);
 }
 
-/* A driver of 12.4 or newer has green contexts, conditional nodes and the
+/* A driver of 12.5 or newer has green contexts, conditional nodes and the
  * library API; cuweave must find them. */
 static void test_features_present(void **state) {
     (void)state;
@@ -98,7 +98,7 @@ static void test_features_present(void **state) {
     assert_cw_ok(cw_driver_version(&v));
     assert_int_equal(cw_driver_has(CW_FEATURE_LIBRARY_API), 1);
     if (v >= 12030) assert_int_equal(cw_driver_has(CW_FEATURE_CONDITIONAL_NODES), 1);
-    if (v >= 12040) assert_int_equal(cw_driver_has(CW_FEATURE_GREEN_CONTEXTS), 1);
+    if (v >= 12050) assert_int_equal(cw_driver_has(CW_FEATURE_GREEN_CONTEXTS), 1);
     if (v >= 12080) assert_int_equal(cw_driver_has(CW_FEATURE_STREAM_GET_DEVICE), 1);
     assert_int_equal(cw_driver_has((cw_feature)1000), 0);
 }

@@ -20,7 +20,7 @@ fi
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 note "gpu: $(head -1 "$OUT/gpu.txt")"
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
+note "commit: ${CW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 # meson build and all tests
 rm -rf build-gpu

@@ -52,7 +52,7 @@ CW_API cw_status cw_driver_version(int *version);
 
 /* Optional driver features, each a group of entry points. */
 typedef enum cw_feature {
-    CW_FEATURE_GREEN_CONTEXTS = 0,    /* cuGreenCtxCreate and the SM resource API (12.4) */
+    CW_FEATURE_GREEN_CONTEXTS = 0,    /* cuGreenCtxCreate, cuGreenCtxStreamCreate, SM resources (12.5) */
     CW_FEATURE_CONDITIONAL_NODES = 1, /* cuGraphConditionalHandleCreate, cuGraphAddNode (12.3) */
     CW_FEATURE_LIBRARY_API = 2,       /* cuLibraryLoadData, cuLibraryGetKernel (12.0) */
     CW_FEATURE_STREAM_GET_DEVICE = 3, /* cuStreamGetDevice (12.8) */
