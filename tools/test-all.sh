@@ -1,0 +1,54 @@
+#!/bin/sh
+# The test command (README, .ci/run): builds cuweave with meson and with the
+# Makefile and runs every test with each; then builds the CPU tests with
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs them. GPU tests run
+# where there is a GPU and skip (exit 77) where there is none.
+# Ends with one line: "cuweave: N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+pass=0 failed=0 skipped=0 steps_failed=""
+
+add_meson_counts() { # LOG
+    ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$1"); bad=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$1")
+    sk=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$1"); to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$1")
+    pass=$((pass + ${ok:-0})); failed=$((failed + ${bad:-0} + ${to:-0})); skipped=$((skipped + ${sk:-0}))
+}
+
+step() { echo; echo "=== $*"; }
+
+step "meson build + all tests"
+if meson setup --reconfigure build/meson >/dev/null 2>&1 || meson setup build/meson; then :; fi
+if ninja -C build/meson; then
+    meson test -C build/meson --print-errorlogs 2>&1 | tee build/meson-test.log
+    add_meson_counts build/meson-test.log
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed meson-build"
+fi
+
+step "Makefile build + all tests"
+if make -j"$jobs" O=build/make; then
+    make O=build/make check 2>&1 | tee build/make-check.log
+    line=$(grep '^make: [0-9]* passed' build/make-check.log | tail -1)
+    p=$(echo "$line" | sed -n 's/^make: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped/\1 \2 \3/p')
+    set -- $p
+    if [ $# -eq 3 ]; then pass=$((pass + $1)); failed=$((failed + $2)); skipped=$((skipped + $3));
+    else failed=$((failed + 1)); steps_failed="$steps_failed make-check"; fi
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed make-build"
+fi
+
+step "ASan + UBSan build, CPU tests"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+if { [ -d build/asan ] || meson setup build/asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; } \
+    && ninja -C build/asan; then
+    meson test -C build/asan --suite cpu --print-errorlogs 2>&1 | tee build/asan-test.log
+    add_meson_counts build/asan-test.log
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed asan-build"
+fi
+
+echo
+[ -n "$steps_failed" ] && echo "steps that failed to build:$steps_failed"
+echo "cuweave: $pass passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
