@@ -35,6 +35,35 @@ typedef struct rawcuda {
     rc_result (*cuCtxGetStreamPriorityRange)(int *, int *);
     rc_result (*cuCtxGetFlags)(unsigned *);
     rc_result (*cuCtxSynchronize)(void);
+    rc_result (*cuCtxGetDevice)(rc_device *);
+    /* streams, events, memory, modules, launches (legacy-stream variants) */
+    rc_result (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
+    rc_result (*cuStreamDestroy)(CUstream);
+    rc_result (*cuStreamSynchronize)(CUstream);
+    rc_result (*cuStreamQuery)(CUstream);
+    rc_result (*cuStreamGetPriority)(CUstream, int *);
+    rc_result (*cuStreamGetFlags)(CUstream, unsigned *);
+    rc_result (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+    rc_result (*cuStreamWriteValue32)(CUstream, unsigned long long, unsigned, unsigned);
+    rc_result (*cuLaunchHostFunc)(CUstream, void (*)(void *), void *);
+    rc_result (*cuEventCreate)(CUevent *, unsigned);
+    rc_result (*cuEventRecord)(CUevent, CUstream);
+    rc_result (*cuEventDestroy)(CUevent);
+    rc_result (*cuEventSynchronize)(CUevent);
+    rc_result (*cuEventQuery)(CUevent);
+    rc_result (*cuMemAlloc)(unsigned long long *, size_t);
+    rc_result (*cuMemFree)(unsigned long long);
+    rc_result (*cuMemcpyHtoD)(unsigned long long, const void *, size_t);
+    rc_result (*cuMemcpyDtoH)(void *, unsigned long long, size_t);
+    rc_result (*cuMemsetD32)(unsigned long long, unsigned, size_t);
+    rc_result (*cuMemHostAlloc)(void **, size_t, unsigned);
+    rc_result (*cuMemFreeHost)(void *);
+    rc_result (*cuMemHostGetDevicePointer)(unsigned long long *, void *, unsigned);
+    rc_result (*cuModuleLoadData)(void **, const void *);
+    rc_result (*cuModuleUnload)(void *);
+    rc_result (*cuModuleGetFunction)(void **, void *, const char *);
+    rc_result (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void **, void **);
 } rawcuda;
 
 /* Returns 1 when every entry resolved and cuInit succeeded. */
@@ -60,11 +89,53 @@ static inline int rawcuda_open(rawcuda *rc) {
     RC_SYM_(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange")
     RC_SYM_(cuCtxGetFlags, "cuCtxGetFlags")
     RC_SYM_(cuCtxSynchronize, "cuCtxSynchronize")
+    RC_SYM_(cuCtxGetDevice, "cuCtxGetDevice")
+    RC_SYM_(cuStreamCreateWithPriority, "cuStreamCreateWithPriority")
+    RC_SYM_(cuStreamDestroy, "cuStreamDestroy_v2")
+    RC_SYM_(cuStreamSynchronize, "cuStreamSynchronize")
+    RC_SYM_(cuStreamQuery, "cuStreamQuery")
+    RC_SYM_(cuStreamGetPriority, "cuStreamGetPriority")
+    RC_SYM_(cuStreamGetFlags, "cuStreamGetFlags")
+    RC_SYM_(cuStreamWaitEvent, "cuStreamWaitEvent")
+    RC_SYM_(cuStreamWriteValue32, "cuStreamWriteValue32_v2")
+    RC_SYM_(cuLaunchHostFunc, "cuLaunchHostFunc")
+    RC_SYM_(cuEventCreate, "cuEventCreate")
+    RC_SYM_(cuEventRecord, "cuEventRecord")
+    RC_SYM_(cuEventDestroy, "cuEventDestroy_v2")
+    RC_SYM_(cuEventSynchronize, "cuEventSynchronize")
+    RC_SYM_(cuEventQuery, "cuEventQuery")
+    RC_SYM_(cuMemAlloc, "cuMemAlloc_v2")
+    RC_SYM_(cuMemFree, "cuMemFree_v2")
+    RC_SYM_(cuMemcpyHtoD, "cuMemcpyHtoD_v2")
+    RC_SYM_(cuMemcpyDtoH, "cuMemcpyDtoH_v2")
+    RC_SYM_(cuMemsetD32, "cuMemsetD32_v2")
+    RC_SYM_(cuMemHostAlloc, "cuMemHostAlloc")
+    RC_SYM_(cuMemFreeHost, "cuMemFreeHost")
+    RC_SYM_(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2")
+    RC_SYM_(cuModuleLoadData, "cuModuleLoadData")
+    RC_SYM_(cuModuleUnload, "cuModuleUnload")
+    RC_SYM_(cuModuleGetFunction, "cuModuleGetFunction")
+    RC_SYM_(cuLaunchKernel, "cuLaunchKernel")
 #undef RC_SYM_
     *(void **)&rc->cuCtxCreate_v4 = dlsym(rc->lib, "cuCtxCreate_v4");
     *(void **)&rc->cuCtxCreate_v2 = dlsym(rc->lib, "cuCtxCreate_v2");
     if (!rc->cuCtxCreate_v4 && !rc->cuCtxCreate_v2) return 0;
     return rc->cuInit(0) == 0;
+}
+
+/* Loads the test kernels (tests/kernels/test_kernels.cu) into the context
+ * current on this thread and looks up a kernel by name. */
+static inline rc_result rawcuda_kernel(rawcuda *rc, void **module, const void *image, const char *name,
+                                       void **fn) {
+    rc_result r = 0;
+    if (!*module) r = rc->cuModuleLoadData(module, image);
+    if (r != 0) return r;
+    return rc->cuModuleGetFunction(fn, *module, name);
+}
+
+/* Launches fn<<<1, 1, 0, stream>>>(args). */
+static inline rc_result rawcuda_launch1(rawcuda *rc, void *fn, CUstream stream, void **args) {
+    return rc->cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL);
 }
 
 /* Creates an ordinary (non-primary) context, as a host program would; it

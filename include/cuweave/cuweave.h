@@ -9,6 +9,8 @@
 #include "cuweave/common.h"
 #include "cuweave/device.h"
 #include "cuweave/context.h"
+#include "cuweave/stream.h"
+#include "cuweave/future.h"
 #include "cuweave/jit.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

@@ -1,0 +1,116 @@
+/*
+ * cuweave: host completion (futures).
+ *
+ * A cw_future completes when the work enqueued on a stream before it is
+ * done. Two mechanisms, chosen when it is made:
+ *
+ *  CW_FUTURE_HOST_FUNC    a host function (cuLaunchHostFunc) runs on a
+ *                         driver thread when the stream reaches it and wakes
+ *                         everything waiting. Works on every stream; slower
+ *                         (tens of microseconds on the H100).
+ *  CW_FUTURE_WRITE_VALUE  the stream writes a sequence number
+ *                         (cuStreamWriteValue32) into mapped pinned host
+ *                         memory; a waiter spins on it for a short while
+ *                         (spin_us) and then polls it with sleeps that grow
+ *                         up to 1 ms. The fastest way for a thread to learn
+ *                         of completion (a few microseconds).
+ *
+ * Device errors are reported: when the stream faulted before the marker,
+ * poll and wait return CW_ERROR_DEVICE_FAULT (checked with cuStreamQuery
+ * once the marker is seen, or whenever a wait gives up), never success.
+ */
+#ifndef CUWEAVE_FUTURE_H
+#define CUWEAVE_FUTURE_H
+
+#include "cuweave/common.h"
+#include "cuweave/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cw_future cw_future;
+
+typedef enum cw_future_kind {
+    CW_FUTURE_HOST_FUNC = 0,
+    CW_FUTURE_WRITE_VALUE = 1
+} cw_future_kind;
+
+/*
+ * Completion callback. Runs exactly once per completion: on the driver's
+ * callback thread (HOST_FUNC), on cuweave's watcher thread (WRITE_VALUE), or
+ * on the thread that set it when the future had already completed. It must
+ * not call CUDA or cuweave functions that enqueue work or wait (the driver
+ * forbids CUDA calls from its callback thread); it may signal, queue, or
+ * call cw_future_poll. status is CW_SUCCESS or the error the waiter sees.
+ */
+typedef void (*cw_future_fn)(void *user, cw_future *future, cw_status status);
+
+/*
+ * Creates a future and enqueues its marker on s now: it completes when the
+ * work enqueued on s before this call is done. Returns CW_SUCCESS,
+ * CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE,
+ * CW_ERROR_OUT_OF_MEMORY, or the driver's error. The future keeps the
+ * stream's context alive (not the stream).
+ */
+CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind kind);
+
+/*
+ * Re-arms a completed future on s (the same or another stream of the same
+ * context) without allocating: the marker is enqueued again and the fd and
+ * callback are reset (the callback must be set again). Returns
+ * CW_ERROR_INVALID_STATE when the previous marker has not completed.
+ */
+CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s);
+
+/* CW_SUCCESS when complete, CW_ERROR_NOT_READY when not yet, or the
+ * device error. Never blocks; lock-free. */
+CW_API cw_status cw_future_poll(cw_future *f);
+
+/*
+ * Blocks until the future completes or timeout_us microseconds pass
+ * (negative: no limit; 0: same as poll). Returns CW_SUCCESS,
+ * CW_ERROR_TIMEOUT, or the device error. Any number of threads may wait.
+ */
+CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
+
+/*
+ * Sets how long a WRITE_VALUE waiter spins before it starts sleeping
+ * (default 200 us). No effect on HOST_FUNC futures.
+ */
+CW_API cw_status cw_future_set_spin(cw_future *f, unsigned spin_us);
+
+/*
+ * Sets the completion callback (replacing none: a second call returns
+ * CW_ERROR_INVALID_STATE). When the future is already complete the callback
+ * runs now, on this thread, before the call returns.
+ */
+CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *user);
+
+/*
+ * Writes a file descriptor (an eventfd, owned by the future) that becomes
+ * readable when the future completes, for poll/epoll/select loops. Reading
+ * it is allowed but not needed. Valid until the future is destroyed.
+ */
+CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
+
+/*
+ * Destroys the future. If its marker has not completed yet, the destroy
+ * waits for it (a marker holds on to the future's memory). Sets *f to NULL;
+ * accepts NULL.
+ */
+CW_API void cw_future_destroy(cw_future **f);
+
+/*
+ * A future that completes when every one of streams[0..n-1] has finished the
+ * work enqueued on it so far (Holoscan's CudaStreamCondition). All streams
+ * must share one context. The marker goes on an internal stream of that
+ * context's fork pool that waits for each of them.
+ */
+CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUWEAVE_FUTURE_H */

@@ -1,0 +1,60 @@
+// Kernels used by the GPU tests and the benchmarks. Compiled ahead of time by
+// tools/gen-test-kernels.sh into test_kernels_fatbin.h (committed), so that
+// neither CI nor the tests need nvcc or NVRTC.
+#include <stdint.h>
+
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ void spin_ns(long long ns) {
+    unsigned long long end = now_ns() + (unsigned long long)ns;
+    while (now_ns() < end) {
+    }
+}
+
+extern "C" {
+
+// Does nothing: for launch and completion latency.
+__global__ void cw_empty() {}
+
+// Spins for ns nanoseconds, then writes value to *p: the slow writer.
+__global__ void cw_slow_write(int *p, int value, long long ns) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        spin_ns(ns);
+        *(volatile int *)p = value;
+        __threadfence_system();
+    }
+}
+
+// Copies *src to *dst: the reader.
+__global__ void cw_copy_int(const int *src, int *dst) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *dst = *(volatile const int *)src;
+}
+
+// Records the GPU clock at start and end of a spin of ns nanoseconds:
+// out[0] = start, out[1] = end. For overlap checks.
+__global__ void cw_stamp(unsigned long long *out, long long ns) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        out[0] = now_ns();
+        spin_ns(ns);
+        out[1] = now_ns();
+    }
+}
+
+// Adds 1 to *p after a spin: futures completing in order.
+__global__ void cw_spin_add(int *p, long long ns) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        spin_ns(ns);
+        atomicAdd(p, 1);
+    }
+}
+
+// Writes through a bad pointer: a sticky device fault (illegal address).
+__global__ void cw_fault(int *bad) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile int *)bad = 1;
+}
+
+}  // extern "C"
