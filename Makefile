@@ -22,15 +22,20 @@ LIB_SRCS = \
 	src/device.cpp \
 	src/driver.cpp \
 	src/error.cpp \
+	src/future.cpp \
 	src/jit.cpp \
-	src/seam.cpp
+	src/pool.cpp \
+	src/seam.cpp \
+	src/stream.cpp
 
 HEADERS = \
 	include/cuweave/common.h \
 	include/cuweave/context.h \
 	include/cuweave/cuweave.h \
 	include/cuweave/device.h \
+	include/cuweave/future.h \
 	include/cuweave/jit.h \
+	include/cuweave/stream.h \
 	include/cuweave/version.h
 
 EXAMPLES = devices

@@ -1,8 +1,10 @@
 // cuweave: contexts (primary and external).
 #include <new>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.hpp"
+#include "stream.hpp"
 
 namespace cw {
 
@@ -10,6 +12,17 @@ void context_retain(cw_context *ctx) { ctx->refs.fetch_add(1, std::memory_order_
 
 void context_release(cw_context *ctx) {
     if (ctx->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    {
+        // What the context made for itself goes first, with it current.
+        CurrentGuard guard;
+        (void)guard.enter(ctx->cu);
+        if (ctx->fork_pool) pool_destroy_internal(ctx->fork_pool);
+        for (size_t i = 0; i < ctx->events.count; i++) drv().cuEventDestroy(ctx->events.items[i]);
+        free(ctx->events.items);
+        for (size_t i = 0; i < ctx->slab.page_count; i++) drv().cuMemFreeHost(ctx->slab.pages[i].host);
+        free(ctx->slab.pages);
+        free(ctx->slab.free_slots);
+    }
     if (ctx->kind == CW_CONTEXT_PRIMARY) {
         CUresult r = drv().cuDevicePrimaryCtxRelease(ctx->device);
         if (r != CUDA_SUCCESS)
@@ -19,6 +32,120 @@ void context_release(cw_context *ctx) {
     ctx->tag = kTagDead;
     ctx->~cw_context();
     free(ctx);
+}
+
+int clamp_priority(const cw_context *ctx, int priority) {
+    // greatest is the numerically smallest (highest priority).
+    if (priority > ctx->prio_least) return ctx->prio_least;
+    if (priority < ctx->prio_greatest) return ctx->prio_greatest;
+    return priority;
+}
+
+cw_status event_get(cw_context *ctx, CUevent *ev) {
+    {
+        SpinLock lock(ctx->events.lock);
+        if (ctx->events.count > 0) {
+            *ev = ctx->events.items[--ctx->events.count];
+            return CW_SUCCESS;
+        }
+    }
+    CurrentGuard guard;
+    CW_TRY(guard.enter(ctx->cu));
+    CW_CU(cuEventCreate, (ev, CU_EVENT_DISABLE_TIMING));
+    cw_status st = guard.leave();
+    if (st != CW_SUCCESS) drv().cuEventDestroy(*ev);
+    return st;
+}
+
+void event_put(cw_context *ctx, CUevent ev) {
+    {
+        SpinLock lock(ctx->events.lock);
+        if (ctx->events.count < ctx->events.cap ||
+            [&] {
+                size_t cap = ctx->events.cap ? ctx->events.cap * 2 : 16;
+                void *p = realloc(ctx->events.items, cap * sizeof(CUevent));
+                if (!p) return false;
+                ctx->events.items = static_cast<CUevent *>(p);
+                ctx->events.cap = cap;
+                return true;
+            }()) {
+            ctx->events.items[ctx->events.count++] = ev;
+            return;
+        }
+    }
+    // No room to keep it: give it back to the driver.
+    drv().cuEventDestroy(ev);
+}
+
+cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev) {
+    HostSlab &sl = ctx->slab;
+    for (;;) {
+        {
+            SpinLock lock(ctx->lock);
+            if (sl.free_count > 0) {
+                uint32_t id = sl.free_slots[--sl.free_count];
+                const HostSlab::Page &pg = sl.pages[id / kSlotsPerPage];
+                size_t off = (id % kSlotsPerPage) * kSlotBytes;
+                *slot = id;
+                *host = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(pg.host) + off);
+                *dev = pg.dev + off;
+                return CW_SUCCESS;
+            }
+        }
+        // Grow by one page (outside the spin lock: the driver call is slow).
+        CurrentGuard guard;
+        CW_TRY(guard.enter(ctx->cu));
+        void *hostp = nullptr;
+        CW_CU(cuMemHostAlloc, (&hostp, kSlabPageBytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+        CUdeviceptr devp = 0;
+        CUresult r = drv().cuMemHostGetDevicePointer(&devp, hostp, 0);
+        if (r != CUDA_SUCCESS) {
+            drv().cuMemFreeHost(hostp);
+            return fail_cu(r, "cuMemHostGetDevicePointer");
+        }
+        cw_status st = guard.leave();
+        if (st != CW_SUCCESS) {
+            drv().cuMemFreeHost(hostp);
+            return st;
+        }
+        memset(hostp, 0, kSlabPageBytes);
+        SpinLock lock(ctx->lock);
+        bool ok = true;
+        if (sl.page_count == sl.page_cap) {
+            size_t cap = sl.page_cap ? sl.page_cap * 2 : 4;
+            void *p = realloc(sl.pages, cap * sizeof(HostSlab::Page));
+            if (p) {
+                sl.pages = static_cast<HostSlab::Page *>(p);
+                sl.page_cap = cap;
+            } else {
+                ok = false;
+            }
+        }
+        // Room for every slot that will exist, so that slab_put never grows.
+        if (ok && sl.free_cap < (sl.page_count + 1) * kSlotsPerPage) {
+            size_t cap = (sl.page_count + 1) * kSlotsPerPage * 2;
+            void *p = realloc(sl.free_slots, cap * sizeof(uint32_t));
+            if (p) {
+                sl.free_slots = static_cast<uint32_t *>(p);
+                sl.free_cap = cap;
+            } else {
+                ok = false;
+            }
+        }
+        if (!ok) {
+            drv().cuMemFreeHost(hostp);
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+        uint32_t page = static_cast<uint32_t>(sl.page_count);
+        sl.pages[sl.page_count++] = HostSlab::Page{hostp, devp};
+        for (size_t i = kSlotsPerPage; i-- > 0;) sl.free_slots[sl.free_count++] = page * kSlotsPerPage + (uint32_t)i;
+    }
+}
+
+void slab_put(cw_context *ctx, uint32_t slot) {
+    SpinLock lock(ctx->lock);
+    // free_cap always covers every slot ever made, so this cannot overflow.
+    ctx->slab.free_slots[ctx->slab.free_count++] = slot;
 }
 
 namespace {

@@ -14,7 +14,50 @@ namespace cw {
 // handle is refused (CW_ERROR_INVALID_HANDLE) instead of being used.
 enum : uint32_t {
     kTagContext = 0x43574358u,  // "CWCX"
+    kTagStream = 0x43575354u,   // "CWST"
+    kTagPool = 0x4357504cu,     // "CWPL"
+    kTagTimer = 0x4357544du,    // "CWTM"
+    kTagFuture = 0x43574655u,   // "CWFU"
     kTagDead = 0xdeadc0deu,
+};
+
+// A small mutex-protected stack of pooled driver objects (events, mapped
+// host words). Used on creation and destruction paths only.
+struct EventPool {
+    std::atomic<int> lock{0};
+    CUevent *items = nullptr;
+    size_t count = 0, cap = 0;
+};
+
+// Pinned, mapped host memory carved into cache-line slots, for futures that
+// are completed by a stream-written value.
+struct HostSlab {
+    struct Page {
+        void *host;
+        CUdeviceptr dev;
+    };
+    Page *pages = nullptr;
+    size_t page_count = 0, page_cap = 0;
+    uint32_t *free_slots = nullptr;  // slot ids: page * kSlotsPerPage + index
+    size_t free_count = 0, free_cap = 0;
+};
+constexpr size_t kSlabPageBytes = 4096;
+constexpr size_t kSlotBytes = 64;
+constexpr size_t kSlotsPerPage = kSlabPageBytes / kSlotBytes;
+
+// A spin lock for the short, rare critical sections of creation paths.
+class SpinLock {
+  public:
+    explicit SpinLock(std::atomic<int> &l) : l_(l) {
+        while (l_.exchange(1, std::memory_order_acquire)) {
+        }
+    }
+    ~SpinLock() { l_.store(0, std::memory_order_release); }
+    SpinLock(const SpinLock &) = delete;
+    SpinLock &operator=(const SpinLock &) = delete;
+
+  private:
+    std::atomic<int> &l_;
 };
 
 // Makes a context current on this thread and puts back what was current
@@ -36,6 +79,8 @@ class CurrentGuard {
 
 }  // namespace cw
 
+struct cw_stream_pool;
+
 struct cw_context {
     uint32_t tag;
     std::atomic<int> refs;
@@ -45,6 +90,11 @@ struct cw_context {
     int ordinal;
     int prio_least;
     int prio_greatest;
+    // Made on first use, torn down with the context.
+    std::atomic<int> lock;  // guards fork_pool creation, slab
+    cw_stream_pool *fork_pool;
+    cw::EventPool events;
+    cw::HostSlab slab;
 };
 
 namespace cw {
@@ -59,6 +109,23 @@ void context_release(cw_context *ctx);
 // Initialises the driver and maps a device ordinal to its CUdevice;
 // CW_ERROR_INVALID_ARGUMENT (with the device count) when out of range.
 cw_status device_from_ordinal(int ordinal, CUdevice *dev);
+
+// Timing-disabled events from the context's pool (created when empty).
+cw_status event_get(cw_context *ctx, CUevent *ev);
+void event_put(cw_context *ctx, CUevent ev);
+
+// A mapped host word (64-byte slot) from the context's slab.
+cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev);
+void slab_put(cw_context *ctx, uint32_t slot);
+
+// The context's own lease pool for fork and when_all (made on first use).
+cw_status fork_pool(cw_context *ctx, cw_stream_pool **out);
+
+// Clamps a priority into the context's range.
+int clamp_priority(const cw_context *ctx, int priority);
+
+// Teardown hooks of the stream layer, called when the context goes.
+void pool_destroy_internal(cw_stream_pool *pool);
 
 // The device's primary-context priority range, cached per device.
 cw_status device_priority_range(int ordinal, int *least, int *greatest);

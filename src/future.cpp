@@ -1,0 +1,516 @@
+// cuweave: host completion (futures), when_all, and the watcher thread that
+// completes callbacks and file descriptors of stream-written-value futures.
+#include <errno.h>
+#include <new>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stream.hpp"
+
+struct cw_future {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    cw_future_kind kind;
+    CUevent ev;       // recorded after the marker: reports a device fault
+    std::atomic<uint32_t> armed;  // sequence number of the current marker
+    // WRITE_VALUE: the stream writes `armed` here
+    volatile uint32_t *word;
+    CUdeviceptr word_dev;
+    uint32_t slot;
+    unsigned spin_us;
+    // HOST_FUNC: the host function stores `armed` here and wakes waiters
+    std::atomic<uint32_t> done;
+    std::atomic<int> hostfn_pending;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    // Notification
+    std::atomic<int> efd;
+    std::atomic<int> cb_state;  // 0 none, 1 set, 2 fired
+    cw_future_fn cb;
+    void *cb_user;
+    std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
+    bool watched;               // on the watcher's list (under g_watch.mutex)
+    cw_future *watch_next;
+};
+
+namespace cw {
+namespace {
+
+constexpr unsigned kDefaultSpinUs = 200;
+
+int64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// True when the marker of the current arming has been reached.
+inline bool marker_done(const cw_future *f) {
+    uint32_t want = f->armed.load(std::memory_order_acquire);
+    uint32_t have = f->kind == CW_FUTURE_WRITE_VALUE ? *f->word : f->done.load(std::memory_order_acquire);
+    return static_cast<int32_t>(have - want) >= 0;
+}
+
+// Asks the driver whether the context faulted (the event after the marker
+// carries the sticky error). Returns CW_SUCCESS when no fault is known.
+cw_status check_fault(cw_future *f) {
+    int cached = f->fault.load(std::memory_order_acquire);
+    if (cached) return static_cast<cw_status>(cached);
+    CurrentGuard guard;
+    CW_TRY(guard.enter(f->ctx->cu));
+    CUresult r = drv().cuEventQuery(f->ev);
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return guard.leave();
+    cw_status st = fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker");
+    if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
+    return st;
+}
+
+// The status a completed (or faulted) future reports.
+cw_status outcome(cw_future *f) {
+    int cached = f->fault.load(std::memory_order_acquire);
+    if (cached) return fail(static_cast<cw_status>(cached), "the stream faulted before the future's marker");
+    return CW_SUCCESS;
+}
+
+void notify(cw_future *f, cw_status st) {
+    int fd = f->efd.load(std::memory_order_seq_cst);
+    if (fd >= 0) {
+        uint64_t one = 1;
+        ssize_t n = write(fd, &one, sizeof one);
+        (void)n;
+    }
+    int expected = 1;
+    if (f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) f->cb(f->cb_user, f, st);
+}
+
+// ---- the watcher thread (WRITE_VALUE futures with a callback or an fd) ----
+
+struct Watch {
+    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    cw_future *head = nullptr;
+    bool running = false;
+} g_watch;
+
+void *watcher_main(void *) {
+    int64_t idle_ns = 2000;
+    pthread_mutex_lock(&g_watch.mutex);
+    for (;;) {
+        while (!g_watch.head) {
+            idle_ns = 2000;
+            pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
+        }
+        bool any = false;
+        for (cw_future **pp = &g_watch.head; *pp;) {
+            cw_future *f = *pp;
+            cw_status st = CW_SUCCESS;
+            bool finished = marker_done(f);
+            if (!finished && idle_ns >= 1000000) {
+                // While it sleeps long, also look for a fault now and then.
+                st = check_fault(f);
+                finished = st == CW_ERROR_DEVICE_FAULT;
+            }
+            if (finished) {
+                if (st == CW_SUCCESS) st = f->fault.load() ? static_cast<cw_status>(f->fault.load()) : CW_SUCCESS;
+                *pp = f->watch_next;
+                f->watched = false;
+                notify(f, st);  // under the mutex: destroy waits for us
+                any = true;
+            } else {
+                pp = &f->watch_next;
+            }
+        }
+        if (any) idle_ns = 2000;
+        pthread_mutex_unlock(&g_watch.mutex);
+        struct timespec ts = {0, idle_ns};
+        nanosleep(&ts, nullptr);
+        if (idle_ns < 1000000) idle_ns *= 2;
+        pthread_mutex_lock(&g_watch.mutex);
+    }
+    return nullptr;
+}
+
+cw_status watch(cw_future *f) {
+    pthread_mutex_lock(&g_watch.mutex);
+    if (!g_watch.running) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &a, watcher_main, nullptr);
+        pthread_attr_destroy(&a);
+        if (rc != 0) {
+            pthread_mutex_unlock(&g_watch.mutex);
+            return fail(CW_ERROR_OUT_OF_MEMORY, "could not start the watcher thread (%s)", strerror(rc));
+        }
+        g_watch.running = true;
+    }
+    if (!f->watched) {
+        f->watched = true;
+        f->watch_next = g_watch.head;
+        g_watch.head = f;
+        pthread_cond_signal(&g_watch.cond);
+    }
+    pthread_mutex_unlock(&g_watch.mutex);
+    return CW_SUCCESS;
+}
+
+void unwatch(cw_future *f) {
+    pthread_mutex_lock(&g_watch.mutex);
+    if (f->watched) {
+        for (cw_future **pp = &g_watch.head; *pp; pp = &(*pp)->watch_next)
+            if (*pp == f) {
+                *pp = f->watch_next;
+                break;
+            }
+        f->watched = false;
+    }
+    pthread_mutex_unlock(&g_watch.mutex);
+}
+
+// ---- HOST_FUNC -------------------------------------------------------------
+
+void host_fn(void *user) {
+    cw_future *f = static_cast<cw_future *>(user);
+    f->done.store(f->armed.load(std::memory_order_relaxed), std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with set_callback / get_fd
+    pthread_mutex_lock(&f->mutex);
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->mutex);
+    notify(f, CW_SUCCESS);
+    f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
+}
+
+// Enqueues the fault-check event and the marker for sequence number `seq`.
+// The event goes first: once the marker is queued nothing can fail any more,
+// so a failure never leaves a queued host function pointing at freed memory.
+// (Any query of a faulted context returns the sticky error, so the event's
+// place does not matter for fault detection.)
+cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool *queued) {
+    *queued = false;
+    CurrentGuard guard;
+    // Markers are rare next to launches: always make the context current, so
+    // that wrapped NULL streams work as any other.
+    CW_TRY(guard.enter(s->ctx->cu));
+    CW_CU(cuEventRecord, (f->ev, s->cu));
+    f->armed.store(seq, std::memory_order_seq_cst);
+    CUresult r;
+    if (f->kind == CW_FUTURE_WRITE_VALUE) {
+        r = drv().cuStreamWriteValue32(s->cu, f->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuStreamWriteValue32");
+    } else {
+        f->hostfn_pending.store(1, std::memory_order_release);
+        r = drv().cuLaunchHostFunc(s->cu, host_fn, f);
+        if (r != CUDA_SUCCESS) {
+            f->hostfn_pending.store(0, std::memory_order_release);
+            return fail_cu(r, "cuLaunchHostFunc");
+        }
+    }
+    // The marker is queued; a failed restore is reported but changes nothing.
+    *queued = true;
+    return guard.leave();
+}
+
+void reset_notification(cw_future *f) {
+    int fd = f->efd.load();
+    if (fd >= 0) {
+        uint64_t v;
+        while (read(fd, &v, sizeof v) > 0) {
+        }
+    }
+    f->cb_state.store(0, std::memory_order_release);
+    f->cb = nullptr;
+    f->cb_user = nullptr;
+}
+
+// Waits for the marker with a deadline (ns since the monotonic epoch, or -1).
+cw_status wait_done(cw_future *f, int64_t deadline) {
+    if (f->kind == CW_FUTURE_WRITE_VALUE) {
+        int64_t spin_until = now_ns() + (int64_t)f->spin_us * 1000;
+        if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
+        while (!marker_done(f)) {
+            cpu_relax();
+            if (now_ns() >= spin_until) break;
+        }
+        int64_t sleep_ns = 2000, next_fault_check = 0;
+        while (!marker_done(f)) {
+            int64_t t = now_ns();
+            if (t >= next_fault_check) {
+                cw_status st = check_fault(f);
+                if (st != CW_SUCCESS) return st;
+                next_fault_check = t + 1000000;
+            }
+            if (deadline >= 0 && t >= deadline) return fail(CW_ERROR_TIMEOUT, "the future did not complete in time");
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, nullptr);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
+    } else {
+        if (!marker_done(f)) {
+            pthread_mutex_lock(&f->mutex);
+            while (!marker_done(f)) {
+                int64_t t = now_ns();
+                if (deadline >= 0 && t >= deadline) {
+                    pthread_mutex_unlock(&f->mutex);
+                    cw_status st = check_fault(f);
+                    return st != CW_SUCCESS ? st : fail(CW_ERROR_TIMEOUT, "the future did not complete in time");
+                }
+                // Wake at least every 10 ms to look for a device fault (after
+                // one, the host function never runs).
+                int64_t until = t + 10000000;
+                if (deadline >= 0 && deadline < until) until = deadline;
+                struct timespec ts = {until / 1000000000, until % 1000000000};
+                pthread_cond_timedwait(&f->cond, &f->mutex, &ts);
+                if (!marker_done(f)) {
+                    pthread_mutex_unlock(&f->mutex);
+                    cw_status st = check_fault(f);
+                    if (st != CW_SUCCESS) return st;
+                    pthread_mutex_lock(&f->mutex);
+                }
+            }
+            pthread_mutex_unlock(&f->mutex);
+        }
+    }
+    // The marker ran, so the work before it is done; a fault after it is not
+    // this future's business, but one before it would have stopped the marker.
+    return outcome(f);
+}
+
+cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
+    cw_context *ctx = s->ctx;
+    void *mem = calloc(1, sizeof(cw_future));
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_future *f = new (mem) cw_future();
+    f->ctx = ctx;
+    f->kind = kind;
+    f->efd.store(-1);
+    f->spin_us = kDefaultSpinUs;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&f->mutex, nullptr);
+    bool have_slot = false;
+    cw_status st = event_get(ctx, &f->ev);
+    if (st == CW_SUCCESS && kind == CW_FUTURE_WRITE_VALUE) {
+        st = slab_get(ctx, &f->slot, &f->word, &f->word_dev);
+        have_slot = st == CW_SUCCESS;
+        if (have_slot) {
+            *f->word = 0;
+            f->armed.store(0);
+        }
+    }
+    bool queued = false;
+    if (st == CW_SUCCESS) st = enqueue_marker(f, s, 1, &queued);
+    if (st != CW_SUCCESS && queued) {
+        // Only the restore of the caller's context failed: the future is good.
+        context_retain(ctx);
+        f->tag = kTagFuture;
+        *out = f;
+        return st;
+    }
+    if (st != CW_SUCCESS) {
+        if (have_slot) slab_put(ctx, f->slot);
+        if (f->ev) event_put(ctx, f->ev);
+        pthread_mutex_destroy(&f->mutex);
+        pthread_cond_destroy(&f->cond);
+        f->~cw_future();
+        free(f);
+        return st;
+    }
+    context_retain(ctx);
+    f->tag = kTagFuture;
+    *out = f;
+    return CW_SUCCESS;
+}
+
+}  // namespace
+}  // namespace cw
+
+using namespace cw;
+
+#define CW_CHECK_FUTURE(f)                                                               \
+    do {                                                                                 \
+        CW_CHECK_ARG((f) != NULL);                                                       \
+        if (__builtin_expect((f)->tag != kTagFuture, 0))                                 \
+            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_future", #f);      \
+    } while (0)
+
+extern "C" {
+
+CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind kind) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_STREAM(s);
+    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE);
+    return future_make(s, kind, out);
+}
+
+CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    CW_CHECK_STREAM(s);
+    if (s->ctx->cu != f->ctx->cu)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
+    if (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))
+        return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    if (f->fault.load()) return outcome(f);
+    unwatch(f);
+    reset_notification(f);
+    uint32_t prev = f->armed.load(std::memory_order_relaxed);
+    bool queued = false;
+    cw_status st = enqueue_marker(f, s, prev + 1, &queued);
+    if (st != CW_SUCCESS && !queued) {
+        // Nothing was enqueued that will complete the new number: stay completed.
+        f->armed.store(prev, std::memory_order_release);
+    }
+    return st;
+}
+
+CW_API cw_status cw_future_poll(cw_future *f) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    if (marker_done(f)) return outcome(f);
+    CW_TRY(check_fault(f));
+    return CW_ERROR_NOT_READY;
+}
+
+CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    if (marker_done(f)) return outcome(f);
+    if (timeout_us == 0) {
+        CW_TRY(check_fault(f));
+        return fail(CW_ERROR_TIMEOUT, "the future has not completed (timeout 0)");
+    }
+    return wait_done(f, timeout_us < 0 ? -1 : now_ns() + timeout_us * 1000);
+}
+
+CW_API cw_status cw_future_set_spin(cw_future *f, unsigned spin_us) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    CW_CHECK_ARG(spin_us <= 10000000);
+    f->spin_us = spin_us;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    CW_CHECK_ARG(fn != NULL);
+    if (f->cb_state.load(std::memory_order_acquire) != 0)
+        return fail(CW_ERROR_INVALID_STATE, "the future already has a callback");
+    f->cb = fn;
+    f->cb_user = user;
+    f->cb_state.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
+    if (marker_done(f)) {
+        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls it.
+        int expected = 1;
+        if (f->cb_state.compare_exchange_strong(expected, 2)) fn(user, f, outcome(f));
+        return CW_SUCCESS;
+    }
+    if (f->kind == CW_FUTURE_WRITE_VALUE) return watch(f);
+    return CW_SUCCESS;  // the host function calls it
+}
+
+CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    CW_CHECK_ARG(fd != NULL);
+    int e = f->efd.load(std::memory_order_acquire);
+    if (e < 0) {
+        int n = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (n < 0) return fail(CW_ERROR_OUT_OF_MEMORY, "eventfd failed: %s", strerror(errno));
+        int expected = -1;
+        if (!f->efd.compare_exchange_strong(expected, n, std::memory_order_seq_cst)) {
+            close(n);  // another thread made it
+            n = expected;
+        }
+        e = n;
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
+        if (marker_done(f)) {
+            uint64_t one = 1;
+            ssize_t w = write(e, &one, sizeof one);
+            (void)w;
+        } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
+            CW_TRY(watch(f));
+        }
+    }
+    *fd = e;
+    return CW_SUCCESS;
+}
+
+CW_API void cw_future_destroy(cw_future **pf) {
+    CW_ENTRY;
+    if (!pf || !*pf) return;
+    cw_future *f = *pf;
+    *pf = NULL;
+    if (f->tag != kTagFuture) {
+        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_future; nothing destroyed");
+        return;
+    }
+    // A marker still queued will touch this memory: wait for it, unless the
+    // context faulted (then it never runs, and the memory is left behind).
+    cw_status st = CW_SUCCESS;
+    while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
+        st = wait_done(f, now_ns() + 100000000);
+        if (st == CW_ERROR_TIMEOUT) st = CW_SUCCESS;
+        if (f->kind == CW_FUTURE_HOST_FUNC && marker_done(f))
+            while (f->hostfn_pending.load(std::memory_order_acquire)) sched_yield();
+    }
+    unwatch(f);
+    f->tag = kTagDead;
+    if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
+        log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
+        return;
+    }
+    cw_context *ctx = f->ctx;
+    if (f->kind == CW_FUTURE_WRITE_VALUE) slab_put(ctx, f->slot);
+    event_put(ctx, f->ev);
+    int fd = f->efd.load();
+    if (fd >= 0) close(fd);
+    pthread_mutex_destroy(&f->mutex);
+    pthread_cond_destroy(&f->cond);
+    f->~cw_future();
+    free(f);
+    context_release(ctx);
+}
+
+CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_ARG(streams != NULL);
+    CW_CHECK_ARG(n > 0);
+    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE);
+    for (size_t i = 0; i < n; i++) {
+        if (!stream_ok(streams[i])) return fail(CW_ERROR_INVALID_HANDLE, "streams[%zu] is not a live cw_stream", i);
+        if (streams[i]->ctx->cu != streams[0]->ctx->cu)
+            return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: streams[%zu] is on another context", i);
+    }
+    cw_context *ctx = streams[0]->ctx;
+    cw_stream_pool *pool = nullptr;
+    CW_TRY(fork_pool(ctx, &pool));
+    cw_stream *join = nullptr;
+    CW_TRY(pool_acquire(pool, &join, 0));
+    cw_status st = CW_SUCCESS;
+    for (size_t i = 0; i < n && st == CW_SUCCESS; i++) st = stream_order(join, streams[i]);
+    if (st == CW_SUCCESS) st = future_make(join, kind, out);
+    pool_release(pool, join);
+    return st;
+}
+
+}  // extern "C"

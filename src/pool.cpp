@@ -1,0 +1,422 @@
+// cuweave: stream pools (lease, round-robin, single) and named streams.
+#include <errno.h>
+#include <new>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stream.hpp"
+
+namespace cw {
+namespace {
+
+std::atomic<int> g_serialize{-1};
+
+cw_stream *slot(cw_stream_pool *p, uint32_t index) {
+    return p->chunks[index / kChunk].load(std::memory_order_acquire)[index % kChunk];
+}
+
+// Lock-free pop from the free stack; NULL when empty.
+cw_stream *pop_free(cw_stream_pool *p) {
+    uint64_t head = p->free_head.load(std::memory_order_acquire);
+    for (;;) {
+        uint32_t idx1 = static_cast<uint32_t>(head);
+        if (idx1 == 0) return nullptr;
+        cw_stream *s = slot(p, idx1 - 1);
+        uint64_t next = ((head >> 32) + 1) << 32 | s->next_free.load(std::memory_order_relaxed);
+        if (p->free_head.compare_exchange_weak(head, next, std::memory_order_seq_cst, std::memory_order_acquire))
+            return s;
+    }
+}
+
+void push_free(cw_stream_pool *p, cw_stream *s) {
+    uint64_t head = p->free_head.load(std::memory_order_relaxed);
+    for (;;) {
+        s->next_free.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+        uint64_t next = ((head >> 32) + 1) << 32 | (s->index + 1);
+        if (p->free_head.compare_exchange_weak(head, next, std::memory_order_seq_cst, std::memory_order_relaxed))
+            return;
+    }
+}
+
+// Makes one more stream and puts it in its slot. Caller holds p->mutex.
+cw_status grow(cw_stream_pool *p, cw_stream **out) {
+    uint32_t n = p->created.load(std::memory_order_relaxed);
+    if (p->max && n >= p->max) return CW_ERROR_POOL_EXHAUSTED;
+    if (n >= kChunk * kMaxChunks) return fail(CW_ERROR_POOL_EXHAUSTED, "the pool holds its limit of %u streams", n);
+    cw_stream **chunk = p->chunks[n / kChunk].load(std::memory_order_relaxed);
+    if (!chunk) {
+        chunk = static_cast<cw_stream **>(calloc(kChunk, sizeof(cw_stream *)));
+        if (!chunk) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        p->chunks[n / kChunk].store(chunk, std::memory_order_release);
+    }
+    cw_stream *s = nullptr;
+    CW_TRY(stream_new(p->ctx, p->flags, p->priority, false, &s));
+    s->pool = p;
+    s->index = n;
+    chunk[n % kChunk] = s;
+    p->created.store(n + 1, std::memory_order_release);
+    *out = s;
+    return CW_SUCCESS;
+}
+
+cw_status exhausted(cw_stream_pool *p) {
+    return fail(CW_ERROR_POOL_EXHAUSTED, "all %u streams of the pool are leased", p->max);
+}
+
+void lease(cw_stream_pool *p, cw_stream *s) {
+    s->leased.store(1, std::memory_order_relaxed);
+    p->leased.fetch_add(1, std::memory_order_relaxed);
+}
+
+struct timespec deadline_after(int64_t us) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = ts.tv_nsec + (us % 1000000) * 1000;
+    ts.tv_sec += us / 1000000 + ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    return ts;
+}
+
+void destroy_streams(cw_stream_pool *p) {
+    uint32_t n = p->created.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) stream_free(slot(p, i));
+    for (uint32_t c = 0; c < kMaxChunks; c++) free(p->chunks[c].load(std::memory_order_relaxed));
+    free(p->fixed);
+    free(p->named);
+}
+
+}  // namespace
+
+bool serialize_all() {
+    int v = g_serialize.load(std::memory_order_acquire);
+    if (__builtin_expect(v < 0, 0)) {
+        const char *e = getenv("CUWEAVE_SERIALIZE");
+        v = (e && strcmp(e, "1") == 0) ? 1 : 0;
+        g_serialize.store(v, std::memory_order_release);
+    }
+    return v == 1;
+}
+
+cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
+    if (p->mode != CW_POOL_LEASE) {
+        uint32_t i = p->mode == CW_POOL_SINGLE ? 0 : static_cast<uint32_t>(p->rr.fetch_add(1, std::memory_order_relaxed) % p->fixed_count);
+        *out = p->fixed[i];
+        return CW_SUCCESS;
+    }
+    cw_stream *s = pop_free(p);
+    if (__builtin_expect(s != nullptr, 1)) {
+        lease(p, s);
+        *out = s;
+        return CW_SUCCESS;
+    }
+    // Slow path: grow, or wait for a release.
+    pthread_mutex_lock(&p->mutex);
+    p->waiters.fetch_add(1, std::memory_order_seq_cst);
+    cw_status st = CW_SUCCESS;
+    struct timespec until = deadline_after(timeout_us > 0 ? timeout_us : 0);
+    for (;;) {
+        s = pop_free(p);
+        if (s) break;
+        st = grow(p, &s);
+        if (st == CW_SUCCESS) break;
+        if (st != CW_ERROR_POOL_EXHAUSTED) break;
+        if (timeout_us == 0) {
+            st = exhausted(p);
+            break;
+        }
+        int rc = timeout_us < 0 ? pthread_cond_wait(&p->cond, &p->mutex)
+                                : pthread_cond_timedwait(&p->cond, &p->mutex, &until);
+        if (rc == ETIMEDOUT) {
+            s = pop_free(p);
+            if (!s) st = fail(CW_ERROR_TIMEOUT, "no stream was released within %lld us", (long long)timeout_us);
+            else st = CW_SUCCESS;
+            break;
+        }
+        st = CW_SUCCESS;
+    }
+    p->waiters.fetch_sub(1, std::memory_order_seq_cst);
+    pthread_mutex_unlock(&p->mutex);
+    if (st != CW_SUCCESS) return st;
+    lease(p, s);
+    *out = s;
+    return CW_SUCCESS;
+}
+
+cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
+    if (s->pool != p) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not from this pool");
+    if (p->mode != CW_POOL_LEASE) return CW_SUCCESS;
+    if (s->leased.exchange(0, std::memory_order_acq_rel) != 1)
+        return fail(CW_ERROR_INVALID_STATE, "the stream is not leased (released twice?)");
+    p->leased.fetch_sub(1, std::memory_order_relaxed);
+    push_free(p, s);
+    if (__builtin_expect(p->waiters.load(std::memory_order_seq_cst) > 0, 0)) {
+        pthread_mutex_lock(&p->mutex);
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->mutex);
+    }
+    return CW_SUCCESS;
+}
+
+cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool internal, cw_stream_pool **out) {
+    void *mem = calloc(1, sizeof(cw_stream_pool));
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_stream_pool *p = new (mem) cw_stream_pool();
+    pthread_mutex_init(&p->mutex, nullptr);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    p->ctx = ctx;
+    p->internal = internal;
+    p->mode = serialize_all() ? CW_POOL_SINGLE : set->mode;
+    p->flags = set->flags;
+    p->priority = clamp_priority(ctx, set->priority);
+    p->max = set->max_streams;
+    cw_status st = CW_SUCCESS;
+    if (p->mode == CW_POOL_LEASE) {
+        // Streams made up front go on the free list.
+        pthread_mutex_lock(&p->mutex);
+        for (unsigned i = 0; i < set->reserved_streams && st == CW_SUCCESS; i++) {
+            cw_stream *s = nullptr;
+            st = grow(p, &s);
+            if (st == CW_SUCCESS) push_free(p, s);
+        }
+        pthread_mutex_unlock(&p->mutex);
+    } else {
+        unsigned n = p->mode == CW_POOL_SINGLE ? 1 : (set->reserved_streams ? set->reserved_streams : 4);
+        p->fixed = static_cast<cw_stream **>(calloc(n, sizeof(cw_stream *)));
+        if (!p->fixed) st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        pthread_mutex_lock(&p->mutex);
+        for (unsigned i = 0; i < n && st == CW_SUCCESS; i++) {
+            cw_stream *s = nullptr;
+            st = grow(p, &s);
+            if (st == CW_SUCCESS) p->fixed[p->fixed_count++] = s;
+        }
+        pthread_mutex_unlock(&p->mutex);
+    }
+    if (st != CW_SUCCESS) {
+        destroy_streams(p);
+        pthread_mutex_destroy(&p->mutex);
+        pthread_cond_destroy(&p->cond);
+        p->~cw_stream_pool();
+        free(p);
+        return st;
+    }
+    if (!internal) context_retain(ctx);
+    p->tag = kTagPool;
+    *out = p;
+    return CW_SUCCESS;
+}
+
+void pool_destroy_internal(cw_stream_pool *p) {
+    p->tag = kTagDead;
+    destroy_streams(p);
+    pthread_mutex_destroy(&p->mutex);
+    pthread_cond_destroy(&p->cond);
+    cw_context *ctx = p->ctx;
+    bool internal = p->internal;
+    p->~cw_stream_pool();
+    free(p);
+    if (!internal) context_release(ctx);
+}
+
+cw_status fork_pool(cw_context *ctx, cw_stream_pool **out) {
+    cw_stream_pool *p;
+    {
+        SpinLock lock(ctx->lock);
+        p = ctx->fork_pool;
+    }
+    if (__builtin_expect(p != nullptr, 1)) {
+        *out = p;
+        return CW_SUCCESS;
+    }
+    cw_stream_pool_settings s;
+    cw_stream_pool_settings_default(&s);
+    s.reserved_streams = 2;
+    CW_TRY(pool_new(ctx, &s, true, &p));
+    {
+        SpinLock lock(ctx->lock);
+        if (!ctx->fork_pool) {
+            ctx->fork_pool = p;
+            p = nullptr;
+        }
+        *out = ctx->fork_pool;
+    }
+    if (p) pool_destroy_internal(p);  // another thread made it first
+    return CW_SUCCESS;
+}
+
+}  // namespace cw
+
+using namespace cw;
+
+extern "C" {
+
+CW_API void cw_stream_pool_settings_default(cw_stream_pool_settings *s) {
+    if (!s) return;
+    memset(s, 0, sizeof *s);
+    s->mode = CW_POOL_LEASE;
+    s->flags = CW_STREAM_NON_BLOCKING;
+    s->priority = 0;
+    s->reserved_streams = 1;
+    s->max_streams = 0;
+}
+
+CW_API cw_status cw_stream_pool_create(cw_stream_pool **out, cw_context *ctx, const cw_stream_pool_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_CONTEXT(ctx);
+    cw_stream_pool_settings def;
+    cw_stream_pool_settings_default(&def);
+    const cw_stream_pool_settings *s = settings ? settings : &def;
+    CW_CHECK_ARG(s->mode == CW_POOL_LEASE || s->mode == CW_POOL_ROUND_ROBIN || s->mode == CW_POOL_SINGLE);
+    CW_CHECK_ARG((s->flags & ~CW_STREAM_BLOCKING) == 0);
+    CW_CHECK_ARG(s->mode != CW_POOL_LEASE || s->max_streams == 0 || s->reserved_streams <= s->max_streams);
+    CW_CHECK_ARG(s->reserved_streams <= kChunk * kMaxChunks);
+    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
+    CW_TRY(ensure_init());
+    return pool_new(ctx, s, false, out);
+}
+
+CW_API void cw_stream_pool_destroy(cw_stream_pool **pp) {
+    CW_ENTRY;
+    if (!pp || !*pp) return;
+    cw_stream_pool *p = *pp;
+    *pp = NULL;
+    if (!pool_ok(p) || p->internal) {
+        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_stream_pool; nothing destroyed");
+        return;
+    }
+    pool_destroy_internal(p);
+}
+
+CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(out != NULL);
+    return pool_acquire(pool, out, 0);
+}
+
+CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(out != NULL);
+    return pool_acquire(pool, out, timeout_us == 0 ? 0 : timeout_us);
+}
+
+CW_API cw_status cw_stream_pool_release(cw_stream_pool *pool, cw_stream **s) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(s != NULL);
+    CW_CHECK_STREAM(*s);
+    CW_TRY(pool_release(pool, *s));
+    *s = NULL;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_stream_pool_next(cw_stream_pool *pool, cw_stream **out) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(out != NULL);
+    if (pool->mode == CW_POOL_LEASE)
+        return fail(CW_ERROR_INVALID_STATE, "next is for round-robin and single pools; use acquire on a lease pool");
+    return pool_acquire(pool, out, 0);
+}
+
+CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, const char *name, cw_stream **out) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(name != NULL);
+    CW_CHECK_ARG(name[0] != '\0' && strlen(name) < sizeof(((Named *)0)->name));
+    CW_CHECK_ARG(out != NULL);
+    // Found: return it. Not found: take a stream (outside the lock: acquire
+    // may create one and takes the same mutex), then insert unless another
+    // thread inserted the same name meanwhile.
+    cw_stream *s = nullptr;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&pool->mutex);
+        for (size_t i = 0; i < pool->named_count; i++) {
+            Named &n = pool->named[i];
+            if (n.owner == owner && strcmp(n.name, name) == 0) {
+                *out = n.stream;
+                pthread_mutex_unlock(&pool->mutex);
+                if (s) pool_release(pool, s);
+                return CW_SUCCESS;
+            }
+        }
+        if (s) {
+            if (pool->named_count == pool->named_cap) {
+                size_t cap = pool->named_cap ? pool->named_cap * 2 : 8;
+                void *mem = realloc(pool->named, cap * sizeof(Named));
+                if (!mem) {
+                    pthread_mutex_unlock(&pool->mutex);
+                    pool_release(pool, s);
+                    return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+                }
+                pool->named = static_cast<Named *>(mem);
+                pool->named_cap = cap;
+            }
+            Named &n = pool->named[pool->named_count++];
+            n.owner = owner;
+            snprintf(n.name, sizeof n.name, "%s", name);
+            n.stream = s;
+            *out = s;
+            pthread_mutex_unlock(&pool->mutex);
+            return CW_SUCCESS;
+        }
+        pthread_mutex_unlock(&pool->mutex);
+        CW_TRY(pool_acquire(pool, &s, 0));
+    }
+    return fail(CW_ERROR_INTERNAL, "unreachable");
+}
+
+CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    size_t released = 0;
+    pthread_mutex_lock(&pool->mutex);
+    for (size_t i = 0; i < pool->named_count;) {
+        if (pool->named[i].owner == owner) {
+            cw_stream *s = pool->named[i].stream;
+            pool->named[i] = pool->named[--pool->named_count];
+            if (pool->mode == CW_POOL_LEASE) {
+                // Inline release: the mutex is held, so wake waiters directly.
+                s->leased.store(0, std::memory_order_release);
+                pool->leased.fetch_sub(1, std::memory_order_relaxed);
+                push_free(pool, s);
+            }
+            released++;
+        } else {
+            i++;
+        }
+    }
+    if (released && pool->waiters.load(std::memory_order_seq_cst) > 0) pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->mutex);
+    if (count) *count = released;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(stats != NULL);
+    cw_stream_pool_stats st;
+    memset(&st, 0, sizeof st);
+    st.mode = pool->mode;
+    st.created = pool->created.load(std::memory_order_acquire);
+    if (pool->mode == CW_POOL_LEASE) {
+        st.leased = pool->leased.load(std::memory_order_relaxed);
+        st.idle = st.created >= st.leased ? st.created - st.leased : 0;
+    }
+    cw_stream_pool *p = const_cast<cw_stream_pool *>(pool);
+    pthread_mutex_lock(&p->mutex);
+    st.named = p->named_count;
+    pthread_mutex_unlock(&p->mutex);
+    *stats = st;
+    return CW_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,98 @@
+// cuweave internal: streams, pools, timers, futures.
+#pragma once
+
+#include <pthread.h>
+
+#include "core.hpp"
+#include "cuweave/future.h"
+#include "cuweave/stream.h"
+
+struct cw_stream {
+    uint32_t tag;
+    cw_context *ctx;  // retained, except for streams of a pool (the pool holds it)
+    CUstream cu;
+    CUevent ev;       // timing-disabled, for ordering: from the context's event pool
+    unsigned flags;   // CW_STREAM_*
+    int priority;
+    bool owned;       // created by cuweave
+    bool is_null;     // NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD: needs its context current
+    bool holds_ctx;   // holds a context reference (streams of a pool do not)
+    cw_stream_pool *pool;
+    uint32_t index;                   // slot in the pool
+    std::atomic<uint32_t> next_free;  // free-list link: index + 1, 0 = end
+    std::atomic<int> leased;
+};
+
+namespace cw {
+constexpr uint32_t kChunk = 64;
+constexpr uint32_t kMaxChunks = 1024;  // 65536 streams per pool
+
+struct Named {
+    const void *owner;
+    char name[64];
+    cw_stream *stream;
+};
+}  // namespace cw
+
+struct cw_stream_pool {
+    uint32_t tag;
+    cw_context *ctx;
+    bool internal;  // the context's fork pool: does not hold a context reference
+    cw_pool_mode mode;
+    unsigned flags;
+    int priority;
+    unsigned max;
+    // lease mode: slots in chunks that never move, a tagged Treiber stack of free ones
+    std::atomic<cw_stream **> chunks[cw::kMaxChunks];
+    std::atomic<uint32_t> created;
+    std::atomic<uint64_t> free_head;  // (tag << 32) | (index + 1)
+    std::atomic<size_t> leased;
+    std::atomic<int> waiters;
+    pthread_mutex_t mutex;  // growth, waiting, named streams
+    pthread_cond_t cond;
+    // round-robin and single modes: a fixed set
+    cw_stream **fixed;
+    uint32_t fixed_count;
+    std::atomic<uint64_t> rr;
+    // named streams
+    cw::Named *named;
+    size_t named_count, named_cap;
+};
+
+namespace cw {
+
+inline bool stream_ok(const cw_stream *s) { return s && s->tag == kTagStream; }
+inline bool pool_ok(const cw_stream_pool *p) { return p && p->tag == kTagPool; }
+
+// Creates a stream object (driver stream + ordering event). retain_ctx: the
+// stream holds a context reference (false for pool streams).
+cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out);
+// Destroys what stream_new made.
+void stream_free(cw_stream *s);
+
+// Record on src, wait on dst (the heart of cw_stream_wait).
+cw_status stream_order(cw_stream *dst, cw_stream *src);
+
+// Lease-mode acquire and release (also used by fork/join and when_all).
+cw_status pool_acquire(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
+cw_status pool_release(cw_stream_pool *pool, cw_stream *s);
+cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *s, bool internal, cw_stream_pool **out);
+
+// True when CUWEAVE_SERIALIZE=1 (read once).
+bool serialize_all();
+
+}  // namespace cw
+
+#define CW_CHECK_STREAM(s)                                                                 \
+    do {                                                                                   \
+        CW_CHECK_ARG((s) != NULL);                                                         \
+        if (__builtin_expect(!::cw::stream_ok(s), 0))                                      \
+            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_stream", #s);  \
+    } while (0)
+
+#define CW_CHECK_POOL(p)                                                                   \
+    do {                                                                                   \
+        CW_CHECK_ARG((p) != NULL);                                                         \
+        if (__builtin_expect(!::cw::pool_ok(p), 0))                                        \
+            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_stream_pool", #p); \
+    } while (0)
