@@ -23,7 +23,9 @@ struct Detail {
 
 thread_local Detail t_detail = {
     {CW_SUCCESS, 0, "", "", "", "", ""}, {0}, {0}, {0}, {0}, {0}};
-thread_local const char *t_api = nullptr;
+// Touched by every public call: initial-exec keeps it to one TLS load even in
+// the shared library (a pointer fits the static TLS surplus of dlopen).
+thread_local const char *t_api __attribute__((tls_model("initial-exec"))) = nullptr;
 
 std::mutex g_log_mutex;
 cw_log_fn g_log_fn = nullptr;
