@@ -38,10 +38,10 @@ HEADERS = \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
-EXAMPLES = devices
+EXAMPLES = devices forkjoin
 CPU_TESTS = test_api test_nodriver
-GPU_TESTS = test_gpu_device test_gpu_context
-BENCHES =
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault
+BENCHES = bench_streams bench_completion
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -109,9 +109,9 @@ $(O)/tests/test_api $(O)/tests/test_nodriver: $(O)/tests/%: tests/%.c tests/cwte
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -lpthread
 
 # GPU tests link libcuweave.a: they use the internal test seam (src/seam.h).
-$(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h $(STATIC) $(HEADERS)
+$(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc $(CMOCKA_CFLAGS) -c $< -o $@.o
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
 
 $(O)/tests/cuda_abi: tests/cuda_abi.cpp src/cuda_min.h

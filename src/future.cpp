@@ -33,7 +33,8 @@ struct cw_future {
     cw_future_fn cb;
     void *cb_user;
     std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
-    bool watched;               // on the watcher's list (under g_watch.mutex)
+    std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
+    std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
     cw_future *watch_next;
 };
 
@@ -95,7 +96,10 @@ void notify(cw_future *f, cw_status st) {
     if (f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) f->cb(f->cb_user, f, st);
 }
 
-// ---- the watcher thread (WRITE_VALUE futures with a callback or an fd) ----
+// ---- the watcher thread (futures with a callback or an fd) ----
+// It completes written-value futures and notices device faults for both
+// kinds. It polls with sleeps from 2 us growing to 1 ms while anything is
+// watched, and sleeps on a condition variable otherwise.
 
 struct Watch {
     pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -112,28 +116,35 @@ void *watcher_main(void *) {
             idle_ns = 2000;
             pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
         }
-        bool any = false;
+        // Take the finished ones off the list under the lock; notify them
+        // after it is released, so that callbacks may use other futures.
+        cw_future *ready = nullptr;
         for (cw_future **pp = &g_watch.head; *pp;) {
             cw_future *f = *pp;
-            cw_status st = CW_SUCCESS;
             bool finished = marker_done(f);
             if (!finished && idle_ns >= 1000000) {
                 // While it sleeps long, also look for a fault now and then.
-                st = check_fault(f);
-                finished = st == CW_ERROR_DEVICE_FAULT;
+                finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
             }
             if (finished) {
-                if (st == CW_SUCCESS) st = f->fault.load() ? static_cast<cw_status>(f->fault.load()) : CW_SUCCESS;
                 *pp = f->watch_next;
-                f->watched = false;
-                notify(f, st);  // under the mutex: destroy waits for us
-                any = true;
+                f->watched.store(false, std::memory_order_release);
+                f->notifying.store(1, std::memory_order_release);  // unwatch waits for 0
+                f->watch_next = ready;
+                ready = f;
             } else {
                 pp = &f->watch_next;
             }
         }
-        if (any) idle_ns = 2000;
         pthread_mutex_unlock(&g_watch.mutex);
+        if (ready) idle_ns = 2000;
+        while (ready) {
+            cw_future *f = ready;
+            ready = f->watch_next;
+            int fault = f->fault.load(std::memory_order_acquire);
+            notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
+            f->notifying.store(0, std::memory_order_release);  // last touch of f
+        }
         struct timespec ts = {0, idle_ns};
         nanosleep(&ts, nullptr);
         if (idle_ns < 1000000) idle_ns *= 2;
@@ -157,8 +168,8 @@ cw_status watch(cw_future *f) {
         }
         g_watch.running = true;
     }
-    if (!f->watched) {
-        f->watched = true;
+    if (!f->watched.load(std::memory_order_relaxed)) {
+        f->watched.store(true, std::memory_order_release);
         f->watch_next = g_watch.head;
         g_watch.head = f;
         pthread_cond_signal(&g_watch.cond);
@@ -167,17 +178,22 @@ cw_status watch(cw_future *f) {
     return CW_SUCCESS;
 }
 
+// Takes f off the watcher's list and waits until the watcher is not
+// notifying it any more.
 void unwatch(cw_future *f) {
-    pthread_mutex_lock(&g_watch.mutex);
-    if (f->watched) {
-        for (cw_future **pp = &g_watch.head; *pp; pp = &(*pp)->watch_next)
-            if (*pp == f) {
-                *pp = f->watch_next;
-                break;
-            }
-        f->watched = false;
+    if (f->watched.load(std::memory_order_acquire)) {
+        pthread_mutex_lock(&g_watch.mutex);
+        if (f->watched.load(std::memory_order_relaxed)) {
+            for (cw_future **pp = &g_watch.head; *pp; pp = &(*pp)->watch_next)
+                if (*pp == f) {
+                    *pp = f->watch_next;
+                    break;
+                }
+            f->watched.store(false, std::memory_order_release);
+        }
+        pthread_mutex_unlock(&g_watch.mutex);
     }
-    pthread_mutex_unlock(&g_watch.mutex);
+    while (f->notifying.load(std::memory_order_acquire)) sched_yield();
 }
 
 // ---- HOST_FUNC -------------------------------------------------------------
@@ -193,38 +209,33 @@ void host_fn(void *user) {
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }
 
-// Enqueues the fault-check event and the marker for sequence number `seq`.
-// The event goes first: once the marker is queued nothing can fail any more,
-// so a failure never leaves a queued host function pointing at freed memory.
-// (Any query of a faulted context returns the sticky error, so the event's
-// place does not matter for fault detection.)
-cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool *queued) {
+// Enqueues the marker for sequence number `seq` (and, on first arming, the
+// fault-check event). The event is recorded once, when the future is made:
+// after a sticky fault every query of the context returns the error, so one
+// event serves every later arming and rearm costs one driver call, as the raw
+// cuStreamWriteValue32 does. The event goes before the marker, so that once
+// the marker is queued nothing can fail and no queued host function can
+// point at freed memory.
+cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool first, bool *queued) {
     *queued = false;
-    CurrentGuard guard;
-    // Markers are rare next to launches: always make the context current, so
-    // that wrapped NULL streams work as any other.
-    CW_TRY(guard.enter(s->ctx->cu));
-    CW_CU(cuEventRecord, (f->ev, s->cu));
+    if (first) CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(f->ev, s->cu); }));
     f->armed.store(seq, std::memory_order_seq_cst);
-    CUresult r;
     if (f->kind == CW_FUTURE_WRITE_VALUE) {
-        r = drv().cuStreamWriteValue32(s->cu, f->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (r != CUDA_SUCCESS) return fail_cu(r, "cuStreamWriteValue32");
-    } else {
-        f->hostfn_pending.store(1, std::memory_order_release);
-        r = drv().cuLaunchHostFunc(s->cu, host_fn, f);
-        if (r != CUDA_SUCCESS) {
-            f->hostfn_pending.store(0, std::memory_order_release);
-            return fail_cu(r, "cuLaunchHostFunc");
-        }
+        cw_status st = on_stream(s, "cuStreamWriteValue32", [&] {
+            return drv().cuStreamWriteValue32(s->cu, f->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        });
+        *queued = st == CW_SUCCESS;
+        return st;
     }
-    // The marker is queued; a failed restore is reported but changes nothing.
-    *queued = true;
-    return guard.leave();
+    f->hostfn_pending.store(1, std::memory_order_release);
+    cw_status st = on_stream(s, "cuLaunchHostFunc", [&] { return drv().cuLaunchHostFunc(s->cu, host_fn, f); });
+    if (st != CW_SUCCESS) f->hostfn_pending.store(0, std::memory_order_release);
+    *queued = st == CW_SUCCESS;
+    return st;
 }
 
 void reset_notification(cw_future *f) {
-    int fd = f->efd.load();
+    int fd = f->efd.load(std::memory_order_relaxed);
     if (fd >= 0) {
         uint64_t v;
         while (read(fd, &v, sizeof v) > 0) {
@@ -240,9 +251,9 @@ cw_status wait_done(cw_future *f, int64_t deadline) {
     if (f->kind == CW_FUTURE_WRITE_VALUE) {
         int64_t spin_until = now_ns() + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        while (!marker_done(f)) {
+        for (unsigned n = 1; !marker_done(f); n++) {
             cpu_relax();
-            if (now_ns() >= spin_until) break;
+            if ((n & 63) == 0 && now_ns() >= spin_until) break;
         }
         int64_t sleep_ns = 2000, next_fault_check = 0;
         while (!marker_done(f)) {
@@ -314,7 +325,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
         }
     }
     bool queued = false;
-    if (st == CW_SUCCESS) st = enqueue_marker(f, s, 1, &queued);
+    if (st == CW_SUCCESS) st = enqueue_marker(f, s, 1, true, &queued);
     if (st != CW_SUCCESS && queued) {
         // Only the restore of the caller's context failed: the future is good.
         context_retain(ctx);
@@ -372,10 +383,17 @@ CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
     reset_notification(f);
     uint32_t prev = f->armed.load(std::memory_order_relaxed);
     bool queued = false;
-    cw_status st = enqueue_marker(f, s, prev + 1, &queued);
+    cw_status st = enqueue_marker(f, s, prev + 1, false, &queued);
     if (st != CW_SUCCESS && !queued) {
         // Nothing was enqueued that will complete the new number: stay completed.
         f->armed.store(prev, std::memory_order_release);
+        return st;
+    }
+    // An eventfd stays with the future across rearms: the watcher must signal
+    // it for the new marker too (or report a fault).
+    if (f->efd.load(std::memory_order_relaxed) >= 0) {
+        cw_status w = watch(f);
+        if (st == CW_SUCCESS) st = w;
     }
     return st;
 }
@@ -423,8 +441,10 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
         if (f->cb_state.compare_exchange_strong(expected, 2)) fn(user, f, outcome(f));
         return CW_SUCCESS;
     }
-    if (f->kind == CW_FUTURE_WRITE_VALUE) return watch(f);
-    return CW_SUCCESS;  // the host function calls it
+    // The watcher completes written-value futures, and for host-function
+    // futures it notices a device fault (after which the host function never
+    // runs); the exchange on cb_state keeps the callback to one call.
+    return watch(f);
 }
 
 CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
@@ -446,8 +466,8 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
             uint64_t one = 1;
             ssize_t w = write(e, &one, sizeof one);
             (void)w;
-        } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
-            CW_TRY(watch(f));
+        } else {
+            CW_TRY(watch(f));  // see cw_future_set_callback
         }
     }
     *fd = e;

@@ -8,25 +8,6 @@
 namespace cw {
 namespace {
 
-// Runs a driver call on a stream. A wrapped NULL stream means "the legacy
-// stream of the current context", so its context is made current first; any
-// other stream names its context itself, and the call goes straight to the
-// driver (the hot path: no query, no switch). A driver that still wants a
-// current context (CUDA_ERROR_INVALID_CONTEXT) gets one and the call is retried.
-template <typename F>
-cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
-    if (__builtin_expect(!s->is_null, 1)) {
-        CUresult r = call();
-        if (__builtin_expect(r == CUDA_SUCCESS, 1)) return CW_SUCCESS;
-        if (r != CUDA_ERROR_INVALID_CONTEXT) return fail_cu(r, entry);
-    }
-    CurrentGuard guard;
-    CW_TRY(guard.enter(s->ctx->cu));
-    CUresult r = call();
-    if (r != CUDA_SUCCESS) return fail_cu(r, entry);
-    return guard.leave();
-}
-
 unsigned cu_flags(unsigned cw_flags) { return (cw_flags & CW_STREAM_BLOCKING) ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING; }
 
 bool zero_bytes(const uint8_t *p, size_t n) {

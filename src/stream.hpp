@@ -70,6 +70,25 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
 // Destroys what stream_new made.
 void stream_free(cw_stream *s);
 
+// Runs a driver call on a stream. A wrapped NULL stream means "the legacy
+// stream of the current context", so its context is made current first; any
+// other stream names its context itself, and the call goes straight to the
+// driver (the hot path: no query, no switch). A driver that still wants a
+// current context (CUDA_ERROR_INVALID_CONTEXT) gets one and the call is retried.
+template <typename F>
+inline cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
+    if (__builtin_expect(!s->is_null, 1)) {
+        CUresult r = call();
+        if (__builtin_expect(r == CUDA_SUCCESS, 1)) return CW_SUCCESS;
+        if (r != CUDA_ERROR_INVALID_CONTEXT) return fail_cu(r, entry);
+    }
+    CurrentGuard guard;
+    CW_TRY(guard.enter(s->ctx->cu));
+    CUresult r = call();
+    if (r != CUDA_SUCCESS) return fail_cu(r, entry);
+    return guard.leave();
+}
+
 // Record on src, wait on dst (the heart of cw_stream_wait).
 cw_status stream_order(cw_stream *dst, cw_stream *src);
 

@@ -15,9 +15,13 @@
  *                         up to 1 ms. The fastest way for a thread to learn
  *                         of completion (a few microseconds).
  *
- * Device errors are reported: when the stream faulted before the marker,
- * poll and wait return CW_ERROR_DEVICE_FAULT (checked with cuStreamQuery
- * once the marker is seen, or whenever a wait gives up), never success.
+ * Callbacks and fds are served by the driver's callback thread (HOST_FUNC)
+ * and by one cuweave watcher thread, started on first need.
+ *
+ * Device errors are reported: when the context faulted before the marker
+ * ran, poll, wait, the callback and the fd report CW_ERROR_DEVICE_FAULT
+ * (the driver is asked while waiting: every 10 ms for host-function waits,
+ * every 1 ms once a written-value waiter sleeps), never success or a hang.
  */
 #ifndef CUWEAVE_FUTURE_H
 #define CUWEAVE_FUTURE_H
@@ -41,8 +45,12 @@ typedef enum cw_future_kind {
  * callback thread (HOST_FUNC), on cuweave's watcher thread (WRITE_VALUE), or
  * on the thread that set it when the future had already completed. It must
  * not call CUDA or cuweave functions that enqueue work or wait (the driver
- * forbids CUDA calls from its callback thread); it may signal, queue, or
- * call cw_future_poll. status is CW_SUCCESS or the error the waiter sees.
+ * forbids CUDA calls from its callback thread); it may signal, queue, call
+ * cw_future_poll, and set callbacks or get fds of other futures. It must not
+ * destroy or rearm its own future. status is CW_SUCCESS or the error the
+ * waiter sees. After a device fault the driver never runs a HOST_FUNC
+ * marker; cuweave's watcher thread then reports the fault (callback with
+ * CW_ERROR_DEVICE_FAULT, fd readable) within about a millisecond.
  */
 typedef void (*cw_future_fn)(void *user, cw_future *future, cw_status status);
 
@@ -69,8 +77,9 @@ CW_API cw_status cw_future_poll(cw_future *f);
 
 /*
  * Blocks until the future completes or timeout_us microseconds pass
- * (negative: no limit; 0: same as poll). Returns CW_SUCCESS,
- * CW_ERROR_TIMEOUT, or the device error. Any number of threads may wait.
+ * (negative: no limit; 0: checks once and returns CW_ERROR_TIMEOUT when not
+ * complete). Returns CW_SUCCESS, CW_ERROR_TIMEOUT, or the device error.
+ * Any number of threads may wait.
  */
 CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
 
@@ -96,8 +105,10 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
 
 /*
  * Destroys the future. If its marker has not completed yet, the destroy
- * waits for it (a marker holds on to the future's memory). Sets *f to NULL;
- * accepts NULL.
+ * waits for it (a marker holds on to the future's memory). When the context
+ * faulted before a HOST_FUNC marker ran, the driver may still hold the
+ * marker, so the future's memory (a few hundred bytes) is deliberately not
+ * freed and a warning is logged. Sets *f to NULL; accepts NULL.
  */
 CW_API void cw_future_destroy(cw_future **f);
 
