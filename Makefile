@@ -40,6 +40,7 @@ HEADERS = \
 
 EXAMPLES = devices forkjoin
 CPU_TESTS = test_api test_nodriver
+FAKE_TESTS = test_stream_cpu
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault
 BENCHES = bench_streams bench_completion
 
@@ -68,7 +69,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(CPU_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
@@ -108,8 +109,14 @@ $(O)/tests/test_api $(O)/tests/test_nodriver: $(O)/tests/%: tests/%.c tests/cwte
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) \
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -lpthread
 
-# GPU tests link libcuweave.a: they use the internal test seam (src/seam.h).
-$(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h $(STATIC) $(HEADERS)
+# The fake driver for the CPU tests of the stream layer.
+$(O)/tests/libfakecuda.so: tests/fake_cuda.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+
+# GPU tests and fake-driver tests link libcuweave.a: they use the internal
+# test seam (src/seam.h).
+$(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
@@ -135,6 +142,7 @@ headers: $(HEADERS)
 check: all
 	sh tools/run-tests.sh make \
 		$(CPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+		$(foreach t,$(FAKE_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
 		"sh tools/check-build-lists.sh ." \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \

@@ -16,6 +16,7 @@ void context_release(cw_context *ctx) {
         // What the context made for itself goes first, with it current.
         CurrentGuard guard;
         (void)guard.enter(ctx->cu);
+        if (ctx->orphans) future_orphans_teardown(ctx);
         if (ctx->fork_pool) pool_destroy_internal(ctx->fork_pool);
         for (size_t i = 0; i < ctx->events.count; i++) drv().cuEventDestroy(ctx->events.items[i]);
         free(ctx->events.items);

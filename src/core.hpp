@@ -80,6 +80,7 @@ class CurrentGuard {
 }  // namespace cw
 
 struct cw_stream_pool;
+struct cw_future;
 
 struct cw_context {
     uint32_t tag;
@@ -93,6 +94,7 @@ struct cw_context {
     // Made on first use, torn down with the context.
     std::atomic<int> lock;  // guards fork_pool creation, slab
     cw_stream_pool *fork_pool;
+    cw_future *orphans;  // futures whose creation failed after their marker was queued
     cw::EventPool events;
     cw::HostSlab slab;
 };
@@ -126,6 +128,7 @@ int clamp_priority(const cw_context *ctx, int priority);
 
 // Teardown hooks of the stream layer, called when the context goes.
 void pool_destroy_internal(cw_stream_pool *pool);
+void future_orphans_teardown(cw_context *ctx);
 
 // The device's primary-context priority range, cached per device.
 cw_status device_priority_range(int ordinal, int *least, int *greatest);

@@ -36,6 +36,7 @@ struct cw_future {
     std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
     std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
     cw_future *watch_next;
+    cw_future *orphan_next;     // on the context's orphan list
 };
 
 namespace cw {
@@ -220,17 +221,22 @@ cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool first, b
     *queued = false;
     if (first) CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(f->ev, s->cu); }));
     f->armed.store(seq, std::memory_order_seq_cst);
+    // `queued` follows the driver call itself: on_stream may also report a
+    // failed restore of the caller's context after the marker went in.
     if (f->kind == CW_FUTURE_WRITE_VALUE) {
-        cw_status st = on_stream(s, "cuStreamWriteValue32", [&] {
-            return drv().cuStreamWriteValue32(s->cu, f->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        return on_stream(s, "cuStreamWriteValue32", [&] {
+            CUresult r = drv().cuStreamWriteValue32(s->cu, f->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+            *queued = r == CUDA_SUCCESS;
+            return r;
         });
-        *queued = st == CW_SUCCESS;
-        return st;
     }
     f->hostfn_pending.store(1, std::memory_order_release);
-    cw_status st = on_stream(s, "cuLaunchHostFunc", [&] { return drv().cuLaunchHostFunc(s->cu, host_fn, f); });
-    if (st != CW_SUCCESS) f->hostfn_pending.store(0, std::memory_order_release);
-    *queued = st == CW_SUCCESS;
+    cw_status st = on_stream(s, "cuLaunchHostFunc", [&] {
+        CUresult r = drv().cuLaunchHostFunc(s->cu, host_fn, f);
+        *queued = r == CUDA_SUCCESS;
+        return r;
+    });
+    if (!*queued) f->hostfn_pending.store(0, std::memory_order_release);
     return st;
 }
 
@@ -299,8 +305,83 @@ cw_status wait_done(cw_future *f, int64_t deadline) {
     return outcome(f);
 }
 
+// Frees a live future once its marker can no longer touch it (see
+// cw_future_destroy). Keeps the caller's error detail. holds_ctx: the future
+// holds a context reference to drop (orphans do not).
+void future_free(cw_future *f, bool holds_ctx = true) {
+    // A marker still queued will touch this memory: wait for it, unless the
+    // context faulted (then it never runs, and the memory is left behind).
+    // Quietly: the caller's error detail is not this loop's business.
+    bool faulted = f->fault.load(std::memory_order_acquire) != 0;
+    int64_t sleep_ns = 1000, next_check = 0;
+    while (!faulted && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
+        int64_t t = now_ns();
+        if (t >= next_check) {
+            CurrentGuard guard;
+            if (guard.enter(f->ctx->cu) == CW_SUCCESS) {
+                CUresult r = drv().cuEventQuery(f->ev);
+                faulted = r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY;
+            }
+            next_check = t + 10000000;
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, nullptr);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+    cw_status st = faulted ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
+    unwatch(f);
+    f->tag = kTagDead;
+    if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
+        log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
+        return;
+    }
+    cw_context *ctx = f->ctx;
+    if (f->kind == CW_FUTURE_WRITE_VALUE) slab_put(ctx, f->slot);
+    event_put(ctx, f->ev);
+    int fd = f->efd.load();
+    if (fd >= 0) close(fd);
+    pthread_mutex_destroy(&f->mutex);
+    pthread_cond_destroy(&f->cond);
+    f->~cw_future();
+    free(f);
+    if (holds_ctx) context_release(ctx);
+}
+
+// Frees the context's orphans whose markers have run. An orphan is a future
+// whose creation failed after its marker was queued (only the restore of the
+// caller's context failed): the marker still points at it, so it waits here
+// instead of being freed on the spot, and the caller never sees it.
+void reap_orphans(cw_context *ctx) {
+    cw_future *list;
+    {
+        SpinLock lock(ctx->lock);
+        list = ctx->orphans;
+        ctx->orphans = nullptr;
+    }
+    cw_future *keep = nullptr;
+    while (list) {
+        cw_future *f = list;
+        list = f->orphan_next;
+        if (marker_done(f) && !f->hostfn_pending.load(std::memory_order_acquire)) {
+            future_free(f, false);
+        } else {
+            f->orphan_next = keep;
+            keep = f;
+        }
+    }
+    if (!keep) return;
+    SpinLock lock(ctx->lock);
+    while (keep) {
+        cw_future *f = keep;
+        keep = f->orphan_next;
+        f->orphan_next = ctx->orphans;
+        ctx->orphans = f;
+    }
+}
+
 cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     cw_context *ctx = s->ctx;
+    if (__builtin_expect(ctx->orphans != nullptr, 0)) reap_orphans(ctx);
     void *mem = calloc(1, sizeof(cw_future));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_future *f = new (mem) cw_future();
@@ -327,10 +408,13 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     bool queued = false;
     if (st == CW_SUCCESS) st = enqueue_marker(f, s, 1, true, &queued);
     if (st != CW_SUCCESS && queued) {
-        // Only the restore of the caller's context failed: the future is good.
-        context_retain(ctx);
-        f->tag = kTagFuture;
-        *out = f;
+        // The marker went in but the call still failed (the caller's context
+        // could not be restored). Out-parameters stay untouched on failure,
+        // so the future becomes an orphan, freed once its marker has run.
+        f->tag = kTagDead;
+        SpinLock lock(ctx->lock);
+        f->orphan_next = ctx->orphans;
+        ctx->orphans = f;
         return st;
     }
     if (st != CW_SUCCESS) {
@@ -349,6 +433,19 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
 }
 
 }  // namespace
+
+void future_orphans_teardown(cw_context *ctx) {
+    // The context is going: free every orphan once its marker has run (or
+    // the context faulted), waiting quietly as destroy does.
+    cw_future *list = ctx->orphans;
+    ctx->orphans = nullptr;
+    while (list) {
+        cw_future *f = list;
+        list = f->orphan_next;
+        future_free(f, false);
+    }
+}
+
 }  // namespace cw
 
 using namespace cw;
@@ -376,10 +473,15 @@ CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
     CW_CHECK_STREAM(s);
     if (s->ctx->cu != f->ctx->cu)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
-    if (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))
-        return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    if (!marker_done(f)) return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
     if (f->fault.load()) return outcome(f);
+    // The marker ran; its host function may still be finishing (running the
+    // callback): it touches the future until it clears hostfn_pending.
+    while (f->hostfn_pending.load(std::memory_order_acquire)) sched_yield();
     unwatch(f);
+    // A callback the watcher had not delivered yet belongs to this
+    // completion: deliver it before the future is armed again.
+    if (f->cb_state.load(std::memory_order_acquire) == 1) notify(f, outcome(f));
     reset_notification(f);
     uint32_t prev = f->armed.load(std::memory_order_relaxed);
     bool queued = false;
@@ -483,31 +585,7 @@ CW_API void cw_future_destroy(cw_future **pf) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_future; nothing destroyed");
         return;
     }
-    // A marker still queued will touch this memory: wait for it, unless the
-    // context faulted (then it never runs, and the memory is left behind).
-    cw_status st = CW_SUCCESS;
-    while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
-        st = wait_done(f, now_ns() + 100000000);
-        if (st == CW_ERROR_TIMEOUT) st = CW_SUCCESS;
-        if (f->kind == CW_FUTURE_HOST_FUNC && marker_done(f))
-            while (f->hostfn_pending.load(std::memory_order_acquire)) sched_yield();
-    }
-    unwatch(f);
-    f->tag = kTagDead;
-    if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
-        log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
-        return;
-    }
-    cw_context *ctx = f->ctx;
-    if (f->kind == CW_FUTURE_WRITE_VALUE) slab_put(ctx, f->slot);
-    event_put(ctx, f->ev);
-    int fd = f->efd.load();
-    if (fd >= 0) close(fd);
-    pthread_mutex_destroy(&f->mutex);
-    pthread_cond_destroy(&f->cond);
-    f->~cw_future();
-    free(f);
-    context_release(ctx);
+    future_free(f);
 }
 
 CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind) {
@@ -516,6 +594,7 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
     CW_CHECK_ARG(streams != NULL);
     CW_CHECK_ARG(n > 0);
     CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE);
+    for (size_t i = 0; i < n; i++) CW_CHECK_ARG(streams[i] != NULL);
     for (size_t i = 0; i < n; i++) {
         if (!stream_ok(streams[i])) return fail(CW_ERROR_INVALID_HANDLE, "streams[%zu] is not a live cw_stream", i);
         if (streams[i]->ctx->cu != streams[0]->ctx->cu)

@@ -272,7 +272,10 @@ CW_API cw_status cw_stream_pool_create(cw_stream_pool **out, cw_context *ctx, co
     cw_stream_pool_settings def;
     cw_stream_pool_settings_default(&def);
     const cw_stream_pool_settings *s = settings ? settings : &def;
-    CW_CHECK_ARG(s->mode == CW_POOL_LEASE || s->mode == CW_POOL_ROUND_ROBIN || s->mode == CW_POOL_SINGLE);
+    // Read the enum as an int: a C caller may store any value in it.
+    int mode;
+    memcpy(&mode, &s->mode, sizeof mode);
+    CW_CHECK_ARG(mode == CW_POOL_LEASE || mode == CW_POOL_ROUND_ROBIN || mode == CW_POOL_SINGLE);
     CW_CHECK_ARG((s->flags & ~CW_STREAM_BLOCKING) == 0);
     CW_CHECK_ARG(s->mode != CW_POOL_LEASE || s->max_streams == 0 || s->reserved_streams <= s->max_streams);
     CW_CHECK_ARG(s->reserved_streams <= kChunk * kMaxChunks);

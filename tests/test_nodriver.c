@@ -68,6 +68,106 @@ static void test_handle_calls_without_driver(void **state) {
     cw_context_destroy(&none);
 }
 
+/* The stream, pool, timer and future calls: without a driver no context can
+ * be had, so every call that takes a handle gets NULL and must refuse it with
+ * CW_ERROR_INVALID_ARGUMENT (checked before the driver), naming itself; the
+ * destroy functions accept NULL; the settings functions fill the defaults. */
+static void test_stream_calls_without_driver(void **state) {
+    (void)state;
+    cw_stream *s = NULL, *child = NULL;
+    cw_stream_pool *pool = NULL;
+    cw_timer *timer = NULL;
+    cw_future *fut = NULL;
+    cw_context *none = NULL;
+    cw_stream_info info;
+    cw_stream_pool_stats stats;
+    CUstream h = NULL;
+    cw_context *c = NULL;
+    float ms = 0;
+    int fd = -1;
+    size_t count = 0;
+    cw_stream *const srcs[1] = {NULL};
+
+#define EXPECT_INVALID_ND(fn, call)                         \
+    do {                                                    \
+        cw_clear_error();                                   \
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
+        assert_string_equal(cw_last_error()->function, #fn); \
+    } while (0)
+
+    /* stream.h */
+    EXPECT_INVALID_ND(cw_stream_create, cw_stream_create(&s, none, NULL));
+    EXPECT_INVALID_ND(cw_stream_create, cw_stream_create(NULL, none, NULL));
+    EXPECT_INVALID_ND(cw_stream_wrap, cw_stream_wrap(&s, none, NULL));
+    EXPECT_INVALID_ND(cw_stream_get_info, cw_stream_get_info(NULL, &info));
+    EXPECT_INVALID_ND(cw_stream_get_handle, cw_stream_get_handle(NULL, &h));
+    EXPECT_INVALID_ND(cw_stream_get_context, cw_stream_get_context(NULL, &c));
+    EXPECT_INVALID_ND(cw_stream_synchronize, cw_stream_synchronize(NULL));
+    EXPECT_INVALID_ND(cw_stream_query, cw_stream_query(NULL));
+    EXPECT_INVALID_ND(cw_stream_wait, cw_stream_wait(NULL, NULL));
+    EXPECT_INVALID_ND(cw_stream_wait_all, cw_stream_wait_all(NULL, srcs, 1));
+    EXPECT_INVALID_ND(cw_stream_fork, cw_stream_fork(NULL, &child));
+    EXPECT_INVALID_ND(cw_stream_join, cw_stream_join(NULL, &child));
+    EXPECT_INVALID_ND(cw_stream_pool_create, cw_stream_pool_create(&pool, none, NULL));
+    EXPECT_INVALID_ND(cw_stream_pool_acquire, cw_stream_pool_acquire(NULL, &s));
+    EXPECT_INVALID_ND(cw_stream_pool_acquire_wait, cw_stream_pool_acquire_wait(NULL, &s, 10));
+    EXPECT_INVALID_ND(cw_stream_pool_release, cw_stream_pool_release(NULL, &s));
+    EXPECT_INVALID_ND(cw_stream_pool_next, cw_stream_pool_next(NULL, &s));
+    EXPECT_INVALID_ND(cw_stream_pool_named, cw_stream_pool_named(NULL, NULL, "a", &s));
+    EXPECT_INVALID_ND(cw_stream_pool_release_owner, cw_stream_pool_release_owner(NULL, NULL, &count));
+    EXPECT_INVALID_ND(cw_stream_pool_get_stats, cw_stream_pool_get_stats(NULL, &stats));
+    EXPECT_INVALID_ND(cw_timer_create, cw_timer_create(&timer, none));
+    EXPECT_INVALID_ND(cw_timer_start, cw_timer_start(NULL, NULL));
+    EXPECT_INVALID_ND(cw_timer_stop, cw_timer_stop(NULL, NULL));
+    EXPECT_INVALID_ND(cw_timer_elapsed_ms, cw_timer_elapsed_ms(NULL, &ms));
+    /* future.h */
+    EXPECT_INVALID_ND(cw_future_create, cw_future_create(&fut, NULL, CW_FUTURE_HOST_FUNC));
+    EXPECT_INVALID_ND(cw_future_rearm, cw_future_rearm(NULL, NULL));
+    EXPECT_INVALID_ND(cw_future_poll, cw_future_poll(NULL));
+    EXPECT_INVALID_ND(cw_future_wait, cw_future_wait(NULL, 0));
+    EXPECT_INVALID_ND(cw_future_set_spin, cw_future_set_spin(NULL, 10));
+    EXPECT_INVALID_ND(cw_future_set_callback, cw_future_set_callback(NULL, NULL, NULL));
+    EXPECT_INVALID_ND(cw_future_get_fd, cw_future_get_fd(NULL, &fd));
+    EXPECT_INVALID_ND(cw_when_all, cw_when_all(&fut, NULL, 1, CW_FUTURE_WRITE_VALUE));
+#undef EXPECT_INVALID_ND
+    /* out-parameters untouched */
+    assert_null(s);
+    assert_null(pool);
+    assert_null(timer);
+    assert_null(fut);
+    assert_int_equal(fd, -1);
+
+    /* destroy functions accept NULL and pointers to NULL */
+    cw_stream_destroy(NULL);
+    cw_stream_destroy(&s);
+    cw_stream_pool_destroy(NULL);
+    cw_stream_pool_destroy(&pool);
+    cw_timer_destroy(NULL);
+    cw_timer_destroy(&timer);
+    cw_future_destroy(NULL);
+    cw_future_destroy(&fut);
+    assert_null(s);
+
+    /* settings defaults need no driver */
+    cw_stream_settings ss;
+    memset(&ss, 0x5a, sizeof ss);
+    cw_stream_settings_default(&ss);
+    cw_stream_settings_default(NULL);
+    assert_int_equal(ss.flags, CW_STREAM_NON_BLOCKING);
+    assert_int_equal(ss.priority, 0);
+    for (size_t i = 0; i < sizeof ss.reserved; i++) assert_int_equal(ss.reserved[i], 0);
+    cw_stream_pool_settings ps;
+    memset(&ps, 0x5a, sizeof ps);
+    cw_stream_pool_settings_default(&ps);
+    cw_stream_pool_settings_default(NULL);
+    assert_int_equal(ps.mode, CW_POOL_LEASE);
+    assert_int_equal(ps.flags, CW_STREAM_NON_BLOCKING);
+    assert_int_equal(ps.priority, 0);
+    assert_int_equal(ps.reserved_streams, 1);
+    assert_int_equal(ps.max_streams, 0);
+    for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
+}
+
 static void test_features_absent(void **state) {
     (void)state;
     assert_int_equal(cw_driver_has(CW_FEATURE_GREEN_CONTEXTS), 0);
@@ -126,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_init_reports_no_driver),
         cmocka_unit_test(test_every_call_reports_no_driver),
         cmocka_unit_test(test_handle_calls_without_driver),
+        cmocka_unit_test(test_stream_calls_without_driver),
         cmocka_unit_test(test_features_absent),
         cmocka_unit_test(test_no_nvrtc),
         cmocka_unit_test(test_driverless_functions),

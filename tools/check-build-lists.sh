@@ -30,6 +30,7 @@ compare "library sources" "$(meson_list src/meson.build cw_sources | sed 's|^|sr
 compare "public headers" "$(meson_list include/meson.build cw_headers | sed 's|^|include/|')" "$(make_list HEADERS)"
 compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
 compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU_TESTS)"
+compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 

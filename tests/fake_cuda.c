@@ -1,0 +1,1296 @@
+/*
+ * A fake CUDA driver for CPU tests of cuweave's stream, pool and future
+ * layer on machines without a GPU (CI has none).
+ *
+ * Build:  cc -shared -fPIC -std=c11 -Wall -Wextra -o libfakecuda.so tests/fake_cuda.c -lpthread
+ * Use:    CUWEAVE_LIBCUDA=/path/to/libfakecuda.so (read by cuweave at its first init).
+ *
+ * It exports cuGetProcAddress_v2, which hands out a function for every entry
+ * of CW_DRIVER_REQUIRED and CW_DRIVER_OPTIONAL in src/driver.hpp (with the
+ * signatures declared there) and reports every other symbol (the feature
+ * probes included) as not found.
+ *
+ * The model:
+ *  - one device ("cuweave fake device", cc 9.0, 132 SMs); its primary
+ *    context with a retain count, and a second, always-alive context that
+ *    tests can make current as "the host program's context"
+ *    (fake_cuda_other_context); a thread-local current context;
+ *  - streams with flags and a priority clamped into [-5, 0]; the NULL stream,
+ *    CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current context's
+ *    legacy stream (CUDA_ERROR_INVALID_CONTEXT when none is current);
+ *  - work (stream writes and waits, host functions, event records, async
+ *    copies and memsets) goes into ONE global FIFO: that keeps per-stream
+ *    order and makes every cross-stream event wait trivially satisfied. When
+ *    the FIFO is empty and not held, a write, record, copy or memset runs at
+ *    once, in the enqueueing call; host functions always run on the fake's
+ *    callback thread (as the real driver's), in order;
+ *  - fake_cuda_hold(1) stops completion; fake_cuda_hold(0) lets the callback
+ *    thread complete everything queued, in order;
+ *  - fake_cuda_fault(1): the next piece of work to complete faults instead:
+ *    a sticky CUDA_ERROR_ILLEGAL_ADDRESS is reported by cuStreamQuery,
+ *    cuStreamSynchronize, cuEventQuery, cuEventSynchronize, cuEventElapsedTime
+ *    and cuCtxSynchronize, and no later work has any effect (writes are not
+ *    written, host functions are not called: a faulted GPU stops). 
+ *    fake_cuda_fault(0) disarms and clears the sticky error;
+ *  - host memory (cuMemHostAlloc = calloc, device pointer = host address)
+ *    and device memory (malloc) are tracked: a stream write or copy to memory
+ *    that is not (or no longer) allocated counts as a bad access and faults
+ *    like a real GPU would (fake_cuda_live("badaccess")).
+ *
+ * One mutex guards everything; host functions run without it held. Driver
+ * calls made from inside a host function are counted
+ * (fake_cuda_live("cbcalls")); blocking ones return CUDA_ERROR_NOT_PERMITTED
+ * there (they would deadlock, and the real driver forbids them).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../src/cuda_min.h"
+
+#define FAKE_API __attribute__((visibility("default")))
+
+/* ---- state ------------------------------------------------------------- */
+
+struct CUctx_st {
+    uint32_t magic;
+    int is_primary;
+    struct CUstream_st *legacy;
+};
+
+struct CUstream_st {
+    uint32_t magic;
+    CUcontext ctx;
+    unsigned flags;
+    int priority;
+    int is_legacy;
+    int destroyed;     /* destroyed by the user, freed when pending reaches 0 */
+    long pending;      /* queued items not completed */
+    long pins;         /* threads blocked in cuStreamSynchronize on it */
+    struct CUstream_st *next_live;
+};
+
+struct CUevent_st {
+    uint32_t magic;
+    CUcontext ctx;
+    unsigned flags;
+    int recorded;      /* a record was enqueued at least once */
+    int destroyed;
+    long pending;      /* records enqueued and not completed */
+    long pins;         /* threads blocked in cuEventSynchronize on it */
+    double time_ms;    /* when the last record completed */
+    struct CUevent_st *next_live;
+};
+
+struct alloc {
+    char *p;
+    size_t bytes;
+    int host;
+    struct alloc *next;
+};
+
+enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP };
+
+struct item {
+    enum item_kind kind;
+    struct CUstream_st *stream;
+    struct CUevent_st *event;
+    CUdeviceptr addr;
+    uint64_t value;
+    unsigned flags;
+    CUhostFn fn;
+    void *user;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int dst_checked, src_checked; /* 1: the address must be a tracked allocation */
+    struct item *next;
+};
+
+#define MAGIC_STREAM 0x53545246u
+#define MAGIC_EVENT 0x45565446u
+#define MAGIC_CTX 0x43545846u
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER; /* callback thread: work arrived */
+static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER; /* waiters: work completed */
+
+static struct CUstream_st g_legacy_primary = {MAGIC_STREAM, NULL, 0, 0, 1, 0, 0, 0, NULL};
+static struct CUstream_st g_legacy_other = {MAGIC_STREAM, NULL, 0, 0, 1, 0, 0, 0, NULL};
+static struct CUctx_st g_primary = {MAGIC_CTX, 1, &g_legacy_primary};
+static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other};
+
+static int g_initialized;
+static long g_primary_refs;
+static unsigned g_primary_flags;
+/* initial-exec: static TLS even in a dlopen()ed library (glibc keeps room for
+ * a little); dynamic TLS blocks of dlopen()ed libraries crash LeakSanitizer's
+ * thread scan on some glibc/GCC combinations. */
+#define FAKE_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static FAKE_TLS CUcontext t_current;
+static FAKE_TLS int t_in_callback;
+
+static struct CUstream_st *g_streams;
+static struct CUevent_st *g_events;
+static struct alloc *g_allocs;
+static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
+static long g_badaccess, g_cbcalls, g_orphans;
+
+static struct item *g_head, *g_tail;
+static long g_queued;
+static int g_hold;
+static int g_fault_armed;
+static CUresult g_sticky;
+static long g_waits;
+static int g_worker_started;
+static int g_executing; /* the callback thread is working on the head item */
+static pthread_t g_worker;
+
+/* Per-entry call counters (fake_cuda_calls). */
+#define FAKE_ENTRIES(X)                                                                          \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)    \
+    X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                \
+    X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                  \
+    X(cuDevicePrimaryCtxGetState) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)        \
+    X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange) X(cuCtxGetApiVersion)                     \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamWaitEvent) X(cuStreamSynchronize) \
+    X(cuStreamQuery) X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamGetCtx)                \
+    X(cuLaunchHostFunc) X(cuStreamWriteValue32) X(cuStreamWriteValue64) X(cuStreamWaitValue32)   \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventDestroy) X(cuEventSynchronize) X(cuEventQuery)    \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer) X(cuMemAlloc) X(cuMemFree)   \
+    X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                    \
+    X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)             \
+    X(cuLaunchKernel) X(cuEventElapsedTime) X(cuStreamGetDevice)
+
+enum {
+#define FAKE_ID_(name) F_##name,
+    FAKE_ENTRIES(FAKE_ID_)
+#undef FAKE_ID_
+    F_COUNT
+};
+static const char *const g_entry_names[F_COUNT] = {
+#define FAKE_NAME_(name) #name,
+    FAKE_ENTRIES(FAKE_NAME_)
+#undef FAKE_NAME_
+};
+static long g_calls[F_COUNT];
+
+static void lock(void) { pthread_mutex_lock(&g_mu); }
+static void unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+/* Counts the call (under the lock: callers hold it). */
+#define ENTER(name)                              \
+    do {                                         \
+        lock();                                  \
+        g_calls[F_##name]++;                     \
+        if (t_in_callback) g_cbcalls++;          \
+    } while (0)
+#define RETURN(r)    \
+    do {             \
+        CUresult r_ = (r); \
+        unlock();    \
+        return r_;   \
+    } while (0)
+#define NEED_INIT()                                       \
+    do {                                                  \
+        if (!g_initialized) RETURN(CUDA_ERROR_NOT_INITIALIZED); \
+    } while (0)
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int ctx_alive(CUcontext c) {
+    if (c == &g_primary) return g_primary_refs > 0;
+    return c == &g_other;
+}
+
+/* The usable current context, or NULL. */
+static CUcontext current_ctx(void) { return (t_current && ctx_alive(t_current)) ? t_current : NULL; }
+
+/* Maps a CUstream handle to the fake's stream: NULL, LEGACY and PER_THREAD
+ * are the current context's legacy stream. *err gets the error on NULL. */
+static struct CUstream_st *stream_of(CUstream h, CUresult *err) {
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        CUcontext c = current_ctx();
+        if (!c) {
+            *err = CUDA_ERROR_INVALID_CONTEXT;
+            return NULL;
+        }
+        return c->legacy;
+    }
+    for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+        if (s == (struct CUstream_st *)h) return s;
+    *err = CUDA_ERROR_INVALID_HANDLE;
+    return NULL;
+}
+
+static struct CUevent_st *event_of(CUevent h) {
+    for (struct CUevent_st *e = g_events; e; e = e->next_live)
+        if (e == (struct CUevent_st *)h) return e;
+    return NULL;
+}
+
+static struct alloc *alloc_containing(const void *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p;
+    for (struct alloc *m = g_allocs; m; m = m->next) {
+        uintptr_t b = (uintptr_t)m->p;
+        if (a >= b && a - b <= m->bytes && bytes <= m->bytes - (a - b)) return m;
+    }
+    return NULL;
+}
+
+static void maybe_free_stream(struct CUstream_st *s) {
+    if (!s->is_legacy && s->destroyed && s->pending == 0 && s->pins == 0) {
+        s->magic = 0;
+        free(s);
+    }
+}
+
+static void maybe_free_event(struct CUevent_st *e) {
+    if (e->destroyed && e->pending == 0 && e->pins == 0) {
+        e->magic = 0;
+        free(e);
+    }
+}
+
+static int wait_value_met(const struct item *it) {
+    uint32_t v = __atomic_load_n((uint32_t *)(uintptr_t)it->addr, __ATOMIC_ACQUIRE);
+    uint32_t want = (uint32_t)it->value;
+    switch (it->flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH) {
+    case CU_STREAM_WAIT_VALUE_GEQ: return (int32_t)(v - want) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ: return v == want;
+    case CU_STREAM_WAIT_VALUE_AND: return (v & want) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR: return ~(v | want) != 0;
+    default: return 1;
+    }
+}
+
+/* Performs the effect of an item whose memory effects run under the lock
+ * (everything but host functions and value waits). Called with the lock
+ * held; the item is at the head of the queue or the queue is empty. */
+static void apply_locked(struct item *it) {
+    if (g_fault_armed) {
+        g_fault_armed = 0;
+        g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    if (g_sticky) return; /* a faulted GPU does nothing more */
+    switch (it->kind) {
+    case IT_WRITE32:
+    case IT_WRITE64: {
+        size_t n = it->kind == IT_WRITE32 ? 4 : 8;
+        if (!alloc_containing((void *)(uintptr_t)it->addr, n)) {
+            g_badaccess++;
+            g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            return;
+        }
+        if (n == 4)
+            __atomic_store_n((uint32_t *)(uintptr_t)it->addr, (uint32_t)it->value, __ATOMIC_RELEASE);
+        else
+            __atomic_store_n((uint64_t *)(uintptr_t)it->addr, it->value, __ATOMIC_RELEASE);
+        break;
+    }
+    case IT_COPY:
+        if ((it->dst_checked && !alloc_containing(it->dst, it->bytes)) ||
+            (it->src_checked && !alloc_containing(it->src, it->bytes))) {
+            g_badaccess++;
+            g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            return;
+        }
+        memmove(it->dst, it->src, it->bytes);
+        break;
+    case IT_MEMSET32:
+        if (!alloc_containing(it->dst, it->bytes)) {
+            g_badaccess++;
+            g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            return;
+        }
+        for (size_t i = 0; i < it->bytes / 4; i++) ((uint32_t *)it->dst)[i] = (uint32_t)it->value;
+        break;
+    case IT_RECORD:
+        it->event->time_ms = now_ms();
+        break;
+    case IT_HOSTFN:
+    case IT_WAIT32:
+    case IT_NOP:
+        break;
+    }
+}
+
+/* Bookkeeping after an item completed (lock held). */
+static void complete_locked(struct item *it) {
+    it->stream->pending--;
+    maybe_free_stream(it->stream);
+    if (it->kind == IT_RECORD) {
+        it->event->pending--;
+        maybe_free_event(it->event);
+    }
+    pthread_cond_broadcast(&g_done_cv);
+}
+
+/* The callback thread: completes queued work in order while not held. */
+static void *worker_main(void *arg) {
+    (void)arg;
+    t_in_callback = 1;
+    lock();
+    for (;;) {
+        while (!g_head || g_hold) pthread_cond_wait(&g_work_cv, &g_mu);
+        struct item *it = g_head;
+        g_executing = 1;
+        if (it->kind == IT_HOSTFN) {
+            if (g_fault_armed) {
+                g_fault_armed = 0;
+                g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            }
+            if (!g_sticky) {
+                unlock();
+                it->fn(it->user);
+                lock();
+            }
+        } else if (it->kind == IT_WAIT32) {
+            if (g_fault_armed) {
+                g_fault_armed = 0;
+                g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            }
+            while (!g_sticky && !wait_value_met(it)) {
+                if (!alloc_containing((void *)(uintptr_t)it->addr, 4)) {
+                    g_badaccess++;
+                    g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+                    break;
+                }
+                unlock();
+                struct timespec ts = {0, 50 * 1000};
+                nanosleep(&ts, NULL);
+                lock();
+            }
+        } else {
+            apply_locked(it);
+        }
+        /* completion of a head item is not held back once started */
+        g_executing = 0;
+        g_head = it->next;
+        if (!g_head) g_tail = NULL;
+        g_queued--;
+        complete_locked(it);
+        free(it);
+    }
+    return NULL;
+}
+
+/* Enqueues (or, when nothing is queued and nothing held, performs) an item.
+ * Lock held. Takes ownership of it. */
+static CUresult submit_locked(struct item *it) {
+    it->stream->pending++;
+    if (it->kind == IT_RECORD) {
+        it->event->pending++;
+        it->event->recorded = 1;
+    }
+    int inline_ok = !g_head && !g_hold && it->kind != IT_HOSTFN &&
+                    (it->kind != IT_WAIT32 || g_sticky || g_fault_armed || wait_value_met(it));
+    if (inline_ok) {
+        if (it->kind == IT_WAIT32) {
+            if (g_fault_armed) {
+                g_fault_armed = 0;
+                g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            }
+        } else {
+            apply_locked(it);
+        }
+        complete_locked(it);
+        free(it);
+        return CUDA_SUCCESS;
+    }
+    if (!g_worker_started) {
+        if (pthread_create(&g_worker, NULL, worker_main, NULL) != 0) {
+            it->stream->pending--;
+            if (it->kind == IT_RECORD) it->event->pending--;
+            free(it);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        pthread_detach(g_worker);
+        g_worker_started = 1;
+    }
+    it->next = NULL;
+    if (g_tail)
+        g_tail->next = it;
+    else
+        g_head = it;
+    g_tail = it;
+    g_queued++;
+    pthread_cond_signal(&g_work_cv);
+    return CUDA_SUCCESS;
+}
+
+static struct item *new_item(enum item_kind kind, struct CUstream_st *s) {
+    struct item *it = (struct item *)calloc(1, sizeof *it);
+    if (it) {
+        it->kind = kind;
+        it->stream = s;
+    }
+    return it;
+}
+
+/* ---- the driver entry points ------------------------------------------- */
+
+FAKE_API CUresult cuInit(unsigned flags) {
+    ENTER(cuInit);
+    if (flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    g_initialized = 1;
+    g_legacy_primary.ctx = &g_primary;
+    g_legacy_other.ctx = &g_other;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDriverGetVersion(int *version) {
+    ENTER(cuDriverGetVersion);
+    if (!version) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *version = 13000;
+    RETURN(CUDA_SUCCESS);
+}
+
+static const struct {
+    int code;
+    const char *name;
+    const char *text;
+} g_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
+    {CUDA_ERROR_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"},
+    {CUDA_ERROR_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"},
+    {CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
+    {CUDA_ERROR_INVALID_ADDRESS_SPACE, "CUDA_ERROR_INVALID_ADDRESS_SPACE", "operation not supported on global/shared address space"},
+    {CUDA_ERROR_INVALID_PC, "CUDA_ERROR_INVALID_PC", "invalid program counter"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", "wait operation timed out"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static CUresult error_text(CUresult error, const char **str, int name) {
+    if (!str) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++)
+        if (g_errors[i].code == error) {
+            *str = name ? g_errors[i].name : g_errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *str = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char **str) {
+    ENTER(cuGetErrorName);
+    RETURN(error_text(error, str, 1));
+}
+
+FAKE_API CUresult cuGetErrorString(CUresult error, const char **str) {
+    ENTER(cuGetErrorString);
+    RETURN(error_text(error, str, 0));
+}
+
+FAKE_API CUresult cuDeviceGetCount(int *count) {
+    ENTER(cuDeviceGetCount);
+    NEED_INIT();
+    if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *count = 1;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    ENTER(cuDeviceGet);
+    NEED_INIT();
+    if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (ordinal != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *device = 0;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    ENTER(cuDeviceGetName);
+    NEED_INIT();
+    if (!name || len <= 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    snprintf(name, (size_t)len, "%s", "cuweave fake device");
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+    ENTER(cuDeviceGetAttribute);
+    NEED_INIT();
+    if (!pi) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    int v;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 0x42; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 50 * 1024 * 1024; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 3; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: v = 1; break;
+    default:
+        if (attrib <= 0 || attrib > 200) RETURN(CUDA_ERROR_INVALID_VALUE);
+        v = 0;
+        break;
+    }
+    *pi = v;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+    ENTER(cuDeviceTotalMem);
+    NEED_INIT();
+    if (!bytes) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *bytes = (size_t)80 << 30;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+    ENTER(cuDeviceGetUuid);
+    NEED_INIT();
+    if (!uuid) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    for (int i = 0; i < 16; i++) uuid->bytes[i] = (char)(0xc0 + i);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    ENTER(cuDevicePrimaryCtxRetain);
+    NEED_INIT();
+    if (!pctx) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    g_primary_refs++;
+    *pctx = &g_primary;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    ENTER(cuDevicePrimaryCtxRelease);
+    NEED_INIT();
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (g_primary_refs <= 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (--g_primary_refs == 0) {
+        /* The real driver destroys the context and everything made on it. */
+        for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+            if (s->ctx == &g_primary) g_orphans++;
+        for (struct CUevent_st *e = g_events; e; e = e->next_live)
+            if (e->ctx == &g_primary) g_orphans++;
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active) {
+    ENTER(cuDevicePrimaryCtxGetState);
+    NEED_INIT();
+    if (!flags || !active) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *flags = g_primary_flags;
+    *active = g_primary_refs > 0;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxGetCurrent(CUcontext *pctx) {
+    ENTER(cuCtxGetCurrent);
+    NEED_INIT();
+    if (!pctx) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *pctx = t_current;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+    ENTER(cuCtxSetCurrent);
+    NEED_INIT();
+    if (ctx && ctx != &g_primary && ctx != &g_other) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (ctx && !ctx_alive(ctx)) RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    t_current = ctx;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxGetDevice(CUdevice *device) {
+    ENTER(cuCtxGetDevice);
+    NEED_INIT();
+    if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *device = 0;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxSynchronize(void) {
+    ENTER(cuCtxSynchronize);
+    NEED_INIT();
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    while (g_head && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
+    RETURN(g_sticky);
+}
+
+FAKE_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    ENTER(cuCtxGetStreamPriorityRange);
+    NEED_INIT();
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
+    ENTER(cuCtxGetApiVersion);
+    NEED_INIT();
+    if (!version) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!ctx) ctx = current_ctx();
+    if (!ctx || !ctx_alive(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *version = 3020;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamCreateWithPriority(CUstream *stream, unsigned flags, int priority) {
+    ENTER(cuStreamCreateWithPriority);
+    NEED_INIT();
+    if (!stream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    struct CUstream_st *s = (struct CUstream_st *)calloc(1, sizeof *s);
+    if (!s) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    s->magic = MAGIC_STREAM;
+    s->ctx = c;
+    s->flags = flags;
+    s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+    s->next_live = g_streams;
+    g_streams = s;
+    g_live_streams++;
+    *stream = s;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamDestroy(CUstream stream) {
+    ENTER(cuStreamDestroy);
+    NEED_INIT();
+    if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUstream_st **pp = &g_streams;
+    while (*pp && *pp != (struct CUstream_st *)stream) pp = &(*pp)->next_live;
+    if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUstream_st *s = *pp;
+    *pp = s->next_live;
+    g_live_streams--;
+    s->destroyed = 1;
+    maybe_free_stream(s); /* pending work still completes */
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+    ENTER(cuStreamWaitEvent);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    if (!stream_of(stream, &err)) RETURN(err);
+    if (!event_of(event)) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    /* One global FIFO: the recorded work always comes first. While the event
+     * has records in flight, a no-op item keeps the waiting stream busy until
+     * they completed (cuStreamQuery/Synchronize of it see the dependency). */
+    struct CUevent_st *e = event_of(event);
+    if (e->pending > 0) {
+        struct item *it = new_item(IT_NOP, stream_of(stream, &err));
+        if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        CUresult r = submit_locked(it);
+        if (r != CUDA_SUCCESS) RETURN(r);
+    }
+    g_waits++;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
+    ENTER(cuStreamSynchronize);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    /* s may be destroyed by another thread while we wait: pin it */
+    s->pins++;
+    while (s->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
+    s->pins--;
+    maybe_free_stream(s);
+    RETURN(g_sticky);
+}
+
+FAKE_API CUresult cuStreamQuery(CUstream stream) {
+    ENTER(cuStreamQuery);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (g_sticky) RETURN(g_sticky);
+    RETURN(s->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamGetPriority(CUstream stream, int *priority) {
+    ENTER(cuStreamGetPriority);
+    NEED_INIT();
+    if (!priority) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    *priority = s->priority;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamGetFlags(CUstream stream, unsigned *flags) {
+    ENTER(cuStreamGetFlags);
+    NEED_INIT();
+    if (!flags) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    *flags = s->flags;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamGetCtx(CUstream stream, CUcontext *pctx) {
+    ENTER(cuStreamGetCtx);
+    NEED_INIT();
+    if (!pctx) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    *pctx = s->ctx;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamGetDevice(CUstream stream, CUdevice *device) {
+    ENTER(cuStreamGetDevice);
+    NEED_INIT();
+    if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    if (!stream_of(stream, &err)) RETURN(err);
+    *device = 0;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *user) {
+    ENTER(cuLaunchHostFunc);
+    NEED_INIT();
+    if (!fn) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    struct item *it = new_item(IT_HOSTFN, s);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->fn = fn;
+    it->user = user;
+    RETURN(submit_locked(it));
+}
+
+static CUresult write_value(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags, int wide) {
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) return err;
+    size_t n = wide ? 8 : 4;
+    if (!addr || addr % n != 0 || flags > CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) return CUDA_ERROR_INVALID_VALUE;
+    if (!alloc_containing((void *)(uintptr_t)addr, n)) return CUDA_ERROR_INVALID_VALUE;
+    struct item *it = new_item(wide ? IT_WRITE64 : IT_WRITE32, s);
+    if (!it) return CUDA_ERROR_OUT_OF_MEMORY;
+    it->addr = addr;
+    it->value = value;
+    it->flags = flags;
+    return submit_locked(it);
+}
+
+FAKE_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    ENTER(cuStreamWriteValue32);
+    NEED_INIT();
+    RETURN(write_value(stream, addr, value, flags, 0));
+}
+
+FAKE_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned flags) {
+    ENTER(cuStreamWriteValue64);
+    NEED_INIT();
+    RETURN(write_value(stream, addr, value, flags, 1));
+}
+
+FAKE_API CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    ENTER(cuStreamWaitValue32);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (!addr || addr % 4 != 0 || (flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH) > CU_STREAM_WAIT_VALUE_NOR)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!alloc_containing((void *)(uintptr_t)addr, 4)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item *it = new_item(IT_WAIT32, s);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->addr = addr;
+    it->value = value;
+    it->flags = flags;
+    RETURN(submit_locked(it));
+}
+
+FAKE_API CUresult cuEventCreate(CUevent *event, unsigned flags) {
+    ENTER(cuEventCreate);
+    NEED_INIT();
+    if (!event || (flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)))
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    struct CUevent_st *e = (struct CUevent_st *)calloc(1, sizeof *e);
+    if (!e) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    e->magic = MAGIC_EVENT;
+    e->ctx = c;
+    e->flags = flags;
+    e->next_live = g_events;
+    g_events = e;
+    g_live_events++;
+    *event = e;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+    ENTER(cuEventRecord);
+    NEED_INIT();
+    struct CUevent_st *e = event_of(event);
+    if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (s->ctx != e->ctx) RETURN(CUDA_ERROR_INVALID_HANDLE); /* event and stream of different contexts */
+    struct item *it = new_item(IT_RECORD, s);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->event = e;
+    RETURN(submit_locked(it));
+}
+
+FAKE_API CUresult cuEventDestroy(CUevent event) {
+    ENTER(cuEventDestroy);
+    NEED_INIT();
+    struct CUevent_st **pp = &g_events;
+    while (*pp && *pp != (struct CUevent_st *)event) pp = &(*pp)->next_live;
+    if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUevent_st *e = *pp;
+    *pp = e->next_live;
+    g_live_events--;
+    e->destroyed = 1;
+    maybe_free_event(e);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuEventSynchronize(CUevent event) {
+    ENTER(cuEventSynchronize);
+    NEED_INIT();
+    struct CUevent_st *e = event_of(event);
+    if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    e->pins++; /* pin against a concurrent destroy */
+    while (e->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
+    e->pins--;
+    maybe_free_event(e);
+    RETURN(g_sticky);
+}
+
+FAKE_API CUresult cuEventQuery(CUevent event) {
+    ENTER(cuEventQuery);
+    NEED_INIT();
+    struct CUevent_st *e = event_of(event);
+    if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (g_sticky) RETURN(g_sticky);
+    RETURN(e->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+    ENTER(cuEventElapsedTime);
+    NEED_INIT();
+    if (!ms) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUevent_st *a = event_of(start), *b = event_of(end);
+    if (!a || !b) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (g_sticky) RETURN(g_sticky);
+    if (!a->recorded || !b->recorded) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (a->pending || b->pending) RETURN(CUDA_ERROR_NOT_READY);
+    double d = b->time_ms - a->time_ms;
+    if (d < 0.001) d = 0.001; /* some positive value */
+    *ms = (float)d;
+    RETURN(CUDA_SUCCESS);
+}
+
+static CUresult track_alloc(void *p, size_t bytes, int host) {
+    struct alloc *m = (struct alloc *)malloc(sizeof *m);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->p = (char *)p;
+    m->bytes = bytes;
+    m->host = host;
+    m->next = g_allocs;
+    g_allocs = m;
+    if (host)
+        g_live_hostmem++;
+    else
+        g_live_devmem++;
+    return CUDA_SUCCESS;
+}
+
+/* Removes the allocation that starts at p; 1 when found. */
+static int untrack_alloc(void *p, int host) {
+    for (struct alloc **pp = &g_allocs; *pp; pp = &(*pp)->next)
+        if ((*pp)->p == p && (*pp)->host == host) {
+            struct alloc *m = *pp;
+            *pp = m->next;
+            free(m);
+            if (host)
+                g_live_hostmem--;
+            else
+                g_live_devmem--;
+            return 1;
+        }
+    return 0;
+}
+
+FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
+    ENTER(cuMemHostAlloc);
+    NEED_INIT();
+    if (!pp || bytes == 0 || (flags & ~7u)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    void *p = calloc(1, bytes);
+    if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    if (track_alloc(p, bytes, 1) != CUDA_SUCCESS) {
+        free(p);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    *pp = p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemFreeHost(void *p) {
+    ENTER(cuMemFreeHost);
+    NEED_INIT();
+    if (!untrack_alloc(p, 1)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    free(p);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned flags) {
+    ENTER(cuMemHostGetDevicePointer);
+    NEED_INIT();
+    if (!dptr || flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct alloc *m = alloc_containing(p, 1);
+    if (!m || !m->host) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytes) {
+    ENTER(cuMemAlloc);
+    NEED_INIT();
+    if (!dptr || bytes == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    void *p = malloc(bytes);
+    if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {
+        free(p);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemFree(CUdeviceptr dptr) {
+    ENTER(cuMemFree);
+    NEED_INIT();
+    void *p = (void *)(uintptr_t)dptr;
+    if (!untrack_alloc(p, 0)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    free(p);
+    RETURN(CUDA_SUCCESS);
+}
+
+/* Synchronous copies wait for the legacy stream (and so everything) first. */
+static CUresult sync_copy(void *dst, const void *src, size_t bytes) {
+    if (!current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_in_callback) return CUDA_ERROR_NOT_PERMITTED;
+    while (g_head && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
+    if (g_sticky) return g_sticky;
+    memmove(dst, src, bytes);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
+    ENTER(cuMemcpyHtoD);
+    NEED_INIT();
+    if (!src || !alloc_containing((void *)(uintptr_t)dst, bytes)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(sync_copy((void *)(uintptr_t)dst, src, bytes));
+}
+
+FAKE_API CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
+    ENTER(cuMemcpyDtoH);
+    NEED_INIT();
+    if (!dst || !alloc_containing((void *)(uintptr_t)src, bytes)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(sync_copy(dst, (const void *)(uintptr_t)src, bytes));
+}
+
+static CUresult async_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t bytes, CUstream stream) {
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) return err;
+    if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+    if ((dst_dev && !alloc_containing(dst, bytes)) || (src_dev && !alloc_containing(src, bytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct item *it = new_item(IT_COPY, s);
+    if (!it) return CUDA_ERROR_OUT_OF_MEMORY;
+    it->dst = dst;
+    it->src = src;
+    it->bytes = bytes;
+    it->dst_checked = dst_dev;
+    it->src_checked = src_dev;
+    return submit_locked(it);
+}
+
+FAKE_API CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
+    ENTER(cuMemcpyHtoDAsync);
+    NEED_INIT();
+    RETURN(async_copy((void *)(uintptr_t)dst, 1, src, 0, bytes, stream));
+}
+
+FAKE_API CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    ENTER(cuMemcpyDtoHAsync);
+    NEED_INIT();
+    RETURN(async_copy(dst, 0, (const void *)(uintptr_t)src, 1, bytes, stream));
+}
+
+FAKE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
+    ENTER(cuMemsetD32Async);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (dst % 4 != 0 || !alloc_containing((void *)(uintptr_t)dst, count * 4)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item *it = new_item(IT_MEMSET32, s);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->dst = (void *)(uintptr_t)dst;
+    it->value = value;
+    it->bytes = count * 4;
+    RETURN(submit_locked(it));
+}
+
+FAKE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    (void)module;
+    (void)image;
+    ENTER(cuModuleLoadData);
+    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+FAKE_API CUresult cuModuleUnload(CUmodule module) {
+    (void)module;
+    ENTER(cuModuleUnload);
+    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+FAKE_API CUresult cuModuleGetFunction(CUfunction *fn, CUmodule module, const char *name) {
+    (void)fn;
+    (void)module;
+    (void)name;
+    ENTER(cuModuleGetFunction);
+    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream,
+        (void)params, (void)extra;
+    ENTER(cuLaunchKernel);
+    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    void *fn;
+} g_procs[] = {
+#define P_(name) {#name, (void *)name},
+    P_(cuInit) P_(cuDriverGetVersion) P_(cuGetErrorName) P_(cuGetErrorString) P_(cuDeviceGetCount)
+    P_(cuDeviceGet) P_(cuDeviceGetName) P_(cuDeviceGetAttribute) P_(cuDeviceTotalMem) P_(cuDeviceGetUuid)
+    P_(cuDevicePrimaryCtxRetain) P_(cuDevicePrimaryCtxRelease) P_(cuDevicePrimaryCtxGetState)
+    P_(cuCtxGetCurrent) P_(cuCtxSetCurrent) P_(cuCtxGetDevice) P_(cuCtxSynchronize)
+    P_(cuCtxGetStreamPriorityRange) P_(cuCtxGetApiVersion) P_(cuStreamCreateWithPriority)
+    P_(cuStreamDestroy) P_(cuStreamWaitEvent) P_(cuStreamSynchronize) P_(cuStreamQuery)
+    P_(cuStreamGetPriority) P_(cuStreamGetFlags) P_(cuStreamGetCtx) P_(cuLaunchHostFunc)
+    P_(cuStreamWriteValue32) P_(cuStreamWriteValue64) P_(cuStreamWaitValue32) P_(cuEventCreate)
+    P_(cuEventRecord) P_(cuEventDestroy) P_(cuEventSynchronize) P_(cuEventQuery) P_(cuMemHostAlloc)
+    P_(cuMemFreeHost) P_(cuMemHostGetDevicePointer) P_(cuMemAlloc) P_(cuMemFree) P_(cuMemcpyHtoD)
+    P_(cuMemcpyDtoH) P_(cuMemcpyHtoDAsync) P_(cuMemcpyDtoHAsync) P_(cuMemsetD32Async)
+    P_(cuModuleLoadData) P_(cuModuleUnload) P_(cuModuleGetFunction) P_(cuLaunchKernel)
+    P_(cuEventElapsedTime) P_(cuStreamGetDevice)
+#undef P_
+};
+
+FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags,
+                                      int *symbolStatus) {
+    (void)cudaVersion;
+    (void)flags;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++)
+        if (strcmp(g_procs[i].name, symbol) == 0) {
+            *pfn = g_procs[i].fn;
+            if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    *pfn = NULL;
+    if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+
+/* ---- control API for tests ---------------------------------------------- */
+
+/* Live counts: "stream", "event", "hostmem", "devmem", "primary" (retain
+ * count of device 0's primary context), "pending" (queued work items),
+ * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
+ * (driver calls made from inside host functions), "orphans" (streams and
+ * events still alive when the primary context's last retain went), "sticky"
+ * (the sticky error, 0 if none). -1 for an unknown kind. */
+FAKE_API long fake_cuda_live(const char *kind) {
+    long v = -1;
+    if (!kind) return -1;
+    lock();
+    if (!strcmp(kind, "stream")) v = g_live_streams;
+    else if (!strcmp(kind, "event")) v = g_live_events;
+    else if (!strcmp(kind, "hostmem")) v = g_live_hostmem;
+    else if (!strcmp(kind, "devmem")) v = g_live_devmem;
+    else if (!strcmp(kind, "primary")) v = g_primary_refs;
+    else if (!strcmp(kind, "pending")) v = g_queued;
+    else if (!strcmp(kind, "badaccess")) v = g_badaccess;
+    else if (!strcmp(kind, "cbcalls")) v = g_cbcalls;
+    else if (!strcmp(kind, "orphans")) v = g_orphans;
+    else if (!strcmp(kind, "sticky")) v = g_sticky;
+    unlock();
+    return v;
+}
+
+/* on: enqueued work is held (not completed); off: everything held completes,
+ * in order, on the callback thread (asynchronously: wait for it with a
+ * stream/event/future wait, or fake_cuda_drain). */
+FAKE_API void fake_cuda_hold(int on) {
+    lock();
+    g_hold = on != 0;
+    if (!g_hold) pthread_cond_broadcast(&g_work_cv);
+    unlock();
+}
+
+/* Blocks until no work is queued (or up to timeout_ms); 1 when drained. Must
+ * not be called while held. */
+FAKE_API int fake_cuda_drain(int timeout_ms) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    lock();
+    int rc = 0;
+    while (g_head && rc == 0) rc = pthread_cond_timedwait(&g_done_cv, &g_mu, &deadline);
+    int drained = g_head == NULL;
+    unlock();
+    return drained;
+}
+
+/* Drops every queued work item that has not started, completing it without
+ * its effect (host functions are not called, values not written). For tests
+ * that must not let work left behind by a failed call run. Returns how many
+ * of the dropped items would have touched host memory or called host code
+ * (host functions, stream writes, copies, memsets); event records, waits and
+ * no-ops are dropped without being counted. */
+FAKE_API long fake_cuda_discard(void) {
+    long n = 0;
+    lock();
+    struct item **pp = g_executing && g_head ? &g_head->next : &g_head;
+    while (*pp) {
+        struct item *it = *pp;
+        *pp = it->next;
+        g_queued--;
+        if (it->kind == IT_HOSTFN || it->kind == IT_WRITE32 || it->kind == IT_WRITE64 || it->kind == IT_COPY ||
+            it->kind == IT_MEMSET32)
+            n++;
+        complete_locked(it);
+        free(it);
+    }
+    g_tail = NULL;
+    for (struct item *it = g_head; it; it = it->next) g_tail = it;
+    unlock();
+    return n;
+}
+
+/* on: the next work item to complete faults (sticky ILLEGAL_ADDRESS, no
+ * effect, nor for any later work). off: disarms and clears the sticky error. */
+FAKE_API void fake_cuda_fault(int on) {
+    lock();
+    if (on) {
+        g_fault_armed = 1;
+    } else {
+        g_fault_armed = 0;
+        g_sticky = CUDA_SUCCESS;
+    }
+    pthread_cond_broadcast(&g_done_cv);
+    unlock();
+}
+
+/* Number of successful cuStreamWaitEvent calls so far. */
+FAKE_API long fake_cuda_waits(void) {
+    lock();
+    long v = g_waits;
+    unlock();
+    return v;
+}
+
+/* Number of calls of a driver entry ("cuEventRecord") so far, -1 if unknown. */
+FAKE_API long fake_cuda_calls(const char *entry) {
+    long v = -1;
+    if (!entry) return -1;
+    lock();
+    for (int i = 0; i < F_COUNT; i++)
+        if (!strcmp(g_entry_names[i], entry)) v = g_calls[i];
+    unlock();
+    return v;
+}
+
+/* A second context of device 0, always alive, not the primary one: what a
+ * host program would have current. */
+FAKE_API CUcontext fake_cuda_other_context(void) { return &g_other; }
