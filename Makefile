@@ -86,7 +86,8 @@ $(STATIC): $(OBJS)
 	rm -f $@
 	$(AR) rcs $@ $(OBJS)
 
-$(O)/cuweave.pc: Makefile include/cuweave/version.h
+# Regenerated on every run: it carries PREFIX, which install may change.
+$(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
@@ -169,4 +170,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: all lib examples tests benches headers check example install clean
+.PHONY: all lib examples tests benches headers check example install clean FORCE
+FORCE:
