@@ -126,7 +126,7 @@ $(O)/tests/cuda_abi: tests/cuda_abi.cpp src/cuda_min.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
 
-$(O)/bench/%: bench/%.c $(STATIC) $(HEADERS)
+$(O)/bench/%: bench/%.c bench/bench_common.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE) -lm
