@@ -15,7 +15,7 @@ struct cw_future {
     uint32_t tag;
     cw_context *ctx;  // retained
     cw_future_kind kind;
-    CUevent ev;       // recorded after the marker: reports a device fault
+    CUevent ev;       // recorded once, at creation: any query of it reports a sticky device fault
     std::atomic<uint32_t> armed;  // sequence number of the current marker
     // WRITE_VALUE: the stream writes `armed` here
     volatile uint32_t *word;
@@ -65,8 +65,9 @@ inline bool marker_done(const cw_future *f) {
     return static_cast<int32_t>(have - want) >= 0;
 }
 
-// Asks the driver whether the context faulted (the event after the marker
-// carries the sticky error). Returns CW_SUCCESS when no fault is known.
+// Asks the driver whether the context faulted: after a sticky fault every
+// query of the context, this future's event included, returns the error.
+// Returns CW_SUCCESS when no fault is known.
 cw_status check_fault(cw_future *f) {
     int cached = f->fault.load(std::memory_order_acquire);
     if (cached) return static_cast<cw_status>(cached);

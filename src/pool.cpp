@@ -307,7 +307,7 @@ CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **o
     CW_ENTRY;
     CW_CHECK_POOL(pool);
     CW_CHECK_ARG(out != NULL);
-    return pool_acquire(pool, out, timeout_us == 0 ? 0 : timeout_us);
+    return pool_acquire(pool, out, timeout_us);
 }
 
 CW_API cw_status cw_stream_pool_release(cw_stream_pool *pool, cw_stream **s) {
