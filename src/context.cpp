@@ -97,7 +97,8 @@ cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CU
         CurrentGuard guard;
         CW_TRY(guard.enter(ctx->cu));
         void *hostp = nullptr;
-        CW_CU(cuMemHostAlloc, (&hostp, kSlabPageBytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+        // Mapped for this context only: the slab serves this context's futures.
+        CW_CU(cuMemHostAlloc, (&hostp, kSlabPageBytes, CU_MEMHOSTALLOC_DEVICEMAP));
         CUdeviceptr devp = 0;
         CUresult r = drv().cuMemHostGetDevicePointer(&devp, hostp, 0);
         if (r != CUDA_SUCCESS) {
