@@ -26,7 +26,8 @@
  *
  * The futures are made once and re-armed (no allocation per iteration).
  * After warm-up, the methods run in rounds (one iteration of each per round,
- * the order rotated every round) to cancel drift and order effects. All run
+ * in a fresh random order every round, since what ran just before changes a
+ * method's latency) to cancel drift and order effects. All run
  * on one stream from cw_stream_create, with the cw_context's CUcontext
  * current on the thread. Targets: the WRITE_VALUE future within 10% of the
  * raw write value + spin at p50; the WRITE_VALUE future at least 2x faster
@@ -56,6 +57,7 @@
 
 #define BENCH_NAME "bench_completion"
 #include "bench_common.h"
+#include "../src/seam.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #  include <immintrin.h>
@@ -73,7 +75,7 @@
 #define TARGET_WV_VS_RAW 1.10 /* WRITE_VALUE future p50 / raw write value p50 */
 #define TARGET_HF_OVER_WV 2.0 /* HOST_FUNC future / WRITE_VALUE future, p50 and p99 */
 
-enum { M_FUT_HF, M_FUT_WV, M_SYNC, M_RAW_WV, M_RAW_HF, M_RAW_EV_WV, M_COUNT };
+enum { M_FUT_HF, M_FUT_WV, M_SYNC, M_RAW_WV, M_RAW_HF, M_RAW_EV_WV, M_FUT_WV_SPIN, M_COUNT };
 static const char *const method_name[M_COUNT] = {
     "future HOST_FUNC (rearm + wait)",
     "future WRITE_VALUE (rearm + wait)",
@@ -81,6 +83,7 @@ static const char *const method_name[M_COUNT] = {
     "raw cuStreamWriteValue32 + spin",
     "raw cuLaunchHostFunc + spin",
     "raw cuEventRecord + cuStreamWriteValue32 + spin",
+    "diagnostic: future WRITE_VALUE rearm + raw spin on its word",
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -157,6 +160,42 @@ static double iter_raw_hf(void) {
     return (double)(t1 - t0) / 1000.0;
 }
 
+/* Diagnostic: cuweave's enqueue (rearm) with the raw waiting loop, to tell
+ * the enqueue side from the waiting side. */
+static double iter_future_rawspin(cw_future *f) {
+    unsigned long long t0 = now_ns();
+    launch_empty();
+    CW_CHECK(cw_future_rearm(f, s));
+    volatile unsigned *word;
+    unsigned want;
+    if (cwi_future_word(f, &word, &want) != 0) {
+        fprintf(stderr, "bench_completion: cwi_future_word failed\n");
+        exit(1);
+    }
+    for (unsigned n = 1; (int)(*word - want) < 0; n++) {
+        CPU_RELAX();
+        if ((n & 0xffffu) == 0 && now_ns() - t0 > TIMEOUT_US * 1000ull) spin_timeout("future word");
+    }
+    atomic_thread_fence(memory_order_acquire);
+    unsigned long long t1 = now_ns();
+    return (double)(t1 - t0) / 1000.0;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* Fisher-Yates with xorshift64: a fixed-seed shuffle. */
+static void shuffle(int *a, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        int j = (int)(rng_state % (uint64_t)(i + 1));
+        int x = a[i];
+        a[i] = a[j];
+        a[j] = x;
+    }
+}
+
 static double iter(int m) {
     switch (m) {
     case M_FUT_HF: return iter_future(fut_hf);
@@ -164,6 +203,7 @@ static double iter(int m) {
     case M_SYNC: return iter_sync();
     case M_RAW_WV: return iter_raw_wv(0);
     case M_RAW_HF: return iter_raw_hf();
+    case M_FUT_WV_SPIN: return iter_future_rawspin(fut_wv);
     default: return iter_raw_wv(1);
     }
 }
@@ -219,10 +259,12 @@ int main(void) {
            "  c) launch + cuStreamSynchronize\n"
            "  d) launch + cuStreamWriteValue32 of a sequence into mapped pinned memory + host spin\n"
            "  e) launch + cuLaunchHostFunc bumping an atomic + host spin\n"
-           "  f) as d) with a cuEventRecord before the write (what the WRITE_VALUE future enqueues;\n"
-           "     not judged, to tell the future's own cost from its extra event)\n"
-           "  method: %d warm-up + %d measured iterations each, one of each per round, order rotated\n"
-           "          per round, one stream, CLOCK_MONOTONIC from before the launch to the wake-up\n"
+           "  f) as d) with a cuEventRecord before the write (not judged: the cost of one more\n"
+           "     driver call between the launch and the marker)\n"
+           "  g) cw_future_rearm, then the raw spin on the future's own word (not judged: tells\n"
+           "     the enqueue side of the future from its waiting side)\n"
+           "  method: %d warm-up + %d measured iterations each, one of each per round, in a random\n"
+           "          order (fixed seed), one stream, CLOCK_MONOTONIC from before the launch to the wake-up\n"
            "  then, not judged: the host time of enqueueing each marker alone (cw_future_rearm,\n"
            "          cuStreamWriteValue32, cuEventRecord + cuStreamWriteValue32) and of a wait that\n"
            "          finds the future complete\n",
@@ -294,13 +336,20 @@ int main(void) {
             return 1;
         }
     }
-    for (int r = 0; r < WARMUP_ROUNDS; r++)
-        for (int j = 0; j < M_COUNT; j++) (void)iter((r + j) % M_COUNT);
-    for (int r = 0; r < ROUNDS; r++)
+    /* Each round runs every method once, in a fresh random order: a method's
+     * latency depends on what ran just before it (after a host-function
+     * method the driver's callback thread is still busy for microseconds),
+     * so a fixed rotation would always put the same method after the same
+     * neighbour. A fixed seed keeps runs comparable. */
+    int order[M_COUNT];
+    for (int m = 0; m < M_COUNT; m++) order[m] = m;
+    for (int r = 0; r < WARMUP_ROUNDS + ROUNDS; r++) {
+        shuffle(order, M_COUNT);
         for (int j = 0; j < M_COUNT; j++) {
-            int m = (r + j) % M_COUNT;
-            t[m][r] = iter(m);
+            double v = iter(order[j]);
+            if (r >= WARMUP_ROUNDS) t[order[j]][r - WARMUP_ROUNDS] = v;
         }
+    }
     CU_CHECK(rc.cuStreamSynchronize(hs));
 
     /* WRITE_VALUE future over raw write value, round by round, before the sorts */
@@ -364,7 +413,7 @@ int main(void) {
     printf("\n---- docs/benchmarks.md ----\n");
     printf("### Host completion after an empty kernel (bench_completion)\n\n");
     printf("%s, %s, driver %d.%d, commit %s. Microseconds from before the launch to the waiting\n"
-           "thread awake; %d iterations each, methods interleaved round by round on one stream.\n\n",
+           "thread awake; %d iterations each, methods in a fresh random order each round on one stream.\n\n",
            date, info.name, drv / 1000, drv % 1000 / 10, commit, ROUNDS);
     printf("| method | p50 | p90 | p99 | max |\n| --- | --- | --- | --- | --- |\n");
     for (int m = 0; m < M_COUNT; m++)

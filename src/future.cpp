@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "seam.h"
 #include "stream.hpp"
 
 struct cw_future {
@@ -253,14 +254,25 @@ void reset_notification(cw_future *f) {
     f->cb_user = nullptr;
 }
 
-// Waits for the marker with a deadline (ns since the monotonic epoch, or -1).
-cw_status wait_done(cw_future *f, int64_t deadline) {
+// Waits for the marker, at most timeout_us microseconds (negative: no limit).
+cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_WRITE_VALUE) {
-        int64_t spin_until = now_ns() + (int64_t)f->spin_us * 1000;
+        // The spin is the latency-critical part: one load and one compare per
+        // turn on the word itself. The first 256 turns (a few microseconds,
+        // the usual wait) read no clock at all; after that the clock is read
+        // every 1024 turns. Timeouts are therefore measured from the end of
+        // those first turns: late by a few microseconds at most.
+        const uint32_t want = f->armed.load(std::memory_order_acquire);
+        const volatile uint32_t *word = f->word;
+        unsigned n = 0;
+        while (static_cast<int32_t>(*word - want) < 0 && ++n < 256) cpu_relax();
+        const int64_t start = now_ns();
+        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        for (unsigned n = 1; !marker_done(f); n++) {
+        for (n = 1; static_cast<int32_t>(*word - want) < 0; n++) {
             cpu_relax();
-            if ((n & 63) == 0 && now_ns() >= spin_until) break;
+            if ((n & 1023) == 0 && now_ns() >= spin_until) break;
         }
         int64_t sleep_ns = 2000, next_fault_check = 0;
         while (!marker_done(f)) {
@@ -276,6 +288,7 @@ cw_status wait_done(cw_future *f, int64_t deadline) {
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
     } else {
+        const int64_t deadline = timeout_us < 0 ? -1 : now_ns() + timeout_us * 1000;
         if (!marker_done(f)) {
             pthread_mutex_lock(&f->mutex);
             while (!marker_done(f)) {
@@ -517,7 +530,7 @@ CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us) {
         CW_TRY(check_fault(f));
         return fail(CW_ERROR_TIMEOUT, "the future has not completed (timeout 0)");
     }
-    return wait_done(f, timeout_us < 0 ? -1 : now_ns() + timeout_us * 1000);
+    return wait_done(f, timeout_us);
 }
 
 CW_API cw_status cw_future_set_spin(cw_future *f, unsigned spin_us) {
@@ -614,3 +627,10 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
 }
 
 }  // extern "C"
+
+int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
+    if (!f || f->tag != cw::kTagFuture || f->kind != CW_FUTURE_WRITE_VALUE) return -1;
+    *word = f->word;
+    *armed = f->armed.load(std::memory_order_acquire);
+    return 0;
+}

@@ -42,6 +42,14 @@ int cwi_seam_fired(void);
 unsigned long cwi_seam_calls(int id);
 unsigned long cwi_seam_successes(int id);
 
+/*
+ * Diagnostics for benchmarks: the host view of a WRITE_VALUE future's word
+ * and the sequence number its current marker writes. Returns 0 on success,
+ * -1 for a future of the other kind.
+ */
+struct cw_future;
+int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
+
 #ifdef __cplusplus
 }
 #endif
