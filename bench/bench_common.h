@@ -1,7 +1,8 @@
 /*
  * Helpers shared by the benchmarks: a monotonic clock, checks that exit with
- * the failing call named, nearest-rank percentiles, and the commit label.
- * Define BENCH_NAME (a string) before including.
+ * the failing call named, nearest-rank percentiles, the commit label and the
+ * common start. Include tests/rawcuda.h and define BENCH_NAME (a string)
+ * before including.
  */
 #ifndef CUWEAVE_BENCH_COMMON_H
 #define CUWEAVE_BENCH_COMMON_H
@@ -80,6 +81,37 @@ static void commit_name(char *buf, size_t size) {
         if (*line) snprintf(buf, size, "%s", line);
     }
     pclose(p);
+}
+
+/*
+ * Common start of a benchmark: the driver through cuweave and through the
+ * raw loader, device 0's facts, the driver version, the commit and the UTC
+ * date. Returns 0 to go on, 77 (skip) without a GPU, 1 on failure.
+ */
+static int bench_setup(rawcuda *raw, cw_device_info *info, int *drv, char *commit, size_t commit_size,
+                       char *date, size_t date_size) {
+    cw_status st = cw_init();
+    if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
+        printf("SKIP: no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        return 77;
+    }
+    CW_CHECK(st);
+    int ndev = 0;
+    CW_CHECK(cw_device_count(&ndev));
+    if (ndev < 1) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    if (!rawcuda_open(raw)) {
+        fprintf(stderr, "%s: cuweave loaded the driver but the raw loader (tests/rawcuda.h) failed\n", BENCH_NAME);
+        return 1;
+    }
+    CW_CHECK(cw_device_get_info(0, info));
+    CW_CHECK(cw_driver_version(drv));
+    commit_name(commit, commit_size);
+    time_t tnow = time(NULL);
+    strftime(date, date_size, "%Y-%m-%d", gmtime(&tnow));
+    return 0;
 }
 
 #endif /* CUWEAVE_BENCH_COMMON_H */

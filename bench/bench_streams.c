@@ -178,32 +178,11 @@ int main(void) {
            LEASE_RESERVED, LEASE_RESERVED, LEASE_RESERVED, RR_STREAMS, CPU_K, WAIT_K, WARMUP, SAMPLES);
     fflush(stdout);
 
-    cw_status st = cw_init();
-    if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("SKIP: no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
-        return 77;
-    }
-    CW_CHECK(st);
-    int ndev = 0;
-    CW_CHECK(cw_device_count(&ndev));
-    if (ndev < 1) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
-    if (!rawcuda_open(&rc)) {
-        fprintf(stderr, "bench_streams: cuweave loaded the driver but the raw loader (tests/rawcuda.h) failed\n");
-        return 1;
-    }
-
     cw_device_info info;
     int drv = 0;
-    CW_CHECK(cw_device_get_info(0, &info));
-    CW_CHECK(cw_driver_version(&drv));
-    char commit[64];
-    commit_name(commit, sizeof commit);
-    char date[32];
-    time_t tnow = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&tnow));
+    char commit[64], date[32];
+    int setup = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
+    if (setup != 0) return setup;
     unsigned v = cw_version();
     printf("device 0: %s, driver %d.%d, cuweave %u.%u.%u, commit %s, %s\n", info.name, drv / 1000,
            drv % 1000 / 10, CW_VERSION_PACK_MAJOR(v), CW_VERSION_PACK_MINOR(v), CW_VERSION_PACK_PATCH(v),
