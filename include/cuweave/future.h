@@ -78,7 +78,9 @@ CW_API cw_status cw_future_poll(cw_future *f);
 /*
  * Blocks until the future completes or timeout_us microseconds pass
  * (negative: no limit; 0: checks once and returns CW_ERROR_TIMEOUT when not
- * complete). Returns CW_SUCCESS, CW_ERROR_TIMEOUT, or the device error.
+ * complete). A WRITE_VALUE wait starts with a short spin that reads no clock
+ * (256 turns, a few microseconds), so its timeout may end that much late.
+ * Returns CW_SUCCESS, CW_ERROR_TIMEOUT, or the device error.
  * Any number of threads may wait.
  */
 CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
