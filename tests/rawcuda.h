@@ -123,6 +123,22 @@ static inline int rawcuda_open(rawcuda *rc) {
     return rc->cuInit(0) == 0;
 }
 
+/*
+ * The start of a GPU test binary: 77 (skip, the reason printed) when cuweave
+ * finds no usable GPU, 1 when it does but the test's own loader fails, 0 to
+ * go on. Defined where cwtest.h was included first (the tests).
+ */
+#ifdef CUWEAVE_TESTS_CWTEST_H
+static inline int rawcuda_start(rawcuda *rc) {
+    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
+    if (!rawcuda_open(rc)) {
+        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
+        return 1;
+    }
+    return 0;
+}
+#endif
+
 /* Loads the test kernels (tests/kernels/test_kernels.cu) into the context
  * current on this thread and looks up a kernel by name. */
 static inline rc_result rawcuda_kernel(rawcuda *rc, void **module, const void *image, const char *name,

@@ -221,11 +221,8 @@ static void test_fault_injection_wrap(void **state) {
 }
 
 int main(void) {
-    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
-    if (!rawcuda_open(&rc)) {
-        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
-        return 1;
-    }
+    const int start = rawcuda_start(&rc);
+    if (start != 0) return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primary_context),
         cmocka_unit_test(test_external_context_left_alive),

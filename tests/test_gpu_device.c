@@ -115,11 +115,8 @@ static void test_nvrtc_version(void **state) {
 }
 
 int main(void) {
-    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
-    if (!rawcuda_open(&rc)) {
-        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
-        return 1;
-    }
+    const int start = rawcuda_start(&rc);
+    if (start != 0) return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_driver_version_matches),
         cmocka_unit_test(test_device_facts_match),

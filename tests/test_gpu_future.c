@@ -525,11 +525,8 @@ static cw_future_kind K_WRITE = CW_FUTURE_WRITE_VALUE;
     {#fn "(HOST_FUNC)", fn, NULL, NULL, &K_HOST}, {#fn "(WRITE_VALUE)", fn, NULL, NULL, &K_WRITE}
 
 int main(void) {
-    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
-    if (!rawcuda_open(&rc)) {
-        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
-        return 1;
-    }
+    const int start = rawcuda_start(&rc);
+    if (start != 0) return start;
     const struct CMUnitTest tests[] = {
         BOTH(test_basic),      BOTH(test_many_waiters), BOTH(test_in_order),     BOTH(test_eventfd),
         BOTH(test_callback),   BOTH(test_rearm_1000),   BOTH(test_when_all),     BOTH(test_wait_timeout),

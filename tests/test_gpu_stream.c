@@ -938,11 +938,8 @@ static void test_timer(void **state) {
 }
 
 int main(void) {
-    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
-    if (!rawcuda_open(&rc)) {
-        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
-        return 1;
-    }
+    const int start = rawcuda_start(&rc);
+    if (start != 0) return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_orders_data),
         cmocka_unit_test(test_wait_wrapped_streams),
