@@ -24,6 +24,7 @@ LIB_SRCS = \
 	src/error.cpp \
 	src/future.cpp \
 	src/jit.cpp \
+	src/partition.cpp \
 	src/pool.cpp \
 	src/seam.cpp \
 	src/stream.cpp
@@ -35,6 +36,7 @@ HEADERS = \
 	include/cuweave/device.h \
 	include/cuweave/future.h \
 	include/cuweave/jit.h \
+	include/cuweave/partition.h \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 

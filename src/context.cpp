@@ -24,6 +24,12 @@ void context_release(cw_context *ctx) {
         free(ctx->slab.pages);
         free(ctx->slab.free_slots);
     }
+    if (ctx->kind == CW_CONTEXT_GREEN) {
+        CUresult r = drv().cuGreenCtxDestroy(ctx->green);
+        if (r != CUDA_SUCCESS)
+            log(CW_LOG_WARNING, "%s: cuGreenCtxDestroy (device %d) failed with CUresult %d", current_api(),
+                ctx->ordinal, r);
+    }
     if (ctx->kind == CW_CONTEXT_PRIMARY) {
         CUresult r = drv().cuDevicePrimaryCtxRelease(ctx->device);
         if (r != CUDA_SUCCESS)
@@ -186,6 +192,32 @@ cw_status describe(CUcontext cu, CUdevice *dev, int *least, int *greatest) {
 }
 
 }  // namespace
+
+cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_context **out) {
+    cw_context *ctx = new_context();
+    if (!ctx) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    CUcontext cu = nullptr;
+    CUresult r = drv().cuCtxFromGreenCtx(&cu, green);
+    if (r != CUDA_SUCCESS) {
+        free(ctx);
+        return fail_cu(r, "cuCtxFromGreenCtx");
+    }
+    // Same device, same priority range as its primary context.
+    cw_status st = device_priority_range(ordinal, &ctx->prio_least, &ctx->prio_greatest);
+    if (st != CW_SUCCESS) {
+        free(ctx);
+        return st;
+    }
+    ctx->kind = CW_CONTEXT_GREEN;
+    ctx->cu = cu;
+    ctx->green = green;
+    ctx->device = dev;
+    ctx->ordinal = ordinal;
+    ctx->tag = kTagContext;
+    *out = ctx;
+    return CW_SUCCESS;
+}
+
 }  // namespace cw
 
 using namespace cw;
@@ -253,6 +285,12 @@ CW_API void cw_context_destroy(cw_context **pctx) {
     *pctx = NULL;
     if (!context_ok(ctx)) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_context; nothing destroyed");
+        return;
+    }
+    if (ctx->kind == CW_CONTEXT_GREEN) {
+        // Partitions are borrowed from their set: cw_partition_set_destroy.
+        *pctx = ctx;
+        fail(CW_ERROR_INVALID_STATE, "a partition's context belongs to its cw_partition_set; nothing destroyed");
         return;
     }
     context_release(ctx);

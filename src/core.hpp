@@ -87,6 +87,7 @@ struct cw_context {
     std::atomic<int> refs;
     cw_context_kind kind;
     CUcontext cu;
+    CUgreenCtx green;  // CW_CONTEXT_GREEN: the green context (cu is made from it)
     CUdevice device;
     int ordinal;
     int prio_least;
@@ -103,6 +104,9 @@ namespace cw {
 
 // True when ctx looks like a live context handle.
 inline bool context_ok(const cw_context *ctx) { return ctx && ctx->tag == kTagContext; }
+
+// A cw_context for a green context (owned: destroyed with the last reference).
+cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_context **out);
 
 // References held by objects made on a context.
 void context_retain(cw_context *ctx);

@@ -33,6 +33,31 @@ typedef struct CUuuid_st {
 
 typedef void (*CUhostFn)(void *userData);
 
+/* Green contexts and device resources (CUDA 12.4+). */
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
+typedef int CUdevResourceType;
+enum {
+    CU_DEV_RESOURCE_TYPE_INVALID = 0,
+    CU_DEV_RESOURCE_TYPE_SM = 1
+};
+typedef struct CUdevSmResource_st {
+    unsigned int smCount;
+    unsigned int minSmPartitionSize;
+    unsigned int smCoscheduledAlignment;
+} CUdevSmResource;
+typedef struct CUdevResource_st {
+    CUdevResourceType type;
+    unsigned char _internal_padding[92];
+    union {
+        CUdevSmResource sm;
+        unsigned char _oversize[48];
+    };
+} CUdevResource;
+enum {
+    CU_GREEN_CTX_DEFAULT_STREAM = 1
+};
+
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_INVALID_VALUE = 1,

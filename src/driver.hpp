@@ -83,7 +83,22 @@ namespace cw {
 #define CW_DRIVER_OPTIONAL(X)                                                                  \
     X(cuEventElapsedTime, "cuEventElapsedTime", 12080, (float *ms, CUevent start, CUevent end)) \
     X(cuEventElapsedTime_v1, "cuEventElapsedTime", 2000, (float *ms, CUevent start, CUevent end)) \
-    X(cuStreamGetDevice, "cuStreamGetDevice", 12080, (CUstream stream, CUdevice * device))
+    X(cuStreamGetDevice, "cuStreamGetDevice", 12080, (CUstream stream, CUdevice * device))         \
+    X(cuDeviceGetDevResource, "cuDeviceGetDevResource", 12040,                                   \
+      (CUdevice dev, CUdevResource * resource, CUdevResourceType type))                          \
+    X(cuDevSmResourceSplitByCount, "cuDevSmResourceSplitByCount", 12040,                         \
+      (CUdevResource * result, unsigned *groups, const CUdevResource *input,                     \
+       CUdevResource *remaining, unsigned flags, unsigned min_count))                            \
+    X(cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", 12040,                             \
+      (CUdevResourceDesc * desc, CUdevResource * resources, unsigned count))                     \
+    X(cuGreenCtxCreate, "cuGreenCtxCreate", 12040,                                               \
+      (CUgreenCtx * green, CUdevResourceDesc desc, CUdevice dev, unsigned flags))                \
+    X(cuGreenCtxDestroy, "cuGreenCtxDestroy", 12040, (CUgreenCtx green))                         \
+    X(cuCtxFromGreenCtx, "cuCtxFromGreenCtx", 12040, (CUcontext * ctx, CUgreenCtx green))        \
+    X(cuGreenCtxGetDevResource, "cuGreenCtxGetDevResource", 12040,                               \
+      (CUgreenCtx green, CUdevResource * resource, CUdevResourceType type))                      \
+    X(cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050,                                   \
+      (CUstream * stream, CUgreenCtx green, unsigned flags, int priority))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).

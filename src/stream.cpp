@@ -31,7 +31,14 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
     cw_status st = guard.enter(ctx->cu);
     CUstream cu = nullptr;
     int prio = clamp_priority(ctx, priority);
-    if (st == CW_SUCCESS) {
+    if (st == CW_SUCCESS && ctx->kind == CW_CONTEXT_GREEN) {
+        // The driver makes green-context streams non-blocking only.
+        if (flags & CW_STREAM_BLOCKING)
+            st = fail(CW_ERROR_NOT_SUPPORTED, "streams of a partition (green context) are always non-blocking");
+        CUresult r = st == CW_SUCCESS ? drv().cuGreenCtxStreamCreate(&cu, ctx->green, CU_STREAM_NON_BLOCKING, prio)
+                                      : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS) st = fail_cu(r, "cuGreenCtxStreamCreate");
+    } else if (st == CW_SUCCESS) {
         CUresult r = drv().cuStreamCreateWithPriority(&cu, cu_flags(flags), prio);
         if (r != CUDA_SUCCESS) st = fail_cu(r, "cuStreamCreateWithPriority");
     }

@@ -65,6 +65,13 @@ SAME(CU_STREAM_WRITE_VALUE_DEFAULT); SAME(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIE
 SAME(CU_STREAM_WAIT_VALUE_GEQ); SAME(CU_STREAM_WAIT_VALUE_EQ); SAME(CU_STREAM_WAIT_VALUE_AND);
 SAME(CU_STREAM_WAIT_VALUE_NOR); SAME(CU_STREAM_WAIT_VALUE_FLUSH);
 
+SAME(CU_DEV_RESOURCE_TYPE_INVALID); SAME(CU_DEV_RESOURCE_TYPE_SM); SAME(CU_GREEN_CTX_DEFAULT_STREAM);
+static_assert(sizeof(mine::CUdevResource) == sizeof(::CUdevResource), "CUdevResource size");
+static_assert(offsetof(mine::CUdevResource, sm) == offsetof(::CUdevResource, sm), "CUdevResource.sm offset");
+static_assert(sizeof(mine::CUdevSmResource) == sizeof(::CUdevSmResource), "CUdevSmResource size");
+static_assert(offsetof(mine::CUdevSmResource, smCoscheduledAlignment) ==
+                  offsetof(::CUdevSmResource, smCoscheduledAlignment), "CUdevSmResource layout");
+static_assert(sizeof(mine::CUdevResourceType) == sizeof(::CUdevResourceType), "CUdevResourceType size");
 static_assert(sizeof(mine::CUresult) == sizeof(::CUresult), "CUresult size");
 static_assert(sizeof(mine::CUdevice) == sizeof(::CUdevice), "CUdevice size");
 static_assert(sizeof(mine::CUdeviceptr) == sizeof(::CUdeviceptr), "CUdeviceptr size");

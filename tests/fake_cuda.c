@@ -1138,6 +1138,75 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     RETURN(CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* ---- green contexts: the SM resource and the split only -------------------
+ * Enough for cuweave's validation of partition sizes (132 SMs, partitions of
+ * at least 8 in multiples of 8, at most 16 groups). Making a green context is
+ * not modelled: cuDevResourceGenerateDesc reports CUDA_ERROR_NOT_SUPPORTED. */
+
+FAKE_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type) {
+    if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!res || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
+    memset(res, 0, sizeof *res);
+    res->type = CU_DEV_RESOURCE_TYPE_SM;
+    res->sm.smCount = 132;
+    res->sm.minSmPartitionSize = 8;
+    res->sm.smCoscheduledAlignment = 8;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *groups, const CUdevResource *input,
+                                              CUdevResource *remaining, unsigned flags, unsigned min_count) {
+    (void)flags;
+    if (!groups || !input || input->type != CU_DEV_RESOURCE_TYPE_SM || min_count == 0) return CUDA_ERROR_INVALID_VALUE;
+    unsigned unit = (min_count + 7) / 8 * 8;
+    unsigned possible = input->sm.smCount / unit;
+    if (!result) {
+        *groups = possible;
+        return CUDA_SUCCESS;
+    }
+    unsigned n = *groups < possible ? *groups : possible;
+    for (unsigned i = 0; i < n; i++) {
+        memset(&result[i], 0, sizeof result[i]);
+        result[i].type = CU_DEV_RESOURCE_TYPE_SM;
+        result[i].sm.smCount = unit;
+        result[i].sm.minSmPartitionSize = 8;
+        result[i].sm.smCoscheduledAlignment = 8;
+    }
+    if (remaining) {
+        memset(remaining, 0, sizeof *remaining);
+        remaining->type = CU_DEV_RESOURCE_TYPE_SM;
+        remaining->sm.smCount = input->sm.smCount - n * unit;
+    }
+    *groups = n;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *resources, unsigned count) {
+    (void)desc, (void)resources, (void)count;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+FAKE_API CUresult cuGreenCtxCreate(CUgreenCtx *green, CUdevResourceDesc desc, CUdevice dev, unsigned flags) {
+    (void)green, (void)desc, (void)dev, (void)flags;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+FAKE_API CUresult cuGreenCtxDestroy(CUgreenCtx green) {
+    (void)green;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+FAKE_API CUresult cuCtxFromGreenCtx(CUcontext *ctx, CUgreenCtx green) {
+    (void)ctx, (void)green;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+FAKE_API CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource *res, CUdevResourceType type) {
+    (void)green, (void)res, (void)type;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *stream, CUgreenCtx green, unsigned flags, int priority) {
+    (void)stream, (void)green, (void)flags, (void)priority;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* ---- cuGetProcAddress ---------------------------------------------------- */
 
 static const struct {
@@ -1157,7 +1226,9 @@ static const struct {
     P_(cuMemFreeHost) P_(cuMemHostGetDevicePointer) P_(cuMemAlloc) P_(cuMemFree) P_(cuMemcpyHtoD)
     P_(cuMemcpyDtoH) P_(cuMemcpyHtoDAsync) P_(cuMemcpyDtoHAsync) P_(cuMemsetD32Async)
     P_(cuModuleLoadData) P_(cuModuleUnload) P_(cuModuleGetFunction) P_(cuLaunchKernel)
-    P_(cuEventElapsedTime) P_(cuStreamGetDevice)
+    P_(cuEventElapsedTime) P_(cuStreamGetDevice) P_(cuDeviceGetDevResource) P_(cuDevSmResourceSplitByCount)
+    P_(cuDevResourceGenerateDesc) P_(cuGreenCtxCreate) P_(cuGreenCtxDestroy) P_(cuCtxFromGreenCtx)
+    P_(cuGreenCtxGetDevResource) P_(cuGreenCtxStreamCreate)
 #undef P_
 };
 

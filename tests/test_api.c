@@ -96,6 +96,22 @@ static void test_invalid_arguments(void **state) {
     EXPECT_INVALID(cw_set_log_callback, cw_set_log_callback(NULL, NULL, (cw_log_level)7));
     EXPECT_INVALID(cw_set_log_callback, cw_set_log_callback(NULL, NULL, (cw_log_level)-1));
     EXPECT_INVALID(cw_nvrtc_version, cw_nvrtc_version(NULL, NULL));
+    {
+        cw_partition_set *set = NULL;
+        const unsigned counts[] = {16, 8};
+        const unsigned zero[] = {16, 0};
+        cw_green_caps caps;
+        EXPECT_INVALID(cw_green_query, cw_green_query(0, NULL));
+        EXPECT_INVALID(cw_green_query, cw_green_query(-1, &caps));
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(NULL, 0, counts, 2, -1));
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, -1, counts, 2, -1));
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, NULL, 2, -1));
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 0, -1)); /* no partitions */
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, zero, 2, -1));   /* a zero count */
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 2, 2));  /* default out of range */
+        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 2, -2));
+        assert_null(set);
+    }
 #undef EXPECT_INVALID
     assert_null(ctx); /* out-parameters untouched on failure */
 

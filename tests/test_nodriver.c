@@ -168,6 +168,32 @@ static void test_stream_calls_without_driver(void **state) {
     for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
 }
 
+/* Partitions: without a driver the creating calls say so; the calls on a set
+ * refuse NULL before anything else. */
+static void test_partition_calls_without_driver(void **state) {
+    (void)state;
+    cw_green_caps caps;
+    memset(&caps, 0x5a, sizeof caps);
+    cw_partition_set *set = NULL;
+    const unsigned counts[] = {16};
+    expect_no_driver(cw_green_query(0, &caps), "cw_green_query");
+    assert_int_equal(caps.supported, 0x5a5a5a5a);
+    expect_no_driver(cw_partition_set_create(&set, 0, counts, 1, -1), "cw_partition_set_create");
+    assert_null(set);
+    size_t n = 0;
+    cw_context *ctx = NULL;
+    cw_partition_info info;
+    unsigned ids[4];
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_count(NULL, &n));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_get(NULL, 0, &ctx));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_default(NULL, &ctx));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_info(NULL, 0, &info));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_sm_ids(NULL, 0, ids, 4, &n));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_request_workqueues(NULL, 0, 1));
+    assert_cw_ok(cw_partition_set_destroy(NULL));
+    assert_cw_ok(cw_partition_set_destroy(&set));
+}
+
 static void test_features_absent(void **state) {
     (void)state;
     assert_int_equal(cw_driver_has(CW_FEATURE_GREEN_CONTEXTS), 0);
@@ -227,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_every_call_reports_no_driver),
         cmocka_unit_test(test_handle_calls_without_driver),
         cmocka_unit_test(test_stream_calls_without_driver),
+        cmocka_unit_test(test_partition_calls_without_driver),
         cmocka_unit_test(test_features_absent),
         cmocka_unit_test(test_no_nvrtc),
         cmocka_unit_test(test_driverless_functions),

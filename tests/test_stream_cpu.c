@@ -363,6 +363,46 @@ static void test_invalid_arguments(void **state) {
 
 /* A NULL entry of when_all's array is an invalid argument, as a NULL handle
  * is everywhere else (not CW_ERROR_INVALID_HANDLE). */
+/* Green partitions against the fake (132 SMs, partitions of 8 in multiples
+ * of 8): sizes that do not fit are refused before any green context is made,
+ * with a message that says what the device offers. */
+static void test_partition_validation(void **state) {
+    (void)state;
+    cw_green_caps caps;
+    memset(&caps, 0xee, sizeof caps);
+    assert_cw_ok(cw_green_query(0, &caps));
+    assert_int_equal(caps.supported, 1);
+    assert_int_equal(caps.sm_count, 132);
+    assert_int_equal(caps.min_partition, 8);
+    assert_int_equal(caps.granularity, 8);
+    assert_int_equal(caps.workqueues, 0);
+
+    cw_partition_set *set = NULL;
+    const unsigned not_multiple[] = {12};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, not_multiple, 1, -1));
+    assert_non_null(strstr(cw_last_error_message(), "132 SMs"));
+    assert_non_null(strstr(cw_last_error_message(), "multiples of 8"));
+    const unsigned too_small[] = {16, 4};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, too_small, 2, 0));
+    assert_non_null(strstr(cw_last_error_message(), "partition 1 asks for 4 SMs"));
+    const unsigned too_many[] = {128, 16};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, too_many, 2, 0));
+    assert_non_null(strstr(cw_last_error_message(), "ask for 144 SMs"));
+    assert_non_null(strstr(cw_last_error_message(), "at most 128"));
+    /* all 16 groups taken and 4 SMs left over is fine for the validation;
+     * 128 + 8 is not */
+    const unsigned exactly_full[] = {128, 8};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, exactly_full, 2, 0));
+    assert_null(set);
+    /* a valid request reaches the driver; the fake cannot make green
+     * contexts, so it fails there, cleanly (the teardown checks for leaks) */
+    const unsigned ok[] = {16, 8};
+    cw_status st = cw_partition_set_create(&set, 0, ok, 2, -1);
+    assert_int_equal(st, CW_ERROR_NOT_SUPPORTED);
+    assert_string_equal(cw_last_error()->driver_call, "cuDevResourceGenerateDesc");
+    assert_null(set);
+}
+
 static void test_when_all_null_entry(void **state) {
     (void)state;
     cw_stream *s = new_stream();
@@ -1709,6 +1749,7 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         TEST(test_invalid_arguments),
+        TEST(test_partition_validation),
         TEST(test_settings_defaults),
         TEST(test_stream_priority_and_flags),
         TEST(test_stream_wrap),

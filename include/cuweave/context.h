@@ -61,8 +61,10 @@ CW_API cw_status cw_context_wrap(cw_context **out, CUcontext ctx);
 /*
  * Drops the caller's reference to *ctx and sets *ctx to NULL. Accepts NULL
  * and a pointer to NULL. A primary context is released once the last object
- * made on it is gone; an external one is left untouched. Never fails; a
- * failing release is reported through the log callback.
+ * made on it is gone; an external one is left untouched. A partition's
+ * context (CW_CONTEXT_GREEN) belongs to its cw_partition_set: the call then
+ * leaves it alone and *ctx as is, recording CW_ERROR_INVALID_STATE in the
+ * detail. A failing release is reported through the log callback.
  */
 CW_API void cw_context_destroy(cw_context **ctx);
 

@@ -11,6 +11,7 @@
 #include "cuweave/context.h"
 #include "cuweave/stream.h"
 #include "cuweave/future.h"
+#include "cuweave/partition.h"
 #include "cuweave/jit.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */
