@@ -40,11 +40,11 @@ HEADERS = \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
-EXAMPLES = devices forkjoin
+EXAMPLES = devices forkjoin green
 CPU_TESTS = test_api test_nodriver
 FAKE_TESTS = test_stream_cpu
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault
-BENCHES = bench_streams bench_completion
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green
+BENCHES = bench_streams bench_completion bench_green
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)

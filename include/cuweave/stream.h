@@ -40,12 +40,15 @@ typedef struct cw_stream_settings {
 CW_API void cw_stream_settings_default(cw_stream_settings *s);
 
 /*
- * Creates a stream on ctx (cuStreamCreateWithPriority). settings may be NULL
- * for the defaults. A priority outside the context's range is clamped into
- * it; cw_stream_get_info reports the priority the stream has.
+ * Creates a stream on ctx (cuStreamCreateWithPriority; on a partition's
+ * green context, cuGreenCtxStreamCreate). settings may be NULL for the
+ * defaults. A priority outside the context's range is clamped into it;
+ * cw_stream_get_info reports the priority the stream has.
  * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (out or ctx NULL, unknown
- * flag bits, nonzero reserved bytes); CW_ERROR_INVALID_HANDLE; what the
- * driver returns. The stream keeps ctx alive. Thread-safe.
+ * flag bits, nonzero reserved bytes); CW_ERROR_INVALID_HANDLE;
+ * CW_ERROR_NOT_SUPPORTED for CW_STREAM_BLOCKING on a partition (the driver
+ * makes green-context streams non-blocking only); what the driver returns.
+ * The stream keeps ctx alive. Thread-safe.
  */
 CW_API cw_status cw_stream_create(cw_stream **out, cw_context *ctx, const cw_stream_settings *settings);
 

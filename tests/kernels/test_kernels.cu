@@ -57,4 +57,28 @@ __global__ void cw_fault(int *bad) {
     if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile int *)bad = 1;
 }
 
+// Spins ns nanoseconds in every block, then writes the SM the block ran on
+// to out[blockIdx.x]: which SMs a stream's (partition's) kernels land on.
+__global__ void cw_smid(unsigned *out, long long ns) {
+    if (threadIdx.x == 0) {
+        spin_ns(ns);
+        unsigned id;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+        out[blockIdx.x] = id;
+    }
+}
+
+// A hog: every thread of every block waits ns nanoseconds on the global
+// timer (no arithmetic), then block 0 thread 0 adds 1 to *sink. Launched with
+// enough blocks it fills the GPU (or a partition) for ns.
+__global__ void cw_hog(unsigned long long *sink, long long ns) {
+    spin_ns(ns);
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(sink, 1ull);
+}
+
+// Tiny latency-critical kernel (1 block): increments *p.
+__global__ void cw_small(int *p) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *p += 1;
+}
+
 }  // extern "C"
