@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs what building and testing cuweave needs on a fresh Debian (or
-# Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka.
+# Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
+# valgrind.
 # Runs apt-get as root, or through sudo when not root. Idempotent.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 file"
+pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 file valgrind"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The test command (README, .ci/run): builds cuweave with meson and with the
-# Makefile and runs every test with each; then builds the CPU tests with
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs them. GPU tests run
+# Makefile and runs every test with each; then runs the CPU tests again
+# built with AddressSanitizer + UndefinedBehaviorSanitizer, built with
+# ThreadSanitizer, and under valgrind memcheck. GPU tests run
 # where there is a GPU and skip (exit 77) where there is none.
 # Ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
@@ -46,6 +47,30 @@ if { [ -d build/asan ] || meson setup build/asan -Db_sanitize=address,undefined 
     add_meson_counts build/asan-test.log
 else
     failed=$((failed + 1)); steps_failed="$steps_failed asan-build"
+fi
+
+step "ThreadSanitizer build, CPU tests"
+if { [ -d build/tsan ] || meson setup build/tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug; } \
+    && ninja -C build/tsan; then
+    TSAN_OPTIONS=halt_on_error=1 meson test -C build/tsan --suite cpu --print-errorlogs 2>&1 | tee build/tsan-test.log
+    add_meson_counts build/tsan-test.log
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed tsan-build"
+fi
+
+step "valgrind memcheck, CPU tests (Makefile build)"
+if command -v valgrind >/dev/null 2>&1; then
+    for t in "build/make/tests/test_api" "build/make/tests/test_nodriver" \
+             "build/make/tests/test_stream_cpu build/make/tests/libfakecuda.so"; do
+        if valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q $t \
+            > build/valgrind.log 2>&1; then
+            pass=$((pass + 1)); echo "PASS valgrind $t"
+        else
+            failed=$((failed + 1)); echo "FAIL valgrind $t"; grep '^==' build/valgrind.log | head -40
+        fi
+    done
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed valgrind-missing"
 fi
 
 echo
