@@ -40,9 +40,13 @@ HEADERS = \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
+CPP_HEADERS = include/cuweave/cuweave.hpp
+
 EXAMPLES = devices forkjoin green
 CPU_TESTS = test_api test_nodriver
 FAKE_TESTS = test_stream_cpu
+CPP_TESTS = test_cpp
+GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green
 BENCHES = bench_streams bench_completion bench_green
 
@@ -71,7 +75,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
@@ -112,6 +116,16 @@ $(O)/tests/test_api $(O)/tests/test_nodriver: $(O)/tests/%: tests/%.c tests/cwte
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) \
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -lpthread
 
+# The C++ wrappers' tests, with exceptions and without.
+$(CPP_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.cpp $(CPP_HEADERS) $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(WARN) $(CXXFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) \
+		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
+$(CPP_TESTS:%=$(O)/tests/%_noexcept): $(O)/tests/%_noexcept: tests/%.cpp $(CPP_HEADERS) $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -fno-exceptions $(WARN) $(CXXFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) \
+		-l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
+
 # The fake driver for the CPU tests of the stream layer.
 $(O)/tests/libfakecuda.so: tests/fake_cuda.c
 	@mkdir -p $(dir $@)
@@ -134,10 +148,14 @@ $(O)/bench/%: bench/%.c bench/bench_common.h $(STATIC) $(HEADERS)
 	$(CXX) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE) -lm
 
 # Every public header compiles alone as C11 and as C++17 without warnings.
-headers: $(HEADERS)
+headers: $(HEADERS) $(CPP_HEADERS)
 	@set -e; for h in $(HEADERS:include/%=%); do \
 		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CC) -std=c11 -Wall -Wextra -pedantic -Werror -Iinclude -x c -fsyntax-only - ; \
 		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CXX) -std=c++17 -Wall -Wextra -pedantic -Werror -Iinclude -x c++ -fsyntax-only - ; \
+	done
+	@set -e; for h in $(CPP_HEADERS:include/%=%); do \
+		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CXX) -std=c++17 -Wall -Wextra -pedantic -Werror -Iinclude -x c++ -fsyntax-only - ; \
+		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CXX) -std=c++17 -fno-exceptions -Wall -Wextra -pedantic -Werror -Iinclude -x c++ -fsyntax-only - ; \
 	done
 	$(if $(HAVE_CUDA_H),$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_INCLUDE) -fsyntax-only tests/header_with_cuda.c)
 	@echo "headers: every public header compiles alone as C11 and C++17"
@@ -145,18 +163,18 @@ headers: $(HEADERS)
 check: all
 	sh tools/run-tests.sh make \
 		$(CPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
-		$(foreach t,$(FAKE_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
+		$(foreach t,$(FAKE_TESTS) $(CPP_TESTS) $(CPP_TESTS:%=%_noexcept),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
 		"sh tools/check-build-lists.sh ." \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
-		$(GPU_TESTS:%=$(O)/tests/%)
+		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
 
 example: $(O)/examples/devices
 	$(O)/examples/devices
 
 install: lib
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave
-	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/cuweave/
+	install -m 644 $(HEADERS) $(CPP_HEADERS) $(DESTDIR)$(INCLUDEDIR)/cuweave/
 	install -m 755 $(O)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcuweave.so

@@ -28,6 +28,9 @@ compare() { # LABEL MESON_WORDS MAKE_WORDS
 
 compare "library sources" "$(meson_list src/meson.build cw_sources | sed 's|^|src/|')" "$(make_list LIB_SRCS)"
 compare "public headers" "$(meson_list include/meson.build cw_headers | sed 's|^|include/|')" "$(make_list HEADERS)"
+compare "C++ headers" "$(meson_list include/meson.build cw_cpp_headers | sed 's|^|include/|')" "$(make_list CPP_HEADERS)"
+compare "C++ tests" "$(meson_list tests/meson.build cpp_tests)" "$(make_list CPP_TESTS)"
+compare "GPU C++ tests" "$(meson_list tests/meson.build gpu_cpp_tests)" "$(make_list GPU_CPP_TESTS)"
 compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
 compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU_TESTS)"
 compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"

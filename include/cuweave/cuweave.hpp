@@ -1,0 +1,388 @@
+// cuweave: header-only C++17 wrappers over the C API (no ABI of their own).
+//
+// Each wrapper is the C handle plus an ownership flag. Copies are deleted;
+// moves transfer ownership (and leave the source empty). An owning wrapper
+// destroys its handle in its destructor; `T::wrap(handle)` makes a borrowed
+// wrapper that never destroys it. Destructors never throw.
+//
+// Errors: by default a failing call throws cw::error, which carries the
+// cw_status and the library's detail message. Built with -fno-exceptions (or
+// with CW_HPP_NO_EXCEPTIONS defined), the same calls return cw::result<T>
+// (or cw::status) instead, which the caller checks.
+//
+// Grows with the C API: contexts, partitions, streams, pools, leases,
+// futures and timers so far.
+#ifndef CUWEAVE_CUWEAVE_HPP
+#define CUWEAVE_CUWEAVE_HPP
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cuweave/cuweave.h"
+
+#if !defined(CW_HPP_NO_EXCEPTIONS) && !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
+#define CW_HPP_NO_EXCEPTIONS 1
+#endif
+#ifndef CW_HPP_NO_EXCEPTIONS
+#include <exception>
+#endif
+
+namespace cw {
+
+// ---- errors -----------------------------------------------------------------
+
+#ifndef CW_HPP_NO_EXCEPTIONS
+// A failed cuweave call: its status and the detail message of that failure.
+class error : public std::exception {
+  public:
+    error(cw_status status, std::string message) : status_(status), message_(std::move(message)) {}
+    cw_status status() const noexcept { return status_; }
+    const char *what() const noexcept override { return message_.c_str(); }
+
+  private:
+    cw_status status_;
+    std::string message_;
+};
+#endif
+
+// A status in no-exceptions mode; in exceptions mode calls return void.
+class status {
+  public:
+    status(cw_status s = CW_SUCCESS) noexcept : s_(s) {}
+    cw_status code() const noexcept { return s_; }
+    bool ok() const noexcept { return s_ == CW_SUCCESS; }
+    explicit operator bool() const noexcept { return ok(); }
+    const char *name() const noexcept { return cw_status_name(s_); }
+
+  private:
+    cw_status s_;
+};
+
+// A value or the status that prevented it (no-exceptions mode).
+template <class T>
+class result {
+  public:
+    result(T value) noexcept(std::is_nothrow_move_constructible<T>::value) : value_(std::move(value)) {}
+    result(cw_status s) noexcept : status_(s) {}
+    bool ok() const noexcept { return status_ == CW_SUCCESS; }
+    explicit operator bool() const noexcept { return ok(); }
+    cw_status code() const noexcept { return status_; }
+    T &value() & noexcept { return value_; }
+    T &&value() && noexcept { return std::move(value_); }
+
+  private:
+    T value_{};
+    cw_status status_ = CW_SUCCESS;
+};
+
+namespace detail {
+
+#ifndef CW_HPP_NO_EXCEPTIONS
+using void_ret = void;
+template <class T>
+using ret = T;
+// The message is built only on failure.
+inline void check(cw_status s) {
+    if (s != CW_SUCCESS) throw error(s, cw_last_error_message());
+}
+inline void_ret done(cw_status s) { check(s); }
+template <class T>
+inline T make(cw_status s, T &&value) {
+    check(s);
+    return std::move(value);
+}
+#else
+using void_ret = status;
+template <class T>
+using ret = result<T>;
+inline void_ret done(cw_status s) { return status(s); }
+template <class T>
+inline result<T> make(cw_status s, T &&value) {
+    if (s != CW_SUCCESS) return result<T>(s);
+    return result<T>(std::move(value));
+}
+#endif
+
+// The C handle plus ownership. Destroy is the C destroy function.
+template <class H, void (*Destroy)(H **)>
+class handle {
+  public:
+    handle() noexcept = default;
+    handle(H *h, bool owned) noexcept : h_(h), owned_(owned) {}
+    ~handle() { reset(); }
+    handle(const handle &) = delete;
+    handle &operator=(const handle &) = delete;
+    handle(handle &&o) noexcept : h_(o.h_), owned_(o.owned_) {
+        o.h_ = nullptr;
+        o.owned_ = false;
+    }
+    handle &operator=(handle &&o) noexcept {
+        // Move-assign as reset(other.release()): self-move leaves it intact.
+        if (this != &o) {
+            bool owned = o.owned_;
+            H *h = o.release();
+            reset();
+            h_ = h;
+            owned_ = owned;
+        }
+        return *this;
+    }
+    H *get() const noexcept { return h_; }
+    bool owns() const noexcept { return owned_; }
+    explicit operator bool() const noexcept { return h_ != nullptr; }
+    // Gives up ownership; the caller destroys the handle.
+    H *release() noexcept {
+        H *h = h_;
+        h_ = nullptr;
+        owned_ = false;
+        return h;
+    }
+    void reset() noexcept {
+        if (h_ && owned_) Destroy(&h_);
+        h_ = nullptr;
+        owned_ = false;
+    }
+
+  private:
+    H *h_ = nullptr;
+    bool owned_ = false;
+};
+
+inline void destroy_partition_set(cw_partition_set **s) {
+    // Refused while objects live on its partitions: destroy those first (the
+    // wrappers of streams made on a partition must go before the set's).
+    (void)cw_partition_set_destroy(s);
+}
+
+}  // namespace detail
+
+// ---- contexts ---------------------------------------------------------------
+
+class context : public detail::handle<cw_context, cw_context_destroy> {
+  public:
+    using handle::handle;
+    // The primary context of `device`, retained.
+    static detail::ret<context> create(int device) {
+        cw_context *c = nullptr;
+        cw_status s = cw_context_create(&c, device);
+        return detail::make(s, context(c, true));
+    }
+    // A cw_context around a CUcontext the caller owns (the CUcontext is never
+    // destroyed; the cw wrapper object is, when this wrapper goes).
+    static detail::ret<context> adopt(CUcontext cu) {
+        cw_context *c = nullptr;
+        cw_status s = cw_context_wrap(&c, cu);
+        return detail::make(s, context(c, true));
+    }
+    // Borrows a cw_context (a partition's, for instance): never destroyed.
+    static context wrap(cw_context *c) noexcept { return context(c, false); }
+
+    int device() const noexcept {
+        int d = -1;
+        (void)cw_context_get_device(get(), &d);
+        return d;
+    }
+    cw_context_kind kind() const noexcept {
+        cw_context_kind k = CW_CONTEXT_PRIMARY;
+        (void)cw_context_get_kind(get(), &k);
+        return k;
+    }
+    CUcontext native() const noexcept {
+        CUcontext c = nullptr;
+        (void)cw_context_get_handle(get(), &c);
+        return c;
+    }
+    detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }
+};
+
+// ---- partitions ---------------------------------------------------------------
+
+class partition_set : public detail::handle<cw_partition_set, detail::destroy_partition_set> {
+  public:
+    using handle::handle;
+    static detail::ret<partition_set> create(int device, const unsigned *sm_counts, size_t n, int default_index) {
+        cw_partition_set *p = nullptr;
+        cw_status s = cw_partition_set_create(&p, device, sm_counts, n, default_index);
+        return detail::make(s, partition_set(p, true));
+    }
+    size_t size() const noexcept {
+        size_t n = 0;
+        (void)cw_partition_set_count(get(), &n);
+        return n;
+    }
+    // A partition as a borrowed context (lives with the set).
+    context at(size_t index) const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_partition_set_get(get(), index, &c);
+        return context::wrap(c);
+    }
+    context default_partition() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_partition_set_default(get(), &c);
+        return context::wrap(c);
+    }
+    unsigned sm_count(size_t index) const noexcept {
+        cw_partition_info i{};
+        (void)cw_partition_set_info(get(), index, &i);
+        return i.sm_count;
+    }
+};
+
+// ---- streams ------------------------------------------------------------------
+
+class stream : public detail::handle<cw_stream, cw_stream_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<stream> create(const context &ctx, const cw_stream_settings *settings = nullptr) {
+        cw_stream *st = nullptr;
+        cw_status s = cw_stream_create(&st, ctx.get(), settings);
+        return detail::make(s, stream(st, true));
+    }
+    // A cw_stream around a CUstream the caller owns (NULL = the legacy stream).
+    static detail::ret<stream> adopt(const context &ctx, CUstream cu) {
+        cw_stream *st = nullptr;
+        cw_status s = cw_stream_wrap(&st, ctx.get(), cu);
+        return detail::make(s, stream(st, true));
+    }
+    // Borrows a cw_stream (a pool's, for instance): never destroyed.
+    static stream wrap(cw_stream *s) noexcept { return stream(s, false); }
+
+    CUstream native() const noexcept {
+        CUstream s = nullptr;
+        (void)cw_stream_get_handle(get(), &s);
+        return s;
+    }
+    // Work enqueued on *this from now on waits for `src`'s work so far.
+    detail::void_ret wait(const stream &src) const { return detail::done(cw_stream_wait(get(), src.get())); }
+    detail::void_ret synchronize() const { return detail::done(cw_stream_synchronize(get())); }
+    // True when all work is done (false: not yet); throws / returns the error otherwise.
+    detail::ret<bool> done() const {
+        cw_status s = cw_stream_query(get());
+        return detail::make(s == CW_ERROR_NOT_READY ? CW_SUCCESS : s, s == CW_SUCCESS);
+    }
+};
+
+// A leased stream: given back to its pool when the lease goes.
+class lease {
+  public:
+    lease() noexcept = default;
+    lease(cw_stream_pool *pool, cw_stream *s) noexcept : pool_(pool), s_(s) {}
+    ~lease() { reset(); }
+    lease(const lease &) = delete;
+    lease &operator=(const lease &) = delete;
+    lease(lease &&o) noexcept : pool_(o.pool_), s_(o.s_) { o.pool_ = nullptr, o.s_ = nullptr; }
+    lease &operator=(lease &&o) noexcept {
+        if (this != &o) {
+            reset();
+            pool_ = o.pool_;
+            s_ = o.s_;
+            o.pool_ = nullptr;
+            o.s_ = nullptr;
+        }
+        return *this;
+    }
+    stream get() const noexcept { return stream::wrap(s_); }
+    cw_stream *native_handle() const noexcept { return s_; }
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    void reset() noexcept {
+        if (pool_ && s_) (void)cw_stream_pool_release(pool_, &s_);
+        pool_ = nullptr;
+        s_ = nullptr;
+    }
+
+  private:
+    cw_stream_pool *pool_ = nullptr;
+    cw_stream *s_ = nullptr;
+};
+
+class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<stream_pool> create(const context &ctx, const cw_stream_pool_settings *settings = nullptr) {
+        cw_stream_pool *p = nullptr;
+        cw_status s = cw_stream_pool_create(&p, ctx.get(), settings);
+        return detail::make(s, stream_pool(p, true));
+    }
+    // A stream no one else holds, until the lease goes.
+    detail::ret<lease> acquire() const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_stream_pool_acquire(get(), &s);
+        return detail::make(st, st == CW_SUCCESS ? lease(get(), s) : lease());
+    }
+    // Round-robin / single pools: the next stream (borrowed).
+    detail::ret<stream> next() const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_stream_pool_next(get(), &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    cw_stream_pool_stats stats() const noexcept {
+        cw_stream_pool_stats st{};
+        (void)cw_stream_pool_get_stats(get(), &st);
+        return st;
+    }
+};
+
+// ---- timers and futures ---------------------------------------------------------
+
+class timer : public detail::handle<cw_timer, cw_timer_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<timer> create(const context &ctx) {
+        cw_timer *t = nullptr;
+        cw_status s = cw_timer_create(&t, ctx.get());
+        return detail::make(s, timer(t, true));
+    }
+    detail::void_ret start(const stream &s) const { return detail::done(cw_timer_start(get(), s.get())); }
+    detail::void_ret stop(const stream &s) const { return detail::done(cw_timer_stop(get(), s.get())); }
+    detail::ret<float> elapsed_ms() const {
+        float ms = 0;
+        cw_status s = cw_timer_elapsed_ms(get(), &ms);
+        return detail::make(s, std::move(ms));
+    }
+};
+
+class future : public detail::handle<cw_future, cw_future_destroy> {
+  public:
+    using handle::handle;
+    // Completes when the work enqueued on s so far is done.
+    static detail::ret<future> create(const stream &s, cw_future_kind kind = CW_FUTURE_WRITE_VALUE) {
+        cw_future *f = nullptr;
+        cw_status st = cw_future_create(&f, s.get(), kind);
+        return detail::make(st, future(f, true));
+    }
+    detail::void_ret wait(int64_t timeout_us = -1) const { return detail::done(cw_future_wait(get(), timeout_us)); }
+    // True when complete, false when not yet; throws / returns device errors.
+    detail::ret<bool> ready() const {
+        cw_status s = cw_future_poll(get());
+        return detail::make(s == CW_ERROR_NOT_READY ? CW_SUCCESS : s, s == CW_SUCCESS);
+    }
+    detail::void_ret rearm(const stream &s) const { return detail::done(cw_future_rearm(get(), s.get())); }
+};
+
+// The wrappers cost nothing beyond the handle and its ownership flag, and
+// moving them never throws.
+namespace detail {
+struct handle_and_flag {
+    void *h;
+    bool owned;
+};
+}  // namespace detail
+static_assert(sizeof(context) == sizeof(detail::handle_and_flag), "context is the handle plus ownership");
+static_assert(sizeof(stream) == sizeof(detail::handle_and_flag), "stream is the handle plus ownership");
+static_assert(sizeof(stream_pool) == sizeof(detail::handle_and_flag), "stream_pool is the handle plus ownership");
+static_assert(sizeof(partition_set) == sizeof(detail::handle_and_flag), "partition_set is the handle plus ownership");
+static_assert(sizeof(timer) == sizeof(detail::handle_and_flag), "timer is the handle plus ownership");
+static_assert(sizeof(future) == sizeof(detail::handle_and_flag), "future is the handle plus ownership");
+static_assert(sizeof(lease) == 2 * sizeof(void *), "lease is the pool and the stream");
+static_assert(std::is_nothrow_move_constructible<stream>::value && std::is_nothrow_move_assignable<stream>::value,
+              "stream moves never throw");
+static_assert(std::is_nothrow_move_constructible<lease>::value && std::is_nothrow_move_assignable<lease>::value,
+              "lease moves never throw");
+static_assert(!std::is_copy_constructible<stream>::value && !std::is_copy_assignable<future>::value,
+              "wrappers are not copyable");
+
+}  // namespace cw
+
+#endif  // CUWEAVE_CUWEAVE_HPP

@@ -1,0 +1,217 @@
+// The C++ wrappers (include/cuweave/cuweave.hpp) against the fake driver
+// (tests/fake_cuda.c, path in argv[1]). Built twice: with exceptions
+// (test_cpp) and with -fno-exceptions (test_cpp_noexcept), where calls
+// return cw::result / cw::status. Checks moves (self-move included),
+// ownership of borrowed handles, leases, errors in both modes, and that every
+// handle the wrappers create is destroyed (the fake's live counts).
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <utility>
+
+extern "C" {
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+}
+
+#include "cuweave/cuweave.hpp"
+
+#ifdef CW_HPP_NO_EXCEPTIONS
+// In this mode every call returns a result or status; take the value.
+#define VAL(expr) take((expr))
+template <class T>
+static T take(cw::result<T> &&r) {
+    if (!r.ok()) fail_msg("call failed: %s (%s)", cw_status_name(r.code()), cw_last_error_message());
+    return std::move(r).value();
+}
+#define OK(expr)                                                                                         \
+    do {                                                                                                 \
+        cw::status s_ = (expr);                                                                          \
+        if (!s_.ok()) fail_msg("%s failed: %s (%s)", #expr, s_.name(), cw_last_error_message());        \
+    } while (0)
+#else
+#define VAL(expr) (expr)
+#define OK(expr) (expr)
+#endif
+
+static long (*fake_live)(const char *kind);
+
+static long live_streams() { return fake_live("stream"); }
+static long live_events() { return fake_live("event"); }
+
+static void test_moves_and_ownership(void **) {
+    const long s0 = live_streams();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        assert_true(ctx.owns());
+        assert_int_equal(ctx.device(), 0);
+        assert_int_equal(ctx.kind(), CW_CONTEXT_PRIMARY);
+
+        cw::stream a = VAL(cw::stream::create(ctx));
+        cw::stream b = VAL(cw::stream::create(ctx));
+        assert_int_equal(live_streams(), s0 + 2);
+        cw_stream *raw_a = a.get();
+
+        // move construction empties the source
+        cw::stream c(std::move(a));
+        assert_null(a.get());
+        assert_false(a.owns());
+        assert_ptr_equal(c.get(), raw_a);
+
+        // move assignment destroys what the target held
+        c = std::move(b);
+        assert_int_equal(live_streams(), s0 + 1);
+        assert_null(b.get());
+
+        // self-move leaves it intact (the bug cuda-api-wrappers had)
+        cw::stream &alias = c;
+        c = std::move(alias);
+        assert_non_null(c.get());
+        assert_true(c.owns());
+        assert_int_equal(live_streams(), s0 + 1);
+
+        // a borrowed wrapper never destroys
+        {
+            cw::stream borrowed = cw::stream::wrap(c.get());
+            assert_false(borrowed.owns());
+        }
+        assert_int_equal(live_streams(), s0 + 1);
+        OK(c.synchronize());
+
+        // release hands the handle over
+        cw_stream *mine = c.release();
+        assert_null(c.get());
+        cw_stream_destroy(&mine);
+        assert_int_equal(live_streams(), s0);
+    }
+    assert_int_equal(live_streams(), s0);
+}
+
+static void test_lease_returns_stream(void **) {
+    cw::context ctx = VAL(cw::context::create(0));
+    cw_stream_pool_settings set;
+    cw_stream_pool_settings_default(&set);
+    set.max_streams = 2;
+    cw::stream_pool pool = VAL(cw::stream_pool::create(ctx, &set));
+    {
+        cw::lease l1 = VAL(pool.acquire());
+        cw::lease l2 = VAL(pool.acquire());
+        assert_int_equal(pool.stats().leased, 2);
+        assert_true(l1.get().native() != nullptr);
+        cw::lease moved(std::move(l1));
+        assert_false(static_cast<bool>(l1));
+        assert_int_equal(pool.stats().leased, 2);
+        moved = std::move(l2);  // gives back what `moved` held
+        assert_int_equal(pool.stats().leased, 1);
+    }
+    assert_int_equal(pool.stats().leased, 0);
+    assert_int_equal(pool.stats().idle, 2);
+}
+
+static void test_future_and_timer(void **) {
+    const long e0 = live_events();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        cw::timer t = VAL(cw::timer::create(ctx));
+        OK(t.start(s));
+        OK(t.stop(s));
+        float ms = VAL(t.elapsed_ms());
+        assert_true(ms > 0.0f);
+        for (cw_future_kind k : {CW_FUTURE_HOST_FUNC, CW_FUTURE_WRITE_VALUE}) {
+            cw::future f = VAL(cw::future::create(s, k));
+            OK(f.wait(5000000));
+            assert_true(VAL(f.ready()));
+            OK(f.rearm(s));
+            OK(f.wait(5000000));
+        }
+        assert_true(VAL(s.done()));
+    }
+    // every event the wrappers' objects took went back (the context's pool
+    // is torn down with the context)
+    assert_int_equal(live_events(), e0);
+}
+
+static void test_errors(void **) {
+    cw::context ctx = VAL(cw::context::create(0));
+    cw_stream_settings bad;
+    cw_stream_settings_default(&bad);
+    bad.flags = 7;
+#ifdef CW_HPP_NO_EXCEPTIONS
+    cw::result<cw::stream> r = cw::stream::create(ctx, &bad);
+    assert_false(r.ok());
+    assert_int_equal(r.code(), CW_ERROR_INVALID_ARGUMENT);
+    assert_null(r.value().get());
+    cw::status st = cw::context::wrap(nullptr).synchronize();
+    assert_int_equal(st.code(), CW_ERROR_INVALID_ARGUMENT);
+#else
+    bool thrown = false;
+    try {
+        cw::stream s = cw::stream::create(ctx, &bad);
+        (void)s;
+    } catch (const cw::error &e) {
+        thrown = true;
+        assert_int_equal(e.status(), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(e.what(), "cw_stream_create"));
+    }
+    assert_true(thrown);
+    thrown = false;
+    try {
+        cw::context::wrap(nullptr).synchronize();
+    } catch (const cw::error &e) {
+        thrown = e.status() == CW_ERROR_INVALID_ARGUMENT;
+    }
+    assert_true(thrown);
+#endif
+}
+
+// The fake cannot make green contexts: creating a set fails cleanly with
+// the driver's answer, and an empty partition_set wrapper destroys nothing.
+static void test_partition_set_error(void **) {
+    const unsigned sizes[] = {16};
+#ifdef CW_HPP_NO_EXCEPTIONS
+    cw::result<cw::partition_set> r = cw::partition_set::create(0, sizes, 1, -1);
+    assert_int_equal(r.code(), CW_ERROR_NOT_SUPPORTED);
+#else
+    cw_status got = CW_SUCCESS;
+    try {
+        cw::partition_set p = cw::partition_set::create(0, sizes, 1, -1);
+        (void)p;
+    } catch (const cw::error &e) {
+        got = e.status();
+    }
+    assert_int_equal(got, CW_ERROR_NOT_SUPPORTED);
+#endif
+    cw::partition_set empty;
+    assert_false(static_cast<bool>(empty));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so\n", argv[0]);
+        return 77;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    unsetenv("CUWEAVE_SERIALIZE");
+    if (cw_init() != CW_SUCCESS) {
+        printf("FAIL: the fake driver did not load: %s\n", cw_last_error_message());
+        return 1;
+    }
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD);
+    if (!lib || !(*(void **)&fake_live = dlsym(lib, "fake_cuda_live"))) {
+        printf("FAIL: fake_cuda_live not found in %s\n", argv[1]);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_moves_and_ownership),
+        cmocka_unit_test(test_lease_returns_stream),
+        cmocka_unit_test(test_future_and_timer),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_partition_set_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
