@@ -39,6 +39,15 @@ else
     failed=$((failed + 1)); steps_failed="$steps_failed make-build"
 fi
 
+step "Python bindings (unittest, fake driver)"
+if CUWEAVE_LIBRARY=build/make/libcuweave.so.0 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+    python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
+    n=$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' build/python-test.log)
+    pass=$((pass + ${n:-0})); tail -3 build/python-test.log
+else
+    failed=$((failed + 1)); cat build/python-test.log
+fi
+
 step "ASan + UBSan build, CPU tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if { [ -d build/asan ] || meson setup build/asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; } \

@@ -1,0 +1,157 @@
+"""Loads libcuweave and declares every C signature the bindings use, as data,
+in one place. Errors become exceptions through one errcheck."""
+
+import ctypes
+import ctypes.util
+import os
+
+from . import _errors
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
+
+
+def _candidates():
+    env = os.environ.get("CUWEAVE_LIBRARY")
+    if env:
+        yield env
+        return
+    # A build in the source tree (make or meson), then the system.
+    for rel in ("build/make/libcuweave.so.0", "build/meson/src/libcuweave.so.0", "build-make/libcuweave.so.0"):
+        yield os.path.join(_ROOT, rel)
+    found = ctypes.util.find_library("cuweave")
+    if found:
+        yield found
+    yield "libcuweave.so.0"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append("%s: %s" % (path, exc))
+    raise ImportError("libcuweave could not be loaded (set CUWEAVE_LIBRARY): " + "; ".join(errors))
+
+
+lib = _load()
+
+c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+c_int_p = ctypes.POINTER(ctypes.c_int)
+c_uint_p = ctypes.POINTER(ctypes.c_uint)
+
+
+class ErrorInfo(ctypes.Structure):
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("cu_result", ctypes.c_int),
+        ("cu_name", ctypes.c_char_p),
+        ("cu_string", ctypes.c_char_p),
+        ("driver_call", ctypes.c_char_p),
+        ("function", ctypes.c_char_p),
+        ("message", ctypes.c_char_p),
+    ]
+
+
+class StreamSettings(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint), ("priority", ctypes.c_int), ("reserved", ctypes.c_uint8 * 56)]
+
+
+class PoolSettings(ctypes.Structure):
+    _fields_ = [
+        ("mode", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("priority", ctypes.c_int),
+        ("reserved_streams", ctypes.c_uint),
+        ("max_streams", ctypes.c_uint),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class PoolStats(ctypes.Structure):
+    _fields_ = [
+        ("mode", ctypes.c_int),
+        ("created", ctypes.c_size_t),
+        ("leased", ctypes.c_size_t),
+        ("idle", ctypes.c_size_t),
+        ("named", ctypes.c_size_t),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
+def _check(result, func, args):
+    if result != 0:
+        raise _errors.from_status(result, last_error())
+    return result
+
+
+# (name, restype, argtypes, checked): checked calls raise on a non-zero status.
+_SIGNATURES = [
+    ("cw_version", ctypes.c_uint, [], False),
+    ("cw_version_api", ctypes.c_uint, [], False),
+    ("cw_status_name", ctypes.c_char_p, [ctypes.c_int], False),
+    ("cw_status_string", ctypes.c_char_p, [ctypes.c_int], False),
+    ("cw_last_error", ctypes.POINTER(ErrorInfo), [], False),
+    ("cw_clear_error", None, [], False),
+    ("cw_init", ctypes.c_int, [], True),
+    ("cw_driver_version", ctypes.c_int, [c_int_p], True),
+    ("cw_driver_has", ctypes.c_int, [ctypes.c_int], False),
+    ("cw_device_count", ctypes.c_int, [c_int_p], True),
+    ("cw_context_create", ctypes.c_int, [c_void_pp, ctypes.c_int], True),
+    ("cw_context_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
+    ("cw_context_destroy", None, [c_void_pp], False),
+    ("cw_context_get_device", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_context_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_context_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
+    ("cw_stream_settings_default", None, [ctypes.POINTER(StreamSettings)], False),
+    ("cw_stream_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(StreamSettings)], True),
+    ("cw_stream_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_stream_destroy", None, [c_void_pp], False),
+    ("cw_stream_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
+    ("cw_stream_query", ctypes.c_int, [ctypes.c_void_p], False),
+    ("cw_stream_wait", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_stream_pool_settings_default", None, [ctypes.POINTER(PoolSettings)], False),
+    ("cw_stream_pool_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(PoolSettings)], True),
+    ("cw_stream_pool_destroy", None, [c_void_pp], False),
+    ("cw_stream_pool_acquire", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_release", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_next", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PoolStats)], True),
+    ("cw_future_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_int], True),
+    ("cw_future_rearm", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_future_poll", ctypes.c_int, [ctypes.c_void_p], False),
+    ("cw_future_wait", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64], True),
+    ("cw_future_get_fd", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_future_destroy", None, [c_void_pp], False),
+    ("cw_timer_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
+    ("cw_timer_destroy", None, [c_void_pp], False),
+    ("cw_timer_start", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_timer_stop", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_timer_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
+]
+
+for _name, _restype, _argtypes, _checked in _SIGNATURES:
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+    if _checked:
+        _fn.errcheck = _check
+
+
+def last_error():
+    """The calling thread's error detail as a dict (strings decoded)."""
+    info = lib.cw_last_error().contents
+    dec = lambda b: b.decode("utf-8", "replace") if b else ""
+    return {
+        "status": info.status,
+        "cu_result": info.cu_result,
+        "cu_name": dec(info.cu_name),
+        "driver_call": dec(info.driver_call),
+        "function": dec(info.function),
+        "message": dec(info.message),
+    }
+
+
+_errors.build(lambda code: lib.cw_status_name(code).decode(), lambda code: lib.cw_status_string(code).decode())

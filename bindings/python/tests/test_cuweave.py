@@ -1,0 +1,156 @@
+"""CPU tests of the Python bindings: the library loads, errors become the
+generated exception classes, the no-driver path, and (against the fake
+driver, tests/fake_cuda.c) contexts, streams, pools, leases, futures (asyncio
+included), timers, handle lifetimes and the __cuda_stream__ protocol.
+
+Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.0 \
+     CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+     python3 -m unittest discover -s bindings/python/tests -v
+"""
+
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
+
+# The driver is chosen once, at the first cuweave call: use the fake one.
+os.environ["CUWEAVE_LIBCUDA"] = FAKE
+os.environ.pop("CUWEAVE_SERIALIZE", None)
+
+import cuweave  # noqa: E402
+
+
+class TestLibrary(unittest.TestCase):
+    def test_version_matches_the_header(self):
+        with open(os.path.join(ROOT, "include/cuweave/version.h")) as f:
+            text = f.read()
+        want = tuple(int(text.split("#define CW_VERSION_%s " % k)[1].split()[0]) for k in ("MAJOR", "MINOR", "PATCH"))
+        self.assertEqual(cuweave.version(), want)
+
+    def test_exception_classes_from_the_c_list(self):
+        classes = cuweave.errors()
+        self.assertEqual(classes[2].name, "CW_ERROR_NO_DRIVER")
+        self.assertIs(cuweave.error_class("CW_ERROR_POOL_EXHAUSTED"), cuweave.PoolExhaustedError)
+        self.assertTrue(issubclass(cuweave.error_class("CW_ERROR_TIMEOUT"), TimeoutError))
+        self.assertTrue(issubclass(cuweave.InvalidArgumentError, ValueError))
+        self.assertEqual(len(classes), 17)
+        for code, cls in classes.items():
+            self.assertEqual(cls.status, code)
+            self.assertTrue(issubclass(cls, cuweave.CuweaveError))
+
+    def test_no_driver_in_a_fresh_process(self):
+        code = (
+            "import os, sys; sys.path.insert(0, %r); os.environ['CUWEAVE_LIBCUDA'] = '/nonexistent/libcuda.so.1'\n"
+            "import cuweave\n"
+            "try:\n    cuweave.init()\nexcept cuweave.NoDriverError as e:\n"
+            "    assert e.detail['function'] == 'cw_init', e.detail\n    assert 'no CUDA driver' in str(e)\n"
+            "    print('ok')\n"
+        ) % os.path.dirname(HERE)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+        self.assertEqual(out.stdout.strip(), "ok", out.stderr)
+
+
+@unittest.skipUnless(os.path.exists(FAKE), "the fake driver is not built")
+class TestWithFakeDriver(unittest.TestCase):
+    def setUp(self):
+        self.ctx = cuweave.Context(0)
+
+    def tearDown(self):
+        self.ctx.close()
+
+    def test_context(self):
+        self.assertEqual(self.ctx.device, 0)
+        self.assertNotEqual(self.ctx.cu_context, 0)
+        self.ctx.synchronize()
+        self.assertEqual(cuweave.device_count(), 1)
+        self.assertEqual(cuweave.driver_version(), 13000)
+
+    def test_invalid_argument_raises_with_detail(self):
+        with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+            cuweave.StreamPool(self.ctx, mode=7)
+        self.assertIn("cw_stream_pool_create", str(cm.exception))
+        self.assertEqual(cm.exception.detail["function"], "cw_stream_pool_create")
+        self.assertEqual(cm.exception.status, 1)
+
+    def test_stream_protocol_and_wrap(self):
+        with cuweave.Stream(self.ctx) as s:
+            version, handle = s.__cuda_stream__()
+            self.assertEqual(version, 0)
+            self.assertEqual(handle, s.cu_stream)
+            self.assertNotEqual(handle, 0)
+            # wrapping the protocol object borrows the same CUstream
+            w = cuweave.Stream.wrap(self.ctx, s)
+            self.assertEqual(w.cu_stream, handle)
+            w.close()
+            s.synchronize()  # still alive after the wrapper went
+            self.assertTrue(s.done())
+        self.assertTrue(s.closed)
+        s.close()  # idempotent
+
+    def test_parent_outlives_children(self):
+        s = cuweave.Stream(self.ctx)
+        ctx = self.ctx
+        del self.ctx  # the stream keeps the context alive
+        gc.collect()
+        s.synchronize()
+        s.close()
+        self.ctx = ctx
+
+    def test_pool_lease_and_exhaustion(self):
+        pool = cuweave.StreamPool(self.ctx, max_streams=2)
+        a, b = pool.acquire(), pool.acquire()
+        self.assertEqual(pool.stats()["leased"], 2)
+        with self.assertRaises(cuweave.PoolExhaustedError):
+            pool.acquire()
+        a.release()
+        a.release()  # idempotent
+        with pool.acquire() as s:
+            s.wait(b.stream)
+            self.assertEqual(pool.stats()["leased"], 2)
+        self.assertEqual(pool.stats()["leased"], 1)
+        b.release()
+        self.assertEqual(pool.stats(), {"mode": 0, "created": 2, "leased": 0, "idle": 2, "named": 0})
+        pool.close()
+
+    def test_round_robin(self):
+        pool = cuweave.StreamPool(self.ctx, mode=cuweave.POOL_ROUND_ROBIN, reserved=3)
+        seen = [pool.next().cu_stream for _ in range(9)]
+        self.assertEqual(len(set(seen)), 3)
+        self.assertEqual(seen[:3], seen[3:6])
+        pool.close()
+
+    def test_futures_wait_poll_fd_and_await(self):
+        s = cuweave.Stream(self.ctx)
+        for kind in (cuweave.HOST_FUNC, cuweave.WRITE_VALUE):
+            f = cuweave.Future(s, kind)
+            f.wait(timeout=5)
+            self.assertTrue(f.poll())
+            f.rearm(s)
+            asyncio.run(asyncio.wait_for(self._await(f), 5))
+            self.assertTrue(f.poll())
+            self.assertGreaterEqual(f.fileno(), 0)
+            f.close()
+        s.close()
+
+    async def _await(self, f):
+        await f
+
+    def test_timer(self):
+        s = cuweave.Stream(self.ctx)
+        t = cuweave.Timer(self.ctx)
+        t.start(s)
+        t.stop(s)
+        self.assertGreater(t.elapsed_ms(), 0.0)
+        t.close()
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
