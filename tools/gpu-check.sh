@@ -63,6 +63,11 @@ if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
     done
 fi
 
+# Python bindings on the GPU (CuPy interop)
+CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.0 python3 -m unittest discover -s bindings/python/tests \
+    -p 'test_gpu_*.py' -v > "$OUT/python-gpu.log" 2>&1
+note "python GPU tests: exit $? ($(grep -E '^(OK|FAILED)' "$OUT/python-gpu.log" | tail -1))"
+
 # examples and benchmarks
 build-gpu/examples/devices > "$OUT/example.log" 2>&1; note "example devices: exit $?"
 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin: exit $?"
