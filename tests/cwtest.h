@@ -17,6 +17,25 @@
 
 #include "cuweave/cuweave.h"
 
+#if defined(_GNU_SOURCE) || defined(_POSIX_C_SOURCE)
+#include <errno.h>
+#include <time.h>
+
+/* Milliseconds on the monotonic clock. */
+static inline double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Sleeps ms milliseconds, resuming after signals. */
+static inline void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+#endif
+
 /* Exit status meson (and tools/run-tests.sh) read as "skipped". */
 #define CWT_SKIP_EXIT 77
 

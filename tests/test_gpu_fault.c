@@ -45,17 +45,6 @@ static const char *volatile stage = "start";
 
 static const char *kind_name(cw_future_kind k) { return k == CW_FUTURE_HOST_FUNC ? "HOST_FUNC" : "WRITE_VALUE"; }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void on_alarm(int sig) {
     (void)sig;
     static const char a[] = "FAIL: watchdog: the child hung in: ";

@@ -30,17 +30,6 @@ static void *k_slow_write, *k_spin_add;
 
 static const char *kind_name(cw_future_kind k) { return k == CW_FUTURE_HOST_FUNC ? "HOST_FUNC" : "WRITE_VALUE"; }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static CUstream hnd(const cw_stream *s) {

@@ -30,12 +30,6 @@ static void *module;
 static void *k_slow_write, *k_copy_int, *k_stamp;
 static int least_prio, greatest_prio;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int serialized(void) {
     const char *e = getenv("CUWEAVE_SERIALIZE");
     return e && strcmp(e, "1") == 0;

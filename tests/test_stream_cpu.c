@@ -102,18 +102,6 @@ static CUcontext current(void) {
 
 static void set_current(CUcontext c) { assert_cu_ok(fk.cuCtxSetCurrent(c)); }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 /* ---- per-test context and leak check ------------------------------------ */
 
 static cw_context *g_ctx;    /* this test's context (primary context of device 0) */
