@@ -23,6 +23,7 @@ LIB_SRCS = \
 	src/driver.cpp \
 	src/error.cpp \
 	src/future.cpp \
+	src/graph.cpp \
 	src/jit.cpp \
 	src/partition.cpp \
 	src/pool.cpp \
@@ -35,6 +36,7 @@ HEADERS = \
 	include/cuweave/cuweave.h \
 	include/cuweave/device.h \
 	include/cuweave/future.h \
+	include/cuweave/graph.h \
 	include/cuweave/jit.h \
 	include/cuweave/partition.h \
 	include/cuweave/stream.h \

@@ -96,6 +96,7 @@ enum {
     CUDA_ERROR_CAPTURED_EVENT = 907,
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
     CUDA_ERROR_TIMEOUT = 909,
+    CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
     CUDA_ERROR_UNKNOWN = 999
 };
 
@@ -169,6 +170,74 @@ enum {
     CU_STREAM_WAIT_VALUE_NOR = 3,
     CU_STREAM_WAIT_VALUE_FLUSH = 1 << 30
 };
+
+/* Graphs (capture, instantiate, launch, update, conditional nodes). */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only passed as NULL */
+typedef cuuint64_t CUgraphConditionalHandle;
+typedef int CUstreamCaptureMode;
+typedef int CUstreamCaptureStatus;
+typedef int CUgraphExecUpdateResult;
+enum {
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
+};
+enum {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2
+};
+enum {
+    CU_GRAPH_EXEC_UPDATE_SUCCESS = 0,
+    CU_GRAPH_EXEC_UPDATE_ERROR = 1,
+    CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED = 2,
+    CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED = 3,
+    CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED = 4,
+    CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED = 5,
+    CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED = 6,
+    CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE = 7,
+    CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED = 8
+};
+typedef struct CUgraphExecUpdateResultInfo_st {
+    CUgraphExecUpdateResult result;
+    CUgraphNode errorNode;
+    CUgraphNode errorFromNode;
+} CUgraphExecUpdateResultInfo;
+enum {
+    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8
+};
+enum {
+    CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+};
+enum {
+    CU_GRAPH_COND_TYPE_IF = 0,
+    CU_GRAPH_COND_TYPE_WHILE = 1
+};
+enum {
+    CU_GRAPH_COND_ASSIGN_DEFAULT = 1
+};
+enum {
+    CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE = 1
+};
+typedef struct CUDA_CONDITIONAL_NODE_PARAMS {
+    CUgraphConditionalHandle handle;
+    int type; /* CUgraphConditionalNodeType */
+    unsigned int size;
+    CUgraph *phGraph_out;
+    CUcontext ctx;
+} CUDA_CONDITIONAL_NODE_PARAMS;
+typedef struct CUgraphNodeParams_st {
+    int type; /* CUgraphNodeType */
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_CONDITIONAL_NODE_PARAMS conditional;
+    };
+    long long reserved2;
+} CUgraphNodeParams;
 
 #ifdef __cplusplus
 }

@@ -77,7 +77,28 @@ namespace cw {
       (CUfunction * fn, CUmodule module, const char *name))                                    \
     X(cuLaunchKernel, "cuLaunchKernel", 4000,                                                  \
       (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
-       unsigned bz, unsigned shared, CUstream stream, void **params, void **extra))
+       unsigned bz, unsigned shared, CUstream stream, void **params, void **extra))            \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture", 10010, (CUstream stream, CUstreamCaptureMode mode)) \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000, (CUstream stream, CUgraph * graph))     \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000,                                       \
+      (CUstream stream, CUstreamCaptureStatus * status))                                       \
+    X(cuGraphCreate, "cuGraphCreate", 10000, (CUgraph * graph, unsigned flags))                \
+    X(cuGraphDestroy, "cuGraphDestroy", 10000, (CUgraph graph))                                \
+    X(cuGraphGetNodes, "cuGraphGetNodes", 10000, (CUgraph graph, CUgraphNode * nodes, size_t *count)) \
+    X(cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes", 10000,                     \
+      (CUgraphNode node, CUgraphNode * dependents, size_t *count))                             \
+    X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000,                             \
+      (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUgraph child)) \
+    X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000,                                       \
+      (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps))              \
+    X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030, (CUgraph graph, const char *path, unsigned flags)) \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040,                       \
+      (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                           \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, (CUgraphExec exec))                     \
+    X(cuGraphUpload, "cuGraphUpload", 11010, (CUgraphExec exec, CUstream stream))              \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000, (CUgraphExec exec, CUstream stream))              \
+    X(cuGraphExecUpdate, "cuGraphExecUpdate", 12000,                                           \
+      (CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo * info))
 
 // Entry points a driver may lack; a missing one leaves its member NULL.
 #define CW_DRIVER_OPTIONAL(X)                                                                  \
@@ -98,7 +119,16 @@ namespace cw {
     X(cuGreenCtxGetDevResource, "cuGreenCtxGetDevResource", 12040,                               \
       (CUgreenCtx green, CUdevResource * resource, CUdevResourceType type))                      \
     X(cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050,                                   \
-      (CUstream * stream, CUgreenCtx green, unsigned flags, int priority))
+      (CUstream * stream, CUgreenCtx green, unsigned flags, int priority))                       \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030,                         \
+      (CUstream stream, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,    \
+       size_t ndeps, CUstreamCaptureMode mode))                                                  \
+    X(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12030,                   \
+      (CUgraphConditionalHandle * handle, CUgraph graph, CUcontext ctx, unsigned default_value,  \
+       unsigned flags))                                                                          \
+    X(cuGraphAddNode, "cuGraphAddNode", 12030,                                                   \
+      (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, \
+       size_t ndeps, CUgraphNodeParams *params))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).
@@ -112,6 +142,7 @@ namespace cw {
     X("cuDevResourceGenerateDesc", 12040, CW_FEATURE_GREEN_CONTEXTS) \
     X("cuGraphConditionalHandleCreate", 12030, CW_FEATURE_CONDITIONAL_NODES) \
     X("cuGraphAddNode", 12030, CW_FEATURE_CONDITIONAL_NODES)       \
+    X("cuStreamBeginCaptureToGraph", 12030, CW_FEATURE_CONDITIONAL_NODES) \
     X("cuLibraryLoadData", 12000, CW_FEATURE_LIBRARY_API)          \
     X("cuLibraryGetKernel", 12000, CW_FEATURE_LIBRARY_API)         \
     X("cuLibraryUnload", 12000, CW_FEATURE_LIBRARY_API)            \

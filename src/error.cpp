@@ -100,8 +100,35 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept {
     return record(status, CUDA_SUCCESS, nullptr, text);
 }
 
+namespace {
+// The most recent capture-class failure of any call made through cuweave,
+// for explaining an invalidated capture that no per-stream note covers.
+std::mutex g_violation_mutex;
+uint64_t g_violation_serial;
+CaptureViolation g_violation;
+}  // namespace
+
 cw_status fail_cu(CUresult result, const char *call, const char *what) noexcept {
+    if (result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+        std::lock_guard<std::mutex> lock(g_violation_mutex);
+        g_violation_serial++;
+        copy(g_violation.api, sizeof g_violation.api, current_api());
+        copy(g_violation.call, sizeof g_violation.call, call ? call : "");
+        g_violation.result = result;
+    }
     return record(status_from_cu(result), result, call, what);
+}
+
+uint64_t capture_violation_serial() noexcept {
+    std::lock_guard<std::mutex> lock(g_violation_mutex);
+    return g_violation_serial;
+}
+
+bool capture_violation_since(uint64_t serial, CaptureViolation *out) noexcept {
+    std::lock_guard<std::mutex> lock(g_violation_mutex);
+    if (g_violation_serial <= serial) return false;
+    *out = g_violation;
+    return true;
 }
 
 cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {

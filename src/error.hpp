@@ -32,6 +32,17 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((f
 // status it maps to. `what` (may be NULL) adds context to the message.
 cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr) noexcept;
 
+// The last capture-class failure (CUDA_ERROR_STREAM_CAPTURE_*) that fail_cu
+// recorded, process-wide, with a serial number that grows with each.
+struct CaptureViolation {
+    char api[48];
+    char call[48];
+    CUresult result;
+};
+uint64_t capture_violation_serial() noexcept;
+// True (and *out filled) when a capture-class failure was recorded after serial.
+bool capture_violation_since(uint64_t serial, CaptureViolation *out) noexcept;
+
 // Records a failed NVRTC call.
 cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) noexcept;
 

@@ -65,6 +65,7 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
 
 void stream_free(cw_stream *s) {
     cw_context *ctx = s->ctx;
+    capture_abandon(s);
     s->tag = kTagDead;
     if (s->owned) {
         CUresult r = drv().cuStreamDestroy(s->cu);
@@ -268,6 +269,7 @@ CW_API cw_status cw_stream_fork(cw_stream *parent, cw_stream **child) {
     }
     // A child of the context's own pool keeps the context alive while out.
     if (pool->internal) context_retain(pool->ctx);
+    c->in_capture = parent->cap.active || parent->in_capture;
     *child = c;
     return CW_SUCCESS;
 }
@@ -287,6 +289,7 @@ CW_API cw_status cw_stream_join(cw_stream *parent, cw_stream **child) {
     if (!c->leased.load(std::memory_order_acquire))
         return fail(CW_ERROR_INVALID_STATE, "the child has already been joined or released");
     CW_TRY(stream_order(parent, c));
+    c->in_capture = false;
     cw_stream_pool *pool = c->pool;
     cw_context *ctx = pool->ctx;
     bool internal = pool->internal;

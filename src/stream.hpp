@@ -7,6 +7,35 @@
 #include "cuweave/future.h"
 #include "cuweave/stream.h"
 
+struct cw_graph;
+
+namespace cw {
+// What invalidated a capture: the first capture-class failure of a call made
+// through cuweave (set once per capture).
+struct CaptureNote {
+    char api[48];   // the cuweave function
+    char call[48];  // the driver entry
+    CUresult result;
+};
+// The capture begun on a stream with cw_capture_begin(_to).
+struct CaptureState {
+    bool active;
+    int mode;
+    cw_graph *target;  // cw_capture_begin_to: the graph recorded into
+    uint64_t serial;   // capture_violation_serial() at begin
+    std::atomic<int> noted;
+    CaptureNote note;
+};
+inline bool is_capture_error(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+// Records r as what invalidated the capture begun on s (when one is active).
+void note_capture_failure(const cw_stream *s, CUresult r, const char *entry);
+// Ends an abandoned capture on s (its stream is going away): the partial
+// graph is dropped. Does nothing when no capture is active.
+void capture_abandon(cw_stream *s);
+}  // namespace cw
+
 struct cw_stream {
     uint32_t tag;
     cw_context *ctx;  // retained, except for streams of a pool (the pool holds it)
@@ -21,6 +50,8 @@ struct cw_stream {
     uint32_t index;                   // slot in the pool
     std::atomic<uint32_t> next_free;  // free-list link: index + 1, 0 = end
     std::atomic<int> leased;
+    cw::CaptureState cap;  // a capture begun on this stream
+    bool in_capture;       // forked from a capturing stream and not yet joined
 };
 
 namespace cw {
@@ -80,12 +111,18 @@ inline cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
     if (__builtin_expect(!s->is_null, 1)) {
         CUresult r = call();
         if (__builtin_expect(r == CUDA_SUCCESS, 1)) return CW_SUCCESS;
-        if (r != CUDA_ERROR_INVALID_CONTEXT) return fail_cu(r, entry);
+        if (r != CUDA_ERROR_INVALID_CONTEXT) {
+            if (is_capture_error(r)) note_capture_failure(s, r, entry);
+            return fail_cu(r, entry);
+        }
     }
     CurrentGuard guard;
     CW_TRY(guard.enter(s->ctx->cu));
     CUresult r = call();
-    if (r != CUDA_SUCCESS) return fail_cu(r, entry);
+    if (r != CUDA_SUCCESS) {
+        if (is_capture_error(r)) note_capture_failure(s, r, entry);
+        return fail_cu(r, entry);
+    }
     return guard.leave();
 }
 

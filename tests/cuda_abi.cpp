@@ -10,12 +10,14 @@
 // cuda.h spells some constants as macros: keep their values, then drop the
 // macros so that cuda_min.h's own definitions can be compared with them.
 namespace real {
+constexpr long long cond_assign_default = CU_GRAPH_COND_ASSIGN_DEFAULT;
 constexpr long long memhost_portable = CU_MEMHOSTALLOC_PORTABLE;
 constexpr long long memhost_devicemap = CU_MEMHOSTALLOC_DEVICEMAP;
 constexpr long long memhost_writecombined = CU_MEMHOSTALLOC_WRITECOMBINED;
 static CUstream const stream_legacy = CU_STREAM_LEGACY;
 static CUstream const stream_per_thread = CU_STREAM_PER_THREAD;
 }  // namespace real
+#undef CU_GRAPH_COND_ASSIGN_DEFAULT
 #undef CU_MEMHOSTALLOC_PORTABLE
 #undef CU_MEMHOSTALLOC_DEVICEMAP
 #undef CU_MEMHOSTALLOC_WRITECOMBINED
@@ -41,7 +43,7 @@ SAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); SAME(CUDA_ERROR_STREAM_CAPTURE_INVA
 SAME(CUDA_ERROR_STREAM_CAPTURE_MERGE); SAME(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
 SAME(CUDA_ERROR_STREAM_CAPTURE_UNJOINED); SAME(CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
 SAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); SAME(CUDA_ERROR_CAPTURED_EVENT);
-SAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); SAME(CUDA_ERROR_TIMEOUT); SAME(CUDA_ERROR_UNKNOWN);
+SAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); SAME(CUDA_ERROR_TIMEOUT); SAME(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE); SAME(CUDA_ERROR_UNKNOWN);
 
 SAME(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK); SAME(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
 SAME(CU_DEVICE_ATTRIBUTE_CLOCK_RATE); SAME(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
@@ -87,3 +89,35 @@ int main() {
     puts("cuda_min.h matches cuda.h ");
     return 0;
 }
+
+// Graphs.
+SAME(CU_STREAM_CAPTURE_MODE_GLOBAL); SAME(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); SAME(CU_STREAM_CAPTURE_MODE_RELAXED);
+SAME(CU_STREAM_CAPTURE_STATUS_NONE); SAME(CU_STREAM_CAPTURE_STATUS_ACTIVE); SAME(CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+SAME(CU_GRAPH_EXEC_UPDATE_SUCCESS); SAME(CU_GRAPH_EXEC_UPDATE_ERROR); SAME(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+SAME(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED); SAME(CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED);
+SAME(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED); SAME(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+SAME(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE); SAME(CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED);
+SAME(CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY); SAME(CU_GRAPH_NODE_TYPE_CONDITIONAL);
+SAME(CU_GRAPH_COND_TYPE_IF); SAME(CU_GRAPH_COND_TYPE_WHILE); SAME(CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE);
+static_assert(mine::CU_GRAPH_COND_ASSIGN_DEFAULT == real::cond_assign_default, "CU_GRAPH_COND_ASSIGN_DEFAULT");
+static_assert(sizeof(mine::CUgraphConditionalHandle) == sizeof(::CUgraphConditionalHandle), "conditional handle size");
+static_assert(sizeof(mine::CUstreamCaptureMode) == sizeof(::CUstreamCaptureMode), "capture mode size");
+static_assert(sizeof(mine::CUstreamCaptureStatus) == sizeof(::CUstreamCaptureStatus), "capture status size");
+static_assert(sizeof(mine::CUgraphExecUpdateResultInfo) == sizeof(::CUgraphExecUpdateResultInfo), "update info size");
+static_assert(offsetof(mine::CUgraphExecUpdateResultInfo, errorNode) == offsetof(::CUgraphExecUpdateResultInfo, errorNode),
+              "update info errorNode");
+static_assert(offsetof(mine::CUgraphExecUpdateResultInfo, errorFromNode) ==
+                  offsetof(::CUgraphExecUpdateResultInfo, errorFromNode), "update info errorFromNode");
+static_assert(sizeof(mine::CUgraphNodeParams) == sizeof(::CUgraphNodeParams), "CUgraphNodeParams size");
+static_assert(offsetof(mine::CUgraphNodeParams, conditional) == offsetof(::CUgraphNodeParams, conditional),
+              "CUgraphNodeParams.conditional");
+static_assert(offsetof(mine::CUgraphNodeParams, reserved2) == offsetof(::CUgraphNodeParams, reserved2),
+              "CUgraphNodeParams.reserved2");
+static_assert(sizeof(mine::CUDA_CONDITIONAL_NODE_PARAMS) == sizeof(::CUDA_CONDITIONAL_NODE_PARAMS), "cond params size");
+static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, type) == offsetof(::CUDA_CONDITIONAL_NODE_PARAMS, type), "cond type");
+static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, size) == offsetof(::CUDA_CONDITIONAL_NODE_PARAMS, size), "cond size");
+static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out) ==
+                  offsetof(::CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out), "cond phGraph_out");
+static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, ctx) == offsetof(::CUDA_CONDITIONAL_NODE_PARAMS, ctx), "cond ctx");
+static_assert(sizeof(::CUgraphConditionalNodeType) == sizeof(int) && sizeof(::CUgraphNodeType) == sizeof(int),
+              "enum sizes");

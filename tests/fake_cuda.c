@@ -62,6 +62,11 @@ struct CUctx_st {
     struct CUstream_st *legacy;
 };
 
+struct deps {
+    struct CUgraphNode_st **v;
+    size_t n, cap;
+};
+
 struct CUstream_st {
     uint32_t magic;
     CUcontext ctx;
@@ -72,6 +77,15 @@ struct CUstream_st {
     long pending;      /* queued items not completed */
     long pins;         /* threads blocked in cuStreamSynchronize on it */
     struct CUstream_st *next_live;
+    /* capture (zero for streams that never captured) */
+    struct CUgraph_st *cap;        /* the graph this stream's work is recorded into */
+    int cap_origin;                /* the capture was begun on this stream */
+    int cap_own_graph;             /* begun by cuStreamBeginCapture: the graph is the capture's */
+    int cap_mode;
+    pthread_t cap_thread;
+    struct deps cdeps;             /* what the next captured node depends on */
+    long node_gen;                 /* nodes captured on this stream */
+    int joined;                    /* its last node was waited for by another stream of the capture */
 };
 
 struct CUevent_st {
@@ -84,6 +98,11 @@ struct CUevent_st {
     long pins;         /* threads blocked in cuEventSynchronize on it */
     double time_ms;    /* when the last record completed */
     struct CUevent_st *next_live;
+    /* recorded during a capture: the capture's dependencies at that point */
+    struct CUgraph_st *cap_graph;
+    struct CUstream_st *cap_stream;
+    long cap_gen;
+    struct deps cdeps;
 };
 
 struct alloc {
@@ -119,8 +138,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER; /* callback thread: work arrived */
 static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER; /* waiters: work completed */
 
-static struct CUstream_st g_legacy_primary = {MAGIC_STREAM, NULL, 0, 0, 1, 0, 0, 0, NULL};
-static struct CUstream_st g_legacy_other = {MAGIC_STREAM, NULL, 0, 0, 1, 0, 0, 0, NULL};
+static struct CUstream_st g_legacy_primary = {.magic = MAGIC_STREAM, .is_legacy = 1};
+static struct CUstream_st g_legacy_other = {.magic = MAGIC_STREAM, .is_legacy = 1};
 static struct CUctx_st g_primary = {MAGIC_CTX, 1, &g_legacy_primary};
 static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other};
 
@@ -139,6 +158,7 @@ static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
 static long g_badaccess, g_cbcalls, g_orphans;
+static long g_live_graphs, g_live_execs;
 
 static struct item *g_head, *g_tail;
 static long g_queued;
@@ -164,7 +184,11 @@ static pthread_t g_worker;
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer) X(cuMemAlloc) X(cuMemFree)   \
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                    \
     X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)             \
-    X(cuLaunchKernel) X(cuEventElapsedTime) X(cuStreamGetDevice)
+    X(cuLaunchKernel) X(cuEventElapsedTime) X(cuStreamGetDevice) X(cuStreamBeginCapture)          \
+    X(cuStreamBeginCaptureToGraph) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphCreate)  \
+    X(cuGraphDestroy) X(cuGraphGetNodes) X(cuGraphNodeGetDependentNodes) X(cuGraphAddChildGraphNode) \
+    X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
+    X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -248,6 +272,7 @@ static struct alloc *alloc_containing(const void *p, size_t bytes) {
 
 static void maybe_free_stream(struct CUstream_st *s) {
     if (!s->is_legacy && s->destroyed && s->pending == 0 && s->pins == 0) {
+        free(s->cdeps.v);
         s->magic = 0;
         free(s);
     }
@@ -255,6 +280,7 @@ static void maybe_free_stream(struct CUstream_st *s) {
 
 static void maybe_free_event(struct CUevent_st *e) {
     if (e->destroyed && e->pending == 0 && e->pins == 0) {
+        free(e->cdeps.v);
         e->magic = 0;
         free(e);
     }
@@ -385,7 +411,10 @@ static void *worker_main(void *arg) {
 
 /* Enqueues (or, when nothing is queued and nothing held, performs) an item.
  * Lock held. Takes ownership of it. */
+static CUresult capture_item_locked(struct item *it);
+
 static CUresult submit_locked(struct item *it) {
+    if (it->stream->cap) return capture_item_locked(it);
     it->stream->pending++;
     if (it->kind == IT_RECORD) {
         it->event->pending++;
@@ -434,6 +463,273 @@ static struct item *new_item(enum item_kind kind, struct CUstream_st *s) {
         it->stream = s;
     }
     return it;
+}
+
+/* ---- capture and graphs (lock held) ---------------------------------------
+ * A small model of the driver's capture: work enqueued on a capturing stream
+ * becomes a node (its item kept for replay) depending on the stream's current
+ * dependency set; an event recorded during capture carries that set; a
+ * stream waiting on such an event joins the capture and takes the set. At
+ * end, every other stream of the capture must have been waited for after its
+ * last node (else UNJOINED). Synchronising or querying a capturing stream,
+ * or waiting on an event recorded outside the capture, invalidates it. A
+ * graph launch replays its items, in node order, on the launch stream. */
+
+struct CUgraphNode_st {
+    uint32_t magic;
+    struct CUgraph_st *graph;
+    struct item *item;        /* captured work to replay (NULL: empty or child node) */
+    struct CUgraph_st *child; /* child graph node: the node's own clone */
+    struct deps deps;
+    long dependents;
+};
+
+struct CUgraph_st {
+    uint32_t magic;
+    struct CUgraphNode_st **nodes;
+    size_t count, cap;
+    int capturing;   /* a capture records into it */
+    int invalidated; /* that capture was invalidated */
+    int live;        /* made by cuGraphCreate / capture (not a child clone) */
+    struct CUgraph_st *next_live;
+};
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    struct item **items;
+    size_t count;
+    struct CUgraphExec_st *next_live;
+};
+
+#define MAGIC_GRAPH 0x47524146u
+#define MAGIC_NODE 0x4e4f4446u
+#define MAGIC_EXEC 0x45584546u
+
+static struct CUgraph_st *g_graphs;
+static struct CUgraphExec_st *g_execs;
+
+static int deps_add(struct deps *d, struct CUgraphNode_st *n) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->v[i] == n) return 1;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 4;
+        void *p = realloc(d->v, cap * sizeof *d->v);
+        if (!p) return 0;
+        d->v = (struct CUgraphNode_st **)p;
+        d->cap = cap;
+    }
+    d->v[d->n++] = n;
+    return 1;
+}
+
+static void deps_free(struct deps *d) {
+    free(d->v);
+    d->v = NULL;
+    d->n = d->cap = 0;
+}
+
+static struct CUgraph_st *graph_new(int live) {
+    struct CUgraph_st *g = (struct CUgraph_st *)calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->magic = MAGIC_GRAPH;
+    g->live = live;
+    if (live) {
+        g->next_live = g_graphs;
+        g_graphs = g;
+        g_live_graphs++;
+    }
+    return g;
+}
+
+static struct CUgraph_st *graph_of(CUgraph h) {
+    for (struct CUgraph_st *g = g_graphs; g; g = g->next_live)
+        if (g == (struct CUgraph_st *)h) return g;
+    return NULL;
+}
+
+static void graph_free(struct CUgraph_st *g) {
+    for (size_t i = 0; i < g->count; i++) {
+        struct CUgraphNode_st *n = g->nodes[i];
+        free(n->item);
+        if (n->child) graph_free(n->child);
+        deps_free(&n->deps);
+        n->magic = 0;
+        free(n);
+    }
+    free(g->nodes);
+    if (g->live) {
+        struct CUgraph_st **pp = &g_graphs;
+        while (*pp && *pp != g) pp = &(*pp)->next_live;
+        if (*pp) *pp = g->next_live;
+        g_live_graphs--;
+    }
+    g->magic = 0;
+    free(g);
+}
+
+static struct CUgraphNode_st *node_add(struct CUgraph_st *g, const struct deps *deps) {
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)calloc(1, sizeof *n);
+    if (!n) return NULL;
+    if (g->count == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        void *p = realloc(g->nodes, cap * sizeof *g->nodes);
+        if (!p) {
+            free(n);
+            return NULL;
+        }
+        g->nodes = (struct CUgraphNode_st **)p;
+        g->cap = cap;
+    }
+    n->magic = MAGIC_NODE;
+    n->graph = g;
+    for (size_t i = 0; deps && i < deps->n; i++) {
+        if (!deps_add(&n->deps, deps->v[i])) {
+            deps_free(&n->deps);
+            free(n);
+            return NULL;
+        }
+        deps->v[i]->dependents++;
+    }
+    g->nodes[g->count++] = n;
+    return n;
+}
+
+static int node_in(const struct CUgraph_st *g, const struct CUgraphNode_st *n) {
+    for (size_t i = 0; i < g->count; i++)
+        if (g->nodes[i] == n) return 1;
+    return 0;
+}
+
+static CUresult capture_item_locked(struct item *it) {
+    struct CUstream_st *s = it->stream;
+    if (s->cap->invalidated) {
+        free(it);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    struct CUgraphNode_st *n = node_add(s->cap, &s->cdeps);
+    if (!n) {
+        free(it);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    it->next = NULL;
+    it->stream = NULL;
+    n->item = it;
+    s->cdeps.n = 0;
+    deps_add(&s->cdeps, n);
+    s->node_gen++;
+    s->joined = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult capture_record_locked(struct CUstream_st *s, struct CUevent_st *e) {
+    if (s->cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    e->cap_graph = s->cap;
+    e->cap_stream = s;
+    e->cap_gen = s->node_gen;
+    e->cdeps.n = 0;
+    for (size_t i = 0; i < s->cdeps.n; i++)
+        if (!deps_add(&e->cdeps, s->cdeps.v[i])) return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static int stream_live(const struct CUstream_st *x) {
+    for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+        if (s == x) return 1;
+    return 0;
+}
+
+/* Returns 1 when the wait was a capture matter (*r has the result). */
+static int capture_wait_locked(struct CUstream_st *s, struct CUevent_st *e, CUresult *r) {
+    int captured = e->cap_graph && graph_of(e->cap_graph) && e->cap_graph->capturing;
+    if (!captured) {
+        if (!s->cap) return 0;
+        s->cap->invalidated = 1; /* waiting on work outside the capture */
+        *r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        return 1;
+    }
+    struct CUgraph_st *g = e->cap_graph;
+    if (s->cap && s->cap != g) {
+        *r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+        return 1;
+    }
+    if (!s->cap) { /* s joins the capture */
+        s->cap = g;
+        s->cap_origin = 0;
+        s->cap_own_graph = 0;
+        s->cdeps.n = 0;
+        s->node_gen = 0;
+        s->joined = 0;
+    }
+    for (size_t i = 0; i < e->cdeps.n; i++) deps_add(&s->cdeps, e->cdeps.v[i]);
+    struct CUstream_st *src = e->cap_stream;
+    if (src != s && stream_live(src) && src->cap == g && src->node_gen == e->cap_gen) src->joined = 1;
+    *r = CUDA_SUCCESS;
+    return 1;
+}
+
+/* Ends the capture into g on every stream taking part. */
+static void capture_clear_locked(struct CUgraph_st *g) {
+    for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+        if (s->cap == g) {
+            s->cap = NULL;
+            s->cap_origin = 0;
+            deps_free(&s->cdeps);
+        }
+    g->capturing = 0;
+}
+
+/* Appends copies of g's items (children's included) to *v. */
+static int flatten(const struct CUgraph_st *g, struct item ***v, size_t *n, size_t *cap) {
+    for (size_t i = 0; i < g->count; i++) {
+        const struct CUgraphNode_st *node = g->nodes[i];
+        if (node->child) {
+            if (!flatten(node->child, v, n, cap)) return 0;
+            continue;
+        }
+        if (!node->item) continue;
+        if (*n == *cap) {
+            size_t c = *cap ? *cap * 2 : 8;
+            void *p = realloc(*v, c * sizeof **v);
+            if (!p) return 0;
+            *v = (struct item **)p;
+            *cap = c;
+        }
+        struct item *copy = (struct item *)malloc(sizeof *copy);
+        if (!copy) return 0;
+        *copy = *node->item;
+        (*v)[(*n)++] = copy;
+    }
+    return 1;
+}
+
+static struct CUgraph_st *graph_clone(const struct CUgraph_st *g) {
+    struct CUgraph_st *c = graph_new(0);
+    if (!c) return NULL;
+    for (size_t i = 0; i < g->count; i++) {
+        const struct CUgraphNode_st *src = g->nodes[i];
+        struct deps d = {0};
+        for (size_t k = 0; k < src->deps.n; k++)
+            for (size_t j = 0; j < i; j++)
+                if (g->nodes[j] == src->deps.v[k]) deps_add(&d, c->nodes[j]);
+        struct CUgraphNode_st *n = node_add(c, &d);
+        deps_free(&d);
+        if (!n) goto fail;
+        if (src->item) {
+            n->item = (struct item *)malloc(sizeof *n->item);
+            if (!n->item) goto fail;
+            *n->item = *src->item;
+        }
+        if (src->child && !(n->child = graph_clone(src->child))) goto fail;
+    }
+    return c;
+fail:
+    graph_free(c);
+    return NULL;
+}
+
+static void exec_items_free(struct item **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
 }
 
 /* ---- the driver entry points ------------------------------------------- */
@@ -726,6 +1022,10 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned fla
     if (!stream_of(stream, &err)) RETURN(err);
     if (!event_of(event)) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    {
+        CUresult cr = CUDA_SUCCESS;
+        if (capture_wait_locked(stream_of(stream, &err), event_of(event), &cr)) RETURN(cr);
+    }
     /* One global FIFO: the recorded work always comes first. While the event
      * has records in flight, a no-op item keeps the waiting stream busy until
      * they completed (cuStreamQuery/Synchronize of it see the dependency). */
@@ -747,6 +1047,10 @@ FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
     if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    if (s->cap) {
+        s->cap->invalidated = 1;
+        RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    }
     /* s may be destroyed by another thread while we wait: pin it */
     s->pins++;
     while (s->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
@@ -761,6 +1065,10 @@ FAKE_API CUresult cuStreamQuery(CUstream stream) {
     CUresult err = CUDA_SUCCESS;
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
+    if (s->cap) {
+        s->cap->invalidated = 1;
+        RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    }
     if (g_sticky) RETURN(g_sticky);
     RETURN(s->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
 }
@@ -895,6 +1203,8 @@ FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream) {
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
     if (s->ctx != e->ctx) RETURN(CUDA_ERROR_INVALID_HANDLE); /* event and stream of different contexts */
+    if (s->cap) RETURN(capture_record_locked(s, e));
+    e->cap_graph = NULL;
     struct item *it = new_item(IT_RECORD, s);
     if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     it->event = e;
@@ -1207,6 +1517,294 @@ FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *stream, CUgreenCtx green, uns
     return CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* ---- graphs ---------------------------------------------------------------- */
+
+static CUresult begin_capture(CUstream stream, struct CUgraph_st *into, const CUgraphNode *deps, size_t ndeps,
+                              CUstreamCaptureMode mode) {
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) return err;
+    if (s->is_legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (mode < 0 || mode > 2) return CUDA_ERROR_INVALID_VALUE;
+    if (s->cap) return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *g = into;
+    if (!g && !(g = graph_new(1))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (g->capturing) return CUDA_ERROR_INVALID_VALUE;
+    g->capturing = 1;
+    g->invalidated = 0;
+    s->cap = g;
+    s->cap_origin = 1;
+    s->cap_own_graph = into == NULL;
+    s->cap_mode = mode;
+    s->cap_thread = pthread_self();
+    s->cdeps.n = 0;
+    s->node_gen = 0;
+    s->joined = 0;
+    for (size_t i = 0; i < ndeps; i++) deps_add(&s->cdeps, (struct CUgraphNode_st *)deps[i]);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
+    ENTER(cuStreamBeginCapture);
+    NEED_INIT();
+    RETURN(begin_capture(stream, NULL, NULL, 0, mode));
+}
+
+FAKE_API CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode *deps,
+                                              const CUgraphEdgeData *edges, size_t ndeps, CUstreamCaptureMode mode) {
+    (void)edges;
+    ENTER(cuStreamBeginCaptureToGraph);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    for (size_t i = 0; i < ndeps; i++)
+        if (!node_in(g, (struct CUgraphNode_st *)deps[i])) RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(begin_capture(stream, g, deps, ndeps, mode));
+}
+
+FAKE_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *out) {
+    ENTER(cuStreamEndCapture);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (!out) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *out = NULL;
+    if (!s->cap) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!s->cap_origin) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+    if (s->cap_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && !pthread_equal(s->cap_thread, pthread_self()))
+        RETURN(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    struct CUgraph_st *g = s->cap;
+    int own = s->cap_own_graph;
+    CUresult r = CUDA_SUCCESS;
+    if (g->invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        for (struct CUstream_st *o = g_streams; o; o = o->next_live)
+            if (o != s && o->cap == g && !o->joined) r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    }
+    capture_clear_locked(g);
+    if (r != CUDA_SUCCESS) {
+        if (own) graph_free(g);
+        RETURN(r);
+    }
+    *out = g;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+    ENTER(cuStreamIsCapturing);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (!status) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *status = !s->cap ? CU_STREAM_CAPTURE_STATUS_NONE
+              : s->cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                    : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphCreate(CUgraph *graph, unsigned flags) {
+    ENTER(cuGraphCreate);
+    NEED_INIT();
+    if (!graph || flags) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraph_st *g = graph_new(1);
+    if (!g) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    *graph = g;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphDestroy(CUgraph graph) {
+    ENTER(cuGraphDestroy);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    graph_free(g);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
+    ENTER(cuGraphGetNodes);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (nodes)
+        for (size_t i = 0; i < *count && i < g->count; i++) nodes[i] = g->nodes[i];
+    *count = g->count;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *dependents, size_t *count) {
+    ENTER(cuGraphNodeGetDependentNodes);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || n->magic != MAGIC_NODE || !count || dependents) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *count = (size_t)n->dependents;
+    RETURN(CUDA_SUCCESS);
+}
+
+static CUresult add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                         struct CUgraph_st *child) {
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g || !node) return !g ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    if (g->capturing) return CUDA_ERROR_INVALID_VALUE;
+    struct deps d = {0};
+    for (size_t i = 0; i < ndeps; i++) {
+        if (!node_in(g, (struct CUgraphNode_st *)deps[i])) {
+            deps_free(&d);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        deps_add(&d, (struct CUgraphNode_st *)deps[i]);
+    }
+    struct CUgraph_st *clone = NULL;
+    if (child && !(clone = graph_clone(child))) {
+        deps_free(&d);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct CUgraphNode_st *n = node_add(g, &d);
+    deps_free(&d);
+    if (!n) {
+        if (clone) graph_free(clone);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    n->child = clone;
+    *node = n;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                           CUgraph child) {
+    ENTER(cuGraphAddChildGraphNode);
+    NEED_INIT();
+    struct CUgraph_st *c = graph_of(child);
+    if (!c) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    RETURN(add_node(node, graph, deps, ndeps, c));
+}
+
+FAKE_API CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps) {
+    ENTER(cuGraphAddEmptyNode);
+    NEED_INIT();
+    RETURN(add_node(node, graph, deps, ndeps, NULL));
+}
+
+FAKE_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned flags) {
+    (void)flags;
+    ENTER(cuGraphDebugDotPrint);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) RETURN(CUDA_ERROR_INVALID_VALUE);
+    fprintf(f, "digraph fake {\n");
+    for (size_t i = 0; i < g->count; i++) fprintf(f, "  n%zu;\n", i);
+    fprintf(f, "}\n");
+    fclose(f);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    ENTER(cuGraphInstantiateWithFlags);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!exec || (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    struct CUgraphExec_st *e = (struct CUgraphExec_st *)calloc(1, sizeof *e);
+    if (!e) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    size_t cap = 0;
+    if (!flatten(g, &e->items, &e->count, &cap)) {
+        exec_items_free(e->items, e->count);
+        free(e);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    e->magic = MAGIC_EXEC;
+    e->next_live = g_execs;
+    g_execs = e;
+    g_live_execs++;
+    *exec = e;
+    RETURN(CUDA_SUCCESS);
+}
+
+static struct CUgraphExec_st *exec_of(CUgraphExec h) {
+    for (struct CUgraphExec_st *e = g_execs; e; e = e->next_live)
+        if (e == (struct CUgraphExec_st *)h) return e;
+    return NULL;
+}
+
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    ENTER(cuGraphExecDestroy);
+    NEED_INIT();
+    struct CUgraphExec_st **pp = &g_execs;
+    while (*pp && *pp != (struct CUgraphExec_st *)exec) pp = &(*pp)->next_live;
+    if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUgraphExec_st *e = *pp;
+    *pp = e->next_live;
+    g_live_execs--;
+    exec_items_free(e->items, e->count);
+    e->magic = 0;
+    free(e);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
+    ENTER(cuGraphUpload);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    if (!exec_of(exec)) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!stream_of(stream, &err)) RETURN(err);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    ENTER(cuGraphLaunch);
+    NEED_INIT();
+    struct CUgraphExec_st *e = exec_of(exec);
+    if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (s->cap) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* not modelled */
+    for (size_t i = 0; i < e->count; i++) {
+        struct item *it = (struct item *)malloc(sizeof *it);
+        if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        *it = *e->items[i];
+        it->next = NULL;
+        it->stream = s;
+        CUresult r = submit_locked(it);
+        if (r != CUDA_SUCCESS) RETURN(r);
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info) {
+    ENTER(cuGraphExecUpdate);
+    NEED_INIT();
+    struct CUgraphExec_st *e = exec_of(exec);
+    struct CUgraph_st *g = graph_of(graph);
+    if (!e || !g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!info) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item **v = NULL;
+    size_t n = 0, cap = 0;
+    if (!flatten(g, &v, &n, &cap)) {
+        exec_items_free(v, n);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    memset(info, 0, sizeof *info);
+    if (n != e->count) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    for (size_t i = 0; i < n && !info->result; i++)
+        if (v[i]->kind != e->items[i]->kind) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+    if (info->result) {
+        exec_items_free(v, n);
+        RETURN(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    }
+    exec_items_free(e->items, e->count);
+    e->items = v;
+    RETURN(CUDA_SUCCESS);
+}
+
 /* ---- cuGetProcAddress ---------------------------------------------------- */
 
 static const struct {
@@ -1229,6 +1827,10 @@ static const struct {
     P_(cuEventElapsedTime) P_(cuStreamGetDevice) P_(cuDeviceGetDevResource) P_(cuDevSmResourceSplitByCount)
     P_(cuDevResourceGenerateDesc) P_(cuGreenCtxCreate) P_(cuGreenCtxDestroy) P_(cuCtxFromGreenCtx)
     P_(cuGreenCtxGetDevResource) P_(cuGreenCtxStreamCreate)
+    P_(cuStreamBeginCapture) P_(cuStreamBeginCaptureToGraph) P_(cuStreamEndCapture) P_(cuStreamIsCapturing)
+    P_(cuGraphCreate) P_(cuGraphDestroy) P_(cuGraphGetNodes) P_(cuGraphNodeGetDependentNodes)
+    P_(cuGraphAddChildGraphNode) P_(cuGraphAddEmptyNode) P_(cuGraphDebugDotPrint) P_(cuGraphInstantiateWithFlags)
+    P_(cuGraphExecDestroy) P_(cuGraphUpload) P_(cuGraphLaunch) P_(cuGraphExecUpdate)
 #undef P_
 };
 
@@ -1252,6 +1854,7 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 
 /* Live counts: "stream", "event", "hostmem", "devmem", "primary" (retain
  * count of device 0's primary context), "pending" (queued work items),
+ * "graph" / "exec" (graphs and executable graphs alive),
  * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
  * (driver calls made from inside host functions), "orphans" (streams and
  * events still alive when the primary context's last retain went), "sticky"
@@ -1270,6 +1873,8 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "cbcalls")) v = g_cbcalls;
     else if (!strcmp(kind, "orphans")) v = g_orphans;
     else if (!strcmp(kind, "sticky")) v = g_sticky;
+    else if (!strcmp(kind, "graph")) v = g_live_graphs;
+    else if (!strcmp(kind, "exec")) v = g_live_execs;
     unlock();
     return v;
 }

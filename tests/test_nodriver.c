@@ -168,6 +168,70 @@ static void test_stream_calls_without_driver(void **state) {
     for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
 }
 
+/* Graphs: every call refuses NULL handles before anything else (no driver
+ * is needed to say so); the destroy calls accept NULL; defaults need no
+ * driver. */
+static void test_graph_calls_without_driver(void **state) {
+    (void)state;
+    cw_graph *g = NULL, *body = NULL, *else_body = NULL;
+    cw_graph_exec *e = NULL;
+    cw_graph_node *node = NULL;
+    cw_cond_handle h = 0;
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    cw_graph_info gi;
+    cw_graph_exec_stats es;
+    cw_graph_update_info ui;
+    CUgraph gh = NULL;
+    CUgraphExec eh = NULL;
+    cw_context *none = NULL;
+#define EXPECT_INVALID_ND(fn, call)                         \
+    do {                                                    \
+        cw_clear_error();                                   \
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
+        assert_string_equal(cw_last_error()->function, #fn); \
+    } while (0)
+    EXPECT_INVALID_ND(cw_capture_begin, cw_capture_begin(NULL, CW_CAPTURE_GLOBAL));
+    EXPECT_INVALID_ND(cw_capture_begin_to, cw_capture_begin_to(NULL, NULL, CW_CAPTURE_GLOBAL));
+    EXPECT_INVALID_ND(cw_capture_end, cw_capture_end(NULL, &g));
+    EXPECT_INVALID_ND(cw_capture_get_state, cw_capture_get_state(NULL, &cs));
+    EXPECT_INVALID_ND(cw_graph_create, cw_graph_create(&g, none));
+    EXPECT_INVALID_ND(cw_graph_create, cw_graph_create(NULL, none));
+    EXPECT_INVALID_ND(cw_graph_get_info, cw_graph_get_info(NULL, &gi));
+    EXPECT_INVALID_ND(cw_graph_get_handle, cw_graph_get_handle(NULL, &gh));
+    EXPECT_INVALID_ND(cw_graph_add_child, cw_graph_add_child(NULL, NULL, NULL, 0, &node));
+    EXPECT_INVALID_ND(cw_graph_add_empty, cw_graph_add_empty(NULL, NULL, 0, &node));
+    EXPECT_INVALID_ND(cw_graph_add_conditional,
+                      cw_graph_add_conditional(NULL, NULL, NULL, 0, &node, &h, &body, &else_body));
+    EXPECT_INVALID_ND(cw_graph_write_dot, cw_graph_write_dot(NULL, "/tmp/x.dot", 0));
+    EXPECT_INVALID_ND(cw_graph_instantiate, cw_graph_instantiate(&e, NULL, 0));
+    EXPECT_INVALID_ND(cw_graph_exec_upload, cw_graph_exec_upload(NULL, NULL));
+    EXPECT_INVALID_ND(cw_graph_exec_launch, cw_graph_exec_launch(NULL, NULL));
+    EXPECT_INVALID_ND(cw_graph_exec_update, cw_graph_exec_update(NULL, NULL, &ui));
+    EXPECT_INVALID_ND(cw_graph_exec_get_stats, cw_graph_exec_get_stats(NULL, &es));
+    EXPECT_INVALID_ND(cw_graph_exec_get_handle, cw_graph_exec_get_handle(NULL, &eh));
+#undef EXPECT_INVALID_ND
+    assert_null(g);
+    assert_null(e);
+    assert_null(node);
+    assert_null(body);
+    assert_null(gh);
+    assert_null(eh);
+    assert_true(h == 0);
+    cw_graph_destroy(NULL);
+    cw_graph_destroy(&g);
+    cw_graph_exec_destroy(NULL);
+    cw_graph_exec_destroy(&e);
+    cw_cond_settings cset;
+    memset(&cset, 0x5a, sizeof cset);
+    cw_cond_settings_default(&cset);
+    cw_cond_settings_default(NULL);
+    assert_int_equal(cset.type, CW_COND_WHILE);
+    assert_int_equal(cset.default_value, 1);
+    assert_int_equal(cset.reset_each_launch, 1);
+    assert_int_equal(cset.with_else, 0);
+    for (size_t i = 0; i < sizeof cset.reserved; i++) assert_int_equal(cset.reserved[i], 0);
+}
+
 /* Partitions: without a driver the creating calls say so; the calls on a set
  * refuse NULL before anything else. */
 static void test_partition_calls_without_driver(void **state) {
@@ -253,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_every_call_reports_no_driver),
         cmocka_unit_test(test_handle_calls_without_driver),
         cmocka_unit_test(test_stream_calls_without_driver),
+        cmocka_unit_test(test_graph_calls_without_driver),
         cmocka_unit_test(test_partition_calls_without_driver),
         cmocka_unit_test(test_features_absent),
         cmocka_unit_test(test_no_nvrtc),

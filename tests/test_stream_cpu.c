@@ -55,6 +55,8 @@ static struct {
     CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
     CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
     CUresult (*cuMemFreeHost)(void *);
+    CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+    CUresult (*cuLaunchHostFunc)(CUstream, void (*)(void *), void *);
 } fk;
 
 static const char *g_fake_path;
@@ -84,6 +86,8 @@ static int load_fake(const char *path) {
     FK_SYM_(cuStreamWaitValue32, "cuStreamWaitValue32")
     FK_SYM_(cuMemHostAlloc, "cuMemHostAlloc")
     FK_SYM_(cuMemFreeHost, "cuMemFreeHost")
+    FK_SYM_(cuStreamWriteValue32, "cuStreamWriteValue32")
+    FK_SYM_(cuLaunchHostFunc, "cuLaunchHostFunc")
 #undef FK_SYM_
     return 1;
 }
@@ -109,28 +113,29 @@ static CUcontext g_primary;  /* its CUcontext */
 static CUcontext g_other;    /* "the host program's" context, made current by tests */
 
 struct snapshot {
-    long stream, event, hostmem, devmem, primary, badaccess, cbcalls, orphans;
+    long stream, event, hostmem, devmem, primary, badaccess, cbcalls, orphans, graph, exec;
 };
 
 static struct snapshot snap(void) {
-    struct snapshot s = {fk.live("stream"), fk.live("event"),     fk.live("hostmem"), fk.live("devmem"),
-                         fk.live("primary"), fk.live("badaccess"), fk.live("cbcalls"), fk.live("orphans")};
+    struct snapshot s = {fk.live("stream"),  fk.live("event"),     fk.live("hostmem"), fk.live("devmem"),
+                         fk.live("primary"), fk.live("badaccess"), fk.live("cbcalls"), fk.live("orphans"),
+                         fk.live("graph"),   fk.live("exec")};
     return s;
 }
 
 static int snap_diff(const struct snapshot *a, const struct snapshot *b, char *msg, size_t n) {
     return snprintf(msg, n, "streams %ld->%ld, events %ld->%ld, hostmem %ld->%ld, devmem %ld->%ld, "
                     "primary retains %ld->%ld, bad accesses %ld->%ld, calls from host functions %ld->%ld, "
-                    "orphans %ld->%ld",
+                    "orphans %ld->%ld, graphs %ld->%ld, execs %ld->%ld",
                     a->stream, b->stream, a->event, b->event, a->hostmem, b->hostmem, a->devmem, b->devmem,
                     a->primary, b->primary, a->badaccess, b->badaccess, a->cbcalls, b->cbcalls, a->orphans,
-                    b->orphans);
+                    b->orphans, a->graph, b->graph, a->exec, b->exec);
 }
 
 static int snap_equal(const struct snapshot *a, const struct snapshot *b) {
     return a->stream == b->stream && a->event == b->event && a->hostmem == b->hostmem && a->devmem == b->devmem &&
            a->primary == b->primary && a->badaccess == b->badaccess && a->cbcalls == b->cbcalls &&
-           a->orphans == b->orphans;
+           a->orphans == b->orphans && a->graph == b->graph && a->exec == b->exec;
 }
 
 static struct snapshot g_base;
@@ -1482,12 +1487,390 @@ static void test_timer(void **state) {
     cw_stream_destroy(&s);
 }
 
+/* ---- graphs ------------------------------------------------------------------
+ * The fake records work enqueued on a capturing stream as graph nodes and
+ * replays their items when the graph is launched (see tests/fake_cuda.c). */
+
+static CUcontext fi_primary(void);
+
+/* Mapped host words (the fake allocates on the current context). */
+static volatile uint32_t *host_words(size_t n) {
+    void *p = NULL;
+    CUcontext prev = current();
+    set_current(fi_primary());
+    assert_cu_ok(fk.cuMemHostAlloc(&p, n * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
+    set_current(prev);
+    memset(p, 0, n * sizeof(uint32_t));
+    return (volatile uint32_t *)p;
+}
+
+static void free_words(volatile uint32_t *w) {
+    CUcontext prev = current();
+    set_current(fi_primary());
+    assert_cu_ok(fk.cuMemFreeHost((void *)w));
+    set_current(prev);
+}
+
+static CUcontext fi_primary(void) { return g_primary; }
+
+static void write_word(cw_stream *s, volatile uint32_t *w, uint32_t v) {
+    assert_cu_ok(fk.cuStreamWriteValue32(handle_of(s), (CUdeviceptr)(uintptr_t)w, v, 0));
+}
+
+static atomic_int g_replays;
+static void count_replay(void *arg) {
+    (void)arg;
+    atomic_fetch_add(&g_replays, 1);
+}
+
+static cw_graph *capture_writes(cw_stream *s, volatile uint32_t *w, const uint32_t *values, size_t n) {
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    for (size_t i = 0; i < n; i++) write_word(s, &w[i], values[i]);
+    assert_cw_ok(cw_capture_end(s, &g));
+    assert_non_null(g);
+    return g;
+}
+
+/* Captured work is recorded, not run; each launch replays it. */
+static void test_graph_capture_replay(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(2);
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    atomic_store(&g_replays, 0);
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_ACTIVE);
+    write_word(s, &w[0], 7);
+    assert_cu_ok(fk.cuLaunchHostFunc(handle_of(s), count_replay, NULL));
+    assert_int_equal(w[0], 0); /* recorded only */
+    assert_int_equal(atomic_load(&g_replays), 0);
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_NONE);
+    cw_graph_info gi;
+    assert_cw_ok(cw_graph_get_info(g, &gi));
+    assert_int_equal(gi.nodes, 2);
+    assert_int_equal(gi.sinks, 1);
+    assert_int_equal(gi.is_body, 0);
+    cw_graph_exec *e = NULL;
+    assert_cw_ok(cw_graph_instantiate(&e, g, 0));
+    cw_graph_destroy(&g); /* the exec does not need the graph */
+    assert_null(g);
+    assert_cw_ok(cw_graph_exec_upload(e, s));
+    for (int i = 0; i < 3; i++) assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 7);
+    assert_int_equal(atomic_load(&g_replays), 3);
+    cw_graph_exec_stats st;
+    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
+    assert_int_equal(st.launches, 3);
+    assert_int_equal(st.updates_in_place, 0);
+    assert_int_equal(st.reinstantiations, 0);
+    /* a launch on another stream of the context works too */
+    cw_stream *s2 = new_stream();
+    w[0] = 0;
+    assert_cw_ok(cw_graph_exec_launch(e, s2));
+    assert_cw_ok(cw_stream_synchronize(s2));
+    assert_int_equal(w[0], 7);
+    cw_graph_exec_destroy(&e);
+    assert_null(e);
+    cw_stream_destroy(&s2);
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
+/* Capture across fork/join: the branch is part of the graph; a fork that is
+ * not joined back fails the capture with a message that says so, and the
+ * stream is usable afterwards. */
+static void test_graph_capture_fork_join(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(3);
+    cw_stream *child = NULL;
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    write_word(s, &w[0], 1);
+    assert_cw_ok(cw_stream_fork(s, &child));
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    assert_cw_ok(cw_capture_get_state(child, &cs));
+    assert_int_equal(cs, CW_CAPTURE_ACTIVE); /* the child joined the capture */
+    write_word(child, &w[1], 2);
+    cw_future *f = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_future_create(&f, child, CW_FUTURE_WRITE_VALUE));
+    assert_non_null(strstr(cw_last_error_message(), "capturing"));
+    assert_cw_ok(cw_stream_join(s, &child));
+    write_word(s, &w[2], 3);
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_end(s, &g));
+    cw_graph_info gi;
+    assert_cw_ok(cw_graph_get_info(g, &gi));
+    assert_int_equal(gi.nodes, 3);
+    assert_int_equal(gi.sinks, 1);
+    assert_int_equal(w[0] + w[1] + w[2], 0);
+    cw_graph_exec *e = NULL;
+    assert_cw_ok(cw_graph_instantiate(&e, g, 0));
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 1);
+    assert_int_equal(w[1], 2);
+    assert_int_equal(w[2], 3);
+    cw_graph_exec_destroy(&e);
+    cw_graph_destroy(&g);
+
+    /* unjoined fork */
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_stream_fork(s, &child));
+    write_word(child, &w[1], 9);
+    cw_clear_error();
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_null(g);
+    assert_detail("cw_capture_end");
+    assert_non_null(strstr(cw_last_error_message(), "not joined back"));
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_NONE);
+    assert_cw_ok(cw_capture_get_state(child, &cs));
+    assert_int_equal(cs, CW_CAPTURE_NONE);
+    assert_cw_ok(cw_stream_join(s, &child)); /* the child goes back to its pool */
+    write_word(s, &w[0], 5);
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 5);
+    assert_int_equal(w[1], 2); /* the unjoined branch never ran */
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
+/* A call that invalidates the capture is named when the capture ends; the
+ * stream works afterwards. */
+static void test_graph_capture_invalidated(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(1);
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    write_word(s, &w[0], 1);
+    assert_cw(CW_ERROR_CAPTURE, cw_stream_synchronize(s));
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_INVALIDATED);
+    assert_cw(CW_ERROR_CAPTURE, cw_stream_query(s)); /* a second offence: the first is reported */
+    cw_graph *g = NULL;
+    cw_clear_error();
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_null(g);
+    const char *m = cw_last_error_message();
+    assert_non_null(strstr(m, "invalidated by cw_stream_synchronize"));
+    assert_non_null(strstr(m, "cuStreamSynchronize"));
+    assert_non_null(strstr(m, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+    assert_non_null(strstr(m, "can be used again"));
+    assert_string_equal(cw_last_error()->driver_call, "cuStreamEndCapture");
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_NONE);
+    write_word(s, &w[0], 4);
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 4);
+    /* and it can capture again */
+    const uint32_t v = 6;
+    g = capture_writes(s, w, &v, 1);
+    cw_graph_destroy(&g);
+    /* a capture invalidated by a call cuweave did not make */
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_int_equal(fk.cuStreamQuery(handle_of(s)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_non_null(strstr(cw_last_error_message(), "cuweave did not make"));
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
+/* Wrong states and the refusals that go with them. */
+static void test_graph_capture_states(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    cw_graph *g = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_end(s, &g));
+    EXPECT_INVALID(cw_capture_begin, cw_capture_begin(s, (cw_capture_mode)7));
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    EXPECT_INVALID(cw_capture_end, cw_capture_end(s, NULL));
+    cw_future *f = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_when_all(&f, &s, 1, CW_FUTURE_HOST_FUNC));
+    assert_null(f);
+    assert_cw_ok(cw_capture_end(s, &g)); /* an empty capture is a graph with no node */
+    cw_graph_info gi;
+    assert_cw_ok(cw_graph_get_info(g, &gi));
+    assert_int_equal(gi.nodes, 0);
+    cw_graph_destroy(&g);
+    /* the legacy NULL stream cannot be captured */
+    cw_stream *nul = NULL;
+    assert_cw_ok(cw_stream_wrap(&nul, g_ctx, NULL));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_capture_begin(nul, CW_CAPTURE_GLOBAL));
+    assert_non_null(strstr(cw_last_error_message(), "legacy NULL stream"));
+    cw_stream_destroy(&nul);
+    /* a stream destroyed while capturing takes its capture with it (the
+     * teardown's leak check counts the fake's graphs) */
+    volatile uint32_t *w = host_words(1);
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_RELAXED));
+    write_word(s, &w[0], 3);
+    cw_stream_destroy(&s);
+    assert_int_equal(w[0], 0);
+    /* handles are checked */
+    cw_graph *bogus = (cw_graph *)(void *)&state;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_get_info(bogus, &gi));
+    cw_graph_exec *ebogus = (cw_graph_exec *)(void *)&state;
+    cw_graph_exec_stats es;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_exec_get_stats(ebogus, &es));
+    free_words(w);
+}
+
+/* Capture into an existing graph extends it in sequence; graphs combine as
+ * child nodes; DOT output; conditional nodes need a driver that has them. */
+static void test_graph_build(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(3);
+    cw_graph *g = NULL, *out = NULL;
+    assert_cw_ok(cw_graph_create(&g, g_ctx));
+    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+    write_word(s, &w[0], 1);
+    cw_graph_destroy(&g); /* refused while the capture records into it */
+    assert_non_null(g);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    cw_graph_exec *e = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_graph_instantiate(&e, g, 0));
+    assert_cw_ok(cw_capture_end(s, &out));
+    assert_ptr_equal(out, g);
+    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+    write_word(s, &w[1], 2);
+    assert_cw_ok(cw_capture_end(s, NULL));
+    cw_graph_info gi;
+    assert_cw_ok(cw_graph_get_info(g, &gi));
+    assert_int_equal(gi.nodes, 2);
+    assert_int_equal(gi.sinks, 1); /* in sequence, not side by side */
+
+    /* g twice as children of a parent, the second after the first, then a join */
+    cw_graph *parent = NULL;
+    assert_cw_ok(cw_graph_create(&parent, g_ctx));
+    cw_graph_node *a = NULL, *b = NULL, *j = NULL;
+    assert_cw_ok(cw_graph_add_child(parent, g, NULL, 0, &a));
+    assert_non_null(a);
+    assert_cw_ok(cw_graph_add_child(parent, g, &a, 1, &b));
+    cw_graph_node *both[2] = {a, b};
+    assert_cw_ok(cw_graph_add_empty(parent, both, 2, &j));
+    EXPECT_INVALID(cw_graph_add_child, cw_graph_add_child(parent, parent, NULL, 0, NULL));
+    EXPECT_INVALID(cw_graph_add_empty, cw_graph_add_empty(parent, NULL, 1, NULL));
+    cw_graph_destroy(&g); /* children are copies */
+    assert_null(g);
+    assert_cw_ok(cw_graph_get_info(parent, &gi));
+    assert_int_equal(gi.nodes, 3);
+    assert_int_equal(gi.sinks, 1);
+    assert_cw_ok(cw_graph_instantiate(&e, parent, CW_GRAPH_EXEC_NODE_PRIORITY));
+    EXPECT_INVALID(cw_graph_instantiate, cw_graph_instantiate(&e, parent, 0x80));
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 1);
+    assert_int_equal(w[1], 2);
+    cw_graph_exec_destroy(&e);
+
+    /* DOT */
+    char path[] = "/tmp/cuweave-dot-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_cw_ok(cw_graph_write_dot(parent, path, 1));
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[64] = "";
+    assert_non_null(fgets(line, sizeof line, fp));
+    fclose(fp);
+    unlink(path);
+    assert_non_null(strstr(line, "digraph"));
+    EXPECT_INVALID(cw_graph_write_dot, cw_graph_write_dot(parent, "", 0));
+
+    /* conditional nodes: the fake driver has none */
+    cw_cond_handle h = 0;
+    cw_graph *body = NULL;
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_add_conditional(parent, NULL, &j, 1, NULL, &h, &body, NULL));
+    assert_non_null(strstr(cw_last_error_message(), "12.3"));
+    assert_null(body);
+    cw_cond_settings cset;
+    cw_cond_settings_default(&cset);
+    cset.with_else = 1; /* WHILE has no else */
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, &cset, NULL, 0, NULL, &h, &body, NULL));
+    cw_cond_settings_default(&cset);
+    cset.reserved[3] = 1;
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, &cset, NULL, 0, NULL, &h, &body, NULL));
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, NULL, NULL, 0, NULL, NULL, &body, NULL));
+
+    CUgraph gh = NULL;
+    assert_cw_ok(cw_graph_get_handle(parent, &gh));
+    assert_non_null(gh);
+    cw_graph_destroy(&parent);
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
+/* Update: the same shape is applied in place; a changed shape is
+ * instantiated again, and the caller is told why. */
+static void test_graph_update(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(2);
+    const uint32_t one = 1, two = 2, pair[2] = {3, 4};
+    cw_graph *g1 = capture_writes(s, w, &one, 1);
+    cw_graph_exec *e = NULL;
+    assert_cw_ok(cw_graph_instantiate(&e, g1, 0));
+    CUgraphExec h1 = NULL, h2 = NULL;
+    assert_cw_ok(cw_graph_exec_get_handle(e, &h1));
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 1);
+
+    cw_graph *g2 = capture_writes(s, w, &two, 1);
+    cw_graph_update_info ui;
+    memset(&ui, 0x5a, sizeof ui);
+    assert_cw_ok(cw_graph_exec_update(e, g2, &ui));
+    assert_int_equal(ui.kind, CW_GRAPH_UPDATED_IN_PLACE);
+    assert_int_equal(ui.driver_result, 0);
+    assert_string_equal(ui.reason, "");
+    assert_cw_ok(cw_graph_exec_get_handle(e, &h2));
+    assert_ptr_equal(h1, h2);
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 2);
+
+    cw_graph *g3 = capture_writes(s, w, pair, 2);
+    assert_cw_ok(cw_graph_exec_update(e, g3, &ui));
+    assert_int_equal(ui.kind, CW_GRAPH_REINSTANTIATED);
+    assert_int_equal(ui.driver_result, 2 /* CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED */);
+    assert_non_null(strstr(ui.reason, "topology"));
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 3);
+    assert_int_equal(w[1], 4);
+    assert_cw_ok(cw_graph_exec_update(e, g1, NULL)); /* info may be NULL */
+    cw_graph_exec_stats st;
+    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
+    assert_int_equal(st.updates_in_place, 1);
+    assert_int_equal(st.reinstantiations, 2);
+    assert_int_equal(st.launches, 3);
+    cw_graph_exec_destroy(&e);
+    cw_graph_destroy(&g1);
+    cw_graph_destroy(&g2);
+    cw_graph_destroy(&g3);
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
 /* ---- fault injection through the seam -------------------------------------- */
 
 struct fi_env {
     cw_context *ctx;
     cw_stream *stream;
     void *out;
+    cw_graph *graph;
+    cw_graph_exec *exec;
+    volatile uint32_t *word;
 };
 
 struct fi_scenario {
@@ -1535,6 +1918,48 @@ static void fi_future_destroy(struct fi_env *e) {
 static cw_status fi_timer_create(struct fi_env *e) { return cw_timer_create((cw_timer **)&e->out, e->ctx); }
 static void fi_timer_destroy(struct fi_env *e) { cw_timer_destroy((cw_timer **)&e->out); }
 
+static void fi_setup_graph(struct fi_env *e) {
+    fi_setup_stream(e);
+    e->word = host_words(2);
+    const uint32_t v = 1;
+    e->graph = capture_writes(e->stream, e->word, &v, 1);
+}
+static void fi_setup_exec(struct fi_env *e) {
+    fi_setup_graph(e);
+    assert_cw_ok(cw_graph_instantiate(&e->exec, e->graph, 0));
+    cw_graph_destroy(&e->graph);
+    const uint32_t v[2] = {1, 2}; /* another shape: the update instantiates again */
+    e->graph = capture_writes(e->stream, e->word, v, 2);
+}
+static cw_status fi_graph_create(struct fi_env *e) { return cw_graph_create((cw_graph **)&e->out, e->ctx); }
+static void fi_graph_destroy(struct fi_env *e) { cw_graph_destroy((cw_graph **)&e->out); }
+static cw_status fi_capture(struct fi_env *e) {
+    cw_status st = cw_capture_begin(e->stream, CW_CAPTURE_GLOBAL);
+    if (st != CW_SUCCESS) return st;
+    static uint32_t word;
+    fk.cuStreamWriteValue32(handle_of(e->stream), (CUdeviceptr)(uintptr_t)&word, 1, 0);
+    return cw_capture_end(e->stream, (cw_graph **)&e->out);
+}
+static cw_status fi_instantiate(struct fi_env *e) {
+    return cw_graph_instantiate((cw_graph_exec **)&e->out, e->graph, 0);
+}
+static void fi_exec_destroy(struct fi_env *e) { cw_graph_exec_destroy((cw_graph_exec **)&e->out); }
+static cw_status fi_add_child(struct fi_env *e) {
+    cw_graph *parent = NULL;
+    cw_status st = cw_graph_create(&parent, e->ctx);
+    if (st != CW_SUCCESS) return st;
+    st = cw_graph_add_child(parent, e->graph, NULL, 0, NULL);
+    if (st == CW_SUCCESS) e->out = parent;
+    else cw_graph_destroy(&parent);
+    return st;
+}
+static cw_status fi_update(struct fi_env *e) {
+    cw_status st = cw_graph_exec_update(e->exec, e->graph, NULL);
+    if (st == CW_SUCCESS) e->out = e->exec; /* marks success for the cleanup */
+    return st;
+}
+static void fi_nothing(struct fi_env *e) { e->out = NULL; }
+
 static const struct fi_scenario k_scenarios[] = {
     {"cw_stream_create", 0, NULL, fi_stream_create, fi_stream_destroy},
     {"cw_stream_wrap(NULL stream)", 0, NULL, fi_stream_wrap, fi_stream_destroy},
@@ -1548,7 +1973,20 @@ static const struct fi_scenario k_scenarios[] = {
      fi_future_destroy},
     {"cw_when_all(WRITE_VALUE)", 1, fi_setup_stream, fi_when_all, fi_future_destroy},
     {"cw_timer_create", 0, NULL, fi_timer_create, fi_timer_destroy},
+    {"cw_graph_create", 0, NULL, fi_graph_create, fi_graph_destroy},
+    {"cw_capture_begin + cw_capture_end", 0, fi_setup_stream, fi_capture, fi_graph_destroy},
+    {"cw_graph_instantiate", 0, fi_setup_graph, fi_instantiate, fi_exec_destroy},
+    {"cw_graph_create + cw_graph_add_child", 0, fi_setup_graph, fi_add_child, fi_graph_destroy},
+    {"cw_graph_exec_update (instantiates again)", 0, fi_setup_exec, fi_update, fi_nothing},
 };
+
+static void fi_env_free(struct fi_env *e) {
+    cw_graph_exec_destroy(&e->exec);
+    cw_graph_destroy(&e->graph);
+    if (e->stream) cw_stream_destroy(&e->stream);
+    if (e->word) free_words(e->word);
+    cw_context_destroy(&e->ctx);
+}
 
 /* One run of a scenario on a fresh context. fail_at 0: no fault. Returns the
  * number of problems found (each printed). */
@@ -1624,8 +2062,7 @@ static int fi_run(const struct fi_scenario *sc, unsigned long fail_at, unsigned 
     }
     fk.hold(0);
     if (st == CW_SUCCESS && e.out) sc->cleanup(&e);
-    if (e.stream) cw_stream_destroy(&e.stream);
-    cw_context_destroy(&e.ctx);
+    fi_env_free(&e);
     if (!fk.drain(5000)) {
         printf("# %s, call %lu: the fake's queue did not drain\n", sc->name, fail_at);
         problems++;
@@ -1660,8 +2097,7 @@ static void fi_name_call(const struct fi_scenario *sc, unsigned long k) {
     fk.hold(0);
     set_current(g_other);
     if (st == CW_SUCCESS && e.out) sc->cleanup(&e);
-    if (e.stream) cw_stream_destroy(&e.stream);
-    cw_context_destroy(&e.ctx);
+    fi_env_free(&e);
     fk.drain(5000);
     set_current(NULL);
 }
@@ -1772,6 +2208,12 @@ int main(int argc, char **argv) {
         TEST_K(test_when_all, k_host),
         TEST_K(test_when_all, k_write),
         TEST(test_timer),
+        TEST(test_graph_capture_replay),
+        TEST(test_graph_capture_fork_join),
+        TEST(test_graph_capture_invalidated),
+        TEST(test_graph_capture_states),
+        TEST(test_graph_build),
+        TEST(test_graph_update),
         TEST_K(test_future_fault, k_write),
         TEST_K(test_future_fault, k_host),
         TEST_K(test_future_rearm_right_after_wait, k_write),

@@ -11,6 +11,7 @@
 #include "cuweave/context.h"
 #include "cuweave/stream.h"
 #include "cuweave/future.h"
+#include "cuweave/graph.h"
 #include "cuweave/partition.h"
 #include "cuweave/jit.h"
 
