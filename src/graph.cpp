@@ -80,6 +80,7 @@ void graph_free(cw_graph *g) {
         graph_free(b);
         b = next;
     }
+    free(g->conds);
     cw_context *ctx = g->ctx;
     bool top = g->owner == nullptr;
     if (top) {
@@ -376,33 +377,54 @@ CW_API cw_status cw_graph_add_empty(cw_graph *g, cw_graph_node *const *deps, siz
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_graph_cond_create(cw_graph *g, unsigned default_value, unsigned flags, cw_cond_handle *handle) {
+    CW_ENTRY;
+    CW_CHECK_GRAPH(g);
+    CW_CHECK_ARG(handle != NULL);
+    CW_CHECK_ARG((flags & ~CW_COND_RESET_EACH_LAUNCH) == 0);
+    CW_TRY(ensure_init());
+    if (!drv().cuGraphConditionalHandleCreate || !drv().cuGraphAddNode)
+        return fail(CW_ERROR_NOT_SUPPORTED, "conditional graph nodes need a CUDA 12.3 driver or newer");
+    if (g->cond_count == g->cond_cap) {
+        size_t cap = g->cond_cap ? g->cond_cap * 2 : 4;
+        void *p = realloc(g->conds, cap * sizeof *g->conds);
+        if (!p) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        g->conds = static_cast<CUgraphConditionalHandle *>(p);
+        g->cond_cap = cap;
+    }
+    CUgraphConditionalHandle h = 0;
+    CW_CU(cuGraphConditionalHandleCreate,
+          (&h, g->cu, g->ctx->cu, default_value, (flags & CW_COND_RESET_EACH_LAUNCH) ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0));
+    g->conds[g->cond_count++] = h;
+    *handle = h;
+    return CW_SUCCESS;
+}
+
 CW_API void cw_cond_settings_default(cw_cond_settings *s) {
     if (!s) return;
     memset(s, 0, sizeof *s);
     s->type = CW_COND_WHILE;
-    s->default_value = 1;
-    s->reset_each_launch = 1;
     s->with_else = 0;
 }
 
-CW_API cw_status cw_graph_add_conditional(cw_graph *g, const cw_cond_settings *settings, cw_graph_node *const *deps,
-                                          size_t ndeps, cw_graph_node **node, cw_cond_handle *handle, cw_graph **body,
-                                          cw_graph **else_body) {
+CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, const cw_cond_settings *settings,
+                                          cw_graph_node *const *deps, size_t ndeps, cw_graph_node **node,
+                                          cw_graph **body, cw_graph **else_body) {
     CW_ENTRY;
     CW_CHECK_GRAPH(g);
-    CW_CHECK_ARG(handle != NULL);
     CW_CHECK_ARG(body != NULL);
     cw_cond_settings def;
     cw_cond_settings_default(&def);
     const cw_cond_settings *s = settings ? settings : &def;
     CW_CHECK_ARG(s->type == CW_COND_IF || s->type == CW_COND_WHILE);
-    CW_CHECK_ARG(s->reset_each_launch == 0 || s->reset_each_launch == 1);
     CW_CHECK_ARG(s->with_else == 0 || (s->with_else == 1 && s->type == CW_COND_IF));
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     CW_TRY(check_deps(deps, ndeps));
-    CW_TRY(ensure_init());
-    if (!drv().cuGraphConditionalHandleCreate || !drv().cuGraphAddNode)
-        return fail(CW_ERROR_NOT_SUPPORTED, "conditional graph nodes need a CUDA 12.3 driver or newer");
+    bool known = false;
+    for (size_t i = 0; i < g->cond_count && !known; i++) known = g->conds[i] == handle;
+    if (!known)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: the condition handle was not made by cw_graph_cond_create on this graph");
     if (graph_busy(g)) return fail(CW_ERROR_INVALID_STATE, "a capture into the graph is active: end it first");
     const unsigned nbodies = s->with_else ? 2 : 1;
     // The wrappers first, so that nothing can fail once the node exists.
@@ -414,23 +436,15 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, const cw_cond_settings *s
             return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
         }
     }
-    CUgraphConditionalHandle h = 0;
-    CUresult r = drv().cuGraphConditionalHandleCreate(&h, g->cu, g->ctx->cu, s->default_value,
-                                                      s->reset_each_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0);
-    if (r != CUDA_SUCCESS) {
-        free(w[0]);
-        free(w[1]);
-        return fail_cu(r, "cuGraphConditionalHandleCreate");
-    }
     CUgraphNodeParams p;
     memset(&p, 0, sizeof p);
     p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    p.conditional.handle = h;
+    p.conditional.handle = handle;
     p.conditional.type = s->type == CW_COND_IF ? CU_GRAPH_COND_TYPE_IF : CU_GRAPH_COND_TYPE_WHILE;
     p.conditional.size = nbodies;
     p.conditional.ctx = g->ctx->cu;
     CUgraphNode n = nullptr;
-    r = drv().cuGraphAddNode(&n, g->cu, cu_nodes(deps), nullptr, ndeps, &p);
+    CUresult r = drv().cuGraphAddNode(&n, g->cu, cu_nodes(deps), nullptr, ndeps, &p);
     if (r != CUDA_SUCCESS || !p.conditional.phGraph_out) {
         free(w[0]);
         free(w[1]);
@@ -446,9 +460,22 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, const cw_cond_settings *s
         w[i]->tag = kTagGraph;
     }
     if (node) *node = reinterpret_cast<cw_graph_node *>(n);
-    *handle = h;
     *body = w[0];
     if (else_body) *else_body = w[1];
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_graph_get_sinks(const cw_graph *g, cw_graph_node **nodes, size_t cap, size_t *count) {
+    CW_ENTRY;
+    CW_CHECK_GRAPH(g);
+    CW_CHECK_ARG(count != NULL);
+    CW_CHECK_ARG(cap == 0 || nodes != NULL);
+    CUgraphNode *sinks = nullptr;
+    size_t n = 0;
+    CW_TRY(graph_sinks(g->cu, &sinks, &n));
+    for (size_t i = 0; i < n && i < cap; i++) nodes[i] = reinterpret_cast<cw_graph_node *>(sinks[i]);
+    free(sinks);
+    *count = n;
     return CW_SUCCESS;
 }
 

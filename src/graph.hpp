@@ -19,6 +19,8 @@ struct cw_graph {
     cw_graph *bodies;    // wrappers of the bodies of this graph's conditional nodes
     cw_graph *next_body; // link in owner->bodies
     cw_stream *capturing;  // the stream capturing into this graph (cw_capture_begin_to)
+    CUgraphConditionalHandle *conds;  // made by cw_graph_cond_create on this graph
+    size_t cond_count, cond_cap;
 };
 
 struct cw_graph_exec {

@@ -64,6 +64,16 @@ typedef struct rawcuda {
     rc_result (*cuModuleGetFunction)(void **, void *, const char *);
     rc_result (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 CUstream, void **, void **);
+    rc_result (*cuMemcpyDtoDAsync)(unsigned long long, unsigned long long, size_t, CUstream);
+    rc_result (*cuMemsetD32Async)(unsigned long long, unsigned, size_t, CUstream);
+    /* graphs (handles as void *) */
+    rc_result (*cuStreamBeginCapture)(CUstream, int);
+    rc_result (*cuStreamEndCapture)(CUstream, void **);
+    rc_result (*cuGraphInstantiateWithFlags)(void **, void *, unsigned long long);
+    rc_result (*cuGraphUpload)(void *, CUstream);
+    rc_result (*cuGraphLaunch)(void *, CUstream);
+    rc_result (*cuGraphExecDestroy)(void *);
+    rc_result (*cuGraphDestroy)(void *);
 } rawcuda;
 
 /* Returns 1 when every entry resolved and cuInit succeeded. */
@@ -116,6 +126,15 @@ static inline int rawcuda_open(rawcuda *rc) {
     RC_SYM_(cuModuleUnload, "cuModuleUnload")
     RC_SYM_(cuModuleGetFunction, "cuModuleGetFunction")
     RC_SYM_(cuLaunchKernel, "cuLaunchKernel")
+    RC_SYM_(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+    RC_SYM_(cuMemsetD32Async, "cuMemsetD32Async")
+    RC_SYM_(cuStreamBeginCapture, "cuStreamBeginCapture_v2")
+    RC_SYM_(cuStreamEndCapture, "cuStreamEndCapture")
+    RC_SYM_(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags")
+    RC_SYM_(cuGraphUpload, "cuGraphUpload")
+    RC_SYM_(cuGraphLaunch, "cuGraphLaunch")
+    RC_SYM_(cuGraphExecDestroy, "cuGraphExecDestroy")
+    RC_SYM_(cuGraphDestroy, "cuGraphDestroy")
 #undef RC_SYM_
     *(void **)&rc->cuCtxCreate_v4 = dlsym(rc->lib, "cuCtxCreate_v4");
     *(void **)&rc->cuCtxCreate_v2 = dlsym(rc->lib, "cuCtxCreate_v2");

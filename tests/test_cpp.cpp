@@ -136,6 +136,51 @@ static void test_future_and_timer(void **) {
     assert_int_equal(live_events(), e0);
 }
 
+// Graphs: capture (RAII, also an abandoned one), instantiate, launch,
+// update, moves; every graph and exec goes (the fake's live counts).
+static void test_graphs(void **) {
+    const long g0 = fake_live("graph"), e0 = fake_live("exec");
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        cw::graph g;
+        {
+            cw::capture cap(s);
+            assert_int_equal(cap.began(), CW_SUCCESS);
+            g = VAL(cap.end());
+        }
+        assert_true(g.owns());
+        assert_int_equal(g.info().nodes, 0);
+        {
+            cw::capture dropped(s);  // never ended: the destructor ends and drops it
+            assert_int_equal(dropped.began(), CW_SUCCESS);
+        }
+        assert_int_equal(fake_live("graph"), g0 + 1);
+        cw::graph parent = VAL(cw::graph::create(ctx));
+        cw_graph_node *first = VAL(parent.add_child(g));
+        cw_graph_node *join = VAL(parent.add_empty(&first, 1));
+        assert_ptr_equal(parent.sink(), join);
+        cw::graph_exec e = VAL(cw::graph_exec::create(parent));
+        OK(e.upload(s));
+        OK(e.launch(s));
+        OK(s.synchronize());
+        assert_int_equal(e.stats().launches, 1);
+        cw_graph_update_info ui = VAL(e.update(parent));
+        assert_int_equal(ui.kind, CW_GRAPH_UPDATED_IN_PLACE);
+        // moves
+        cw::graph_exec e2(std::move(e));
+        assert_null(e.get());
+        cw::graph_exec &alias = e2;
+        e2 = std::move(alias);
+        assert_non_null(e2.get());
+        g = std::move(parent);  // destroys the first graph
+        assert_int_equal(fake_live("graph"), g0 + 1);
+        assert_int_equal(fake_live("exec"), e0 + 1);
+    }
+    assert_int_equal(fake_live("graph"), g0);
+    assert_int_equal(fake_live("exec"), e0);
+}
+
 static void test_errors(void **) {
     cw::context ctx = VAL(cw::context::create(0));
     cw_stream_settings bad;
@@ -210,6 +255,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_moves_and_ownership),
         cmocka_unit_test(test_lease_returns_stream),
         cmocka_unit_test(test_future_and_timer),
+        cmocka_unit_test(test_graphs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_partition_set_error),
     };

@@ -1,6 +1,7 @@
 // GPU: every C++ wrapper used once against the real driver: context,
 // partition_set (green contexts), stream (on the primary context and on a
-// partition), stream_pool and lease, timer, future of both kinds. Exits 77
+// partition), stream_pool and lease, timer, future of both kinds, capture,
+// graph (a conditional body included) and graph_exec. Exits 77
 // without a GPU.
 extern "C" {
 #include <setjmp.h>
@@ -43,6 +44,27 @@ static void test_wrappers_on_gpu(void **) {
     }
     assert_int_equal(pool.stats().leased, 0);
 
+    // graphs: a capture, a graph built from parts with an IF node whose
+    // condition stays 0 (its body never runs), an exec launched and updated
+    cw::graph captured;
+    {
+        cw::capture cap(a);
+        captured = cap.end();
+    }
+    cw::graph parent = cw::graph::create(ctx);
+    cw_graph_node *first = parent.add_child(captured);
+    cw_cond_handle h = parent.cond_create(0);
+    cw::graph body = parent.add_conditional(h, CW_COND_IF, &first, 1);
+    assert_false(body.owns());
+    assert_int_equal(body.info().is_body, 1);
+    body.add_empty();
+    cw::graph_exec exec = cw::graph_exec::create(parent);
+    exec.upload(a);
+    exec.launch(a);
+    a.synchronize();
+    assert_int_equal(exec.stats().launches, 1);
+    assert_int_equal(exec.update(parent).kind, CW_GRAPH_UPDATED_IN_PLACE);
+
     cw_green_caps caps;
     if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {
         printf("# green contexts unsupported: partition_set not exercised\n");
@@ -61,7 +83,8 @@ static void test_wrappers_on_gpu(void **) {
         cw::future f = cw::future::create(g);
         f.wait(5000000);
     }
-    printf("# C++ wrappers: context, stream, timer, future x2, pool+lease, partition_set {%u} used on the GPU\n",
+    printf("# C++ wrappers: context, stream, timer, future x2, pool+lease, capture, graph, graph_exec, "
+           "partition_set {%u} used on the GPU\n",
            sizes[0]);
 }
 

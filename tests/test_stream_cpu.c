@@ -1787,20 +1787,34 @@ static void test_graph_build(void **state) {
     assert_non_null(strstr(line, "digraph"));
     EXPECT_INVALID(cw_graph_write_dot, cw_graph_write_dot(parent, "", 0));
 
+    /* sinks */
+    cw_graph_node *sinks[4] = {NULL};
+    size_t nsinks = 0;
+    assert_cw_ok(cw_graph_get_sinks(parent, sinks, 4, &nsinks));
+    assert_int_equal(nsinks, 1);
+    assert_ptr_equal(sinks[0], j);
+    assert_cw_ok(cw_graph_get_sinks(parent, NULL, 0, &nsinks));
+    assert_int_equal(nsinks, 1);
+    EXPECT_INVALID(cw_graph_get_sinks, cw_graph_get_sinks(parent, NULL, 2, &nsinks));
+
     /* conditional nodes: the fake driver has none */
     cw_cond_handle h = 0;
     cw_graph *body = NULL;
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_add_conditional(parent, NULL, &j, 1, NULL, &h, &body, NULL));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_cond_create(parent, 1, CW_COND_RESET_EACH_LAUNCH, &h));
     assert_non_null(strstr(cw_last_error_message(), "12.3"));
+    EXPECT_INVALID(cw_graph_cond_create, cw_graph_cond_create(parent, 1, 0x10, &h));
+    /* a handle this graph did not make is refused before the driver is asked */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_add_conditional(parent, 42, NULL, &j, 1, NULL, &body, NULL));
+    assert_non_null(strstr(cw_last_error_message(), "cw_graph_cond_create"));
     assert_null(body);
     cw_cond_settings cset;
     cw_cond_settings_default(&cset);
     cset.with_else = 1; /* WHILE has no else */
-    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, &cset, NULL, 0, NULL, &h, &body, NULL));
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, &cset, NULL, 0, NULL, &body, NULL));
     cw_cond_settings_default(&cset);
     cset.reserved[3] = 1;
-    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, &cset, NULL, 0, NULL, &h, &body, NULL));
-    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, NULL, NULL, 0, NULL, NULL, &body, NULL));
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, &cset, NULL, 0, NULL, &body, NULL));
+    EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, NULL, NULL, 0, NULL, NULL, NULL));
 
     CUgraph gh = NULL;
     assert_cw_ok(cw_graph_get_handle(parent, &gh));

@@ -73,6 +73,7 @@ build-gpu/examples/devices > "$OUT/example.log" 2>&1; note "example devices: exi
 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin: exit $?"
 CUWEAVE_SERIALIZE=1 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin (CUWEAVE_SERIALIZE=1): exit $?"
 build-gpu/examples/green >> "$OUT/example.log" 2>&1; note "example green: exit $?"
+build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $?"
 # Benchmarks: BENCH_RUNS runs each (the figures move between runs).
 for b in build-gpu/bench/*; do
     [ -x "$b" ] && [ -f "$b" ] || continue

@@ -160,43 +160,61 @@ CW_API cw_status cw_graph_add_empty(cw_graph *g, cw_graph_node *const *deps, siz
  * (from <cuda_device_runtime_api.h>) to set a conditional node's value. */
 typedef uint64_t cw_cond_handle;
 
+/* cw_graph_cond_create flags. */
+#define CW_COND_RESET_EACH_LAUNCH 0x1u /* the value is set to default_value at every launch of
+                                          the graph; without it, only device code sets it, and
+                                          a node that runs before any did sees 0 */
+
+/*
+ * Makes a condition for conditional nodes of g (cuGraphConditionalHandleCreate):
+ * a value device code sets and conditional nodes read. Made before its
+ * node so that kernels that run before the node (a data-ready check, say)
+ * can be given the handle. Lives as long as g. flags: 0 or
+ * CW_COND_RESET_EACH_LAUNCH. Returns CW_ERROR_NOT_SUPPORTED when the driver
+ * has no conditional nodes (before CUDA 12.3;
+ * cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)).
+ */
+CW_API cw_status cw_graph_cond_create(cw_graph *g, unsigned default_value, unsigned flags, cw_cond_handle *handle);
+
 typedef enum cw_cond_type {
-    CW_COND_IF = 0,    /* the body runs once when the value is nonzero (else body: when zero) */
+    CW_COND_IF = 0,    /* the body runs once when the value is nonzero (the else body when zero) */
     CW_COND_WHILE = 1  /* the body runs again and again while the value is nonzero */
 } cw_cond_type;
 
 typedef struct cw_cond_settings {
-    cw_cond_type type;       /* default CW_COND_WHILE */
-    unsigned default_value;  /* value at each launch of the graph (default 1) */
-    int reset_each_launch;   /* 1 (default): the value is set to default_value at every launch
-                                of the graph; 0: it is only set by device code, and a node that
-                                runs before any device code set it sees 0 */
-    int with_else;           /* IF only: also make an else body (default 0) */
-    uint8_t reserved[48];
+    cw_cond_type type; /* default CW_COND_WHILE */
+    int with_else;     /* CW_COND_IF only: also make an else body (default 0) */
+    uint8_t reserved[56];
 } cw_cond_settings;
 
 /* Fills *s with the defaults above. NULL is ignored. */
 CW_API void cw_cond_settings_default(cw_cond_settings *s);
 
 /*
- * Adds a conditional node after deps and returns its handle and its
- * body graph(s). The WHILE body runs while the value is nonzero: a kernel
- * in the body sets the value (cudaGraphSetConditional(handle, 0) ends the
- * loop). With the defaults the value is 1 at each launch, so the body runs
- * at least once. The IF body runs when the value is nonzero when the node
- * starts; a kernel before the node sets it.
- * *body receives the body graph; *else_body (IF with with_else) the else
- * body; both are owned by the node (cw_graph_destroy refuses them) and are
- * filled with cw_capture_begin_to, cw_graph_add_child, cw_graph_add_empty or
- * cw_graph_add_conditional. Body graphs may contain only kernels, copies,
- * memsets, empty nodes, child graphs and conditional nodes, all on g's
- * context (the driver's rule). node, else_body may be NULL.
- * Returns CW_ERROR_NOT_SUPPORTED when the driver has no conditional nodes
- * (before CUDA 12.3; cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)).
+ * Adds a conditional node on the condition `handle` (made by
+ * cw_graph_cond_create on g) after deps, and returns its body graph(s).
+ * WHILE: the body runs while the value is nonzero when the node starts and
+ * after each run of the body; a kernel in the body sets the value
+ * (cudaGraphSetConditional(handle, 0) ends the loop). IF: the body runs
+ * when the value is nonzero, the else body (with_else) when it is zero.
+ * *body receives the body graph; *else_body (may be NULL) the else body,
+ * or NULL when there is none. Bodies are owned by the node (cw_graph_destroy
+ * refuses them) and are filled with cw_capture_begin_to, cw_graph_add_child,
+ * cw_graph_add_empty or cw_graph_add_conditional. Body graphs may contain
+ * only kernels, copies, memsets, empty nodes, child graphs and conditional
+ * nodes, all on g's context (the driver's rule). node may be NULL.
+ * settings may be NULL for the defaults.
  */
-CW_API cw_status cw_graph_add_conditional(cw_graph *g, const cw_cond_settings *settings,
+CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, const cw_cond_settings *settings,
                                           cw_graph_node *const *deps, size_t ndeps, cw_graph_node **node,
-                                          cw_cond_handle *handle, cw_graph **body, cw_graph **else_body);
+                                          cw_graph **body, cw_graph **else_body);
+
+/*
+ * The nodes of g that no node depends on (its sinks: the end of what was
+ * captured or added last), to add nodes after them. Writes up to cap nodes
+ * to nodes (may be NULL when cap is 0) and the number of sinks to *count.
+ */
+CW_API cw_status cw_graph_get_sinks(const cw_graph *g, cw_graph_node **nodes, size_t cap, size_t *count);
 
 /* Writes the graph in Graphviz DOT form to path (cuGraphDebugDotPrint);
  * verbose nonzero adds every node's parameters. For debugging. */

@@ -1,6 +1,7 @@
 // Kernels used by the GPU tests and the benchmarks. Compiled ahead of time by
 // tools/gen-test-kernels.sh into test_kernels_fatbin.h (committed), so that
 // neither CI nor the tests need nvcc or NVRTC.
+#include <cuda_device_runtime_api.h>  // cudaGraphSetConditional (resolved by the driver at load)
 #include <stdint.h>
 
 __device__ __forceinline__ unsigned long long now_ns() {
@@ -79,6 +80,28 @@ __global__ void cw_hog(unsigned long long *sink, long long ns) {
 // Tiny latency-critical kernel (1 block): increments *p.
 __global__ void cw_small(int *p) {
     if (threadIdx.x == 0 && blockIdx.x == 0) *p += 1;
+}
+
+// *p = *p * 3 + v: a chain of these gives a result that depends on the
+// order the kernels ran in and on every argument.
+__global__ void cw_mul_add(int *p, int v) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *p = *p * 3 + v;
+}
+
+// The body of a WHILE node: counts its runs in *count and keeps the loop
+// going while the count is below *limit (read on the GPU).
+__global__ void cw_while_body(cudaGraphConditionalHandle h, int *count, const int *limit) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        int c = *count + 1;
+        *count = c;
+        cudaGraphSetConditional(h, c < *limit ? 1u : 0u);
+    }
+}
+
+// Sets a conditional node's value to (*value > 0), for IF nodes and for a
+// WHILE node that may run zero times.
+__global__ void cw_set_cond(cudaGraphConditionalHandle h, const int *value) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(h, *value > 0 ? 1u : 0u);
 }
 
 }  // extern "C"
