@@ -148,7 +148,9 @@ CW_API cw_status cw_graph_get_handle(const cw_graph *g, CUgraph *handle);
  * Adds a node that runs a copy of child (cuGraphAddChildGraphNode: the
  * child is cloned, so it may be changed or destroyed afterwards) after
  * deps[0..ndeps-1] (deps may be NULL when ndeps is 0: a root node).
- * *node (may be NULL) receives the new node. child must have a node.
+ * *node (may be NULL) receives the new node. The driver refuses a child
+ * that contains a conditional node (CW_ERROR_NOT_SUPPORTED): add the
+ * conditional node to the parent itself.
  */
 CW_API cw_status cw_graph_add_child(cw_graph *g, const cw_graph *child, cw_graph_node *const *deps,
                                     size_t ndeps, cw_graph_node **node);
