@@ -25,9 +25,11 @@ LIB_SRCS = \
 	src/future.cpp \
 	src/graph.cpp \
 	src/jit.cpp \
+	src/jit_cache.cpp \
 	src/partition.cpp \
 	src/pool.cpp \
 	src/seam.cpp \
+	src/sha256.cpp \
 	src/stream.cpp
 
 HEADERS = \
@@ -46,7 +48,7 @@ CPP_HEADERS = include/cuweave/cuweave.hpp
 
 EXAMPLES = devices forkjoin green graph
 CPU_TESTS = test_api test_nodriver
-FAKE_TESTS = test_stream_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph
@@ -69,7 +71,18 @@ LIBS_PRIVATE = -ldl -lpthread
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 
-OBJS = $(LIB_SRCS:%.cpp=$(O)/%.o)
+OBJS = $(LIB_SRCS:%.cpp=$(O)/%.o) $(O)/src/builtin_image.o
+
+# The library's own kernels (ptx/README.md): a fatbin made by nvcc when there
+# is one (BUILTIN=ptx forces the checked-in PTX), embedded by tools/embed.py.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(if $(filter ptx,$(BUILTIN)),,$(NVCC)),)
+BUILTIN_IMAGE = ptx/cuweave_kernels.ptx
+BUILTIN_ORIGIN = ptx compute_80 (checked in)
+else
+BUILTIN_IMAGE = $(O)/ptx/cuweave_kernels.fatbin
+BUILTIN_ORIGIN = cubin sm_80 sm_90 + ptx compute_80 (nvcc at build time)
+endif
 SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
@@ -77,12 +90,24 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -c $< -o $@
+
+$(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+		-gencode arch=compute_80,code=compute_80 -o $@ $<
+
+$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py
+	@mkdir -p $(dir $@)
+	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@
+
+$(O)/src/builtin_image.o: $(O)/src/builtin_image.cpp
+	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -c $< -o $@
 
 $(SHARED): $(OBJS) src/cuweave.map
 	$(CXX) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/cuweave.map -Wl,--no-undefined \
@@ -128,8 +153,11 @@ $(CPP_TESTS:%=$(O)/tests/%_noexcept): $(O)/tests/%_noexcept: tests/%.cpp $(CPP_H
 	$(CXX) -std=c++17 -fno-exceptions $(WARN) $(CXXFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) \
 		-l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
 
-# The fake driver for the CPU tests of the stream layer.
+# The fake driver and the fake NVRTC for the CPU tests.
 $(O)/tests/libfakecuda.so: tests/fake_cuda.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+$(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
 
@@ -168,6 +196,7 @@ check: all
 		$(foreach t,$(FAKE_TESTS) $(CPP_TESTS) $(CPP_TESTS:%=%_noexcept),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
 		"sh tools/check-build-lists.sh ." \
+		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
 

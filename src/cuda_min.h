@@ -239,6 +239,43 @@ typedef struct CUgraphNodeParams_st {
     long long reserved2;
 } CUgraphNodeParams;
 
+/* The library API, kernels and extensible launches. */
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef int CUjit_option;
+typedef int CUlibraryOption;
+typedef int CUlaunchAttributeID;
+enum {
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+    CU_LAUNCH_ATTRIBUTE_PRIORITY = 8
+};
+typedef union CUlaunchAttributeValue_union {
+    char pad[64];
+    struct {
+        unsigned int x;
+        unsigned int y;
+        unsigned int z;
+    } clusterDim;
+    int priority;
+} CUlaunchAttributeValue;
+typedef struct CUlaunchAttribute_st {
+    CUlaunchAttributeID id;
+    char pad[8 - sizeof(CUlaunchAttributeID)];
+    CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig_st {
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+
 #ifdef __cplusplus
 }
 #endif

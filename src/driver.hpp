@@ -128,7 +128,16 @@ namespace cw {
        unsigned flags))                                                                          \
     X(cuGraphAddNode, "cuGraphAddNode", 12030,                                                   \
       (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, \
-       size_t ndeps, CUgraphNodeParams *params))
+       size_t ndeps, CUgraphNodeParams *params))                                                 \
+    X(cuLibraryLoadData, "cuLibraryLoadData", 12000,                                             \
+      (CUlibrary * lib, const void *code, CUjit_option *jit_options, void **jit_values,          \
+       unsigned n_jit, CUlibraryOption *lib_options, void **lib_values, unsigned n_lib))         \
+    X(cuLibraryUnload, "cuLibraryUnload", 12000, (CUlibrary lib))                                \
+    X(cuLibraryGetKernel, "cuLibraryGetKernel", 12000, (CUkernel * kernel, CUlibrary lib, const char *name)) \
+    X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040,                                       \
+      (CUkernel kernel, size_t index, size_t *offset, size_t *size))                             \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).

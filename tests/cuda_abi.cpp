@@ -121,3 +121,17 @@ static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out) ==
 static_assert(offsetof(mine::CUDA_CONDITIONAL_NODE_PARAMS, ctx) == offsetof(::CUDA_CONDITIONAL_NODE_PARAMS, ctx), "cond ctx");
 static_assert(sizeof(::CUgraphConditionalNodeType) == sizeof(int) && sizeof(::CUgraphNodeType) == sizeof(int),
               "enum sizes");
+
+// The library API and extensible launches.
+SAME(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); SAME(CU_LAUNCH_ATTRIBUTE_PRIORITY);
+static_assert(sizeof(mine::CUlaunchAttributeValue) == sizeof(::CUlaunchAttributeValue), "launch attribute value size");
+static_assert(sizeof(mine::CUlaunchAttribute) == sizeof(::CUlaunchAttribute), "launch attribute size");
+static_assert(offsetof(mine::CUlaunchAttribute, value) == offsetof(::CUlaunchAttribute, value), "launch attribute value");
+static_assert(offsetof(mine::CUlaunchAttributeValue, priority) == offsetof(::CUlaunchAttributeValue, priority), "priority");
+static_assert(sizeof(mine::CUlaunchConfig) == sizeof(::CUlaunchConfig), "launch config size");
+static_assert(offsetof(mine::CUlaunchConfig, sharedMemBytes) == offsetof(::CUlaunchConfig, sharedMemBytes), "shared");
+static_assert(offsetof(mine::CUlaunchConfig, hStream) == offsetof(::CUlaunchConfig, hStream), "hStream");
+static_assert(offsetof(mine::CUlaunchConfig, attrs) == offsetof(::CUlaunchConfig, attrs), "attrs");
+static_assert(offsetof(mine::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs), "numAttrs");
+static_assert(sizeof(mine::CUjit_option) == sizeof(::CUjit_option) && sizeof(mine::CUlibraryOption) == sizeof(::CUlibraryOption),
+              "option enum sizes");

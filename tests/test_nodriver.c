@@ -281,6 +281,70 @@ static void test_no_nvrtc(void **state) {
 }
 
 /* The status and log functions work without a driver. */
+/* The jit layer: a compile needs the driver (its version is in the cache
+ * key); modules and kernels need it too; settings, the cache configuration
+ * and the stats need neither. */
+static void test_jit_without_driver(void **state) {
+    (void)state;
+    cw_program *p = NULL;
+    cw_program_settings ps;
+    memset(&ps, 0x5a, sizeof ps);
+    cw_program_settings_default(&ps);
+    cw_program_settings_default(NULL);
+    assert_string_equal(ps.name, "cuweave.cu");
+    assert_int_equal(ps.arch, 0);
+    assert_int_equal(ps.output_ptx, 0);
+    assert_int_equal(ps.cache, CW_CACHE_DEFAULT);
+    assert_int_equal(ps.n_options + ps.n_headers + ps.n_name_expressions, 0);
+    for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
+    ps.arch = 90;
+    expect_no_driver(cw_program_compile(&p, NULL, "__global__ void k() {}", &ps), "cw_program_compile");
+    assert_null(p);
+    assert_string_equal(cw_compile_log(), "");
+    cw_module *m = NULL;
+    expect_no_driver(cw_module_load_image(&m, "x"), "cw_module_load_image");
+    cw_kernel *k = NULL;
+    expect_no_driver(cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &k), "cw_builtin_kernel");
+    assert_null(m);
+    assert_null(k);
+    assert_non_null(cw_builtin_origin());
+    /* handles are checked first */
+    cw_program_info pi;
+    const char *low = NULL;
+    size_t n = 0;
+    void *h = NULL;
+    cw_launch_config lc;
+    cw_launch_config_default(&lc);
+    cw_launch_config_default(NULL);
+    assert_int_equal(lc.block[0], 1);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_get_info(NULL, &pi));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_lowered_name(NULL, "f", &low));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load(&m, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_get_kernel(NULL, "f", &k));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_get_params(NULL, &n, NULL, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(NULL, NULL, &lc, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_get_handle(NULL, &h));
+    cw_program_destroy(NULL);
+    cw_program_destroy(&p);
+    cw_module_destroy(NULL);
+    cw_module_destroy(&m);
+    /* the cache's configuration and counters */
+    cw_jit_cache_settings cs;
+    cw_jit_cache_settings_default(&cs);
+    cw_jit_cache_settings_default(NULL);
+    assert_null(cs.dir);
+    assert_int_equal(cs.memory, 1);
+    cs.dir = "off";
+    assert_cw_ok(cw_jit_cache_configure(&cs));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_jit_cache_configure(NULL));
+    cs.memory = 7;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_jit_cache_configure(&cs));
+    cw_jit_stats js;
+    assert_cw_ok(cw_jit_get_stats(&js));
+    assert_int_equal(js.compiles + js.memory_hits + js.disk_hits, 0);
+    cw_jit_cache_clear_memory();
+}
+
 static void test_driverless_functions(void **state) {
     (void)state;
     assert_string_equal(cw_status_name(CW_ERROR_NO_DRIVER), "CW_ERROR_NO_DRIVER");
@@ -323,6 +387,7 @@ int main(void) {
         cmocka_unit_test(test_partition_calls_without_driver),
         cmocka_unit_test(test_features_absent),
         cmocka_unit_test(test_no_nvrtc),
+        cmocka_unit_test(test_jit_without_driver),
         cmocka_unit_test(test_driverless_functions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,141 @@
+// cuweave internal: the jit layer. The kernel cache (jit_cache.cpp) and the
+// program / module / kernel objects (jit.cpp).
+#pragma once
+
+#include <atomic>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuweave/jit.h"
+#include "stream.hpp"
+
+namespace cw {
+
+enum : uint32_t {
+    kTagProgram = 0x43575052u,  // "CWPR"
+    kTagModule = 0x43574d4fu,   // "CWMO"
+    kTagKernel = 0x43574b4eu,   // "CWKN"
+};
+
+// The cache's on-disk schema: bump when the key material or the file layout
+// changes (old entries then simply miss).
+constexpr uint32_t kJitSchema = 1;
+
+// A growable byte buffer on malloc (the library never throws).
+struct Bytes {
+    uint8_t *data = nullptr;
+    size_t size = 0, cap = 0;
+    bool ok = true;  // false after an allocation failed
+    ~Bytes();
+    void put(const void *p, size_t n);
+    void put_u32(uint32_t v) { put(&v, 4); }
+    void put_u64(uint64_t v) { put(&v, 8); }
+    void put_str(const char *s);  // u64 length, then the bytes
+};
+
+// Options in canonical form (see canonical_options). Strings are malloc'ed.
+struct CanonOptions {
+    char **opts = nullptr;
+    size_t n = 0;
+    bool reads_files = false;  // an include path or pre-include: never cached
+    ~CanonOptions();
+};
+
+// Canonicalises NVRTC options: one option per entry ("--name" or
+// "--name=value"), short and alias spellings mapped to the long ones, a value
+// given as a separate entry joined to its option; then sorted by option name
+// (and macro name, for macro definitions) with the order of options that
+// share it kept (NVRTC reads those in order: include paths, two definitions
+// of one macro), and an exact repeat of the option before it dropped. Refuses (CW_ERROR_INVALID_ARGUMENT, naming it) an
+// architecture option and options that write files or time the compile.
+cw_status canonical_options(const char *const *opts, size_t n, CanonOptions *out);
+
+// Everything a compile's result depends on, as bytes (the key material).
+struct JitInput {
+    const char *source;
+    const cw_header *headers;
+    size_t n_headers;
+    const CanonOptions *options;
+    const char *const *exprs;
+    size_t n_exprs;
+    int arch;
+    int ptx;
+    int nvrtc_major, nvrtc_minor;
+    int driver_version;
+};
+cw_status key_material(const JitInput &in, Bytes *out);
+
+// A compiled result: code and the lowered names of the name expressions.
+// Reference counted: the memory cache and every program holding it.
+struct JitEntry {
+    std::atomic<int> refs;
+    uint8_t *code;
+    size_t size;
+    int is_ptx;
+    int arch;
+    size_t n_names;
+    char **exprs;
+    char **lowered;
+    uint8_t key[32];  // SHA-256 of the key material
+};
+JitEntry *entry_new();
+void entry_retain(JitEntry *e);
+void entry_release(JitEntry *e);
+// Serialised payload of an entry (the disk file's body) and back.
+cw_status entry_encode(const JitEntry *e, Bytes *out);
+JitEntry *entry_decode(const uint8_t *p, size_t n);  // NULL when malformed
+
+// The memory cache: lookup by key material (exact byte comparison).
+JitEntry *memory_find(const Bytes &material);  // retained, or NULL
+void memory_put(const Bytes &material, JitEntry *e);
+void memory_clear();
+
+// The disk cache. dir: the directory (no trailing slash needed).
+enum class DiskResult { Hit, Miss, Rejected };
+DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out);
+cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes);
+// Removes the least recently used entries until the directory holds at most
+// max_bytes of them; the entry `keep` (may be NULL) is removed last.
+void disk_evict(const char *dir, uint64_t max_bytes, const uint8_t *keep);
+
+// The configuration in force (copied under a lock).
+struct CacheConfig {
+    char dir[1024];  // "" = no disk cache
+    uint64_t max_bytes;
+    bool memory;
+};
+void cache_config(CacheConfig *out);
+
+struct JitCounters {
+    std::atomic<uint64_t> compiles, memory_hits, disk_hits, disk_writes, disk_rejected, evictions;
+};
+extern JitCounters g_jit;
+
+}  // namespace cw
+
+struct cw_program {
+    uint32_t tag;
+    cw::JitEntry *entry;
+    cw_cache_source source;
+    bool cached;
+    char key[65];
+};
+
+struct cw_kernel {
+    uint32_t tag;
+    cw_module *module;
+    CUkernel cu;
+    char *name;  // as asked for
+    cw_kernel *next;
+};
+
+struct cw_module {
+    uint32_t tag;
+    bool builtin;  // the library's own: never destroyed by the caller
+    CUlibrary cu;
+    size_t n_names;  // name expressions of the program it came from
+    char **exprs;
+    char **lowered;
+    std::atomic<int> lock;
+    cw_kernel *kernels;  // asked for so far
+};

@@ -1,0 +1,698 @@
+/*
+ * CPU tests of the jit layer: programs and the kernel cache, against the fake
+ * driver (tests/fake_cuda.c, path in argv[1]) and a fake NVRTC
+ * (tests/fake_nvrtc.c, libfakenvrtc.so next to it), so that CI proves the
+ * whole compile path without a GPU or a CUDA toolkit:
+ *
+ *  - compile, then a memory hit, then a disk hit (no NVRTC compile);
+ *  - the key: equivalent option lists give one key, a changed header or
+ *    option another; header and name-expression order do not matter;
+ *  - refused options, options that read files (never cached);
+ *  - a compile error returns the log with the line;
+ *  - a corrupt or truncated disk entry is rejected (never loaded), removed,
+ *    and written again;
+ *  - a second process loads from disk without compiling (its own counters);
+ *  - six processes filling one entry at once all succeed and leave one whole
+ *    file;
+ *  - the size bound holds, oldest entries go first;
+ *  - without NVRTC the compile says so;
+ *  - modules and built-ins need the library API (the fake has none).
+ *
+ * Exits 77 when argv[1] is missing.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+
+extern char **environ;
+
+static char g_self[4096];
+static const char *g_fake_cuda;
+static char g_fake_nvrtc[4096];
+static char g_root[256]; /* this run's scratch directory */
+static long (*nv_compiles)(void);
+static const char *(*nv_last_options)(void);
+static cw_context *ctx;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void use_dir(const char *dir, uint64_t max_bytes) {
+    cw_jit_cache_settings s;
+    cw_jit_cache_settings_default(&s);
+    s.dir = dir;
+    s.max_bytes = max_bytes;
+    assert_cw_ok(cw_jit_cache_configure(&s));
+}
+
+static void fresh_dir(char *out, size_t cap, const char *name) {
+    snprintf(out, cap, "%s/%s", g_root, name);
+    mkdir(out, 0700);
+}
+
+static cw_program *compile_with(const char *src, const cw_program_settings *s) {
+    cw_program *p = NULL;
+    assert_cw_ok(cw_program_compile(&p, ctx, src, s));
+    assert_non_null(p);
+    return p;
+}
+
+static cw_program_info info_of(const cw_program *p) {
+    cw_program_info i;
+    assert_cw_ok(cw_program_get_info(p, &i));
+    return i;
+}
+
+static cw_jit_stats stats(void) {
+    cw_jit_stats s;
+    assert_cw_ok(cw_jit_get_stats(&s));
+    return s;
+}
+
+static void key_of(const char *src, const cw_program_settings *s, char key[65]) {
+    cw_program *p = compile_with(src, s);
+    cw_program_info i = info_of(p);
+    memcpy(key, i.key, 65);
+    cw_program_destroy(&p);
+}
+
+/* Files in dir ending with suffix; total size in *bytes (may be NULL). */
+static int count_files(const char *dir, const char *suffix, long *bytes) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (bytes) *bytes = 0;
+    if (!d) return 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name), ls = strlen(suffix);
+        if (l < ls || strcmp(de->d_name + l - ls, suffix) != 0) continue;
+        n++;
+        if (bytes) {
+            char path[1024];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            if (stat(path, &st) == 0) *bytes += st.st_size;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* A temporary file of a write (<key>.cwk.tmp.<pid>.<n>) left behind. */
+static int has_tmp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int found = 0;
+    if (!d) return 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".tmp.")) found = 1;
+    closedir(d);
+    return found;
+}
+
+static void entry_file(const char *dir, const char *key, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s.cwk", dir, key);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Runs this binary as a child: argv = self fake --child mode dir. Returns its
+ * exit status (or -1). */
+static pid_t spawn_child(const char *mode, const char *dir, const char *extra_env) {
+    char *argv[] = {g_self, (char *)g_fake_cuda, (char *)"--child", (char *)mode, (char *)dir, NULL};
+    char **env = environ;
+    char *envv[256];
+    if (extra_env) {
+        size_t n = 0;
+        for (char **e = environ; *e && n < 250; e++)
+            if (strncmp(*e, "CUWEAVE_LIBNVRTC=", 17) != 0) envv[n++] = *e;
+        envv[n++] = (char *)extra_env;
+        envv[n] = NULL;
+        env = envv;
+    }
+    pid_t pid = -1;
+    if (posix_spawn(&pid, g_self, NULL, NULL, argv, env) != 0) return -1;
+    return pid;
+}
+
+static int wait_child(pid_t pid) {
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static const char *k_shared_src = "extern \"C\" __global__ void shared_kernel(int *p) { *p = 42; }\n";
+
+/* The children's work. Exit codes: 0 as expected, 10+ what went wrong. */
+static int child_main(const char *mode, const char *dir) {
+    if (cw_init() != CW_SUCCESS) return 10;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS) return 11;
+    void *lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
+    cw_jit_cache_settings s;
+    cw_jit_cache_settings_default(&s);
+    s.dir = dir;
+    if (cw_jit_cache_configure(&s) != CW_SUCCESS) return 12;
+    cw_program *p = NULL;
+    cw_status st = cw_program_compile(&p, ctx, k_shared_src, NULL);
+    if (strcmp(mode, "nonvrtc") == 0) {
+        if (st != CW_ERROR_NO_NVRTC) return 20;
+        if (!strstr(cw_last_error_message(), "/nonexistent/libnvrtc.so")) return 21;
+        return 0;
+    }
+    if (st != CW_SUCCESS) {
+        fprintf(stderr, "child: %s\n", cw_last_error_message());
+        return 13;
+    }
+    cw_program_info i;
+    cw_program_get_info(p, &i);
+    cw_jit_stats js;
+    cw_jit_get_stats(&js);
+    if (!lib) lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
+    long (*compiles)(void) = lib ? (long (*)(void))dlsym(lib, "fake_nvrtc_compiles") : NULL;
+    if (strcmp(mode, "reader") == 0) {
+        /* loaded from disk, NVRTC never asked to compile */
+        if (i.source != CW_FROM_DISK) return 30;
+        if (js.compiles != 0 || js.disk_hits != 1) return 31;
+        if (!compiles || compiles() != 0) return 32;
+    } else if (strcmp(mode, "filler") != 0) {
+        return 14;
+    }
+    if (memcmp(i.code, "FAKECUBIN", 9) != 0) return 15;
+    cw_program_destroy(&p);
+    cw_context_destroy(&ctx);
+    return 0;
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
+    void *lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) {
+        /* NVRTC is opened lazily: ask for its version once */
+        int ma = 0;
+        if (cw_nvrtc_version(&ma, NULL) != CW_SUCCESS || ma != 13) return -1;
+        lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
+    }
+    if (!lib) return -1;
+    nv_compiles = (long (*)(void))dlsym(lib, "fake_nvrtc_compiles");
+    nv_last_options = (const char *(*)(void))dlsym(lib, "fake_nvrtc_last_options");
+    return nv_compiles && nv_last_options ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    cw_jit_cache_clear_memory();
+    cw_context_destroy(&ctx);
+    return 0;
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+/* Compile; the same again is a memory hit; with the memory emptied, a disk hit.
+ * Only the first asked NVRTC. The architecture is the fake device's (9.0). */
+static void test_compile_then_hits(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "hits");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void k1(float *x) { x[0] = 1.0f; }\n";
+    const cw_jit_stats s0 = stats();
+    const long c0 = nv_compiles();
+    cw_program *a = compile_with(src, NULL);
+    cw_program_info ia = info_of(a);
+    assert_int_equal(ia.source, CW_FROM_COMPILE);
+    assert_int_equal(ia.arch, 90);
+    assert_int_equal(ia.is_ptx, 0);
+    assert_int_equal(ia.cached, 1);
+    assert_true(ia.size > 9 && memcmp(ia.code, "FAKECUBIN", 9) == 0);
+    assert_non_null(strstr(nv_last_options(), "--gpu-architecture=sm_90"));
+    assert_int_equal(nv_compiles(), c0 + 1);
+    char path[1024];
+    entry_file(dir, ia.key, path, sizeof path);
+    assert_true(file_size(path) > 0);
+
+    cw_program *b = compile_with(src, NULL);
+    cw_program_info ib = info_of(b);
+    assert_int_equal(ib.source, CW_FROM_MEMORY);
+    assert_string_equal(ib.key, ia.key);
+    assert_int_equal(ib.size, ia.size);
+    assert_memory_equal(ib.code, ia.code, ia.size);
+
+    cw_jit_cache_clear_memory();
+    cw_program *c = compile_with(src, NULL);
+    cw_program_info ic = info_of(c);
+    assert_int_equal(ic.source, CW_FROM_DISK);
+    assert_memory_equal(ic.code, ia.code, ia.size);
+    assert_string_equal(cw_compile_log(), "");
+    assert_int_equal(nv_compiles(), c0 + 1);
+    const cw_jit_stats s1 = stats();
+    assert_int_equal(s1.compiles - s0.compiles, 1);
+    assert_int_equal(s1.memory_hits - s0.memory_hits, 1);
+    assert_int_equal(s1.disk_hits - s0.disk_hits, 1);
+    assert_int_equal(s1.disk_writes - s0.disk_writes, 1);
+
+    /* PTX on request, for the architecture asked */
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.output_ptx = 1;
+    ps.arch = 80;
+    cw_program *d = NULL;
+    assert_cw_ok(cw_program_compile(&d, NULL, src, &ps)); /* no context needed with an arch */
+    cw_program_info id = info_of(d);
+    assert_int_equal(id.is_ptx, 1);
+    assert_int_equal(id.arch, 80);
+    assert_string_not_equal(id.key, ia.key);
+    assert_non_null(strstr(nv_last_options(), "--gpu-architecture=compute_80"));
+    assert_int_equal(((const char *)id.code)[id.size], '\0');
+    assert_int_equal(strlen((const char *)id.code), id.size);
+    cw_program_destroy(&a);
+    cw_program_destroy(&b);
+    cw_program_destroy(&c);
+    cw_program_destroy(&d);
+    assert_null(a);
+}
+
+/* Equivalent option lists give one key; real differences give another. */
+static void test_key_canonical(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "keys");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void k2() {}\n";
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.cache = CW_CACHE_NONE; /* the key is computed all the same */
+    char k[8][65];
+    const char *o1[] = {"-DX=1", "-std=c++17", "-lineinfo", "-DY"};
+    const char *o2[] = {"--generate-line-info", "--std", "c++17", "-DY", "--define-macro=X=1"};
+    const char *o3[] = {" -DX=1 ", "--std=c++17", "-lineinfo", "-lineinfo", "-D", "Y"};
+    const char *o4[] = {"-DX=2", "-std=c++17", "-lineinfo", "-DY"};
+    const char *o5[] = {"-DX=1", "-UX", "-std=c++17", "-lineinfo", "-DY"};
+    const char *o6[] = {"-UX", "-DX=1", "-std=c++17", "-lineinfo", "-DY"};
+    ps.options = o1;
+    ps.n_options = 4;
+    key_of(src, &ps, k[0]);
+    ps.options = o2;
+    ps.n_options = 5;
+    key_of(src, &ps, k[1]);
+    ps.options = o3;
+    ps.n_options = 6;
+    key_of(src, &ps, k[2]);
+    ps.options = o4;
+    ps.n_options = 4;
+    key_of(src, &ps, k[3]);
+    ps.options = o5;
+    ps.n_options = 5;
+    key_of(src, &ps, k[4]);
+    ps.options = o6;
+    ps.n_options = 5;
+    key_of(src, &ps, k[5]);
+    assert_string_equal(k[0], k[1]); /* aliases, separate values, order of independent options */
+    assert_string_equal(k[0], k[2]); /* spaces, a repeated flag, "-D" "Y" */
+    assert_string_not_equal(k[0], k[3]); /* another value */
+    assert_string_not_equal(k[4], k[5]); /* define then undefine is not undefine then define */
+    assert_string_not_equal(k[0], k[4]);
+
+    /* headers: content matters, order does not */
+    const char *hsrc = "#include \"a.h\"\n#include \"b.h\"\nextern \"C\" __global__ void k3() { A; B; }\n";
+    cw_header h1[] = {{"a.h", "#define A 1"}, {"b.h", "#define B 2"}};
+    cw_header h2[] = {{"b.h", "#define B 2"}, {"a.h", "#define A 1"}};
+    cw_header h3[] = {{"a.h", "#define A 1"}, {"b.h", "#define B 3"}};
+    cw_program_settings_default(&ps);
+    ps.cache = CW_CACHE_NONE;
+    ps.n_headers = 2;
+    ps.headers = h1;
+    key_of(hsrc, &ps, k[0]);
+    ps.headers = h2;
+    key_of(hsrc, &ps, k[1]);
+    ps.headers = h3;
+    key_of(hsrc, &ps, k[2]);
+    assert_string_equal(k[0], k[1]);
+    assert_string_not_equal(k[0], k[2]);
+    cw_header hdup[] = {{"a.h", "x"}, {"a.h", "y"}};
+    ps.headers = hdup;
+    cw_program *p = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, hsrc, &ps));
+    assert_non_null(strstr(cw_last_error_message(), "a.h"));
+
+    /* name expressions: a set */
+    const char *e1[] = {"f<int>", "f<float>"};
+    const char *e2[] = {"f<float>", "f<int>", "f<int>"};
+    cw_program_settings_default(&ps);
+    ps.cache = CW_CACHE_NONE;
+    ps.name_expressions = e1;
+    ps.n_name_expressions = 2;
+    key_of(src, &ps, k[0]);
+    ps.name_expressions = e2;
+    ps.n_name_expressions = 3;
+    key_of(src, &ps, k[1]);
+    assert_string_equal(k[0], k[1]);
+    /* the architecture and the source are in the key */
+    cw_program_settings_default(&ps);
+    ps.cache = CW_CACHE_NONE;
+    ps.arch = 80;
+    key_of(src, &ps, k[0]);
+    ps.arch = 90;
+    key_of(src, &ps, k[1]);
+    key_of("extern \"C\" __global__ void k2() { }\n", &ps, k[2]);
+    assert_string_not_equal(k[0], k[1]);
+    assert_string_not_equal(k[1], k[2]);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0); /* CW_CACHE_NONE wrote nothing */
+}
+
+/* Options that cannot be cached honestly. */
+static void test_option_rules(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "rules");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void k4() {}\n";
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    cw_program *p = NULL;
+    const char *arch[] = {"-arch=sm_80"};
+    ps.options = arch;
+    ps.n_options = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    assert_non_null(strstr(cw_last_error_message(), "cw_program_settings.arch"));
+    const char *arch2[] = {"--gpu-architecture", "sm_80"};
+    ps.options = arch2;
+    ps.n_options = 2;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    const char *writes[] = {"--time=/tmp/t.csv"};
+    ps.options = writes;
+    ps.n_options = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    assert_non_null(strstr(cw_last_error_message(), "writes files"));
+    const char *pch[] = {"-pch"};
+    ps.options = pch;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    const char *novalue[] = {"c++17"};
+    ps.options = novalue;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    assert_null(p);
+    /* an include path: compiled, not cached, compiled again next time */
+    const char *inc[] = {"-I/usr/include"};
+    ps.options = inc;
+    const long c0 = nv_compiles();
+    for (int i = 0; i < 2; i++) {
+        p = compile_with(src, &ps);
+        cw_program_info pi = info_of(p);
+        assert_int_equal(pi.source, CW_FROM_COMPILE);
+        assert_int_equal(pi.cached, 0);
+        cw_program_destroy(&p);
+    }
+    assert_int_equal(nv_compiles(), c0 + 2);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0);
+    /* settings checks */
+    cw_program_settings_default(&ps);
+    ps.reserved[0] = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    cw_program_settings_default(&ps);
+    ps.n_options = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    cw_program_settings_default(&ps);
+    cw_header nameless = {NULL, "x"};
+    ps.headers = &nameless;
+    ps.n_headers = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, NULL, src, NULL)); /* no arch, no context */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, NULL, NULL));
+    assert_null(p);
+}
+
+/* A compile error: CW_ERROR_COMPILE, the log with the line, nothing cached. */
+static void test_compile_error(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "errors");
+    use_dir(dir, 0);
+    const char *bad = "// line 1\n// line 2\n#error the frobnicator is missing\n";
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.name = "frob.cu";
+    cw_program *p = NULL;
+    cw_clear_error();
+    assert_cw(CW_ERROR_COMPILE, cw_program_compile(&p, ctx, bad, &ps));
+    assert_null(p);
+    assert_non_null(strstr(cw_compile_log(), "frob.cu(3): error"));
+    assert_non_null(strstr(cw_compile_log(), "the frobnicator is missing"));
+    assert_non_null(strstr(cw_last_error_message(), "frob.cu(3)"));
+    assert_non_null(strstr(cw_last_error_message(), "cw_compile_log()"));
+    assert_int_equal(cw_last_error()->status, CW_ERROR_COMPILE);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0);
+    /* and again: an error is not cached either */
+    const long c0 = nv_compiles();
+    assert_cw(CW_ERROR_COMPILE, cw_program_compile(&p, ctx, bad, &ps));
+    assert_int_equal(nv_compiles(), c0 + 1);
+}
+
+/* Entries that do not verify are never loaded: removed, compiled, rewritten. */
+static void test_disk_integrity(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "integrity");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void k5(int *p) { p[0] = 5; }\n";
+    cw_program *p = compile_with(src, NULL);
+    cw_program_info pi = info_of(p);
+    char path[1024];
+    entry_file(dir, pi.key, path, sizeof path);
+    const long full = file_size(path);
+    assert_true(full > 100);
+    for (int round = 0; round < 4; round++) {
+        /* 0: a flipped byte in the code; 1: truncated; 2: a flipped byte in the
+         * stored hash; 3: another entry's file under this name */
+        if (round == 3) {
+            cw_program *other = compile_with("extern \"C\" __global__ void other() {}\n", NULL);
+            cw_program_info oi = info_of(other);
+            char opath[1024];
+            entry_file(dir, oi.key, opath, sizeof opath);
+            assert_int_equal(rename(opath, path), 0);
+            cw_program_destroy(&other);
+        } else {
+            int fd = open(path, O_RDWR);
+            assert_true(fd >= 0);
+            if (round == 1) {
+                assert_int_equal(ftruncate(fd, full / 2), 0);
+            } else {
+                const off_t at = round == 0 ? full - 3 : 20;
+                unsigned char c = 0;
+                assert_int_equal(pread(fd, &c, 1, at), 1);
+                c ^= 0x40;
+                assert_int_equal(pwrite(fd, &c, 1, at), 1);
+            }
+            close(fd);
+        }
+        cw_jit_cache_clear_memory();
+        const cw_jit_stats s0 = stats();
+        const long c0 = nv_compiles();
+        cw_program *q = compile_with(src, NULL);
+        cw_program_info qi = info_of(q);
+        if (qi.source != CW_FROM_COMPILE) fail_msg("round %d: a damaged entry was loaded", round);
+        assert_memory_equal(qi.code, pi.code, pi.size);
+        assert_int_equal(nv_compiles(), c0 + 1);
+        const cw_jit_stats s1 = stats();
+        assert_int_equal(s1.disk_rejected - s0.disk_rejected, 1);
+        assert_int_equal(s1.disk_writes - s0.disk_writes, 1);
+        assert_int_equal(file_size(path), full); /* written again, whole */
+        cw_program_destroy(&q);
+        /* and that one loads */
+        cw_jit_cache_clear_memory();
+        q = compile_with(src, NULL);
+        assert_int_equal(info_of(q).source, CW_FROM_DISK);
+        cw_program_destroy(&q);
+    }
+    assert_false(has_tmp_files(dir));
+    cw_program_destroy(&p);
+}
+
+/* A second process finds the entry on disk and never asks NVRTC to compile. */
+static void test_second_process(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "second");
+    use_dir(dir, 0);
+    cw_program *p = compile_with(k_shared_src, NULL);
+    assert_int_equal(info_of(p).source, CW_FROM_COMPILE);
+    cw_program_destroy(&p);
+    int rc = wait_child(spawn_child("reader", dir, NULL));
+    if (rc != 0) fail_msg("the reader process exited %d (30: not from disk, 31/32: NVRTC compiled)", rc);
+}
+
+/* Six processes fill the same entry at once: all succeed, one whole file. */
+static void test_concurrent_fill(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "concurrent");
+    pid_t pids[6];
+    for (int i = 0; i < 6; i++) pids[i] = spawn_child("filler", dir, NULL);
+    for (int i = 0; i < 6; i++) {
+        int rc = wait_child(pids[i]);
+        if (rc != 0) fail_msg("filler %d exited %d", i, rc);
+    }
+    assert_int_equal(count_files(dir, ".cwk", NULL), 1);
+    assert_false(has_tmp_files(dir));
+    use_dir(dir, 0);
+    cw_jit_cache_clear_memory();
+    cw_program *p = compile_with(k_shared_src, NULL);
+    assert_int_equal(info_of(p).source, CW_FROM_DISK);
+    cw_program_destroy(&p);
+    cw_jit_cache_clear_memory();
+}
+
+/* The size bound holds; the least recently used entries go first. */
+static void test_eviction(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "evict");
+    /* one entry is a few hundred bytes: room for about three */
+    use_dir(dir, 0);
+    char src[128];
+    snprintf(src, sizeof src, "extern \"C\" __global__ void e%d() { /* padding padding */ }\n", 0);
+    cw_program *p = compile_with(src, NULL);
+    char path0[1024];
+    entry_file(dir, info_of(p).key, path0, sizeof path0);
+    const long one = file_size(path0);
+    cw_program_destroy(&p);
+    const uint64_t bound = (uint64_t)(one * 3 + one / 2);
+    use_dir(dir, bound);
+    const cw_jit_stats s0 = stats();
+    char keys[10][65];
+    for (int i = 1; i < 10; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000}; /* distinct modification times */
+        nanosleep(&ts, NULL);
+        snprintf(src, sizeof src, "extern \"C\" __global__ void e%d() { /* padding padding */ }\n", i);
+        p = compile_with(src, NULL);
+        memcpy(keys[i], info_of(p).key, 65);
+        cw_program_destroy(&p);
+        long total = 0;
+        count_files(dir, ".cwk", &total);
+        if ((uint64_t)total > bound) fail_msg("after %d entries the cache holds %ld bytes, bound %llu", i + 1, total,
+                                              (unsigned long long)bound);
+    }
+    const cw_jit_stats s1 = stats();
+    assert_true(s1.evictions - s0.evictions >= 6);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 3);
+    char path[1024];
+    entry_file(dir, keys[9], path, sizeof path);
+    assert_true(file_size(path) > 0); /* the newest stays */
+    assert_true(file_size(path0) < 0); /* the oldest went */
+    entry_file(dir, keys[6], path, sizeof path);
+    assert_true(file_size(path) < 0);
+}
+
+/* Without NVRTC: a clear error, in a process of its own (NVRTC is opened
+ * once per process). */
+static void test_no_nvrtc(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "nonvrtc");
+    int rc = wait_child(spawn_child("nonvrtc", dir, "CUWEAVE_LIBNVRTC=/nonexistent/libnvrtc.so"));
+    if (rc != 0) fail_msg("the no-NVRTC process exited %d (20: wrong status, 21: message lacks the path)", rc);
+}
+
+/* Programs and their names; modules and built-ins need the library API,
+ * which the fake driver lacks. */
+static void test_names_and_modules(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "names");
+    use_dir(dir, 0);
+    const char *exprs[] = {"scale<float>", "scale<int>"};
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.name_expressions = exprs;
+    ps.n_name_expressions = 2;
+    cw_program *p = compile_with("template <class T> __global__ void scale(T *x) {}\n", &ps);
+    const char *low = NULL;
+    assert_cw_ok(cw_program_lowered_name(p, "scale<int>", &low));
+    assert_string_equal(low, "_Zfake_scale_int_");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_lowered_name(p, "scale<double>", &low));
+    /* from the disk cache, the names come along */
+    cw_jit_cache_clear_memory();
+    cw_program *q = compile_with("template <class T> __global__ void scale(T *x) {}\n", &ps);
+    assert_int_equal(info_of(q).source, CW_FROM_DISK);
+    assert_cw_ok(cw_program_lowered_name(q, "scale<float>", &low));
+    assert_string_equal(low, "_Zfake_scale_float_");
+    cw_module *m = NULL;
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_module_load(&m, p));
+    assert_non_null(strstr(cw_last_error_message(), "library API"));
+    assert_null(m);
+    cw_kernel *k = NULL;
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_builtin_kernel(CW_BUILTIN_FILL_U32, &k));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_builtin_kernel(CW_BUILTIN_COUNT, &k));
+    assert_null(k);
+    assert_non_null(cw_builtin_origin());
+    assert_true(strlen(cw_builtin_origin()) > 3);
+    cw_launch_config lc;
+    memset(&lc, 0x5a, sizeof lc);
+    cw_launch_config_default(&lc);
+    assert_int_equal(lc.grid[0] * lc.grid[1] * lc.grid[2] * lc.block[0] * lc.block[1] * lc.block[2], 1);
+    assert_int_equal(lc.shared_bytes + lc.cluster[0] + lc.use_priority, 0);
+    cw_program *bogus = (cw_program *)(void *)&ps;
+    cw_program_info pi;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_program_get_info(bogus, &pi));
+    cw_program_destroy(&p);
+    cw_program_destroy(&q);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    g_fake_cuda = argv[1];
+    ssize_t len = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (len <= 0) return 1;
+    g_self[len] = '\0';
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", g_fake_cuda);
+    snprintf(g_fake_nvrtc, sizeof g_fake_nvrtc, "%s/libfakenvrtc.so", dirname(tmp));
+    if (access(g_fake_cuda, R_OK) != 0 || access(g_fake_nvrtc, R_OK) != 0) {
+        printf("FAIL: %s or %s is not readable\n", g_fake_cuda, g_fake_nvrtc);
+        return 1;
+    }
+    setenv("CUWEAVE_LIBCUDA", g_fake_cuda, 1);
+    if (!(argc >= 5 && strcmp(argv[2], "--child") == 0 && strcmp(argv[3], "nonvrtc") == 0))
+        setenv("CUWEAVE_LIBNVRTC", g_fake_nvrtc, 1);
+    if (argc >= 5 && strcmp(argv[2], "--child") == 0) return child_main(argv[3], argv[4]);
+    /* never the user's cache: a scratch directory for this run */
+    snprintf(g_root, sizeof g_root, "/tmp/cuweave-jit-test-XXXXXX");
+    if (!mkdtemp(g_root)) return 1;
+    setenv("CUWEAVE_CACHE_DIR", g_root, 1);
+    if (cw_init() != CW_SUCCESS) {
+        printf("FAIL: cuweave could not load the fake driver: %s\n", cw_last_error_message());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compile_then_hits),
+        cmocka_unit_test(test_key_canonical),
+        cmocka_unit_test(test_option_rules),
+        cmocka_unit_test(test_compile_error),
+        cmocka_unit_test(test_disk_integrity),
+        cmocka_unit_test(test_second_process),
+        cmocka_unit_test(test_concurrent_fill),
+        cmocka_unit_test(test_eviction),
+        cmocka_unit_test(test_no_nvrtc),
+        cmocka_unit_test(test_names_and_modules),
+    };
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0) printf("# could not remove %s\n", g_root);
+    return rc;
+}
