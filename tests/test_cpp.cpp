@@ -181,6 +181,44 @@ static void test_graphs(void **) {
     assert_int_equal(fake_live("exec"), e0);
 }
 
+// Programs through the fake NVRTC: compile, the memory cache, a compile
+// error in both modes; modules need the library API the fake driver lacks.
+static void test_programs(void **) {
+    cw::context ctx = VAL(cw::context::create(0));
+    const char *src = "extern \"C\" __global__ void cpp_k(int *p) { *p = 1; }\n";
+    cw::program p = VAL(cw::program::compile(ctx, src));
+    assert_true(p.owns());
+    assert_int_equal(p.info().arch, 90);
+    cw::program q = VAL(cw::program::compile(ctx, src));
+    assert_int_equal(q.info().source, CW_FROM_MEMORY);
+    assert_string_equal(q.info().key, p.info().key);
+    cw::program moved(std::move(q));
+    assert_null(q.get());
+    assert_non_null(moved.get());
+#ifndef CW_HPP_NO_EXCEPTIONS
+    try {
+        cw::program bad = cw::program::compile(ctx, "#error nope\n");
+        fail_msg("a compile error did not throw");
+    } catch (const cw::error &e) {
+        assert_int_equal(e.status(), CW_ERROR_COMPILE);
+        assert_non_null(strstr(e.what(), "nope"));
+    }
+    try {
+        cw::module m = cw::module::load(p);
+        fail_msg("a module loaded without the library API");
+    } catch (const cw::error &e) {
+        assert_int_equal(e.status(), CW_ERROR_NOT_SUPPORTED);
+    }
+#else
+    cw::result<cw::program> bad = cw::program::compile(ctx, "#error nope\n");
+    assert_false(bad.ok());
+    assert_int_equal(bad.code(), CW_ERROR_COMPILE);
+    assert_non_null(strstr(cw_compile_log(), "nope"));
+    cw::result<cw::module> m = cw::module::load(p);
+    assert_int_equal(m.code(), CW_ERROR_NOT_SUPPORTED);
+#endif
+}
+
 static void test_errors(void **) {
     cw::context ctx = VAL(cw::context::create(0));
     cw_stream_settings bad;
@@ -242,6 +280,11 @@ int main(int argc, char **argv) {
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
     unsetenv("CUWEAVE_SERIALIZE");
+    // the fake NVRTC beside the fake driver; no disk cache (never the user's)
+    std::string nvrtc = argv[1];
+    nvrtc = nvrtc.substr(0, nvrtc.rfind('/') + 1) + "libfakenvrtc.so";
+    setenv("CUWEAVE_LIBNVRTC", nvrtc.c_str(), 1);
+    setenv("CUWEAVE_CACHE_DIR", "off", 1);
     if (cw_init() != CW_SUCCESS) {
         printf("FAIL: the fake driver did not load: %s\n", cw_last_error_message());
         return 1;
@@ -256,6 +299,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lease_returns_stream),
         cmocka_unit_test(test_future_and_timer),
         cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_programs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_partition_set_error),
     };

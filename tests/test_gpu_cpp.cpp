@@ -1,7 +1,8 @@
 // GPU: every C++ wrapper used once against the real driver: context,
 // partition_set (green contexts), stream (on the primary context and on a
 // partition), stream_pool and lease, timer, future of both kinds, capture,
-// graph (a conditional body included) and graph_exec. Exits 77
+// graph (a conditional body included), graph_exec, program, module, kernel
+// (typed launches, and the argument check refusing a wrong count or size). Exits 77
 // without a GPU.
 extern "C" {
 #include <setjmp.h>
@@ -13,6 +14,7 @@ extern "C" {
 #include <stdio.h>
 
 #include "cuweave/cuweave.hpp"
+#include "rawcuda.h"
 
 static void test_wrappers_on_gpu(void **) {
     cw::context ctx = cw::context::create(0);
@@ -64,6 +66,64 @@ static void test_wrappers_on_gpu(void **) {
     a.synchronize();
     assert_int_equal(exec.stats().launches, 1);
     assert_int_equal(exec.update(parent).kind, CW_GRAPH_UPDATED_IN_PLACE);
+
+    // kernels: a built-in launched with typed arguments, checked against its
+    // parameters; a templated kernel compiled by NVRTC (when it is here)
+    rawcuda rc;
+    assert_true(rawcuda_open(&rc));
+    unsigned long long buf = 0;
+    assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
+    assert_int_equal(rc.cuMemAlloc(&buf, 4096 * 4), 0);
+    cw::kernel fill = cw::builtin_kernel(CW_BUILTIN_FILL_U32);
+    uint32_t *dst = reinterpret_cast<uint32_t *>(buf);
+    fill.launch(a, cw::dims(4), cw::dims(256), dst, uint32_t(0xabcd), uint64_t(4096));
+    a.synchronize();
+    static uint32_t host[4096];
+    assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
+    assert_int_equal(rc.cuMemcpyDtoH(host, buf, sizeof host), 0);
+    for (uint32_t v : host) assert_int_equal(v, 0xabcd);
+    if (fill.param_count() >= 0) {
+        assert_int_equal(fill.param_count(), 3);
+        bool threw = false;
+        try {
+            fill.launch(a, cw::dims(1), cw::dims(1), dst, uint32_t(1));  // one argument short
+        } catch (const cw::error &e) {
+            threw = e.status() == CW_ERROR_INVALID_ARGUMENT;
+        }
+        assert_true(threw);
+        threw = false;
+        try {
+            fill.launch(a, cw::dims(1), cw::dims(1), dst, uint32_t(1), int(4096));  // int for uint64_t
+        } catch (const cw::error &e) {
+            threw = e.status() == CW_ERROR_INVALID_ARGUMENT;
+        }
+        assert_true(threw);
+    }
+    int nvmaj = 0;
+    if (cw_nvrtc_version(&nvmaj, nullptr) == CW_SUCCESS) {
+        const char *src = "template <typename T> __global__ void twice(T *x, int n) {\n"
+                          "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                          "    if (i < n) x[i] = x[i] * (T)2;\n"
+                          "}\n";
+        const char *exprs[] = {"twice<unsigned>"};
+        cw_program_settings ps;
+        cw_program_settings_default(&ps);
+        ps.name_expressions = exprs;
+        ps.n_name_expressions = 1;
+        ps.cache = CW_CACHE_MEMORY_ONLY;
+        cw::program prog = cw::program::compile(ctx, src, &ps);
+        cw::module mod = cw::module::load(prog);
+        cw::kernel twice = mod.get_kernel("twice<unsigned>");
+        twice.launch(a, cw::dims(16), cw::dims(256), reinterpret_cast<unsigned *>(buf), 4096);
+        a.synchronize();
+        assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
+        assert_int_equal(rc.cuMemcpyDtoH(host, buf, sizeof host), 0);
+        for (uint32_t v : host) assert_int_equal(v, 0xabcd * 2);
+    } else {
+        printf("# no NVRTC: program and module not exercised\n");
+    }
+    assert_int_equal(rc.cuMemFree(buf), 0);
+    assert_int_equal(rc.cuCtxSetCurrent(nullptr), 0);
 
     cw_green_caps caps;
     if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {

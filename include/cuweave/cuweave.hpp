@@ -11,7 +11,8 @@
 // (or cw::status) instead, which the caller checks.
 //
 // Grows with the C API: contexts, partitions, streams, pools, leases,
-// futures, timers, graphs, executable graphs and captures so far.
+// futures, timers, graphs, executable graphs, captures, programs, modules and
+// kernels (with a typed launch) so far.
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
@@ -104,6 +105,12 @@ inline result<T> make(cw_status s, T &&value) {
     return result<T>(std::move(value));
 }
 #endif
+
+template <class... T>
+struct all_trivially_copyable : std::true_type {};
+template <class T, class... R>
+struct all_trivially_copyable<T, R...>
+    : std::integral_constant<bool, std::is_trivially_copyable<T>::value && all_trivially_copyable<R...>::value> {};
 
 // The C handle plus ownership. Destroy is the C destroy function.
 template <class H, void (*Destroy)(H **)>
@@ -477,6 +484,124 @@ class capture {
     bool ended_ = false;
 };
 
+// ---- programs, modules, kernels ------------------------------------------------
+
+class program : public detail::handle<cw_program, cw_program_destroy> {
+  public:
+    using handle::handle;
+    // Compiles (or finds in the cache) source for ctx's device; on a compile
+    // error the status is CW_ERROR_COMPILE and cw_compile_log() has the log.
+    static detail::ret<program> compile(const context &ctx, const char *source,
+                                        const cw_program_settings *settings = nullptr) {
+        cw_program *p = nullptr;
+        cw_status s = cw_program_compile(&p, ctx.get(), source, settings);
+        return detail::make(s, program(p, true));
+    }
+    cw_program_info info() const noexcept {
+        cw_program_info i{};
+        (void)cw_program_get_info(get(), &i);
+        return i;
+    }
+};
+
+// Grid and block dimensions.
+struct dims {
+    unsigned x = 1, y = 1, z = 1;
+    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+};
+
+// A kernel of a module (borrowed: valid while its module lives). A value:
+// copy it freely.
+class kernel {
+  public:
+    kernel() noexcept = default;
+    explicit kernel(cw_kernel *k) noexcept : k_(k) {}
+    cw_kernel *get() const noexcept { return k_; }
+
+    // Launches with typed arguments: their number, and each one's size, are
+    // checked against the kernel's parameters where the driver can list them
+    // (CUDA 12.4+); a mismatch is CW_ERROR_INVALID_ARGUMENT, nothing launched.
+    template <class... Args>
+    detail::void_ret launch(const stream &s, dims grid, dims block, const Args &...args) const {
+        cw_launch_config c;
+        cw_launch_config_default(&c);
+        c.grid[0] = grid.x, c.grid[1] = grid.y, c.grid[2] = grid.z;
+        c.block[0] = block.x, c.block[1] = block.y, c.block[2] = block.z;
+        return launch_with(s, c, args...);
+    }
+    template <class... Args>
+    detail::void_ret launch_with(const stream &s, const cw_launch_config &c, const Args &...args) const {
+        static_assert(detail::all_trivially_copyable<Args...>::value, "kernel arguments must be trivially copyable");
+        const size_t sizes[] = {sizeof(Args)..., 0};
+        cw_status st = check(sizes, sizeof...(Args));
+        if (st != CW_SUCCESS) return fail_args(st);
+        void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
+        return detail::done(cw_kernel_launch(k_, s.get(), &c, ptrs));
+    }
+    // The parameter count the driver reports (-1 when it cannot say).
+    int param_count() const noexcept {
+        load();
+        return n_;
+    }
+
+  private:
+    void load() const noexcept {
+        if (n_ != -2) return;
+        size_t n = 0;
+        n_ = cw_kernel_get_params(k_, &n, sizes_, kMax) == CW_SUCCESS && n <= kMax ? (int)n : -1;
+    }
+    cw_status check(const size_t *sizes, size_t n) const noexcept {
+        load();
+        if (n_ < 0) return CW_SUCCESS;  // the driver cannot say: launch unchecked
+        if ((size_t)n_ != n) return CW_ERROR_INVALID_ARGUMENT;
+        for (size_t i = 0; i < n; i++)
+            if (sizes[i] != sizes_[i]) return CW_ERROR_INVALID_ARGUMENT;
+        return CW_SUCCESS;
+    }
+    detail::void_ret fail_args(cw_status st) const {
+#ifndef CW_HPP_NO_EXCEPTIONS
+        std::string m = "cw::kernel::launch: the arguments do not match the kernel's " + std::to_string(n_) +
+                        " parameter(s) (count or size)";
+        throw error(st, m);
+#else
+        return detail::done(st);
+#endif
+    }
+    static constexpr size_t kMax = 64;
+    cw_kernel *k_ = nullptr;
+    mutable int n_ = -2;  // -2: not asked yet
+    mutable size_t sizes_[kMax] = {};
+};
+
+class module : public detail::handle<cw_module, cw_module_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<module> load(const program &p) {
+        cw_module *m = nullptr;
+        cw_status s = cw_module_load(&m, p.get());
+        return detail::make(s, module(m, true));
+    }
+    // A cubin, fatbin or PTX image in memory.
+    static detail::ret<module> load_image(const void *image) {
+        cw_module *m = nullptr;
+        cw_status s = cw_module_load_image(&m, image);
+        return detail::make(s, module(m, true));
+    }
+    // By extern "C" name, mangled name, or the program's name expression.
+    detail::ret<kernel> get_kernel(const char *name) const {
+        cw_kernel *k = nullptr;
+        cw_status s = cw_module_get_kernel(get(), name, &k);
+        return detail::make(s, kernel(k));
+    }
+};
+
+// The library's own kernels (never destroyed).
+inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
+    cw_kernel *k = nullptr;
+    cw_status s = cw_builtin_kernel(which, &k);
+    return detail::make(s, kernel(k));
+}
+
 // The wrappers cost nothing beyond the handle and its ownership flag, and
 // moving them never throws.
 namespace detail {
@@ -493,6 +618,10 @@ static_assert(sizeof(timer) == sizeof(detail::handle_and_flag), "timer is the ha
 static_assert(sizeof(future) == sizeof(detail::handle_and_flag), "future is the handle plus ownership");
 static_assert(sizeof(graph) == sizeof(detail::handle_and_flag), "graph is the handle plus ownership");
 static_assert(sizeof(graph_exec) == sizeof(detail::handle_and_flag), "graph_exec is the handle plus ownership");
+static_assert(sizeof(program) == sizeof(detail::handle_and_flag), "program is the handle plus ownership");
+static_assert(sizeof(module) == sizeof(detail::handle_and_flag), "module is the handle plus ownership");
+static_assert(std::is_nothrow_move_constructible<module>::value && std::is_nothrow_move_assignable<program>::value,
+              "modules and programs move without throwing");
 static_assert(std::is_nothrow_move_constructible<graph>::value && std::is_nothrow_move_assignable<graph_exec>::value,
               "graphs move without throwing");
 static_assert(sizeof(lease) == 2 * sizeof(void *), "lease is the pool and the stream");
