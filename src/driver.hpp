@@ -134,6 +134,7 @@ namespace cw {
        unsigned n_jit, CUlibraryOption *lib_options, void **lib_values, unsigned n_lib))         \
     X(cuLibraryUnload, "cuLibraryUnload", 12000, (CUlibrary lib))                                \
     X(cuLibraryGetKernel, "cuLibraryGetKernel", 12000, (CUkernel * kernel, CUlibrary lib, const char *name)) \
+    X(cuKernelGetFunction, "cuKernelGetFunction", 12000, (CUfunction * f, CUkernel kernel))      \
     X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040,                                       \
       (CUkernel kernel, size_t index, size_t *offset, size_t *size))                             \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \

@@ -381,8 +381,6 @@ CW_API cw_status cw_program_compile(cw_program **out, cw_context *ctx, const cha
     in.driver_version = driver_version();
     Bytes material;
     CW_TRY(key_material(in, &material));
-    uint8_t key[32];
-    sha256(material.data, material.size, key);
 
     CacheConfig cfg;
     cache_config(&cfg);
@@ -397,6 +395,9 @@ CW_API cw_status cw_program_compile(cw_program **out, cw_context *ctx, const cha
             return new_program(e, CW_FROM_MEMORY, true, out);
         }
     }
+    // The SHA-256 only past the memory cache: a memory hit compares the bytes.
+    uint8_t key[32];
+    sha256(material.data, material.size, key);
     if (use_disk) {
         JitEntry *e = nullptr;
         if (disk_load(cfg.dir, key, &e) == DiskResult::Hit) {
@@ -549,13 +550,19 @@ CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel 
     return get_kernel(m, name, kernel);
 }
 
-CW_API cw_status cw_kernel_get_params(const cw_kernel *k, size_t *count, size_t *sizes, size_t cap) {
+CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap) {
     CW_ENTRY;
     CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_CONTEXT(ctx);
     CW_CHECK_ARG(count != NULL);
     CW_CHECK_ARG(cap == 0 || sizes != NULL);
-    if (!drv().cuKernelGetParamInfo)
+    if (!drv().cuKernelGetParamInfo || !drv().cuKernelGetFunction)
         return fail(CW_ERROR_NOT_SUPPORTED, "this driver cannot list a kernel's parameters (CUDA 12.4)");
+    // Loaded lazily: make sure it is in ctx before asking.
+    CurrentGuard guard;
+    CW_TRY(guard.enter(ctx->cu));
+    CUfunction f = nullptr;
+    CW_CU(cuKernelGetFunction, (&f, k->cu));
     size_t n = 0;
     for (;; n++) {
         size_t off = 0, size = 0;
@@ -564,6 +571,7 @@ CW_API cw_status cw_kernel_get_params(const cw_kernel *k, size_t *count, size_t 
         if (r != CUDA_SUCCESS) return fail_cu(r, "cuKernelGetParamInfo");
         if (n < cap) sizes[n] = size;
     }
+    CW_TRY(guard.leave());
     *count = n;
     return CW_SUCCESS;
 }

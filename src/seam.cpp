@@ -131,3 +131,12 @@ unsigned long cwi_seam_successes(int id) {
     if (id < 0 || id >= DRV_ENTRY_COUNT) return 0;
     return g_ok[id].load();
 }
+
+#include "sha256.hpp"
+
+extern "C" void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {
+    const bool was = cw::g_force_portable;
+    cw::g_force_portable = portable != 0;
+    cw::sha256(data, n, out);
+    cw::g_force_portable = was;
+}

@@ -9,6 +9,8 @@
 #ifndef CUWEAVE_SRC_SEAM_H
 #define CUWEAVE_SRC_SEAM_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +49,10 @@ unsigned long cwi_seam_successes(int id);
  * and the sequence number its current marker writes. Returns 0 on success,
  * -1 for a future of the other kind.
  */
+/* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
+ * code on a CPU with SHA instructions. */
+void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]);
+
 struct cw_future;
 int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
 

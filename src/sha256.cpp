@@ -3,7 +3,15 @@
 
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CW_SHA_NI 1
+#endif
+
 namespace cw {
+
+bool g_force_portable = false;
+
 namespace {
 
 const uint32_t kK[64] = {
@@ -26,7 +34,60 @@ Sha256::Sha256() noexcept {
     memcpy(h_, init, sizeof h_);
 }
 
+#if CW_SHA_NI
+namespace {
+// The x86 SHA extensions (Goldmont, Zen, Ice Lake and later): the same
+// compression, about ten times faster. Chosen at run time.
+__attribute__((target("sha,sse4.1,ssse3"))) void block_shani(uint32_t *h, const uint8_t *p) {
+    const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bull, 0x0405060700010203ull);
+    __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i *>(h));  // DCBA
+    __m128i st1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(h + 4));  // HGFE
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);                                       // CDAB
+    st1 = _mm_shuffle_epi32(st1, 0x1B);                                       // EFGH
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);                               // ABEF
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);                                    // CDGH
+    const __m128i save0 = st0, save1 = st1;
+    __m128i w[4];
+    for (int i = 0; i < 16; i++) {
+        if (i < 4) {
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16 * i)), mask);
+        } else {
+            __m128i x = _mm_sha256msg1_epu32(w[i & 3], w[(i + 1) & 3]);
+            x = _mm_add_epi32(x, _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4));
+            w[i & 3] = _mm_sha256msg2_epu32(x, w[(i + 3) & 3]);
+        }
+        __m128i msg = _mm_add_epi32(w[i & 3], _mm_loadu_si128(reinterpret_cast<const __m128i *>(kK + 4 * i)));
+        st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
+        msg = _mm_shuffle_epi32(msg, 0x0E);
+        st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
+    }
+    st0 = _mm_add_epi32(st0, save0);
+    st1 = _mm_add_epi32(st1, save1);
+    tmp = _mm_shuffle_epi32(st0, 0x1B);     // FEBA
+    st1 = _mm_shuffle_epi32(st1, 0xB1);     // DCHG
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0);  // DCBA
+    st1 = _mm_alignr_epi8(st1, tmp, 8);     // HGFE
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(h), st0);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(h + 4), st1);
+}
+
+bool have_shani() {
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+    }();
+    return has;
+}
+}  // namespace
+#endif
+
 void Sha256::block(const uint8_t *p) noexcept {
+#if CW_SHA_NI
+    if (!g_force_portable && have_shani()) {
+        block_shani(h_, p);
+        return;
+    }
+#endif
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
@@ -111,25 +172,38 @@ void hex32(const uint8_t d[32], char out[65]) noexcept {
 }
 
 uint64_t fast_hash(const void *data, size_t n) noexcept {
-    // 8 bytes at a time, multiply-xorshift mixing (in the spirit of
-    // splitmix64); the tail is folded in a last word.
+    // Four independent lanes of 8 bytes (32 bytes a turn, so that the
+    // multiplies overlap), multiply-xorshift mixing in the spirit of
+    // splitmix64; the lanes and the tail are folded at the end.
     const uint8_t *p = static_cast<const uint8_t *>(data);
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+    const uint64_t m1 = 0xbf58476d1ce4e5b9ull, m2 = 0x94d049bb133111ebull;
+    uint64_t h[4] = {0x9e3779b97f4a7c15ull ^ n, 0xff51afd7ed558ccdull, 0xc4ceb9fe1a85ec53ull, 0x2545f4914f6cdd1dull};
+    while (n >= 32) {
+        for (int l = 0; l < 4; l++) {
+            uint64_t w;
+            memcpy(&w, p + 8 * l, 8);
+            h[l] ^= w * m1;
+            h[l] = (h[l] << 27 | h[l] >> 37) * m2;
+        }
+        p += 32;
+        n -= 32;
+    }
+    uint64_t x = h[0] ^ (h[1] << 1 | h[1] >> 63) ^ (h[2] << 2 | h[2] >> 62) ^ (h[3] << 3 | h[3] >> 61);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h ^= w * 0xbf58476d1ce4e5b9ull;
-        h = (h << 27 | h >> 37) * 0x94d049bb133111ebull;
+        x ^= w * m1;
+        x = (x << 27 | x >> 37) * m2;
         p += 8;
         n -= 8;
     }
     uint64_t w = 0;
     memcpy(&w, p, n);
-    h ^= w * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-    h *= 0xd6e8feb86659fd93ull;
-    h ^= h >> 32;
-    return h;
+    x ^= w * m1;
+    x ^= x >> 31;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return x;
 }
 
 }  // namespace cw

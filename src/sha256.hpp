@@ -24,6 +24,8 @@ class Sha256 {
 };
 
 void sha256(const void *data, size_t n, uint8_t out[32]) noexcept;
+// Tests: true forces the portable code where the CPU has SHA instructions.
+extern bool g_force_portable;
 // 64 lowercase hex digits and a NUL.
 void hex32(const uint8_t d[32], char out[65]) noexcept;
 

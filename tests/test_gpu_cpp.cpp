@@ -82,8 +82,8 @@ static void test_wrappers_on_gpu(void **) {
     assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
     assert_int_equal(rc.cuMemcpyDtoH(host, buf, sizeof host), 0);
     for (uint32_t v : host) assert_int_equal(v, 0xabcd);
-    if (fill.param_count() >= 0) {
-        assert_int_equal(fill.param_count(), 3);
+    if (fill.param_count(ctx) >= 0) {
+        assert_int_equal(fill.param_count(ctx), 3);
         bool threw = false;
         try {
             fill.launch(a, cw::dims(1), cw::dims(1), dst, uint32_t(1));  // one argument short

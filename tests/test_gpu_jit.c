@@ -131,7 +131,7 @@ static void test_templated_kernel(void **state) {
     assert_ptr_equal(ki, again);
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_get_kernel(m, "axpb<double>", &again));
     size_t count = 0, sizes[8] = {0};
-    cw_status st = cw_kernel_get_params(ki, &count, sizes, 8);
+    cw_status st = cw_kernel_get_params(ki, ctx, &count, sizes, 8);
     if (st == CW_SUCCESS) {
         assert_int_equal(count, 4);
         assert_int_equal(sizes[0], 8);

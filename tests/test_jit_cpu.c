@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "cwtest.h"
+#include "seam.h"
 
 extern char **environ;
 
@@ -650,6 +651,47 @@ static void test_names_and_modules(void **state) {
     cw_program_destroy(&q);
 }
 
+/* SHA-256: the standard's test vectors, and the x86 SHA-instruction code
+ * (where the CPU has it) equal to the portable code on 500 random inputs. */
+static void test_sha256(void **state) {
+    (void)state;
+    static const struct {
+        const char *msg;
+        const char *hex;
+    } v[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (int portable = 0; portable < 2; portable++) {
+            unsigned char d[32];
+            char hex[65];
+            cwi_sha256(v[i].msg, strlen(v[i].msg), portable, d);
+            for (int k = 0; k < 32; k++) snprintf(hex + 2 * k, 3, "%02x", d[k]);
+            assert_string_equal(hex, v[i].hex);
+        }
+    unsigned char *buf = malloc(1000000);
+    assert_non_null(buf);
+    memset(buf, 'a', 1000000);
+    unsigned char d[32];
+    char hex[65];
+    cwi_sha256(buf, 1000000, 0, d);
+    for (int k = 0; k < 32; k++) snprintf(hex + 2 * k, 3, "%02x", d[k]);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    unsigned seed = 12345;
+    for (int t = 0; t < 500; t++) {
+        size_t n = (size_t)(rand_r(&seed) % 4000);
+        for (size_t k = 0; k < n; k++) buf[k] = (unsigned char)rand_r(&seed);
+        unsigned char a[32], b[32];
+        cwi_sha256(buf, n, 0, a);
+        cwi_sha256(buf, n, 1, b);
+        if (memcmp(a, b, 32) != 0) fail_msg("SHA-256 of %zu bytes differs between the two implementations", n);
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -689,6 +731,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_no_nvrtc),
         cmocka_unit_test(test_names_and_modules),
+        cmocka_unit_test(test_sha256),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     char cmd[512];

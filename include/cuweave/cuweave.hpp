@@ -533,25 +533,28 @@ class kernel {
     detail::void_ret launch_with(const stream &s, const cw_launch_config &c, const Args &...args) const {
         static_assert(detail::all_trivially_copyable<Args...>::value, "kernel arguments must be trivially copyable");
         const size_t sizes[] = {sizeof(Args)..., 0};
-        cw_status st = check(sizes, sizeof...(Args));
+        cw_context *c_ctx = nullptr;
+        (void)cw_stream_get_context(s.get(), &c_ctx);
+        cw_status st = check(c_ctx, sizes, sizeof...(Args));
         if (st != CW_SUCCESS) return fail_args(st);
         void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
         return detail::done(cw_kernel_launch(k_, s.get(), &c, ptrs));
     }
-    // The parameter count the driver reports (-1 when it cannot say).
-    int param_count() const noexcept {
-        load();
+    // The parameter count the driver reports (-1 when it cannot say); the
+    // kernel is loaded into ctx to ask.
+    int param_count(const context &ctx) const noexcept {
+        load(ctx.get());
         return n_;
     }
 
   private:
-    void load() const noexcept {
-        if (n_ != -2) return;
+    void load(cw_context *ctx) const noexcept {
+        if (n_ != -2 || !ctx) return;
         size_t n = 0;
-        n_ = cw_kernel_get_params(k_, &n, sizes_, kMax) == CW_SUCCESS && n <= kMax ? (int)n : -1;
+        n_ = cw_kernel_get_params(k_, ctx, &n, sizes_, kMax) == CW_SUCCESS && n <= kMax ? (int)n : -1;
     }
-    cw_status check(const size_t *sizes, size_t n) const noexcept {
-        load();
+    cw_status check(cw_context *ctx, const size_t *sizes, size_t n) const noexcept {
+        load(ctx);
         if (n_ < 0) return CW_SUCCESS;  // the driver cannot say: launch unchecked
         if ((size_t)n_ != n) return CW_ERROR_INVALID_ARGUMENT;
         for (size_t i = 0; i < n; i++)

@@ -203,9 +203,12 @@ CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel 
 /*
  * The kernel's parameters as the driver knows them (cuKernelGetParamInfo,
  * CUDA 12.4): *count, and the size in bytes of the first `cap` of them in
- * sizes (may be NULL when cap is 0). CW_ERROR_NOT_SUPPORTED on older drivers.
+ * sizes (may be NULL when cap is 0). The driver loads kernels into a context
+ * lazily and can list parameters only once it has: the kernel is loaded into
+ * ctx (a context it will run on) first. CW_ERROR_NOT_SUPPORTED on older
+ * drivers.
  */
-CW_API cw_status cw_kernel_get_params(const cw_kernel *k, size_t *count, size_t *sizes, size_t cap);
+CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap);
 
 typedef struct cw_launch_config {
     unsigned grid[3];        /* blocks; 0 is read as 1 */
