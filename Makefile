@@ -46,7 +46,7 @@ HEADERS = \
 
 CPP_HEADERS = include/cuweave/cuweave.hpp
 
-EXAMPLES = devices forkjoin green graph
+EXAMPLES = devices forkjoin green graph kernels
 CPU_TESTS = test_api test_nodriver
 FAKE_TESTS = test_stream_cpu test_jit_cpu
 CPP_TESTS = test_cpp

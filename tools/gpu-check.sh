@@ -80,6 +80,11 @@ build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin: 
 CUWEAVE_SERIALIZE=1 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin (CUWEAVE_SERIALIZE=1): exit $?"
 build-gpu/examples/green >> "$OUT/example.log" 2>&1; note "example green: exit $?"
 build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $?"
+rm -rf /tmp/cw-example-cache
+for run in 1 2; do
+    CUWEAVE_CACHE_DIR=/tmp/cw-example-cache build-gpu/examples/kernels >> "$OUT/example.log" 2>&1
+    note "example kernels (run $run): exit $?, $(grep -h '^scale<float>' "$OUT/example.log" | tail -1 | sed 's/.*cubin, //')"
+done
 # Benchmarks: BENCH_RUNS runs each (the figures move between runs).
 for b in build-gpu/bench/*; do
     [ -x "$b" ] && [ -f "$b" ] || continue
