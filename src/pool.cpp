@@ -150,6 +150,7 @@ cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
     if (s->leased.exchange(0, std::memory_order_acq_rel) != 1)
         return fail(CW_ERROR_INVALID_STATE, "the stream is not leased (released twice?)");
     p->leased.fetch_sub(1, std::memory_order_relaxed);
+    s->in_capture = false;  // the next holder starts afresh
     push_free(p, s);
     if (__builtin_expect(p->waiters.load(std::memory_order_seq_cst) > 0, 0)) {
         pthread_mutex_lock(&p->mutex);
