@@ -8,6 +8,7 @@
 #define CUWEAVE_BENCH_COMMON_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,21 @@ static stats stats_of(double *v, size_t n) {
 }
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
+
+/* Fisher-Yates with xorshift64: a fixed-seed shuffle, for running methods in
+ * a fresh random order each round. */
+static uint64_t bench_rng_state = 0x9e3779b97f4a7c15ull;
+__attribute__((unused)) static void shuffle(int *a, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        bench_rng_state ^= bench_rng_state << 13;
+        bench_rng_state ^= bench_rng_state >> 7;
+        bench_rng_state ^= bench_rng_state << 17;
+        int j = (int)(bench_rng_state % (uint64_t)(i + 1));
+        int x = a[i];
+        a[i] = a[j];
+        a[j] = x;
+    }
+}
 
 /* The commit: $CW_COMMIT, else `git rev-parse --short HEAD`, else "unknown". */
 static void commit_name(char *buf, size_t size) {

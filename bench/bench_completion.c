@@ -181,21 +181,6 @@ static double iter_future_rawspin(cw_future *f) {
     return (double)(t1 - t0) / 1000.0;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* Fisher-Yates with xorshift64: a fixed-seed shuffle. */
-static void shuffle(int *a, int n) {
-    for (int i = n - 1; i > 0; i--) {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        int j = (int)(rng_state % (uint64_t)(i + 1));
-        int x = a[i];
-        a[i] = a[j];
-        a[j] = x;
-    }
-}
-
 static double iter(int m) {
     switch (m) {
     case M_FUT_HF: return iter_future(fut_hf);

@@ -87,19 +87,6 @@ static double iter(int m) {
     return (double)(now_ns() - t0) / 1000.0;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static void shuffle(int *a, int n) {
-    for (int i = n - 1; i > 0; i--) {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        int j = (int)(rng_state % (uint64_t)(i + 1));
-        int x = a[i];
-        a[i] = a[j];
-        a[j] = x;
-    }
-}
-
 int main(void) {
     const char *env = getenv("BENCH_ROUNDS");
     const int rounds = env && atoi(env) > 0 ? atoi(env) : 2000;

@@ -40,13 +40,6 @@ void set_log(const char *text, size_t n) {
     free(old);
 }
 
-char *dupstr(const char *s) {
-    size_t n = strlen(s);
-    char *d = static_cast<char *>(malloc(n + 1));
-    if (d) memcpy(d, s, n + 1);
-    return d;
-}
-
 cw_status nvrtc_fail(const Nvrtc *nv, int r, const char *call) {
     char what[256];
     snprintf(what, sizeof what, "%s", nv->nvrtcGetErrorString ? nv->nvrtcGetErrorString(r) : "?");
@@ -148,8 +141,8 @@ cw_status nvrtc_compile(const Nvrtc *nv, const char *source, const cw_program_se
                     st = nvrtc_fail(nv, r, "nvrtcGetLoweredName");
                     break;
                 }
-                e->exprs[i] = dupstr(s->name_expressions[i]);
-                e->lowered[i] = dupstr(low);
+                e->exprs[i] = dup_string(s->name_expressions[i]);
+                e->lowered[i] = dup_string(low);
                 if (!e->exprs[i] || !e->lowered[i]) st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
             }
         }
@@ -255,7 +248,7 @@ cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out) {
                     sym != name ? " (lowered: " : "", sym != name ? sym : "", sym != name ? ")" : "");
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryGetKernel");
     cw_kernel *k = static_cast<cw_kernel *>(calloc(1, sizeof(cw_kernel)));
-    char *n = dupstr(name);
+    char *n = dup_string(name);
     if (!k || !n) {
         free(k);
         free(n);
@@ -477,7 +470,7 @@ CW_API cw_status cw_module_load(cw_module **out, const cw_program *p) {
         ex = static_cast<char **>(calloc(e->n_names, sizeof(char *)));
         lo = static_cast<char **>(calloc(e->n_names, sizeof(char *)));
         bool ok = ex && lo;
-        for (size_t i = 0; ok && i < e->n_names; i++) ok = (ex[i] = dupstr(e->exprs[i])) && (lo[i] = dupstr(e->lowered[i]));
+        for (size_t i = 0; ok && i < e->n_names; i++) ok = (ex[i] = dup_string(e->exprs[i])) && (lo[i] = dup_string(e->lowered[i]));
         if (!ok) {
             for (size_t i = 0; i < e->n_names; i++) {
                 if (ex) free(ex[i]);

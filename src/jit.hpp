@@ -33,6 +33,10 @@ struct Bytes {
     void put_str(const char *s);  // u64 length, then the bytes
 };
 
+// malloc'ed copies of a string (NULL when out of memory).
+char *dup_string(const char *s, size_t n);
+char *dup_string(const char *s);
+
 // Options in canonical form (see canonical_options). Strings are malloc'ed.
 struct CanonOptions {
     char **opts = nullptr;

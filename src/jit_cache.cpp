@@ -49,9 +49,7 @@ void Bytes::put_str(const char *s) {
 
 // ---- options -----------------------------------------------------------------
 
-namespace {
-
-char *dup(const char *s, size_t n) {
+char *dup_string(const char *s, size_t n) {
     char *d = static_cast<char *>(malloc(n + 1));
     if (!d) return nullptr;
     memcpy(d, s, n);
@@ -59,7 +57,9 @@ char *dup(const char *s, size_t n) {
     return d;
 }
 
-char *dup(const char *s) { return dup(s, strlen(s)); }
+char *dup_string(const char *s) { return dup_string(s, strlen(s)); }
+
+namespace {
 
 struct Alias {
     const char *from;
@@ -224,7 +224,7 @@ cw_status canonical_options(const char *const *opts, size_t n, CanonOptions *out
                       : snprintf(buf, sizeof buf, "%s", name);
         if (w < 0 || (size_t)w >= sizeof buf)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: options[%zu] is too long", i);
-        char *c = dup(buf);
+        char *c = dup_string(buf);
         if (!c) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
         out->opts[out->n++] = c;
     }
@@ -368,7 +368,7 @@ struct Reader {
             ok = false;
             return nullptr;
         }
-        char *s = dup(reinterpret_cast<const char *>(p), (size_t)k);
+        char *s = dup_string(reinterpret_cast<const char *>(p), (size_t)k);
         if (!s) ok = false;
         p += k;
         n -= k;
