@@ -28,6 +28,7 @@ LIB_SRCS = \
 	src/jit_cache.cpp \
 	src/partition.cpp \
 	src/pool.cpp \
+	src/resident.cpp \
 	src/seam.cpp \
 	src/sha256.cpp \
 	src/stream.cpp
@@ -41,6 +42,8 @@ HEADERS = \
 	include/cuweave/graph.h \
 	include/cuweave/jit.h \
 	include/cuweave/partition.h \
+	include/cuweave/resident.h \
+	include/cuweave/resident_device.h \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
@@ -48,10 +51,10 @@ CPP_HEADERS = include/cuweave/cuweave.hpp
 
 EXAMPLES = devices forkjoin green graph kernels
 CPU_TESTS = test_api test_nodriver
-FAKE_TESTS = test_stream_cpu test_jit_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
@@ -97,14 +100,14 @@ $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -c $< -o $@
 
-$(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu
+$(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/resident_abi.h include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 		-gencode arch=compute_80,code=compute_80 -o $@ $<
 
-$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py
+$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)
-	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@
+	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@ include/cuweave/resident_device.h
 
 $(O)/src/builtin_image.o: $(O)/src/builtin_image.cpp
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -c $< -o $@

@@ -222,6 +222,38 @@ cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_cont
 
 using namespace cw;
 
+namespace cw {
+namespace {
+// (context, running loops) pairs; a handful at most, so a small table.
+struct ResidentCount {
+    CUcontext cu;
+    int n;
+};
+ResidentCount g_residents[64];
+std::atomic<int> g_residents_lock{0};
+}  // namespace
+
+void context_note_resident(CUcontext cu, int delta) {
+    SpinLock lock(g_residents_lock);
+    ResidentCount *free_slot = nullptr;
+    for (ResidentCount &e : g_residents) {
+        if (e.n > 0 && e.cu == cu) {
+            e.n += delta;
+            return;
+        }
+        if (e.n == 0 && !free_slot) free_slot = &e;
+    }
+    if (delta > 0 && free_slot) *free_slot = {cu, delta};
+}
+
+int context_residents(CUcontext cu) {
+    SpinLock lock(g_residents_lock);
+    for (const ResidentCount &e : g_residents)
+        if (e.n > 0 && e.cu == cu) return e.n;
+    return 0;
+}
+}  // namespace cw
+
 extern "C" {
 
 CW_API cw_status cw_context_create(cw_context **out, int device) {
@@ -332,6 +364,10 @@ CW_API cw_status cw_context_get_priority_range(const cw_context *ctx, int *least
 CW_API cw_status cw_context_synchronize(cw_context *ctx) {
     CW_ENTRY;
     CW_CHECK_CONTEXT(ctx);
+    if (context_residents(ctx->cu) > 0)
+        return fail(CW_ERROR_INVALID_STATE,
+                    "a GPU-resident loop runs on this context: its work never ends, so synchronizing the whole "
+                    "context would never return; synchronize streams, or tear the loop down first");
     CurrentGuard guard;
     CW_TRY(guard.enter(ctx->cu));
     CW_CU(cuCtxSynchronize, ());

@@ -127,6 +127,11 @@ void slab_put(cw_context *ctx, uint32_t slot);
 // The context's own lease pool for fork and when_all (made on first use).
 cw_status fork_pool(cw_context *ctx, cw_stream_pool **out);
 
+// Resident loops running per driver context (process-wide, any number of
+// cw_context handles): cw_context_synchronize refuses while one runs.
+void context_note_resident(CUcontext cu, int delta);
+int context_residents(CUcontext cu);
+
 // Clamps a priority into the context's range.
 int clamp_priority(const cw_context *ctx, int priority);
 

@@ -266,11 +266,14 @@ cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out) {
 
 // ---- built-ins -----------------------------------------------------------------
 
-const char *const kBuiltinNames[CW_BUILTIN_COUNT] = {"cwk_fill_u32", "cwk_write_u32", "cwk_timestamp",
-                                                     "cwk_set_cond"};
+// The public built-ins (cw_builtin order), then the library's internal ones
+// (BuiltinInternal order).
+const char *const kBuiltinNames[kBuiltinTotal] = {"cwk_fill_u32",  "cwk_write_u32", "cwk_timestamp",
+                                                  "cwk_set_cond",  "cwk_res_arm",   "cwk_res_poll",
+                                                  "cwk_res_gate",  "cwk_res_signal", "cwk_res_exit"};
 std::mutex g_builtin_mutex;
 cw_module *g_builtin_module;
-cw_kernel *g_builtin[CW_BUILTIN_COUNT];
+cw_kernel *g_builtin[kBuiltinTotal];
 
 cw_status builtins_load() {
     std::lock_guard<std::mutex> lock(g_builtin_mutex);
@@ -284,21 +287,29 @@ cw_status builtins_load() {
         drv().cuLibraryUnload(lib);
         return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
-    cw_kernel *ks[CW_BUILTIN_COUNT] = {};
-    for (int i = 0; i < CW_BUILTIN_COUNT; i++) {
+    cw_kernel *ks[kBuiltinTotal] = {};
+    for (int i = 0; i < kBuiltinTotal; i++) {
         cw_status st = get_kernel(m, kBuiltinNames[i], &ks[i]);
         if (st != CW_SUCCESS) {
             module_free(m);
             return st;
         }
     }
-    for (int i = 0; i < CW_BUILTIN_COUNT; i++) g_builtin[i] = ks[i];
+    for (int i = 0; i < kBuiltinTotal; i++) g_builtin[i] = ks[i];
     g_builtin_module = m;  // lives as long as the process
     log(CW_LOG_INFO, "cuweave: built-in kernels loaded (%s, %zu bytes)", kBuiltinOrigin, kBuiltinImageSize);
     return CW_SUCCESS;
 }
 
 }  // namespace
+
+cw_status builtin_get(int index, cw_kernel **out) {
+    if (index < 0 || index >= kBuiltinTotal) return fail(CW_ERROR_INTERNAL, "no built-in kernel %d", index);
+    CW_TRY(builtins_load());
+    *out = g_builtin[index];
+    return CW_SUCCESS;
+}
+
 }  // namespace cw
 
 using namespace cw;

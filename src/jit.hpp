@@ -21,6 +21,21 @@ enum : uint32_t {
 // changes (old entries then simply miss).
 constexpr uint32_t kJitSchema = 1;
 
+// The library's internal built-in kernels (ptx/cuweave_kernels.cu), numbered
+// after the public ones (cw_builtin).
+enum BuiltinInternal : int {
+    kResArm = CW_BUILTIN_COUNT,
+    kResPoll,
+    kResGate,
+    kResSignal,
+    kResExit,
+    kBuiltinTotal
+};
+// A built-in kernel by number (public or internal); loads them on first use.
+cw_status builtin_get(int index, cw_kernel **out);
+// The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
+extern const char kResidentDeviceHeader[];
+
 // A growable byte buffer on malloc (the library never throws).
 struct Bytes {
     uint8_t *data = nullptr;

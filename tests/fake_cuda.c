@@ -8,7 +8,51 @@
  * It exports cuGetProcAddress_v2, which hands out a function for every entry
  * of CW_DRIVER_REQUIRED and CW_DRIVER_OPTIONAL in src/driver.hpp (with the
  * signatures declared there) and reports every other symbol (the feature
- * probes included) as not found.
+ * probes included) as not found, except the entries of the optional features
+ * below, which are "not found" too unless their feature is turned on.
+ *
+ * Optional features, all off by default: FAKE_CUDA_FEATURES is a
+ * comma-separated list, read once, at the first cuGetProcAddress_v2 (or
+ * fake_cuda_features) call; "all" turns every feature on. With a feature off
+ * its entries are reported as not found, so the probes see an older driver.
+ *  - "library": cuLibraryLoadData (any non-NULL image; options ignored),
+ *    cuLibraryUnload, cuLibraryGetKernel (any name; the same name gives the
+ *    same kernel again), cuKernelGetFunction (needs a current context),
+ *    cuKernelGetParamInfo (CUDA_ERROR_INVALID_VALUE for every index: no
+ *    parameter information, so callers see zero parameters) and
+ *    cuLaunchKernelEx. A launch (cuLaunchKernelEx or cuLaunchKernel, of a
+ *    kernel's function or of a CUkernel cast to CUfunction) is a work item
+ *    that does nothing, in stream order; during a capture it is recorded as
+ *    a kernel node, replayed (as a no-op item) by graph launches. A launch
+ *    of any other function still fails with CUDA_ERROR_NOT_SUPPORTED (the
+ *    fake cannot load modules);
+ *  - "conditional": cuGraphConditionalHandleCreate (distinct nonzero
+ *    handles, owned by the graph they were made on) and cuGraphAddNode for
+ *    CU_GRAPH_NODE_TYPE_CONDITIONAL only (any other type:
+ *    CUDA_ERROR_NOT_SUPPORTED). As the real driver (checked against the
+ *    580 driver): the handle must have been made on the very graph the node
+ *    goes into (else CUDA_ERROR_INVALID_VALUE), params->conditional.ctx must
+ *    be non-NULL (else CUDA_ERROR_INVALID_CONTEXT), IF takes 1 or 2 bodies,
+ *    WHILE 1; the node's body graphs are made empty and
+ *    params->conditional.phGraph_out is set to the node's own array of
+ *    them. Bodies are owned by their node: cuGraphDestroy of a body is
+ *    refused (CUDA_ERROR_INVALID_VALUE), destroying the top-level graph
+ *    frees them (and nested conditionals' bodies). Bodies can be captured
+ *    into (cuStreamBeginCaptureToGraph), given empty, child graph and
+ *    conditional nodes, and queried like any graph. A child graph that
+ *    holds a conditional node is refused (CUDA_ERROR_NOT_SUPPORTED, as the
+ *    real driver). A conditional node does nothing when its graph is
+ *    launched: bodies never run. cuGraphExecUpdate succeeds when the
+ *    conditional nodes and their bodies have the same shape (else
+ *    CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED); bodies' contents are not
+ *    updated (they never run). Destroying a graph (or the top-level graph
+ *    of a body) that a capture records into ends that capture.
+ *    cuStreamBeginCaptureToGraph is always present.
+ * The new entries count in fake_cuda_calls like every other; a kernel launch
+ * is a work item like the others (it can fault with fake_cuda_fault; it is
+ * not counted by fake_cuda_discard, having no host-visible effect).
+ * fake_cuda_features() returns the features on (bit 0 conditional, bit 1
+ * library).
  *
  * The model:
  *  - one device ("cuweave fake device", cc 9.0, 132 SMs); its primary
@@ -36,6 +80,10 @@
  *    and device memory (malloc) are tracked: a stream write or copy to memory
  *    that is not (or no longer) allocated counts as a bad access and faults
  *    like a real GPU would (fake_cuda_live("badaccess")).
+ *
+ * Live counts (fake_cuda_live): see the comment there; "graph" counts
+ * top-level graphs only, conditional bodies are counted in "body";
+ * "library" and "kernel" count the library feature's objects.
  *
  * One mutex guards everything; host functions run without it held. Driver
  * calls made from inside a host function are counted
@@ -112,7 +160,7 @@ struct alloc {
     struct alloc *next;
 };
 
-enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP };
+enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP, IT_KERNEL };
 
 struct item {
     enum item_kind kind;
@@ -158,7 +206,7 @@ static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
 static long g_badaccess, g_cbcalls, g_orphans;
-static long g_live_graphs, g_live_execs;
+static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels;
 
 static struct item *g_head, *g_tail;
 static long g_queued;
@@ -188,7 +236,9 @@ static pthread_t g_worker;
     X(cuStreamBeginCaptureToGraph) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphCreate)  \
     X(cuGraphDestroy) X(cuGraphGetNodes) X(cuGraphNodeGetDependentNodes) X(cuGraphAddChildGraphNode) \
     X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
-    X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)
+    X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
+    X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
+    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -345,6 +395,7 @@ static void apply_locked(struct item *it) {
     case IT_HOSTFN:
     case IT_WAIT32:
     case IT_NOP:
+    case IT_KERNEL: /* a kernel of the fake does nothing */
         break;
     }
 }
@@ -473,15 +524,30 @@ static struct item *new_item(enum item_kind kind, struct CUstream_st *s) {
  * end, every other stream of the capture must have been waited for after its
  * last node (else UNJOINED). Synchronising or querying a capturing stream,
  * or waiting on an event recorded outside the capture, invalidates it. A
- * graph launch replays its items, in node order, on the launch stream. */
+ * graph launch replays its items, in node order, on the launch stream
+ * (conditional nodes and their bodies contribute nothing). */
 
 struct CUgraphNode_st {
     uint32_t magic;
     struct CUgraph_st *graph;
-    struct item *item;        /* captured work to replay (NULL: empty or child node) */
+    struct item *item;        /* captured work to replay (NULL: empty, child or conditional node) */
     struct CUgraph_st *child; /* child graph node: the node's own clone */
     struct deps deps;
     long dependents;
+    /* conditional node ("conditional" feature) */
+    int is_cond;
+    int cond_type;
+    unsigned nbodies;
+    CUgraph bodies[2];        /* what params->conditional.phGraph_out points to */
+};
+
+/* A graph's kind: a clone is the private copy a child graph node holds (not
+ * a handle the user can pass); the others are in g_graphs. */
+enum { GRAPH_CLONE = 0, GRAPH_TOP = 1, GRAPH_BODY = 2 };
+
+struct cond_handle {
+    CUgraphConditionalHandle handle;
+    CUcontext ctx;
 };
 
 struct CUgraph_st {
@@ -490,7 +556,9 @@ struct CUgraph_st {
     size_t count, cap;
     int capturing;   /* a capture records into it */
     int invalidated; /* that capture was invalidated */
-    int live;        /* made by cuGraphCreate / capture (not a child clone) */
+    int kind;        /* GRAPH_CLONE, GRAPH_TOP (cuGraphCreate / capture) or GRAPH_BODY */
+    struct cond_handle *conds; /* conditional handles made on it */
+    size_t nconds, capconds;
     struct CUgraph_st *next_live;
 };
 
@@ -498,6 +566,7 @@ struct CUgraphExec_st {
     uint32_t magic;
     struct item **items;
     size_t count;
+    uint64_t cond_shape; /* the conditional nodes' shape (cond_shape), for updates */
     struct CUgraphExec_st *next_live;
 };
 
@@ -528,15 +597,18 @@ static void deps_free(struct deps *d) {
     d->n = d->cap = 0;
 }
 
-static struct CUgraph_st *graph_new(int live) {
+static struct CUgraph_st *graph_new(int kind) {
     struct CUgraph_st *g = (struct CUgraph_st *)calloc(1, sizeof *g);
     if (!g) return NULL;
     g->magic = MAGIC_GRAPH;
-    g->live = live;
-    if (live) {
+    g->kind = kind;
+    if (kind != GRAPH_CLONE) {
         g->next_live = g_graphs;
         g_graphs = g;
-        g_live_graphs++;
+        if (kind == GRAPH_TOP)
+            g_live_graphs++;
+        else
+            g_live_bodies++;
     }
     return g;
 }
@@ -547,24 +619,78 @@ static struct CUgraph_st *graph_of(CUgraph h) {
     return NULL;
 }
 
+static void capture_clear_locked(struct CUgraph_st *g);
+
 static void graph_free(struct CUgraph_st *g) {
+    /* a capture into it (or into a body of it) cannot go on recording into
+     * freed memory: it ends */
+    if (g->capturing) capture_clear_locked(g);
     for (size_t i = 0; i < g->count; i++) {
         struct CUgraphNode_st *n = g->nodes[i];
         free(n->item);
         if (n->child) graph_free(n->child);
+        for (unsigned b = 0; b < n->nbodies; b++)
+            if (n->bodies[b]) graph_free(n->bodies[b]);
         deps_free(&n->deps);
         n->magic = 0;
         free(n);
     }
     free(g->nodes);
-    if (g->live) {
+    free(g->conds);
+    if (g->kind != GRAPH_CLONE) {
         struct CUgraph_st **pp = &g_graphs;
         while (*pp && *pp != g) pp = &(*pp)->next_live;
         if (*pp) *pp = g->next_live;
-        g_live_graphs--;
+        if (g->kind == GRAPH_TOP)
+            g_live_graphs--;
+        else
+            g_live_bodies--;
     }
     g->magic = 0;
     free(g);
+}
+
+/* 1 when g holds a conditional node (child graphs cannot: they are refused). */
+static int graph_has_cond(const struct CUgraph_st *g) {
+    for (size_t i = 0; i < g->count; i++)
+        if (g->nodes[i]->is_cond) return 1;
+    return 0;
+}
+
+/* A hash of the shape of g's conditional nodes: for each, its place, type
+ * and number of bodies, and each body's nodes (kinds, dependencies' count,
+ * nested conditionals). Graphs without conditional nodes all hash alike, so
+ * cuGraphExecUpdate behaves for them as before the feature existed. */
+static void shape_mix(uint64_t *h, uint64_t v) {
+    *h ^= v;
+    *h *= 1099511628211ull;
+}
+static void body_shape(const struct CUgraph_st *g, uint64_t *h);
+static void cond_shape_into(const struct CUgraph_st *g, uint64_t *h) {
+    for (size_t i = 0; i < g->count; i++) {
+        const struct CUgraphNode_st *n = g->nodes[i];
+        if (!n->is_cond) continue;
+        shape_mix(h, i + 1);
+        shape_mix(h, (uint64_t)n->cond_type);
+        shape_mix(h, n->nbodies);
+        for (unsigned b = 0; b < n->nbodies; b++) body_shape(n->bodies[b], h);
+    }
+}
+static void body_shape(const struct CUgraph_st *g, uint64_t *h) {
+    shape_mix(h, 0x62u);
+    shape_mix(h, g->count);
+    for (size_t i = 0; i < g->count; i++) {
+        const struct CUgraphNode_st *n = g->nodes[i];
+        shape_mix(h, n->is_cond ? 100u : n->child ? 101u : n->item ? (uint64_t)n->item->kind : 102u);
+        shape_mix(h, n->deps.n);
+        if (n->child) body_shape(n->child, h);
+    }
+    cond_shape_into(g, h);
+}
+static uint64_t cond_shape(const struct CUgraph_st *g) {
+    uint64_t h = 14695981039346656037ull;
+    cond_shape_into(g, &h);
+    return h;
 }
 
 static struct CUgraphNode_st *node_add(struct CUgraph_st *g, const struct deps *deps) {
@@ -702,8 +828,9 @@ static int flatten(const struct CUgraph_st *g, struct item ***v, size_t *n, size
     return 1;
 }
 
+/* g has no conditional nodes (add_node refuses such child graphs). */
 static struct CUgraph_st *graph_clone(const struct CUgraph_st *g) {
-    struct CUgraph_st *c = graph_new(0);
+    struct CUgraph_st *c = graph_new(GRAPH_CLONE);
     if (!c) return NULL;
     for (size_t i = 0; i < g->count; i++) {
         const struct CUgraphNode_st *src = g->nodes[i];
@@ -1440,12 +1567,180 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *fn, CUmodule module, const cha
     RETURN(CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* ---- the library API and launches ("library" feature) ---------------------
+ * A library holds the kernels asked of it by name; a kernel holds its one
+ * function (the same for every context). Unloading a library frees its
+ * kernels: their handles (and functions) are invalid afterwards. */
+
+struct CUfunc_st {
+    uint32_t magic;
+    struct CUkern_st *kernel;
+};
+
+struct CUkern_st {
+    uint32_t magic;
+    struct CUlib_st *lib;
+    char *name;
+    struct CUfunc_st fn;
+    struct CUkern_st *next;
+};
+
+struct CUlib_st {
+    uint32_t magic;
+    struct CUkern_st *kernels;
+    struct CUlib_st *next_live;
+};
+
+#define MAGIC_LIB 0x4c494246u
+#define MAGIC_KERNEL 0x4b524e46u
+#define MAGIC_FUNC 0x46554e46u
+
+static struct CUlib_st *g_libs;
+
+static struct CUlib_st *lib_of(CUlibrary h) {
+    for (struct CUlib_st *l = g_libs; l; l = l->next_live)
+        if (l == (struct CUlib_st *)h) return l;
+    return NULL;
+}
+
+static struct CUkern_st *kernel_of(CUkernel h) {
+    for (struct CUlib_st *l = g_libs; l; l = l->next_live)
+        for (struct CUkern_st *k = l->kernels; k; k = k->next)
+            if (k == (struct CUkern_st *)h) return k;
+    return NULL;
+}
+
+/* The kernel a launch's function stands for: a kernel's function, or a
+ * CUkernel cast to CUfunction (as the real driver accepts). */
+static struct CUkern_st *kernel_of_function(CUfunction f) {
+    for (struct CUlib_st *l = g_libs; l; l = l->next_live)
+        for (struct CUkern_st *k = l->kernels; k; k = k->next)
+            if ((void *)k == (void *)f || &k->fn == (struct CUfunc_st *)f) return k;
+    return NULL;
+}
+
+/* A launch of kernel k: a no-op work item in stream order, or a kernel node
+ * during a capture. Lock held. */
+static CUresult launch_locked(struct CUkern_st *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shared, CUstream stream) {
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) return err;
+    if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
+    if ((uint64_t)bx * by * bz > 1024 || bz > 64 || shared > 232448) return CUDA_ERROR_INVALID_VALUE;
+    struct item *it = new_item(IT_KERNEL, s);
+    if (!it) return CUDA_ERROR_OUT_OF_MEMORY;
+    it->user = k; /* for debugging only: never dereferenced (it may outlive the library) */
+    return submit_locked(it);
+}
+
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream,
-        (void)params, (void)extra;
+    (void)params, (void)extra;
     ENTER(cuLaunchKernel);
-    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    struct CUkern_st *k = f ? kernel_of_function(f) : NULL;
+    if (!k) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* the fake loads no modules: no other function exists */
+    NEED_INIT();
+    RETURN(launch_locked(k, gx, gy, gz, bx, by, bz, shared, stream));
+}
+
+FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+    (void)params, (void)extra;
+    ENTER(cuLaunchKernelEx);
+    NEED_INIT();
+    if (!config || !f || (config->numAttrs && !config->attrs)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUkern_st *k = kernel_of_function(f);
+    if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    RETURN(launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                         config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream));
+}
+
+FAKE_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jit_options, void **jit_values,
+                                    unsigned n_jit, CUlibraryOption *lib_options, void **lib_values, unsigned n_lib) {
+    (void)jit_options, (void)jit_values, (void)n_jit, (void)lib_options, (void)lib_values, (void)n_lib;
+    ENTER(cuLibraryLoadData);
+    NEED_INIT();
+    if (!lib || !code) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUlib_st *l = (struct CUlib_st *)calloc(1, sizeof *l);
+    if (!l) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    l->magic = MAGIC_LIB;
+    l->next_live = g_libs;
+    g_libs = l;
+    g_live_libs++;
+    *lib = l;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuLibraryUnload(CUlibrary lib) {
+    ENTER(cuLibraryUnload);
+    NEED_INIT();
+    struct CUlib_st **pp = &g_libs;
+    while (*pp && *pp != (struct CUlib_st *)lib) pp = &(*pp)->next_live;
+    if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUlib_st *l = *pp;
+    *pp = l->next_live;
+    g_live_libs--;
+    while (l->kernels) {
+        struct CUkern_st *k = l->kernels;
+        l->kernels = k->next;
+        free(k->name);
+        k->magic = 0;
+        k->fn.magic = 0;
+        free(k);
+        g_live_kernels--;
+    }
+    l->magic = 0;
+    free(l);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary lib, const char *name) {
+    ENTER(cuLibraryGetKernel);
+    NEED_INIT();
+    if (!kernel || !name) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUlib_st *l = lib_of(lib);
+    if (!l) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    for (struct CUkern_st *k = l->kernels; k; k = k->next)
+        if (!strcmp(k->name, name)) {
+            *kernel = k;
+            RETURN(CUDA_SUCCESS);
+        }
+    struct CUkern_st *k = (struct CUkern_st *)calloc(1, sizeof *k);
+    char *n = strdup(name);
+    if (!k || !n) {
+        free(k);
+        free(n);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    k->magic = MAGIC_KERNEL;
+    k->lib = l;
+    k->name = n;
+    k->fn.magic = MAGIC_FUNC;
+    k->fn.kernel = k;
+    k->next = l->kernels;
+    l->kernels = k;
+    g_live_kernels++;
+    *kernel = k;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuKernelGetFunction(CUfunction *f, CUkernel kernel) {
+    ENTER(cuKernelGetFunction);
+    NEED_INIT();
+    if (!f) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUkern_st *k = kernel_of(kernel);
+    if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *f = &k->fn;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size) {
+    (void)index, (void)offset, (void)size;
+    ENTER(cuKernelGetParamInfo);
+    NEED_INIT();
+    if (!kernel_of(kernel)) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    RETURN(CUDA_ERROR_INVALID_VALUE); /* no parameter information: every index is past the end */
 }
 
 /* ---- green contexts: the SM resource and the split only -------------------
@@ -1528,7 +1823,7 @@ static CUresult begin_capture(CUstream stream, struct CUgraph_st *into, const CU
     if (mode < 0 || mode > 2) return CUDA_ERROR_INVALID_VALUE;
     if (s->cap) return CUDA_ERROR_INVALID_VALUE;
     struct CUgraph_st *g = into;
-    if (!g && !(g = graph_new(1))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!g && !(g = graph_new(GRAPH_TOP))) return CUDA_ERROR_OUT_OF_MEMORY;
     if (g->capturing) return CUDA_ERROR_INVALID_VALUE;
     g->capturing = 1;
     g->invalidated = 0;
@@ -1609,7 +1904,7 @@ FAKE_API CUresult cuGraphCreate(CUgraph *graph, unsigned flags) {
     ENTER(cuGraphCreate);
     NEED_INIT();
     if (!graph || flags) RETURN(CUDA_ERROR_INVALID_VALUE);
-    struct CUgraph_st *g = graph_new(1);
+    struct CUgraph_st *g = graph_new(GRAPH_TOP);
     if (!g) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     *graph = g;
     RETURN(CUDA_SUCCESS);
@@ -1620,6 +1915,7 @@ FAKE_API CUresult cuGraphDestroy(CUgraph graph) {
     NEED_INIT();
     struct CUgraph_st *g = graph_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (g->kind == GRAPH_BODY) RETURN(CUDA_ERROR_INVALID_VALUE); /* owned by its conditional node */
     graph_free(g);
     RETURN(CUDA_SUCCESS);
 }
@@ -1657,6 +1953,10 @@ static CUresult add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *de
             return CUDA_ERROR_INVALID_VALUE;
         }
         deps_add(&d, (struct CUgraphNode_st *)deps[i]);
+    }
+    if (child && graph_has_cond(child)) {
+        deps_free(&d);
+        return CUDA_ERROR_NOT_SUPPORTED; /* as the real driver */
     }
     struct CUgraph_st *clone = NULL;
     if (child && !(clone = graph_clone(child))) {
@@ -1721,6 +2021,7 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, 
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
     e->magic = MAGIC_EXEC;
+    e->cond_shape = cond_shape(g);
     e->next_live = g_execs;
     g_execs = e;
     g_live_execs++;
@@ -1793,7 +2094,7 @@ FAKE_API CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExec
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
     memset(info, 0, sizeof *info);
-    if (n != e->count) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    if (n != e->count || cond_shape(g) != e->cond_shape) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
     for (size_t i = 0; i < n && !info->result; i++)
         if (v[i]->kind != e->items[i]->kind) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
     if (info->result) {
@@ -1805,13 +2106,123 @@ FAKE_API CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExec
     RETURN(CUDA_SUCCESS);
 }
 
+/* ---- conditional nodes ("conditional" feature) ---------------------------- */
+
+static CUgraphConditionalHandle g_next_cond_handle = 1;
+
+FAKE_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *handle, CUgraph graph, CUcontext ctx,
+                                                 unsigned default_value, unsigned flags) {
+    (void)default_value;
+    ENTER(cuGraphConditionalHandleCreate);
+    NEED_INIT();
+    if (!handle || !graph || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!ctx) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if ((ctx != &g_primary && ctx != &g_other) || !ctx_alive(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (g->nconds == g->capconds) {
+        size_t cap = g->capconds ? g->capconds * 2 : 4;
+        void *p = realloc(g->conds, cap * sizeof *g->conds);
+        if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        g->conds = (struct cond_handle *)p;
+        g->capconds = cap;
+    }
+    g->conds[g->nconds].handle = g_next_cond_handle++;
+    g->conds[g->nconds].ctx = ctx;
+    *handle = g->conds[g->nconds++].handle;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphAddNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                 const CUgraphEdgeData *edges, size_t ndeps, CUgraphNodeParams *params) {
+    (void)edges; /* edge data is not modelled: default edges */
+    ENTER(cuGraphAddNode);
+    NEED_INIT();
+    if (!node || !graph || !params || (ndeps && !deps)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (params->type != CU_GRAPH_NODE_TYPE_CONDITIONAL) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* not modelled */
+    CUDA_CONDITIONAL_NODE_PARAMS *c = &params->conditional;
+    const struct cond_handle *h = NULL;
+    for (size_t i = 0; i < g->nconds && !h; i++)
+        if (g->conds[i].handle == c->handle) h = &g->conds[i];
+    if (!h) RETURN(CUDA_ERROR_INVALID_VALUE); /* not made on this graph */
+    if (!c->ctx || c->ctx != h->ctx) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (!(c->type == CU_GRAPH_COND_TYPE_IF && (c->size == 1 || c->size == 2)) &&
+        !(c->type == CU_GRAPH_COND_TYPE_WHILE && c->size == 1))
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (g->capturing) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct deps d = {0};
+    for (size_t i = 0; i < ndeps; i++) {
+        CUresult r = !node_in(g, (struct CUgraphNode_st *)deps[i])        ? CUDA_ERROR_INVALID_VALUE
+                     : !deps_add(&d, (struct CUgraphNode_st *)deps[i]) ? CUDA_ERROR_OUT_OF_MEMORY
+                                                                        : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS) {
+            deps_free(&d);
+            RETURN(r);
+        }
+    }
+    struct CUgraph_st *bodies[2] = {NULL, NULL};
+    for (unsigned i = 0; i < c->size; i++)
+        if (!(bodies[i] = graph_new(GRAPH_BODY))) {
+            if (bodies[0]) graph_free(bodies[0]);
+            deps_free(&d);
+            RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        }
+    struct CUgraphNode_st *n = node_add(g, &d);
+    deps_free(&d);
+    if (!n) {
+        for (unsigned i = 0; i < c->size; i++) graph_free(bodies[i]);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    n->is_cond = 1;
+    n->cond_type = c->type;
+    n->nbodies = c->size;
+    for (unsigned i = 0; i < c->size; i++) n->bodies[i] = bodies[i];
+    c->phGraph_out = n->bodies; /* the node's own array, valid while the node lives (as the driver's) */
+    *node = n;
+    RETURN(CUDA_SUCCESS);
+}
+
 /* ---- cuGetProcAddress ---------------------------------------------------- */
+
+/* Optional features (FAKE_CUDA_FEATURES). */
+enum { FEAT_CONDITIONAL = 1, FEAT_LIBRARY = 2 };
+static unsigned g_features;
+static pthread_once_t g_features_once = PTHREAD_ONCE_INIT;
+
+static void features_read(void) {
+    const char *env = getenv("FAKE_CUDA_FEATURES");
+    if (!env) return;
+    const char *p = env;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\t') p++;
+        size_t n = strcspn(p, ", \t");
+        if (n == 0) break;
+        if (n == 11 && !strncmp(p, "conditional", n))
+            g_features |= FEAT_CONDITIONAL;
+        else if (n == 7 && !strncmp(p, "library", n))
+            g_features |= FEAT_LIBRARY;
+        else if (n == 3 && !strncmp(p, "all", n))
+            g_features |= FEAT_CONDITIONAL | FEAT_LIBRARY;
+        else
+            fprintf(stderr, "fake_cuda: FAKE_CUDA_FEATURES: unknown feature \"%.*s\" ignored\n", (int)n, p);
+        p += n;
+    }
+}
+
+static unsigned features(void) {
+    pthread_once(&g_features_once, features_read);
+    return g_features;
+}
 
 static const struct {
     const char *name;
     void *fn;
+    unsigned feature; /* 0: always there; else found only with that feature on */
 } g_procs[] = {
-#define P_(name) {#name, (void *)name},
+#define P_(name) {#name, (void *)name, 0},
+#define PF_(name, feature) {#name, (void *)name, feature},
     P_(cuInit) P_(cuDriverGetVersion) P_(cuGetErrorName) P_(cuGetErrorString) P_(cuDeviceGetCount)
     P_(cuDeviceGet) P_(cuDeviceGetName) P_(cuDeviceGetAttribute) P_(cuDeviceTotalMem) P_(cuDeviceGetUuid)
     P_(cuDevicePrimaryCtxRetain) P_(cuDevicePrimaryCtxRelease) P_(cuDevicePrimaryCtxGetState)
@@ -1831,6 +2242,11 @@ static const struct {
     P_(cuGraphCreate) P_(cuGraphDestroy) P_(cuGraphGetNodes) P_(cuGraphNodeGetDependentNodes)
     P_(cuGraphAddChildGraphNode) P_(cuGraphAddEmptyNode) P_(cuGraphDebugDotPrint) P_(cuGraphInstantiateWithFlags)
     P_(cuGraphExecDestroy) P_(cuGraphUpload) P_(cuGraphLaunch) P_(cuGraphExecUpdate)
+    PF_(cuGraphConditionalHandleCreate, FEAT_CONDITIONAL) PF_(cuGraphAddNode, FEAT_CONDITIONAL)
+    PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
+    PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY)
+    PF_(cuLaunchKernelEx, FEAT_LIBRARY)
+#undef PF_
 #undef P_
 };
 
@@ -1839,8 +2255,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
     (void)cudaVersion;
     (void)flags;
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    unsigned on = features();
     for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++)
-        if (strcmp(g_procs[i].name, symbol) == 0) {
+        if (strcmp(g_procs[i].name, symbol) == 0 && (g_procs[i].feature & ~on) == 0) {
             *pfn = g_procs[i].fn;
             if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;
@@ -1854,7 +2271,10 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 
 /* Live counts: "stream", "event", "hostmem", "devmem", "primary" (retain
  * count of device 0's primary context), "pending" (queued work items),
- * "graph" / "exec" (graphs and executable graphs alive),
+ * "graph" / "exec" (top-level graphs and executable graphs alive: a
+ * conditional node's bodies are not in "graph" but in "body", the bodies
+ * alive, which go with their top-level graph), "library" / "kernel"
+ * (libraries loaded and kernels got from them, which go with their library),
  * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
  * (driver calls made from inside host functions), "orphans" (streams and
  * events still alive when the primary context's last retain went), "sticky"
@@ -1875,6 +2295,9 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "sticky")) v = g_sticky;
     else if (!strcmp(kind, "graph")) v = g_live_graphs;
     else if (!strcmp(kind, "exec")) v = g_live_execs;
+    else if (!strcmp(kind, "body")) v = g_live_bodies;
+    else if (!strcmp(kind, "library")) v = g_live_libs;
+    else if (!strcmp(kind, "kernel")) v = g_live_kernels;
     unlock();
     return v;
 }
@@ -1966,6 +2389,10 @@ FAKE_API long fake_cuda_calls(const char *entry) {
     unlock();
     return v;
 }
+
+/* The optional features turned on by FAKE_CUDA_FEATURES: bit 0 "conditional",
+ * bit 1 "library" (reads the variable if no cuGetProcAddress_v2 call did). */
+FAKE_API unsigned fake_cuda_features(void) { return features(); }
 
 /* A second context of device 0, always alive, not the primary one: what a
  * host program would have current. */

@@ -373,6 +373,52 @@ static void test_concurrent_init(void **state) {
     }
 }
 
+/* The resident loop: every call checks its arguments before anything else
+ * (no driver is needed to say so); destroy accepts NULL; the device header
+ * text needs nothing. */
+static void test_resident_without_driver(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    uint64_t seq = 0;
+    int flag = 0;
+    unsigned long long p = 0;
+    cw_resident_state rs;
+    cw_resident_stats st;
+#define EXPECT_INVALID_ND(fn, call)                         \
+    do {                                                    \
+        cw_clear_error();                                   \
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
+        assert_string_equal(cw_last_error()->function, #fn); \
+    } while (0)
+    EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(NULL, NULL, &s));
+    EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(&r, NULL, &s));
+    EXPECT_INVALID_ND(cw_resident_configure, cw_resident_configure(NULL, &s));
+    EXPECT_INVALID_ND(cw_resident_get_settings, cw_resident_get_settings(NULL, &s));
+    EXPECT_INVALID_ND(cw_resident_get_ctl, cw_resident_get_ctl(NULL, &p));
+    EXPECT_INVALID_ND(cw_resident_get_input, cw_resident_get_input(NULL, 0, &p));
+    EXPECT_INVALID_ND(cw_resident_set_workload, cw_resident_set_workload(NULL, NULL));
+    EXPECT_INVALID_ND(cw_resident_set_handler, cw_resident_set_handler(NULL, NULL));
+    EXPECT_INVALID_ND(cw_resident_launch, cw_resident_launch(NULL));
+    EXPECT_INVALID_ND(cw_resident_is_launched, cw_resident_is_launched(NULL, &flag));
+    EXPECT_INVALID_ND(cw_resident_data_ready, cw_resident_data_ready(NULL, &seq));
+    EXPECT_INVALID_ND(cw_resident_result_ready, cw_resident_result_ready(NULL, 1, &flag));
+    EXPECT_INVALID_ND(cw_resident_wait_result, cw_resident_wait_result(NULL, 1, 0));
+    EXPECT_INVALID_ND(cw_resident_next_input, cw_resident_next_input(NULL, 0, &p));
+    EXPECT_INVALID_ND(cw_resident_tear_down, cw_resident_tear_down(NULL, 0));
+    EXPECT_INVALID_ND(cw_resident_get_state, cw_resident_get_state(NULL, &rs));
+    EXPECT_INVALID_ND(cw_resident_get_stats, cw_resident_get_stats(NULL, &st));
+    s.unroll = 0;
+    EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(&r, NULL, &s));
+#undef EXPECT_INVALID_ND
+    assert_null(r);
+    assert_cw_ok(cw_resident_destroy(NULL));
+    assert_cw_ok(cw_resident_destroy(&r));
+    const char *h = cw_resident_device_header();
+    assert_non_null(strstr(h, "cw_resident_sequence"));
+}
+
 int main(void) {
     /* Before any cuweave call: the loader reads these once. */
     setenv("CUWEAVE_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
@@ -389,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_no_nvrtc),
         cmocka_unit_test(test_jit_without_driver),
         cmocka_unit_test(test_driverless_functions),
+        cmocka_unit_test(test_resident_without_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

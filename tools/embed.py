@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Embeds the library's own kernels in a C++ source file.
 
-usage: embed.py IMAGE ORIGIN OUT.cpp
+usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER
 
 IMAGE is a fatbin (nvcc at build time) or the checked-in PTX; a NUL is
 appended so that PTX text is terminated. ORIGIN is a short description kept
-in the library (cw_builtin_origin()).
+in the library (cw_builtin_origin()). DEVICE_HEADER is
+include/cuweave/resident_device.h, kept as text for NVRTC programs
+(cw_resident_device_header()).
 """
 import sys
 
-image, origin, out = sys.argv[1], sys.argv[2], sys.argv[3]
+image, origin, out, device_header = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+header_text = open(device_header, 'rb').read()
 data = open(image, 'rb').read() + b'\0'
 data += b'\0' * (-len(data) % 8)
 words = [int.from_bytes(data[i:i + 8], 'little') for i in range(0, len(data), 8)]
@@ -23,4 +26,10 @@ with open(out, 'w') as f:
     f.write('};\n')
     f.write('extern const size_t kBuiltinImageSize = %d;\n' % (len(data)))
     f.write('extern const char kBuiltinOrigin[] = "%s";\n' % origin.replace('"', "'"))
+    f.write('// include/cuweave/resident_device.h\n')
+    f.write('extern const char kResidentDeviceHeader[] = {\n')
+    chunk = list(header_text) + [0]
+    for i in range(0, len(chunk), 16):
+        f.write('    ' + ', '.join('%d' % b for b in chunk[i:i + 16]) + ',\n')
+    f.write('};\n')
     f.write('}  // namespace cw\n')

@@ -89,7 +89,9 @@ CW_API cw_status cw_context_get_priority_range(const cw_context *ctx, int *least
 /*
  * Blocks until all work in the context is done (cuCtxSynchronize).
  * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, CW_ERROR_DEVICE_FAULT when
- * earlier work faulted, or the driver's error.
+ * earlier work faulted, or the driver's error; CW_ERROR_INVALID_STATE while
+ * a GPU-resident loop (cw_resident) runs on the same driver context: its
+ * work never ends, so the call would never return.
  */
 CW_API cw_status cw_context_synchronize(cw_context *ctx);
 

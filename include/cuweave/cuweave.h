@@ -14,5 +14,6 @@
 #include "cuweave/graph.h"
 #include "cuweave/partition.h"
 #include "cuweave/jit.h"
+#include "cuweave/resident.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

@@ -4,6 +4,8 @@
 #include <cuda_device_runtime_api.h>  // cudaGraphSetConditional (resolved by the driver at load)
 #include <stdint.h>
 
+#include "../../include/cuweave/resident_device.h"
+
 __device__ __forceinline__ unsigned long long now_ns() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -102,6 +104,93 @@ __global__ void cw_while_body(cudaGraphConditionalHandle h, int *count, const in
 // WHILE node that may run zero times.
 __global__ void cw_set_cond(cudaGraphConditionalHandle h, const int *value) {
     if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(h, *value > 0 ? 1u : 0u);
+}
+
+// ---- the resident loop (tests and bench_resident) ---------------------------
+
+// A workload step that reads the loop's input slot (a u32) and the request
+// number, and writes out[0] = v * 3 + 1, out[1] = seq (out may be mapped
+// host memory), and log[seq - 1] = (v * 3 + 1) << 32 | seq when
+// seq <= log_cap (device memory: what each request was served with).
+__global__ void cw_res_apply(const cw_resident_ctl *ctl, unsigned *out, unsigned long long *log,
+                             unsigned long long log_cap) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        const unsigned long long seq = cw_resident_sequence(ctl);
+        const unsigned v = *(const volatile unsigned *)cw_resident_input(ctl);
+        ((volatile unsigned *)out)[0] = v * 3u + 1u;
+        ((volatile unsigned *)out)[1] = (unsigned)seq;
+        __threadfence_system();  // host memory: visible before anything the GPU writes later
+        if (seq >= 1 && seq <= log_cap) log[seq - 1] = ((unsigned long long)(v * 3u + 1u) << 32) | (unsigned)seq;
+    }
+}
+
+// Appends the request number to a list: seqs[(*count)++] = seq (one thread).
+__global__ void cw_res_record(const cw_resident_ctl *ctl, unsigned *count, unsigned long long *seqs,
+                              unsigned cap) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        unsigned c = *count;
+        if (c < cap) seqs[c] = cw_resident_sequence(ctl);
+        *count = c + 1;
+    }
+}
+
+// A data-ready handler: data is ready when the producer's count (*produced,
+// written by another kernel) is ahead of what was consumed; then it
+// consumes one.
+__global__ void cw_res_handler(cw_resident_ctl *ctl, const unsigned *produced, unsigned *consumed) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        const unsigned p = *(const volatile unsigned *)produced;
+        if (p > *consumed) {
+            *consumed += 1;
+            cw_resident_mark_data_ready(ctl);
+        } else {
+            cw_resident_mark_data_not_ready(ctl);
+        }
+    }
+}
+
+// A GPU producer: n times, wait gap_ns, then add one to *produced.
+__global__ void cw_res_produce(unsigned *produced, unsigned n, long long gap_ns) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        for (unsigned i = 0; i < n; i++) {
+            spin_ns(gap_ns);
+            atomicAdd(produced, 1u);
+            __threadfence();
+        }
+    }
+}
+
+// The three trivial operators of bench_resident: (in + 1) * 3 + 7.
+__global__ void cw_op_load(const unsigned *in, unsigned *buf) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = *(const volatile unsigned *)in + 1u;
+}
+__global__ void cw_op_mul(unsigned *buf) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = buf[0] * 3u;
+}
+__global__ void cw_op_store(const unsigned *buf, unsigned *out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
+}
+
+// The floor: one persistent polling kernel (one thread) that serves the
+// same three operators. doorbell and stop are written by the host (mapped
+// memory); done is written here after out.
+__global__ void cw_op_persistent(const unsigned long long *doorbell, const unsigned *stop, const unsigned *in,
+                                 unsigned *out, unsigned long long *done) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned long long served = *(volatile unsigned long long *)done;
+    for (;;) {
+        const unsigned long long d = *(const volatile unsigned long long *)doorbell;
+        if (d > served) {
+            unsigned v = *(const volatile unsigned *)in + 1u;
+            v = v * 3u;
+            *(volatile unsigned *)out = v + 7u;
+            __threadfence_system();
+            served += 1;
+            *(volatile unsigned long long *)done = served;
+        } else if (*(const volatile unsigned *)stop) {
+            return;
+        }
+    }
 }
 
 }  // extern "C"

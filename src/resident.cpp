@@ -1,0 +1,662 @@
+// cuweave: the GPU-resident loop. One graph, launched once, that serves
+// sequence-numbered requests on the GPU until it is torn down. The graph:
+//
+//   arm -> WHILE(loop) { unroll x [ poll -> (handler -> gate) -> IF(work) { workload -> signal } ] } -> exit
+//
+// The kernels are the library's own (ptx/cuweave_kernels.cu); the memory
+// they share with this file is laid out in resident_abi.h.
+#include <algorithm>
+#include <new>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuweave/device.h"
+#include "cuweave/resident.h"
+#include "graph.hpp"
+#include "jit.hpp"
+#include "resident_abi.h"
+
+static_assert(sizeof(cw_resident_ctl) == 64, "the public device block is 64 bytes");
+static_assert(offsetof(cw_res_host, completed) == 64, "host and GPU words on separate cache lines");
+static_assert(sizeof(cw_res_host) == 128, "the host block is two cache lines");
+static_assert(offsetof(cw_res_host, stop) == 8, "the doorbell and the stop word are read in one 16-byte load");
+
+namespace cw {
+enum : uint32_t { kTagResident = 0x43575253u };  // "CWRS"
+constexpr uint32_t kMaxUnroll = 64;
+constexpr uint32_t kMaxSleepUs = 1000000;
+constexpr size_t kDropRanges = 8;
+}  // namespace cw
+
+struct cw_resident {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    cw_resident_settings set;
+    cw_stream *run;    // the loop runs here
+    cw_stream *build;  // captures the loop's kernels
+    cw_stream *stats;  // copies the statistics
+    cw_res_host *host; // mapped host memory
+    CUdeviceptr host_dev;
+    CUdeviceptr dev;    // cw_res_dev
+    CUdeviceptr input;  // input_slots * input_bytes
+    cw_graph *workload; // copies (a graph holding the user's graph as a child), or NULL
+    cw_graph *handler;
+    cw_graph_exec *exec;
+    bool dirty;  // built graph out of date
+    std::atomic<int> state;  // cw_resident_state
+    uint32_t epoch;
+    uint64_t base;  // requests made before this launch (served or dropped)
+    std::atomic<uint64_t> launches;
+    std::atomic<int> last_exit;
+    // Requests dropped by teardowns, [lo, hi], the last kDropRanges of them.
+    std::atomic<uint64_t> drop_lo[cw::kDropRanges], drop_hi[cw::kDropRanges];
+    size_t drop_next;
+};
+
+namespace cw {
+namespace {
+
+inline bool resident_ok(const cw_resident *r) { return r && r->tag == kTagResident; }
+
+#define CW_CHECK_RESIDENT(r)                                                                 \
+    do {                                                                                     \
+        CW_CHECK_ARG((r) != NULL);                                                           \
+        if (__builtin_expect(!resident_ok(r), 0))                                            \
+            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_resident", #r);        \
+    } while (0)
+
+uint64_t mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+inline uint64_t load_completed(const cw_resident *r) {
+    return __atomic_load_n(&r->host->completed, __ATOMIC_ACQUIRE);
+}
+inline uint64_t load_requested(const cw_resident *r) {
+    return __atomic_load_n(&r->host->requested, __ATOMIC_ACQUIRE);
+}
+// The GPU has reported that the current launch's loop stopped.
+inline bool gpu_exited(const cw_resident *r) {
+    return __atomic_load_n(&r->host->exited_epoch, __ATOMIC_ACQUIRE) == r->epoch;
+}
+
+cw_status check_settings(const cw_resident_settings *s) {
+    CW_CHECK_ARG(s->sleep_interval_us <= kMaxSleepUs);
+    CW_CHECK_ARG(s->spin_us <= kMaxSleepUs);
+    CW_CHECK_ARG(s->sleep_mode == CW_RESIDENT_SLEEP_FIXED || s->sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE);
+    CW_CHECK_ARG(s->sync_with_host == 0 || s->sync_with_host == 1);
+    CW_CHECK_ARG(s->input_slots <= 2);
+    CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
+    CW_CHECK_ARG(s->unroll >= 1 && s->unroll <= kMaxUnroll);
+    CW_CHECK_ARG(s->use_default_priority == 0 || s->use_default_priority == 1);
+    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
+    return CW_SUCCESS;
+}
+
+// Records the requests a stopped launch did not serve.
+void note_dropped(cw_resident *r) {
+    const uint64_t lo = load_completed(r) + 1, hi = load_requested(r);
+    if (hi < lo) return;
+    const size_t i = r->drop_next++ % kDropRanges;
+    r->drop_hi[i].store(0, std::memory_order_relaxed);  // no range while it changes
+    r->drop_lo[i].store(lo, std::memory_order_relaxed);
+    r->drop_hi[i].store(hi, std::memory_order_release);
+}
+
+bool was_dropped(const cw_resident *r, uint64_t seq) {
+    for (size_t i = 0; i < kDropRanges; i++) {
+        const uint64_t hi = r->drop_hi[i].load(std::memory_order_acquire);
+        if (hi && seq <= hi && seq >= r->drop_lo[i].load(std::memory_order_relaxed)) return true;
+    }
+    return false;
+}
+
+// The launch stopped on the GPU and its stream is idle: records why.
+void finish_stop(cw_resident *r, cw_resident_exit why) {
+    note_dropped(r);
+    context_note_resident(r->ctx->cu, -1);
+    r->last_exit.store(why, std::memory_order_relaxed);
+    r->state.store(CW_RESIDENT_STOPPED, std::memory_order_release);
+}
+
+cw_resident_exit exit_from_gpu(const cw_resident *r) {
+    const unsigned reason = __atomic_load_n(&r->host->exit_reason, __ATOMIC_ACQUIRE);
+    return reason == CW_RES_EXIT_TIMEOUT ? CW_RESIDENT_EXIT_TIMEOUT : CW_RESIDENT_EXIT_TEAR_DOWN;
+}
+
+// Waits up to timeout_ms for the loop's stream to be idle.
+cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
+    const uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (unsigned spins = 0;; spins++) {
+        CUresult q = drv().cuStreamQuery(r->run->cu);
+        if (q == CUDA_SUCCESS) {
+            finish_stop(r, gpu_exited(r) ? exit_from_gpu(r) : CW_RESIDENT_EXIT_TEAR_DOWN);
+            return CW_SUCCESS;
+        }
+        if (q != CUDA_ERROR_NOT_READY) {
+            finish_stop(r, CW_RESIDENT_EXIT_FAULT);
+            return fail_cu(q, "cuStreamQuery", "the resident loop's stream reported an error while stopping");
+        }
+        if (mono_ns() >= deadline)
+            return fail(CW_ERROR_TIMEOUT,
+                        "the resident loop did not stop within %u ms (requests made %llu, finished %llu): a "
+                        "workload is still running, or other work holds the GPU; the request to stop stays",
+                        timeout_ms, (unsigned long long)load_requested(r), (unsigned long long)load_completed(r));
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+}
+
+// A launch whose loop stopped on the GPU by itself (timeout) is settled
+// once its stream is idle.
+void settle(cw_resident *r) {
+    const int st = r->state.load(std::memory_order_acquire);
+    if ((st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING) && gpu_exited(r) &&
+        drv().cuStreamQuery(r->run->cu) == CUDA_SUCCESS)
+        finish_stop(r, exit_from_gpu(r));
+}
+
+bool is_active(const cw_resident *r) {
+    const int st = r->state.load(std::memory_order_acquire);
+    return st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING;
+}
+
+// ---- building the graph ---------------------------------------------------------
+
+cw_status launch_into(cw_resident *r, cw_graph *g, int kernel, void **args) {
+    cw_kernel *k = nullptr;
+    CW_TRY(builtin_get(kernel, &k));
+    CW_TRY(cw_capture_begin_to(r->build, g, CW_CAPTURE_THREAD_LOCAL));
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    cw_status st = cw_kernel_launch(k, r->build, &cfg, args);
+    cw_status end = cw_capture_end(r->build, nullptr);
+    return st != CW_SUCCESS ? st : end;
+}
+
+// Adds child (may be NULL: nothing) after g's sinks.
+cw_status add_child_after_sinks(cw_graph *g, const cw_graph *child) {
+    if (!child) return CW_SUCCESS;
+    cw_graph_node *deps[8];
+    size_t n = 0;
+    CW_TRY(cw_graph_get_sinks(g, deps, 8, &n));
+    if (n > 8) return fail(CW_ERROR_INTERNAL, "the resident graph has %zu sinks", n);
+    return cw_graph_add_child(g, child, deps, n, nullptr);
+}
+
+cw_status build_into(cw_resident *r, cw_graph *top) {
+    cw_res_host *h = reinterpret_cast<cw_res_host *>(r->host_dev);
+    cw_res_dev *d = reinterpret_cast<cw_res_dev *>(r->dev);
+    const bool handler = r->handler != nullptr;
+    unsigned long long timeout_ns = (unsigned long long)r->set.timeout_ms * 1000000ull;
+    unsigned sleep_ns = r->set.sleep_interval_us * 1000u;
+    unsigned spin_ns = r->set.spin_us * 1000u;
+    unsigned poll_flags = (r->set.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE ? CW_RES_ADAPTIVE : 0u) |
+                          (handler ? CW_RES_HANDLER : 0u);
+    unsigned signal_flags = r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u;
+
+    cw_cond_handle loop = 0;
+    CW_TRY(cw_graph_cond_create(top, 1, CW_COND_RESET_EACH_LAUNCH, &loop));
+    void *arm_args[] = {&h, &d};
+    CW_TRY(launch_into(r, top, kResArm, arm_args));
+    cw_graph_node *sink = nullptr;
+    size_t n = 0;
+    CW_TRY(cw_graph_get_sinks(top, &sink, 1, &n));
+    cw_cond_settings cs;
+    cw_cond_settings_default(&cs);
+    cs.type = CW_COND_WHILE;
+    cw_graph *body = nullptr;
+    CW_TRY(cw_graph_add_conditional(top, loop, &cs, &sink, 1, nullptr, &body, nullptr));
+    cs.type = CW_COND_IF;
+    for (uint32_t i = 0; i < r->set.unroll; i++) {
+        cw_cond_handle work = 0;
+        CW_TRY(cw_graph_cond_create(body, 0, 0, &work));
+        void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &poll_flags};
+        CW_TRY(launch_into(r, body, kResPoll, poll_args));
+        if (handler) {
+            CW_TRY(add_child_after_sinks(body, r->handler));
+            void *gate_args[] = {&d, &work};
+            CW_TRY(launch_into(r, body, kResGate, gate_args));
+        }
+        CW_TRY(cw_graph_get_sinks(body, &sink, 1, &n));
+        cw_graph *then = nullptr;
+        CW_TRY(cw_graph_add_conditional(body, work, &cs, &sink, 1, nullptr, &then, nullptr));
+        CW_TRY(add_child_after_sinks(then, r->workload));
+        void *signal_args[] = {&h, &d, &signal_flags};
+        CW_TRY(launch_into(r, then, kResSignal, signal_args));
+    }
+    void *exit_args[] = {&h, &d};
+    return launch_into(r, top, kResExit, exit_args);
+}
+
+cw_status build(cw_resident *r) {
+    cw_graph *top = nullptr;
+    CW_TRY(cw_graph_create(&top, r->ctx));
+    cw_graph_exec *exec = nullptr;
+    cw_status st = build_into(r, top);
+    if (st != CW_SUCCESS) capture_abandon(r->build);  // a capture a failed call left open
+    if (st == CW_SUCCESS) st = cw_graph_instantiate(&exec, top, 0);
+    cw_graph_destroy(&top);
+    if (st == CW_SUCCESS) st = cw_graph_exec_upload(exec, r->run);
+    if (st != CW_SUCCESS) {
+        cw_graph_exec_destroy(&exec);
+        return st;
+    }
+    cw_graph_exec_destroy(&r->exec);
+    r->exec = exec;
+    r->dirty = false;
+    return CW_SUCCESS;
+}
+
+// Keeps a copy of g (as a graph holding it as a child), in *slot.
+cw_status keep_copy(cw_resident *r, const cw_graph *g, cw_graph **slot) {
+    cw_graph *copy = nullptr;
+    if (g) {
+        if (g->ctx->cu != r->ctx->cu)
+            return fail(CW_ERROR_INVALID_ARGUMENT,
+                        "invalid argument: the graph belongs to another context than the resident loop's");
+        CW_TRY(cw_graph_create(&copy, r->ctx));
+        cw_status st = cw_graph_add_child(copy, g, nullptr, 0, nullptr);
+        if (st != CW_SUCCESS) {
+            cw_graph_destroy(&copy);
+            return st;
+        }
+    }
+    cw_graph_destroy(slot);
+    *slot = copy;
+    r->dirty = true;
+    return CW_SUCCESS;
+}
+
+// ---- creation and destruction -------------------------------------------------------
+
+void resident_free(cw_resident *r) {
+    cw_graph_exec_destroy(&r->exec);
+    cw_graph_destroy(&r->workload);
+    cw_graph_destroy(&r->handler);
+    if (r->dev || r->input || r->host) {
+        CurrentGuard guard;
+        if (guard.enter(r->ctx->cu) == CW_SUCCESS) {
+            if (r->dev) drv().cuMemFree(r->dev);
+            if (r->input) drv().cuMemFree(r->input);
+            if (r->host) drv().cuMemFreeHost(r->host);
+            (void)guard.leave();
+        }
+    }
+    if (r->run) stream_free(r->run);
+    if (r->build) stream_free(r->build);
+    if (r->stats) stream_free(r->stats);
+    cw_context *ctx = r->ctx;
+    r->tag = kTagDead;
+    r->~cw_resident();
+    free(r);
+    if (ctx) context_release(ctx);
+}
+
+cw_status alloc_memory(cw_resident *r) {
+    CurrentGuard guard;
+    CW_TRY(guard.enter(r->ctx->cu));
+    void *p = nullptr;
+    CW_CU(cuMemHostAlloc, (&p, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    r->host = static_cast<cw_res_host *>(p);
+    memset(p, 0, 4096);
+    CW_CU(cuMemHostGetDevicePointer, (&r->host_dev, p, 0));
+    CW_CU(cuMemAlloc, (&r->dev, sizeof(cw_res_dev)));
+    if (r->set.input_slots) {
+        if (r->set.input_bytes > SIZE_MAX / r->set.input_slots)
+            return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: input_slots * input_bytes overflows");
+        CW_CU(cuMemAlloc, (&r->input, r->set.input_slots * r->set.input_bytes));
+    }
+    // The device block starts as zeros with the public part filled in.
+    cw_res_dev init;
+    memset(&init, 0, sizeof init);
+    init.pub.input = r->input;
+    init.pub.input_bytes = r->set.input_bytes;
+    init.pub.input_slots = r->set.input_slots;
+    CW_CU(cuMemcpyHtoD, (r->dev, &init, sizeof init));
+    return guard.leave();
+}
+
+}  // namespace
+}  // namespace cw
+
+using namespace cw;
+
+extern "C" {
+
+CW_API void cw_resident_settings_default(cw_resident_settings *s) {
+    if (!s) return;
+    memset(s, 0, sizeof *s);
+    s->timeout_ms = 0;
+    s->sleep_interval_us = 500;
+    s->sleep_mode = CW_RESIDENT_SLEEP_FIXED;
+    s->spin_us = 200;
+    s->sync_with_host = 0;
+    s->input_slots = 0;
+    s->input_bytes = 0;
+    s->unroll = 16;
+    s->priority = 0;
+    s->use_default_priority = 1;
+    s->destroy_timeout_ms = 5000;
+}
+
+CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_CONTEXT(ctx);
+    cw_resident_settings def;
+    cw_resident_settings_default(&def);
+    const cw_resident_settings *s = settings ? settings : &def;
+    CW_TRY(check_settings(s));
+    CW_TRY(ensure_init());
+    if (!driver_has(CW_FEATURE_CONDITIONAL_NODES))
+        return fail(CW_ERROR_NOT_SUPPORTED,
+                    "the GPU-resident loop needs conditional graph nodes (a CUDA 12.3 driver or newer)");
+    if (!driver_has(CW_FEATURE_LIBRARY_API))
+        return fail(CW_ERROR_NOT_SUPPORTED, "the GPU-resident loop needs the library API (a CUDA 12.0 driver or newer)");
+    void *mem = calloc(1, sizeof(cw_resident));
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_resident *r = new (mem) cw_resident();
+    r->set = *s;
+    r->ctx = ctx;
+    context_retain(ctx);
+    r->state.store(CW_RESIDENT_NOT_LAUNCHED, std::memory_order_relaxed);
+    r->dirty = true;
+    const int prio = s->use_default_priority ? ctx->prio_greatest : s->priority;
+    cw_status st = stream_new(ctx, CW_STREAM_NON_BLOCKING, prio, false, &r->run);
+    if (st == CW_SUCCESS) st = stream_new(ctx, CW_STREAM_NON_BLOCKING, 0, false, &r->build);
+    if (st == CW_SUCCESS) st = stream_new(ctx, CW_STREAM_NON_BLOCKING, prio, false, &r->stats);
+    if (st == CW_SUCCESS) st = alloc_memory(r);
+    if (st == CW_SUCCESS) {
+        // The built-in kernels now, so that a missing image fails here, not at launch.
+        cw_kernel *k = nullptr;
+        st = builtin_get(kResPoll, &k);
+    }
+    if (st != CW_SUCCESS) {
+        resident_free(r);
+        return st;
+    }
+    r->tag = kTagResident;
+    *out = r;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_destroy(cw_resident **pr) {
+    CW_ENTRY;
+    if (!pr || !*pr) return CW_SUCCESS;
+    cw_resident *r = *pr;
+    CW_CHECK_RESIDENT(r);
+    if (is_active(r)) {
+        __atomic_store_n(&r->host->stop, 1u, __ATOMIC_RELEASE);
+        r->state.store(CW_RESIDENT_STOPPING, std::memory_order_release);
+        cw_status st = wait_idle(r, r->set.destroy_timeout_ms);
+        if (st == CW_ERROR_TIMEOUT) return st;  // the GPU may still use it all: keep it
+    }
+    resident_free(r);
+    *pr = nullptr;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(settings != NULL);
+    CW_TRY(check_settings(settings));
+    if (settings->input_slots != r->set.input_slots || settings->input_bytes != r->set.input_bytes)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: input_slots and input_bytes are fixed when the loop is made");
+    if (settings->use_default_priority != r->set.use_default_priority ||
+        (!settings->use_default_priority && settings->priority != r->set.priority))
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the priority is fixed when the loop is made");
+    settle(r);
+    if (is_active(r))
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the settings are built into the loop's graph at launch: tear the loop down "
+                    "(cw_resident_tear_down) before changing them");
+    r->set = *settings;
+    r->dirty = true;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(settings != NULL);
+    *settings = r->set;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(ctl != NULL);
+    *ctl = r->dev;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(dptr != NULL);
+    if (slot >= r->set.input_slots)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: input slot %u of a loop with %u slots", slot,
+                    r->set.input_slots);
+    *dptr = r->input + (unsigned long long)slot * r->set.input_bytes;
+    return CW_SUCCESS;
+}
+
+static cw_status set_graph(cw_resident *r, const cw_graph *g, cw_graph **slot, const char *what) {
+    settle(r);
+    if (is_active(r))
+        return fail(CW_ERROR_INVALID_STATE, "the %s is built into the loop's graph at launch: tear the loop down first",
+                    what);
+    return keep_copy(r, g, slot);
+}
+
+CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *workload) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    if (workload) CW_CHECK_GRAPH(workload);
+    return set_graph(r, workload, &r->workload, "workload");
+}
+
+CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    if (handler) CW_CHECK_GRAPH(handler);
+    return set_graph(r, handler, &r->handler, "data-ready handler");
+}
+
+CW_API cw_status cw_resident_launch(cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    settle(r);
+    if (is_active(r))
+        return fail(CW_ERROR_INVALID_STATE, "the loop is launched already (tear it down before launching again)");
+    if (r->dirty || !r->exec) CW_TRY(build(r));
+    // Every request made so far has been served or dropped: this launch
+    // starts after them.
+    cw_res_host *h = r->host;
+    const uint64_t base = load_requested(r);
+    __atomic_store_n(&h->stop, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->base, base, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->epoch, r->epoch + 1, __ATOMIC_RELEASE);
+    // The stream (and the driver's submission) orders these stores before the GPU reads them.
+    cw_status st = cw_graph_exec_launch(r->exec, r->run);
+    if (st != CW_SUCCESS) return st;
+    r->epoch += 1;
+    r->base = base;
+    context_note_resident(r->ctx->cu, +1);
+    r->launches.fetch_add(1, std::memory_order_relaxed);
+    r->last_exit.store(CW_RESIDENT_EXIT_NONE, std::memory_order_relaxed);
+    r->state.store(CW_RESIDENT_RUNNING, std::memory_order_release);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_is_launched(const cw_resident *r, int *launched) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(launched != NULL);
+    *launched = is_active(r) && !gpu_exited(r);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    if (__builtin_expect(r->state.load(std::memory_order_acquire) != CW_RESIDENT_RUNNING, 0))
+        return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
+    if (__builtin_expect(r->handler != nullptr, 0))
+        return fail(CW_ERROR_INVALID_STATE,
+                    "this loop's requests come from its data-ready handler; the host cannot add any");
+    const uint64_t s = __atomic_add_fetch(&r->host->requested, 1, __ATOMIC_SEQ_CST);
+    if (seq) *seq = s;
+    return CW_SUCCESS;
+}
+
+// Shared by result_ready and wait_result: 1 done, 0 not yet, or an error.
+static cw_status check_result(const cw_resident *r, uint64_t seq, int *ready) {
+    *ready = 0;
+    if (seq == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: request numbers start at 1");
+    if (!r->handler) {
+        const uint64_t made = load_requested(r);
+        if (seq > made)
+            return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: request %llu was never made (the last is %llu)",
+                        (unsigned long long)seq, (unsigned long long)made);
+    }
+    if (was_dropped(r, seq))
+        return fail(CW_ERROR_INVALID_STATE, "request %llu was dropped: the loop was torn down before serving it",
+                    (unsigned long long)seq);
+    if (load_completed(r) >= seq) {
+        *ready = 1;
+        return CW_SUCCESS;
+    }
+    if (!is_active(r) || gpu_exited(r))
+        return fail(CW_ERROR_INVALID_STATE, "the resident loop stopped before serving request %llu (served: %llu)",
+                    (unsigned long long)seq, (unsigned long long)load_completed(r));
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(ready != NULL);
+    if (__builtin_expect(load_completed(r) >= seq && seq != 0 && !was_dropped(r, seq), 1)) {
+        *ready = 1;
+        return CW_SUCCESS;
+    }
+    return check_result(r, seq, ready);
+}
+
+CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    const uint64_t start = mono_ns();
+    const uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
+    for (unsigned i = 0;; i++) {
+        int ready = 0;
+        if (load_completed(r) >= seq && seq != 0 && !was_dropped(r, seq)) return CW_SUCCESS;
+        if ((i & 63) == 0) {
+            CW_TRY(check_result(r, seq, &ready));
+            if (ready) return CW_SUCCESS;
+            const uint64_t now = mono_ns();
+            if (now >= deadline)
+                return fail(CW_ERROR_TIMEOUT, "request %llu not finished within %u ms (made: %llu, finished: %llu)",
+                            (unsigned long long)seq, timeout_ms, (unsigned long long)load_requested(r),
+                            (unsigned long long)load_completed(r));
+            if (now - start > 200000ull) {  // past 200 us: give the CPU away between checks
+                if (now - start > 5000000ull) {
+                    struct timespec ts = {0, 50000};
+                    nanosleep(&ts, nullptr);
+                } else {
+                    sched_yield();
+                }
+            }
+        }
+        __builtin_ia32_pause();
+    }
+}
+
+CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(dptr != NULL);
+    if (r->set.input_slots == 0) return fail(CW_ERROR_INVALID_STATE, "the loop has no input slots (input_slots 0)");
+    if (!is_active(r)) return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
+    const uint64_t next = load_requested(r) + 1;
+    const uint64_t slots = r->set.input_slots;
+    // The request that used this slot before must have finished (or been
+    // made before this launch: served or dropped).
+    if (next > slots) {
+        const uint64_t before = next - slots;
+        if (before > r->base && load_completed(r) < before) CW_TRY(cw_resident_wait_result(r, before, timeout_ms));
+    }
+    *dptr = r->input + ((next - 1) % slots) * r->set.input_bytes;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_tear_down(cw_resident *r, uint32_t timeout_ms) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    if (!is_active(r)) return CW_SUCCESS;
+    __atomic_store_n(&r->host->stop, 1u, __ATOMIC_RELEASE);
+    r->state.store(CW_RESIDENT_STOPPING, std::memory_order_release);
+    return wait_idle(r, timeout_ms);
+}
+
+CW_API cw_status cw_resident_get_state(const cw_resident *r, cw_resident_state *state) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(state != NULL);
+    int st = r->state.load(std::memory_order_acquire);
+    if ((st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING) && gpu_exited(r)) st = CW_RESIDENT_STOPPED;
+    *state = static_cast<cw_resident_state>(st);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(stats != NULL);
+    cw_res_dev d;  // 16.5 KB on the stack: no allocation, and each thread has its own
+    CW_TRY(on_stream(r->stats, "cuMemcpyDtoHAsync",
+                     [&] { return drv().cuMemcpyDtoHAsync(&d, r->dev, sizeof d, r->stats->cu); }));
+    CW_TRY(on_stream(r->stats, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(r->stats->cu); }));
+    cw_resident_stats o;
+    memset(&o, 0, sizeof o);
+    o.requested = load_requested(r);
+    o.completed = load_completed(r);
+    o.iterations = d.served;
+    o.idle_polls = d.idle_polls;
+    o.launches = r->launches.load(std::memory_order_relaxed);
+    if (d.served) {
+        o.iter_min_ns = d.min_ns;
+        o.iter_max_ns = d.max_ns;
+        const size_t n = d.served < CW_RES_RING ? (size_t)d.served : CW_RES_RING;
+        std::nth_element(d.ring, d.ring + n / 2, d.ring + n);
+        o.iter_median_ns = d.ring[n / 2];
+        o.median_window = n;
+    }
+    int st = r->state.load(std::memory_order_acquire);
+    if (gpu_exited(r)) {
+        o.run_ns = __atomic_load_n(&r->host->run_ns, __ATOMIC_ACQUIRE);
+        o.exit = st == CW_RESIDENT_STOPPED ? static_cast<cw_resident_exit>(r->last_exit.load()) : exit_from_gpu(r);
+    } else {
+        o.exit = st == CW_RESIDENT_STOPPED ? static_cast<cw_resident_exit>(r->last_exit.load()) : CW_RESIDENT_EXIT_NONE;
+    }
+    *stats = o;
+    return CW_SUCCESS;
+}
+
+CW_API const char *cw_resident_device_header(void) { return kResidentDeviceHeader; }
+
+}  // extern "C"

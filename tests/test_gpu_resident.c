@@ -1,0 +1,867 @@
+/*
+ * GPU: the resident loop. Every check is on data the GPU wrote:
+ *  - 100000 host-driven requests through double-buffered input slots, each
+ *    with a different input, each output checked, and the log of what every
+ *    request was served with;
+ *  - requests made faster than the loop serves them (also from 4 threads
+ *    at once) are all served, in order, each exactly once;
+ *  - a data-ready handler fed by a GPU producer kernel, no host involved;
+ *  - the timeout fires within 10% of the time set (host and GPU clocks);
+ *  - teardown from every state: never launched, idle, mid-iteration (with a
+ *    timeout that expires, then one that does not), destroy while launched,
+ *    relaunch after teardown (numbers go on; dropped requests are reported);
+ *  - other streams of the same context keep working while the loop runs,
+ *    a module loaded and launched meanwhile included (in a child process
+ *    with a watchdog, so that a hang fails the test instead of hanging it);
+ *  - a kernel filling the whole GPU in the same context delays the loop but
+ *    does not deadlock it (child process, watchdog);
+ *  - two loops on two green partitions at once;
+ *  - statistics from the GPU's clock.
+ * Links libcuweave.a. Exits 77 without a GPU.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+#include "rawcuda.h"
+#include "kernels/test_kernels_fatbin.h"
+
+#define MS 1000000LL /* nanoseconds */
+#define US 1000LL
+
+typedef unsigned long long dptr;
+
+static rawcuda rc;
+static cw_context *ctx;
+static CUcontext cuctx;
+static void *module;
+static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add, *k_hog;
+
+static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
+
+static CUstream hnd(const cw_stream *s) {
+    CUstream h = (CUstream)0x7;
+    assert_cw_ok(cw_stream_get_handle(s, &h));
+    return h;
+}
+
+static dptr dalloc(size_t bytes) {
+    dptr p = 0;
+    cur();
+    assert_cu_ok(rc.cuMemAlloc(&p, bytes));
+    /* synchronous; never cuCtxSynchronize: a running loop's context never idles */
+    assert_cu_ok(rc.cuMemsetD32(p, 0, bytes / 4));
+    return p;
+}
+
+static void dfree(dptr p) {
+    cur();
+    assert_cu_ok(rc.cuMemFree(p));
+}
+
+static unsigned dget32(dptr p) {
+    unsigned v = 0x7eadbeef;
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(&v, p, sizeof v));
+    return v;
+}
+
+/* Mapped pinned host memory: *host for the CPU, the return value for the GPU. */
+static dptr halloc(size_t bytes, void **host) {
+    cur();
+    assert_cu_ok(rc.cuMemHostAlloc(host, bytes, 0x01 | 0x02 /* PORTABLE | DEVICEMAP */));
+    memset(*host, 0, bytes);
+    dptr d = 0;
+    assert_cu_ok(rc.cuMemHostGetDevicePointer(&d, *host, 0));
+    return d;
+}
+
+static void launch1(void *fn, CUstream h, void **args) {
+    cur();
+    assert_cu_ok(rawcuda_launch1(&rc, fn, h, args));
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
+    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
+    const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce",
+                           "cw_spin_add",  "cw_mul_add",    "cw_hog"};
+    void **fns[] = {&k_apply, &k_record, &k_handler, &k_produce, &k_spin_add, &k_mul_add, &k_hog};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, names[i], fns[i]) != 0) return -1;
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    rc.cuCtxSetCurrent(cuctx);
+    rc.cuCtxSynchronize();
+    if (module) rc.cuModuleUnload(module);
+    rc.cuCtxSetCurrent(NULL);
+    cw_context_destroy(&ctx);
+    return 0;
+}
+
+/* Captures a workload on a new stream of c: `n` kernels with their args. */
+typedef struct step {
+    void *fn;
+    void **args;
+} step;
+
+static cw_graph *capture(cw_context *c, const step *steps, int n) {
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, c, NULL));
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    CUcontext cu = NULL;
+    assert_cw_ok(cw_context_get_handle(c, &cu));
+    assert_cu_ok(rc.cuCtxSetCurrent(cu));
+    for (int i = 0; i < n; i++) assert_cu_ok(rawcuda_launch1(&rc, steps[i].fn, hnd(s), steps[i].args));
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_end(s, &g));
+    cw_stream_destroy(&s);
+    return g;
+}
+
+/* Every loop a test makes, destroyed after the test even when it failed
+ * (a loop left running would hold the GPU for the tests after it). */
+static cw_resident *g_loops[8];
+
+static cw_resident *track(cw_resident *r) {
+    for (int i = 0; i < 8; i++)
+        if (!g_loops[i]) {
+            g_loops[i] = r;
+            break;
+        }
+    return r;
+}
+
+static void untrack(cw_resident *r) {
+    for (int i = 0; i < 8; i++)
+        if (g_loops[i] == r) g_loops[i] = NULL;
+}
+
+static int cleanup_loops(void **state) {
+    (void)state;
+    for (int i = 0; i < 8; i++) {
+        if (g_loops[i]) cw_resident_destroy(&g_loops[i]);
+        g_loops[i] = NULL;
+    }
+    return 0;
+}
+
+static cw_resident *make_loop(cw_context *c, const cw_resident_settings *set, const step *steps, int n) {
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, c, set));
+    track(r);
+    if (n > 0) {
+        cw_graph *g = capture(c, steps, n);
+        assert_cw_ok(cw_resident_set_workload(r, g));
+        cw_graph_destroy(&g); /* the loop keeps a copy */
+    }
+    return r;
+}
+
+static cw_resident_settings spin_settings(void) {
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.sleep_interval_us = 0;
+    return s;
+}
+
+/* 100000 requests, each with its own input written into the input slot the
+ * loop names (two slots: the host fills the slot of request n+1 while
+ * request n runs), each output (mapped host memory, sync_with_host) checked
+ * as it arrives, and the device log of every request checked at the end. */
+static void test_host_driven_100k(void **state) {
+    (void)state;
+    const unsigned long long n = 100000;
+    cw_resident_settings set = spin_settings();
+    set.input_slots = 2;
+    set.input_bytes = sizeof(unsigned);
+    set.sync_with_host = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    unsigned long long ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    assert_true(ctl != 0);
+    void *outh = NULL;
+    dptr out = halloc(64, &outh);
+    volatile unsigned *o = (volatile unsigned *)outh;
+    dptr log = dalloc(n * sizeof(unsigned long long));
+    unsigned long long cap = n;
+    void *a[] = {&ctl, &out, &log, &cap};
+    step st[] = {{k_apply, a}};
+    cw_graph *g = capture(ctx, st, 1);
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    cw_graph_destroy(&g);
+
+    int launched = 7;
+    assert_cw_ok(cw_resident_is_launched(r, &launched));
+    assert_int_equal(launched, 0);
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw_ok(cw_resident_is_launched(r, &launched));
+    assert_int_equal(launched, 1);
+
+    unsigned long long bad = 0;
+    for (unsigned long long i = 1; i <= n; i++) {
+        unsigned long long slot = 0;
+        assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
+        unsigned long long expect_slot = 0;
+        assert_cw_ok(cw_resident_get_input(r, (unsigned)((i - 1) % 2), &expect_slot));
+        if (slot != expect_slot) fail_msg("request %llu: input slot %llx, expected %llx", i, slot, expect_slot);
+        const unsigned v = (unsigned)(i * 2654435761ull) ^ 0x5a5a5a5au;
+        cur();
+        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, sizeof v));
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        if (seq != i) fail_msg("request %llu got number %llu", i, (unsigned long long)seq);
+        assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
+        if (o[0] != v * 3u + 1u || o[1] != (unsigned)seq) {
+            const unsigned o0 = o[0], o1 = o[1];
+            sleep_ms(1);
+            printf("# request %llu: output %u/%u, expected %u/%u; 1 ms later %u/%u\n", i, o0, o1, v * 3u + 1u,
+                   (unsigned)seq, o[0], o[1]);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+    cw_resident_stats stats;
+    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    assert_int_equal(stats.requested, n);
+    assert_int_equal(stats.completed, n);
+    assert_int_equal(stats.iterations, n);
+    assert_int_equal(stats.launches, 1);
+    assert_true(stats.iter_min_ns > 0);
+    assert_true(stats.iter_min_ns <= stats.iter_median_ns && stats.iter_median_ns <= stats.iter_max_ns);
+    assert_int_equal(stats.median_window, 4096);
+    assert_int_equal(stats.exit, CW_RESIDENT_EXIT_NONE);
+    printf("# 100000 requests: iteration on the GPU min %.2f us, median %.2f us, max %.2f us; idle polls %llu\n",
+           stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3, stats.iter_max_ns / 1e3,
+           (unsigned long long)stats.idle_polls);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    assert_cw_ok(cw_resident_is_launched(r, &launched));
+    assert_int_equal(launched, 0);
+    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TEAR_DOWN);
+    assert_true(stats.run_ns > 0);
+
+    unsigned long long *hlog = malloc(n * sizeof *hlog);
+    assert_non_null(hlog);
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(hlog, log, n * sizeof *hlog));
+    for (unsigned long long i = 1; i <= n; i++) {
+        const unsigned v = (unsigned)(i * 2654435761ull) ^ 0x5a5a5a5au;
+        const unsigned long long want = ((unsigned long long)(v * 3u + 1u) << 32) | (unsigned)i;
+        if (hlog[i - 1] != want) fail_msg("log[%llu] = %llx, expected %llx", i - 1, hlog[i - 1], want);
+    }
+    free(hlog);
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    assert_null(r);
+    dfree(log);
+    assert_cu_ok(rc.cuMemFreeHost(outh));
+}
+
+/* Double buffering: with a slow workload, the host fills the slot of
+ * request n+1 while request n is still running (seen: request n not yet
+ * finished when the slot was handed out), and every request still reads its
+ * own input. */
+static void test_double_buffered_overlap(void **state) {
+    (void)state;
+    const unsigned n = 200;
+    cw_resident_settings set = spin_settings();
+    set.input_slots = 2;
+    set.input_bytes = sizeof(unsigned);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    unsigned long long ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    void *outh = NULL;
+    dptr out = halloc(64, &outh);
+    dptr log = dalloc(n * sizeof(unsigned long long));
+    dptr spin = dalloc(4);
+    unsigned long long cap = n;
+    long long slow = 100 * US;
+    void *a0[] = {&spin, &slow};
+    void *a1[] = {&ctl, &out, &log, &cap};
+    step st[] = {{k_spin_add, a0}, {k_apply, a1}};
+    cw_graph *g = capture(ctx, st, 2);
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    cw_graph_destroy(&g);
+    assert_cw_ok(cw_resident_launch(r));
+    unsigned overlapped = 0;
+    for (unsigned i = 1; i <= n; i++) {
+        unsigned long long slot = 0;
+        assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
+        int prev_done = 1;
+        if (i > 1) assert_cw_ok(cw_resident_result_ready(r, i - 1, &prev_done));
+        if (!prev_done) overlapped++;
+        const unsigned v = i * 7919u;
+        cur();
+        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, sizeof v));
+        assert_cw_ok(cw_resident_data_ready(r, NULL));
+    }
+    assert_cw_ok(cw_resident_wait_result(r, n, 5000));
+    unsigned long long hlog[200];
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(hlog, log, sizeof hlog));
+    for (unsigned i = 1; i <= n; i++) {
+        const unsigned long long want = ((unsigned long long)(i * 7919u * 3u + 1u) << 32) | i;
+        if (hlog[i - 1] != want) fail_msg("request %u was served with %llx, expected %llx", i, hlog[i - 1], want);
+    }
+    printf("# double-buffered: %u of %u inputs were written while the previous request ran\n", overlapped, n);
+    assert_true(overlapped > n / 2);
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    dfree(log);
+    dfree(spin);
+    assert_cu_ok(rc.cuMemFreeHost(outh));
+}
+
+/* Requests made much faster than the loop serves them (each iteration
+ * spins 20 us) are all served, in order, each exactly once. */
+typedef struct burst_arg {
+    cw_resident *r;
+    int count;
+    uint64_t max_seq;
+} burst_arg;
+
+static void *burst_thread(void *p) {
+    burst_arg *b = p;
+    for (int i = 0; i < b->count; i++) {
+        uint64_t seq = 0;
+        if (cw_resident_data_ready(b->r, &seq) != CW_SUCCESS) return (void *)1;
+        if (seq > b->max_seq) b->max_seq = seq;
+    }
+    return NULL;
+}
+
+static void check_sequence(dptr count, dptr seqs, unsigned n) {
+    assert_int_equal(dget32(count), n);
+    unsigned long long *h = malloc(n * sizeof *h);
+    assert_non_null(h);
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(h, seqs, n * sizeof *h));
+    for (unsigned i = 0; i < n; i++)
+        if (h[i] != i + 1ull) fail_msg("served[%u] = %llu, expected %u", i, h[i], i + 1);
+    free(h);
+}
+
+static void test_burst_in_order(void **state) {
+    (void)state;
+    const unsigned n = 2000;
+    cw_resident_settings set = spin_settings();
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    unsigned long long ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    dptr count = dalloc(4), seqs = dalloc(2 * n * sizeof(unsigned long long)), spin = dalloc(4);
+    unsigned cap = 2 * n;
+    long long slow = 20 * US;
+    void *a0[] = {&spin, &slow};
+    void *a1[] = {&ctl, &count, &seqs, &cap};
+    step st[] = {{k_spin_add, a0}, {k_record, a1}};
+    cw_graph *g = capture(ctx, st, 2);
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    cw_graph_destroy(&g);
+    assert_cw_ok(cw_resident_launch(r));
+
+    /* one thread, as fast as it can */
+    double t0 = now_ms();
+    for (unsigned i = 1; i <= n / 2; i++) {
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        assert_int_equal(seq, i);
+    }
+    double made = now_ms() - t0;
+    int done_early = 0;
+    assert_cw_ok(cw_resident_result_ready(r, n / 2, &done_early));
+    assert_int_equal(done_early, 0); /* the requests came faster than they were served */
+    assert_cw_ok(cw_resident_wait_result(r, n / 2, 10000));
+    printf("# %u requests made in %.3f ms, served in order by %.3f ms\n", n / 2, made, now_ms() - t0);
+
+    /* four threads at once */
+    pthread_t th[4];
+    burst_arg ba[4];
+    for (int i = 0; i < 4; i++) {
+        ba[i] = (burst_arg){r, (int)n / 8, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, burst_thread, &ba[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *ret = NULL;
+        pthread_join(th[i], &ret);
+        assert_null(ret);
+    }
+    assert_cw_ok(cw_resident_wait_result(r, n, 10000));
+    check_sequence(count, seqs, n);
+    /* a request never made */
+    int ready = 0;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_result_ready(r, n + 1, &ready));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_result_ready(r, 0, &ready));
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    dfree(count);
+    dfree(seqs);
+    dfree(spin);
+}
+
+/* The data-ready handler: a GPU kernel on another stream produces 50 items
+ * 200 us apart; the handler (a kernel the loop runs each iteration) sees
+ * them and marks data ready; the workload records each request. The host
+ * only watches. */
+static void test_handler_driven_by_gpu(void **state) {
+    (void)state;
+    const unsigned n = 50;
+    cw_resident_settings set;
+    cw_resident_settings_default(&set);
+    set.sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
+    set.sleep_interval_us = 50;
+    set.unroll = 4;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    unsigned long long ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    dptr produced = dalloc(4), consumed = dalloc(4), count = dalloc(4), seqs = dalloc(n * 8);
+    unsigned cap = n;
+    void *ah[] = {&ctl, &produced, &consumed};
+    step hs[] = {{k_handler, ah}};
+    cw_graph *hg = capture(ctx, hs, 1);
+    assert_cw_ok(cw_resident_set_handler(r, hg));
+    cw_graph_destroy(&hg);
+    void *aw[] = {&ctl, &count, &seqs, &cap};
+    step ws[] = {{k_record, aw}};
+    cw_graph *wg = capture(ctx, ws, 1);
+    assert_cw_ok(cw_resident_set_workload(r, wg));
+    cw_graph_destroy(&wg);
+    assert_cw_ok(cw_resident_launch(r));
+    /* the host cannot add requests to a handler-driven loop */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL));
+    assert_detail("cw_resident_data_ready");
+
+    cw_stream *ps = NULL;
+    assert_cw_ok(cw_stream_create(&ps, ctx, NULL));
+    long long gap = 200 * US;
+    void *ap[] = {&produced, (void *)&n, &gap};
+    launch1(k_produce, hnd(ps), ap);
+    assert_cw_ok(cw_resident_wait_result(r, n, 10000));
+    assert_cw_ok(cw_stream_synchronize(ps));
+    check_sequence(count, seqs, n);
+    assert_int_equal(dget32(consumed), n);
+    cw_resident_stats stats;
+    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    assert_int_equal(stats.iterations, n);
+    assert_true(stats.idle_polls > 0); /* it looked and found nothing between items */
+    printf("# handler: %u items served, %llu idle iterations\n", n, (unsigned long long)stats.idle_polls);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_stream_destroy(&ps);
+    dfree(produced);
+    dfree(consumed);
+    dfree(count);
+    dfree(seqs);
+}
+
+/* timeout_ms is measured on the GPU: the loop stops by itself within 10%. */
+static void test_timeout(void **state) {
+    (void)state;
+    cw_resident_settings set;
+    cw_resident_settings_default(&set);
+    set.timeout_ms = 300;
+    set.sleep_interval_us = 500;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    double t0 = now_ms();
+    assert_cw_ok(cw_resident_launch(r));
+    int launched = 1;
+    while (launched && now_ms() - t0 < 5000) {
+        assert_cw_ok(cw_resident_is_launched(r, &launched));
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    const double host_ms = now_ms() - t0;
+    assert_int_equal(launched, 0);
+    cw_resident_state rs;
+    assert_cw_ok(cw_resident_get_state(r, &rs));
+    assert_int_equal(rs, CW_RESIDENT_STOPPED);
+    cw_resident_stats stats;
+    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TIMEOUT);
+    const double gpu_ms = stats.run_ns / 1e6;
+    printf("# timeout 300 ms: stopped after %.2f ms (host clock), %.2f ms (GPU clock)\n", host_ms, gpu_ms);
+    assert_true(host_ms >= 270 && host_ms <= 330);
+    assert_true(gpu_ms >= 270 && gpu_ms <= 330);
+    /* settings can change now that it stopped; relaunch works */
+    set.timeout_ms = 0;
+    assert_cw_ok(cw_resident_configure(r, &set));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_configure(r, &set));
+    assert_detail("cw_resident_configure");
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    assert_int_equal(seq, 1);
+    assert_cw_ok(cw_resident_wait_result(r, seq, 1000));
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+}
+
+/* Teardown from every state. */
+static void test_teardown_states(void **state) {
+    (void)state;
+    /* never launched */
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    track(r);
+    assert_cw_ok(cw_resident_tear_down(r, 0));
+    cw_resident_state rs;
+    assert_cw_ok(cw_resident_get_state(r, &rs));
+    assert_int_equal(rs, CW_RESIDENT_NOT_LAUNCHED);
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+
+    /* idle, sleeping 500 us between checks: stops within a few ms */
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    track(r);
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_launch(r));
+    sleep_ms(5);
+    double t0 = now_ms();
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    printf("# teardown of an idle loop (500 us sleep): %.3f ms\n", now_ms() - t0);
+    assert_cw_ok(cw_resident_get_state(r, &rs));
+    assert_int_equal(rs, CW_RESIDENT_STOPPED);
+    assert_cw_ok(cw_resident_tear_down(r, 0)); /* again: nothing to do */
+    /* relaunch: numbers go on */
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    assert_int_equal(seq, 1);
+    assert_cw_ok(cw_resident_wait_result(r, seq, 1000));
+    /* destroy while launched tears it down first */
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    assert_null(r);
+
+    /* mid-iteration: a 300 ms workload */
+    dptr spin = dalloc(4);
+    long long slow = 300 * MS;
+    void *a[] = {&spin, &slow};
+    step st[] = {{k_spin_add, a}};
+    cw_resident_settings set = spin_settings();
+    r = make_loop(ctx, &set, st, 1);
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t s1 = 0, s2 = 0, s3 = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s1));
+    assert_cw_ok(cw_resident_data_ready(r, &s2));
+    assert_cw_ok(cw_resident_data_ready(r, &s3));
+    sleep_ms(20);
+    t0 = now_ms();
+    assert_cw(CW_ERROR_TIMEOUT, cw_resident_tear_down(r, 20));
+    assert_detail("cw_resident_tear_down");
+    assert_cw_ok(cw_resident_get_state(r, &rs));
+    assert_int_equal(rs, CW_RESIDENT_STOPPING);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL)); /* stopping: no new requests */
+    assert_cw_ok(cw_resident_tear_down(r, 2000));
+    printf("# teardown mid-iteration: %.1f ms (the 300 ms iteration finished first)\n", now_ms() - t0);
+    /* the running request finished; the two behind it were dropped */
+    int ready = 0;
+    assert_cw_ok(cw_resident_result_ready(r, s1, &ready));
+    assert_int_equal(ready, 1);
+    assert_int_equal(dget32(spin), 1);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_result_ready(r, s2, &ready));
+    assert_int_equal(ready, 0);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_wait_result(r, s3, 100));
+    /* relaunch: the next request is numbered after the dropped ones */
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t s4 = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s4));
+    assert_int_equal(s4, s3 + 1);
+    assert_cw_ok(cw_resident_wait_result(r, s4, 2000));
+    assert_int_equal(dget32(spin), 2);
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    dfree(spin);
+}
+
+/* Runs the child named `name` (this program with --child name, a fresh
+ * process: CUDA must not be used across fork) and fails when it does not
+ * exit 0 within `seconds` (a hang is killed by its alarm and reported). */
+static char g_self[4096];
+
+static void in_child(const char *name, int seconds, const char *what) {
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm((unsigned)seconds); /* kept across exec */
+        execl(g_self, g_self, "--child", name, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        fail_msg("%s: did not finish within %d s (hang)", what, seconds);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s: child failed (status %d)", what, status);
+}
+
+#define CHILD_CHECK(cond)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "child: %s failed at line %d: %s\n", #cond, __LINE__,          \
+                    cw_last_error_message());                                              \
+            _exit(1);                                                                      \
+        }                                                                                  \
+    } while (0)
+
+/* In the child process: its own context, loop, kernels. */
+static cw_context *cctx;
+static CUcontext ccu;
+
+static void child_begin(void) {
+    CHILD_CHECK(rawcuda_open(&rc));
+    CHILD_CHECK(cw_context_create(&cctx, 0) == CW_SUCCESS);
+    CHILD_CHECK(cw_context_get_handle(cctx, &ccu) == CW_SUCCESS);
+    CHILD_CHECK(rc.cuCtxSetCurrent(ccu) == 0);
+}
+
+#define STEP(what) fprintf(stderr, "child: %8.3f ms %s\n", now_ms() - t_child, what)
+
+static void other_streams_child(void) {
+    child_begin();
+    const double t_child = now_ms();
+    cw_resident_settings set = spin_settings();
+    cw_resident *r = NULL;
+    CHILD_CHECK(cw_resident_create(&r, cctx, &set) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_launch(r) == CW_SUCCESS);
+    uint64_t seq = 0;
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    STEP("loop running");
+    /* the whole context cannot be synchronised while a loop runs: refused, not hung */
+    CHILD_CHECK(cw_context_synchronize(cctx) == CW_ERROR_INVALID_STATE);
+    cw_stream *s = NULL;
+    CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
+    CUstream h = NULL;
+    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    dptr p = 0;
+    CHILD_CHECK(rc.cuMemAlloc(&p, 4) == 0);
+    int one = 1;
+    CHILD_CHECK(rc.cuMemcpyHtoD(p, &one, 4) == 0);
+    STEP("memory allocated and copied");
+    /* a kernel through cuweave's module API (cuLibraryLoadData), loaded now */
+    cw_module *m = NULL;
+    cw_kernel *k = NULL;
+    CHILD_CHECK(cw_module_load_image(&m, cw_test_kernels_fatbin) == CW_SUCCESS);
+    CHILD_CHECK(cw_module_get_kernel(m, "cw_mul_add", &k) == CW_SUCCESS);
+    STEP("library loaded");
+    int expect = 1;
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    for (int v = 1; v <= 10; v++) {
+        void *args[] = {&p, &v};
+        CHILD_CHECK(cw_kernel_launch(k, s, &cfg, args) == CW_SUCCESS);
+        expect = expect * 3 + v;
+    }
+    STEP("library kernel launched");
+    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
+    STEP("library kernel done");
+    /* a module loaded with the driver's module API now */
+    void *mod = NULL, *fn = NULL;
+    CHILD_CHECK(rc.cuModuleLoadData(&mod, cw_test_kernels_fatbin) == 0);
+    STEP("module loaded");
+    CHILD_CHECK(rc.cuModuleGetFunction(&fn, mod, "cw_mul_add") == 0);
+    STEP("module function found");
+    for (int v = 11; v <= 20; v++) {
+        void *args[] = {&p, &v};
+        CHILD_CHECK(rawcuda_launch1(&rc, fn, h, args) == 0);
+        expect = expect * 3 + v;
+    }
+    STEP("module kernel launched");
+    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
+    STEP("module kernel done");
+    int got = 0;
+    CHILD_CHECK(rc.cuMemcpyDtoH(&got, p, 4) == 0);
+    CHILD_CHECK(got == expect);
+    /* and the loop still serves */
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_tear_down(r, 1000) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    STEP("loop torn down");
+    cw_module_destroy(&m);
+    cw_stream_destroy(&s);
+    rc.cuMemFree(p);
+    rc.cuModuleUnload(mod);
+    cw_context_destroy(&cctx);
+}
+
+static void test_other_streams_keep_working(void **state) {
+    (void)state;
+    in_child("other-streams", 30, "other streams while the loop runs");
+}
+
+/* A kernel filling the whole GPU on another stream of the same (primary)
+ * context: the loop's next iteration waits for SMs (delayed by about the
+ * hog's duration), but nothing deadlocks and teardown completes. */
+static void hog_child(void) {
+    child_begin();
+    void *mod = NULL, *hog = NULL;
+    CHILD_CHECK(rawcuda_kernel(&rc, &mod, cw_test_kernels_fatbin, "cw_hog", &hog) == 0);
+    cw_resident_settings set = spin_settings();
+    cw_resident *r = NULL;
+    CHILD_CHECK(cw_resident_create(&r, cctx, &set) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_launch(r) == CW_SUCCESS);
+    uint64_t seq = 0;
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    cw_stream *s = NULL;
+    CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
+    CUstream h = NULL;
+    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    dptr sink = 0;
+    CHILD_CHECK(rc.cuMemAlloc(&sink, 8) == 0);
+    long long ns = 200 * MS;
+    void *args[] = {&sink, &ns};
+    /* 132 SMs x 16 blocks of 1024 threads: more than fit at once */
+    CHILD_CHECK(rc.cuLaunchKernel(hog, 132 * 16, 1, 1, 1024, 1, 1, 0, h, args, NULL) == 0);
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+    double t0 = now_ms();
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 10000) == CW_SUCCESS);
+    double waited = now_ms() - t0;
+    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
+    t0 = now_ms();
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    double after = now_ms() - t0;
+    printf("# full-GPU kernel in the same context: a request waited %.2f ms behind it; %.3f ms after it\n",
+           waited, after);
+    fflush(stdout);
+    CHILD_CHECK(cw_resident_tear_down(r, 2000) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    cw_stream_destroy(&s);
+    rc.cuMemFree(sink);
+    rc.cuModuleUnload(mod);
+    cw_context_destroy(&cctx);
+}
+
+static void test_hog_same_context_no_deadlock(void **state) {
+    (void)state;
+    in_child("hog", 60, "the loop beside a full-GPU kernel in the same context");
+}
+
+/* Two loops on two green partitions at once, each serving its own requests
+ * with its own data. */
+static void test_two_loops_two_partitions(void **state) {
+    (void)state;
+    cw_green_caps caps;
+    if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {
+        skip();
+        return;
+    }
+    unsigned counts[2] = {16, 16};
+    cw_partition_set *ps = NULL;
+    assert_cw_ok(cw_partition_set_create(&ps, 0, counts, 2, 0));
+    cw_resident *r[2] = {NULL, NULL};
+    void *outh[2] = {NULL, NULL};
+    dptr logs[2];
+    const unsigned n = 1000;
+    for (int i = 0; i < 2; i++) {
+        cw_context *pc = NULL;
+        assert_cw_ok(cw_partition_set_get(ps, (size_t)i, &pc));
+        cw_resident_settings set = spin_settings();
+        set.input_slots = 1;
+        set.input_bytes = 4;
+        set.sync_with_host = 1;
+        assert_cw_ok(cw_resident_create(&r[i], pc, &set));
+    track(r[i]);
+        unsigned long long ctl = 0;
+        assert_cw_ok(cw_resident_get_ctl(r[i], &ctl));
+        dptr out = halloc(64, &outh[i]);
+        logs[i] = dalloc(n * 8);
+        unsigned long long cap = n;
+        void *a[] = {&ctl, &out, &logs[i], &cap};
+        step st[] = {{k_apply, a}};
+        cw_graph *g = capture(pc, st, 1);
+        assert_cw_ok(cw_resident_set_workload(r[i], g));
+        cw_graph_destroy(&g);
+        assert_cw_ok(cw_resident_launch(r[i]));
+    }
+    for (unsigned k = 1; k <= n; k++) {
+        uint64_t seq[2];
+        for (int i = 0; i < 2; i++) {
+            unsigned long long slot = 0;
+            assert_cw_ok(cw_resident_next_input(r[i], 1000, &slot));
+            const unsigned v = k * 10u + (unsigned)i;
+            cur();
+            assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, 4));
+            assert_cw_ok(cw_resident_data_ready(r[i], &seq[i]));
+        }
+        for (int i = 0; i < 2; i++) {
+            assert_cw_ok(cw_resident_wait_result(r[i], seq[i], 2000));
+            const volatile unsigned *o = outh[i];
+            if (o[0] != (k * 10u + (unsigned)i) * 3u + 1u || o[1] != k)
+                fail_msg("loop %d request %u: out %u/%u", i, k, o[0], o[1]);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        cw_resident_stats stats;
+        assert_cw_ok(cw_resident_get_stats(r[i], &stats));
+        assert_int_equal(stats.iterations, n);
+        untrack(r[i]);
+    assert_cw_ok(cw_resident_destroy(&r[i]));
+        dfree(logs[i]);
+        assert_cu_ok(rc.cuMemFreeHost(outh[i]));
+    }
+    assert_cw_ok(cw_partition_set_destroy(&ps));
+}
+
+/* The device header text the library hands NVRTC users is the installed
+ * header. */
+static void test_device_header_text(void **state) {
+    (void)state;
+    const char *t = cw_resident_device_header();
+    assert_non_null(t);
+    assert_non_null(strstr(t, "cw_resident_mark_data_ready"));
+    assert_non_null(strstr(t, "typedef struct cw_resident_ctl"));
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
+        if (strcmp(argv[2], "other-streams") == 0) other_streams_child();
+        else if (strcmp(argv[2], "hog") == 0) hog_child();
+        else return 2;
+        return 0;
+    }
+    ssize_t len = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (len <= 0) return 1;
+    g_self[len] = 0;
+    int start = rawcuda_start(&rc);
+    if (start) return start;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_device_header_text, cleanup_loops),
+        cmocka_unit_test_teardown(test_other_streams_keep_working, cleanup_loops),
+        cmocka_unit_test_teardown(test_hog_same_context_no_deadlock, cleanup_loops),
+        cmocka_unit_test_teardown(test_host_driven_100k, cleanup_loops),
+        cmocka_unit_test_teardown(test_double_buffered_overlap, cleanup_loops),
+        cmocka_unit_test_teardown(test_burst_in_order, cleanup_loops),
+        cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
+        cmocka_unit_test_teardown(test_timeout, cleanup_loops),
+        cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),
+        cmocka_unit_test_teardown(test_two_loops_two_partitions, cleanup_loops),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
