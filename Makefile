@@ -49,7 +49,7 @@ HEADERS = \
 
 CPP_HEADERS = include/cuweave/cuweave.hpp
 
-EXAMPLES = devices forkjoin green graph kernels
+EXAMPLES = devices forkjoin green graph kernels resident resident_handler
 CPU_TESTS = test_api test_nodriver
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu
 CPP_TESTS = test_cpp

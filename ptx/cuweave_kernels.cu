@@ -44,6 +44,8 @@ __global__ void cwk_set_cond(cudaGraphConditionalHandle handle, const uint32_t *
 //
 // top:   arm -> WHILE(loop) { body } -> exit
 // body:  `unroll` copies of   poll -> [handler -> gate] -> IF(work) { workload -> signal }
+//        or, gated by kernels: poll -> [handler -> gate] -> workload -> signal
+//        (pub.skip tells the workload's kernels and the signal to do nothing)
 //
 // One thread of one block runs each of these. h is mapped host memory (the
 // doorbell and the results), d is the loop's device block.
@@ -95,11 +97,20 @@ static __device__ __forceinline__ void res_read_host(const cw_res_host *h, unsig
 
 // Stops the loop: this iteration does no work and the WHILE node ends.
 static __device__ void res_stop(cw_res_dev *d, unsigned reason, cudaGraphConditionalHandle loop,
-                                cudaGraphConditionalHandle work) {
+                                cudaGraphConditionalHandle work, unsigned flags) {
     d->stopped = 1u;
     d->reason = reason;
-    cudaGraphSetConditional(work, 0u);
+    d->pub.skip = 1u;
+    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, 0u);
     cudaGraphSetConditional(loop, 0u);
+}
+
+// Opens (1) or closes (0) this iteration's workload: the IF node's value, or
+// the skip word the workload's kernels read.
+static __device__ __forceinline__ void res_open(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned open,
+                                                unsigned flags) {
+    d->pub.skip = open ? 0u : 1u;
+    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, open);
 }
 
 // Before the WHILE node: starts a launch.
@@ -116,6 +127,7 @@ __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d) {
     d->started = base;
     d->pub.seq = base;
     d->pub.ready = 0u;
+    d->pub.skip = 1u;
     d->epoch = *(volatile unsigned *)&h->epoch;
     __threadfence_system();
     *(volatile unsigned *)&h->running_epoch = d->epoch;
@@ -131,7 +143,7 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
                              unsigned spin_ns, unsigned flags) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (d->stopped) {
-        cudaGraphSetConditional(work, 0u);
+        res_open(d, work, 0u, flags);
         cudaGraphSetConditional(loop, 0u);
         return;
     }
@@ -141,15 +153,16 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
         unsigned stop;
         res_read_host(h, &requested, &stop);
         const unsigned long long now = res_now();
-        if (stop) return res_stop(d, CW_RES_EXIT_TEAR_DOWN, loop, work);
-        if (timeout_ns != 0ull && now - d->t0 >= timeout_ns) return res_stop(d, CW_RES_EXIT_TIMEOUT, loop, work);
+        if (stop) return res_stop(d, CW_RES_EXIT_TEAR_DOWN, loop, work, flags);
+        if (timeout_ns != 0ull && now - d->t0 >= timeout_ns)
+            return res_stop(d, CW_RES_EXIT_TIMEOUT, loop, work, flags);
         if (flags & CW_RES_HANDLER) {
             if (first && d->idle) {
                 res_pause(d, now, sleep_ns, spin_ns, flags);
                 continue;  // check stop and timeout again after the sleep
             }
             d->pub.ready = 0u;
-            cudaGraphSetConditional(work, 0u);
+            res_open(d, work, 0u, flags);
             return;
         }
         if (requested > started) {
@@ -157,7 +170,7 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
             d->pub.seq = started + 1ull;
             d->t_start = now;
             d->backoff_ns = 0u;
-            cudaGraphSetConditional(work, 1u);
+            res_open(d, work, 1u, flags);
             return;
         }
         d->idle_polls += 1ull;
@@ -167,7 +180,7 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
 
 // With a data-ready handler, after it: serves a request when the handler
 // marked data ready.
-__global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work) {
+__global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned flags) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (!d->stopped && *(volatile unsigned *)&d->pub.ready) {
         const unsigned long long seq = d->started + 1ull;
@@ -176,20 +189,22 @@ __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work) {
         d->t_start = res_now();
         d->idle = 0u;
         d->backoff_ns = 0u;
-        cudaGraphSetConditional(work, 1u);
+        res_open(d, work, 1u, flags);
     } else {
         if (!d->stopped) {
             d->idle_polls += 1ull;
             d->idle = 1u;
         }
-        cudaGraphSetConditional(work, 0u);
+        res_open(d, work, 0u, flags);
     }
 }
 
-// Last in a served iteration: records the iteration's time and writes the
+// Last in a served iteration (gated by kernels: in every iteration, doing
+// nothing when nothing was served): records the iteration's time and writes the
 // result signal (after a system-wide fence with sync_with_host).
 __global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    if (d->pub.skip) return;  // gated by kernels: nothing was served
     const unsigned long long now = res_now();
     const unsigned long long dur = now - d->t_start;
     const unsigned long long served = d->served;

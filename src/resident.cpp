@@ -26,6 +26,14 @@ static_assert(offsetof(cw_res_host, stop) == 8, "the doorbell and the stop word 
 
 namespace cw {
 enum : uint32_t { kTagResident = 0x43575253u };  // "CWRS"
+// A part of the iteration: a copy of a graph (added as a child node), or a
+// function that enqueues the work while the build stream captures.
+struct Part {
+    cw_graph *graph;
+    cw_resident_capture_fn fn;
+    void *user;
+    bool set() const { return graph || fn; }
+};
 constexpr uint32_t kMaxUnroll = 64;
 constexpr uint32_t kMaxSleepUs = 1000000;
 constexpr size_t kDropRanges = 8;
@@ -42,8 +50,8 @@ struct cw_resident {
     CUdeviceptr host_dev;
     CUdeviceptr dev;    // cw_res_dev
     CUdeviceptr input;  // input_slots * input_bytes
-    cw_graph *workload; // copies (a graph holding the user's graph as a child), or NULL
-    cw_graph *handler;
+    cw::Part workload;  // what one iteration serves
+    cw::Part handler;   // the data-ready handler (none: host requests)
     cw_graph_exec *exec;
     bool dirty;  // built graph out of date
     std::atomic<int> state;  // cw_resident_state
@@ -89,6 +97,7 @@ cw_status check_settings(const cw_resident_settings *s) {
     CW_CHECK_ARG(s->sleep_interval_us <= kMaxSleepUs);
     CW_CHECK_ARG(s->spin_us <= kMaxSleepUs);
     CW_CHECK_ARG(s->sleep_mode == CW_RESIDENT_SLEEP_FIXED || s->sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE);
+    CW_CHECK_ARG(s->gate == CW_RESIDENT_GATE_NODE || s->gate == CW_RESIDENT_GATE_KERNELS);
     CW_CHECK_ARG(s->sync_with_host == 0 || s->sync_with_host == 1);
     CW_CHECK_ARG(s->input_slots <= 2);
     CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
@@ -183,26 +192,35 @@ cw_status launch_into(cw_resident *r, cw_graph *g, int kernel, void **args) {
     return st != CW_SUCCESS ? st : end;
 }
 
-// Adds child (may be NULL: nothing) after g's sinks.
-cw_status add_child_after_sinks(cw_graph *g, const cw_graph *child) {
-    if (!child) return CW_SUCCESS;
-    cw_graph_node *deps[8];
-    size_t n = 0;
-    CW_TRY(cw_graph_get_sinks(g, deps, 8, &n));
-    if (n > 8) return fail(CW_ERROR_INTERNAL, "the resident graph has %zu sinks", n);
-    return cw_graph_add_child(g, child, deps, n, nullptr);
+// Adds a part (may be unset: nothing) after g's sinks.
+cw_status add_part(cw_resident *r, cw_graph *g, const Part &part) {
+    if (part.graph) {
+        cw_graph_node *deps[8];
+        size_t n = 0;
+        CW_TRY(cw_graph_get_sinks(g, deps, 8, &n));
+        if (n > 8) return fail(CW_ERROR_INTERNAL, "the resident graph has %zu sinks", n);
+        return cw_graph_add_child(g, part.graph, deps, n, nullptr);
+    }
+    if (!part.fn) return CW_SUCCESS;
+    CW_TRY(cw_capture_begin_to(r->build, g, CW_CAPTURE_THREAD_LOCAL));
+    cw_status st = part.fn(r->build, part.user);
+    if (st != CW_SUCCESS && cw_last_error()->status == CW_SUCCESS)
+        st = fail(st, "the resident loop's capture function returned %s", cw_status_name(st));
+    cw_status end = cw_capture_end(r->build, nullptr);
+    return st != CW_SUCCESS ? st : end;
 }
 
 cw_status build_into(cw_resident *r, cw_graph *top) {
     cw_res_host *h = reinterpret_cast<cw_res_host *>(r->host_dev);
     cw_res_dev *d = reinterpret_cast<cw_res_dev *>(r->dev);
-    const bool handler = r->handler != nullptr;
+    const bool handler = r->handler.set();
+    const bool gate_node = r->set.gate == CW_RESIDENT_GATE_NODE;
     unsigned long long timeout_ns = (unsigned long long)r->set.timeout_ms * 1000000ull;
     unsigned sleep_ns = r->set.sleep_interval_us * 1000u;
     unsigned spin_ns = r->set.spin_us * 1000u;
-    unsigned poll_flags = (r->set.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE ? CW_RES_ADAPTIVE : 0u) |
-                          (handler ? CW_RES_HANDLER : 0u);
-    unsigned signal_flags = r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u;
+    unsigned flags = (r->set.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE ? CW_RES_ADAPTIVE : 0u) |
+                     (handler ? CW_RES_HANDLER : 0u) | (r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u) |
+                     (gate_node ? 0u : CW_RES_GATE_KERNELS);
 
     cw_cond_handle loop = 0;
     CW_TRY(cw_graph_cond_create(top, 1, CW_COND_RESET_EACH_LAUNCH, &loop));
@@ -218,20 +236,23 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
     CW_TRY(cw_graph_add_conditional(top, loop, &cs, &sink, 1, nullptr, &body, nullptr));
     cs.type = CW_COND_IF;
     for (uint32_t i = 0; i < r->set.unroll; i++) {
+        // Gated by kernels the handle is never set: the kernels take it all the same.
         cw_cond_handle work = 0;
-        CW_TRY(cw_graph_cond_create(body, 0, 0, &work));
-        void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &poll_flags};
+        if (gate_node) CW_TRY(cw_graph_cond_create(body, 0, 0, &work));
+        void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags};
         CW_TRY(launch_into(r, body, kResPoll, poll_args));
         if (handler) {
-            CW_TRY(add_child_after_sinks(body, r->handler));
-            void *gate_args[] = {&d, &work};
+            CW_TRY(add_part(r, body, r->handler));
+            void *gate_args[] = {&d, &work, &flags};
             CW_TRY(launch_into(r, body, kResGate, gate_args));
         }
-        CW_TRY(cw_graph_get_sinks(body, &sink, 1, &n));
-        cw_graph *then = nullptr;
-        CW_TRY(cw_graph_add_conditional(body, work, &cs, &sink, 1, nullptr, &then, nullptr));
-        CW_TRY(add_child_after_sinks(then, r->workload));
-        void *signal_args[] = {&h, &d, &signal_flags};
+        cw_graph *then = body;
+        if (gate_node) {
+            CW_TRY(cw_graph_get_sinks(body, &sink, 1, &n));
+            CW_TRY(cw_graph_add_conditional(body, work, &cs, &sink, 1, nullptr, &then, nullptr));
+        }
+        CW_TRY(add_part(r, then, r->workload));
+        void *signal_args[] = {&h, &d, &flags};
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
     }
     void *exit_args[] = {&h, &d};
@@ -257,8 +278,8 @@ cw_status build(cw_resident *r) {
     return CW_SUCCESS;
 }
 
-// Keeps a copy of g (as a graph holding it as a child), in *slot.
-cw_status keep_copy(cw_resident *r, const cw_graph *g, cw_graph **slot) {
+// Keeps a copy of g (as a graph holding it as a child) or fn as *part.
+cw_status set_part(cw_resident *r, const cw_graph *g, cw_resident_capture_fn fn, void *user, Part *part) {
     cw_graph *copy = nullptr;
     if (g) {
         if (g->ctx->cu != r->ctx->cu)
@@ -271,8 +292,10 @@ cw_status keep_copy(cw_resident *r, const cw_graph *g, cw_graph **slot) {
             return st;
         }
     }
-    cw_graph_destroy(slot);
-    *slot = copy;
+    cw_graph_destroy(&part->graph);
+    part->graph = copy;
+    part->fn = fn;
+    part->user = fn ? user : nullptr;
     r->dirty = true;
     return CW_SUCCESS;
 }
@@ -281,8 +304,8 @@ cw_status keep_copy(cw_resident *r, const cw_graph *g, cw_graph **slot) {
 
 void resident_free(cw_resident *r) {
     cw_graph_exec_destroy(&r->exec);
-    cw_graph_destroy(&r->workload);
-    cw_graph_destroy(&r->handler);
+    cw_graph_destroy(&r->workload.graph);
+    cw_graph_destroy(&r->handler.graph);
     if (r->dev || r->input || r->host) {
         CurrentGuard guard;
         if (guard.enter(r->ctx->cu) == CW_SUCCESS) {
@@ -344,6 +367,7 @@ CW_API void cw_resident_settings_default(cw_resident_settings *s) {
     s->input_slots = 0;
     s->input_bytes = 0;
     s->unroll = 16;
+    s->gate = CW_RESIDENT_GATE_NODE;
     s->priority = 0;
     s->use_default_priority = 1;
     s->destroy_timeout_ms = 5000;
@@ -454,26 +478,39 @@ CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsi
     return CW_SUCCESS;
 }
 
-static cw_status set_graph(cw_resident *r, const cw_graph *g, cw_graph **slot, const char *what) {
+static cw_status set_part_checked(cw_resident *r, const cw_graph *g, cw_resident_capture_fn fn, void *user,
+                                  Part *part, const char *what) {
     settle(r);
     if (is_active(r))
         return fail(CW_ERROR_INVALID_STATE, "the %s is built into the loop's graph at launch: tear the loop down first",
                     what);
-    return keep_copy(r, g, slot);
+    return set_part(r, g, fn, user, part);
 }
 
 CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *workload) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
     if (workload) CW_CHECK_GRAPH(workload);
-    return set_graph(r, workload, &r->workload, "workload");
+    return set_part_checked(r, workload, nullptr, nullptr, &r->workload, "workload");
 }
 
 CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
     if (handler) CW_CHECK_GRAPH(handler);
-    return set_graph(r, handler, &r->handler, "data-ready handler");
+    return set_part_checked(r, handler, nullptr, nullptr, &r->handler, "data-ready handler");
+}
+
+CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    return set_part_checked(r, nullptr, fn, user, &r->workload, "workload");
+}
+
+CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    return set_part_checked(r, nullptr, fn, user, &r->handler, "data-ready handler");
 }
 
 CW_API cw_status cw_resident_launch(cw_resident *r) {
@@ -515,7 +552,7 @@ CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq) {
     CW_CHECK_RESIDENT(r);
     if (__builtin_expect(r->state.load(std::memory_order_acquire) != CW_RESIDENT_RUNNING, 0))
         return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
-    if (__builtin_expect(r->handler != nullptr, 0))
+    if (__builtin_expect(r->handler.set(), 0))
         return fail(CW_ERROR_INVALID_STATE,
                     "this loop's requests come from its data-ready handler; the host cannot add any");
     const uint64_t s = __atomic_add_fetch(&r->host->requested, 1, __ATOMIC_SEQ_CST);
@@ -527,7 +564,7 @@ CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq) {
 static cw_status check_result(const cw_resident *r, uint64_t seq, int *ready) {
     *ready = 0;
     if (seq == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: request numbers start at 1");
-    if (!r->handler) {
+    if (!r->handler.set()) {
         const uint64_t made = load_requested(r);
         if (seq > made)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: request %llu was never made (the last is %llu)",

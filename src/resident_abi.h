@@ -18,6 +18,7 @@
 #define CW_RES_ADAPTIVE 0x1u /* spin after each request, then back off */
 #define CW_RES_HANDLER 0x2u  /* requests come from the data-ready handler */
 #define CW_RES_SYNC_HOST 0x4u
+#define CW_RES_GATE_KERNELS 0x8u /* no IF node: the workload's kernels check pub.skip */
 
 /* Pinned, mapped host memory (one page): the doorbell and the results. */
 typedef struct cw_res_host {

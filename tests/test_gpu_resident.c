@@ -414,6 +414,98 @@ static void test_burst_in_order(void **state) {
     dfree(spin);
 }
 
+/* Gated by kernels, with the workload captured straight into the loop
+ * (cw_resident_set_workload_fn): no IF node, no child graph. 20000
+ * requests checked one by one; requests made in a burst served in order;
+ * and the iterations that serve nothing (the teardown pass) leave no trace:
+ * the guarded record kernel ran exactly once per request. */
+typedef struct fn_args {
+    void *fn;
+    void **args;
+    int calls;
+} fn_args;
+
+static cw_status capture_fn(cw_stream *s, void *user) {
+    fn_args *a = user;
+    a->calls++;
+    cur();
+    return rawcuda_launch1(&rc, a->fn, hnd(s), a->args) == 0 ? CW_SUCCESS : CW_ERROR_DRIVER;
+}
+
+static void test_gate_kernels_inline(void **state) {
+    (void)state;
+    const unsigned n = 20000;
+    cw_resident_settings set = spin_settings();
+    set.gate = CW_RESIDENT_GATE_KERNELS;
+    set.input_slots = 2;
+    set.input_bytes = 4;
+    set.sync_with_host = 1;
+    set.unroll = 8;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    unsigned long long ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    void *outh = NULL;
+    dptr out = halloc(64, &outh);
+    volatile unsigned *o = (volatile unsigned *)outh;
+    dptr log = dalloc(n * sizeof(unsigned long long));
+    unsigned long long cap = n;
+    void *a[] = {&ctl, &out, &log, &cap};
+    fn_args fa = {k_apply, a, 0};
+    assert_cw_ok(cw_resident_set_workload_fn(r, capture_fn, &fa));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fa.calls, 8); /* once per copy of the iteration */
+    unsigned long long bad = 0;
+    double t0 = now_ms();
+    for (unsigned i = 1; i <= n; i++) {
+        unsigned long long slot = 0;
+        assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
+        const unsigned v = i * 2246822519u;
+        cur();
+        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, 4));
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
+        if (o[0] != v * 3u + 1u || o[1] != i) bad++;
+    }
+    printf("# gated by kernels, inline workload: %u requests in %.1f ms (copy in, request, result)\n", n,
+           now_ms() - t0);
+    assert_int_equal(bad, 0);
+    cw_resident_stats st;
+    assert_cw_ok(cw_resident_get_stats(r, &st));
+    assert_int_equal(st.iterations, n);
+    printf("# gated by kernels: iteration on the GPU median %.2f us (min %.2f)\n", st.iter_median_ns / 1e3,
+           st.iter_min_ns / 1e3);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    dfree(log);
+    assert_cu_ok(rc.cuMemFreeHost(outh));
+
+    /* a burst, then teardown: exactly one record per request */
+    const unsigned m = 3000;
+    set.input_slots = 0;
+    set.input_bytes = 0;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    dptr count = dalloc(4), seqs = dalloc(m * 8ull);
+    unsigned mcap = m;
+    void *b[] = {&ctl, &count, &seqs, &mcap};
+    fn_args fb = {k_record, b, 0};
+    assert_cw_ok(cw_resident_set_workload_fn(r, capture_fn, &fb));
+    assert_cw_ok(cw_resident_launch(r));
+    for (unsigned i = 1; i <= m; i++) assert_cw_ok(cw_resident_data_ready(r, NULL));
+    assert_cw_ok(cw_resident_wait_result(r, m, 5000));
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    check_sequence(count, seqs, m);
+    untrack(r);
+    assert_cw_ok(cw_resident_destroy(&r));
+    dfree(count);
+    dfree(seqs);
+}
+
 /* The data-ready handler: a GPU kernel on another stream produces 50 items
  * 200 us apart; the handler (a kernel the loop runs each iteration) sees
  * them and marks data ready; the workload records each request. The host
@@ -858,6 +950,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_host_driven_100k, cleanup_loops),
         cmocka_unit_test_teardown(test_double_buffered_overlap, cleanup_loops),
         cmocka_unit_test_teardown(test_burst_in_order, cleanup_loops),
+        cmocka_unit_test_teardown(test_gate_kernels_inline, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
         cmocka_unit_test_teardown(test_timeout, cleanup_loops),
         cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),

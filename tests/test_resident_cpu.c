@@ -56,6 +56,7 @@ static void test_settings_defaults_and_validation(void **state) {
     assert_int_equal(s.input_slots, 0);
     assert_int_equal(s.input_bytes, 0);
     assert_int_equal(s.unroll, 16);
+    assert_int_equal(s.gate, CW_RESIDENT_GATE_NODE);
     assert_int_equal(s.use_default_priority, 1);
     assert_int_equal(s.destroy_timeout_ms, 5000);
     for (size_t i = 0; i < sizeof s.reserved; i++) assert_int_equal(s.reserved[i], 0);
@@ -68,7 +69,7 @@ static void test_settings_defaults_and_validation(void **state) {
     } bad[] = {
         {"sleep too long", NULL}, {"spin too long", NULL}, {"mode", NULL},  {"sync 2", NULL},
         {"3 slots", NULL},        {"slots no bytes", NULL}, {"bytes no slots", NULL},
-        {"unroll 0", NULL},       {"unroll 65", NULL},     {"reserved", NULL},
+        {"unroll 0", NULL},       {"unroll 65", NULL},     {"reserved", NULL},       {"gate", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cw_resident_settings_default(&s);
@@ -83,6 +84,7 @@ static void test_settings_defaults_and_validation(void **state) {
         case 7: s.unroll = 0; break;
         case 8: s.unroll = 65; break;
         case 9: s.reserved[3] = 1; break;
+        case 10: s.gate = (cw_resident_gate)2; break;
         }
         cw_status st = cw_resident_create(&r, ctx, &s);
         if (st != CW_ERROR_INVALID_ARGUMENT) fail_msg("%s: %s", bad[i].what, cw_status_name(st));
@@ -289,6 +291,66 @@ static void test_handler_mode(void **state) {
     assert_int_equal(leaks(before, "handler mode"), 0);
 }
 
+/* A workload given as a capture function: called once per copy of the
+ * iteration at each build; its error fails the launch (nothing left
+ * launched, nothing leaked); refused while launched. Gated by kernels too. */
+typedef struct cap_count {
+    int calls;
+    cw_status ret;
+} cap_count;
+
+static cw_status count_capture(cw_stream *s, void *user) {
+    cap_count *c = user;
+    c->calls++;
+    if (c->ret != CW_SUCCESS) return c->ret;
+    cw_kernel *k = NULL;
+    cw_status st = cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &k); /* any kernel: the fake runs none */
+    if (st != CW_SUCCESS) return st;
+    unsigned long long dst = 0;
+    void *args[] = {&dst};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    return cw_kernel_launch(k, s, &cfg, args);
+}
+
+static void test_workload_fn(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    for (int gate = 0; gate < 2; gate++) {
+        cw_resident_settings s;
+        cw_resident_settings_default(&s);
+        s.unroll = 5;
+        s.gate = gate ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
+        cw_resident *r = NULL;
+        assert_cw_ok(cw_resident_create(&r, ctx, &s));
+        cap_count c = {0, CW_ERROR_NOT_PERMITTED};
+        assert_cw_ok(cw_resident_set_workload_fn(r, count_capture, &c));
+        assert_cw(CW_ERROR_NOT_PERMITTED, cw_resident_launch(r)); /* the function's error */
+        assert_int_equal(c.calls, 1);
+        cw_resident_state rs;
+        assert_cw_ok(cw_resident_get_state(r, &rs));
+        assert_int_equal(rs, CW_RESIDENT_NOT_LAUNCHED);
+        c.ret = CW_SUCCESS;
+        c.calls = 0;
+        assert_cw_ok(cw_resident_launch(r));
+        assert_int_equal(c.calls, 5); /* once per copy */
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_set_workload_fn(r, count_capture, &c));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_set_handler_fn(r, count_capture, &c));
+        assert_cw_ok(cw_resident_tear_down(r, 100));
+        assert_cw_ok(cw_resident_launch(r)); /* nothing changed: no rebuild */
+        assert_int_equal(c.calls, 5);
+        assert_cw_ok(cw_resident_tear_down(r, 100));
+        assert_cw_ok(cw_resident_set_handler_fn(r, count_capture, &c)); /* handler and workload: 2 per copy */
+        c.calls = 0;
+        assert_cw_ok(cw_resident_launch(r));
+        assert_int_equal(c.calls, 10);
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL));
+        assert_cw_ok(cw_resident_destroy(&r));
+    }
+    assert_int_equal(leaks(before, "capture functions"), 0);
+}
+
 /* A graph of another context is refused. */
 static void test_foreign_context_graph(void **state) {
     (void)state;
@@ -431,6 +493,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_handler_mode),
         cmocka_unit_test(test_foreign_context_graph),
+        cmocka_unit_test(test_workload_fn),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

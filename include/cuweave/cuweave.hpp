@@ -484,6 +484,67 @@ class capture {
     bool ended_ = false;
 };
 
+// ---- the GPU-resident loop ------------------------------------------------------
+
+namespace detail {
+// The handle's destroy: tears a launched loop down first (up to the
+// settings' destroy_timeout_ms). If it would not stop, the C call keeps the
+// loop (the GPU may still use its memory) and this destructor lets it go:
+// call tear_down() yourself when that matters.
+inline void resident_destroy(cw_resident **r) { (void)cw_resident_destroy(r); }
+}  // namespace detail
+
+class resident : public detail::handle<cw_resident, detail::resident_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<resident> create(const context &c, const cw_resident_settings *settings = nullptr) {
+        cw_resident *r = nullptr;
+        cw_status s = cw_resident_create(&r, c.get(), settings);
+        return detail::make(s, resident(r, true));
+    }
+    // The device block kernels receive (a cw_resident_ctl *), as a CUdeviceptr.
+    unsigned long long ctl() const noexcept {
+        unsigned long long p = 0;
+        (void)cw_resident_get_ctl(get(), &p);
+        return p;
+    }
+    detail::void_ret configure(const cw_resident_settings &s) const { return detail::done(cw_resident_configure(get(), &s)); }
+    detail::void_ret set_workload(const graph &g) const { return detail::done(cw_resident_set_workload(get(), g.get())); }
+    detail::void_ret set_handler(const graph &g) const { return detail::done(cw_resident_set_handler(get(), g.get())); }
+    detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
+    detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
+    bool is_launched() const noexcept {
+        int l = 0;
+        (void)cw_resident_is_launched(get(), &l);
+        return l != 0;
+    }
+    // The request's number.
+    detail::ret<uint64_t> data_ready() const {
+        uint64_t seq = 0;
+        cw_status s = cw_resident_data_ready(get(), &seq);
+        return detail::make(s, std::move(seq));
+    }
+    detail::ret<bool> result_ready(uint64_t seq) const {
+        int r = 0;
+        cw_status s = cw_resident_result_ready(get(), seq, &r);
+        return detail::make(s, r != 0);
+    }
+    detail::void_ret wait_result(uint64_t seq, uint32_t timeout_ms) const {
+        return detail::done(cw_resident_wait_result(get(), seq, timeout_ms));
+    }
+    // The input slot the next request reads, once free.
+    detail::ret<unsigned long long> next_input(uint32_t timeout_ms) const {
+        unsigned long long p = 0;
+        cw_status s = cw_resident_next_input(get(), timeout_ms, &p);
+        return detail::make(s, std::move(p));
+    }
+    detail::ret<cw_resident_stats> stats() const {
+        cw_resident_stats st{};
+        cw_status s = cw_resident_get_stats(get(), &st);
+        return detail::make(s, std::move(st));
+    }
+};
+
 // ---- programs, modules, kernels ------------------------------------------------
 
 class program : public detail::handle<cw_program, cw_program_destroy> {
@@ -623,6 +684,9 @@ static_assert(sizeof(graph) == sizeof(detail::handle_and_flag), "graph is the ha
 static_assert(sizeof(graph_exec) == sizeof(detail::handle_and_flag), "graph_exec is the handle plus ownership");
 static_assert(sizeof(program) == sizeof(detail::handle_and_flag), "program is the handle plus ownership");
 static_assert(sizeof(module) == sizeof(detail::handle_and_flag), "module is the handle plus ownership");
+static_assert(sizeof(resident) == sizeof(detail::handle_and_flag), "resident is the handle plus ownership");
+static_assert(std::is_nothrow_move_constructible<resident>::value && std::is_nothrow_move_assignable<resident>::value,
+              "resident moves without throwing");
 static_assert(std::is_nothrow_move_constructible<module>::value && std::is_nothrow_move_assignable<program>::value,
               "modules and programs move without throwing");
 static_assert(std::is_nothrow_move_constructible<graph>::value && std::is_nothrow_move_assignable<graph_exec>::value,

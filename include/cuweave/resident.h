@@ -68,6 +68,18 @@ typedef enum cw_resident_sleep {
     CW_RESIDENT_SLEEP_ADAPTIVE = 1
 } cw_resident_sleep;
 
+/* How an iteration that serves nothing skips the workload. */
+typedef enum cw_resident_gate {
+    /* An IF node around the workload and the result signal: any workload
+     * (kernels, copies, memsets, child graphs). Costs the IF node's launch
+     * on the GPU for every request (docs/resident.md has the figure). */
+    CW_RESIDENT_GATE_NODE = 0,
+    /* No IF node: the workload always runs, and every one of its kernels
+     * starts with `if (cw_resident_skip(ctl)) return;` (resident_device.h).
+     * Only kernels that do so may be in the workload. Faster per request. */
+    CW_RESIDENT_GATE_KERNELS = 1
+} cw_resident_gate;
+
 typedef struct cw_resident_settings {
     /* Tear the loop down by itself this long after it starts, measured on
      * the GPU's clock (no host thread involved). 0: run until torn down.
@@ -102,6 +114,7 @@ typedef struct cw_resident_settings {
      * H100; docs/resident.md has the figures). Larger values cost graph
      * memory and instantiate time. Default 16. */
     uint32_t unroll;
+    cw_resident_gate gate; /* default CW_RESIDENT_GATE_NODE */
     /* Priority of the stream the loop runs on, clamped into the context's
      * range. Default: the greatest (most urgent) priority the context has
      * (use_default_priority 1). */
@@ -110,7 +123,7 @@ typedef struct cw_resident_settings {
     /* How long cw_resident_destroy waits for a launched loop to stop.
      * Default 5000. */
     uint32_t destroy_timeout_ms;
-    uint8_t reserved[52];
+    uint8_t reserved[48];
 } cw_resident_settings;
 
 /* Fills *s with the defaults above. NULL is ignored. */
@@ -178,6 +191,28 @@ CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsi
  * with an empty iteration (useful to measure the loop itself).
  */
 CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *workload);
+
+/*
+ * Enqueues part of a loop's iteration on s (which captures into the loop's
+ * graph): launches, copies, memsets on s and on streams forked from it
+ * (joined back before returning). user is what was given with it. Return
+ * CW_SUCCESS, or an error to make cw_resident_launch fail with it.
+ */
+typedef cw_status (*cw_resident_capture_fn)(cw_stream *s, void *user);
+
+/*
+ * Sets the workload as what fn enqueues: fn is called by cw_resident_launch
+ * when it builds the graph, once per copy of the iteration
+ * (settings.unroll times), with s capturing straight into the loop's graph.
+ * The work then sits in the iteration itself instead of inside a child
+ * graph node, which is faster to start on the GPU. fn NULL removes the
+ * workload. Before launch only (CW_ERROR_INVALID_STATE after). Replaces a
+ * workload set with cw_resident_set_workload, and the other way round.
+ */
+CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
+
+/* As cw_resident_set_workload_fn, for the data-ready handler. */
+CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
 /*
  * Sets (or, with NULL, removes) the data-ready handler: a graph that runs at

@@ -7,6 +7,9 @@
  * Kernels receive the loop's device block as a kernel argument (its address
  * comes from cw_resident_get_ctl) and call:
  *
+ *   cw_resident_skip(ctl)              nonzero: this iteration serves nothing; return at
+ *                                      once (required of every workload kernel when the
+ *                                      loop gates by kernels, CW_RESIDENT_GATE_KERNELS)
  *   cw_resident_sequence(ctl)          the request being served (1, 2, ...);
  *                                      in a data-ready handler: the last one served
  *   cw_resident_input(ctl)             the input slot of the request being served
@@ -31,7 +34,9 @@ typedef struct cw_resident_ctl {
     unsigned long long input_bytes; /* bytes per input slot */
     unsigned int input_slots;       /* 0, 1 or 2 */
     unsigned int ready;             /* set by the data-ready handler this iteration */
-    unsigned long long reserved[4];
+    unsigned int skip;              /* nonzero: this iteration serves no request */
+    unsigned int pad;
+    unsigned long long reserved[3];
 } cw_resident_ctl;
 
 #ifdef __cplusplus
@@ -42,6 +47,10 @@ typedef struct cw_resident_ctl {
 
 static __device__ __forceinline__ unsigned long long cw_resident_sequence(const cw_resident_ctl *ctl) {
     return *(const volatile unsigned long long *)&ctl->seq;
+}
+
+static __device__ __forceinline__ unsigned int cw_resident_skip(const cw_resident_ctl *ctl) {
+    return *(const volatile unsigned int *)&ctl->skip;
 }
 
 static __device__ __forceinline__ void *cw_resident_input(const cw_resident_ctl *ctl) {

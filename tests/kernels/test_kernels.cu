@@ -114,6 +114,7 @@ __global__ void cw_set_cond(cudaGraphConditionalHandle h, const int *value) {
 // seq <= log_cap (device memory: what each request was served with).
 __global__ void cw_res_apply(const cw_resident_ctl *ctl, unsigned *out, unsigned long long *log,
                              unsigned long long log_cap) {
+    if (cw_resident_skip(ctl)) return;  // a loop gated by kernels: nothing to serve
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         const unsigned long long seq = cw_resident_sequence(ctl);
         const unsigned v = *(const volatile unsigned *)cw_resident_input(ctl);
@@ -127,6 +128,7 @@ __global__ void cw_res_apply(const cw_resident_ctl *ctl, unsigned *out, unsigned
 // Appends the request number to a list: seqs[(*count)++] = seq (one thread).
 __global__ void cw_res_record(const cw_resident_ctl *ctl, unsigned *count, unsigned long long *seqs,
                               unsigned cap) {
+    if (cw_resident_skip(ctl)) return;
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         unsigned c = *count;
         if (c < cap) seqs[c] = cw_resident_sequence(ctl);
@@ -168,6 +170,22 @@ __global__ void cw_op_mul(unsigned *buf) {
     if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = buf[0] * 3u;
 }
 __global__ void cw_op_store(const unsigned *buf, unsigned *out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
+}
+
+// The same three operators for a loop gated by kernels
+// (CW_RESIDENT_GATE_KERNELS): each returns at once when the iteration
+// serves nothing.
+__global__ void cw_gop_load(const cw_resident_ctl *ctl, const unsigned *in, unsigned *buf) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = *(const volatile unsigned *)in + 1u;
+}
+__global__ void cw_gop_mul(const cw_resident_ctl *ctl, unsigned *buf) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = buf[0] * 3u;
+}
+__global__ void cw_gop_store(const cw_resident_ctl *ctl, const unsigned *buf, unsigned *out) {
+    if (cw_resident_skip(ctl)) return;
     if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
 }
 
