@@ -47,7 +47,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef struct stats {
-    double p10, p50, p90, p99, max;
+    double p10, p50, p90, p99, p999, max; /* p999: the 99.9th percentile */
 } stats;
 
 /* Nearest-rank percentiles; sorts v in place. */
@@ -59,6 +59,7 @@ static stats stats_of(double *v, size_t n) {
     s.p50 = PCT_(50.0);
     s.p90 = PCT_(90.0);
     s.p99 = PCT_(99.0);
+    s.p999 = PCT_(99.9);
 #undef PCT_
     s.max = v[n - 1];
     return s;

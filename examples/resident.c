@@ -54,14 +54,18 @@ int main(void) {
     int (*htod)(unsigned long long, const void *, size_t) = NULL;
     int (*dtoh)(void *, unsigned long long, size_t) = NULL;
     int (*set_current)(CUcontext) = NULL;
+    int (*host_alloc)(void **, size_t) = NULL;
+    int (*host_free)(void *) = NULL;
     if (lib) {
+        *(void **)&host_alloc = dlsym(lib, "cuMemAllocHost_v2");
+        *(void **)&host_free = dlsym(lib, "cuMemFreeHost");
         *(void **)&mem_alloc = dlsym(lib, "cuMemAlloc_v2");
         *(void **)&mem_free = dlsym(lib, "cuMemFree_v2");
         *(void **)&htod = dlsym(lib, "cuMemcpyHtoD_v2");
         *(void **)&dtoh = dlsym(lib, "cuMemcpyDtoH_v2");
         *(void **)&set_current = dlsym(lib, "cuCtxSetCurrent");
     }
-    if (st != CW_SUCCESS || !mem_alloc || !mem_free || !htod || !dtoh || !set_current) {
+    if (st != CW_SUCCESS || !mem_alloc || !mem_free || !htod || !dtoh || !set_current || !host_alloc || !host_free) {
         fprintf(stderr, "resident: cannot start: %s\n", cw_last_error_message());
         return 1;
     }
@@ -76,7 +80,11 @@ int main(void) {
     cw_resident *r = NULL;
     CUcontext cu = NULL;
     unsigned long long out = 0;
-    static unsigned in[N], res[N];
+    /* the input in pinned memory: from there cuMemcpyHtoD returns only once
+     * the data is on the GPU (from pageable memory it may return earlier,
+     * and the request made next could read the previous input) */
+    unsigned *in = NULL;
+    static unsigned res[N];
 #define TRY(expr)                                                          \
     do {                                                                   \
         if ((expr) != CW_SUCCESS) {                                        \
@@ -107,14 +115,15 @@ int main(void) {
     cw_resident_settings rs;
     cw_resident_settings_default(&rs);
     rs.input_slots = 2;
-    rs.input_bytes = sizeof in;
+    rs.input_bytes = N * sizeof(unsigned);
     rs.sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
     rs.sleep_interval_us = 100;
     rs.spin_us = 200;
     TRY(cw_resident_create(&r, ctx, &rs));
     unsigned long long ctl = 0;
     TRY(cw_resident_get_ctl(r, &ctl));
-    if (set_current(cu) != 0 || mem_alloc(&out, sizeof res) != 0) goto out;
+    if (set_current(cu) != 0 || mem_alloc(&out, sizeof res) != 0 || host_alloc((void **)&in, N * sizeof *in) != 0)
+        goto out;
 
     /* capture the workload: one launch of square(ctl, out) */
     cw_launch_config lc;
@@ -134,7 +143,7 @@ int main(void) {
         TRY(cw_resident_next_input(r, 1000, &slot)); /* free once request k-2 finished */
         for (unsigned i = 0; i < N; i++) in[i] = k + i;
         const double t0 = now_us();
-        if (set_current(cu) != 0 || htod(slot, in, sizeof in) != 0) goto out;
+        if (set_current(cu) != 0 || htod(slot, in, N * sizeof *in) != 0) goto out;
         uint64_t seq = 0;
         TRY(cw_resident_data_ready(r, &seq));
         TRY(cw_resident_wait_result(r, seq, 1000));
@@ -159,6 +168,7 @@ int main(void) {
 out:
     if (cw_resident_destroy(&r) != CW_SUCCESS) ok = 0;
     if (out && set_current && set_current(cu) == 0) mem_free(out);
+    if (in) host_free(in);
     if (set_current) set_current(NULL);
     cw_graph_destroy(&g);
     cw_module_destroy(&m);

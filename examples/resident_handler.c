@@ -104,6 +104,10 @@ int main(void) {
     TRY(cw_module_get_kernel(m, "produce", &produce));
     TRY(cw_module_get_kernel(m, "ready", &ready));
     TRY(cw_module_get_kernel(m, "process", &process));
+    /* every kernel this context will run is loaded before the loop starts:
+     * loading code into a context waits for its running kernels, and the
+     * loop's never end (the ones the loop runs are loaded when it is built) */
+    TRY(cw_kernel_preload(produce, ctx));
     if (set_current(cu) != 0 || mem_alloc(&mem, 16) != 0 || memset32(mem, 0, 4) != 0) goto out;
     unsigned long long arrived = mem, taken = mem + 4, sum = mem + 8;
 

@@ -554,6 +554,18 @@ CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel 
     return get_kernel(m, name, kernel);
 }
 
+CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_CONTEXT(ctx);
+    if (!drv().cuKernelGetFunction) return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (CUDA 12.0)");
+    CurrentGuard guard;
+    CW_TRY(guard.enter(ctx->cu));
+    CUfunction f = nullptr;
+    CW_CU(cuKernelGetFunction, (&f, k->cu));
+    return guard.leave();
+}
+
 CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap) {
     CW_ENTRY;
     CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");

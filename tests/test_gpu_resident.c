@@ -80,6 +80,19 @@ static dptr halloc(size_t bytes, void **host) {
     return d;
 }
 
+/* Writes v into device memory at dst and returns once it is there: from
+ * pinned memory cuMemcpyHtoD is synchronous (from pageable memory it may
+ * return before the data reached the GPU, and a request made right after
+ * could read the old input). */
+static unsigned *g_stage;
+
+static void put_u32(dptr dst, unsigned v) {
+    cur();
+    if (!g_stage) assert_cu_ok(rc.cuMemHostAlloc((void **)&g_stage, 64, 0x01));
+    *g_stage = v;
+    assert_cu_ok(rc.cuMemcpyHtoD(dst, g_stage, sizeof v));
+}
+
 static void launch1(void *fn, CUstream h, void **args) {
     cur();
     assert_cu_ok(rawcuda_launch1(&rc, fn, h, args));
@@ -101,6 +114,7 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
     (void)state;
     rc.cuCtxSetCurrent(cuctx);
+    if (g_stage) rc.cuMemFreeHost(g_stage);
     rc.cuCtxSynchronize();
     if (module) rc.cuModuleUnload(module);
     rc.cuCtxSetCurrent(NULL);
@@ -217,8 +231,7 @@ static void test_host_driven_100k(void **state) {
         assert_cw_ok(cw_resident_get_input(r, (unsigned)((i - 1) % 2), &expect_slot));
         if (slot != expect_slot) fail_msg("request %llu: input slot %llx, expected %llx", i, slot, expect_slot);
         const unsigned v = (unsigned)(i * 2654435761ull) ^ 0x5a5a5a5au;
-        cur();
-        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, sizeof v));
+        put_u32(slot, v);
         uint64_t seq = 0;
         assert_cw_ok(cw_resident_data_ready(r, &seq));
         if (seq != i) fail_msg("request %llu got number %llu", i, (unsigned long long)seq);
@@ -305,8 +318,7 @@ static void test_double_buffered_overlap(void **state) {
         if (i > 1) assert_cw_ok(cw_resident_result_ready(r, i - 1, &prev_done));
         if (!prev_done) overlapped++;
         const unsigned v = i * 7919u;
-        cur();
-        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, sizeof v));
+        put_u32(slot, v);
         assert_cw_ok(cw_resident_data_ready(r, NULL));
     }
     assert_cw_ok(cw_resident_wait_result(r, n, 5000));
@@ -462,8 +474,7 @@ static void test_gate_kernels_inline(void **state) {
         unsigned long long slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
         const unsigned v = i * 2246822519u;
-        cur();
-        assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, 4));
+        put_u32(slot, v);
         uint64_t seq = 0;
         assert_cw_ok(cw_resident_data_ready(r, &seq));
         assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
@@ -691,21 +702,32 @@ static void test_teardown_states(void **state) {
  * exit 0 within `seconds` (a hang is killed by its alarm and reported). */
 static char g_self[4096];
 
-static void in_child(const char *name, int seconds, const char *what) {
+/* Returns 0 when the child exited 0, else 1 (printed: hang or failure). */
+static int in_child_env(const char *name, int seconds, const char *what, const char *env) {
     fflush(stdout);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        if (env) putenv((char *)env);
         alarm((unsigned)seconds); /* kept across exec */
         execl(g_self, g_self, "--child", name, (char *)NULL);
         _exit(127);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-        fail_msg("%s: did not finish within %d s (hang)", what, seconds);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("%s: child failed (status %d)", what, status);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+        printf("# %s: did not finish within %d s (hang)\n", what, seconds);
+        return 1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("# %s: child failed (status %d)\n", what, status);
+        return 1;
+    }
+    return 0;
+}
+
+static void in_child(const char *name, int seconds, const char *what) {
+    if (in_child_env(name, seconds, what, NULL)) fail_msg("%s: see above", what);
 }
 
 #define CHILD_CHECK(cond)                                                                  \
@@ -733,6 +755,16 @@ static void child_begin(void) {
 static void other_streams_child(void) {
     child_begin();
     const double t_child = now_ms();
+    /* The rule (docs/resident.md): every kernel the loop's context will run
+     * is loaded into it before the loop starts (loading code into a context
+     * waits for its running kernels: with a loop running, forever). */
+    void *mod = NULL, *fn = NULL;
+    CHILD_CHECK(rawcuda_kernel(&rc, &mod, cw_test_kernels_fatbin, "cw_mul_add", &fn) == 0);
+    cw_module *m = NULL;
+    cw_kernel *k = NULL;
+    CHILD_CHECK(cw_module_load_image(&m, cw_test_kernels_fatbin) == CW_SUCCESS);
+    CHILD_CHECK(cw_module_get_kernel(m, "cw_mul_add", &k) == CW_SUCCESS);
+    CHILD_CHECK(cw_kernel_preload(k, cctx) == CW_SUCCESS);
     cw_resident_settings set = spin_settings();
     cw_resident *r = NULL;
     CHILD_CHECK(cw_resident_create(&r, cctx, &set) == CW_SUCCESS);
@@ -752,12 +784,6 @@ static void other_streams_child(void) {
     int one = 1;
     CHILD_CHECK(rc.cuMemcpyHtoD(p, &one, 4) == 0);
     STEP("memory allocated and copied");
-    /* a kernel through cuweave's module API (cuLibraryLoadData), loaded now */
-    cw_module *m = NULL;
-    cw_kernel *k = NULL;
-    CHILD_CHECK(cw_module_load_image(&m, cw_test_kernels_fatbin) == CW_SUCCESS);
-    CHILD_CHECK(cw_module_get_kernel(m, "cw_mul_add", &k) == CW_SUCCESS);
-    STEP("library loaded");
     int expect = 1;
     cw_launch_config cfg;
     cw_launch_config_default(&cfg);
@@ -766,23 +792,13 @@ static void other_streams_child(void) {
         CHILD_CHECK(cw_kernel_launch(k, s, &cfg, args) == CW_SUCCESS);
         expect = expect * 3 + v;
     }
-    STEP("library kernel launched");
-    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
-    STEP("library kernel done");
-    /* a module loaded with the driver's module API now */
-    void *mod = NULL, *fn = NULL;
-    CHILD_CHECK(rc.cuModuleLoadData(&mod, cw_test_kernels_fatbin) == 0);
-    STEP("module loaded");
-    CHILD_CHECK(rc.cuModuleGetFunction(&fn, mod, "cw_mul_add") == 0);
-    STEP("module function found");
     for (int v = 11; v <= 20; v++) {
         void *args[] = {&p, &v};
         CHILD_CHECK(rawcuda_launch1(&rc, fn, h, args) == 0);
         expect = expect * 3 + v;
     }
-    STEP("module kernel launched");
     CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
-    STEP("module kernel done");
+    STEP("20 kernels on another stream done");
     int got = 0;
     CHILD_CHECK(rc.cuMemcpyDtoH(&got, p, 4) == 0);
     CHILD_CHECK(got == expect);
@@ -799,9 +815,73 @@ static void other_streams_child(void) {
     cw_context_destroy(&cctx);
 }
 
+/* The loop in a green partition; modules loaded into the primary context
+ * while it runs (with both module APIs) and launched there. */
+static void green_loads_child(void) {
+    child_begin();
+    const double t_child = now_ms();
+    cw_green_caps caps;
+    CHILD_CHECK(cw_green_query(0, &caps) == CW_SUCCESS);
+    if (!caps.supported) _exit(0);
+    unsigned count = 16;
+    cw_partition_set *ps = NULL;
+    CHILD_CHECK(cw_partition_set_create(&ps, 0, &count, 1, 0) == CW_SUCCESS);
+    cw_context *pc = NULL;
+    CHILD_CHECK(cw_partition_set_get(ps, 0, &pc) == CW_SUCCESS);
+    cw_resident_settings set = spin_settings();
+    cw_resident *r = NULL;
+    CHILD_CHECK(cw_resident_create(&r, pc, &set) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_launch(r) == CW_SUCCESS);
+    uint64_t seq = 0;
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    STEP("loop running in a partition");
+    CHILD_CHECK(rc.cuCtxSetCurrent(ccu) == 0);
+    void *mod = NULL, *fn = NULL;
+    CHILD_CHECK(rawcuda_kernel(&rc, &mod, cw_test_kernels_fatbin, "cw_mul_add", &fn) == 0);
+    STEP("module loaded into the primary context");
+    cw_module *m = NULL;
+    cw_kernel *k = NULL;
+    CHILD_CHECK(cw_module_load_image(&m, cw_test_kernels_fatbin) == CW_SUCCESS);
+    CHILD_CHECK(cw_module_get_kernel(m, "cw_mul_add", &k) == CW_SUCCESS);
+    cw_stream *s = NULL;
+    CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
+    CUstream h = NULL;
+    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    dptr p = 0;
+    CHILD_CHECK(rc.cuMemAlloc(&p, 4) == 0);
+    int one = 1, expect = 1;
+    CHILD_CHECK(rc.cuMemcpyHtoD(p, &one, 4) == 0);
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    for (int v = 1; v <= 20; v++) {
+        void *args[] = {&p, &v};
+        if (v <= 10) CHILD_CHECK(cw_kernel_launch(k, s, &cfg, args) == CW_SUCCESS);
+        else CHILD_CHECK(rawcuda_launch1(&rc, fn, h, args) == 0);
+        expect = expect * 3 + v;
+    }
+    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
+    STEP("kernels loaded and run in the primary context");
+    int got = 0;
+    CHILD_CHECK(rc.cuMemcpyDtoH(&got, p, 4) == 0);
+    CHILD_CHECK(got == expect);
+    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+    rc.cuMemFree(p);
+    rc.cuModuleUnload(mod);
+    CHILD_CHECK(cw_partition_set_destroy(&ps) == CW_SUCCESS);
+    cw_context_destroy(&cctx);
+}
+
 static void test_other_streams_keep_working(void **state) {
     (void)state;
-    in_child("other-streams", 30, "other streams while the loop runs");
+    int bad = in_child_env("other-streams", 20, "other streams while the loop runs", NULL);
+    bad += in_child_env("green-loads", 20, "modules loaded into the primary context while a loop runs in a partition",
+                        NULL);
+    assert_int_equal(bad, 0);
 }
 
 /* A kernel filling the whole GPU on another stream of the same (primary)
@@ -898,8 +978,7 @@ static void test_two_loops_two_partitions(void **state) {
             unsigned long long slot = 0;
             assert_cw_ok(cw_resident_next_input(r[i], 1000, &slot));
             const unsigned v = k * 10u + (unsigned)i;
-            cur();
-            assert_cu_ok(rc.cuMemcpyHtoD(slot, &v, 4));
+            put_u32(slot, v);
             assert_cw_ok(cw_resident_data_ready(r[i], &seq[i]));
         }
         for (int i = 0; i < 2; i++) {
@@ -935,6 +1014,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
         if (strcmp(argv[2], "other-streams") == 0) other_streams_child();
         else if (strcmp(argv[2], "hog") == 0) hog_child();
+        else if (strcmp(argv[2], "green-loads") == 0) green_loads_child();
         else return 2;
         return 0;
     }

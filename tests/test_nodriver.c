@@ -343,6 +343,9 @@ static void test_jit_without_driver(void **state) {
     assert_cw_ok(cw_jit_get_stats(&js));
     assert_int_equal(js.compiles + js.memory_hits + js.disk_hits, 0);
     cw_jit_cache_clear_memory();
+    cw_clear_error();
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_preload(NULL, NULL));
+    assert_string_equal(cw_last_error()->function, "cw_kernel_preload");
 }
 
 static void test_driverless_functions(void **state) {
@@ -400,6 +403,8 @@ static void test_resident_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_resident_get_input, cw_resident_get_input(NULL, 0, &p));
     EXPECT_INVALID_ND(cw_resident_set_workload, cw_resident_set_workload(NULL, NULL));
     EXPECT_INVALID_ND(cw_resident_set_handler, cw_resident_set_handler(NULL, NULL));
+    EXPECT_INVALID_ND(cw_resident_set_workload_fn, cw_resident_set_workload_fn(NULL, NULL, NULL));
+    EXPECT_INVALID_ND(cw_resident_set_handler_fn, cw_resident_set_handler_fn(NULL, NULL, NULL));
     EXPECT_INVALID_ND(cw_resident_launch, cw_resident_launch(NULL));
     EXPECT_INVALID_ND(cw_resident_is_launched, cw_resident_is_launched(NULL, &flag));
     EXPECT_INVALID_ND(cw_resident_data_ready, cw_resident_data_ready(NULL, &seq));

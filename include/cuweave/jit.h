@@ -201,6 +201,18 @@ CW_API void cw_module_destroy(cw_module **m);
 CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel **kernel);
 
 /*
+ * Loads the kernel into ctx now. The driver otherwise loads a kernel into a
+ * context at its first launch there, and loading code into a context waits
+ * for every kernel running in it to finish: while a GPU-resident loop
+ * (cw_resident) runs in ctx, that is never. Load every kernel a context
+ * will run before launching a loop in it (or run the loop in a partition of
+ * its own: loads into other contexts do not wait for it).
+ * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE,
+ * CW_ERROR_NOT_SUPPORTED without the library API, or the driver's error.
+ */
+CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx);
+
+/*
  * The kernel's parameters as the driver knows them (cuKernelGetParamInfo,
  * CUDA 12.4): *count, and the size in bytes of the first `cap` of them in
  * sizes (may be NULL when cap is 0). The driver loads kernels into a context
