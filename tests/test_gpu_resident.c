@@ -43,6 +43,14 @@ static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
+/* CWT_QUICK=1 (set by tools/gpu-check.sh under compute-sanitizer, where
+ * everything runs many times slower): fewer requests, no timing checks, no
+ * child processes. */
+static int quick(void) {
+    const char *q = getenv("CWT_QUICK");
+    return q && *q == '1';
+}
+
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
     assert_cw_ok(cw_stream_get_handle(s, &h));
@@ -194,7 +202,7 @@ static cw_resident_settings spin_settings(void) {
  * as it arrives, and the device log of every request checked at the end. */
 static void test_host_driven_100k(void **state) {
     (void)state;
-    const unsigned long long n = 100000;
+    const unsigned long long n = quick() ? 2000 : 100000;
     cw_resident_settings set = spin_settings();
     set.input_slots = 2;
     set.input_bytes = sizeof(unsigned);
@@ -253,10 +261,10 @@ static void test_host_driven_100k(void **state) {
     assert_int_equal(stats.launches, 1);
     assert_true(stats.iter_min_ns > 0);
     assert_true(stats.iter_min_ns <= stats.iter_median_ns && stats.iter_median_ns <= stats.iter_max_ns);
-    assert_int_equal(stats.median_window, 4096);
+    assert_int_equal(stats.median_window, n < 4096 ? n : 4096);
     assert_int_equal(stats.exit, CW_RESIDENT_EXIT_NONE);
-    printf("# 100000 requests: iteration on the GPU min %.2f us, median %.2f us, max %.2f us; idle polls %llu\n",
-           stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3, stats.iter_max_ns / 1e3,
+    printf("# %llu requests: iteration on the GPU min %.2f us, median %.2f us, max %.2f us; idle polls %llu\n",
+           n, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3, stats.iter_max_ns / 1e3,
            (unsigned long long)stats.idle_polls);
     assert_cw_ok(cw_resident_tear_down(r, 1000));
     assert_cw_ok(cw_resident_is_launched(r, &launched));
@@ -446,7 +454,7 @@ static cw_status capture_fn(cw_stream *s, void *user) {
 
 static void test_gate_kernels_inline(void **state) {
     (void)state;
-    const unsigned n = 20000;
+    const unsigned n = quick() ? 1000 : 20000;
     cw_resident_settings set = spin_settings();
     set.gate = CW_RESIDENT_GATE_KERNELS;
     set.input_slots = 2;
@@ -603,8 +611,8 @@ static void test_timeout(void **state) {
     assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TIMEOUT);
     const double gpu_ms = stats.run_ns / 1e6;
     printf("# timeout 300 ms: stopped after %.2f ms (host clock), %.2f ms (GPU clock)\n", host_ms, gpu_ms);
-    assert_true(host_ms >= 270 && host_ms <= 330);
-    assert_true(gpu_ms >= 270 && gpu_ms <= 330);
+    assert_true(gpu_ms >= 270 && gpu_ms <= 330); /* measured on the GPU: within 10% */
+    if (!quick()) assert_true(host_ms >= 270 && host_ms <= 330);
     /* settings can change now that it stopped; relaunch works */
     set.timeout_ms = 0;
     assert_cw_ok(cw_resident_configure(r, &set));
@@ -815,72 +823,76 @@ static void other_streams_child(void) {
     cw_context_destroy(&cctx);
 }
 
-/* The loop in a green partition; modules loaded into the primary context
- * while it runs (with both module APIs) and launched there. */
-static void green_loads_child(void) {
+/* Code loaded while a loop runs: the driver waits for the loop (seen on the
+ * H100 with CUDA 13.0, for the loop's own context and for another context
+ * of the device alike; docs/resident.md). The property tested: nothing
+ * deadlocks. A thread loads a module and runs a kernel from it while the
+ * loop runs; the main thread tears the loop down (which must succeed while
+ * the other thread is inside the driver); then the load finishes and the
+ * kernel's result is right. Prints whether the load had waited. */
+static volatile int g_load_done;
+static dptr g_load_p;
+
+static void *load_thread(void *arg) {
+    (void)arg;
+    if (rc.cuCtxSetCurrent(ccu) != 0) return (void *)1;
+    void *mod = NULL, *fn = NULL;
+    if (rawcuda_kernel(&rc, &mod, cw_test_kernels_fatbin, "cw_mul_add", &fn) != 0) return (void *)2;
+    int v = 5;
+    void *args[] = {&g_load_p, &v};
+    if (rawcuda_launch1(&rc, fn, NULL, args) != 0) return (void *)3;
+    if (rc.cuStreamSynchronize(NULL) != 0) return (void *)4;
+    g_load_done = 1;
+    rc.cuModuleUnload(mod);
+    return NULL;
+}
+
+static void load_during_loop_child(void) {
     child_begin();
     const double t_child = now_ms();
-    cw_green_caps caps;
-    CHILD_CHECK(cw_green_query(0, &caps) == CW_SUCCESS);
-    if (!caps.supported) _exit(0);
-    unsigned count = 16;
-    cw_partition_set *ps = NULL;
-    CHILD_CHECK(cw_partition_set_create(&ps, 0, &count, 1, 0) == CW_SUCCESS);
-    cw_context *pc = NULL;
-    CHILD_CHECK(cw_partition_set_get(ps, 0, &pc) == CW_SUCCESS);
     cw_resident_settings set = spin_settings();
     cw_resident *r = NULL;
-    CHILD_CHECK(cw_resident_create(&r, pc, &set) == CW_SUCCESS);
+    CHILD_CHECK(cw_resident_create(&r, cctx, &set) == CW_SUCCESS);
+    CHILD_CHECK(rc.cuMemAlloc(&g_load_p, 4) == 0);
+    int one = 1;
+    CHILD_CHECK(rc.cuMemcpyHtoD(g_load_p, &one, 4) == 0);
     CHILD_CHECK(cw_resident_launch(r) == CW_SUCCESS);
     uint64_t seq = 0;
     CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
     CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
-    STEP("loop running in a partition");
-    CHILD_CHECK(rc.cuCtxSetCurrent(ccu) == 0);
-    void *mod = NULL, *fn = NULL;
-    CHILD_CHECK(rawcuda_kernel(&rc, &mod, cw_test_kernels_fatbin, "cw_mul_add", &fn) == 0);
-    STEP("module loaded into the primary context");
-    cw_module *m = NULL;
-    cw_kernel *k = NULL;
-    CHILD_CHECK(cw_module_load_image(&m, cw_test_kernels_fatbin) == CW_SUCCESS);
-    CHILD_CHECK(cw_module_get_kernel(m, "cw_mul_add", &k) == CW_SUCCESS);
-    cw_stream *s = NULL;
-    CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
-    CUstream h = NULL;
-    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
-    dptr p = 0;
-    CHILD_CHECK(rc.cuMemAlloc(&p, 4) == 0);
-    int one = 1, expect = 1;
-    CHILD_CHECK(rc.cuMemcpyHtoD(p, &one, 4) == 0);
-    cw_launch_config cfg;
-    cw_launch_config_default(&cfg);
-    for (int v = 1; v <= 20; v++) {
-        void *args[] = {&p, &v};
-        if (v <= 10) CHILD_CHECK(cw_kernel_launch(k, s, &cfg, args) == CW_SUCCESS);
-        else CHILD_CHECK(rawcuda_launch1(&rc, fn, h, args) == 0);
-        expect = expect * 3 + v;
-    }
-    CHILD_CHECK(cw_stream_synchronize(s) == CW_SUCCESS);
-    STEP("kernels loaded and run in the primary context");
+    STEP("loop running; loading a module on another thread");
+    pthread_t th;
+    CHILD_CHECK(pthread_create(&th, NULL, load_thread, NULL) == 0);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    const int done_while_running = g_load_done;
+    const double t_td = now_ms();
+    CHILD_CHECK(cw_resident_tear_down(r, 5000) == CW_SUCCESS);
+    STEP("loop torn down");
+    void *ret = (void *)9;
+    CHILD_CHECK(pthread_join(th, &ret) == 0 && ret == NULL);
+    STEP("load and kernel finished");
     int got = 0;
-    CHILD_CHECK(rc.cuMemcpyDtoH(&got, p, 4) == 0);
-    CHILD_CHECK(got == expect);
-    CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
-    CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
+    CHILD_CHECK(rc.cuMemcpyDtoH(&got, g_load_p, 4) == 0);
+    CHILD_CHECK(got == 1 * 3 + 5);
+    printf("# a module loaded while the loop ran: %s; teardown took %.2f ms\n",
+           done_while_running ? "finished while the loop ran"
+                              : "waited for the loop (not finished after 300 ms), finished once it was torn down",
+           now_ms() - t_td);
+    fflush(stdout);
     CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
-    cw_stream_destroy(&s);
-    cw_module_destroy(&m);
-    rc.cuMemFree(p);
-    rc.cuModuleUnload(mod);
-    CHILD_CHECK(cw_partition_set_destroy(&ps) == CW_SUCCESS);
+    rc.cuMemFree(g_load_p);
     cw_context_destroy(&cctx);
 }
 
 static void test_other_streams_keep_working(void **state) {
     (void)state;
+    if (quick()) {
+        skip();
+        return;
+    }
     int bad = in_child_env("other-streams", 20, "other streams while the loop runs", NULL);
-    bad += in_child_env("green-loads", 20, "modules loaded into the primary context while a loop runs in a partition",
-                        NULL);
+    bad += in_child_env("load-during-loop", 30, "a module loaded while the loop runs", NULL);
     assert_int_equal(bad, 0);
 }
 
@@ -932,6 +944,10 @@ static void hog_child(void) {
 
 static void test_hog_same_context_no_deadlock(void **state) {
     (void)state;
+    if (quick()) {
+        skip();
+        return;
+    }
     in_child("hog", 60, "the loop beside a full-GPU kernel in the same context");
 }
 
@@ -1014,7 +1030,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
         if (strcmp(argv[2], "other-streams") == 0) other_streams_child();
         else if (strcmp(argv[2], "hog") == 0) hog_child();
-        else if (strcmp(argv[2], "green-loads") == 0) green_loads_child();
+        else if (strcmp(argv[2], "load-during-loop") == 0) load_during_loop_child();
         else return 2;
         return 0;
     }
