@@ -513,6 +513,16 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
     return set_part_checked(r, nullptr, fn, user, &r->handler, "data-ready handler");
 }
 
+CW_API cw_status cw_resident_build(cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    settle(r);
+    if (is_active(r))
+        return fail(CW_ERROR_INVALID_STATE, "the loop is launched: its graph is built (tear it down to rebuild)");
+    if (r->dirty || !r->exec) CW_TRY(build(r));
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_resident_launch(cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);

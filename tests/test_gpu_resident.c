@@ -986,8 +986,10 @@ static void test_two_loops_two_partitions(void **state) {
         cw_graph *g = capture(pc, st, 1);
         assert_cw_ok(cw_resident_set_workload(r[i], g));
         cw_graph_destroy(&g);
-        assert_cw_ok(cw_resident_launch(r[i]));
+        /* built now: building loads code, which would wait for a loop already running */
+        assert_cw_ok(cw_resident_build(r[i]));
     }
+    for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_launch(r[i]));
     for (unsigned k = 1; k <= n; k++) {
         uint64_t seq[2];
         for (int i = 0; i < 2; i++) {

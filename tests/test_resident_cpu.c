@@ -110,6 +110,7 @@ static void test_handle_errors(void **state) {
     cw_resident_stats st;
     cw_resident_state rs;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_launch(f));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_build(f));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_tear_down(f, 0));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_data_ready(f, &seq));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_result_ready(f, 1, &i));
@@ -195,9 +196,15 @@ static void test_states(void **state) {
     assert_cw_ok(cw_resident_set_workload(r, g));
     cw_graph_destroy(&g); /* the loop kept a copy */
 
-    /* launch: the graph is built (top: arm, WHILE, exit) */
+    /* build, then launch: the graph is built once (top: arm, WHILE, exit) */
     long graphs_before = fake_live("graph");
+    assert_cw_ok(cw_resident_build(r));
+    const long execs = fake_live("exec");
+    assert_cw_ok(cw_resident_build(r)); /* nothing changed: nothing rebuilt */
+    assert_int_equal(fake_live("exec"), execs);
     assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fake_live("exec"), execs);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
     assert_int_equal(fake_live("graph"), graphs_before); /* the built graph was dropped after instantiation */
     assert_true(fake_live("exec") >= 1);
     assert_cw_ok(cw_resident_is_launched(r, &launched));

@@ -511,6 +511,7 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
     detail::void_ret configure(const cw_resident_settings &s) const { return detail::done(cw_resident_configure(get(), &s)); }
     detail::void_ret set_workload(const graph &g) const { return detail::done(cw_resident_set_workload(get(), g.get())); }
     detail::void_ret set_handler(const graph &g) const { return detail::done(cw_resident_set_handler(get(), g.get())); }
+    detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
     bool is_launched() const noexcept {

@@ -228,6 +228,18 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
 
 /*
  * Builds the loop's graph (when something changed since the last build),
+ * instantiates it and uploads it, without launching it. cw_resident_launch
+ * does this itself when needed; call it first when several loops will run
+ * at once: building loads the loop's kernels into its context, and loading
+ * code on a device waits until no kernel runs on it (seen on the H100 with
+ * CUDA 13.0, across contexts and partitions too), which never happens while
+ * a loop runs. So: build every loop, then launch them.
+ * CW_ERROR_INVALID_STATE while the loop is launched.
+ */
+CW_API cw_status cw_resident_build(cw_resident *r);
+
+/*
+ * Builds the loop's graph (when something changed since the last build),
  * instantiates it and launches it on the loop's own stream. Requests not
  * served by an earlier launch are dropped. Returns CW_ERROR_INVALID_STATE when the loop is
  * launched already; the driver's error when building or launching fails
