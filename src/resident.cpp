@@ -272,6 +272,22 @@ cw_status build(cw_resident *r) {
         cw_graph_exec_destroy(&exec);
         return st;
     }
+    // A trial run that stops at its first poll: the driver loads code into
+    // a context lazily, at the first launch, and loading waits until no
+    // kernel runs on the device; once this loop or another runs, that is
+    // never. Run once now, everything is loaded.
+    cw_res_host *h = r->host;
+    __atomic_store_n(&h->stop, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->base, load_requested(r), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->epoch, r->epoch + 1, __ATOMIC_RELEASE);
+    st = cw_graph_exec_launch(exec, r->run);
+    if (st == CW_SUCCESS)
+        st = on_stream(r->run, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(r->run->cu); });
+    if (st != CW_SUCCESS) {
+        cw_graph_exec_destroy(&exec);
+        return st;
+    }
+    r->epoch += 1;
     cw_graph_exec_destroy(&r->exec);
     r->exec = exec;
     r->dirty = false;
@@ -694,7 +710,9 @@ CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats)
         o.median_window = n;
     }
     int st = r->state.load(std::memory_order_acquire);
-    if (gpu_exited(r)) {
+    if (st == CW_RESIDENT_NOT_LAUNCHED) {
+        o.exit = CW_RESIDENT_EXIT_NONE;  // (a build's trial run does not count)
+    } else if (gpu_exited(r)) {
         o.run_ns = __atomic_load_n(&r->host->run_ns, __ATOMIC_ACQUIRE);
         o.exit = st == CW_RESIDENT_STOPPED ? static_cast<cw_resident_exit>(r->last_exit.load()) : exit_from_gpu(r);
     } else {

@@ -989,7 +989,9 @@ static void test_two_loops_two_partitions(void **state) {
         /* built now: building loads code, which would wait for a loop already running */
         assert_cw_ok(cw_resident_build(r[i]));
     }
+    fprintf(stderr, "two loops: built\n");
     for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_launch(r[i]));
+    fprintf(stderr, "two loops: launched\n");
     for (unsigned k = 1; k <= n; k++) {
         uint64_t seq[2];
         for (int i = 0; i < 2; i++) {
@@ -999,6 +1001,7 @@ static void test_two_loops_two_partitions(void **state) {
             put_u32(slot, v);
             assert_cw_ok(cw_resident_data_ready(r[i], &seq[i]));
         }
+        if (k == 1) fprintf(stderr, "two loops: first requests made\n");
         for (int i = 0; i < 2; i++) {
             assert_cw_ok(cw_resident_wait_result(r[i], seq[i], 2000));
             const volatile unsigned *o = outh[i];

@@ -228,12 +228,14 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
 
 /*
  * Builds the loop's graph (when something changed since the last build),
- * instantiates it and uploads it, without launching it. cw_resident_launch
- * does this itself when needed; call it first when several loops will run
- * at once: building loads the loop's kernels into its context, and loading
- * code on a device waits until no kernel runs on it (seen on the H100 with
- * CUDA 13.0, across contexts and partitions too), which never happens while
- * a loop runs. So: build every loop, then launch them.
+ * instantiates it, uploads it and runs it once with the stop already asked
+ * (it ends at its first check, serving nothing), so that every kernel in it
+ * is loaded. cw_resident_launch does this itself when needed; call it first
+ * when several loops will run at once: the driver loads code into a context
+ * at a kernel's first launch there, and loading code on a device waits
+ * until no kernel runs on it (seen on the H100 with CUDA 13.0, across
+ * contexts and partitions too), which never happens while a loop runs. So:
+ * build every loop, then launch them.
  * CW_ERROR_INVALID_STATE while the loop is launched.
  */
 CW_API cw_status cw_resident_build(cw_resident *r);
