@@ -952,11 +952,27 @@ static void test_hog_same_context_no_deadlock(void **state) {
 }
 
 /* Two loops on two green partitions at once, each serving its own requests
- * with its own data. */
+ * with its own data. On the H100 and the H200 (driver 580, CUDA 13.0) this
+ * hangs: both loops launch, and the first request to either is never
+ * served (docs/resident.md, open problem). A watchdog ends the whole binary
+ * with a failure after 60 s instead of letting it hang (it is the last
+ * test). */
+static void two_loops_watchdog(int sig) {
+    (void)sig;
+    static const char msg[] =
+        "test_two_loops_two_partitions: HANG: no request served within 60 s with two loops running; failing\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
 static void test_two_loops_two_partitions(void **state) {
     (void)state;
+    signal(SIGALRM, two_loops_watchdog);
+    alarm(60);
     cw_green_caps caps;
     if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {
+        alarm(0);
         skip();
         return;
     }
@@ -1019,6 +1035,7 @@ static void test_two_loops_two_partitions(void **state) {
         assert_cu_ok(rc.cuMemFreeHost(outh[i]));
     }
     assert_cw_ok(cw_partition_set_destroy(&ps));
+    alarm(0);
 }
 
 /* The device header text the library hands NVRTC users is the installed
