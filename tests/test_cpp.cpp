@@ -273,6 +273,30 @@ static void test_partition_set_error(void **) {
     assert_false(static_cast<bool>(empty));
 }
 
+// The resident loop's wrapper: the fake (run here without its conditional
+// nodes) cannot make one, and says so; an empty wrapper destroys nothing.
+// (tests/test_resident_cpu.c drives the C API with the fake's conditional
+// nodes on; test_gpu_cpp uses the wrapper on the GPU.)
+static void test_resident_error(void **) {
+    cw::context ctx = VAL(cw::context::create(0));
+#ifdef CW_HPP_NO_EXCEPTIONS
+    cw::result<cw::resident> r = cw::resident::create(ctx);
+    assert_int_equal(r.code(), CW_ERROR_NOT_SUPPORTED);
+#else
+    cw_status got = CW_SUCCESS;
+    try {
+        cw::resident r = cw::resident::create(ctx);
+        (void)r;
+    } catch (const cw::error &e) {
+        got = e.status();
+    }
+    assert_int_equal(got, CW_ERROR_NOT_SUPPORTED);
+#endif
+    cw::resident empty;
+    assert_false(static_cast<bool>(empty));
+    assert_false(empty.is_launched());
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("SKIP: usage: %s PATH/libfakecuda.so\n", argv[0]);
@@ -302,6 +326,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_programs),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_partition_set_error),
+        cmocka_unit_test(test_resident_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
