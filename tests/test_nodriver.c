@@ -88,12 +88,6 @@ static void test_stream_calls_without_driver(void **state) {
     size_t count = 0;
     cw_stream *const srcs[1] = {NULL};
 
-#define EXPECT_INVALID_ND(fn, call)                         \
-    do {                                                    \
-        cw_clear_error();                                   \
-        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
-        assert_string_equal(cw_last_error()->function, #fn); \
-    } while (0)
 
     /* stream.h */
     EXPECT_INVALID_ND(cw_stream_create, cw_stream_create(&s, none, NULL));
@@ -129,7 +123,6 @@ static void test_stream_calls_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_future_set_callback, cw_future_set_callback(NULL, NULL, NULL));
     EXPECT_INVALID_ND(cw_future_get_fd, cw_future_get_fd(NULL, &fd));
     EXPECT_INVALID_ND(cw_when_all, cw_when_all(&fut, NULL, 1, CW_FUTURE_WRITE_VALUE));
-#undef EXPECT_INVALID_ND
     /* out-parameters untouched */
     assert_null(s);
     assert_null(pool);
@@ -168,6 +161,14 @@ static void test_stream_calls_without_driver(void **state) {
     for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
 }
 
+/* The call fails with CW_ERROR_INVALID_ARGUMENT and the detail names fn. */
+#define EXPECT_INVALID_ND(fn, call)                         \
+    do {                                                    \
+        cw_clear_error();                                   \
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
+        assert_string_equal(cw_last_error()->function, #fn); \
+    } while (0)
+
 /* Graphs: every call refuses NULL handles before anything else (no driver
  * is needed to say so); the destroy calls accept NULL; defaults need no
  * driver. */
@@ -184,12 +185,6 @@ static void test_graph_calls_without_driver(void **state) {
     CUgraph gh = NULL;
     CUgraphExec eh = NULL;
     cw_context *none = NULL;
-#define EXPECT_INVALID_ND(fn, call)                         \
-    do {                                                    \
-        cw_clear_error();                                   \
-        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
-        assert_string_equal(cw_last_error()->function, #fn); \
-    } while (0)
     EXPECT_INVALID_ND(cw_capture_begin, cw_capture_begin(NULL, CW_CAPTURE_GLOBAL));
     EXPECT_INVALID_ND(cw_capture_begin_to, cw_capture_begin_to(NULL, NULL, CW_CAPTURE_GLOBAL));
     EXPECT_INVALID_ND(cw_capture_end, cw_capture_end(NULL, &g));
@@ -213,7 +208,6 @@ static void test_graph_calls_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_graph_exec_update, cw_graph_exec_update(NULL, NULL, &ui));
     EXPECT_INVALID_ND(cw_graph_exec_get_stats, cw_graph_exec_get_stats(NULL, &es));
     EXPECT_INVALID_ND(cw_graph_exec_get_handle, cw_graph_exec_get_handle(NULL, &eh));
-#undef EXPECT_INVALID_ND
     assert_null(g);
     assert_null(e);
     assert_null(node);
@@ -389,12 +383,6 @@ static void test_resident_without_driver(void **state) {
     unsigned long long p = 0;
     cw_resident_state rs;
     cw_resident_stats st;
-#define EXPECT_INVALID_ND(fn, call)                         \
-    do {                                                    \
-        cw_clear_error();                                   \
-        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
-        assert_string_equal(cw_last_error()->function, #fn); \
-    } while (0)
     EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(NULL, NULL, &s));
     EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(&r, NULL, &s));
     EXPECT_INVALID_ND(cw_resident_configure, cw_resident_configure(NULL, &s));
@@ -417,7 +405,6 @@ static void test_resident_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_resident_get_stats, cw_resident_get_stats(NULL, &st));
     s.unroll = 0;
     EXPECT_INVALID_ND(cw_resident_create, cw_resident_create(&r, NULL, &s));
-#undef EXPECT_INVALID_ND
     assert_null(r);
     assert_cw_ok(cw_resident_destroy(NULL));
     assert_cw_ok(cw_resident_destroy(&r));
