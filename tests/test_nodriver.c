@@ -68,6 +68,14 @@ static void test_handle_calls_without_driver(void **state) {
     cw_context_destroy(&none);
 }
 
+/* The call fails with CW_ERROR_INVALID_ARGUMENT and the detail names fn. */
+#define EXPECT_INVALID_ND(fn, call)                         \
+    do {                                                    \
+        cw_clear_error();                                   \
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
+        assert_string_equal(cw_last_error()->function, #fn); \
+    } while (0)
+
 /* The stream, pool, timer and future calls: without a driver no context can
  * be had, so every call that takes a handle gets NULL and must refuse it with
  * CW_ERROR_INVALID_ARGUMENT (checked before the driver), naming itself; the
@@ -161,13 +169,6 @@ static void test_stream_calls_without_driver(void **state) {
     for (size_t i = 0; i < sizeof ps.reserved; i++) assert_int_equal(ps.reserved[i], 0);
 }
 
-/* The call fails with CW_ERROR_INVALID_ARGUMENT and the detail names fn. */
-#define EXPECT_INVALID_ND(fn, call)                         \
-    do {                                                    \
-        cw_clear_error();                                   \
-        assert_cw(CW_ERROR_INVALID_ARGUMENT, call);         \
-        assert_string_equal(cw_last_error()->function, #fn); \
-    } while (0)
 
 /* Graphs: every call refuses NULL handles before anything else (no driver
  * is needed to say so); the destroy calls accept NULL; defaults need no
