@@ -93,11 +93,21 @@ inline bool gpu_exited(const cw_resident *r) {
     return __atomic_load_n(&r->host->exited_epoch, __ATOMIC_ACQUIRE) == r->epoch;
 }
 
+// An enum field as the caller stored it: C callers may store any int, and
+// loading an out-of-range value as the C++ enum type is undefined.
+template <class E>
+unsigned raw_enum(const E &field) {
+    static_assert(sizeof(E) == sizeof(unsigned), "C enums are int-sized");
+    unsigned v;
+    memcpy(&v, &field, sizeof v);
+    return v;
+}
+
 cw_status check_settings(const cw_resident_settings *s) {
     CW_CHECK_ARG(s->sleep_interval_us <= kMaxSleepUs);
     CW_CHECK_ARG(s->spin_us <= kMaxSleepUs);
-    CW_CHECK_ARG(s->sleep_mode == CW_RESIDENT_SLEEP_FIXED || s->sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE);
-    CW_CHECK_ARG(s->gate == CW_RESIDENT_GATE_NODE || s->gate == CW_RESIDENT_GATE_KERNELS);
+    CW_CHECK_ARG(raw_enum(s->sleep_mode) <= CW_RESIDENT_SLEEP_ADAPTIVE);
+    CW_CHECK_ARG(raw_enum(s->gate) <= CW_RESIDENT_GATE_KERNELS);
     CW_CHECK_ARG(s->sync_with_host == 0 || s->sync_with_host == 1);
     CW_CHECK_ARG(s->input_slots <= 2);
     CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
