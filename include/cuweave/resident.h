@@ -15,6 +15,7 @@
  *   ... capture the workload on a stream of ctx into graph g
  *       (its kernels may take ctl: include <cuweave/resident_device.h>) ...
  *   cw_resident_set_workload(r, g);                   copied: g may go
+ *   cw_resident_build(r);                             optional: build, load, trial run
  *   cw_resident_launch(r);                            one launch, from now on
  *                                                     the loop runs on the GPU
  *   uint64_t seq;
@@ -36,8 +37,14 @@
  * cw_resident_wait_result, cw_resident_is_launched, cw_resident_get_state
  * and cw_resident_get_stats may be called from any number of threads at
  * once, also while another thread launches or tears down. The other calls
- * (configure, set_workload, set_handler, launch, tear_down, destroy,
- * next_input) change the loop: call them from one thread at a time.
+ * (configure, set_workload(_fn), set_handler(_fn), build, launch,
+ * tear_down, destroy, next_input) change the loop: call them from one
+ * thread at a time.
+ *
+ * While a loop runs, loading code on its device waits for it (a kernel's
+ * first launch in a context loads it): load kernels first
+ * (cw_kernel_preload), and build every loop before launching any
+ * (cw_resident_build). See docs/resident.md.
  *
  * Needs a driver with conditional graph nodes (CUDA 12.3,
  * cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) and the library API (12.0):
