@@ -953,10 +953,11 @@ static void test_hog_same_context_no_deadlock(void **state) {
 
 /* Two loops on two green partitions at once, each serving its own requests
  * with its own data. On the H100 and the H200 (driver 580, CUDA 13.0) this
- * hangs: both loops launch, and the first request to either is never
- * served (docs/resident.md, open problem). A watchdog ends the whole binary
- * with a failure after 60 s instead of letting it hang (it is the last
- * test). */
+ * hangs: both loops launch, and the first two requests are not both
+ * served (docs/resident.md, open problem). The first round prints which
+ * loop served its request before asserting. A watchdog ends the whole
+ * binary with a failure after 60 s instead of letting it hang (it is the
+ * last test). */
 static void two_loops_watchdog(int sig) {
     (void)sig;
     static const char msg[] =
@@ -1017,7 +1018,19 @@ static void test_two_loops_two_partitions(void **state) {
             put_u32(slot, v);
             assert_cw_ok(cw_resident_data_ready(r[i], &seq[i]));
         }
-        if (k == 1) fprintf(stderr, "two loops: first requests made\n");
+        if (k == 1) {
+            fprintf(stderr, "two loops: first requests made\n");
+            const double t0 = now_ms();
+            int done[2] = {0, 0};
+            while ((!done[0] || !done[1]) && now_ms() - t0 < 2000)
+                for (int i = 0; i < 2; i++)
+                    if (!done[i] && cw_resident_result_ready(r[i], seq[i], &done[i]) != CW_SUCCESS) done[i] = -1;
+            cw_resident_state st0, st1;
+            cw_resident_get_state(r[0], &st0);
+            cw_resident_get_state(r[1], &st1);
+            fprintf(stderr, "two loops: after %.1f ms, loop 0 served %d (state %d), loop 1 served %d (state %d)\n",
+                    now_ms() - t0, done[0], (int)st0, done[1], (int)st1);
+        }
         for (int i = 0; i < 2; i++) {
             assert_cw_ok(cw_resident_wait_result(r[i], seq[i], 2000));
             const volatile unsigned *o = outh[i];
