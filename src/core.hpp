@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <stdint.h>
+#include <time.h>
 
 #include "cuweave/context.h"
 #include "driver.hpp"
@@ -20,6 +21,22 @@ enum : uint32_t {
     kTagFuture = 0x43574655u,   // "CWFU"
     kTagDead = 0xdeadc0deu,
 };
+
+// The monotonic clock, in nanoseconds (for timeouts and spin windows).
+inline int64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// A pause for spin loops (no-op where the CPU has no such hint).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
 
 // A small mutex-protected stack of pooled driver objects (events, mapped
 // host words). Used on creation and destruction paths only.

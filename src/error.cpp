@@ -10,6 +10,14 @@
 #include "driver.hpp"
 
 namespace cw {
+
+void copy_text(char *dst, size_t cap, const char *src) noexcept {
+    if (!src) src = "";
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
 namespace {
 
 struct Detail {
@@ -32,14 +40,6 @@ cw_log_fn g_log_fn = nullptr;
 void *g_log_user = nullptr;
 cw_log_level g_log_max = CW_LOG_ERROR;
 
-void copy(char *dst, size_t cap, const char *src) {
-    if (!src) src = "";
-    size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 void deliver(cw_log_level level, const char *message) {
     cw_log_fn fn;
     void *user;
@@ -56,18 +56,18 @@ void deliver(cw_log_level level, const char *message) {
 cw_status record(cw_status status, CUresult cu, const char *call, const char *text) {
     Detail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
-    copy(d.function, sizeof d.function, fn);
-    copy(d.driver_call, sizeof d.driver_call, call);
+    copy_text(d.function, sizeof d.function, fn);
+    copy_text(d.driver_call, sizeof d.driver_call, call);
     d.cu_name[0] = d.cu_string[0] = '\0';
     if (call && cu != CUDA_SUCCESS) {
         const char *name = nullptr, *str = nullptr;
         // The driver knows its own codes; only ask it when it is loaded.
         driver_error_text(cu, &name, &str);
         if (name)
-            copy(d.cu_name, sizeof d.cu_name, name);
+            copy_text(d.cu_name, sizeof d.cu_name, name);
         else
             snprintf(d.cu_name, sizeof d.cu_name, "CUresult %d", cu);
-        copy(d.cu_string, sizeof d.cu_string, str ? str : "unrecognised error code");
+        copy_text(d.cu_string, sizeof d.cu_string, str ? str : "unrecognised error code");
     }
     if (call && cu != CUDA_SUCCESS)
         snprintf(d.message, sizeof d.message, "%s: %s failed with %s (%s)%s%s", d.function,
@@ -112,8 +112,8 @@ cw_status fail_cu(CUresult result, const char *call, const char *what) noexcept 
     if (result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
         std::lock_guard<std::mutex> lock(g_violation_mutex);
         g_violation_serial++;
-        copy(g_violation.api, sizeof g_violation.api, current_api());
-        copy(g_violation.call, sizeof g_violation.call, call ? call : "");
+        copy_text(g_violation.api, sizeof g_violation.api, current_api());
+        copy_text(g_violation.call, sizeof g_violation.call, call ? call : "");
         g_violation.result = result;
     }
     return record(status_from_cu(result), result, call, what);
@@ -136,7 +136,7 @@ cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {
     snprintf(text, sizeof text, "%s failed with nvrtcResult %d%s%s", call, result, what ? ": " : "",
              what ? what : "");
     cw_status st = record(CW_ERROR_COMPILE, CUDA_SUCCESS, nullptr, text);
-    copy(t_detail.driver_call, sizeof t_detail.driver_call, call);
+    copy_text(t_detail.driver_call, sizeof t_detail.driver_call, call);
     return st;
 }
 

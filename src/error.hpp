@@ -50,6 +50,9 @@ cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) n
 // build configured with CW_DEBUG_ABORT this prints it and aborts.
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept;
 
+// Copies src (NULL: "") into dst[cap], truncated, always terminated.
+void copy_text(char *dst, size_t cap, const char *src) noexcept;
+
 // Maps a CUresult to the status cuweave reports for it.
 cw_status status_from_cu(CUresult result) noexcept;
 

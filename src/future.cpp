@@ -45,20 +45,6 @@ namespace {
 
 constexpr unsigned kDefaultSpinUs = 200;
 
-int64_t now_ns() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 // True when the marker of the current arming has been reached.
 inline bool marker_done(const cw_future *f) {
     uint32_t want = f->armed.load(std::memory_order_acquire);

@@ -10,14 +10,6 @@
 namespace cw {
 namespace {
 
-void copy_text(char *dst, size_t cap, const char *src) {
-    if (!src) src = "";
-    size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 const char *update_reason(int result) {
     switch (result) {
     case CU_GRAPH_EXEC_UPDATE_SUCCESS: return "";

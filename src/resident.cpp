@@ -76,12 +76,6 @@ inline bool resident_ok(const cw_resident *r) { return r && r->tag == kTagReside
             return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_resident", #r);        \
     } while (0)
 
-uint64_t mono_ns() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 inline uint64_t load_completed(const cw_resident *r) {
     return __atomic_load_n(&r->host->completed, __ATOMIC_ACQUIRE);
 }
@@ -150,7 +144,7 @@ cw_resident_exit exit_from_gpu(const cw_resident *r) {
 
 // Waits up to timeout_ms for the loop's stream to be idle.
 cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
-    const uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    const uint64_t deadline = (uint64_t)now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (unsigned spins = 0;; spins++) {
         CUresult q = drv().cuStreamQuery(r->run->cu);
         if (q == CUDA_SUCCESS) {
@@ -161,7 +155,7 @@ cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
             finish_stop(r, CW_RESIDENT_EXIT_FAULT);
             return fail_cu(q, "cuStreamQuery", "the resident loop's stream reported an error while stopping");
         }
-        if (mono_ns() >= deadline)
+        if ((uint64_t)now_ns() >= deadline)
             return fail(CW_ERROR_TIMEOUT,
                         "the resident loop did not stop within %u ms (requests made %llu, finished %llu): a "
                         "workload is still running, or other work holds the GPU; the request to stop stays",
@@ -539,23 +533,24 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
     return set_part_checked(r, nullptr, fn, user, &r->handler, "data-ready handler");
 }
 
+// Refuses a launched loop (with `launched`), else builds when something changed.
+static cw_status build_unless_launched(cw_resident *r, const char *launched) {
+    settle(r);
+    if (is_active(r)) return fail(CW_ERROR_INVALID_STATE, "%s", launched);
+    if (r->dirty || !r->exec) CW_TRY(build(r));
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_resident_build(cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
-    settle(r);
-    if (is_active(r))
-        return fail(CW_ERROR_INVALID_STATE, "the loop is launched: its graph is built (tear it down to rebuild)");
-    if (r->dirty || !r->exec) CW_TRY(build(r));
-    return CW_SUCCESS;
+    return build_unless_launched(r, "the loop is launched: its graph is built (tear it down to rebuild)");
 }
 
 CW_API cw_status cw_resident_launch(cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
-    settle(r);
-    if (is_active(r))
-        return fail(CW_ERROR_INVALID_STATE, "the loop is launched already (tear it down before launching again)");
-    if (r->dirty || !r->exec) CW_TRY(build(r));
+    CW_TRY(build_unless_launched(r, "the loop is launched already (tear it down before launching again)"));
     // Every request made so far has been served or dropped: this launch
     // starts after them.
     cw_res_host *h = r->host;
@@ -633,7 +628,7 @@ CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, in
 CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
-    const uint64_t start = mono_ns();
+    const uint64_t start = (uint64_t)now_ns();
     const uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
     for (unsigned i = 0;; i++) {
         int ready = 0;
@@ -641,7 +636,7 @@ CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uin
         if ((i & 63) == 0) {
             CW_TRY(check_result(r, seq, &ready));
             if (ready) return CW_SUCCESS;
-            const uint64_t now = mono_ns();
+            const uint64_t now = (uint64_t)now_ns();
             if (now >= deadline)
                 return fail(CW_ERROR_TIMEOUT, "request %llu not finished within %u ms (made: %llu, finished: %llu)",
                             (unsigned long long)seq, timeout_ms, (unsigned long long)load_requested(r),
@@ -655,7 +650,7 @@ CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uin
                 }
             }
         }
-        __builtin_ia32_pause();
+        cpu_relax();
     }
 }
 
