@@ -10,8 +10,9 @@ namespace cw {
 
 void context_retain(cw_context *ctx) { ctx->refs.fetch_add(1, std::memory_order_relaxed); }
 
-void context_release(cw_context *ctx) {
-    if (ctx->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+namespace {
+void context_free(void *owner) {
+    cw_context *ctx = static_cast<cw_context *>(owner);
     {
         // What the context made for itself goes first, with it current.
         CurrentGuard guard;
@@ -36,9 +37,20 @@ void context_release(cw_context *ctx) {
             log(CW_LOG_WARNING, "%s: cuDevicePrimaryCtxRelease(device %d) failed with CUresult %d", current_api(),
                 ctx->ordinal, r);
     }
-    ctx->tag = kTagDead;
     ctx->~cw_context();
     free(ctx);
+}
+}  // namespace
+
+void context_release(cw_context *ctx) {
+    if (ctx->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Gone for callers now. Freeing its host memory and the context itself
+    // waits for running resident loops (any context of the device): while
+    // one runs, that happens when none does.
+    ctx->tag = kTagDead;
+    ctx->idle.run = context_free;
+    ctx->idle.owner = ctx;
+    release_when_idle(&ctx->idle);
 }
 
 int clamp_priority(const cw_context *ctx, int priority) {
@@ -230,20 +242,42 @@ struct ResidentCount {
     int n;
 };
 ResidentCount g_residents[64];
+int g_residents_total;           // the sum of the table's counts
+IdleRelease *g_idle_releases;    // queued while loops run
 std::atomic<int> g_residents_lock{0};
+
+void run_releases(IdleRelease *list) {
+    while (list) {
+        IdleRelease *next = list->next;
+        list->run(list->owner);
+        list = next;
+    }
+}
 }  // namespace
 
 void context_note_resident(CUcontext cu, int delta) {
-    SpinLock lock(g_residents_lock);
-    ResidentCount *free_slot = nullptr;
-    for (ResidentCount &e : g_residents) {
-        if (e.n > 0 && e.cu == cu) {
-            e.n += delta;
-            return;
+    IdleRelease *ready = nullptr;
+    {
+        SpinLock lock(g_residents_lock);
+        ResidentCount *entry = nullptr, *free_slot = nullptr;
+        for (ResidentCount &e : g_residents) {
+            if (e.n > 0 && e.cu == cu) {
+                entry = &e;
+                break;
+            }
+            if (e.n == 0 && !free_slot) free_slot = &e;
         }
-        if (e.n == 0 && !free_slot) free_slot = &e;
+        if (entry)
+            entry->n += delta;
+        else if (delta > 0 && free_slot)
+            *free_slot = {cu, delta};
+        g_residents_total += delta;  // counted even when the table is full
+        if (g_residents_total == 0) {
+            ready = g_idle_releases;
+            g_idle_releases = nullptr;
+        }
     }
-    if (delta > 0 && free_slot) *free_slot = {cu, delta};
+    run_releases(ready);
 }
 
 int context_residents(CUcontext cu) {
@@ -251,6 +285,33 @@ int context_residents(CUcontext cu) {
     for (const ResidentCount &e : g_residents)
         if (e.n > 0 && e.cu == cu) return e.n;
     return 0;
+}
+
+int residents_running() {
+    SpinLock lock(g_residents_lock);
+    return g_residents_total;
+}
+
+void release_when_idle(IdleRelease *rel) {
+    {
+        SpinLock lock(g_residents_lock);
+        if (g_residents_total > 0) {
+            rel->next = g_idle_releases;
+            g_idle_releases = rel;
+            return;
+        }
+    }
+    rel->run(rel->owner);
+}
+
+cw_status refuse_load_while_resident(const char *what) {
+    const int n = residents_running();
+    if (n == 0) return CW_SUCCESS;
+    return fail(CW_ERROR_INVALID_STATE,
+                "%s loads code, and loading waits until no kernel runs on the device, which never happens while "
+                "a GPU-resident loop runs (%d running in this process): load and build before launching loops, "
+                "or tear them down first",
+                what, n);
 }
 }  // namespace cw
 

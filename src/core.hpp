@@ -94,6 +94,13 @@ class CurrentGuard {
     bool switched_ = false;
 };
 
+// A release that waits for running resident loops (release_when_idle).
+struct IdleRelease {
+    void (*run)(void *owner);
+    void *owner;
+    IdleRelease *next;
+};
+
 }  // namespace cw
 
 struct cw_stream_pool;
@@ -115,6 +122,7 @@ struct cw_context {
     cw_future *orphans;  // futures whose creation failed after their marker was queued
     cw::EventPool events;
     cw::HostSlab slab;
+    cw::IdleRelease idle;  // its last release while a resident loop runs: freed when none does
 };
 
 namespace cw {
@@ -145,9 +153,25 @@ void slab_put(cw_context *ctx, uint32_t slot);
 cw_status fork_pool(cw_context *ctx, cw_stream_pool **out);
 
 // Resident loops running per driver context (process-wide, any number of
-// cw_context handles): cw_context_synchronize refuses while one runs.
+// cw_context handles): cw_context_synchronize refuses while one runs. The
+// last decrement runs the releases queued by release_when_idle.
 void context_note_resident(CUcontext cu, int delta);
 int context_residents(CUcontext cu);
+// Resident loops running in the whole process (launched, not yet seen stopped).
+int residents_running();
+
+// Driver calls that wait until no kernel runs on the device (measured by
+// tools/probes/loops.cu, docs/resident.md): cuMemFree, cuMemFreeHost,
+// cuMemHostUnregister, loading and unloading code, destroying an exec with
+// conditional nodes. A resident loop's kernels never end, so the library
+// makes none of those while one runs: its releases wait here instead.
+//
+// Runs rel->run(rel->owner) now when no resident loop runs in the process, else
+// when the last one is seen to stop. rel must stay valid until it runs.
+void release_when_idle(IdleRelease *rel);
+// Refuses (CW_ERROR_INVALID_STATE, naming `what`) while a resident loop
+// runs: for calls that load code, which would wait for the loop to end.
+cw_status refuse_load_while_resident(const char *what);
 
 // Clamps a priority into the context's range.
 int clamp_priority(const cw_context *ctx, int priority);

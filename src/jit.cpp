@@ -279,6 +279,7 @@ cw_status builtins_load() {
     std::lock_guard<std::mutex> lock(g_builtin_mutex);
     if (g_builtin_module) return CW_SUCCESS;
     CW_TRY(need_library_api());
+    CW_TRY(refuse_load_while_resident("loading cuweave's built-in kernels"));
     CUlibrary lib = nullptr;
     CUresult r = drv().cuLibraryLoadData(&lib, kBuiltinImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryLoadData", "loading cuweave's built-in kernels");
@@ -474,6 +475,7 @@ CW_API cw_status cw_module_load(cw_module **out, const cw_program *p) {
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_HANDLE_(program_ok, p, "cw_program");
     CW_TRY(need_library_api());
+    CW_TRY(refuse_load_while_resident("cw_module_load"));
     const JitEntry *e = p->entry;
     // copy the name expressions first: nothing may fail once the library is loaded
     char **ex = nullptr, **lo = nullptr;
@@ -518,6 +520,7 @@ CW_API cw_status cw_module_load_image(cw_module **out, const void *image) {
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(image != NULL);
     CW_TRY(need_library_api());
+    CW_TRY(refuse_load_while_resident("cw_module_load_image"));
     CUlibrary lib = nullptr;
     CW_CU(cuLibraryLoadData, (&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0));
     cw_module *m = module_new(lib, false);
@@ -543,7 +546,13 @@ CW_API void cw_module_destroy(cw_module **pm) {
         return;
     }
     *pm = NULL;
-    module_free(m);
+    // Dead to callers now; unloading waits for running loops, so it waits
+    // until none runs.
+    m->tag = kTagDead;
+    for (cw_kernel *k = m->kernels; k; k = k->next) k->tag = kTagDead;
+    m->idle.run = [](void *owner) { module_free(static_cast<cw_module *>(owner)); };
+    m->idle.owner = m;
+    release_when_idle(&m->idle);
 }
 
 CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel **kernel) {
@@ -559,6 +568,7 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
     CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
     CW_CHECK_CONTEXT(ctx);
     if (!drv().cuKernelGetFunction) return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (CUDA 12.0)");
+    CW_TRY(refuse_load_while_resident("cw_kernel_preload"));
     CurrentGuard guard;
     CW_TRY(guard.enter(ctx->cu));
     CUfunction f = nullptr;

@@ -157,4 +157,5 @@ struct cw_module {
     char **lowered;
     std::atomic<int> lock;
     cw_kernel *kernels;  // asked for so far
+    cw::IdleRelease idle;  // destroyed while a resident loop runs: unloaded when none does
 };

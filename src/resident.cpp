@@ -62,6 +62,7 @@ struct cw_resident {
     // Requests dropped by teardowns, [lo, hi], the last kDropRanges of them.
     std::atomic<uint64_t> drop_lo[cw::kDropRanges], drop_hi[cw::kDropRanges];
     size_t drop_next;
+    cw::IdleRelease idle;  // destroyed while other loops run: freed when they stop
 };
 
 namespace cw {
@@ -345,6 +346,15 @@ void resident_free(cw_resident *r) {
     if (ctx) context_release(ctx);
 }
 
+// Frees r now, or, while any resident loop runs, once none does: freeing
+// its memory and its graph would wait for those loops to end.
+void resident_release(cw_resident *r) {
+    r->tag = kTagDead;
+    r->idle.run = [](void *owner) { resident_free(static_cast<cw_resident *>(owner)); };
+    r->idle.owner = r;
+    release_when_idle(&r->idle);
+}
+
 cw_status alloc_memory(cw_resident *r) {
     CurrentGuard guard;
     CW_TRY(guard.enter(r->ctx->cu));
@@ -426,7 +436,7 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
         st = builtin_get(kResPoll, &k);
     }
     if (st != CW_SUCCESS) {
-        resident_free(r);
+        resident_release(r);
         return st;
     }
     r->tag = kTagResident;
@@ -445,7 +455,7 @@ CW_API cw_status cw_resident_destroy(cw_resident **pr) {
         cw_status st = wait_idle(r, r->set.destroy_timeout_ms);
         if (st == CW_ERROR_TIMEOUT) return st;  // the GPU may still use it all: keep it
     }
-    resident_free(r);
+    resident_release(r);
     *pr = nullptr;
     return CW_SUCCESS;
 }
@@ -537,7 +547,12 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
 static cw_status build_unless_launched(cw_resident *r, const char *launched) {
     settle(r);
     if (is_active(r)) return fail(CW_ERROR_INVALID_STATE, "%s", launched);
-    if (r->dirty || !r->exec) CW_TRY(build(r));
+    if (r->dirty || !r->exec) {
+        // Instantiating loads code; replacing an old build destroys a graph
+        // with conditional nodes: both wait for running loops to end.
+        CW_TRY(refuse_load_while_resident("building a resident loop's graph"));
+        CW_TRY(build(r));
+    }
     return CW_SUCCESS;
 }
 

@@ -5,7 +5,9 @@
  * and argument error, the state machine (launch, relaunch, configure and
  * set_workload refused while launched, requests refused when not running,
  * dropped requests reported after a teardown, cw_context_synchronize
- * refused while a loop runs), the graph the loop builds (its nodes and
+ * refused while a loop runs), releases that wait for running loops (a
+ * loop, a module, a context destroyed while another loop runs) and loads
+ * refused meanwhile, the graph the loop builds (its nodes and
  * bodies), nothing leaked (live driver objects through the fake), and a
  * fault-injection sweep: every driver call of create + launch + teardown +
  * destroy failed in turn, each run returning an error and leaking nothing.
@@ -271,6 +273,80 @@ static void test_states(void **state) {
     assert_int_equal(leaks(before, "create/launch/destroy"), 0);
 }
 
+/* While a loop runs, driver calls that free memory, load or unload code, or
+ * destroy a graph with conditional nodes wait until it ends (they would hang
+ * for good). So: destroying another loop, a module or a context then
+ * returns at once and its driver objects go when the last loop stops;
+ * building a loop and loading code are refused with a message. */
+static void test_releases_wait_for_running_loops(void **state) {
+    (void)state;
+    cw_resident *a = NULL, *b = NULL, *c = NULL;
+    /* three loops at once take more of the context's pooled events: warm it */
+    assert_cw_ok(cw_resident_create(&a, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&b, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&c, ctx, NULL));
+    assert_cw_ok(cw_resident_destroy(&a));
+    assert_cw_ok(cw_resident_destroy(&b));
+    assert_cw_ok(cw_resident_destroy(&c));
+    long before[NKINDS];
+    snapshot(before);
+    const long libs_before = fake_live("library");
+    assert_cw_ok(cw_resident_create(&a, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&b, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&c, ctx, NULL));
+    cw_module *m = NULL;
+    static const char image[] = "fake image";
+    assert_cw_ok(cw_module_load_image(&m, image));
+    cw_kernel *k = NULL;
+    assert_cw_ok(cw_module_get_kernel(m, "k", &k));
+    cw_context *other = NULL;
+    assert_cw_ok(cw_context_create(&other, 0));
+    assert_cw_ok(cw_resident_build(a));
+    assert_cw_ok(cw_resident_build(b));
+    assert_cw_ok(cw_resident_launch(a));
+    const long execs_running = fake_live("exec");
+    const long host_running = fake_live("hostmem");
+    const long dev_running = fake_live("devmem");
+
+    /* refused while a runs: building c, loading code, preloading a kernel */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(c));
+    assert_detail("cw_resident_build");
+    assert_non_null(strstr(cw_last_error_message(), "loading waits"));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_launch(c));
+    cw_module *m2 = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_module_load_image(&m2, image));
+    assert_null(m2);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_kernel_preload(k, ctx));
+    /* b was built before: it launches */
+    assert_cw_ok(cw_resident_launch(b));
+
+    /* destroying b (torn down first), c, the module and the other context
+     * returns at once; their driver objects stay while a runs */
+    assert_cw_ok(cw_resident_destroy(&b));
+    assert_null(b);
+    assert_cw_ok(cw_resident_destroy(&c));
+    cw_module_destroy(&m);
+    assert_null(m);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_kernel_preload(k, ctx)); /* the module's kernels are dead at once */
+    cw_context_destroy(&other);
+    assert_null(other);
+    assert_int_equal(fake_live("exec"), execs_running);
+    assert_int_equal(fake_live("hostmem"), host_running);
+    assert_int_equal(fake_live("devmem"), dev_running);
+    assert_int_equal(fake_live("library"), libs_before + 1);
+
+    /* a stops: everything queued is released, nothing leaks */
+    assert_cw_ok(cw_resident_tear_down(a, 100));
+    assert_int_equal(fake_live("library"), libs_before);
+    assert_true(fake_live("exec") < execs_running);
+    assert_cw_ok(cw_resident_destroy(&a));
+    assert_int_equal(leaks(before, "loops, a module and a context released while a loop ran"), 0);
+    /* and loading works again */
+    assert_cw_ok(cw_module_load_image(&m, image));
+    cw_module_destroy(&m);
+    assert_int_equal(fake_live("library"), libs_before);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -501,6 +577,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_handler_mode),
         cmocka_unit_test(test_foreign_context_graph),
         cmocka_unit_test(test_workload_fn),
+        cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
