@@ -64,7 +64,9 @@ CW_API cw_status cw_context_wrap(cw_context **out, CUcontext ctx);
  * made on it is gone; an external one is left untouched. A partition's
  * context (CW_CONTEXT_GREEN) belongs to its cw_partition_set: the call then
  * leaves it alone and *ctx as is, recording CW_ERROR_INVALID_STATE in the
- * detail. A failing release is reported through the log callback.
+ * detail. A failing release is reported through the log callback. While a
+ * GPU-resident loop runs in the process, the release (which frees memory
+ * and would wait for the loop) happens when the last running loop stops.
  */
 CW_API void cw_context_destroy(cw_context **ctx);
 

@@ -179,16 +179,20 @@ CW_API void cw_jit_cache_clear_memory(void);
  * is not tied to a context, and its kernels launch on any context of a device
  * the code suits (green partitions included). The program may be destroyed
  * afterwards. Returns CW_ERROR_NOT_SUPPORTED on a driver without the library
- * API (cw_driver_has(CW_FEATURE_LIBRARY_API)).
+ * API (cw_driver_has(CW_FEATURE_LIBRARY_API)); CW_ERROR_INVALID_STATE while
+ * a GPU-resident loop runs in the process (loading waits until no kernel
+ * runs on the device, which a loop never allows: load first).
  */
 CW_API cw_status cw_module_load(cw_module **out, const cw_program *p);
 
 /* As cw_module_load, from a cubin, fatbin or NUL-terminated PTX image in memory
- * (copied by the driver: the image may be freed afterwards). */
+ * (copied by the driver: the image may be freed afterwards). Same errors. */
 CW_API cw_status cw_module_load_image(cw_module **out, const void *image);
 
 /* Unloads the module; its kernels become invalid. Work already enqueued
- * completes. Sets *m to NULL; accepts NULL. */
+ * completes. Sets *m to NULL; accepts NULL. While a GPU-resident loop runs
+ * in the process, unloading would wait for it: the handles are invalid at
+ * once and the code is unloaded when the last running loop stops. */
 CW_API void cw_module_destroy(cw_module **m);
 
 /*
@@ -202,13 +206,13 @@ CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel 
 
 /*
  * Loads the kernel into ctx now. The driver otherwise loads a kernel into a
- * context at its first launch there, and loading code into a context waits
- * for every kernel running in it to finish: while a GPU-resident loop
- * (cw_resident) runs in ctx, that is never. Load every kernel a context
- * will run before launching a loop in it (or run the loop in a partition of
- * its own: loads into other contexts do not wait for it).
+ * context at its first launch there, and loading code waits until no
+ * kernel runs on the device (any context of it, partitions included):
+ * while a GPU-resident loop (cw_resident) runs, that is never. Load every
+ * kernel a context will run before launching any loop.
  * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE,
- * CW_ERROR_NOT_SUPPORTED without the library API, or the driver's error.
+ * CW_ERROR_NOT_SUPPORTED without the library API, CW_ERROR_INVALID_STATE
+ * while a loop runs in the process, or the driver's error.
  */
 CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx);
 

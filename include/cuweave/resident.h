@@ -41,10 +41,14 @@
  * tear_down, destroy, next_input) change the loop: call them from one
  * thread at a time.
  *
- * While a loop runs, loading code on its device waits for it (a kernel's
- * first launch in a context loads it): load kernels first
- * (cw_kernel_preload), and build every loop before launching any
- * (cw_resident_build). See docs/resident.md.
+ * While a loop runs, some driver calls wait for it, which is never: loading
+ * code (a kernel's first launch in a context loads it), cuMemFree,
+ * cuMemFreeHost, destroying a graph with conditional nodes. So: load
+ * kernels first (cw_kernel_preload), build every loop before launching any
+ * (cw_resident_build), and free memory with cuMemFreeAsync or after the
+ * loops stop. cuweave refuses its own loads while a loop runs
+ * (CW_ERROR_INVALID_STATE) and defers its own such releases until no loop
+ * runs. See docs/resident.md, "What waits for a running loop".
  *
  * Needs a driver with conditional graph nodes (CUDA 12.3,
  * cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) and the library API (12.0):
@@ -153,7 +157,9 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
 /*
  * Tears a launched loop down (waiting up to settings.destroy_timeout_ms),
  * then frees everything and sets *r to NULL. Accepts NULL and *r NULL
- * (CW_SUCCESS).
+ * (CW_SUCCESS). While another loop runs in the process, freeing would wait
+ * for it: then the handle is gone at once and its memory and graph are
+ * freed when the last running loop is seen to stop.
  *
  * Returns CW_SUCCESS; CW_ERROR_INVALID_HANDLE; CW_ERROR_TIMEOUT when the
  * loop did not stop in time (a workload still running, or the GPU held by
@@ -243,7 +249,8 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
  * until no kernel runs on it (seen on the H100 with CUDA 13.0, across
  * contexts and partitions too), which never happens while a loop runs. So:
  * build every loop, then launch them.
- * CW_ERROR_INVALID_STATE while the loop is launched.
+ * CW_ERROR_INVALID_STATE while the loop is launched, and when a build is
+ * needed while any loop runs in the process (it would wait for that loop).
  */
 CW_API cw_status cw_resident_build(cw_resident *r);
 
@@ -251,8 +258,9 @@ CW_API cw_status cw_resident_build(cw_resident *r);
  * Builds the loop's graph (when something changed since the last build),
  * instantiates it and launches it on the loop's own stream. Requests not
  * served by an earlier launch are dropped. Returns CW_ERROR_INVALID_STATE when the loop is
- * launched already; the driver's error when building or launching fails
- * (nothing is left launched then).
+ * launched already, or needs a build while another loop runs (build it
+ * first: cw_resident_build); the driver's error when building or launching
+ * fails (nothing is left launched then).
  */
 CW_API cw_status cw_resident_launch(cw_resident *r);
 
