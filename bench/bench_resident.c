@@ -281,9 +281,14 @@ static cw_graph *capture_ops(kset *k) {
     return g;
 }
 
+/* 1: the gated loops overlap their launches (cw_resident_settings.overlap:
+ * compute capability 9.0 or newer). */
+static int g_overlap;
+
 /* What a loop's workload is. */
 typedef enum {
-    W_GUARDED_FN, /* gate kernels: cw_resident_set_workload_fn launching cw_gop_* (a) */
+    W_GUARDED_FN, /* gate kernels: cw_resident_set_workload_fn launching cw_gop_*, overlap when g_overlap (a) */
+    W_GUARDED_FN_PLAIN, /* the same without overlap (f0) */
     W_PLAIN_FN,   /* IF node: cw_resident_set_workload_fn launching cw_op_* */
     W_GRAPH,      /* IF node: cw_resident_set_workload with capture_ops's graph (child graph node) */
     W_NONE        /* IF node, no workload: the loop's own kernels only (out is not written) */
@@ -328,11 +333,14 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
     if (mode == CW_RESIDENT_SLEEP_ADAPTIVE) s.spin_us = spin_us;
     s.sync_with_host = 1; /* the workload writes `out` in host memory */
     s.unroll = unroll;
-    s.gate = w == W_GUARDED_FN ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
+    const int guarded = w == W_GUARDED_FN || w == W_GUARDED_FN_PLAIN;
+    s.gate = guarded ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
+    s.overlap = w == W_GUARDED_FN ? (uint32_t)g_overlap : 0u;
     cw_status st = cw_resident_create(r, k->ctx, &s);
     if (st != CW_SUCCESS) return st;
     switch (w) {
     case W_GUARDED_FN:
+    case W_GUARDED_FN_PLAIN:
     case W_PLAIN_FN: {
         if (wl_used == (int)(sizeof wl_pool / sizeof wl_pool[0])) {
             fprintf(stderr, "%s: more loops than wl_pool holds\n", BENCH_NAME);
@@ -340,7 +348,7 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
         }
         wl *x = &wl_pool[wl_used++];
         x->k = k;
-        x->guarded = w == W_GUARDED_FN;
+        x->guarded = guarded;
         CW_CHECK(cw_resident_get_ctl(*r, &x->ctl));
         CW_CHECK(cw_resident_set_workload_fn(*r, wl_capture, x));
         break;
@@ -1063,12 +1071,13 @@ int main(void) {
            "  workload: load(in, buf) -> mul(buf) -> store(buf, out), one thread each (cw_op_*; cw_gop_* start with\n"
            "            `if (cw_resident_skip(ctl)) return;`)\n"
            "  a) cw resident, back-to-back: gate kernels (no IF node), cw_resident_set_workload_fn launching\n"
-           "     cw_gop_* into the iteration (no child graph node), unroll 16, spin, sync_with_host\n"
+           "     cw_gop_* into the iteration (no child graph node), overlap (compute capability 9.0+), unroll 16,\n"
+           "     spin, sync_with_host\n"
            "  b) cw resident, already polling (host idle 30 us before each request, not counted)\n"
            "  c) raw graph relaunch: cuGraphLaunch + cuStreamSynchronize\n"
            "  d) raw direct: 3 x cuLaunchKernel + cuStreamSynchronize\n"
            "  e) persistent polling kernel (the floor), back-to-back and already polling\n"
-           "  f) structure sweep: f1 = a/b; f2 unroll 1; f3 IF node + inline fn; f4 IF node + child graph;\n"
+           "  f) structure sweep: f1 = a/b; f0 f1 without overlap; f2 unroll 1; f3 IF node + inline fn; f4 IF node + child graph;\n"
            "     f5 IF node, no workload\n"
            "  g) idle settings, 1-1.5 ms gaps   h) loop in a %d-SM partition, hog in the rest   i) loop and hog\n"
            "  both on the primary context, in a child process with alarm(%d); g)-i) configured as a)\n"
@@ -1092,8 +1101,11 @@ int main(void) {
     CW_CHECK(cw_context_create(&ctx, 0));
     CW_CHECK(cw_context_get_handle(ctx, &cuctx));
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
-    printf("device 0: %s, %d SMs, driver %d.%d, commit %s, %s\n", info.name, info.sm_count, drv / 1000,
-           drv % 1000 / 10, commit, date);
+    int cc_major = 0;
+    CU_CHECK(rc.cuDeviceGetAttribute(&cc_major, 75 /* COMPUTE_CAPABILITY_MAJOR */, 0));
+    g_overlap = cc_major >= 9;
+    printf("device 0: %s, %d SMs, compute capability %d, driver %d.%d, commit %s, %s; overlap %s\n", info.name,
+           info.sm_count, cc_major, drv / 1000, drv % 1000 / 10, commit, date, g_overlap ? "on" : "off (needs 9.0)");
     fflush(stdout);
 
     host_alloc();
@@ -1109,7 +1121,7 @@ int main(void) {
     CU_CHECK(rc.cuStreamSynchronize(raw_s));
 
     /* the loops: a)/b) (= f1) and the rest of the sweep, then g)'s idle settings */
-    enum { L_A, L_F2, L_F3, L_F4, L_F5, L_SPIN, L_ADAPT, L_F500, L_F100, L_COUNT };
+    enum { L_A, L_F0, L_F2, L_F3, L_F4, L_F5, L_SPIN, L_ADAPT, L_F500, L_F100, L_COUNT };
     static const struct {
         const char *label;
         wkind w;
@@ -1118,6 +1130,7 @@ int main(void) {
         uint32_t sleep_us, spin_us;
     } lcfg[L_COUNT] = {
         {"f1 gate kernels, fn, unroll 16 (a, b)", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
+        {"f0 gate kernels, fn, unroll 16, no overlap", W_GUARDED_FN_PLAIN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
         {"f2 gate kernels, fn, unroll 1", W_GUARDED_FN, 1, CW_RESIDENT_SLEEP_FIXED, 0, 0},
         {"f3 IF node, fn, unroll 16", W_PLAIN_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
         {"f4 IF node, child graph, unroll 16", W_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
@@ -1139,7 +1152,7 @@ int main(void) {
     }
 
     enum {
-        V_A, V_B, V_C, V_D, V_E_B2B, V_E_POLL, V_F2_B2B, V_F2_POLL, V_F3_B2B, V_F3_POLL, V_F4_B2B, V_F4_POLL,
+        V_A, V_B, V_C, V_D, V_E_B2B, V_E_POLL, V_F0_B2B, V_F0_POLL, V_F2_B2B, V_F2_POLL, V_F3_B2B, V_F3_POLL, V_F4_B2B, V_F4_POLL,
         V_F5_B2B, V_F5_POLL, V_SPIN, V_ADAPT, V_F500, V_F100, V_COUNT
     };
     variant v[V_COUNT];
@@ -1149,6 +1162,8 @@ int main(void) {
     variant_init(&v[V_D], "d) raw direct, 3 launches + sync", T_RAW_DIRECT, 0, iters);
     variant_init(&v[V_E_B2B], "e) persistent kernel, back-to-back", T_PERS, 0, iters);
     variant_init(&v[V_E_POLL], "e) persistent kernel, already polling", T_PERS, POLL_GAP_NS, iters);
+    variant_init(&v[V_F0_B2B], "f0) gate kernels, no overlap, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_F0_POLL], "f0) gate kernels, no overlap, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_F2_B2B], "f2) gate kernels, unroll 1, back-to-back", T_LOOP, 0, iters);
     variant_init(&v[V_F2_POLL], "f2) gate kernels, unroll 1, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_F3_B2B], "f3) IF node, fn, back-to-back", T_LOOP, 0, iters);
@@ -1168,10 +1183,11 @@ int main(void) {
      * phase, not the setting: the gap is 1 ms plus a random 0-500 us. */
     for (int i = V_SPIN; i <= V_F100; i++) v[i].jitter_ns = SLEEP_JITTER_NS;
 
-    family f_a, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_spin, f_adapt, f_f500, f_f100;
+    family f_a, f_f0, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_spin, f_adapt, f_f500, f_f100;
     family_init(&f_a, lcfg[L_A].label, T_LOOP, loops[L_A], &v[V_A], &v[V_B]);
     family_init(&f_raw, "raw", T_RAW_GRAPH, NULL, &v[V_C], &v[V_D]);
     family_init(&f_pers, "persistent", T_PERS, NULL, &v[V_E_B2B], &v[V_E_POLL]);
+    family_init(&f_f0, lcfg[L_F0].label, T_LOOP, loops[L_F0], &v[V_F0_B2B], &v[V_F0_POLL]);
     family_init(&f_f2, lcfg[L_F2].label, T_LOOP, loops[L_F2], &v[V_F2_B2B], &v[V_F2_POLL]);
     family_init(&f_f3, lcfg[L_F3].label, T_LOOP, loops[L_F3], &v[V_F3_B2B], &v[V_F3_POLL]);
     family_init(&f_f4, lcfg[L_F4].label, T_LOOP, loops[L_F4], &v[V_F4_B2B], &v[V_F4_POLL]);
@@ -1184,8 +1200,8 @@ int main(void) {
     unsigned long long t_sec = now_ns();
     printf("measuring a)-f) ...\n");
     fflush(stdout);
-    family *main_fams[] = {&f_a, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5};
-    run_blocks(main_fams, 7, BLOCKS, WARMUP, iters);
+    family *main_fams[] = {&f_a, &f_f0, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5};
+    run_blocks(main_fams, 8, BLOCKS, WARMUP, iters);
     printf("  done in %.1f s\nmeasuring g) ...\n", (double)(now_ns() - t_sec) / 1e9);
     fflush(stdout);
     t_sec = now_ns();
@@ -1226,13 +1242,14 @@ int main(void) {
            "   poll that took the request to the result signal; f5's results are not checked: it has no workload):\n");
     printf("  %-47s %26s   %26s %10s\n", "row", "back-to-back p50/p99/p99.9", "already polling p50/p99/p99.9",
            "GPU median");
-    enum { SWEEP_N = 5 };
+    enum { SWEEP_N = 6 };
     const struct {
         const char *what;
         const family *f;
         const variant *b2b, *poll;
     } sweep[SWEEP_N] = {
         {"f1 gate kernels, inline fn, unroll 16 (a, b)", &f_a, &v[V_A], &v[V_B]},
+        {"f0 as f1 without overlap", &f_f0, &v[V_F0_B2B], &v[V_F0_POLL]},
         {"f2 gate kernels, inline fn, unroll 1", &f_f2, &v[V_F2_B2B], &v[V_F2_POLL]},
         {"f3 IF node, inline fn (cw_op_*), unroll 16", &f_f3, &v[V_F3_B2B], &v[V_F3_POLL]},
         {"f4 IF node, child graph, unroll 16", &f_f4, &v[V_F4_B2B], &v[V_F4_POLL]},
@@ -1248,14 +1265,16 @@ int main(void) {
     /* IF node ~ f3 - f1 and child graph node ~ f4 - f3 on the GPU's median;
      * the loop-back is outside the GPU's poll-to-signal time: f2 - f1 at the
      * back-to-back p50 (f2 pays it every request, f1 one request in 16) */
-    const double d_if = gpu_med[2] - gpu_med[0], d_child = gpu_med[3] - gpu_med[2];
-    const double d_if_host = v[V_F3_B2B].st.p50 - v[V_A].st.p50;
+    const double d_if = gpu_med[3] - gpu_med[1], d_child = gpu_med[4] - gpu_med[3];
+    const double d_if_host = v[V_F3_B2B].st.p50 - v[V_F0_B2B].st.p50;
+    const double d_overlap = gpu_med[1] - gpu_med[0], d_overlap_host = v[V_F0_B2B].st.p50 - v[V_A].st.p50;
     const double d_child_host = v[V_F4_B2B].st.p50 - v[V_F3_B2B].st.p50;
     const double d_loop = v[V_F2_B2B].st.p50 - v[V_A].st.p50;
-    printf("  decomposition: IF node ~ %.2f us (f3 - f1, GPU median; %.2f at back-to-back p50), child graph node ~ "
-           "%.2f us\n  (f4 - f3, GPU median; %.2f at back-to-back p50), loop-back ~ %.2f us (f2 - f1, back-to-back "
-           "p50); f5 (IF node\n  with no workload): GPU median %.2f us\n",
-           d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[4]);
+    printf("  decomposition: overlap saves ~ %.2f us (f0 - f1, GPU median; %.2f at back-to-back p50), IF node ~ %.2f "
+           "us\n  (f3 - f0, GPU median; %.2f at back-to-back p50), child graph node ~ %.2f us (f4 - f3, GPU median; "
+           "%.2f at\n  back-to-back p50), loop-back ~ %.2f us (f2 - f1, back-to-back p50); f5 (IF node with no "
+           "workload): GPU\n  median %.2f us\n",
+           d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
     printf("\ng) idle settings (already polling after an idle gap of 1 ms + random 0-500 us; idle polls/s from\n"
            "   cw_resident_get_stats):\n");
     printf("  %-32s %8s %8s %8s %8s %14s\n", "setting", "p50", "p99", "p99.9", "max", "idle polls/s");
@@ -1270,8 +1289,8 @@ int main(void) {
     printf("\nloops (launch and tear-down host times; cw_resident_tear_down(r, %d) returned CW_SUCCESS for every "
            "block):\n",
            TEARDOWN_MS);
-    family *lf[] = {&f_a, &f_f2, &f_f3, &f_f4, &f_f5, &f_spin, &f_adapt, &f_f500, &f_f100};
-    for (int i = 0; i < 9; i++) loop_facts(lf[i]);
+    family *lf[] = {&f_a, &f_f0, &f_f2, &f_f3, &f_f4, &f_f5, &f_spin, &f_adapt, &f_f500, &f_f100};
+    for (int i = 0; i < 10; i++) loop_facts(lf[i]);
 
     printf("\nh) under load, green partitions (the loop configured as a)):\n");
     if (pr.ran) {
@@ -1371,10 +1390,11 @@ int main(void) {
            "%zu round trips per variant after %d warm-up ones, in %d blocks (each family of methods owns the GPU\n"
            "for a block), microseconds. The loop of a) and b): gated by kernels (`CW_RESIDENT_GATE_KERNELS`, no\n"
            "IF node), the workload enqueued by `cw_resident_set_workload_fn` (`cw_gop_*` in the iteration itself,\n"
-           "no child graph node), unroll 16, spin (`sleep_interval_us` 0), `sync_with_host` 1. Already polling:\n"
+           "no child graph node), `overlap` %d, unroll 16, spin (`sleep_interval_us` 0), `sync_with_host` 1.\n"
+           "Already polling:\n"
            "the host idles 30 us before each request. Reference: the issue's plain driver harness on an H100.\n\n",
            date, info.name, info.sm_count, drv / 1000, drv % 1000 / 10, commit, checked, mismatches, iters, WARMUP,
-           BLOCKS);
+           BLOCKS, g_overlap);
     printf("| method | p50 | p99 | p99.9 | max | reference |\n|---|---|---|---|---|---|\n");
     md_row("a) cw resident, back-to-back", &v[V_A].st, "WHILE loop of poll/work/signal kernels 8.5-9.3");
     md_row("b) cw resident, already polling", &v[V_B].st, "WHILE loop 5.6-5.9");
@@ -1395,10 +1415,11 @@ int main(void) {
         printf("| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f |\n", sweep[i].what, sweep[i].b2b->st.p50,
                sweep[i].b2b->st.p99, sweep[i].b2b->st.p999, sweep[i].poll->st.p50, sweep[i].poll->st.p99,
                sweep[i].poll->st.p999, gpu_med[i]);
-    printf("\nDecomposition: IF node ~ %.2f us (f3 - f1, GPU median; %.2f at back-to-back p50), child graph node\n"
-           "~ %.2f us (f4 - f3, GPU median; %.2f at back-to-back p50), WHILE loop-back ~ %.2f us (f2 - f1,\n"
-           "back-to-back p50); an IF node with no workload (f5): GPU median %.2f us.\n",
-           d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[4]);
+    printf("\nDecomposition: overlap saves ~ %.2f us (f0 - f1, GPU median; %.2f at back-to-back p50), IF node ~\n"
+           "%.2f us (f3 - f0, GPU median; %.2f at back-to-back p50), child graph node ~ %.2f us (f4 - f3, GPU\n"
+           "median; %.2f at back-to-back p50), WHILE loop-back ~ %.2f us (f2 - f1, back-to-back p50); an IF node\n"
+           "with no workload (f5): GPU median %.2f us.\n",
+           d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
     printf("\nIdle settings (each on a loop configured as a) apart from its sleep settings): already polling after\n"
            "an idle gap of 1 ms plus a random 0-500 us, %zu round trips each; idle polls per second from\n"
            "`cw_resident_get_stats` over the variant's wall time.\n\n",

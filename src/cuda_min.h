@@ -175,7 +175,12 @@ enum {
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraphNode_st *CUgraphNode;
-typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only passed as NULL */
+typedef struct CUgraphEdgeData_st {
+    unsigned char from_port;
+    unsigned char to_port;
+    unsigned char type; /* CUgraphDependencyType */
+    unsigned char reserved[5];
+} CUgraphEdgeData;
 typedef cuuint64_t CUgraphConditionalHandle;
 typedef int CUstreamCaptureMode;
 typedef int CUstreamCaptureStatus;
@@ -210,7 +215,25 @@ enum {
     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8
 };
 enum {
+    CU_GRAPH_NODE_TYPE_KERNEL = 0,
+    CU_GRAPH_NODE_TYPE_MEMCPY = 1,
+    CU_GRAPH_NODE_TYPE_MEMSET = 2,
+    CU_GRAPH_NODE_TYPE_HOST = 3,
+    CU_GRAPH_NODE_TYPE_GRAPH = 4,
+    CU_GRAPH_NODE_TYPE_EMPTY = 5,
+    CU_GRAPH_NODE_TYPE_EVENT_RECORD = 7,
+    CU_GRAPH_NODE_TYPE_BATCH_MEM_OP = 12,
     CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+};
+typedef int CUgraphNodeType;
+enum {
+    CU_GRAPH_DEPENDENCY_TYPE_DEFAULT = 0,
+    CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 1
+};
+/* cuda.h's CU_GRAPH_KERNEL_NODE_PORT_* macros, by other names (tests/cuda_abi.cpp includes both) */
+enum {
+    CW_KERNEL_NODE_PORT_DEFAULT = 0,
+    CW_KERNEL_NODE_PORT_LAUNCH_ORDER = 2
 };
 enum {
     CU_GRAPH_COND_TYPE_IF = 0,

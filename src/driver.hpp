@@ -129,6 +129,15 @@ namespace cw {
     X(cuGraphAddNode, "cuGraphAddNode", 12030,                                                   \
       (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, \
        size_t ndeps, CUgraphNodeParams *params))                                                 \
+    X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000, (CUgraphNode node, CUgraphNodeType * type)) \
+    X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies", 12030,                           \
+      (CUgraphNode node, CUgraphNode * deps, CUgraphEdgeData * edges, size_t *count))            \
+    X(cuGraphAddDependencies, "cuGraphAddDependencies", 12030,                                   \
+      (CUgraph graph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edges, \
+       size_t count))                                                                            \
+    X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies", 12030,                             \
+      (CUgraph graph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edges, \
+       size_t count))                                                                            \
     X(cuLibraryLoadData, "cuLibraryLoadData", 12000,                                             \
       (CUlibrary * lib, const void *code, CUjit_option *jit_options, void **jit_values,          \
        unsigned n_jit, CUlibraryOption *lib_options, void **lib_values, unsigned n_lib))         \

@@ -108,6 +108,11 @@ cw_status check_settings(const cw_resident_settings *s) {
     CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
     CW_CHECK_ARG(s->unroll >= 1 && s->unroll <= kMaxUnroll);
     CW_CHECK_ARG(s->use_default_priority == 0 || s->use_default_priority == 1);
+    CW_CHECK_ARG(s->overlap == 0 || s->overlap == 1);
+    if (s->overlap && raw_enum(s->gate) != CW_RESIDENT_GATE_KERNELS)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS (an IF node between the "
+                    "kernels breaks the chain of launches it overlaps)");
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     return CW_SUCCESS;
 }
@@ -215,6 +220,87 @@ cw_status add_part(cw_resident *r, cw_graph *g, const Part &part) {
     return st != CW_SUCCESS ? st : end;
 }
 
+inline cw_status cu_check(CUresult r, const char *call) { return r == CUDA_SUCCESS ? CW_SUCCESS : fail_cu(r, call); }
+
+// What overlap needs: the 12.3 edge API and programmatic dependent launch.
+cw_status check_overlap(const cw_resident *r) {
+    if (!drv().cuGraphNodeGetType || !drv().cuGraphNodeGetDependencies || !drv().cuGraphAddDependencies ||
+        !drv().cuGraphRemoveDependencies)
+        return fail(CW_ERROR_NOT_SUPPORTED, "overlap needs graph edge data (a CUDA 12.3 driver or newer)");
+    int major = 0;
+    CW_CU(cuDeviceGetAttribute, (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, r->ctx->device));
+    if (major < 9)
+        return fail(CW_ERROR_NOT_SUPPORTED,
+                    "overlap needs compute capability 9.0 or newer (programmatic dependent launch); device %d "
+                    "is %d.x",
+                    r->ctx->ordinal, major);
+    return CW_SUCCESS;
+}
+
+// The loop's own kernel nodes in the WHILE body (poll, gate, signal per
+// iteration): overlap leaves the edges into them as they are.
+struct OwnNodes {
+    CUgraphNode v[3 * kMaxUnroll];
+    size_t n;
+    bool has(CUgraphNode x) const {
+        for (size_t i = 0; i < n; i++)
+            if (v[i] == x) return true;
+        return false;
+    }
+};
+
+// Records the node just captured into g (its only sink).
+cw_status note_own(cw_graph *g, OwnNodes *own) {
+    cw_graph_node *sink = nullptr;
+    size_t n = 0;
+    CW_TRY(cw_graph_get_sinks(g, &sink, 1, &n));
+    if (n != 1 || own->n == sizeof own->v / sizeof own->v[0])
+        return fail(CW_ERROR_INTERNAL, "the resident graph has %zu sinks after one of its kernels", n);
+    own->v[own->n++] = reinterpret_cast<CUgraphNode>(sink);
+    return CW_SUCCESS;
+}
+
+// Overlap: every ordinary edge from a kernel node into a workload or
+// handler kernel node becomes programmatic, from the launch-order port: the
+// kernel is launched once the one before it has started, and waits for it
+// on the GPU (cw_resident_wait).
+cw_status overlap_edges(CUgraph body, const OwnNodes &own) {
+    size_t count = 0;
+    CW_CU(cuGraphGetNodes, (body, nullptr, &count));
+    CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
+    CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
+    CUgraphEdgeData *edges = static_cast<CUgraphEdgeData *>(calloc(count ? count : 1, sizeof(CUgraphEdgeData)));
+    cw_status st = nodes && deps && edges ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(body, nodes, &count), "cuGraphGetNodes");
+    for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
+        CUgraphNode to = nodes[i];
+        CUgraphNodeType type = 0;
+        st = cu_check(drv().cuGraphNodeGetType(to, &type), "cuGraphNodeGetType");
+        if (st != CW_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL || own.has(to)) continue;
+        size_t nd = count;
+        st = cu_check(drv().cuGraphNodeGetDependencies(to, deps, edges, &nd), "cuGraphNodeGetDependencies");
+        for (size_t k = 0; st == CW_SUCCESS && k < nd && k < count; k++) {
+            CUgraphNodeType from_type = 0;
+            st = cu_check(drv().cuGraphNodeGetType(deps[k], &from_type), "cuGraphNodeGetType");
+            if (st != CW_SUCCESS || from_type != CU_GRAPH_NODE_TYPE_KERNEL ||
+                edges[k].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT)
+                continue;
+            CUgraphEdgeData prog;
+            memset(&prog, 0, sizeof prog);
+            prog.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+            prog.from_port = CW_KERNEL_NODE_PORT_LAUNCH_ORDER;
+            st = cu_check(drv().cuGraphRemoveDependencies(body, &deps[k], &to, &edges[k], 1),
+                          "cuGraphRemoveDependencies");
+            if (st == CW_SUCCESS)
+                st = cu_check(drv().cuGraphAddDependencies(body, &deps[k], &to, &prog, 1), "cuGraphAddDependencies");
+        }
+    }
+    free(nodes);
+    free(deps);
+    free(edges);
+    return st;
+}
+
 cw_status build_into(cw_resident *r, cw_graph *top) {
     cw_res_host *h = reinterpret_cast<cw_res_host *>(r->host_dev);
     cw_res_dev *d = reinterpret_cast<cw_res_dev *>(r->dev);
@@ -227,6 +313,7 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
                      (handler ? CW_RES_HANDLER : 0u) | (r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u) |
                      (gate_node ? 0u : CW_RES_GATE_KERNELS);
 
+    if (r->set.overlap) CW_TRY(check_overlap(r));
     cw_cond_handle loop = 0;
     CW_TRY(cw_graph_cond_create(top, 1, CW_COND_RESET_EACH_LAUNCH, &loop));
     void *arm_args[] = {&h, &d};
@@ -240,16 +327,20 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
     cw_graph *body = nullptr;
     CW_TRY(cw_graph_add_conditional(top, loop, &cs, &sink, 1, nullptr, &body, nullptr));
     cs.type = CW_COND_IF;
+    OwnNodes own;
+    own.n = 0;
     for (uint32_t i = 0; i < r->set.unroll; i++) {
         // Gated by kernels the handle is never set: the kernels take it all the same.
         cw_cond_handle work = 0;
         if (gate_node) CW_TRY(cw_graph_cond_create(body, 0, 0, &work));
         void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags};
         CW_TRY(launch_into(r, body, kResPoll, poll_args));
+        CW_TRY(note_own(body, &own));
         if (handler) {
             CW_TRY(add_part(r, body, r->handler));
             void *gate_args[] = {&d, &work, &flags};
             CW_TRY(launch_into(r, body, kResGate, gate_args));
+            CW_TRY(note_own(body, &own));
         }
         cw_graph *then = body;
         if (gate_node) {
@@ -259,7 +350,9 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         CW_TRY(add_part(r, then, r->workload));
         void *signal_args[] = {&h, &d, &flags};
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
+        if (then == body) CW_TRY(note_own(body, &own));
     }
+    if (r->set.overlap) CW_TRY(overlap_edges(body->cu, own));
     void *exit_args[] = {&h, &d};
     return launch_into(r, top, kResExit, exit_args);
 }

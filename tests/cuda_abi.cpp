@@ -99,6 +99,15 @@ SAME(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED); SAME(CU_GRAPH_EXEC_UPDATE_E
 SAME(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE); SAME(CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED);
 SAME(CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY); SAME(CU_GRAPH_NODE_TYPE_CONDITIONAL);
 SAME(CU_GRAPH_COND_TYPE_IF); SAME(CU_GRAPH_COND_TYPE_WHILE); SAME(CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE);
+SAME(CU_GRAPH_NODE_TYPE_KERNEL); SAME(CU_GRAPH_NODE_TYPE_MEMCPY); SAME(CU_GRAPH_NODE_TYPE_MEMSET);
+SAME(CU_GRAPH_NODE_TYPE_HOST); SAME(CU_GRAPH_NODE_TYPE_GRAPH); SAME(CU_GRAPH_NODE_TYPE_EMPTY);
+SAME(CU_GRAPH_NODE_TYPE_EVENT_RECORD); SAME(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP); SAME(CU_GRAPH_DEPENDENCY_TYPE_DEFAULT); SAME(CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC);
+static_assert(mine::CW_KERNEL_NODE_PORT_DEFAULT == CU_GRAPH_KERNEL_NODE_PORT_DEFAULT, "port default");
+static_assert(mine::CW_KERNEL_NODE_PORT_LAUNCH_ORDER == CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, "port launch order");
+static_assert(sizeof(mine::CUgraphEdgeData) == sizeof(::CUgraphEdgeData), "CUgraphEdgeData size");
+static_assert(offsetof(mine::CUgraphEdgeData, type) == offsetof(::CUgraphEdgeData, type), "CUgraphEdgeData.type");
+static_assert(offsetof(mine::CUgraphEdgeData, from_port) == offsetof(::CUgraphEdgeData, from_port),
+              "CUgraphEdgeData.from_port");
 static_assert(mine::CU_GRAPH_COND_ASSIGN_DEFAULT == real::cond_assign_default, "CU_GRAPH_COND_ASSIGN_DEFAULT");
 static_assert(sizeof(mine::CUgraphConditionalHandle) == sizeof(::CUgraphConditionalHandle), "conditional handle size");
 static_assert(sizeof(mine::CUstreamCaptureMode) == sizeof(::CUstreamCaptureMode), "capture mode size");

@@ -238,7 +238,8 @@ static pthread_t g_worker;
     X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
-    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)
+    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
+    X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -533,6 +534,7 @@ struct CUgraphNode_st {
     struct item *item;        /* captured work to replay (NULL: empty, child or conditional node) */
     struct CUgraph_st *child; /* child graph node: the node's own clone */
     struct deps deps;
+    struct deps prog; /* the dependencies whose edge is programmatic (type 1) */
     long dependents;
     /* conditional node ("conditional" feature) */
     int is_cond;
@@ -632,6 +634,7 @@ static void graph_free(struct CUgraph_st *g) {
         for (unsigned b = 0; b < n->nbodies; b++)
             if (n->bodies[b]) graph_free(n->bodies[b]);
         deps_free(&n->deps);
+        deps_free(&n->prog);
         n->magic = 0;
         free(n);
     }
@@ -1941,6 +1944,126 @@ FAKE_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *de
     RETURN(CUDA_SUCCESS);
 }
 
+/* ---- node types and edges (edge data: the "conditional" feature's 12.3 API) ---- */
+
+static int node_type(const struct CUgraphNode_st *n) {
+    if (n->is_cond) return CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    if (n->child) return CU_GRAPH_NODE_TYPE_GRAPH;
+    if (!n->item) return CU_GRAPH_NODE_TYPE_EMPTY;
+    switch (n->item->kind) {
+    case IT_KERNEL: return CU_GRAPH_NODE_TYPE_KERNEL;
+    case IT_COPY: return CU_GRAPH_NODE_TYPE_MEMCPY;
+    case IT_MEMSET32: return CU_GRAPH_NODE_TYPE_MEMSET;
+    case IT_HOSTFN: return CU_GRAPH_NODE_TYPE_HOST;
+    case IT_RECORD: return CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+    case IT_WRITE32: case IT_WRITE64: case IT_WAIT32: return CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    default: return CU_GRAPH_NODE_TYPE_EMPTY;
+    }
+}
+
+static int deps_has(const struct deps *d, const struct CUgraphNode_st *n) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->v[i] == n) return 1;
+    return 0;
+}
+
+static void deps_remove(struct deps *d, const struct CUgraphNode_st *n) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->v[i] == n) {
+            d->v[i] = d->v[--d->n];
+            return;
+        }
+}
+
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
+    ENTER(cuGraphNodeGetType);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || n->magic != MAGIC_NODE || !type) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *type = (CUgraphNodeType)node_type(n);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, CUgraphEdgeData *edges,
+                                             size_t *count) {
+    ENTER(cuGraphNodeGetDependencies);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || n->magic != MAGIC_NODE || !count || (edges && !deps)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (deps)
+        for (size_t i = 0; i < *count && i < n->deps.n; i++) {
+            deps[i] = n->deps.v[i];
+            if (edges) {
+                memset(&edges[i], 0, sizeof edges[i]);
+                if (deps_has(&n->prog, n->deps.v[i])) {
+                    edges[i].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+                    edges[i].from_port = CW_KERNEL_NODE_PORT_LAUNCH_ORDER;
+                }
+            }
+        }
+    *count = n->deps.n;
+    RETURN(CUDA_SUCCESS);
+}
+
+/* Checks an edge list against graph g: both ends in it; a programmatic
+ * edge only between kernel nodes, from a kernel port (as the driver). */
+static CUresult edges_check(struct CUgraph_st *g, const CUgraphNode *from, const CUgraphNode *to,
+                            const CUgraphEdgeData *edges, size_t count) {
+    if (!from || !to) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        struct CUgraphNode_st *a = (struct CUgraphNode_st *)from[i], *b = (struct CUgraphNode_st *)to[i];
+        if (!node_in(g, a) || !node_in(g, b) || a == b) return CUDA_ERROR_INVALID_VALUE;
+        if (edges && edges[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC &&
+            (node_type(a) != CU_GRAPH_NODE_TYPE_KERNEL || node_type(b) != CU_GRAPH_NODE_TYPE_KERNEL ||
+             edges[i].from_port == 0))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,
+                                         const CUgraphEdgeData *edges, size_t count) {
+    ENTER(cuGraphAddDependencies);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    CUresult r = edges_check(g, from, to, edges, count);
+    if (r != CUDA_SUCCESS) RETURN(r);
+    for (size_t i = 0; i < count; i++) {
+        struct CUgraphNode_st *a = (struct CUgraphNode_st *)from[i], *b = (struct CUgraphNode_st *)to[i];
+        if (deps_has(&b->deps, a)) RETURN(CUDA_ERROR_INVALID_VALUE); /* the driver refuses a duplicate */
+        if (!deps_add(&b->deps, a)) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        a->dependents++;
+        if (edges && edges[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC && !deps_add(&b->prog, a))
+            RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphRemoveDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,
+                                            const CUgraphEdgeData *edges, size_t count) {
+    ENTER(cuGraphRemoveDependencies);
+    NEED_INIT();
+    struct CUgraph_st *g = graph_of(graph);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    CUresult r = edges_check(g, from, to, NULL, count);
+    if (r != CUDA_SUCCESS) RETURN(r);
+    for (size_t i = 0; i < count; i++) {
+        struct CUgraphNode_st *a = (struct CUgraphNode_st *)from[i], *b = (struct CUgraphNode_st *)to[i];
+        /* the edge data must match the edge's (the driver matches on it) */
+        const int prog = deps_has(&b->prog, a);
+        const int want = edges && edges[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+        if (!deps_has(&b->deps, a) || prog != want) RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct CUgraphNode_st *a = (struct CUgraphNode_st *)from[i], *b = (struct CUgraphNode_st *)to[i];
+        deps_remove(&b->deps, a);
+        deps_remove(&b->prog, a);
+        a->dependents--;
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
 static CUresult add_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
                          struct CUgraph_st *child) {
     struct CUgraph_st *g = graph_of(graph);
@@ -2004,11 +2127,26 @@ FAKE_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned
     RETURN(CUDA_SUCCESS);
 }
 
+/* Programmatic edges in g, its bodies and child graphs. */
+static long count_prog(const struct CUgraph_st *g) {
+    long n = 0;
+    for (size_t i = 0; i < g->count; i++) {
+        const struct CUgraphNode_st *x = g->nodes[i];
+        n += (long)x->prog.n;
+        if (x->child) n += count_prog(x->child);
+        for (unsigned b = 0; b < x->nbodies; b++)
+            if (x->bodies[b]) n += count_prog((const struct CUgraph_st *)x->bodies[b]);
+    }
+    return n;
+}
+static long g_last_prog_edges = -1;
+
 FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
     ENTER(cuGraphInstantiateWithFlags);
     NEED_INIT();
     struct CUgraph_st *g = graph_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    g_last_prog_edges = count_prog(g);
     if (!exec || (flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
         RETURN(CUDA_ERROR_INVALID_VALUE);
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
@@ -2245,7 +2383,9 @@ static const struct {
     PF_(cuGraphConditionalHandleCreate, FEAT_CONDITIONAL) PF_(cuGraphAddNode, FEAT_CONDITIONAL)
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
     PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY)
-    PF_(cuLaunchKernelEx, FEAT_LIBRARY)
+    PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType)
+    PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)
+    PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)
 #undef PF_
 #undef P_
 };
@@ -2393,6 +2533,14 @@ FAKE_API long fake_cuda_calls(const char *entry) {
 /* The optional features turned on by FAKE_CUDA_FEATURES: bit 0 "conditional",
  * bit 1 "library" (reads the variable if no cuGetProcAddress_v2 call did). */
 FAKE_API unsigned fake_cuda_features(void) { return features(); }
+
+/* Programmatic edges in the graph last instantiated (-1: none yet). */
+FAKE_API long fake_cuda_last_prog_edges(void) {
+    lock();
+    long n = g_last_prog_edges;
+    unlock();
+    return n;
+}
 
 /* A second context of device 0, always alive, not the primary one: what a
  * host program would have current. */

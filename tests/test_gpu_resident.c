@@ -40,6 +40,7 @@ static cw_context *ctx;
 static CUcontext cuctx;
 static void *module;
 static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add, *k_hog;
+static void *k_gop_load, *k_gop_mul, *k_gop_store;
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
@@ -111,9 +112,10 @@ static int group_setup(void **state) {
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
     if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
-    const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce",
-                           "cw_spin_add",  "cw_mul_add",    "cw_hog"};
-    void **fns[] = {&k_apply, &k_record, &k_handler, &k_produce, &k_spin_add, &k_mul_add, &k_hog};
+    const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce", "cw_spin_add",
+                           "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store"};
+    void **fns[] = {&k_apply,    &k_record, &k_handler,  &k_produce,   &k_spin_add,
+                    &k_mul_add,  &k_hog,    &k_gop_load, &k_gop_mul,   &k_gop_store};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, names[i], fns[i]) != 0) return -1;
     return 0;
@@ -523,6 +525,84 @@ static void test_gate_kernels_inline(void **state) {
     assert_cw_ok(cw_resident_destroy(&r));
     dfree(count);
     dfree(seqs);
+}
+
+/* Overlap (programmatic dependent launch between the iteration's kernels):
+ * three kernels that each read what the one before wrote, (v + 1) * 3 + 7,
+ * checked for every request: a kernel that ran before the one before it
+ * finished would read a stale value. */
+typedef struct chain_args {
+    unsigned long long ctl;
+    dptr in, buf, out;
+    int calls;
+} chain_args;
+
+static cw_status capture_chain(cw_stream *s, void *user) {
+    chain_args *c = user;
+    c->calls++;
+    cur();
+    void *a1[] = {&c->ctl, &c->in, &c->buf};
+    void *a2[] = {&c->ctl, &c->buf};
+    void *a3[] = {&c->ctl, &c->buf, &c->out};
+    if (rawcuda_launch1(&rc, k_gop_load, hnd(s), a1) != 0 || rawcuda_launch1(&rc, k_gop_mul, hnd(s), a2) != 0 ||
+        rawcuda_launch1(&rc, k_gop_store, hnd(s), a3) != 0)
+        return CW_ERROR_DRIVER;
+    return CW_SUCCESS;
+}
+
+static void test_overlap_chain(void **state) {
+    (void)state;
+    int major = 0;
+    assert_cu_ok(rc.cuDeviceGetAttribute(&major, 75 /* COMPUTE_CAPABILITY_MAJOR */, 0));
+    if (major < 9) {
+        printf("# overlap needs compute capability 9.0; device 0 is %d.x\n", major);
+        skip();
+        return;
+    }
+    const unsigned n = quick() ? 1000 : 20000;
+    double med[2] = {0, 0};
+    for (int overlap = 0; overlap < 2; overlap++) {
+        cw_resident_settings set = spin_settings();
+        set.gate = CW_RESIDENT_GATE_KERNELS;
+        set.unroll = 8;
+        set.overlap = (uint32_t)overlap;
+        cw_resident *r = NULL;
+        assert_cw_ok(cw_resident_create(&r, ctx, &set));
+        track(r);
+        chain_args c;
+        memset(&c, 0, sizeof c);
+        assert_cw_ok(cw_resident_get_ctl(r, &c.ctl));
+        void *outh = NULL;
+        c.in = dalloc(64);
+        c.buf = dalloc(64);
+        c.out = halloc(64, &outh);
+        volatile unsigned *o = (volatile unsigned *)outh;
+        assert_cw_ok(cw_resident_set_workload_fn(r, capture_chain, &c));
+        assert_cw_ok(cw_resident_launch(r));
+        assert_int_equal(c.calls, 8);
+        unsigned long long bad = 0;
+        for (unsigned i = 1; i <= n; i++) {
+            const unsigned v = i * 2654435761u;
+            put_u32(c.in, v);
+            uint64_t seq = 0;
+            assert_cw_ok(cw_resident_data_ready(r, &seq));
+            assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
+            if (o[0] != (v + 1u) * 3u + 7u) bad++;
+        }
+        cw_resident_stats st;
+        assert_cw_ok(cw_resident_get_stats(r, &st));
+        assert_int_equal(st.iterations, n);
+        med[overlap] = st.iter_median_ns / 1e3;
+        printf("# overlap %d: %u chained requests, %llu wrong; iteration on the GPU median %.2f us\n", overlap, n,
+               bad, med[overlap]);
+        assert_int_equal(bad, 0);
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+        untrack(r);
+        assert_cw_ok(cw_resident_destroy(&r));
+        dfree(c.in);
+        dfree(c.buf);
+        assert_cu_ok(rc.cuMemFreeHost(outh));
+    }
 }
 
 /* The data-ready handler: a GPU kernel on another stream produces 50 items
@@ -1106,6 +1186,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_double_buffered_overlap, cleanup_loops),
         cmocka_unit_test_teardown(test_burst_in_order, cleanup_loops),
         cmocka_unit_test_teardown(test_gate_kernels_inline, cleanup_loops),
+        cmocka_unit_test_teardown(test_overlap_chain, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
         cmocka_unit_test_teardown(test_timeout, cleanup_loops),
         cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),

@@ -24,6 +24,7 @@
 #include "seam.h"
 
 static long (*fake_live)(const char *kind);
+static long (*fake_last_prog)(void);
 static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "body", "exec", "pending"};
 #define NKINDS (sizeof k_kinds / sizeof k_kinds[0])
 
@@ -271,6 +272,58 @@ static void test_states(void **state) {
     assert_null(r);
     assert_cw_ok(cw_context_synchronize(ctx));
     assert_int_equal(leaks(before, "create/launch/destroy"), 0);
+}
+
+/* Overlap: settings checked; the edges into the workload's kernels (from
+ * the poll and from each other) become programmatic, none into the loop's
+ * own kernels; without overlap there are none. */
+static cw_status three_kernels(cw_stream *s, void *user) {
+    (void)user;
+    cw_kernel *k = NULL;
+    cw_status st = cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &k);
+    unsigned long long dst = 0;
+    void *args[] = {&dst};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    for (int i = 0; i < 3 && st == CW_SUCCESS; i++) st = cw_kernel_launch(k, s, &cfg, args);
+    return st;
+}
+
+static void test_overlap(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    cw_resident *r = NULL;
+    s.overlap = 2;
+    s.gate = CW_RESIDENT_GATE_KERNELS;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
+    assert_non_null(strstr(cw_last_error_message(), "overlap"));
+    s.overlap = 1;
+    s.gate = CW_RESIDENT_GATE_NODE;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
+    assert_non_null(strstr(cw_last_error_message(), "CW_RESIDENT_GATE_KERNELS"));
+    assert_null(r);
+    for (int overlap = 0; overlap < 2; overlap++) {
+        s.overlap = (uint32_t)overlap;
+        s.gate = CW_RESIDENT_GATE_KERNELS;
+        s.unroll = 4;
+        assert_cw_ok(cw_resident_create(&r, ctx, &s));
+        assert_cw_ok(cw_resident_set_workload_fn(r, three_kernels, NULL));
+        assert_cw_ok(cw_resident_build(r));
+        /* per copy: poll -> k1 -> k2 -> k3 programmatic; k3 -> signal and
+         * signal -> next poll stay ordinary */
+        assert_int_equal(fake_last_prog(), overlap ? 4 * 3 : 0);
+        if (overlap) {
+            /* a data-ready handler's kernels too: poll -> h1 -> h2 -> h3, gate -> k1 -> k2 -> k3 */
+            assert_cw_ok(cw_resident_set_handler_fn(r, three_kernels, NULL));
+            assert_cw_ok(cw_resident_build(r));
+            assert_int_equal(fake_last_prog(), 4 * 6);
+        }
+        assert_cw_ok(cw_resident_destroy(&r));
+    }
+    assert_int_equal(leaks(before, "overlap builds"), 0);
 }
 
 /* While a loop runs, driver calls that free memory, load or unload code, or
@@ -558,7 +611,8 @@ int main(int argc, char **argv) {
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
     setenv("FAKE_CUDA_FEATURES", "all", 1);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live"))) {
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_last_prog = (long (*)(void))dlsym(lib, "fake_cuda_last_prog_edges"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -577,6 +631,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_handler_mode),
         cmocka_unit_test(test_foreign_context_graph),
         cmocka_unit_test(test_workload_fn),
+        cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_fault_sweep),
     };

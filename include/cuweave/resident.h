@@ -134,7 +134,21 @@ typedef struct cw_resident_settings {
     /* How long cw_resident_destroy waits for a launched loop to stop.
      * Default 5000. */
     uint32_t destroy_timeout_ms;
-    uint8_t reserved[48];
+    /* 1: overlap the launches inside an iteration (programmatic dependent
+     * launch, compute capability 9.0 or newer): each workload and handler
+     * kernel that follows a kernel is launched as soon as that kernel has
+     * started, and waits on the GPU for it to finish, so a kernel boundary
+     * costs less (docs/resident.md has the figures). Needs
+     * CW_RESIDENT_GATE_KERNELS, and every kernel of the workload and of the
+     * handler must call cw_resident_skip(ctl) or cw_resident_wait() in
+     * every thread before it touches memory that earlier work of the
+     * iteration writes, and be compiled for compute capability 9.0 or newer
+     * (the wait is compiled out of older targets). While the loop idles, the
+     * first workload kernel is already launched and waiting: its blocks
+     * that fit hold their SMs.
+     * Default 0. */
+    uint32_t overlap;
+    uint8_t reserved[44];
 } cw_resident_settings;
 
 /* Fills *s with the defaults above. NULL is ignored. */

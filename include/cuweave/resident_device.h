@@ -9,7 +9,12 @@
  *
  *   cw_resident_skip(ctl)              nonzero: this iteration serves nothing; return at
  *                                      once (required of every workload kernel when the
- *                                      loop gates by kernels, CW_RESIDENT_GATE_KERNELS)
+ *                                      loop gates by kernels, CW_RESIDENT_GATE_KERNELS);
+ *                                      waits as cw_resident_wait does first
+ *   cw_resident_wait()                 waits until the work before this kernel in the
+ *                                      iteration has finished and its writes are visible
+ *                                      (needed with the overlap setting, where a kernel may
+ *                                      start before the one before it ends; free otherwise)
  *   cw_resident_sequence(ctl)          the request being served (1, 2, ...);
  *                                      in a data-ready handler: the last one served
  *   cw_resident_input(ctl)             the input slot of the request being served
@@ -49,7 +54,16 @@ static __device__ __forceinline__ unsigned long long cw_resident_sequence(const 
     return *(const volatile unsigned long long *)&ctl->seq;
 }
 
+static __device__ __forceinline__ void cw_resident_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Programmatic dependent launch: waits for the grids this one depends
+     * on (nothing to wait for when it was launched the ordinary way). */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ unsigned int cw_resident_skip(const cw_resident_ctl *ctl) {
+    cw_resident_wait();
     return *(const volatile unsigned int *)&ctl->skip;
 }
 
