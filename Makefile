@@ -84,7 +84,7 @@ BUILTIN_IMAGE = ptx/cuweave_kernels.ptx
 BUILTIN_ORIGIN = ptx compute_80 (checked in)
 else
 BUILTIN_IMAGE = $(O)/ptx/cuweave_kernels.fatbin
-BUILTIN_ORIGIN = cubin sm_80 sm_90 + ptx compute_80 (nvcc at build time)
+BUILTIN_ORIGIN = cubin sm_80 sm_90 + ptx compute_80 compute_90 (nvcc at build time)
 endif
 SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
@@ -103,7 +103,7 @@ $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
 $(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/resident_abi.h include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-		-gencode arch=compute_80,code=compute_80 -o $@ $<
+		-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -o $@ $<
 
 $(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)

@@ -50,6 +50,17 @@ __global__ void cwk_set_cond(cudaGraphConditionalHandle handle, const uint32_t *
 // One thread of one block runs each of these. h is mapped host memory (the
 // doorbell and the results), d is the loop's device block.
 
+// With the loop's overlap setting the kernel before this one in the
+// iteration may still run: wait for it (programmatic dependent launch; a
+// no-op when launched the ordinary way). Compiled out below compute 9.0,
+// where the library leaves the edges into these kernels ordinary (it checks
+// the PTX version of the code it loaded).
+static __device__ __forceinline__ void res_wait_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ unsigned long long res_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -141,6 +152,7 @@ __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d) {
 __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphConditionalHandle loop,
                              cudaGraphConditionalHandle work, unsigned long long timeout_ns, unsigned sleep_ns,
                              unsigned spin_ns, unsigned flags) {
+    res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (d->stopped) {
         res_open(d, work, 0u, flags);
@@ -181,6 +193,7 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
 // With a data-ready handler, after it: serves a request when the handler
 // marked data ready.
 __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned flags) {
+    res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (!d->stopped && *(volatile unsigned *)&d->pub.ready) {
         const unsigned long long seq = d->started + 1ull;
@@ -203,6 +216,7 @@ __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, uns
 // nothing when nothing was served): records the iteration's time and writes the
 // result signal (after a system-wide fence with sync_with_host).
 __global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags) {
+    res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (d->pub.skip) return;  // gated by kernels: nothing was served
     const unsigned long long now = res_now();

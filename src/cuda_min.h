@@ -26,6 +26,9 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+enum {
+    CU_FUNC_ATTRIBUTE_PTX_VERSION = 5
+};
 
 typedef struct CUuuid_st {
     char bytes[16];

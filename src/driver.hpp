@@ -129,6 +129,7 @@ namespace cw {
     X(cuGraphAddNode, "cuGraphAddNode", 12030,                                                   \
       (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges, \
        size_t ndeps, CUgraphNodeParams *params))                                                 \
+    X(cuFuncGetAttribute, "cuFuncGetAttribute", 2020, (int *value, int attrib, CUfunction f))   \
     X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000, (CUgraphNode node, CUgraphNodeType * type)) \
     X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies", 12030,                           \
       (CUgraphNode node, CUgraphNode * deps, CUgraphEdgeData * edges, size_t *count))            \

@@ -237,6 +237,25 @@ cw_status check_overlap(const cw_resident *r) {
     return CW_SUCCESS;
 }
 
+// Whether the loop's own kernels, as loaded for r's context, wait for the
+// kernel before them (res_wait_previous: code compiled for compute 9.0 or
+// newer; the checked-in compute 8.0 PTX has no such wait). Only then may the
+// edges into them be programmatic.
+cw_status own_kernels_wait(const cw_resident *r, bool *yes) {
+    *yes = false;
+    if (!drv().cuFuncGetAttribute || !drv().cuKernelGetFunction) return CW_SUCCESS;
+    cw_kernel *k = nullptr;
+    CW_TRY(builtin_get(kResSignal, &k));
+    CurrentGuard guard;
+    CW_TRY(guard.enter(r->ctx->cu));
+    CUfunction f = nullptr;
+    CW_CU(cuKernelGetFunction, (&f, k->cu));
+    int ptx = 0;
+    CW_CU(cuFuncGetAttribute, (&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+    *yes = ptx >= 90;
+    return guard.leave();
+}
+
 // The loop's own kernel nodes in the WHILE body (poll, gate, signal per
 // iteration): overlap leaves the edges into them as they are.
 struct OwnNodes {
@@ -261,10 +280,11 @@ cw_status note_own(cw_graph *g, OwnNodes *own) {
 }
 
 // Overlap: every ordinary edge from a kernel node into a workload or
-// handler kernel node becomes programmatic, from the launch-order port: the
-// kernel is launched once the one before it has started, and waits for it
-// on the GPU (cw_resident_wait).
-cw_status overlap_edges(CUgraph body, const OwnNodes &own) {
+// handler kernel node (and, when own_wait, into the loop's own kernels)
+// becomes programmatic, from the launch-order port: the kernel is launched
+// once the one before it has started, and waits for it on the GPU
+// (cw_resident_wait, res_wait_previous).
+cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
     size_t count = 0;
     CW_CU(cuGraphGetNodes, (body, nullptr, &count));
     CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
@@ -276,7 +296,7 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own) {
         CUgraphNode to = nodes[i];
         CUgraphNodeType type = 0;
         st = cu_check(drv().cuGraphNodeGetType(to, &type), "cuGraphNodeGetType");
-        if (st != CW_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL || own.has(to)) continue;
+        if (st != CW_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL || (!own_wait && own.has(to))) continue;
         size_t nd = count;
         st = cu_check(drv().cuGraphNodeGetDependencies(to, deps, edges, &nd), "cuGraphNodeGetDependencies");
         for (size_t k = 0; st == CW_SUCCESS && k < nd && k < count; k++) {
@@ -352,7 +372,13 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
         if (then == body) CW_TRY(note_own(body, &own));
     }
-    if (r->set.overlap) CW_TRY(overlap_edges(body->cu, own));
+    if (r->set.overlap) {
+        bool own_wait = false;
+        CW_TRY(own_kernels_wait(r, &own_wait));
+        CW_TRY(overlap_edges(body->cu, own, own_wait));
+        log(CW_LOG_DEBUG, "cuweave: resident loop overlap: the workload's kernels%s",
+            own_wait ? " and the loop's own" : " (the loop's own kernels were not compiled for 9.0: not them)");
+    }
     void *exit_args[] = {&h, &d};
     return launch_into(r, top, kResExit, exit_args);
 }

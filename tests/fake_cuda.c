@@ -239,7 +239,7 @@ static pthread_t g_worker;
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
     X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
-    X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies)
+    X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -1738,6 +1738,17 @@ FAKE_API CUresult cuKernelGetFunction(CUfunction *f, CUkernel kernel) {
     RETURN(CUDA_SUCCESS);
 }
 
+/* Only CU_FUNC_ATTRIBUTE_PTX_VERSION: 90 (the code a 9.0 GPU would run),
+ * or $FAKE_CUDA_PTX_VERSION. */
+FAKE_API CUresult cuFuncGetAttribute(int *value, int attrib, CUfunction f) {
+    ENTER(cuFuncGetAttribute);
+    NEED_INIT();
+    if (!value || !f || attrib != CU_FUNC_ATTRIBUTE_PTX_VERSION) RETURN(CUDA_ERROR_INVALID_VALUE);
+    const char *env = getenv("FAKE_CUDA_PTX_VERSION");
+    *value = env && *env ? atoi(env) : 90;
+    RETURN(CUDA_SUCCESS);
+}
+
 FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size) {
     (void)index, (void)offset, (void)size;
     ENTER(cuKernelGetParamInfo);
@@ -2383,7 +2394,7 @@ static const struct {
     PF_(cuGraphConditionalHandleCreate, FEAT_CONDITIONAL) PF_(cuGraphAddNode, FEAT_CONDITIONAL)
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
     PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY)
-    PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType)
+    PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)
     PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)
 #undef PF_
