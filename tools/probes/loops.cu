@@ -455,6 +455,22 @@ static void calls(const char *name, Loop &L, CUcontext opctx) {
     unbuild(L);
 }
 
+// Two green contexts of 16 SMs on dev, a non-blocking stream on each.
+static void two_partitions(CUdevice dev, CUcontext ctx[2], CUstream s[2]) {
+    CUdevResource res, parts[2], rem;
+    CU(cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM));
+    unsigned ng = 2;
+    CU(cuDevSmResourceSplitByCount(parts, &ng, &res, &rem, 0, 16));
+    for (int i = 0; i < 2; i++) {
+        CUdevResourceDesc desc;
+        CUgreenCtx gc;
+        CU(cuDevResourceGenerateDesc(&desc, &parts[i], 1));
+        CU(cuGreenCtxCreate(&gc, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        CU(cuCtxFromGreenCtx(&ctx[i], gc));
+        CU(cuGreenCtxStreamCreate(&s[i], gc, CU_STREAM_NON_BLOCKING, 0));
+    }
+}
+
 int main(int argc, char **argv) {
     setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     const char *mode = argc > 1 ? argv[1] : "two";
@@ -499,20 +515,9 @@ int main(int argc, char **argv) {
         L.ctx = primary;
         CK(cudaStreamCreateWithFlags(&L.s, cudaStreamNonBlocking));
         calls("loop and calls in the primary context", L, primary);
-        CUdevResource res, parts[2], rem;
-        CU(cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM));
-        unsigned ng = 2;
-        CU(cuDevSmResourceSplitByCount(parts, &ng, &res, &rem, 0, 16));
-        CUgreenCtx gc[2];
         CUcontext gx[2];
         CUstream gs[2];
-        for (int i = 0; i < 2; i++) {
-            CUdevResourceDesc desc;
-            CU(cuDevResourceGenerateDesc(&desc, &parts[i], 1));
-            CU(cuGreenCtxCreate(&gc[i], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-            CU(cuCtxFromGreenCtx(&gx[i], gc[i]));
-            CU(cuGreenCtxStreamCreate(&gs[i], gc[i], CU_STREAM_NON_BLOCKING, 0));
-        }
+        two_partitions(dev, gx, gs);
         Loop G;
         G.ctx = gx[0];
         G.s = (cudaStream_t)gs[0];
@@ -530,20 +535,13 @@ int main(int argc, char **argv) {
     two("primary context, two streams", L, 0, 0);
     two("primary context, two streams", L, 0, 500);
     two("primary context, two streams", L, 20000, 0);
-    CUdevResource res, parts[2], rem;
-    CU(cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM));
-    unsigned ng = 2;
-    CU(cuDevSmResourceSplitByCount(parts, &ng, &res, &rem, 0, 16));
-    CUgreenCtx gc[2];
     Loop G[2];
+    CUcontext gx[2];
+    CUstream gs[2];
+    two_partitions(dev, gx, gs);
     for (int i = 0; i < 2; i++) {
-        CUdevResourceDesc desc;
-        CU(cuDevResourceGenerateDesc(&desc, &parts[i], 1));
-        CU(cuGreenCtxCreate(&gc[i], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-        CU(cuCtxFromGreenCtx(&G[i].ctx, gc[i]));
-        CUstream s;
-        CU(cuGreenCtxStreamCreate(&s, gc[i], CU_STREAM_NON_BLOCKING, 0));
-        G[i].s = (cudaStream_t)s;
+        G[i].ctx = gx[i];
+        G[i].s = (cudaStream_t)gs[i];
     }
     two("two green contexts of 16 SMs", G, 0, 0);
     two("two green contexts of 16 SMs", G, 0, 500);
