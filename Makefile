@@ -5,6 +5,8 @@
 #   make check      build and run the tests (GPU tests skip without a GPU)
 #   make example    build and run the main example
 #   make install PREFIX=/usr/local DESTDIR=
+#   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
+#                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
 #
 # Output goes to $(O) (default build-make).
 
@@ -49,13 +51,14 @@ HEADERS = \
 
 CPP_HEADERS = include/cuweave/cuweave.hpp
 
-EXAMPLES = devices forkjoin green graph kernels resident resident_handler
+EXAMPLES = devices embed forkjoin green graph kernels resident resident_handler
 CPU_TESTS = test_api test_nodriver
+STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -71,6 +74,9 @@ CFLAGS ?= -O2 -g
 LIB_CXXFLAGS = -std=c++17 -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
 	-Werror=missing-declarations $(WARN) $(LIB_WARN) $(CXXFLAGS)
 LIBS_PRIVATE = -ldl -lpthread
+# What a program linking libcuweave.a needs (cuweave.pc's Libs.private).
+LIBS_STATIC = -ldl -lpthread -lstdc++ -lm
+LIB_LDFLAGS = $(if $(filter 1,$(STATIC_LIBSTDCXX)),-static-libstdc++ -static-libgcc)
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 
@@ -93,7 +99,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
@@ -114,7 +120,7 @@ $(O)/src/builtin_image.o: $(O)/src/builtin_image.cpp
 
 $(SHARED): $(OBJS) src/cuweave.map
 	$(CXX) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/cuweave.map -Wl,--no-undefined \
-		$(LDFLAGS) -o $(O)/libcuweave.so.$(SOVERSION) $(OBJS) $(LIBS_PRIVATE)
+		$(LIB_LDFLAGS) $(LDFLAGS) -o $(O)/libcuweave.so.$(SOVERSION) $(OBJS) $(LIBS_PRIVATE)
 	ln -sf libcuweave.so.$(SOVERSION) $@
 	ln -sf $(SONAME) $(O)/libcuweave.so
 
@@ -127,11 +133,11 @@ $(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
-		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: -ldl -lpthread -lstdc++ -lm' \
+		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: $(LIBS_STATIC)' \
 		'Cflags: -I$${includedir}' > $@
 
 # Programs linking the shared library.
-$(O)/examples/%: examples/%.c $(SHARED) $(HEADERS)
+$(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..'
 
@@ -145,6 +151,12 @@ $(O)/tests/test_api $(O)/tests/test_nodriver: $(O)/tests/%: tests/%.c tests/cwte
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) \
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -lpthread
+
+# libcuweave.a linked by the C compiler with only cuweave.pc's Libs.private
+# (tests/check-static.sh checks what the program links).
+$(STATIC_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_STATIC)
 
 # The C++ wrappers' tests, with exceptions and without.
 $(CPP_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.cpp $(CPP_HEADERS) $(SHARED) $(HEADERS)
@@ -166,7 +178,7 @@ $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 
 # GPU tests and fake-driver tests link libcuweave.a: they use the internal
 # test seam (src/seam.h).
-$(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h $(STATIC) $(HEADERS)
+$(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h examples/video_filter.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
@@ -195,9 +207,11 @@ headers: $(HEADERS) $(CPP_HEADERS)
 
 check: all
 	sh tools/run-tests.sh make \
-		$(CPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+		$(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
 		$(foreach t,$(FAKE_TESTS) $(CPP_TESTS) $(CPP_TESTS:%=%_noexcept),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
+		$(foreach t,$(STATIC_TESTS),"sh tests/check-static.sh $(O)/tests/$(t)") \
+		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
 		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \

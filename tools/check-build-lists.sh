@@ -33,6 +33,7 @@ compare "C++ tests" "$(meson_list tests/meson.build cpp_tests)" "$(make_list CPP
 compare "GPU C++ tests" "$(meson_list tests/meson.build gpu_cpp_tests)" "$(make_list GPU_CPP_TESTS)"
 compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
 compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU_TESTS)"
+compare "static-link tests" "$(meson_list tests/meson.build static_tests)" "$(make_list STATIC_TESTS)"
 compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"

@@ -2,8 +2,9 @@
 # The test command (README, .ci/run): builds cuweave with meson and with the
 # Makefile and runs every test with each; then runs the CPU tests again
 # built with AddressSanitizer + UndefinedBehaviorSanitizer, built with
-# ThreadSanitizer, and under valgrind memcheck. GPU tests run
-# where there is a GPU and skip (exit 77) where there is none.
+# ThreadSanitizer, and under valgrind memcheck; builds libcuweave.so with
+# libstdc++ linked in (both builds' option) and checks that it needs none.
+# GPU tests run where there is a GPU and skip (exit 77) where there is none.
 # Ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
@@ -47,6 +48,21 @@ if CUWEAVE_LIBRARY=build/make/libcuweave.so.0 CUWEAVE_FAKE_DRIVER=build/make/tes
     pass=$((pass + ${n:-0} - ${sk:-0})); skipped=$((skipped + ${sk:-0})); tail -3 build/python-test.log
 else
     failed=$((failed + 1)); cat build/python-test.log
+fi
+
+step "libstdc++ linked in: meson -Dstatic_libstdcxx=true (CPU tests), make STATIC_LIBSTDCXX=1"
+if { [ -d build/nostdcxx ] || meson setup build/nostdcxx -Dstatic_libstdcxx=true -Dbench=false; } \
+    && ninja -C build/nostdcxx; then
+    meson test -C build/nostdcxx --suite cpu --print-errorlogs 2>&1 | tee build/nostdcxx-test.log
+    add_meson_counts build/nostdcxx-test.log
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed nostdcxx-meson-build"
+fi
+if make -j"$jobs" O=build/make-nostdcxx STATIC_LIBSTDCXX=1 lib >/dev/null \
+    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.0; then
+    pass=$((pass + 1)); echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
+else
+    failed=$((failed + 1)); echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"
 fi
 
 step "ASan + UBSan build, CPU tests"

@@ -32,6 +32,18 @@ __global__ void cw_slow_write(int *p, int value, long long ns) {
     }
 }
 
+// Waits ns (thread 0 of each block), then fills n bytes at p with value:
+// a slow producer of a frame on the host program's stream (test_gpu_embed).
+__global__ void cw_fill_u8_slow(unsigned char *p, unsigned long long n, unsigned value, long long ns) {
+    if (ns) {
+        if (threadIdx.x == 0) spin_ns(ns);
+        __syncthreads();
+    }
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        p[i] = (unsigned char)value;
+}
+
 // Copies *src to *dst: the reader.
 __global__ void cw_copy_int(const int *src, int *dst) {
     if (threadIdx.x == 0 && blockIdx.x == 0) *dst = *(volatile const int *)src;
