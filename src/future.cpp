@@ -555,6 +555,14 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
     return watch(f);
 }
 
+CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_FUTURE(f);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = f->ctx;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
     CW_ENTRY;
     CW_CHECK_FUTURE(f);

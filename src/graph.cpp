@@ -457,6 +457,14 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_graph_get_context(const cw_graph *g, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_GRAPH(g);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = g->ctx;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_graph_get_sinks(const cw_graph *g, cw_graph_node **nodes, size_t cap, size_t *count) {
     CW_ENTRY;
     CW_CHECK_GRAPH(g);
@@ -538,6 +546,14 @@ CW_API cw_status cw_graph_exec_upload(cw_graph_exec *e, cw_stream *s) {
     CW_CHECK_EXEC(e);
     CW_CHECK_STREAM(s);
     return on_stream(s, "cuGraphUpload", [&] { return drv().cuGraphUpload(e->cu, s->cu); });
+}
+
+CW_API cw_status cw_graph_exec_get_context(const cw_graph_exec *e, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_EXEC(e);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = e->ctx;
+    return CW_SUCCESS;
 }
 
 CW_API cw_status cw_graph_exec_launch(cw_graph_exec *e, cw_stream *s) {

@@ -403,6 +403,14 @@ CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_stream_pool_get_context(const cw_stream_pool *pool, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_POOL(pool);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = pool->ctx;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
     CW_ENTRY;
     CW_CHECK_POOL(pool);

@@ -608,6 +608,14 @@ CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_sett
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_resident_get_context(const cw_resident *r, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = r->ctx;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);

@@ -384,6 +384,15 @@ CW_API cw_status cw_timer_stop(cw_timer *t, cw_stream *s) {
     return timer_record(t, s, false);
 }
 
+CW_API cw_status cw_timer_get_context(const cw_timer *t, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_ARG(t != NULL);
+    if (t->tag != kTagTimer) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = t->ctx;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_timer_elapsed_ms(cw_timer *t, float *ms) {
     CW_ENTRY;
     CW_CHECK_ARG(t != NULL);

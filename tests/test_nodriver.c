@@ -118,10 +118,12 @@ static void test_stream_calls_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_stream_pool_named, cw_stream_pool_named(NULL, NULL, "a", &s));
     EXPECT_INVALID_ND(cw_stream_pool_release_owner, cw_stream_pool_release_owner(NULL, NULL, &count));
     EXPECT_INVALID_ND(cw_stream_pool_get_stats, cw_stream_pool_get_stats(NULL, &stats));
+    EXPECT_INVALID_ND(cw_stream_pool_get_context, cw_stream_pool_get_context(NULL, &c));
     EXPECT_INVALID_ND(cw_timer_create, cw_timer_create(&timer, none));
     EXPECT_INVALID_ND(cw_timer_start, cw_timer_start(NULL, NULL));
     EXPECT_INVALID_ND(cw_timer_stop, cw_timer_stop(NULL, NULL));
     EXPECT_INVALID_ND(cw_timer_elapsed_ms, cw_timer_elapsed_ms(NULL, &ms));
+    EXPECT_INVALID_ND(cw_timer_get_context, cw_timer_get_context(NULL, &c));
     /* future.h */
     EXPECT_INVALID_ND(cw_future_create, cw_future_create(&fut, NULL, CW_FUTURE_HOST_FUNC));
     EXPECT_INVALID_ND(cw_future_rearm, cw_future_rearm(NULL, NULL));
@@ -130,6 +132,7 @@ static void test_stream_calls_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_future_set_spin, cw_future_set_spin(NULL, 10));
     EXPECT_INVALID_ND(cw_future_set_callback, cw_future_set_callback(NULL, NULL, NULL));
     EXPECT_INVALID_ND(cw_future_get_fd, cw_future_get_fd(NULL, &fd));
+    EXPECT_INVALID_ND(cw_future_get_context, cw_future_get_context(NULL, &c));
     EXPECT_INVALID_ND(cw_when_all, cw_when_all(&fut, NULL, 1, CW_FUTURE_WRITE_VALUE));
     /* out-parameters untouched */
     assert_null(s);
@@ -201,11 +204,14 @@ static void test_graph_calls_without_driver(void **state) {
                       cw_graph_add_conditional(NULL, h, NULL, NULL, 0, &node, &body, &else_body));
     size_t nsinks = 7;
     EXPECT_INVALID_ND(cw_graph_get_sinks, cw_graph_get_sinks(NULL, &node, 1, &nsinks));
+    cw_context *gc = NULL;
+    EXPECT_INVALID_ND(cw_graph_get_context, cw_graph_get_context(NULL, &gc));
     assert_int_equal(nsinks, 7);
     EXPECT_INVALID_ND(cw_graph_write_dot, cw_graph_write_dot(NULL, "/tmp/x.dot", 0));
     EXPECT_INVALID_ND(cw_graph_instantiate, cw_graph_instantiate(&e, NULL, 0));
     EXPECT_INVALID_ND(cw_graph_exec_upload, cw_graph_exec_upload(NULL, NULL));
     EXPECT_INVALID_ND(cw_graph_exec_launch, cw_graph_exec_launch(NULL, NULL));
+    EXPECT_INVALID_ND(cw_graph_exec_get_context, cw_graph_exec_get_context(NULL, &gc));
     EXPECT_INVALID_ND(cw_graph_exec_update, cw_graph_exec_update(NULL, NULL, &ui));
     EXPECT_INVALID_ND(cw_graph_exec_get_stats, cw_graph_exec_get_stats(NULL, &es));
     EXPECT_INVALID_ND(cw_graph_exec_get_handle, cw_graph_exec_get_handle(NULL, &eh));
@@ -389,6 +395,8 @@ static void test_resident_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_resident_configure, cw_resident_configure(NULL, &s));
     EXPECT_INVALID_ND(cw_resident_get_settings, cw_resident_get_settings(NULL, &s));
     EXPECT_INVALID_ND(cw_resident_get_ctl, cw_resident_get_ctl(NULL, &p));
+    cw_context *rctx = NULL;
+    EXPECT_INVALID_ND(cw_resident_get_context, cw_resident_get_context(NULL, &rctx));
     EXPECT_INVALID_ND(cw_resident_get_input, cw_resident_get_input(NULL, 0, &p));
     EXPECT_INVALID_ND(cw_resident_set_workload, cw_resident_set_workload(NULL, NULL));
     EXPECT_INVALID_ND(cw_resident_set_handler, cw_resident_set_handler(NULL, NULL));

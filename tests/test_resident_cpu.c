@@ -153,6 +153,9 @@ static void test_states(void **state) {
     unsigned long long ctl = 0, in0 = 0, in1 = 0, p = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     assert_true(ctl != 0);
+    cw_context *rctx = NULL;
+    assert_cw_ok(cw_resident_get_context(r, &rctx));
+    assert_ptr_equal(rctx, ctx);
     assert_cw_ok(cw_resident_get_input(r, 0, &in0));
     assert_cw_ok(cw_resident_get_input(r, 1, &in1));
     assert_int_equal(in1 - in0, 64);

@@ -2152,6 +2152,60 @@ static void test_fault_injection(void **state) {
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* Every object knows its context (and through it its device): pools,
+ * timers, futures, graphs and executable graphs hand back the context they
+ * were made on; a second context's objects hand back that one. */
+static void test_objects_know_their_context(void **state) {
+    (void)state;
+    cw_context *other = NULL;
+    assert_cw_ok(cw_context_create(&other, 0));
+    cw_context *ctxs[2] = {g_ctx, other};
+    for (int i = 0; i < 2; i++) {
+        cw_context *c = ctxs[i], *got = NULL;
+        cw_stream_pool *pool = NULL;
+        assert_cw_ok(cw_stream_pool_create(&pool, c, NULL));
+        assert_cw_ok(cw_stream_pool_get_context(pool, &got));
+        assert_ptr_equal(got, c);
+        cw_timer *t = NULL;
+        assert_cw_ok(cw_timer_create(&t, c));
+        got = NULL;
+        assert_cw_ok(cw_timer_get_context(t, &got));
+        assert_ptr_equal(got, c);
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, c, NULL));
+        cw_future *f = NULL;
+        assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_WRITE_VALUE));
+        got = NULL;
+        assert_cw_ok(cw_future_get_context(f, &got));
+        assert_ptr_equal(got, c);
+        assert_cw_ok(cw_future_wait(f, 1000000));
+        cw_graph *g = NULL;
+        assert_cw_ok(cw_graph_create(&g, c));
+        assert_cw_ok(cw_graph_add_empty(g, NULL, 0, NULL));
+        got = NULL;
+        assert_cw_ok(cw_graph_get_context(g, &got));
+        assert_ptr_equal(got, c);
+        cw_graph_exec *e = NULL;
+        assert_cw_ok(cw_graph_instantiate(&e, g, 0));
+        got = NULL;
+        assert_cw_ok(cw_graph_exec_get_context(e, &got));
+        assert_ptr_equal(got, c);
+        int dev = -1;
+        assert_cw_ok(cw_context_get_device(got, &dev));
+        assert_int_equal(dev, 0);
+        /* a NULL out pointer and a foreign handle are refused */
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_get_context(g, NULL));
+        assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_get_context((const cw_timer *)pool, &got));
+        cw_graph_exec_destroy(&e);
+        cw_graph_destroy(&g);
+        cw_future_destroy(&f);
+        cw_stream_destroy(&s);
+        cw_timer_destroy(&t);
+        cw_stream_pool_destroy(&pool);
+    }
+    cw_context_destroy(&other);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2211,6 +2265,7 @@ int main(int argc, char **argv) {
         TEST(test_pool_hammer),
         TEST(test_stream_wait),
         TEST(test_fork_join),
+        TEST(test_objects_know_their_context),
         TEST_K(test_future_hold, k_host),
         TEST_K(test_future_hold, k_write),
         TEST_K(test_future_fd, k_host),

@@ -105,6 +105,9 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
  */
 CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
 
+/* Writes the future's context (that of the stream it was made on) (borrowed: valid while the future lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx);
+
 /*
  * Destroys the future. If its marker has not completed yet, the destroy
  * waits for it (a marker holds on to the future's memory). When the context

@@ -218,6 +218,9 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
  */
 CW_API cw_status cw_graph_get_sinks(const cw_graph *g, cw_graph_node **nodes, size_t cap, size_t *count);
 
+/* Writes the graph's context (borrowed: valid while the graph lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_graph_get_context(const cw_graph *g, cw_context **ctx);
+
 /* Writes the graph in Graphviz DOT form to path (cuGraphDebugDotPrint);
  * verbose nonzero adds every node's parameters. For debugging. */
 CW_API cw_status cw_graph_write_dot(const cw_graph *g, const char *path, int verbose);
@@ -247,6 +250,9 @@ CW_API cw_status cw_graph_exec_upload(cw_graph_exec *e, cw_stream *s);
 /* Launches the exec on s (cuGraphLaunch): one driver call, no allocation,
  * no lock. s may be any stream of the exec's device. */
 CW_API cw_status cw_graph_exec_launch(cw_graph_exec *e, cw_stream *s);
+
+/* Writes the executable graph's context (borrowed: valid while the exec lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_graph_exec_get_context(const cw_graph_exec *e, cw_context **ctx);
 
 typedef enum cw_graph_update_kind {
     CW_GRAPH_UPDATED_IN_PLACE = 0,  /* cuGraphExecUpdate applied the new parameters */

@@ -204,6 +204,9 @@ CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_sett
  */
 CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl);
 
+/* Writes the loop's context (borrowed: valid while the loop lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_resident_get_context(const cw_resident *r, cw_context **ctx);
+
 /* The device address of input slot `slot` (0 <= slot < input_slots). */
 CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsigned long long *dptr);
 

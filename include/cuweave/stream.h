@@ -227,6 +227,9 @@ typedef struct cw_stream_pool_stats {
 
 CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats);
 
+/* Writes the pool's context (borrowed: valid while the pool lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_stream_pool_get_context(const cw_stream_pool *pool, cw_context **ctx);
+
 /* ---- timers ------------------------------------------------------------- */
 
 /* A pair of timing events on ctx. */
@@ -241,6 +244,9 @@ CW_API cw_status cw_timer_stop(cw_timer *t, cw_stream *s);
  * not recorded.
  */
 CW_API cw_status cw_timer_elapsed_ms(cw_timer *t, float *ms);
+
+/* Writes the timer's context (borrowed: valid while the timer lives; its device: cw_context_get_device). No driver call. */
+CW_API cw_status cw_timer_get_context(const cw_timer *t, cw_context **ctx);
 
 #ifdef __cplusplus
 }
