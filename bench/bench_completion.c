@@ -18,6 +18,8 @@
  *                          spinning on the value
  *   e) raw host func       cuLaunchHostFunc bumping an atomic counter, the
  *                          host spinning on it
+ *   h) future EVENT        cw_future_rearm(f, s) + cw_future_wait(f) (not
+ *                          judged)
  *   f) raw event + write   d) with a cuEventRecord (timing-disabled event)
  *                          before the write: what the WRITE_VALUE future
  *                          enqueues (its fault-check event, then the write);
@@ -75,7 +77,7 @@
 #define TARGET_WV_VS_RAW 1.10 /* WRITE_VALUE future p50 / raw write value p50 */
 #define TARGET_HF_OVER_WV 2.0 /* HOST_FUNC future / WRITE_VALUE future, p50 and p99 */
 
-enum { M_FUT_HF, M_FUT_WV, M_SYNC, M_RAW_WV, M_RAW_HF, M_RAW_EV_WV, M_FUT_WV_SPIN, M_COUNT };
+enum { M_FUT_HF, M_FUT_WV, M_SYNC, M_RAW_WV, M_RAW_HF, M_RAW_EV_WV, M_FUT_WV_SPIN, M_FUT_EV, M_COUNT };
 static const char *const method_name[M_COUNT] = {
     "future HOST_FUNC (rearm + wait)",
     "future WRITE_VALUE (rearm + wait)",
@@ -84,6 +86,7 @@ static const char *const method_name[M_COUNT] = {
     "raw cuLaunchHostFunc + spin",
     "raw cuEventRecord + cuStreamWriteValue32 + spin",
     "diagnostic: future WRITE_VALUE rearm + raw spin on its word",
+    "future EVENT (rearm + wait)",
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -97,7 +100,7 @@ static rawcuda rc;
 static cw_stream *s;
 static CUstream hs;
 static void *fn_empty;
-static cw_future *fut_hf, *fut_wv;
+static cw_future *fut_hf, *fut_wv, *fut_ev;
 static volatile uint32_t *pinned;   /* host view of the mapped word */
 static unsigned long long pinned_d; /* device view */
 static uint32_t wv_seq;
@@ -189,6 +192,7 @@ static double iter(int m) {
     case M_RAW_WV: return iter_raw_wv(0);
     case M_RAW_HF: return iter_raw_hf();
     case M_FUT_WV_SPIN: return iter_future_rawspin(fut_wv);
+    case M_FUT_EV: return iter_future(fut_ev);
     default: return iter_raw_wv(1);
     }
 }
@@ -197,12 +201,14 @@ static double iter(int m) {
  * an idle stream (no kernel), each call timed on its own and the completion
  * awaited outside the timed region. Shows how much of a gap between (b) and
  * (d) is spent on the host before the GPU sees anything. */
-enum { D_REARM, D_RAW_WV, D_RAW_EV_WV, D_WAIT_DONE, D_COUNT };
+enum { D_REARM, D_RAW_WV, D_RAW_EV_WV, D_WAIT_DONE, D_REARM_EV, D_RAW_EV, D_COUNT };
 static const char *const diag_name[D_COUNT] = {
     "cw_future_rearm (WRITE_VALUE)",
     "cuStreamWriteValue32",
     "cuEventRecord + cuStreamWriteValue32",
     "cw_future_wait, already complete",
+    "cw_future_rearm (EVENT)",
+    "cuEventRecord",
 };
 
 
@@ -225,6 +231,18 @@ static double diag(int d) {
         while (*pinned != want) CPU_RELAX();
         break;
     }
+    case D_REARM_EV:
+        t0 = now_ns();
+        CW_CHECK(cw_future_rearm(fut_ev, s));
+        t1 = now_ns();
+        CW_CHECK(cw_future_wait(fut_ev, TIMEOUT_US));
+        break;
+    case D_RAW_EV:
+        t0 = now_ns();
+        CU_CHECK(rc.cuEventRecord(raw_ev, hs));
+        t1 = now_ns();
+        CU_CHECK(rc.cuStreamSynchronize(hs));
+        break;
     default:
         CW_CHECK(cw_future_rearm(fut_wv, s));
         CU_CHECK(rc.cuStreamSynchronize(hs));
@@ -248,11 +266,13 @@ int main(void) {
            "     driver call between the launch and the marker)\n"
            "  g) cw_future_rearm, then the raw spin on the future's own word (not judged: tells\n"
            "     the enqueue side of the future from its waiting side)\n"
+           "  h) cw_future EVENT: launch + cw_future_rearm + cw_future_wait (not judged: the marker\n"
+           "     cheapest to enqueue, waited for with cuEventQuery)\n"
            "  method: %d warm-up + %d measured iterations each, one of each per round, in a random\n"
            "          order (fixed seed), one stream, CLOCK_MONOTONIC from before the launch to the wake-up\n"
-           "  then, not judged: the host time of enqueueing each marker alone (cw_future_rearm,\n"
-           "          cuStreamWriteValue32, cuEventRecord + cuStreamWriteValue32) and of a wait that\n"
-           "          finds the future complete\n",
+           "  then, not judged: the host time of enqueueing each marker alone (cw_future_rearm of\n"
+           "          WRITE_VALUE and EVENT futures, cuStreamWriteValue32, cuEventRecord +\n"
+           "          cuStreamWriteValue32, cuEventRecord) and of a wait that finds the future complete\n",
            WARMUP_ROUNDS, ROUNDS);
     fflush(stdout);
 
@@ -289,6 +309,8 @@ int main(void) {
     /* the futures: made once (each enqueues its first marker), then re-armed */
     CW_CHECK(cw_future_create(&fut_hf, s, CW_FUTURE_HOST_FUNC));
     CW_CHECK(cw_future_create(&fut_wv, s, CW_FUTURE_WRITE_VALUE));
+    CW_CHECK(cw_future_create(&fut_ev, s, CW_FUTURE_EVENT));
+    CW_CHECK(cw_future_wait(fut_ev, TIMEOUT_US));
     CW_CHECK(cw_future_wait(fut_hf, TIMEOUT_US));
     CW_CHECK(cw_future_wait(fut_wv, TIMEOUT_US));
 
@@ -395,6 +417,7 @@ int main(void) {
     for (int m = 0; m < M_COUNT; m++) free(t[m]);
     cw_future_destroy(&fut_hf);
     cw_future_destroy(&fut_wv);
+    cw_future_destroy(&fut_ev);
     CU_CHECK(rc.cuStreamSynchronize(hs));
     cw_stream_destroy(&s);
     CU_CHECK(rc.cuMemFreeHost(hp));

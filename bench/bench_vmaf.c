@@ -55,9 +55,10 @@
  *                  ordering with cw_stream_wait (cuweave's own events), the
  *                  launch with cw_kernel_launch, the result copy with
  *                  cuMemcpyDtoHAsync on the compute stream's CUstream and
- *                  the host wait on a written-value future (cw_future_rearm
- *                  + cw_future_wait: the fastest completion cuweave has, and
- *                  one with a time limit), its spin long enough that the
+ *                  the host wait on an event future (CW_FUTURE_EVENT:
+ *                  cw_future_rearm records one event, the same enqueue
+ *                  cost as the raw code's event; cw_future_wait spins on
+ *                  it, with a time limit), its spin long enough that the
  *                  waiter never sleeps during a frame, as the driver's
  *                  synchronize spins.
  *
@@ -549,7 +550,7 @@ int main(void) {
            "                cuStreamSynchronize (pipelined: cuEventSynchronize)\n"
            "  ADR fix     : the same, per-picture streams cuStreamCreateWithPriority(NON_BLOCKING, 0)\n"
            "  cuweave     : a named pooled stream (non-blocking) per picture, cw_stream_wait, cw_kernel_launch,\n"
-           "                cuMemcpyDtoHAsync on the cw_stream, written-value future (rearm + wait)\n"
+           "                cuMemcpyDtoHAsync on the cw_stream, event future (rearm + wait)\n"
            "  modes       : one frame at a time (latency, fps) and pipelined, %d frames in flight (fps)\n"
            "  method      : blocks of %d frames, the variants' order rotated each round, a warm-up block\n"
            "                per variant and mode first\n",
@@ -651,7 +652,7 @@ int main(void) {
             CW_CHECK(cw_stream_create(&V->cw_compute, ctx, NULL));
             CW_CHECK(cw_stream_get_handle(V->cw_compute, &V->cw_compute_h));
             for (int i = 0; i < RING; i++) {
-                CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, CW_FUTURE_WRITE_VALUE));
+                CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, CW_FUTURE_EVENT));
                 CW_CHECK(cw_future_set_spin(V->fut[i], SPIN_US));
                 CW_CHECK(cw_future_wait(V->fut[i], TIMEOUT_US));
             }
@@ -770,9 +771,8 @@ int main(void) {
            "design: per-picture streams made with `cuStreamCreate(CU_STREAM_DEFAULT)` and an event each, made\n"
            "with the picture, the compute stream non-blocking, `cuStreamSynchronize`. ADR fix: the same with\n"
            "`cuStreamCreateWithPriority(CU_STREAM_NON_BLOCKING, 0)`. cuweave: each picture's own stream from a\n"
-           "`cw_stream_pool` (`cw_stream_pool_named`), `cw_stream_wait`, `cw_kernel_launch`, a written-value\n"
-           "future. Latency: first upload call\n"
-           "to the result on the host, microseconds, %ld frames per variant and size; fps: per block of %d\n"
+           "`cw_stream_pool` (`cw_stream_pool_named`), `cw_stream_wait`, `cw_kernel_launch`, an event future\n"
+           "(`CW_FUTURE_EVENT`). Latency: first upload call to the result on the host, microseconds, %ld frames per variant and size; fps: per block of %d\n"
            "frames (median); pipelined: %d frames in flight. Variants alternated by block in one run; %ld\n"
            "results checked against the CPU, %ld wrong.\n\n",
            date, info.name, drv / 1000, drv % 1000 / 10, commit, RING, frames_per, BLOCK, DEPTH, checked,

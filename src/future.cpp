@@ -1,5 +1,6 @@
 // cuweave: host completion (futures), when_all, and the watcher thread that
-// completes callbacks and file descriptors of stream-written-value futures.
+// completes callbacks and file descriptors of written-value and event
+// futures.
 #include <errno.h>
 #include <new>
 #include <sched.h>
@@ -45,8 +46,24 @@ namespace {
 
 constexpr unsigned kDefaultSpinUs = 200;
 
+// EVENT: asks the driver whether the marker event has been reached, with
+// f's context current (the caller's restored). A fault counts as reached,
+// and is cached for outcome() to report.
+bool event_reached(cw_future *f) {
+    CurrentGuard guard;
+    if (guard.enter(f->ctx->cu) != CW_SUCCESS) return false;
+    CUresult r = drv().cuEventQuery(f->ev);
+    (void)guard.leave();
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    if (r != CUDA_SUCCESS && !f->fault.load(std::memory_order_acquire))
+        f->fault.store(fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker"),
+                       std::memory_order_release);
+    return true;
+}
+
 // True when the marker of the current arming has been reached.
-inline bool marker_done(const cw_future *f) {
+inline bool marker_done(cw_future *f) {
+    if (f->kind == CW_FUTURE_EVENT) return event_reached(f);
     uint32_t want = f->armed.load(std::memory_order_acquire);
     uint32_t have = f->kind == CW_FUTURE_WRITE_VALUE ? *f->word : f->done.load(std::memory_order_acquire);
     return static_cast<int32_t>(have - want) >= 0;
@@ -207,8 +224,14 @@ void host_fn(void *user) {
 // point at freed memory.
 cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool first, bool *queued) {
     *queued = false;
-    if (first) CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(f->ev, s->cu); }));
+    // EVENT: the event is the marker, recorded at every arming. Nothing on
+    // the stream points at f then, so `queued` stays false: a future whose
+    // creation failed may be freed at once (its event goes back to the pool,
+    // re-recorded by its next user).
+    if (first || f->kind == CW_FUTURE_EVENT)
+        CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(f->ev, s->cu); }));
     f->armed.store(seq, std::memory_order_seq_cst);
+    if (f->kind == CW_FUTURE_EVENT) return CW_SUCCESS;
     // `queued` follows the driver call itself: on_stream may also report a
     // failed restore of the caller's context after the marker went in.
     if (f->kind == CW_FUTURE_WRITE_VALUE) {
@@ -242,7 +265,40 @@ void reset_notification(cw_future *f) {
 
 // Waits for the marker, at most timeout_us microseconds (negative: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
-    if (f->kind == CW_FUTURE_WRITE_VALUE) {
+    if (f->kind == CW_FUTURE_EVENT) {
+        // Spins on cuEventQuery (the context made current once) for spin_us,
+        // then polls with sleeps growing to 1 ms.
+        CurrentGuard guard;
+        CW_TRY(guard.enter(f->ctx->cu));
+        const int64_t start = now_ns();
+        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        int64_t spin_until = start + (int64_t)f->spin_us * 1000;
+        if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
+        int64_t sleep_ns = 2000;
+        for (;;) {
+            CUresult r = drv().cuEventQuery(f->ev);
+            if (r == CUDA_SUCCESS) break;
+            if (r != CUDA_ERROR_NOT_READY) {
+                cw_status st = fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker");
+                if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
+                (void)guard.leave();
+                return st;
+            }
+            const int64_t t = now_ns();
+            if (deadline >= 0 && t >= deadline) {
+                CW_TRY(guard.leave());
+                return fail(CW_ERROR_TIMEOUT, "the future did not complete in time");
+            }
+            if (t < spin_until) {
+                cpu_relax();
+                continue;
+            }
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, nullptr);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
+        CW_TRY(guard.leave());
+    } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
         // The spin is the latency-critical part: one load and one compare per
         // turn on the word itself. The first 256 turns (a few microseconds,
         // the usual wait) read no clock at all; after that the clock is read
@@ -463,7 +519,7 @@ CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind 
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_STREAM(s);
-    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE);
+    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE || kind == CW_FUTURE_EVENT);
     if (s->cap.active || s->in_capture)
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
@@ -607,7 +663,7 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(streams != NULL);
     CW_CHECK_ARG(n > 0);
-    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE);
+    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE || kind == CW_FUTURE_EVENT);
     for (size_t i = 0; i < n; i++) CW_CHECK_ARG(streams[i] != NULL);
     for (size_t i = 0; i < n; i++) {
         if (!stream_ok(streams[i])) return fail(CW_ERROR_INVALID_HANDLE, "streams[%zu] is not a live cw_stream", i);

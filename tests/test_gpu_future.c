@@ -1,6 +1,6 @@
 /*
- * GPU: futures (host completion), both kinds: CW_FUTURE_HOST_FUNC and
- * CW_FUTURE_WRITE_VALUE. Every test runs once per kind. Completion is
+ * GPU: futures (host completion), every kind: CW_FUTURE_HOST_FUNC,
+ * CW_FUTURE_WRITE_VALUE and CW_FUTURE_EVENT. Every test runs once per kind. Completion is
  * proved with data: kernels write mapped pinned host memory
  * (cuMemHostAlloc with DEVICEMAP), which the host reads directly once the
  * future says the work is done. The test's own driver loader (rawcuda.h)
@@ -28,7 +28,9 @@ static CUcontext cuctx;
 static void *module;
 static void *k_slow_write, *k_spin_add;
 
-static const char *kind_name(cw_future_kind k) { return k == CW_FUTURE_HOST_FUNC ? "HOST_FUNC" : "WRITE_VALUE"; }
+static const char *kind_name(cw_future_kind k) {
+    return k == CW_FUTURE_HOST_FUNC ? "HOST_FUNC" : k == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE";
+}
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
@@ -509,9 +511,11 @@ static void test_destroy_pending(void **state) {
 
 static cw_future_kind K_HOST = CW_FUTURE_HOST_FUNC;
 static cw_future_kind K_WRITE = CW_FUTURE_WRITE_VALUE;
+static cw_future_kind K_EVENT = CW_FUTURE_EVENT;
 
-#define BOTH(fn) \
-    {#fn "(HOST_FUNC)", fn, NULL, NULL, &K_HOST}, {#fn "(WRITE_VALUE)", fn, NULL, NULL, &K_WRITE}
+#define BOTH(fn)                                                                                     \
+    {#fn "(HOST_FUNC)", fn, NULL, NULL, &K_HOST}, {#fn "(WRITE_VALUE)", fn, NULL, NULL, &K_WRITE},   \
+        {#fn "(EVENT)", fn, NULL, NULL, &K_EVENT}
 
 int main(void) {
     const int start = rawcuda_start(&rc);

@@ -1159,6 +1159,7 @@ static void test_fork_join(void **state) {
 
 static const cw_future_kind k_host = CW_FUTURE_HOST_FUNC;
 static const cw_future_kind k_write = CW_FUTURE_WRITE_VALUE;
+static const cw_future_kind k_event = CW_FUTURE_EVENT;
 
 static cw_future_kind kind_of(void **state) { return *(const cw_future_kind *)*state; }
 
@@ -2268,14 +2269,19 @@ int main(int argc, char **argv) {
         TEST(test_objects_know_their_context),
         TEST_K(test_future_hold, k_host),
         TEST_K(test_future_hold, k_write),
+        TEST_K(test_future_hold, k_event),
         TEST_K(test_future_fd, k_host),
         TEST_K(test_future_fd, k_write),
+        TEST_K(test_future_fd, k_event),
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
+        TEST_K(test_future_callback, k_event),
         TEST_K(test_future_rearm, k_host),
         TEST_K(test_future_rearm, k_write),
+        TEST_K(test_future_rearm, k_event),
         TEST_K(test_when_all, k_host),
         TEST_K(test_when_all, k_write),
+        TEST_K(test_when_all, k_event),
         TEST(test_timer),
         TEST(test_graph_capture_replay),
         TEST(test_graph_capture_fork_join),
@@ -2284,8 +2290,10 @@ int main(int argc, char **argv) {
         TEST(test_graph_build),
         TEST(test_graph_update),
         TEST_K(test_future_fault, k_write),
+        TEST_K(test_future_fault, k_event),
         TEST_K(test_future_fault, k_host),
         TEST_K(test_future_rearm_right_after_wait, k_write),
+        TEST_K(test_future_rearm_right_after_wait, k_event),
         TEST_K(test_future_rearm_right_after_wait, k_host),
         TEST(test_when_all_null_entry),
         TEST(test_fault_injection),

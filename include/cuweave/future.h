@@ -14,9 +14,17 @@
  *                         (spin_us) and then polls it with sleeps that grow
  *                         up to 1 ms. The fastest way for a thread to learn
  *                         of completion (a few microseconds).
+ *  CW_FUTURE_EVENT        the stream records an event (from the context's
+ *                         pool); a waiter spins on cuEventQuery for spin_us
+ *                         and then polls it with sleeps that grow up to
+ *                         1 ms. The cheapest marker to enqueue (one
+ *                         cuEventRecord, where WRITE_VALUE enqueues a memory
+ *                         operation): for hosts that enqueue many frames and
+ *                         wait for few. Each check is a driver call.
  *
  * Callbacks and fds are served by the driver's callback thread (HOST_FUNC)
- * and by one cuweave watcher thread, started on first need.
+ * and by one cuweave watcher thread (WRITE_VALUE, EVENT), started on first
+ * need.
  *
  * Device errors are reported: when the context faulted before the marker
  * ran, poll, wait, the callback and the fd report CW_ERROR_DEVICE_FAULT
@@ -37,12 +45,13 @@ typedef struct cw_future cw_future;
 
 typedef enum cw_future_kind {
     CW_FUTURE_HOST_FUNC = 0,
-    CW_FUTURE_WRITE_VALUE = 1
+    CW_FUTURE_WRITE_VALUE = 1,
+    CW_FUTURE_EVENT = 2
 } cw_future_kind;
 
 /*
  * Completion callback. Runs exactly once per completion: on the driver's
- * callback thread (HOST_FUNC), on cuweave's watcher thread (WRITE_VALUE), or
+ * callback thread (HOST_FUNC), on cuweave's watcher thread (WRITE_VALUE, EVENT), or
  * on the thread that set it when the future had already completed. It must
  * not call CUDA or cuweave functions that enqueue work or wait (the driver
  * forbids CUDA calls from its callback thread); it may signal, queue, call

@@ -21,6 +21,7 @@ CuweaveError = _errors.CuweaveError
 
 HOST_FUNC = 0
 WRITE_VALUE = 1
+EVENT = 2
 POOL_LEASE, POOL_ROUND_ROBIN, POOL_SINGLE = 0, 1, 2
 
 
