@@ -609,6 +609,49 @@ CW_API void cw_launch_config_default(cw_launch_config *c) {
     c->block[0] = c->block[1] = c->block[2] = 1;
 }
 
+namespace cw {
+namespace {
+const CUcontext kFilling = reinterpret_cast<CUcontext>(uintptr_t(1));
+
+// The kernel's function in ctx from the cache, or nullptr.
+CUfunction cached_function(const cw_kernel *k, CUcontext ctx) {
+    for (const auto &e : k->fns) {
+        CUcontext c = e.ctx.load(std::memory_order_acquire);
+        if (c == ctx) return e.fn;
+        if (!c) break;
+    }
+    return nullptr;
+}
+
+// Puts the kernel's function in s's context into the cache (best effort:
+// nothing when the cache is full, the stream is capturing (resolving may
+// load code, which a capture may not see), or the driver says no).
+void cache_function(cw_kernel *k, const cw_stream *s) {
+    if (!drv().cuKernelGetFunction || s->cap.active || s->in_capture || s->is_null) return;
+    CUstreamCaptureStatus cs = 0;
+    if (drv().cuStreamIsCapturing(s->cu, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+    for (auto &e : k->fns) {
+        CUcontext expected = nullptr;
+        if (e.ctx.load(std::memory_order_acquire) == s->ctx->cu) return;
+        if (!e.ctx.compare_exchange_strong(expected, kFilling, std::memory_order_acq_rel)) {
+            if (expected == s->ctx->cu) return;
+            continue;  // another context's, or being filled
+        }
+        CurrentGuard guard;
+        CUfunction f = nullptr;
+        if (guard.enter(s->ctx->cu) == CW_SUCCESS && drv().cuKernelGetFunction(&f, k->cu) == CUDA_SUCCESS &&
+            guard.leave() == CW_SUCCESS && f) {
+            e.fn = f;
+            e.ctx.store(s->ctx->cu, std::memory_order_release);
+        } else {
+            e.ctx.store(nullptr, std::memory_order_release);  // free again
+        }
+        return;
+    }
+}
+}  // namespace
+}  // namespace cw
+
 CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_config *cfg, void **args) {
     CW_ENTRY;
     CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
@@ -642,10 +685,15 @@ CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_co
     lc.hStream = s->cu;
     lc.attrs = na ? attrs : nullptr;
     lc.numAttrs = na;
-    // The kernel itself (not a per-context function): it runs in s's context.
-    return on_stream(s, "cuLaunchKernelEx", [&] {
-        return drv().cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(k->cu), args, nullptr);
-    });
+    // The kernel's function in s's context when cached; else the kernel
+    // itself (the driver finds its function in the stream's context).
+    CUfunction fn = s->is_null ? nullptr : cached_function(k, s->ctx->cu);
+    if (!fn) {
+        cache_function(k, s);
+        fn = s->is_null ? nullptr : cached_function(k, s->ctx->cu);
+    }
+    if (!fn) fn = reinterpret_cast<CUfunction>(k->cu);
+    return on_stream(s, "cuLaunchKernelEx", [&] { return drv().cuLaunchKernelEx(&lc, fn, args, nullptr); });
 }
 
 CW_API cw_status cw_kernel_get_handle(const cw_kernel *k, void **cukernel) {

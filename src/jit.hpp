@@ -146,6 +146,14 @@ struct cw_kernel {
     CUkernel cu;
     char *name;  // as asked for
     cw_kernel *next;
+    // The kernel's function in up to four contexts (cuKernelGetFunction),
+    // each entry written once: ctx is published after fn. A launch through
+    // the function skips the driver's per-launch lookup of the kernel in the
+    // stream's context.
+    struct {
+        std::atomic<CUcontext> ctx;
+        CUfunction fn;
+    } fns[4];
 };
 
 struct cw_module {

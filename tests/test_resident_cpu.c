@@ -25,6 +25,8 @@
 
 static long (*fake_live)(const char *kind);
 static long (*fake_last_prog)(void);
+static long (*fake_calls)(const char *entry);
+static CUcontext (*fake_other)(void);
 static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "body", "exec", "pending"};
 #define NKINDS (sizeof k_kinds / sizeof k_kinds[0])
 
@@ -341,6 +343,50 @@ static void test_overlap(void **state) {
     assert_int_equal(leaks(before, "overlap builds"), 0);
 }
 
+/* cw_kernel_launch resolves a kernel's function in a context once
+ * (cuKernelGetFunction) and launches through it from then on; not while the
+ * stream captures (resolving may load code), where it launches the kernel
+ * itself; a second context gets its own entry. */
+static void test_kernel_function_cache(void **state) {
+    (void)state;
+    static const char image[] = "fake image for the cache";
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, image));
+    cw_kernel *k = NULL;
+    assert_cw_ok(cw_module_get_kernel(m, "cached", &k));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_launch_config lc;
+    cw_launch_config_default(&lc);
+    const long gets0 = fake_calls("cuKernelGetFunction"), launches0 = fake_calls("cuLaunchKernelEx");
+    /* captured first: launched, nothing resolved */
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_end(s, &g));
+    cw_graph_destroy(&g);
+    assert_int_equal(fake_calls("cuKernelGetFunction"), gets0);
+    /* then ten launches: resolved once */
+    for (int i = 0; i < 10; i++) assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
+    assert_int_equal(fake_calls("cuKernelGetFunction"), gets0 + 1);
+    assert_int_equal(fake_calls("cuLaunchKernelEx"), launches0 + 11);
+    /* another context (a wrapper of the fake's second context): its own entry */
+    cw_context *other = NULL;
+    assert_cw_ok(cw_context_wrap(&other, fake_other()));
+    cw_stream *s2 = NULL;
+    assert_cw_ok(cw_stream_create(&s2, other, NULL));
+    for (int i = 0; i < 3; i++) assert_cw_ok(cw_kernel_launch(k, s2, &lc, NULL));
+    assert_int_equal(fake_calls("cuKernelGetFunction"), gets0 + 2);
+    for (int i = 0; i < 3; i++) assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
+    assert_int_equal(fake_calls("cuKernelGetFunction"), gets0 + 2);
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_cw_ok(cw_stream_synchronize(s2));
+    cw_stream_destroy(&s2);
+    cw_context_destroy(&other);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 /* While a loop runs, driver calls that free memory, load or unload code, or
  * destroy a graph with conditional nodes wait until it ends (they would hang
  * for good). So: destroying another loop, a module or a context then
@@ -627,7 +673,9 @@ int main(int argc, char **argv) {
     setenv("FAKE_CUDA_FEATURES", "all", 1);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
-        !(fake_last_prog = (long (*)(void))dlsym(lib, "fake_cuda_last_prog_edges"))) {
+        !(fake_last_prog = (long (*)(void))dlsym(lib, "fake_cuda_last_prog_edges")) ||
+        !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
+        !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -647,6 +695,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_foreign_context_graph),
         cmocka_unit_test(test_workload_fn),
         cmocka_unit_test(test_overlap),
+        cmocka_unit_test(test_kernel_function_cache),
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_fault_sweep),
     };
