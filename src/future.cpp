@@ -35,6 +35,7 @@ struct cw_future {
     cw_future_fn cb;
     void *cb_user;
     std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
+    std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
     std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
     std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
     cw_future *watch_next;
@@ -50,11 +51,13 @@ constexpr unsigned kDefaultSpinUs = 200;
 // f's context current (the caller's restored). A fault counts as reached,
 // and is cached for outcome() to report.
 bool event_reached(cw_future *f) {
+    if (f->seen_done.load(std::memory_order_acquire)) return true;
     CurrentGuard guard;
     if (guard.enter(f->ctx->cu) != CW_SUCCESS) return false;
     CUresult r = drv().cuEventQuery(f->ev);
     (void)guard.leave();
     if (r == CUDA_ERROR_NOT_READY) return false;
+    if (r == CUDA_SUCCESS) f->seen_done.store(true, std::memory_order_release);
     if (r != CUDA_SUCCESS && !f->fault.load(std::memory_order_acquire))
         f->fault.store(fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker"),
                        std::memory_order_release);
@@ -228,6 +231,7 @@ cw_status enqueue_marker(cw_future *f, cw_stream *s, uint32_t seq, bool first, b
     // the stream points at f then, so `queued` stays false: a future whose
     // creation failed may be freed at once (its event goes back to the pool,
     // re-recorded by its next user).
+    if (f->kind == CW_FUTURE_EVENT) f->seen_done.store(false, std::memory_order_release);
     if (first || f->kind == CW_FUTURE_EVENT)
         CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(f->ev, s->cu); }));
     f->armed.store(seq, std::memory_order_seq_cst);
@@ -276,8 +280,11 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
         int64_t sleep_ns = 2000;
         for (;;) {
-            CUresult r = drv().cuEventQuery(f->ev);
-            if (r == CUDA_SUCCESS) break;
+            CUresult r = f->seen_done.load(std::memory_order_acquire) ? CUDA_SUCCESS : drv().cuEventQuery(f->ev);
+            if (r == CUDA_SUCCESS) {
+                f->seen_done.store(true, std::memory_order_release);
+                break;
+            }
             if (r != CUDA_ERROR_NOT_READY) {
                 cw_status st = fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker");
                 if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);

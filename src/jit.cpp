@@ -692,6 +692,11 @@ CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_co
         cache_function(k, s);
         fn = s->is_null ? nullptr : cached_function(k, s->ctx->cu);
     }
+    if (fn && na == 0)  // the plain launch: the cheapest to enqueue
+        return on_stream(s, "cuLaunchKernel", [&] {
+            return drv().cuLaunchKernel(fn, lc.gridDimX, lc.gridDimY, lc.gridDimZ, lc.blockDimX, lc.blockDimY,
+                                        lc.blockDimZ, lc.sharedMemBytes, lc.hStream, args, nullptr);
+        });
     if (!fn) fn = reinterpret_cast<CUfunction>(k->cu);
     return on_stream(s, "cuLaunchKernelEx", [&] { return drv().cuLaunchKernelEx(&lc, fn, args, nullptr); });
 }

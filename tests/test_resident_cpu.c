@@ -358,7 +358,8 @@ static void test_kernel_function_cache(void **state) {
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     cw_launch_config lc;
     cw_launch_config_default(&lc);
-    const long gets0 = fake_calls("cuKernelGetFunction"), launches0 = fake_calls("cuLaunchKernelEx");
+    const long gets0 = fake_calls("cuKernelGetFunction"), launches0 = fake_calls("cuLaunchKernelEx"),
+               plain0 = fake_calls("cuLaunchKernel");
     /* captured first: launched, nothing resolved */
     assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
     assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
@@ -366,10 +367,17 @@ static void test_kernel_function_cache(void **state) {
     assert_cw_ok(cw_capture_end(s, &g));
     cw_graph_destroy(&g);
     assert_int_equal(fake_calls("cuKernelGetFunction"), gets0);
-    /* then ten launches: resolved once */
+    /* then ten launches: resolved once, launched through the function with
+     * the plain call (no attributes asked for) */
     for (int i = 0; i < 10; i++) assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
     assert_int_equal(fake_calls("cuKernelGetFunction"), gets0 + 1);
-    assert_int_equal(fake_calls("cuLaunchKernelEx"), launches0 + 11);
+    assert_int_equal(fake_calls("cuLaunchKernelEx"), launches0 + 1);
+    assert_int_equal(fake_calls("cuLaunchKernel"), plain0 + 10);
+    /* with an attribute (a priority): the extensible launch */
+    lc.use_priority = 1;
+    assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
+    assert_int_equal(fake_calls("cuLaunchKernelEx"), launches0 + 2);
+    lc.use_priority = 0;
     /* another context (a wrapper of the fake's second context): its own entry */
     cw_context *other = NULL;
     assert_cw_ok(cw_context_wrap(&other, fake_other()));
