@@ -91,7 +91,9 @@
  * Prints what it measures first and a Markdown block for docs/benchmarks.md
  * last. Exits 77 without a GPU or without NVRTC, 1 when a call fails, a
  * result is wrong or a block makes no progress within WATCHDOG_S seconds
- * (SIGALRM), 0 otherwise. CW_COMMIT names the commit; BENCH_FRAMES sets the
+ * (SIGALRM), 0 otherwise. CW_COMMIT names the commit; BENCH_VMAF_FUTURE=write
+ * makes the cuweave variant wait with a WRITE_VALUE future instead of an
+ * EVENT one; BENCH_FRAMES sets the
  * frames per variant, size and mode (default 10000, in blocks of 200).
  *
  * Build: make O=build-make build-make/bench/bench_vmaf   (or ninja -C build bench/bench_vmaf)
@@ -309,6 +311,9 @@ typedef struct variant {
 } variant;
 
 static variant g_var[V_COUNT];
+/* The cuweave variant's future: CW_FUTURE_EVENT, or WRITE_VALUE with
+ * BENCH_VMAF_FUTURE=write. */
+static cw_future_kind g_future_kind = CW_FUTURE_EVENT;
 static void *g_fn;            /* the kernel's CUfunction in the context (raw variants) */
 static cw_kernel *g_kernel;   /* the same kernel for cw_kernel_launch */
 
@@ -592,6 +597,9 @@ int main(void) {
     if (frames_per < BLOCK) frames_per = BLOCK;
     const int rounds = (int)((frames_per + BLOCK - 1) / BLOCK);
     frames_per = (long)rounds * BLOCK;
+    const char *fk = getenv("BENCH_VMAF_FUTURE");
+    if (fk && strcmp(fk, "write") == 0) g_future_kind = CW_FUTURE_WRITE_VALUE;
+    printf("cuweave's completion: %s future\n", g_future_kind == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE");
 
     /* the context, current on this thread for the whole run */
     cw_context *ctx = NULL;
@@ -652,7 +660,7 @@ int main(void) {
             CW_CHECK(cw_stream_create(&V->cw_compute, ctx, NULL));
             CW_CHECK(cw_stream_get_handle(V->cw_compute, &V->cw_compute_h));
             for (int i = 0; i < RING; i++) {
-                CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, CW_FUTURE_EVENT));
+                CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, g_future_kind));
                 CW_CHECK(cw_future_set_spin(V->fut[i], SPIN_US));
                 CW_CHECK(cw_future_wait(V->fut[i], TIMEOUT_US));
             }
