@@ -55,12 +55,12 @@
  *                  ordering with cw_stream_wait (cuweave's own events), the
  *                  launch with cw_kernel_launch, the result copy with
  *                  cuMemcpyDtoHAsync on the compute stream's CUstream and
- *                  the host wait on an event future (CW_FUTURE_EVENT:
- *                  cw_future_rearm records one event, the same enqueue
- *                  cost as the raw code's event; cw_future_wait spins on
- *                  it, with a time limit), its spin long enough that the
- *                  waiter never sleeps during a frame, as the driver's
- *                  synchronize spins.
+ *                  the host wait on a future (one frame at a time a
+ *                  WRITE_VALUE future, seen soonest; pipelined an EVENT
+ *                  future, whose rearm records one event, the raw code's
+ *                  enqueue cost; cw_future_wait has a time limit), its spin
+ *                  long enough that the waiter never sleeps during a
+ *                  frame, as the driver's synchronize spins.
  *
  * A caveat the reader of the figures needs: the CUDA driver documents that
  * a blocking (CU_STREAM_DEFAULT) stream synchronises with the legacy NULL
@@ -92,8 +92,8 @@
  * last. Exits 77 without a GPU or without NVRTC, 1 when a call fails, a
  * result is wrong or a block makes no progress within WATCHDOG_S seconds
  * (SIGALRM), 0 otherwise. CW_COMMIT names the commit; BENCH_VMAF_FUTURE=write
- * makes the cuweave variant wait with a WRITE_VALUE future instead of an
- * EVENT one; BENCH_FRAMES sets the
+ * or =event makes the cuweave variant wait with that future kind in both
+ * modes; BENCH_FRAMES sets the
  * frames per variant, size and mode (default 10000, in blocks of 200).
  *
  * Build: make O=build-make build-make/bench/bench_vmaf   (or ninja -C build bench/bench_vmaf)
@@ -303,7 +303,8 @@ typedef struct variant {
     CUstream up_ref_h[RING], up_dis_h[RING];
     cw_stream *cw_compute;
     CUstream cw_compute_h;
-    cw_future *fut[RING];
+    cw_future *fut[RING];   /* one frame at a time: WRITE_VALUE (the fastest to see) */
+    cw_future *fut_p[RING]; /* pipelined: EVENT (the cheapest to enqueue) */
     /* checks */
     long checked, mismatches;
     /* host time spent enqueuing a frame (submit), for the current size */
@@ -311,9 +312,11 @@ typedef struct variant {
 } variant;
 
 static variant g_var[V_COUNT];
-/* The cuweave variant's future: CW_FUTURE_EVENT, or WRITE_VALUE with
- * BENCH_VMAF_FUTURE=write. */
-static cw_future_kind g_future_kind = CW_FUTURE_EVENT;
+/* The cuweave variant's futures: WRITE_VALUE for one frame at a time (the
+ * completion seen soonest), EVENT pipelined (the marker cheapest to
+ * enqueue, where the host's enqueue rate bounds the frame rate).
+ * BENCH_VMAF_FUTURE=write or =event uses that kind for both. */
+static cw_future_kind g_future_kind = CW_FUTURE_WRITE_VALUE, g_future_kind_p = CW_FUTURE_EVENT;
 static void *g_fn;            /* the kernel's CUfunction in the context (raw variants) */
 static cw_kernel *g_kernel;   /* the same kernel for cw_kernel_launch */
 
@@ -443,7 +446,7 @@ static void raw_submit(variant *V, const frames *F, long f, int pipelined) {
  * result copy on the compute stream's CUstream and the slot's future
  * re-armed behind it.
  */
-static void cw_submit(variant *V, const frames *F, long f) {
+static void cw_submit(variant *V, const frames *F, long f, int pipelined) {
     const int s = slot_of(f), h = host_of(f);
     store_u64(&V->result[s], POISON);
     unsigned long long counter = V->dcount + (unsigned long long)s * sizeof(uint64_t);
@@ -456,13 +459,13 @@ static void cw_submit(variant *V, const frames *F, long f) {
     CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->cw_compute_h));
     CW_CHECK(cw_kernel_launch(g_kernel, V->cw_compute, &F->lc, args));
     CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->cw_compute_h));
-    CW_CHECK(cw_future_rearm(V->fut[s], V->cw_compute));
+    CW_CHECK(cw_future_rearm(pipelined ? V->fut_p[s] : V->fut[s], V->cw_compute));
 }
 
 static void submit(variant *V, const frames *F, long f, int pipelined) {
     const unsigned long long t0 = now_ns();
     if (V->id == V_CW)
-        cw_submit(V, F, f);
+        cw_submit(V, F, f, pipelined);
     else
         raw_submit(V, F, f, pipelined);
     V->submit_ns += now_ns() - t0;
@@ -472,7 +475,7 @@ static void submit(variant *V, const frames *F, long f, int pipelined) {
 /* Waits on the host until frame f's result is in its pinned slot. */
 static void wait_result(variant *V, long f, int pipelined) {
     if (V->id == V_CW)
-        CW_CHECK(cw_future_wait(V->fut[slot_of(f)], TIMEOUT_US));
+        CW_CHECK(cw_future_wait(pipelined ? V->fut_p[slot_of(f)] : V->fut[slot_of(f)], TIMEOUT_US));
     else if (pipelined)
         CU_CHECK(rc.cuEventSynchronize(V->done[slot_of(f)]));
     else
@@ -555,7 +558,8 @@ int main(void) {
            "                cuStreamSynchronize (pipelined: cuEventSynchronize)\n"
            "  ADR fix     : the same, per-picture streams cuStreamCreateWithPriority(NON_BLOCKING, 0)\n"
            "  cuweave     : a named pooled stream (non-blocking) per picture, cw_stream_wait, cw_kernel_launch,\n"
-           "                cuMemcpyDtoHAsync on the cw_stream, event future (rearm + wait)\n"
+           "                cuMemcpyDtoHAsync on the cw_stream, a future (rearm + wait): WRITE_VALUE one at a\n"
+           "                time, EVENT pipelined\n"
            "  modes       : one frame at a time (latency, fps) and pipelined, %d frames in flight (fps)\n"
            "  method      : blocks of %d frames, the variants' order rotated each round, a warm-up block\n"
            "                per variant and mode first\n",
@@ -598,8 +602,11 @@ int main(void) {
     const int rounds = (int)((frames_per + BLOCK - 1) / BLOCK);
     frames_per = (long)rounds * BLOCK;
     const char *fk = getenv("BENCH_VMAF_FUTURE");
-    if (fk && strcmp(fk, "write") == 0) g_future_kind = CW_FUTURE_WRITE_VALUE;
-    printf("cuweave's completion: %s future\n", g_future_kind == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE");
+    if (fk && strcmp(fk, "write") == 0) g_future_kind = g_future_kind_p = CW_FUTURE_WRITE_VALUE;
+    if (fk && strcmp(fk, "event") == 0) g_future_kind = g_future_kind_p = CW_FUTURE_EVENT;
+    printf("cuweave's completion: %s future one frame at a time, %s pipelined\n",
+           g_future_kind == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE",
+           g_future_kind_p == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE");
 
     /* the context, current on this thread for the whole run */
     cw_context *ctx = NULL;
@@ -663,6 +670,9 @@ int main(void) {
                 CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, g_future_kind));
                 CW_CHECK(cw_future_set_spin(V->fut[i], SPIN_US));
                 CW_CHECK(cw_future_wait(V->fut[i], TIMEOUT_US));
+                CW_CHECK(cw_future_create(&V->fut_p[i], V->cw_compute, g_future_kind_p));
+                CW_CHECK(cw_future_set_spin(V->fut_p[i], SPIN_US));
+                CW_CHECK(cw_future_wait(V->fut_p[i], TIMEOUT_US));
             }
         }
     }
@@ -779,8 +789,9 @@ int main(void) {
            "design: per-picture streams made with `cuStreamCreate(CU_STREAM_DEFAULT)` and an event each, made\n"
            "with the picture, the compute stream non-blocking, `cuStreamSynchronize`. ADR fix: the same with\n"
            "`cuStreamCreateWithPriority(CU_STREAM_NON_BLOCKING, 0)`. cuweave: each picture's own stream from a\n"
-           "`cw_stream_pool` (`cw_stream_pool_named`), `cw_stream_wait`, `cw_kernel_launch`, an event future\n"
-           "(`CW_FUTURE_EVENT`). Latency: first upload call to the result on the host, microseconds, %ld frames per variant and size; fps: per block of %d\n"
+           "`cw_stream_pool` (`cw_stream_pool_named`), `cw_stream_wait`, `cw_kernel_launch`, a `WRITE_VALUE` future\n"
+           "one frame at a time and an `EVENT` future pipelined. Latency: first upload call to the result on the\n"
+           "host, microseconds, %ld frames per variant and size; fps: per block of %d\n"
            "frames (median); pipelined: %d frames in flight. Variants alternated by block in one run; %ld\n"
            "results checked against the CPU, %ld wrong.\n\n",
            date, info.name, drv / 1000, drv % 1000 / 10, commit, RING, frames_per, BLOCK, DEPTH, checked,
@@ -821,7 +832,10 @@ int main(void) {
             for (int i = 0; i < RING; i++) CU_CHECK(rc.cuEventDestroy(V->done[i]));
             CU_CHECK(rc.cuStreamDestroy(V->compute));
         } else {
-            for (int i = 0; i < RING; i++) cw_future_destroy(&V->fut[i]);
+            for (int i = 0; i < RING; i++) {
+                cw_future_destroy(&V->fut[i]);
+                cw_future_destroy(&V->fut_p[i]);
+            }
             cw_stream_destroy(&V->cw_compute);
             cw_stream_pool_destroy(&V->pool);
         }
