@@ -15,7 +15,8 @@ import ctypes
 import weakref
 
 from . import _errors
-from ._lib import PoolSettings, PoolStats, StreamSettings, last_error, lib
+from ._lib import (Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
+                   StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
 
@@ -23,6 +24,9 @@ HOST_FUNC = 0
 WRITE_VALUE = 1
 EVENT = 2
 POOL_LEASE, POOL_ROUND_ROBIN, POOL_SINGLE = 0, 1, 2
+CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
+SLEEP_FIXED, SLEEP_ADAPTIVE = 0, 1
+GATE_NODE, GATE_KERNELS = 0, 1
 
 
 def errors():
@@ -186,6 +190,11 @@ class Stream(_Handle):
     def synchronize(self):
         lib.cw_stream_synchronize(self.handle)
 
+    def capture(self, mode=CAPTURE_THREAD_LOCAL):
+        """with stream.capture() as cap: ... enqueue work ...; then cap.graph.
+        The work is recorded into a Graph instead of running."""
+        return _Capture(self, mode)
+
     def done(self):
         st = lib.cw_stream_query(self.handle)
         if st == 0:
@@ -308,6 +317,260 @@ class Timer(_Handle):
         ms = ctypes.c_float()
         lib.cw_timer_elapsed_ms(self.handle, ctypes.byref(ms))
         return ms.value
+
+
+class _Capture:
+    def __init__(self, stream, mode):
+        self.stream, self.mode, self.graph = stream, mode, None
+
+    def __enter__(self):
+        lib.cw_capture_begin(self.stream.handle, self.mode)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        out = ctypes.c_void_p()
+        try:
+            lib.cw_capture_end(self.stream.handle, ctypes.byref(out))
+        except _errors.CuweaveError:
+            if exc_type is None:
+                raise
+            return False  # the body's exception is the one to see
+        self.graph = Graph(self.stream.context, _ptr=out.value)
+        return False
+
+
+class Graph(_Handle):
+    """A captured graph (Stream.capture). instantiate() makes a GraphExec."""
+
+    _destroy = lib.cw_graph_destroy
+
+    def __init__(self, context, _ptr):
+        super().__init__(_ptr, keep=(context,))
+        self.context = context
+
+    def instantiate(self):
+        return GraphExec(self.context, _new(lib.cw_graph_instantiate, self.handle, 0))
+
+
+class GraphExec(_Handle):
+    _destroy = lib.cw_graph_exec_destroy
+
+    def __init__(self, context, ptr):
+        super().__init__(ptr, keep=(context,))
+        self.context = context
+
+    def upload(self, stream):
+        lib.cw_graph_exec_upload(self.handle, stream.handle)
+
+    def launch(self, stream):
+        lib.cw_graph_exec_launch(self.handle, stream.handle)
+
+
+def compile_log():
+    """The NVRTC log of this thread's last compile (also after a failure)."""
+    log = lib.cw_compile_log()
+    return log.decode("utf-8", "replace") if log else ""
+
+
+class Program(_Handle):
+    """CUDA C++ compiled with NVRTC for the context's device (cached in memory
+    and on disk). headers: {name: source} given to NVRTC in memory."""
+
+    _destroy = lib.cw_program_destroy
+
+    def __init__(self, context, source, name="cuweave.cu", options=(), headers=None, name_expressions=()):
+        s = ProgramSettings()
+        lib.cw_program_settings_default(ctypes.byref(s))
+        keep = []  # the C strings must live through the call
+        s.name = name.encode()
+        if options:
+            arr = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+            keep.append(arr)
+            s.options, s.n_options = arr, len(options)
+        if headers:
+            hs = (Header * len(headers))()
+            for i, (n, src) in enumerate(headers.items()):
+                hs[i].name, hs[i].source = n.encode(), src.encode() if isinstance(src, str) else src
+            keep.append(hs)
+            s.headers, s.n_headers = hs, len(headers)
+        if name_expressions:
+            arr = (ctypes.c_char_p * len(name_expressions))(*[e.encode() for e in name_expressions])
+            keep.append(arr)
+            s.name_expressions, s.n_name_expressions = arr, len(name_expressions)
+        super().__init__(_new(lib.cw_program_compile, context.handle, source.encode(), ctypes.byref(s)),
+                         keep=(context,))
+        self.context = context
+
+    def load(self):
+        return Module(self)
+
+
+class Module(_Handle):
+    """A program's code loaded with the library API (any context of a device it suits)."""
+
+    _destroy = lib.cw_module_destroy
+
+    def __init__(self, program):
+        super().__init__(_new(lib.cw_module_load, program.handle), keep=(program.context,))
+        self.context = program.context
+        self._kernels = {}
+
+    def kernel(self, name):
+        if name not in self._kernels:
+            self._kernels[name] = Kernel(self, _get(lib.cw_module_get_kernel, self.handle, name.encode()))
+        return self._kernels[name]
+
+
+class Kernel:
+    """A kernel of a Module. launch(stream, grid, block, *args): ints, floats,
+    numpy-style scalars, device buffers (__cuda_array_interface__: their
+    address) and objects with a `ptr` attribute; each argument is packed to the
+    size the kernel's parameter has (the driver says)."""
+
+    def __init__(self, module, ptr):
+        self.module = module  # keeps the module (and its code) alive
+        self._ptr = ctypes.c_void_p(ptr)
+        self._sizes = None
+
+    def param_sizes(self, context):
+        if self._sizes is None:
+            n = ctypes.c_size_t()
+            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), None, 0)
+            sizes = (ctypes.c_size_t * max(n.value, 1))()
+            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), sizes, n.value)
+            self._sizes = [sizes[i] for i in range(n.value)]
+        return self._sizes
+
+    def preload(self, context):
+        lib.cw_kernel_preload(self._ptr, context.handle)
+
+    @staticmethod
+    def _pack(value, size):
+        if hasattr(value, "__cuda_array_interface__"):
+            value = value.__cuda_array_interface__["data"][0]
+        elif hasattr(value, "ptr") and not isinstance(value, (int, float)):
+            value = int(value.ptr)
+        if isinstance(value, float) or type(value).__name__.startswith("float"):
+            if size == 4:
+                return ctypes.c_float(float(value))
+            if size == 8:
+                return ctypes.c_double(float(value))
+        else:
+            value = int(value)
+            kinds = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
+            if size in kinds:
+                return kinds[size](value & ((1 << (8 * size)) - 1))
+        raise TypeError("cannot pass %r as a %d-byte kernel parameter" % (value, size))
+
+    def launch(self, stream, grid, block, *args, shared=0):
+        sizes = self.param_sizes(stream.context)
+        if len(args) != len(sizes):
+            raise TypeError("the kernel takes %d arguments, %d given" % (len(sizes), len(args)))
+        packed = [self._pack(a, n) for a, n in zip(args, sizes)]
+        ptrs = (ctypes.c_void_p * max(len(packed), 1))(*[ctypes.addressof(p) for p in packed])
+        c = LaunchConfig()
+        lib.cw_launch_config_default(ctypes.byref(c))
+        grid = (grid,) if isinstance(grid, int) else tuple(grid)
+        block = (block,) if isinstance(block, int) else tuple(block)
+        for i, v in enumerate(grid):
+            c.grid[i] = v
+        for i, v in enumerate(block):
+            c.block[i] = v
+        c.shared_bytes = shared
+        lib.cw_kernel_launch(self._ptr, stream.handle, ctypes.byref(c), ptrs)
+
+
+def resident_device_header():
+    """The text of cuweave/resident_device.h, to give NVRTC as a header."""
+    return lib.cw_resident_device_header().decode()
+
+
+class Resident(_Handle):
+    """The GPU-resident loop on a context (docs/resident.md). Settings as
+    keyword arguments named as in cw_resident_settings (timeout_ms,
+    sleep_interval_us, sleep_mode, spin_us, sync_with_host, input_slots,
+    input_bytes, unroll, gate, overlap, destroy_timeout_ms)."""
+
+    _destroy = lib.cw_resident_destroy
+
+    def __init__(self, context, **settings):
+        s = ResidentSettings()
+        lib.cw_resident_settings_default(ctypes.byref(s))
+        for k, v in settings.items():
+            if k == "reserved" or not hasattr(s, k):
+                raise TypeError("no resident setting %r" % k)
+            setattr(s, k, v)
+        super().__init__(_new(lib.cw_resident_create, context.handle, ctypes.byref(s)), keep=(context,))
+        self.context = context
+
+    @staticmethod
+    def default_settings():
+        s = ResidentSettings()
+        lib.cw_resident_settings_default(ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in ResidentSettings._fields_ if name != "reserved"}
+
+    @property
+    def ctl(self):
+        """The device address of the loop's control block (cw_resident_ctl *)."""
+        v = ctypes.c_ulonglong()
+        lib.cw_resident_get_ctl(self.handle, ctypes.byref(v))
+        return v.value
+
+    def input(self, slot):
+        v = ctypes.c_ulonglong()
+        lib.cw_resident_get_input(self.handle, slot, ctypes.byref(v))
+        return v.value
+
+    def set_workload(self, graph):
+        lib.cw_resident_set_workload(self.handle, graph.handle)
+
+    def build(self):
+        lib.cw_resident_build(self.handle)
+
+    def launch(self):
+        lib.cw_resident_launch(self.handle)
+
+    @property
+    def launched(self):
+        v = ctypes.c_int()
+        lib.cw_resident_is_launched(self.handle, ctypes.byref(v))
+        return bool(v.value)
+
+    def next_input(self, timeout=1.0):
+        v = ctypes.c_ulonglong()
+        lib.cw_resident_next_input(self.handle, int(timeout * 1000), ctypes.byref(v))
+        return v.value
+
+    def data_ready(self):
+        """Makes a request; returns its sequence number."""
+        seq = ctypes.c_uint64()
+        lib.cw_resident_data_ready(self.handle, ctypes.byref(seq))
+        return seq.value
+
+    def result_ready(self, seq):
+        v = ctypes.c_int()
+        lib.cw_resident_result_ready(self.handle, seq, ctypes.byref(v))
+        return bool(v.value)
+
+    def wait_result(self, seq, timeout=1.0):
+        lib.cw_resident_wait_result(self.handle, seq, int(timeout * 1000))
+
+    def tear_down(self, timeout=1.0):
+        lib.cw_resident_tear_down(self.handle, int(timeout * 1000))
+
+    def stats(self):
+        st = ResidentStats()
+        lib.cw_resident_get_stats(self.handle, ctypes.byref(st))
+        return {name: getattr(st, name) for name, _ in ResidentStats._fields_ if name != "reserved"}
+
+    def close(self):
+        """Tears the loop down (if launched) and frees it; raises TimeoutError
+        (and keeps it) when it would not stop. Idempotent."""
+        if self._ptr.value:
+            st = lib.cw_resident_destroy(ctypes.byref(self._ptr))
+            if st != 0:
+                raise _errors.from_status(st, last_error())
+        self._finalizer.detach()
 
 
 # Exception classes by name (NoDriverError, TimeoutError, ...) at package level.

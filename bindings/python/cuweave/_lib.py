@@ -80,6 +80,74 @@ class PoolStats(ctypes.Structure):
     ]
 
 
+class Header(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("source", ctypes.c_char_p)]
+
+
+class ProgramSettings(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("options", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_options", ctypes.c_size_t),
+        ("headers", ctypes.POINTER(Header)),
+        ("n_headers", ctypes.c_size_t),
+        ("name_expressions", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_name_expressions", ctypes.c_size_t),
+        ("arch", ctypes.c_int),
+        ("output_ptx", ctypes.c_int),
+        ("cache", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 48),
+    ]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("cluster", ctypes.c_uint * 3),
+        ("priority", ctypes.c_int),
+        ("use_priority", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
+class ResidentSettings(ctypes.Structure):
+    _fields_ = [
+        ("timeout_ms", ctypes.c_uint32),
+        ("sleep_interval_us", ctypes.c_uint32),
+        ("sleep_mode", ctypes.c_int),
+        ("spin_us", ctypes.c_uint32),
+        ("sync_with_host", ctypes.c_int),
+        ("input_slots", ctypes.c_uint32),
+        ("input_bytes", ctypes.c_size_t),
+        ("unroll", ctypes.c_uint32),
+        ("gate", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("use_default_priority", ctypes.c_int),
+        ("destroy_timeout_ms", ctypes.c_uint32),
+        ("overlap", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class ResidentStats(ctypes.Structure):
+    _fields_ = [
+        ("requested", ctypes.c_uint64),
+        ("completed", ctypes.c_uint64),
+        ("iterations", ctypes.c_uint64),
+        ("idle_polls", ctypes.c_uint64),
+        ("launches", ctypes.c_uint64),
+        ("iter_min_ns", ctypes.c_uint64),
+        ("iter_median_ns", ctypes.c_uint64),
+        ("iter_max_ns", ctypes.c_uint64),
+        ("median_window", ctypes.c_uint64),
+        ("run_ns", ctypes.c_uint64),
+        ("exit", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
 def _check(result, func, args):
     if result != 0:
         raise _errors.from_status(result, last_error())
@@ -130,6 +198,49 @@ _SIGNATURES = [
     ("cw_timer_start", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_timer_stop", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_timer_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
+    # graphs
+    ("cw_capture_begin", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int], True),
+    ("cw_capture_end", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_graph_destroy", None, [c_void_pp], False),
+    ("cw_graph_instantiate", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_uint], True),
+    ("cw_graph_exec_upload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_graph_exec_launch", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_graph_exec_destroy", None, [c_void_pp], False),
+    # NVRTC programs, modules, kernels
+    ("cw_program_settings_default", None, [ctypes.POINTER(ProgramSettings)], False),
+    ("cw_program_compile", ctypes.c_int,
+     [c_void_pp, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ProgramSettings)], True),
+    ("cw_program_destroy", None, [c_void_pp], False),
+    ("cw_compile_log", ctypes.c_char_p, [], False),
+    ("cw_module_load", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
+    ("cw_module_destroy", None, [c_void_pp], False),
+    ("cw_module_get_kernel", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, c_void_pp], True),
+    ("cw_kernel_get_params", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
+      ctypes.c_size_t], True),
+    ("cw_kernel_preload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_launch_config_default", None, [ctypes.POINTER(LaunchConfig)], False),
+    ("cw_kernel_launch", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)], True),
+    # the GPU-resident loop
+    ("cw_resident_settings_default", None, [ctypes.POINTER(ResidentSettings)], False),
+    ("cw_resident_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
+    ("cw_resident_destroy", ctypes.c_int, [c_void_pp], False),  # status checked by Resident.close
+    ("cw_resident_get_ctl", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_resident_get_input", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_resident_set_workload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_resident_build", ctypes.c_int, [ctypes.c_void_p], True),
+    ("cw_resident_launch", ctypes.c_int, [ctypes.c_void_p], True),
+    ("cw_resident_is_launched", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_resident_data_ready", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], True),
+    ("cw_resident_result_ready", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, c_int_p], True),
+    ("cw_resident_wait_result", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32], True),
+    ("cw_resident_next_input", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_resident_tear_down", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32], True),
+    ("cw_resident_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
+    ("cw_resident_device_header", ctypes.c_char_p, [], False),
 ]
 
 for _name, _restype, _argtypes, _checked in _SIGNATURES:

@@ -13,6 +13,7 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,8 +21,14 @@ sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
 
-# The driver is chosen once, at the first cuweave call: use the fake one.
+# The driver is chosen once, at the first cuweave call: use the fake one,
+# with its conditional-node and library features (graphs, modules and the
+# resident loop), and the fake NVRTC beside it; the kernel cache in a
+# temporary folder.
 os.environ["CUWEAVE_LIBCUDA"] = FAKE
+os.environ["FAKE_CUDA_FEATURES"] = "all"
+os.environ["CUWEAVE_LIBNVRTC"] = os.path.join(os.path.dirname(FAKE), "libfakenvrtc.so")
+os.environ["CUWEAVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuweave-pytest-")
 os.environ.pop("CUWEAVE_SERIALIZE", None)
 
 import cuweave  # noqa: E402
@@ -150,6 +157,108 @@ class TestWithFakeDriver(unittest.TestCase):
         self.assertGreater(t.elapsed_ms(), 0.0)
         t.close()
         s.close()
+
+
+@unittest.skipUnless(os.path.exists(FAKE), "the fake driver is not built")
+class TestGraphsKernelsResident(unittest.TestCase):
+    """Graphs captured from Python, NVRTC programs and kernel launches, and the
+    resident loop, against the fake driver (which runs no kernels)."""
+
+    def setUp(self):
+        self.ctx = cuweave.Context(0)
+        self.s = cuweave.Stream(self.ctx)
+
+    def tearDown(self):
+        self.s.close()
+        self.ctx.close()
+
+    def test_capture_instantiate_launch(self):
+        with self.s.capture() as cap:
+            pass
+        self.assertIsInstance(cap.graph, cuweave.Graph)
+        exe = cap.graph.instantiate()
+        exe.upload(self.s)
+        for _ in range(3):
+            exe.launch(self.s)
+        self.s.synchronize()
+        exe.close()
+        cap.graph.close()
+        cap.graph.close()  # idempotent
+
+    def test_capture_error_inside_the_body_wins(self):
+        with self.assertRaises(ZeroDivisionError):
+            with self.s.capture():
+                1 / 0
+        self.s.synchronize()  # the stream is usable again
+
+    def test_program_module_kernel_launch(self):
+        prog = cuweave.Program(self.ctx, 'extern "C" __global__ void k() {}', name="k.cu", options=["-lineinfo"],
+                               headers={"extra.h": "#define X 1\n"})
+        mod = prog.load()
+        k = mod.kernel("k")
+        self.assertIs(mod.kernel("k"), k)
+        self.assertEqual(k.param_sizes(self.ctx), [])  # the fake reports no parameters
+        k.launch(self.s, (2, 1, 1), 32)
+        with self.assertRaises(TypeError):
+            k.launch(self.s, 1, 1, 5)  # one argument too many
+        self.s.synchronize()
+        mod.close()
+        prog.close()
+
+    def test_argument_packing(self):
+        import struct
+        pack = cuweave.Kernel._pack
+        self.assertEqual(bytes(pack(-1, 4)), struct.pack("<I", 0xFFFFFFFF))
+        self.assertEqual(bytes(pack(1 << 40, 8)), struct.pack("<Q", 1 << 40))
+        self.assertEqual(bytes(pack(2.5, 4)), struct.pack("<f", 2.5))
+        self.assertEqual(bytes(pack(2.5, 8)), struct.pack("<d", 2.5))
+
+        class Buf:
+            __cuda_array_interface__ = {"data": (0x1234000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+        self.assertEqual(bytes(pack(Buf(), 8)), struct.pack("<Q", 0x1234000))
+        with self.assertRaises(TypeError):
+            pack(1.5, 2)
+
+    def test_resident_settings_layout_and_errors(self):
+        d = cuweave.Resident.default_settings()
+        self.assertEqual((d["sleep_interval_us"], d["unroll"], d["destroy_timeout_ms"], d["use_default_priority"]),
+                         (500, 16, 5000, 1))
+        with self.assertRaises(TypeError):
+            cuweave.Resident(self.ctx, no_such_setting=1)
+        with self.assertRaises(cuweave.InvalidArgumentError):
+            cuweave.Resident(self.ctx, unroll=0)
+        self.assertIn("cw_resident_ctl", cuweave.resident_device_header())
+
+    def test_resident_states_and_requests(self):
+        with self.s.capture() as cap:
+            pass
+        r = cuweave.Resident(self.ctx, input_slots=2, input_bytes=64, sleep_interval_us=0)
+        r.set_workload(cap.graph)
+        cap.graph.close()  # the loop keeps its own copy
+        self.assertNotEqual(r.ctl, 0)
+        self.assertEqual(r.input(1) - r.input(0), 64)
+        self.assertFalse(r.launched)
+        with self.assertRaises(cuweave.InvalidStateError):
+            r.data_ready()
+        r.build()
+        r.launch()
+        self.assertTrue(r.launched)
+        slot = r.next_input()
+        self.assertEqual(slot, r.input(0))
+        self.assertEqual(r.data_ready(), 1)
+        self.assertEqual(r.data_ready(), 2)
+        self.assertFalse(r.result_ready(1))  # the fake serves nothing
+        with self.assertRaises(cuweave.TimeoutError):
+            r.wait_result(1, timeout=0.01)
+        st = r.stats()
+        self.assertEqual((st["requested"], st["completed"], st["launches"]), (2, 0, 1))
+        r.tear_down(timeout=1.0)
+        self.assertFalse(r.launched)
+        with self.assertRaises(cuweave.InvalidStateError):
+            r.result_ready(1)  # dropped by the teardown
+        r.close()
+        r.close()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """GPU: cuweave streams and CuPy streams ordered through cuweave, proved with
-data. Skipped without a GPU or without CuPy (the GPU machine has both).
+data; a graph captured from Python with CuPy work in it; an NVRTC kernel
+launched with Python floats and ints and CuPy arrays; the resident loop
+served from Python with CuPy arrays, every result checked. Skipped without a
+GPU or without CuPy (the GPU machine has both).
 
 Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.0 python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
@@ -64,6 +67,99 @@ class TestCuPyInterop(unittest.TestCase):
         print("\n# CuPy producer -> cuweave consumer: %d values, all exactly 200.0" % n)
         wrapped.close()
         consumer.close()
+
+
+APPLY = r"""
+#include "cuweave/resident_device.h"
+extern "C" __global__ void apply(const cw_resident_ctl *ctl, const unsigned *in, unsigned *out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        out[0] = in[0] * 3u + 1u;
+        out[1] = (unsigned)cw_resident_sequence(ctl);
+    }
+}
+"""
+
+AXPB = r"""
+extern "C" __global__ void axpb(float a, const float *x, float b, float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + b;
+}
+"""
+
+
+@unittest.skipUnless(cp is not None and _have_gpu(), "needs a GPU and CuPy")
+class TestGraphsKernelsResidentOnGPU(unittest.TestCase):
+    def setUp(self):
+        self.ctx = cuweave.Context(0)
+        self.s = cuweave.Stream(self.ctx)
+
+    def tearDown(self):
+        self.s.close()
+        self.ctx.close()
+
+    def test_kernel_launch_with_python_and_cupy_arguments(self):
+        k = cuweave.Program(self.ctx, AXPB, name="axpb.cu").load().kernel("axpb")
+        self.assertEqual(k.param_sizes(self.ctx), [4, 8, 4, 8, 4])
+        n = 100000
+        x = cp.arange(n, dtype=cp.float32)
+        y = cp.zeros(n, dtype=cp.float32)
+        cp.cuda.Device().synchronize()
+        k.launch(self.s, (n + 255) // 256, 256, 2.0, x, 0.5, y, n)
+        self.s.synchronize()
+        self.assertTrue(bool((y == 2.0 * x + 0.5).all()))
+
+    def test_graph_captured_from_python_with_cupy_work(self):
+        x = cp.arange(1 << 16, dtype=cp.float32)
+        y = cp.zeros_like(x)
+        with cp.cuda.ExternalStream(self.s.cu_stream):
+            cp.add(y, x, out=y)  # warm: CuPy loads its kernel before the capture
+        self.s.synchronize()
+        y.fill(0)
+        cp.cuda.Device().synchronize()
+        with self.s.capture() as cap:
+            with cp.cuda.ExternalStream(self.s.cu_stream):
+                cp.add(y, x, out=y)
+        exe = cap.graph.instantiate()
+        for _ in range(5):
+            exe.launch(self.s)
+        self.s.synchronize()
+        self.assertTrue(bool((y == 5 * x).all()))
+        exe.close()
+        cap.graph.close()
+
+    def test_resident_loop_with_cupy_arrays(self):
+        import cupyx
+        import numpy as np
+        k = cuweave.Program(self.ctx, APPLY, name="apply.cu",
+                            headers={"cuweave/resident_device.h": cuweave.resident_device_header()}).load().kernel("apply")
+        inp = cp.zeros(1, dtype=cp.uint32)
+        out = cp.zeros(2, dtype=cp.uint32)
+        staged = cupyx.empty_pinned(1, dtype=np.uint32)  # pinned: the copy is done when it returns
+        back = cupyx.empty_pinned(2, dtype=np.uint32)
+        cp.cuda.Device().synchronize()
+        r = cuweave.Resident(self.ctx, sleep_interval_us=0)
+        with self.s.capture() as cap:
+            k.launch(self.s, 1, 1, r.ctl, inp, out)
+        r.set_workload(cap.graph)
+        cap.graph.close()
+        r.build()  # loads everything before the loop runs (loading would wait for it)
+        r.launch()
+        n, bad = 2000, 0
+        for i in range(1, n + 1):
+            staged[0] = (i * 2654435761) & 0xFFFFFFFF
+            inp.data.copy_from_host(staged.ctypes.data, 4)
+            seq = r.data_ready()
+            r.wait_result(seq, timeout=2.0)
+            out.data.copy_to_host(back.ctypes.data, 8)
+            if int(back[0]) != (int(staged[0]) * 3 + 1) & 0xFFFFFFFF or int(back[1]) != seq:
+                bad += 1
+        st = r.stats()
+        r.tear_down(timeout=2.0)
+        r.close()
+        print("\n# resident loop from Python: %d requests with CuPy arrays, %d wrong; GPU iteration median %.2f us"
+              % (n, bad, st["iter_median_ns"] / 1e3))
+        self.assertEqual(bad, 0)
+        self.assertEqual(st["iterations"], n)
 
 
 if __name__ == "__main__":
