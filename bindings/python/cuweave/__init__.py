@@ -15,7 +15,7 @@ import ctypes
 import weakref
 
 from . import _errors
-from ._lib import (Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
+from ._lib import (GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
                    StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
@@ -122,7 +122,13 @@ class Context(_Handle):
 
     _destroy = lib.cw_context_destroy
 
-    def __init__(self, device=0, _ptr=None):
+    def __init__(self, device=0, _ptr=None, _owner=None):
+        if _owner is not None:
+            # a partition's context: the set owns it; this object keeps the set alive
+            self._ptr = ctypes.c_void_p(_ptr)
+            self._keep = (_owner,)
+            self._finalizer = weakref.finalize(self, lambda: None)
+            return
         super().__init__(_ptr if _ptr is not None else _new(lib.cw_context_create, device))
 
     @classmethod
@@ -169,8 +175,12 @@ class Stream(_Handle):
 
     @classmethod
     def wrap(cls, context, stream):
+        """Adopts a CUstream: an int, an object with __cuda_stream__ (CuPy,
+        cuda.core), or one with a cuda_stream attribute (torch.cuda.Stream)."""
         if hasattr(stream, "__cuda_stream__"):
             version, stream = stream.__cuda_stream__()
+        elif hasattr(stream, "cuda_stream"):
+            stream = stream.cuda_stream
         return cls(context, _ptr=_new(lib.cw_stream_wrap, context.handle, ctypes.c_void_p(stream)))
 
     @property
@@ -317,6 +327,42 @@ class Timer(_Handle):
         ms = ctypes.c_float()
         lib.cw_timer_elapsed_ms(self.handle, ctypes.byref(ms))
         return ms.value
+
+
+def green_query(device=0):
+    """What green contexts the device supports: a dict of cw_green_caps."""
+    c = GreenCaps()
+    lib.cw_green_query(device, ctypes.byref(c))
+    return {name: getattr(c, name) for name, _ in GreenCaps._fields_ if name != "reserved"}
+
+
+class PartitionSet(_Handle):
+    """Disjoint SM partitions of a device made by one split (green contexts):
+    PartitionSet([16, 8]) has partitions 0 and 1 and the leftover one last.
+    context(i) is partition i's Context (owned by the set)."""
+
+    _destroy = lib.cw_partition_set_destroy
+
+    def __init__(self, sm_counts, device=0, default=-1):
+        arr = (ctypes.c_uint * len(sm_counts))(*sm_counts)
+        super().__init__(_new(lib.cw_partition_set_create, device, arr, len(sm_counts), default))
+
+    def __len__(self):
+        n = ctypes.c_size_t()
+        lib.cw_partition_set_count(self.handle, ctypes.byref(n))
+        return n.value
+
+    def context(self, index):
+        return Context(_ptr=_get(lib.cw_partition_set_get, self.handle, ctypes.c_size_t(index)), _owner=self)
+
+    def close(self):
+        """Destroys the set; raises InvalidStateError (and keeps it) while objects
+        made on its partitions are alive. Idempotent."""
+        if self._ptr.value:
+            st = lib.cw_partition_set_destroy(ctypes.byref(self._ptr))
+            if st != 0:
+                raise _errors.from_status(st, last_error())
+        self._finalizer.detach()
 
 
 class _Capture:

@@ -220,6 +220,14 @@ class TestGraphsKernelsResident(unittest.TestCase):
         with self.assertRaises(TypeError):
             pack(1.5, 2)
 
+    def test_green_query_and_partitions(self):
+        caps = cuweave.green_query(0)
+        self.assertEqual((caps["supported"], caps["sm_count"], caps["granularity"]), (1, 132, 8))
+        # the fake answers the query but makes no green contexts
+        with self.assertRaises(cuweave.NotSupportedError) as cm:
+            cuweave.PartitionSet([16, 8])
+        self.assertIn("cw_partition_set_create", str(cm.exception))
+
     def test_resident_settings_layout_and_errors(self):
         d = cuweave.Resident.default_settings()
         self.assertEqual((d["sleep_interval_us"], d["unroll"], d["destroy_timeout_ms"], d["use_default_priority"]),

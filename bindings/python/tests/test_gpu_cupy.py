@@ -127,6 +127,53 @@ class TestGraphsKernelsResidentOnGPU(unittest.TestCase):
         exe.close()
         cap.graph.close()
 
+    def test_partition_runs_a_kernel(self):
+        caps = cuweave.green_query(0)
+        if not caps["supported"]:
+            self.skipTest("no green contexts on this device")
+        ps = cuweave.PartitionSet([caps["min_partition"] * 2])
+        self.assertEqual(len(ps), 2)  # the partition and the leftover
+        part = ps.context(0)
+        s = cuweave.Stream(part)
+        k = cuweave.Program(part, AXPB, name="axpb_part.cu").load().kernel("axpb")
+        n = 4096
+        x = cp.arange(n, dtype=cp.float32)
+        y = cp.zeros(n, dtype=cp.float32)
+        cp.cuda.Device().synchronize()
+        k.launch(s, (n + 255) // 256, 256, 3.0, x, 1.0, y, n)
+        s.synchronize()
+        self.assertTrue(bool((y == 3.0 * x + 1.0).all()))
+        with self.assertRaises(cuweave.InvalidStateError):
+            ps.close()  # a stream of a partition is alive
+        s.close()
+        ps.close()
+        self.assertTrue(ps.closed)
+
+    def test_order_a_torch_stream_before_a_cuweave_stream(self):
+        try:
+            import torch
+        except Exception:  # noqa: BLE001
+            self.skipTest("no PyTorch")
+        if not torch.cuda.is_available():
+            self.skipTest("PyTorch sees no GPU")
+        k = cuweave.Program(self.ctx, AXPB, name="axpb_torch.cu").load().kernel("axpb")
+        n = 1 << 24
+        producer = torch.cuda.Stream()
+        x = torch.zeros(n, device="cuda", dtype=torch.float32)
+        y = torch.full((n,), -1.0, device="cuda", dtype=torch.float32)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(producer):
+            for _ in range(200):  # a slow writer
+                x += 1.0
+        wrapped = cuweave.Stream.wrap(self.ctx, producer)
+        self.s.wait(wrapped)  # GPU-side: the copy waits for the 200 passes
+        k.launch(self.s, (n + 255) // 256, 256, 1.0, x, 0.0, y, n)
+        self.s.synchronize()
+        self.assertEqual(float(y.min()), 200.0)
+        self.assertEqual(float(y.max()), 200.0)
+        print("\n# PyTorch producer -> cuweave consumer: %d values, all exactly 200.0" % n)
+        wrapped.close()
+
     def test_resident_loop_with_cupy_arrays(self):
         import cupyx
         import numpy as np
