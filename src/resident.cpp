@@ -257,7 +257,8 @@ cw_status own_kernels_wait(const cw_resident *r, bool *yes) {
 }
 
 // The loop's own kernel nodes in the WHILE body (poll, gate, signal per
-// iteration): overlap leaves the edges into them as they are.
+// iteration): overlap leaves the edges into them as they are unless their
+// code waits for the kernel before them (own_kernels_wait).
 struct OwnNodes {
     CUgraphNode v[3 * kMaxUnroll];
     size_t n;
