@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -395,6 +396,59 @@ static void test_kernel_function_cache(void **state) {
     cw_module_destroy(&m);
 }
 
+/* Requests from many threads at once (the calls documented as safe to make
+ * concurrently: data_ready, result_ready, get_state, get_stats): every
+ * number handed out exactly once and the count right. Run under
+ * ThreadSanitizer in CI (the TSan build runs the CPU suite). */
+enum { REQ_THREADS = 8, REQ_EACH = 5000 };
+static cw_resident *g_req_loop;
+static unsigned char g_req_seen[REQ_THREADS * REQ_EACH + 1];
+static int g_req_bad;
+
+static void *request_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < REQ_EACH; i++) {
+        uint64_t seq = 0;
+        int ready = 0;
+        cw_resident_state st;
+        if (cw_resident_data_ready(g_req_loop, &seq) != CW_SUCCESS || seq == 0 ||
+            seq > REQ_THREADS * REQ_EACH || __atomic_fetch_add(&g_req_seen[seq], 1, __ATOMIC_RELAXED) != 0 ||
+            cw_resident_result_ready(g_req_loop, seq, &ready) != CW_SUCCESS ||
+            cw_resident_get_state(g_req_loop, &st) != CW_SUCCESS || st != CW_RESIDENT_RUNNING)
+            __atomic_fetch_add(&g_req_bad, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void *stats_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 200; i++) {
+        cw_resident_stats st;
+        if (cw_resident_get_stats(g_req_loop, &st) != CW_SUCCESS || st.requested > REQ_THREADS * REQ_EACH)
+            __atomic_fetch_add(&g_req_bad, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void test_requests_from_many_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    assert_cw_ok(cw_resident_create(&g_req_loop, ctx, NULL));
+    assert_cw_ok(cw_resident_launch(g_req_loop));
+    pthread_t th[REQ_THREADS + 1];
+    for (int i = 0; i < REQ_THREADS; i++) assert_int_equal(pthread_create(&th[i], NULL, request_thread, NULL), 0);
+    assert_int_equal(pthread_create(&th[REQ_THREADS], NULL, stats_thread, NULL), 0);
+    for (int i = 0; i <= REQ_THREADS; i++) pthread_join(th[i], NULL);
+    assert_int_equal(g_req_bad, 0);
+    for (int i = 1; i <= REQ_THREADS * REQ_EACH; i++) assert_int_equal(g_req_seen[i], 1);
+    cw_resident_stats st;
+    assert_cw_ok(cw_resident_get_stats(g_req_loop, &st));
+    assert_int_equal(st.requested, REQ_THREADS * REQ_EACH);
+    assert_cw_ok(cw_resident_destroy(&g_req_loop));
+    assert_int_equal(leaks(before, "requests from many threads"), 0);
+}
+
 /* While a loop runs, driver calls that free memory, load or unload code, or
  * destroy a graph with conditional nodes wait until it ends (they would hang
  * for good). So: destroying another loop, a module or a context then
@@ -704,6 +758,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_workload_fn),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_kernel_function_cache),
+        cmocka_unit_test(test_requests_from_many_threads),
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_fault_sweep),
     };
