@@ -356,12 +356,12 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         if (gate_node) CW_TRY(cw_graph_cond_create(body, 0, 0, &work));
         void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags};
         CW_TRY(launch_into(r, body, kResPoll, poll_args));
-        CW_TRY(note_own(body, &own));
+        if (r->set.overlap) CW_TRY(note_own(body, &own));
         if (handler) {
             CW_TRY(add_part(r, body, r->handler));
             void *gate_args[] = {&d, &work, &flags};
             CW_TRY(launch_into(r, body, kResGate, gate_args));
-            CW_TRY(note_own(body, &own));
+            if (r->set.overlap) CW_TRY(note_own(body, &own));
         }
         cw_graph *then = body;
         if (gate_node) {
@@ -371,7 +371,7 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         CW_TRY(add_part(r, then, r->workload));
         void *signal_args[] = {&h, &d, &flags};
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
-        if (then == body) CW_TRY(note_own(body, &own));
+        if (r->set.overlap && then == body) CW_TRY(note_own(body, &own));
     }
     if (r->set.overlap) {
         bool own_wait = false;

@@ -77,6 +77,13 @@ class _Handle:
         self._keep = keep  # parents that must outlive this handle
         self._finalizer = weakref.finalize(self, type(self)._free, self._destroy, self._ptr)
 
+    def _borrow(self, ptr, keep):
+        """Holds a handle someone else owns (a pool's stream, a partition's
+        context): never destroyed here; `keep` stays alive as long as this."""
+        self._ptr = ctypes.c_void_p(ptr)
+        self._keep = keep
+        self._finalizer = weakref.finalize(self, lambda: None)
+
     @staticmethod
     def _free(destroy, ptr):
         if ptr.value:
@@ -123,11 +130,8 @@ class Context(_Handle):
     _destroy = lib.cw_context_destroy
 
     def __init__(self, device=0, _ptr=None, _owner=None):
-        if _owner is not None:
-            # a partition's context: the set owns it; this object keeps the set alive
-            self._ptr = ctypes.c_void_p(_ptr)
-            self._keep = (_owner,)
-            self._finalizer = weakref.finalize(self, lambda: None)
+        if _owner is not None:  # a partition's context: the set owns it
+            self._borrow(_ptr, (_owner,))
             return
         super().__init__(_ptr if _ptr is not None else _new(lib.cw_context_create, device))
 
@@ -164,11 +168,8 @@ class Stream(_Handle):
             s.priority = priority
             s.flags = 1 if blocking else 0
             _ptr = _new(lib.cw_stream_create, context.handle, ctypes.byref(s))
-        if _borrowed:
-            # A pool's stream: never destroyed here.
-            self._ptr = ctypes.c_void_p(_ptr)
-            self._keep = (context,)
-            self._finalizer = weakref.finalize(self, lambda: None)
+        if _borrowed:  # a pool's stream
+            self._borrow(_ptr, (context,))
         else:
             super().__init__(_ptr, keep=(context,))
         self.context = context
