@@ -20,10 +20,12 @@ PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
 
 LIB_SRCS = \
+	src/buffer.cpp \
 	src/context.cpp \
 	src/device.cpp \
 	src/driver.cpp \
 	src/error.cpp \
+	src/flow.cpp \
 	src/future.cpp \
 	src/graph.cpp \
 	src/jit.cpp \
@@ -36,10 +38,12 @@ LIB_SRCS = \
 	src/stream.cpp
 
 HEADERS = \
+	include/cuweave/buffer.h \
 	include/cuweave/common.h \
 	include/cuweave/context.h \
 	include/cuweave/cuweave.h \
 	include/cuweave/device.h \
+	include/cuweave/flow.h \
 	include/cuweave/future.h \
 	include/cuweave/graph.h \
 	include/cuweave/jit.h \

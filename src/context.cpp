@@ -18,6 +18,7 @@ void context_free(void *owner) {
         CurrentGuard guard;
         (void)guard.enter(ctx->cu);
         if (ctx->orphans) future_orphans_teardown(ctx);
+        buffer_teardown(ctx);
         if (ctx->fork_pool) pool_destroy_internal(ctx->fork_pool);
         for (size_t i = 0; i < ctx->events.count; i++) drv().cuEventDestroy(ctx->events.items[i]);
         free(ctx->events.items);

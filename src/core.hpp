@@ -103,6 +103,7 @@ struct IdleRelease {
 
 }  // namespace cw
 
+struct cw_stream;
 struct cw_stream_pool;
 struct cw_future;
 
@@ -122,6 +123,9 @@ struct cw_context {
     cw_future *orphans;  // futures whose creation failed after their marker was queued
     cw::EventPool events;
     cw::HostSlab slab;
+    // Buffers (buffer.cpp): the stream-ordered pool and the stream frees go on.
+    CUmemoryPool mempool;
+    cw_stream *release;
     cw::IdleRelease idle;  // its last release while a resident loop runs: freed when none does
 };
 
@@ -179,6 +183,7 @@ int clamp_priority(const cw_context *ctx, int priority);
 // Teardown hooks of the stream layer, called when the context goes.
 void pool_destroy_internal(cw_stream_pool *pool);
 void future_orphans_teardown(cw_context *ctx);
+void buffer_teardown(cw_context *ctx);
 
 // The device's primary-context priority range, cached per device.
 cw_status device_priority_range(int ordinal, int *least, int *greatest);

@@ -302,6 +302,33 @@ typedef struct CUlaunchConfig_st {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
+
+/* Stream-ordered memory pools (CUDA 11.2). */
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUmemLocation_st {
+    int type;
+    int id;
+} CUmemLocation;
+typedef struct CUmemPoolProps_st {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+enum {
+    CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+    CU_MEM_HANDLE_TYPE_NONE = 0,
+    CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7
+};
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,7 +98,14 @@ namespace cw {
     X(cuGraphUpload, "cuGraphUpload", 11010, (CUgraphExec exec, CUstream stream))              \
     X(cuGraphLaunch, "cuGraphLaunch", 10000, (CUgraphExec exec, CUstream stream))              \
     X(cuGraphExecUpdate, "cuGraphExecUpdate", 12000,                                           \
-      (CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo * info))
+      (CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo * info)) \
+    X(cuMemPoolCreate, "cuMemPoolCreate", 11020, (CUmemoryPool * pool, const CUmemPoolProps *props)) \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, (CUmemoryPool pool))                        \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, (CUmemoryPool pool, int attr, void *value)) \
+    X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, (CUmemoryPool pool, int attr, void *value)) \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020,                                \
+      (CUdeviceptr * dptr, size_t bytes, CUmemoryPool pool, CUstream stream))                   \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 11020, (CUdeviceptr dptr, CUstream stream))
 
 // Entry points a driver may lack; a missing one leaves its member NULL.
 #define CW_DRIVER_OPTIONAL(X)                                                                  \

@@ -202,6 +202,14 @@ CW_API cw_status cw_stream_get_handle(const cw_stream *s, CUstream *handle) {
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_stream_get_device(const cw_stream *s, int *device) {
+    CW_ENTRY;
+    CW_CHECK_STREAM(s);
+    CW_CHECK_ARG(device != NULL);
+    *device = s->ctx->ordinal;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_stream_get_context(const cw_stream *s, cw_context **ctx) {
     CW_ENTRY;
     CW_CHECK_STREAM(s);

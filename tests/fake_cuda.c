@@ -160,7 +160,7 @@ struct alloc {
     struct alloc *next;
 };
 
-enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP, IT_KERNEL };
+enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP, IT_KERNEL, IT_FREE };
 
 struct item {
     enum item_kind kind;
@@ -206,7 +206,7 @@ static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
 static long g_badaccess, g_cbcalls, g_orphans;
-static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels;
+static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels, g_live_mempools;
 
 static struct item *g_head, *g_tail;
 static long g_queued;
@@ -239,7 +239,9 @@ static pthread_t g_worker;
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
     X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
-    X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies)
+    X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
+    X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
+    X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -352,6 +354,7 @@ static int wait_value_met(const struct item *it) {
 /* Performs the effect of an item whose memory effects run under the lock
  * (everything but host functions and value waits). Called with the lock
  * held; the item is at the head of the queue or the queue is empty. */
+static int untrack_alloc(void *p, int host);
 static void apply_locked(struct item *it) {
     if (g_fault_armed) {
         g_fault_armed = 0;
@@ -392,6 +395,14 @@ static void apply_locked(struct item *it) {
         break;
     case IT_RECORD:
         it->event->time_ms = now_ms();
+        break;
+    case IT_FREE: /* cuMemFreeAsync: the memory goes when the stream reaches it */
+        if (!untrack_alloc(it->dst, 0)) {
+            g_badaccess++;
+            g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+            return;
+        }
+        free(it->dst);
         break;
     case IT_HOSTFN:
     case IT_WAIT32:
@@ -1549,6 +1560,119 @@ FAKE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count
     RETURN(submit_locked(it));
 }
 
+/* ---- stream-ordered memory pools ---------------------------------------- */
+/* A pool is a counted object; cuMemAllocFromPoolAsync allocates at once
+ * (tracked like cuMemAlloc's memory, counted in "devmem"); cuMemFreeAsync is a
+ * work item that frees when its stream reaches it, so a use of the memory
+ * after it faults as a bad access. Both refuse a capturing stream
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: the fake has no memory nodes). */
+struct CUmemPoolHandle_st {
+    uint32_t magic;
+    int attrs[8];
+    cuuint64_t threshold;
+};
+#define MAGIC_POOL 0x504f4f4cu
+
+FAKE_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    ENTER(cuMemPoolCreate);
+    NEED_INIT();
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUmemPoolHandle_st *p = (struct CUmemPoolHandle_st *)calloc(1, sizeof *p);
+    if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    p->magic = MAGIC_POOL;
+    p->attrs[CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = 1;
+    p->attrs[CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC] = 1;
+    p->attrs[CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES] = 1;
+    g_live_mempools++;
+    *pool = p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    ENTER(cuMemPoolDestroy);
+    NEED_INIT();
+    if (!pool || pool->magic != MAGIC_POOL) RETURN(CUDA_ERROR_INVALID_VALUE);
+    pool->magic = 0;
+    free(pool);
+    g_live_mempools--;
+    RETURN(CUDA_SUCCESS);
+}
+
+static CUresult pool_attr(CUmemoryPool pool, int attr, void *value, int set) {
+    if (!pool || pool->magic != MAGIC_POOL || !value) return CUDA_ERROR_INVALID_VALUE;
+    if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+        attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+        if (set) pool->attrs[attr] = *(int *)value;
+        else *(int *)value = pool->attrs[attr];
+        return CUDA_SUCCESS;
+    }
+    if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+        if (set) pool->threshold = *(cuuint64_t *)value;
+        else *(cuuint64_t *)value = pool->threshold;
+        return CUDA_SUCCESS;
+    }
+    if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT && !set) {
+        *(cuuint64_t *)value = 0;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
+    ENTER(cuMemPoolSetAttribute);
+    NEED_INIT();
+    RETURN(pool_attr(pool, attr, value, 1));
+}
+
+FAKE_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value) {
+    ENTER(cuMemPoolGetAttribute);
+    NEED_INIT();
+    RETURN(pool_attr(pool, attr, value, 0));
+}
+
+/* The fake pool's attribute, for tests (-1 for a bad pool or attribute). */
+FAKE_API long fake_cuda_pool_attr(CUmemoryPool pool, int attr) {
+    long v = -1;
+    lock();
+    if (pool && pool->magic == MAGIC_POOL && attr >= 1 && attr <= 3) v = pool->attrs[attr];
+    unlock();
+    return v;
+}
+
+FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+    ENTER(cuMemAllocFromPoolAsync);
+    NEED_INIT();
+    if (!dptr || bytes == 0 || !pool || pool->magic != MAGIC_POOL) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (s->cap) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    void *p = malloc(bytes);
+    if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {
+        free(p);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    ENTER(cuMemFreeAsync);
+    NEED_INIT();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    if (s->cap) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (!alloc_containing((void *)(uintptr_t)dptr, 1)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item *it = new_item(IT_FREE, s);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->dst = (void *)(uintptr_t)dptr;
+    RETURN(submit_locked(it));
+}
+
 FAKE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     (void)module;
     (void)image;
@@ -2397,6 +2521,8 @@ static const struct {
     PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)
     PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)
+    P_(cuMemPoolCreate) P_(cuMemPoolDestroy) P_(cuMemPoolSetAttribute) P_(cuMemPoolGetAttribute)
+    P_(cuMemAllocFromPoolAsync) P_(cuMemFreeAsync)
 #undef PF_
 #undef P_
 };
@@ -2449,6 +2575,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "body")) v = g_live_bodies;
     else if (!strcmp(kind, "library")) v = g_live_libs;
     else if (!strcmp(kind, "kernel")) v = g_live_kernels;
+    else if (!strcmp(kind, "mempool")) v = g_live_mempools;
     unlock();
     return v;
 }

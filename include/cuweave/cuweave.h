@@ -15,5 +15,7 @@
 #include "cuweave/partition.h"
 #include "cuweave/jit.h"
 #include "cuweave/resident.h"
+#include "cuweave/buffer.h"
+#include "cuweave/flow.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

@@ -90,6 +90,9 @@ CW_API cw_status cw_stream_get_info(const cw_stream *s, cw_stream_info *info);
 /* Writes the driver stream. Lock-free, no driver call. */
 CW_API cw_status cw_stream_get_handle(const cw_stream *s, CUstream *handle);
 
+/* Writes the ordinal of the stream's device. Lock-free, no driver call. */
+CW_API cw_status cw_stream_get_device(const cw_stream *s, int *device);
+
 /* Writes the stream's context (borrowed: valid while the stream lives). */
 CW_API cw_status cw_stream_get_context(const cw_stream *s, cw_context **ctx);
 

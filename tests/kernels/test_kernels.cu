@@ -223,4 +223,78 @@ __global__ void cw_op_persistent(const unsigned long long *doorbell, const unsig
     }
 }
 
+// ---- pipeline operators (test_gpu_flow, bench_pipeline, examples) --------
+// Each spins ns in thread 0 of every block before touching data (a slow
+// operator), and writes the GPU clock at its start and end to stamp[0..1]
+// (stamp may be NULL): device timestamps that show which operators overlap.
+__device__ __forceinline__ void pl_begin(long long ns, unsigned long long *stamp) {
+    if (stamp && threadIdx.x == 0 && blockIdx.x == 0) stamp[0] = now_ns();
+    if (ns && threadIdx.x == 0) spin_ns(ns);
+    __syncthreads();
+}
+__device__ __forceinline__ void pl_end(unsigned long long *stamp) {
+    __syncthreads();
+    if (stamp && threadIdx.x == 0 && blockIdx.x == 0) {
+        __threadfence();
+        stamp[1] = now_ns();
+    }
+}
+
+// out[i] = value + i.
+__global__ void cw_pl_fill(unsigned *out, unsigned n, unsigned value, long long ns, unsigned long long *stamp) {
+    pl_begin(ns, stamp);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value + i;
+    pl_end(stamp);
+}
+
+// out[i] = in[i] * mul + add.
+__global__ void cw_pl_scale(const unsigned *in, unsigned *out, unsigned n, unsigned mul, unsigned add, long long ns,
+                            unsigned long long *stamp) {
+    pl_begin(ns, stamp);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = in[i] * mul + add;
+    pl_end(stamp);
+}
+
+// out[i] = a[i] + b[i].
+__global__ void cw_pl_sum2(const unsigned *a, const unsigned *b, unsigned *out, unsigned n, long long ns,
+                           unsigned long long *stamp) {
+    pl_begin(ns, stamp);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = a[i] + b[i];
+    pl_end(stamp);
+}
+
+// *sum = the sum of in[0..n) (64-bit), after a spin: a slow reader (the sink
+// of the buffer-race test reads only after ns).
+__global__ void cw_pl_reduce(const unsigned *in, unsigned n, unsigned long long *sum, long long ns) {
+    if (ns && threadIdx.x == 0) spin_ns(ns);
+    __syncthreads();
+    unsigned long long local = 0;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) local += in[i];
+    atomicAdd(sum, local);
+}
+
+// Absolute difference of two byte frames, summed into *sad (a video metric).
+__global__ void cw_pl_sad(const unsigned char *a, const unsigned char *b, unsigned n, unsigned long long *sad) {
+    unsigned long long local = 0;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int d = (int)a[i] - (int)b[i];
+        local += (unsigned long long)(d < 0 ? -d : d);
+    }
+    atomicAdd(sad, local);
+}
+
+// out[i] = (in[i-1] + 2 in[i] + in[i+1]) / 4 on a byte frame (a 1-D blur).
+__global__ void cw_pl_blur(const unsigned char *in, unsigned char *out, unsigned n) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        unsigned l = in[i > 0 ? i - 1 : i], c = in[i], r = in[i + 1 < n ? i + 1 : i];
+        out[i] = (unsigned char)((l + 2 * c + r) / 4);
+    }
+}
+
+// Zeroes n 64-bit words.
+__global__ void cw_pl_zero64(unsigned long long *p, unsigned n) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = 0;
+}
+
 }  // extern "C"

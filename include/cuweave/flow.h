@@ -1,0 +1,377 @@
+/*
+ * cuweave: operators, pipelines and their stream rules.
+ *
+ * An operator is a compute callback with named input and output ports. A
+ * pipeline holds operators and connections (an output port to an input
+ * port) forming any directed acyclic graph: several sources, fan-out,
+ * fan-in. It runs in one of two ways:
+ *  - the CPU-driven executor (cw_pipeline_run): compute calls in
+ *    topological order, once per iteration, on the calling thread or on a
+ *    set of worker threads; GPU work is ordered between operators with
+ *    events, never by blocking the CPU;
+ *  - the resident pipeline (cw_pipeline_make_resident): every operator is
+ *    GPU-resident, and their compute calls are captured once into a
+ *    resident loop's iteration, branches as parallel graph branches.
+ *
+ * Messages. An operator emits a message on an output port; the pipeline
+ * delivers it to every input connected to that port. A message carries a
+ * value (any pointer, not owned), an optional cw_buffer (a reference held
+ * while the message lives) and at most one stream: the stream its data was
+ * produced on. Messages live for one iteration: those delivered in
+ * iteration n are dropped when iteration n ends.
+ *
+ * The stream rules (docs/pipelines.md has the timeline):
+ *  - cw_io_receive_stream(io, port) returns the operator's internal stream,
+ *    leased once from the operator's pool and kept across compute calls,
+ *    after making it wait (cuEventRecord + cuStreamWaitEvent, no CPU
+ *    blocking) for the stream of every message on that port. It makes the
+ *    stream's context current on the calling thread, and from then on the
+ *    operator's outputs carry the internal stream. Calling it for several
+ *    ports returns the same stream, ordered behind all of them. Unlike
+ *    Holoscan, it orders behind the port's messages whether or not
+ *    cw_io_receive was called first.
+ *  - Without a pool (the operator was made with no_internal_stream) or with
+ *    its pool exhausted, the first upstream stream met is used as the
+ *    internal stream for that compute call (and outputs carry it); with
+ *    neither a pool stream nor an upstream stream, the call returns a
+ *    wrapper of the context's legacy NULL stream and outputs carry no
+ *    stream: the behaviour Holoscan documents for that case.
+ *  - Every operator without its own pool uses the pipeline's pool: the one
+ *    given in the settings, else a lease pool the pipeline makes
+ *    (unbounded, non-blocking streams, priority 0).
+ *  - The manual calls: cw_io_receive_streams (every stream of a port, no
+ *    ordering), cw_io_stream (a named extra stream, kept across calls),
+ *    cw_io_set_output_stream (the stream an output carries; the last call
+ *    wins), cw_stream_wait_all (order a list of streams behind one), and
+ *    cw_stream_get_device (the device of a stream).
+ *
+ * Buffers (buffer.h): after each compute call the pipeline records, on
+ * every buffer the operator received, emitted or allocated with
+ * cw_io_alloc, a use by every stream the operator touched in that call
+ * (internal, named, output streams). A buffer is then freed only after all
+ * of them: a sink that only reads needs no code for it.
+ *
+ * Threading: build a pipeline (add, connect, settings) from one thread;
+ * cw_pipeline_run from one thread at a time; cw_pipeline_stop and
+ * cw_pipeline_get_stats from any thread. The cw_io calls are valid only
+ * inside the compute call they were given to, on its thread.
+ */
+#ifndef CUWEAVE_FLOW_H
+#define CUWEAVE_FLOW_H
+
+#include "cuweave/buffer.h"
+#include "cuweave/common.h"
+#include "cuweave/resident.h"
+#include "cuweave/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cw_operator cw_operator;
+typedef struct cw_pipeline cw_pipeline;
+typedef struct cw_io cw_io;
+
+/* Names of operators and ports: 1 to 63 bytes of [A-Za-z0-9_.-]. */
+#define CW_NAME_MAX 63
+
+/* Port flags. */
+#define CW_PORT_OPTIONAL 0x1u /* input: compute runs without a message on it */
+#define CW_PORT_MANY 0x2u     /* input: any number of connections (one message each) */
+
+typedef struct cw_port_settings {
+    unsigned flags; /* CW_PORT_* (input ports only); default 0: required, one connection */
+    /* Resident pipelines (and every run once any port declares memory): the
+     * size in bytes of the buffer this port wants on its connection, or 0. */
+    size_t bytes;
+    /* ... or device memory the operator supplies for the connection, or 0.
+     * The connection rules: see cw_pipeline_make_resident. */
+    unsigned long long dptr;
+    uint8_t reserved[40];
+} cw_port_settings;
+
+/* Fills *s with the defaults (required, no memory). NULL is ignored. */
+CW_API void cw_port_settings_default(cw_port_settings *s);
+
+/*
+ * What an operator does. compute is required; the others may be NULL.
+ * Return CW_SUCCESS or an error from compute and start: an error stops the
+ * run, and cw_pipeline_run returns it with a detail naming the operator.
+ */
+typedef struct cw_operator_ops {
+    /* Called once before the operator's first compute of a run (also of a
+     * resident capture). */
+    cw_status (*start)(cw_operator *op, void *user);
+    /* One compute call: receive, launch, emit through io. */
+    cw_status (*compute)(cw_io *io, void *user);
+    /* Called once when a run that started the operator ends (also after a
+     * failure). */
+    void (*stop)(cw_operator *op, void *user);
+    /* Called when the operator is destroyed (frees user, say). */
+    void (*destroy)(void *user);
+    void *reserved[4]; /* zero */
+} cw_operator_ops;
+
+typedef struct cw_operator_settings {
+    /* Where the internal stream and named streams come from; NULL: the
+     * pipeline's pool. The pool must outlive the operator. A pool on a
+     * green partition's context puts the operator's work there. */
+    cw_stream_pool *pool;
+    /* 1: never lease an internal stream (Holoscan's allocate=false): the
+     * first upstream stream serves as it. Default 0. */
+    int no_internal_stream;
+    /* 1: the executor runs compute only after the GPU has finished the work
+     * of every input message's stream (a future per stream; Holoscan's
+     * CudaStreamCondition). For operators that read inputs on the CPU.
+     * Default 0. */
+    int wait_inputs;
+    /* 1: a GPU-resident operator: its compute only enqueues GPU work on the
+     * stream cw_io_receive_stream returns, using port memory
+     * (cw_io_port_ptr). Needed by cw_pipeline_make_resident; such an
+     * operator also runs under cw_pipeline_run. Default 0. */
+    int resident;
+    uint8_t reserved[44];
+} cw_operator_settings;
+
+/* Fills *s with the defaults above. NULL is ignored. */
+CW_API void cw_operator_settings_default(cw_operator_settings *s);
+
+/*
+ * Makes an operator named `name` (copied) with the callbacks in ops
+ * (copied) and user data passed to them. settings may be NULL.
+ * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (a bad name: the detail
+ * says why; compute NULL; nonzero reserved fields). Needs no driver.
+ */
+CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const cw_operator_ops *ops, void *user,
+                                    const cw_operator_settings *settings);
+
+/*
+ * Destroys an operator that was not added to a pipeline (ops.destroy is
+ * called) and sets *op to NULL; accepts NULL. An operator added to a
+ * pipeline belongs to it: the call then records CW_ERROR_INVALID_STATE in the
+ * detail and does nothing.
+ */
+CW_API void cw_operator_destroy(cw_operator **op);
+
+/*
+ * Declares a port. settings may be NULL for the defaults. Before the
+ * operator is added to a pipeline only (CW_ERROR_INVALID_STATE after).
+ * CW_ERROR_INVALID_ARGUMENT for a bad or duplicate name (inputs and outputs
+ * share one namespace per operator), unknown flags, flags on an output,
+ * both bytes and dptr set; the detail names the operator and the port.
+ */
+CW_API cw_status cw_operator_add_input(cw_operator *op, const char *name, const cw_port_settings *settings);
+CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const cw_port_settings *settings);
+
+/* The operator's name (owned by it). Never NULL for a live operator. */
+CW_API const char *cw_operator_name(const cw_operator *op);
+
+/* ---- pipelines ---------------------------------------------------------- */
+
+typedef struct cw_pipeline_settings {
+    /* The pool of operators that have none; NULL: the pipeline makes a lease
+     * pool on its context (unbounded, non-blocking, priority 0). */
+    cw_stream_pool *pool;
+    /* Host threads of the executor: 0 or 1 runs every compute call on the
+     * thread of cw_pipeline_run; n > 1 starts n workers per run, and
+     * operators whose inputs are ready run at the same time. Default 1. */
+    unsigned threads;
+    uint8_t reserved[52];
+} cw_pipeline_settings;
+
+/* Fills *s with the defaults above. NULL is ignored. */
+CW_API void cw_pipeline_settings_default(cw_pipeline_settings *s);
+
+/*
+ * Makes an empty pipeline on ctx (kept alive by it). Returns CW_SUCCESS,
+ * CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE, or the error of making
+ * the default pool (CW_ERROR_NO_DRIVER without a driver).
+ */
+CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw_pipeline_settings *settings);
+
+/*
+ * Destroys the pipeline, its operators (their ops.destroy), the messages
+ * still held, the operators' internal and named streams (back to their
+ * pools), its default pool and its port memory; sets *p to NULL; accepts
+ * NULL. Not while cw_pipeline_run runs. Port memory goes when no resident
+ * loop runs (resident.h): destroy the pipeline's resident loop first.
+ */
+CW_API void cw_pipeline_destroy(cw_pipeline **p);
+
+/*
+ * Adds an operator; the pipeline owns it from now on (the handle stays
+ * valid, borrowed, until the pipeline is destroyed). CW_ERROR_INVALID_ARGUMENT
+ * when the pipeline already has an operator of that name (the detail names
+ * it), CW_ERROR_INVALID_STATE when op belongs to a pipeline already.
+ */
+CW_API cw_status cw_pipeline_add(cw_pipeline *p, cw_operator *op);
+
+/*
+ * Connects output port from_port of operator from_op to input port to_port
+ * of operator to_op (names). Refused with CW_ERROR_INVALID_ARGUMENT, the
+ * detail naming the operator and port: an unknown operator or port, an input
+ * given as the source or an output as the target, a connection made twice,
+ * an input already connected that is not CW_PORT_MANY, an operator
+ * connected to itself.
+ */
+CW_API cw_status cw_pipeline_connect(cw_pipeline *p, const char *from_op, const char *from_port, const char *to_op,
+                                     const char *to_port);
+
+/*
+ * Checks the pipeline as a run would: at least one operator, no cycle (the
+ * detail names the operators on it), every required input connected (the
+ * detail names the operator and port), port memory rules when any port
+ * declares memory (see cw_pipeline_make_resident). CW_SUCCESS or
+ * CW_ERROR_INVALID_ARGUMENT. Needs no driver.
+ */
+CW_API cw_status cw_pipeline_check(cw_pipeline *p);
+
+/*
+ * Runs `iterations` iterations (0: until cw_pipeline_stop). Each iteration
+ * calls compute once for every operator whose required inputs all received
+ * a message in that iteration (sources always), in topological order, or
+ * with settings.threads > 1 on worker threads as soon as the upstream
+ * operators' compute calls have returned. cw_pipeline_stop ends the run
+ * after the iteration in progress.
+ * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (cw_pipeline_check failed);
+ * CW_ERROR_INVALID_STATE (a run in progress); the first error of a start or
+ * compute callback, or of the pipeline's own driver calls, with the detail
+ * "operator 'B' (compute): <what it said>": the run stops after the
+ * iteration in progress (no new compute call starts), every stop callback
+ * runs, messages are dropped, and the pipeline can run again.
+ */
+CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations);
+
+/* Asks a run to end after the iteration in progress. Any thread, also from
+ * a compute call. Lock-free. */
+CW_API cw_status cw_pipeline_stop(cw_pipeline *p);
+
+typedef struct cw_pipeline_stats {
+    uint64_t iterations; /* iterations finished, all runs */
+    uint64_t computes;   /* compute calls returned, all runs */
+    uint64_t skipped;    /* compute calls not made: a required input had no message */
+    uint64_t fallbacks;  /* receive_stream calls that found no pool stream and used an upstream one */
+    size_t operators;
+    size_t connections;
+    uint8_t reserved[32];
+} cw_pipeline_stats;
+
+CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats);
+
+/* The pipeline's context (borrowed). */
+CW_API cw_status cw_pipeline_get_context(const cw_pipeline *p, cw_context **ctx);
+
+/* The operator named `name`, borrowed. CW_ERROR_INVALID_ARGUMENT when none. */
+CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_operator **op);
+
+/*
+ * Makes the pipeline the workload of resident loop r (cw_resident_set_workload_fn):
+ * when the loop builds, each operator's compute is called once per copy of
+ * the iteration, in topological order, on its own stream forked from the
+ * capture, made to wait for the streams of its upstream operators: the
+ * iteration's graph has one branch per operator, with an edge per
+ * connection, so independent operators run in parallel on the GPU.
+ * Several sources are allowed.
+ * Every operator must be resident (settings.resident); CW_ERROR_INVALID_ARGUMENT
+ * names one that is not. Port memory is set up here, one buffer per output
+ * port shared by every input connected to it, by these rules (each error
+ * names the operators and ports):
+ *  - every port of the group declares bytes: they must be equal, and one
+ *    buffer of that size is allocated (cuMemAlloc, on r's context);
+ *  - one port supplies dptr: that memory is used for all of them (a size
+ *    declared beside it is ignored);
+ *  - two ports supply dptr: an error;
+ *  - some ports declare bytes and others nothing: the declared size is
+ *    allocated;
+ *  - no port declares anything: an error.
+ * CW_PORT_MANY inputs are refused here (one upstream per input port).
+ * The pipeline must outlive r's builds and launches. Before r's launch only.
+ */
+CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r);
+
+/* ---- inside compute: cw_io ---------------------------------------------- */
+
+typedef struct cw_message {
+    void *value;       /* the emitter's value (not owned), may be NULL */
+    cw_buffer *buffer; /* borrowed for the compute call (cw_buffer_retain to keep it), may be NULL */
+    cw_stream *stream; /* the stream the data was produced on, may be NULL */
+} cw_message;
+
+/*
+ * The first message on input port `port`. CW_ERROR_NOT_READY when the port
+ * received none this iteration (only possible on optional ports);
+ * CW_ERROR_INVALID_ARGUMENT for a port the operator has not (the detail
+ * names it) or an output port.
+ */
+CW_API cw_status cw_io_receive(cw_io *io, const char *port, cw_message *msg);
+
+/* Every message on the port (CW_PORT_MANY: one per connection that sent
+ * one), at most cap of them into msgs; *count is how many there are. */
+CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t cap, size_t *count);
+
+/*
+ * The operator's internal stream, ordered behind the stream of every
+ * message on `port` (see the stream rules above); port NULL: the internal
+ * stream with no ordering (for sources). Makes the stream's context
+ * current on this thread. In a resident capture: the operator's capture
+ * stream. Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT (unknown port), or
+ * the driver's error.
+ */
+CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **out);
+
+/* The stream of every message on the port (NULL for messages without one),
+ * with no ordering and no side effect; at most cap into streams, *count is
+ * how many there are. */
+CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count);
+
+/*
+ * A named extra stream from the operator's pool (cw_stream_pool_named with
+ * the operator as owner): the same name gives the same stream in every
+ * compute call. Not carried by outputs unless set with
+ * cw_io_set_output_stream. CW_ERROR_POOL_EXHAUSTED when the pool has none,
+ * CW_ERROR_INVALID_STATE for an operator made with no_internal_stream.
+ */
+CW_API cw_status cw_io_stream(cw_io *io, const char *name, cw_stream **out);
+
+/* The stream output `port` carries in this call (the last call wins).
+ * s NULL: no stream. */
+CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream *s);
+
+/*
+ * Emits a message on output `port`: value (not owned) and buffer (a
+ * reference is taken; may be NULL). Delivered to every connected input
+ * when compute returns, with the port's stream (set_output_stream, else the
+ * internal stream once receive_stream was called, else none). One message
+ * per port per call: a second emit replaces the first. In a resident
+ * capture, emit does nothing and returns CW_SUCCESS (data flows through
+ * port memory).
+ */
+CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer);
+
+/*
+ * Allocates a buffer on the operator's internal stream (receive_stream
+ * with no port, when not called yet); the call holds the reference and
+ * drops it when compute returns (emit takes its own). CW_ERROR_INVALID_STATE
+ * in a resident capture (no allocation there).
+ */
+CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out);
+
+/* Port memory (resident operators, or any pipeline whose ports declare
+ * memory): the device address of the connection's buffer of `port`, input
+ * or output. CW_ERROR_INVALID_STATE for a port with no memory. */
+CW_API cw_status cw_io_port_ptr(cw_io *io, const char *port, unsigned long long *dptr);
+
+/* In a resident capture: the loop's control block (cw_resident_get_ctl) to
+ * pass to kernels. CW_ERROR_INVALID_STATE under cw_pipeline_run. */
+CW_API cw_status cw_io_resident_ctl(cw_io *io, unsigned long long *ctl);
+
+/* The operator being computed, and the iteration number (0, 1, ... within
+ * the run; the copy of the iteration in a resident capture). */
+CW_API cw_status cw_io_get_operator(cw_io *io, cw_operator **op);
+CW_API cw_status cw_io_get_iteration(cw_io *io, uint64_t *iteration);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUWEAVE_FLOW_H */
