@@ -167,21 +167,21 @@ void buffer_free(cw_buffer *b) {
     b->tag = kTagDead;
     cw_stream *rel = nullptr;
     cw_status st = release_stream(b->ctx, &rel);
-    bool waited_all = st == CW_SUCCESS;
+    // Ordered after every use: on the GPU (the release stream waits), or,
+    // when the driver refuses that wait, by waiting for the use here.
+    bool ordered = true;
     for (int i = 0; i < b->nuses; i++) {
-        if (waited_all && fold_use(rel, b->uses[i]) == CW_SUCCESS) continue;
-        waited_all = false;
-        if (b->uses[i].ev) {
-            event_put(b->uses[i].ctx, b->uses[i].ev);
-            context_release(b->uses[i].ctx);
-        }
+        cw_buffer::Use &u = b->uses[i];
+        bool waited = rel && drv().cuStreamWaitEvent(rel->cu, u.ev, 0) == CUDA_SUCCESS;
+        if (!waited && drv().cuEventSynchronize(u.ev) != CUDA_SUCCESS) ordered = false;
+        event_put(u.ctx, u.ev);
+        context_release(u.ctx);
     }
-    if (waited_all) {
+    if (ordered && rel)
         st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, rel->cu); });
-    }
-    if (!waited_all || st != CW_SUCCESS) {
-        // Not ordered after its uses: leave the memory to the pool, which the
-        // context's destruction frees (never a free that could race a reader).
+    if (!ordered || !rel || st != CW_SUCCESS) {
+        // Never a free that could overtake a reader: the memory stays in the
+        // context's pool, which the context's destruction frees.
         log(CW_LOG_WARNING, "%s: a buffer of %zu bytes could not be freed in stream order; "
             "it is kept until its context is destroyed", current_api(), b->bytes);
     }

@@ -67,6 +67,7 @@ struct cw_io {
     cw_operator *op;
     uint64_t iteration;
     bool resident;
+    bool active;                 // inside the compute call it was given to
     unsigned long long ctl;      // resident capture: the loop's control block
     cw_stream *stream;           // the call's internal stream (or the upstream one in use), or NULL
     bool carry;                  // outputs carry `stream`
@@ -148,6 +149,8 @@ inline bool io_ok(const cw_io *io) { return io && io->tag == kTagIo; }
         CW_CHECK_ARG((io) != NULL);                                                         \
         if (__builtin_expect(!io_ok(io), 0))                                                \
             return fail(CW_ERROR_INVALID_HANDLE, "%s is not a cw_io of a compute call", #io); \
+        if (__builtin_expect(!(io)->active, 0))                                             \
+            return fail(CW_ERROR_INVALID_STATE, "%s is used outside the compute call it was given to", #io); \
     } while (0)
 
 // 1..63 bytes of [A-Za-z0-9_.-]; *why says what is wrong.
@@ -426,8 +429,15 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
     };
     add(io->stream);
     for (cw_stream *s : io->touched) add(s);
+    // Each buffer once (one received on two ports, or allocated and emitted).
+    cw_buffer *seen[32];
+    size_t nseen = 0;
     auto use = [&](cw_buffer *b) {
-        for (size_t i = 0; i < ns && b; i++) {
+        if (!b) return;
+        for (size_t i = 0; i < nseen; i++)
+            if (seen[i] == b) return;
+        if (nseen < 32) seen[nseen++] = b;
+        for (size_t i = 0; i < ns; i++) {
             cw_status u = cw_buffer_use(b, streams[i]);
             if (u != CW_SUCCESS && st == CW_SUCCESS) st = u;
         }
@@ -505,7 +515,9 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
         }
     }
     io_reset(&op->io, op, iteration);
+    op->io.active = true;
     cw_status st = op->ops.compute(&op->io, op->user);
+    op->io.active = false;
     if (st != CW_SUCCESS) record_failure(p, op, "compute", st);
     cw_status fin = finish_call(p, op, st == CW_SUCCESS);
     if (st == CW_SUCCESS && fin != CW_SUCCESS) record_failure(p, op, "recording buffer uses", fin);
@@ -590,7 +602,9 @@ cw_status resident_fn(cw_stream *s, void *user) {
         io_reset(&io, op, copy);
         io.stream = os;
         io.carry = true;
+        io.active = true;
         st = op->ops.compute(&io, op->user);
+        io.active = false;
         io.tag = kTagDead;
         for (Port &pt : op->ports) pt.emitted = false;
         if (st != CW_SUCCESS) record_failure(p, op, "resident capture: compute", st);

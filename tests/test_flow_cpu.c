@@ -1,0 +1,1128 @@
+/*
+ * CPU tests of operators, pipelines and buffers against the fake CUDA driver
+ * (tests/fake_cuda.c, FAKE_CUDA_FEATURES=all): names and ports, connection
+ * and check rules (each error names the operator and port), every stream
+ * rule of flow.h (internal stream leased once and kept, ordered behind every
+ * upstream stream, the same for several ports, the current context set,
+ * outputs carrying it; the fallbacks without a pool or with it exhausted;
+ * the legacy stream with neither; the manual calls), messages (optional
+ * ports, skipped operators, replacement), buffers (references, read-only
+ * sharing, uses recorded for every stream an operator used, the free ordered
+ * after each use and after nothing else), the executor (counts, stop,
+ * worker threads running independent operators at once, a failing start or
+ * compute named and stopping the run without leaks, runs after a failure),
+ * resident pipelines (the memory rules, one stream per operator, the loop's
+ * control block), and a fault-injection sweep over a pipeline run. The fake
+ * runs no kernels: ordering by data is proved by test_gpu_flow on the GPU.
+ * Links libcuweave.a for the test seam; the fake's path is argv[1].
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+#include "seam.h"
+
+static long (*fake_live)(const char *kind);
+static long (*fake_calls)(const char *entry);
+static void (*fake_hold)(int on);
+static int (*fake_drain)(int timeout_ms);
+static CUcontext (*fake_other)(void);
+static int (*fake_ctx_get)(CUcontext *);
+static int (*fake_ctx_set)(CUcontext);
+static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "exec", "pending"};
+#define NKINDS (sizeof k_kinds / sizeof k_kinds[0])
+
+static cw_context *ctx;
+
+static void snapshot(long *v) {
+    fake_drain(2000);
+    for (size_t i = 0; i < NKINDS; i++) v[i] = fake_live(k_kinds[i]);
+}
+
+static int leaks(const long *before, const char *what) {
+    long now[NKINDS];
+    snapshot(now);
+    int bad = 0;
+    for (size_t i = 0; i < NKINDS; i++)
+        if (now[i] != before[i]) {
+            printf("# leak after %s: %s %ld -> %ld\n", what, k_kinds[i], before[i], now[i]);
+            bad = 1;
+        }
+    return bad;
+}
+
+static void expect_detail(const char *a, const char *b) {
+    const char *m = cw_last_error_message();
+    if (a && !strstr(m, a)) fail_msg("detail '%s' lacks '%s'", m, a);
+    if (b && !strstr(m, b)) fail_msg("detail '%s' lacks '%s'", m, b);
+}
+
+/* ---- a configurable test operator --------------------------------------- */
+
+enum { MAXP = 4, MAXIT = 64 };
+typedef struct top {
+    const char *name;
+    const char *in[MAXP];   /* input ports, NULL-terminated */
+    const char *out[MAXP];  /* output ports */
+    unsigned in_flags[MAXP];
+    int use_stream;         /* 1: receive_stream on every input (or NULL for sources) */
+    int alloc;              /* bytes to cw_io_alloc and emit on every output (0: emit value only) */
+    int no_emit;
+    int fail_at;            /* iteration at which compute fails (0: never; iteration+1) */
+    int fail_start;
+    int stop_at;            /* call cw_pipeline_stop at this iteration + 1 */
+    int sleep_us;           /* CPU time per compute */
+    int keep_buffer;        /* retain the first received buffer (for inspection) */
+    cw_pipeline *pipe;
+    /* what happened */
+    atomic_int computes, starts, stops, destroyed;
+    cw_stream *got[MAXIT];      /* the stream receive_stream returned, per iteration */
+    cw_stream *got2[MAXIT];     /* the same for the second input */
+    cw_stream *in_stream[MAXIT];  /* the stream of the first input's message */
+    cw_stream *in_stream2[MAXIT];
+    int have_msg[MAXIT];
+    void *value[MAXIT];
+    double t0[MAXIT], t1[MAXIT];  /* host time of compute */
+    long seq[MAXIT];              /* global order of compute calls */
+    CUcontext current[MAXIT];
+    cw_buffer *kept;
+} top;
+
+static atomic_long g_seq;
+
+static cw_status top_start(cw_operator *op, void *user) {
+    top *t = (top *)user;
+    (void)op;
+    t->starts++;
+    if (t->fail_start) return cw_copy_to_device(NULL, 0, NULL, 0); /* a real error with a detail */
+    return CW_SUCCESS;
+}
+static void top_stop(cw_operator *op, void *user) {
+    (void)op;
+    ((top *)user)->stops++;
+}
+static void top_destroy(void *user) { ((top *)user)->destroyed++; }
+
+static cw_status top_compute(cw_io *io, void *user) {
+    top *t = (top *)user;
+    uint64_t it = 0;
+    cw_status st = cw_io_get_iteration(io, &it);
+    if (st) return st;
+    int i = (int)(it % MAXIT);
+    t->t0[i] = now_ms();
+    t->seq[i] = atomic_fetch_add(&g_seq, 1);
+    if (t->in[0]) {
+        cw_message m;
+        st = cw_io_receive(io, t->in[0], &m);
+        t->have_msg[i] = st == CW_SUCCESS;
+        if (st == CW_SUCCESS) {
+            t->in_stream[i] = m.stream;
+            t->value[i] = m.value;
+            if (t->keep_buffer && m.buffer && !t->kept) {
+                cw_buffer_retain(m.buffer);
+                t->kept = m.buffer;
+            }
+        } else if (st != CW_ERROR_NOT_READY) {
+            return st;
+        }
+        if (t->in[1] && cw_io_receive(io, t->in[1], &m) == CW_SUCCESS) t->in_stream2[i] = m.stream;
+    }
+    if (t->use_stream) {
+        /* the host program left another context current: receive_stream sets ours */
+        fake_ctx_set(fake_other());
+        cw_stream *s = NULL;
+        st = cw_io_receive_stream(io, t->in[0], &s);
+        if (st) return st;
+        t->got[i] = s;
+        fake_ctx_get(&t->current[i]);
+        if (t->in[1]) {
+            st = cw_io_receive_stream(io, t->in[1], &t->got2[i]);
+            if (st) return st;
+        }
+    }
+    if (t->sleep_us) usleep((useconds_t)t->sleep_us);
+    if (t->fail_at && (int)it + 1 == t->fail_at) {
+        cw_stream *x = NULL;
+        return cw_stream_pool_acquire(NULL, &x); /* a real error with a detail */
+    }
+    if (t->stop_at && (int)it + 1 == t->stop_at) cw_pipeline_stop(t->pipe);
+    for (int k = 0; k < MAXP && t->out[k] && !t->no_emit; k++) {
+        cw_buffer *b = NULL;
+        if (t->alloc && (st = cw_io_alloc(io, (size_t)t->alloc, &b)) != CW_SUCCESS) return st;
+        st = cw_io_emit(io, t->out[k], (void *)(uintptr_t)(0x1000 + it), b);
+        if (st) return st;
+    }
+    t->t1[i] = now_ms();
+    t->computes++;
+    return CW_SUCCESS;
+}
+
+static const cw_operator_ops k_ops = {top_start, top_compute, top_stop, top_destroy, {0}};
+
+static cw_operator *make_op(top *t, const cw_operator_settings *s) {
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, t->name, &k_ops, t, s));
+    for (int k = 0; k < MAXP && t->in[k]; k++) {
+        cw_port_settings ps;
+        cw_port_settings_default(&ps);
+        ps.flags = t->in_flags[k];
+        assert_cw_ok(cw_operator_add_input(op, t->in[k], &ps));
+    }
+    for (int k = 0; k < MAXP && t->out[k]; k++) assert_cw_ok(cw_operator_add_output(op, t->out[k], NULL));
+    return op;
+}
+
+/* The diamond A -> (B, D) -> C of the reference. */
+typedef struct diamond {
+    top a, b, d, c;
+    cw_pipeline *p;
+} diamond;
+
+static cw_status diamond_build(diamond *g, const cw_pipeline_settings *ps, int alloc) {
+    memset(g, 0, sizeof *g);
+    g->a = (top){.name = "A", .out = {"out"}, .use_stream = 1, .alloc = alloc};
+    g->b = (top){.name = "B", .in = {"in"}, .out = {"out"}, .use_stream = 1, .alloc = alloc};
+    g->d = (top){.name = "D", .in = {"in"}, .out = {"out"}, .use_stream = 1, .alloc = alloc};
+    g->c = (top){.name = "C", .in = {"in_b", "in_d"}, .use_stream = 1};
+    cw_status st = cw_pipeline_create(&g->p, ctx, ps);
+    if (st) return st;
+    top *all[] = {&g->a, &g->b, &g->d, &g->c};
+    for (int i = 0; i < 4; i++) {
+        all[i]->pipe = g->p;
+        if ((st = cw_pipeline_add(g->p, make_op(all[i], NULL))) != CW_SUCCESS) return st;
+    }
+    if ((st = cw_pipeline_connect(g->p, "A", "out", "B", "in")) != CW_SUCCESS) return st;
+    if ((st = cw_pipeline_connect(g->p, "A", "out", "D", "in")) != CW_SUCCESS) return st;
+    if ((st = cw_pipeline_connect(g->p, "B", "out", "C", "in_b")) != CW_SUCCESS) return st;
+    return cw_pipeline_connect(g->p, "D", "out", "C", "in_d");
+}
+
+static void diamond_init(diamond *g, const cw_pipeline_settings *ps, int alloc) {
+    assert_cw_ok(diamond_build(g, ps, alloc));
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_defaults_names_ports(void **state) {
+    (void)state;
+    cw_port_settings ps;
+    memset(&ps, 0x5a, sizeof ps);
+    cw_port_settings_default(&ps);
+    assert_int_equal(ps.flags, 0);
+    assert_int_equal(ps.bytes, 0);
+    assert_int_equal(ps.dptr, 0);
+    cw_operator_settings os;
+    memset(&os, 0x5a, sizeof os);
+    cw_operator_settings_default(&os);
+    assert_null(os.pool);
+    assert_int_equal(os.no_internal_stream + os.wait_inputs + os.resident, 0);
+    cw_pipeline_settings pls;
+    memset(&pls, 0x5a, sizeof pls);
+    cw_pipeline_settings_default(&pls);
+    assert_null(pls.pool);
+    assert_int_equal(pls.threads, 1);
+    cw_port_settings_default(NULL);
+    cw_operator_settings_default(NULL);
+    cw_pipeline_settings_default(NULL);
+
+    top t = {.name = "x"};
+    cw_operator *op = NULL;
+    char longname[80];
+    memset(longname, 'a', 64);
+    longname[64] = '\0';
+    const char *bad[] = {NULL, "", longname, "has space", "semi;colon", "tab\t"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, bad[i], &k_ops, &t, NULL));
+        expect_detail("bad operator name", NULL);
+        assert_null(op);
+    }
+    longname[63] = '\0'; /* 63 bytes: the longest name */
+    assert_cw_ok(cw_operator_create(&op, longname, &k_ops, &t, NULL));
+    assert_string_equal(cw_operator_name(op), longname);
+    cw_operator_destroy(&op);
+    assert_null(op);
+    assert_int_equal(t.destroyed, 1);
+    cw_operator_ops no_compute = k_ops;
+    no_compute.compute = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &no_compute, &t, NULL));
+    expect_detail("'x'", "no compute");
+    cw_operator_ops reserved = k_ops;
+    reserved.reserved[2] = (void *)1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &reserved, &t, NULL));
+    os.reserved[3] = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &k_ops, &t, &os));
+    cw_operator_settings_default(&os);
+    os.pool = (cw_stream_pool *)&t;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_operator_create(&op, "x", &k_ops, &t, &os));
+
+    /* ports */
+    assert_cw_ok(cw_operator_create(&op, "op1", &k_ops, &t, NULL));
+    assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_input(op, "in", NULL));
+    expect_detail("'op1'", "'in'");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "in", NULL)); /* one namespace */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "bad name", NULL));
+    expect_detail("'op1'", "bad output port name");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_input(op, NULL, NULL));
+    cw_port_settings_default(&ps);
+    ps.flags = 0x80;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_input(op, "in2", &ps));
+    expect_detail("unknown flags", NULL);
+    ps.flags = CW_PORT_OPTIONAL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "out", &ps));
+    expect_detail("'out'", "inputs only");
+    cw_port_settings_default(&ps);
+    ps.bytes = 16;
+    ps.dptr = 0x1000;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "out", &ps));
+    expect_detail("both a size and a device pointer", NULL);
+    cw_port_settings_default(&ps);
+    ps.reserved[0] = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "out", &ps));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_operator_add_input((cw_operator *)&t, "x", NULL));
+    assert_null(cw_operator_name(NULL));
+
+    /* in a pipeline: owned, no more ports, destroy refused */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_operator_add_input(op, "late", NULL));
+    cw_operator *keep = op;
+    cw_operator_destroy(&op);
+    assert_ptr_equal(op, keep);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_int_equal(t.destroyed, 1);
+    cw_operator *found = NULL;
+    assert_cw_ok(cw_pipeline_find(p, "op1", &found));
+    assert_ptr_equal(found, op);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_find(p, "nope", &found));
+    cw_context *pc = NULL;
+    assert_cw_ok(cw_pipeline_get_context(p, &pc));
+    assert_ptr_equal(pc, ctx);
+    cw_pipeline_destroy(&p);
+    assert_null(p);
+    assert_int_equal(t.destroyed, 2); /* the pipeline destroyed it */
+    cw_pipeline_destroy(&p);          /* NULL: nothing */
+    cw_pipeline_destroy(NULL);
+}
+
+static void test_connect_and_check_rules(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline *p = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_create(&p, NULL, NULL));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 1000;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_create(&p, ctx, &ps));
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_check(p));
+    expect_detail("no operator", NULL);
+    top a = {.name = "A", .out = {"out"}}, b = {.name = "B", .in = {"in", "opt"}, .in_flags = {0, CW_PORT_OPTIONAL},
+                                                 .out = {"out"}};
+    top c = {.name = "C", .in = {"x", "many"}, .in_flags = {0, CW_PORT_MANY}, .out = {"out"}};
+    top dup = {.name = "B"};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&b, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&c, NULL)));
+    cw_operator *d = make_op(&dup, NULL);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_add(p, d));
+    expect_detail("'B'", "already");
+    cw_operator_destroy(&d);
+    cw_operator *mine = NULL;
+    assert_cw_ok(cw_pipeline_find(p, "A", &mine));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_add(p, mine));
+
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "Z", "out", "B", "in"));
+    expect_detail("'Z'", NULL);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "A", "nope", "B", "in"));
+    expect_detail("'A'", "'nope'");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "A", "out", "B", "nope"));
+    expect_detail("'B'", "'nope'");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "B", "in", "C", "x"));
+    expect_detail("'B'", "is an input");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "A", "out", "B", "out"));
+    expect_detail("'B'", "is an output");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "B", "out", "B", "opt"));
+    expect_detail("'B'", "itself");
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "A", "out", "B", "in"));
+    expect_detail("connected to", "already");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "C", "out", "B", "in"));
+    expect_detail("'B'", "'in'");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(NULL, "A", "out", "B", "in"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "A", NULL, "B", "in"));
+
+    /* C.x is required and unconnected */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_check(p));
+    expect_detail("operator 'C' input 'x'", "not connected");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_run(p, 1));
+    expect_detail("operator 'C' input 'x'", NULL);
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "x"));
+    /* many: two connections into one port */
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "C", "many"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "many"));
+    assert_cw_ok(cw_pipeline_check(p));
+    /* a cycle: C -> B (optional port) closes B -> C */
+    assert_cw_ok(cw_pipeline_connect(p, "C", "out", "B", "opt"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_check(p));
+    expect_detail("cycle", "'B'");
+    expect_detail("'C'", NULL);
+    assert_null(strstr(cw_last_error_message(), "'A'")); /* A is not on it */
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    assert_int_equal(st.operators, 3);
+    assert_int_equal(st.connections, 5);
+    assert_int_equal(st.iterations, 0);
+    cw_pipeline_destroy(&p);
+    assert_int_equal(a.destroyed + b.destroyed + c.destroyed + dup.destroyed, 4);
+    assert_int_equal(leaks(before, "building and checking"), 0);
+}
+
+static void test_stream_rules(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    diamond g;
+    diamond_init(&g, NULL, 0);
+    long waits0 = fake_calls("cuStreamWaitEvent");
+    assert_cw_ok(cw_pipeline_run(g.p, 5));
+    long waits = fake_calls("cuStreamWaitEvent") - waits0;
+    CUcontext mine = NULL;
+    assert_cw_ok(cw_context_get_handle(ctx, &mine));
+    for (int i = 0; i < 5; i++) {
+        /* each operator has its own internal stream, kept across calls */
+        assert_non_null(g.a.got[i]);
+        assert_ptr_equal(g.a.got[i], g.a.got[0]);
+        assert_ptr_equal(g.b.got[i], g.b.got[0]);
+        assert_ptr_equal(g.d.got[i], g.d.got[0]);
+        assert_ptr_equal(g.c.got[i], g.c.got[0]);
+        /* messages carry the producer's internal stream */
+        assert_ptr_equal(g.b.in_stream[i], g.a.got[i]);
+        assert_ptr_equal(g.d.in_stream[i], g.a.got[i]);
+        assert_ptr_equal(g.c.in_stream[i], g.b.got[i]);
+        assert_ptr_equal(g.c.in_stream2[i], g.d.got[i]);
+        /* several ports: the same stream */
+        assert_ptr_equal(g.c.got2[i], g.c.got[i]);
+        /* the current context is the stream's, whatever the host had */
+        assert_ptr_equal(g.b.current[i], mine);
+        assert_ptr_equal(g.c.current[i], mine);
+        /* values travel */
+        assert_ptr_equal(g.b.value[i], (void *)(uintptr_t)(0x1000 + i));
+    }
+    cw_stream *distinct[4] = {g.a.got[0], g.b.got[0], g.d.got[0], g.c.got[0]};
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++) assert_ptr_not_equal(distinct[i], distinct[j]);
+    /* the ordering is on the GPU: B, D, C (twice) wait per iteration */
+    assert_int_equal(waits, 5 * 4);
+    int dev = -1;
+    assert_cw_ok(cw_stream_get_device(g.c.got[0], &dev));
+    assert_int_equal(dev, 0);
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_int_equal(st.iterations, 5);
+    assert_int_equal(st.computes, 20);
+    assert_int_equal(st.fallbacks, 0);
+    assert_int_equal(g.a.starts, 1);
+    assert_int_equal(g.a.stops, 1);
+    /* a second run: same streams (kept until the pipeline goes), start again */
+    assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_ptr_equal(g.b.got[0], distinct[1]);
+    assert_int_equal(g.c.starts, 2);
+    assert_int_equal(g.c.stops, 2);
+    cw_pipeline_destroy(&g.p);
+    assert_int_equal(leaks(before, "the diamond"), 0);
+}
+
+static void test_fallbacks(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    /* B and D share a pool of one stream: the first to ask gets it, the other
+     * falls back to A's stream (the first upstream stream) */
+    cw_stream_pool *one = NULL;
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 1;
+    assert_cw_ok(cw_stream_pool_create(&one, ctx, &pss));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .pipe = p};
+    top b = {.name = "B", .in = {"in"}, .out = {"out"}, .use_stream = 1, .pipe = p};
+    top d = {.name = "D", .in = {"in"}, .out = {"out"}, .use_stream = 1, .pipe = p};
+    top e = {.name = "E", .in = {"in"}, .use_stream = 1, .pipe = p};     /* after D */
+    top n = {.name = "N", .out = {"out"}, .use_stream = 1, .pipe = p};   /* a source without a pool */
+    top m = {.name = "M", .in = {"in"}, .pipe = p};                     /* reads N's message */
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.pool = one;
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&b, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&d, &os)));
+    cw_operator_settings_default(&os);
+    os.no_internal_stream = 1;
+    assert_cw_ok(cw_pipeline_add(p, make_op(&e, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&n, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&m, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "D", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "D", "out", "E", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "N", "out", "M", "in"));
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    cw_stream *pool_stream = b.got[0];
+    for (int i = 0; i < 3; i++) {
+        assert_ptr_equal(b.got[i], pool_stream);  /* B holds the pool's stream */
+        assert_ptr_equal(d.got[i], a.got[i]);     /* D reuses A's */
+        assert_ptr_equal(e.in_stream[i], a.got[i]); /* and its output carries it */
+        assert_ptr_equal(e.got[i], a.got[i]);     /* E (no pool) reuses its upstream's */
+        /* N: no pool, no upstream: the legacy stream, and no stream on its output */
+        cw_stream_info info;
+        assert_cw_ok(cw_stream_get_info(n.got[i], &info));
+        assert_int_equal(info.is_null, 1);
+        assert_int_equal(info.owned, 0);
+        assert_true(m.have_msg[i]);
+        assert_null(m.in_stream[i]);
+    }
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    assert_int_equal(st.fallbacks, 3 * 2); /* D and E, each iteration */
+    cw_stream_pool_stats pst;
+    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    assert_int_equal(pst.leased, 1);
+    cw_pipeline_destroy(&p);
+    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    assert_int_equal(pst.leased, 0); /* given back */
+    cw_stream_pool_destroy(&one);
+    assert_int_equal(leaks(before, "the fallbacks"), 0);
+}
+
+/* Manual calls: receive_streams, named streams, set_output_stream. */
+typedef struct manual {
+    int calls;
+    cw_stream *all[4];
+    size_t nall;
+    cw_stream *named1[3], *named1b[3], *named2[3];
+    cw_stream *extra;
+    int mode; /* 0: sink of MANY; 1: source choosing its output stream */
+    cw_status errs[8];
+} manual;
+
+static cw_status manual_compute(cw_io *io, void *user) {
+    manual *m = (manual *)user;
+    int i = m->calls++;
+    if (m->mode == 0) {
+        cw_stream *s[4] = {0};
+        cw_status st = cw_io_receive_streams(io, "many", s, 4, &m->nall);
+        if (st) return st;
+        memcpy(m->all, s, sizeof s);
+        size_t n = 99;
+        st = cw_io_receive_streams(io, "many", NULL, 0, &n); /* count only */
+        if (st || n != m->nall) return CW_ERROR_INTERNAL;
+        cw_message msgs[4];
+        st = cw_io_receive_many(io, "many", msgs, 4, &n);
+        if (st || n != m->nall) return CW_ERROR_INTERNAL;
+        /* errors inside compute */
+        m->errs[0] = cw_io_receive_streams(io, "nope", s, 4, &n);
+        m->errs[1] = cw_io_emit(io, "many", NULL, NULL);
+        m->errs[2] = cw_io_set_output_stream(io, "many", NULL);
+        m->errs[3] = cw_io_stream(io, "bad name", &m->extra);
+        m->errs[4] = cw_io_resident_ctl(io, &(unsigned long long){0});
+        m->errs[5] = cw_io_port_ptr(io, "many", &(unsigned long long){0});
+        m->errs[6] = cw_io_receive(io, "nope", &msgs[0]);
+        return CW_SUCCESS;
+    }
+    cw_status st = cw_io_stream(io, "first", &m->named1[i]);
+    if (!st) st = cw_io_stream(io, "first", &m->named1b[i]);
+    if (!st) st = cw_io_stream(io, "second", &m->named2[i]);
+    if (st) return st;
+    /* out1 carries "second" (the last set wins), out2 carries nothing */
+    if ((st = cw_io_set_output_stream(io, "out1", m->named1[i])) != CW_SUCCESS) return st;
+    if ((st = cw_io_set_output_stream(io, "out1", m->named2[i])) != CW_SUCCESS) return st;
+    if ((st = cw_io_set_output_stream(io, "out2", NULL)) != CW_SUCCESS) return st;
+    if ((st = cw_io_emit(io, "out1", NULL, NULL)) != CW_SUCCESS) return st;
+    return cw_io_emit(io, "out2", NULL, NULL);
+}
+
+static cw_io *g_stale_io;
+static cw_status stale_compute(cw_io *io, void *user) {
+    (void)user;
+    g_stale_io = io;
+    return CW_SUCCESS;
+}
+
+static void test_manual_calls(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    manual src = {.mode = 1}, sink = {.mode = 0};
+    cw_operator_ops ops = {NULL, manual_compute, NULL, NULL, {0}};
+    cw_operator *o = NULL;
+    assert_cw_ok(cw_operator_create(&o, "src", &ops, &src, NULL));
+    assert_cw_ok(cw_operator_add_output(o, "out1", NULL));
+    assert_cw_ok(cw_operator_add_output(o, "out2", NULL));
+    assert_cw_ok(cw_pipeline_add(p, o));
+    assert_cw_ok(cw_operator_create(&o, "sink", &ops, &sink, NULL));
+    cw_port_settings ps;
+    cw_port_settings_default(&ps);
+    ps.flags = CW_PORT_MANY;
+    assert_cw_ok(cw_operator_add_input(o, "many", &ps));
+    assert_cw_ok(cw_pipeline_add(p, o));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out1", "sink", "many"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out2", "sink", "many"));
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    assert_int_equal(src.calls, 3);
+    assert_int_equal(sink.calls, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_non_null(src.named1[i]);
+        assert_ptr_equal(src.named1b[i], src.named1[i]); /* same name, same stream */
+        assert_ptr_equal(src.named1[i], src.named1[0]);  /* across calls too */
+        assert_ptr_not_equal(src.named2[i], src.named1[i]);
+    }
+    assert_int_equal(sink.nall, 2);
+    assert_ptr_equal(sink.all[0], src.named2[2]); /* out1: the last set */
+    assert_null(sink.all[1]);                     /* out2: none */
+    assert_int_equal(sink.errs[0], CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(sink.errs[1], CW_ERROR_INVALID_ARGUMENT); /* emit on an input */
+    assert_int_equal(sink.errs[2], CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(sink.errs[3], CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(sink.errs[4], CW_ERROR_INVALID_STATE);    /* not resident */
+    assert_int_equal(sink.errs[5], CW_ERROR_INVALID_STATE);    /* no port memory */
+    assert_int_equal(sink.errs[6], CW_ERROR_INVALID_ARGUMENT);
+    cw_stream_pool_stats pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
+    (void)pst;
+    cw_pipeline_destroy(&p);
+
+    /* a cw_io kept past its compute call is refused */
+    cw_operator_ops sops = {NULL, stale_compute, NULL, NULL, {0}};
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    assert_cw_ok(cw_operator_create(&o, "s", &sops, NULL, NULL));
+    assert_cw_ok(cw_pipeline_add(p, o));
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_stream *s = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_io_receive_stream(g_stale_io, NULL, &s));
+    expect_detail("outside the compute call", NULL);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_io_receive_stream((cw_io *)&sops, NULL, &s));
+    cw_pipeline_destroy(&p);
+    assert_int_equal(leaks(before, "the manual calls"), 0);
+}
+
+static void test_messages_optional_skipped(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    /* S emits nothing; X (required input from S) is skipped, and so is Y after
+     * X; O has an optional input from S and runs without a message */
+    top s = {.name = "S", .out = {"out"}, .no_emit = 1, .pipe = p};
+    top x = {.name = "X", .in = {"in"}, .out = {"out"}, .pipe = p};
+    top y = {.name = "Y", .in = {"in"}, .pipe = p};
+    top o = {.name = "O", .in = {"in"}, .in_flags = {CW_PORT_OPTIONAL}, .pipe = p};
+    top *all[] = {&s, &x, &y, &o};
+    for (int i = 0; i < 4; i++) assert_cw_ok(cw_pipeline_add(p, make_op(all[i], NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "S", "out", "X", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "X", "out", "Y", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "S", "out", "O", "in"));
+    assert_cw_ok(cw_pipeline_run(p, 4));
+    assert_int_equal(s.computes, 4);
+    assert_int_equal(x.computes, 0);
+    assert_int_equal(y.computes, 0);
+    assert_int_equal(o.computes, 4);
+    for (int i = 0; i < 4; i++) assert_false(o.have_msg[i]);
+    assert_int_equal(x.starts, 0); /* never started: never stopped */
+    assert_int_equal(x.stops, 0);
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    assert_int_equal(st.skipped, 8);
+    assert_int_equal(st.computes, 8);
+    /* now S emits: everything runs, and messages do not outlive their iteration */
+    s.no_emit = 0;
+    assert_cw_ok(cw_pipeline_run(p, 2));
+    assert_int_equal(x.computes, 2);
+    assert_int_equal(y.computes, 2);
+    assert_true(o.have_msg[1]);
+    cw_pipeline_destroy(&p);
+    assert_int_equal(leaks(before, "messages"), 0);
+}
+
+static void test_buffers(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream *s1 = NULL, *s2 = NULL;
+    assert_cw_ok(cw_stream_create(&s1, ctx, NULL));
+    assert_cw_ok(cw_stream_create(&s2, ctx, NULL));
+    long devmem0 = fake_live("devmem");
+    cw_buffer *b = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_alloc(&b, s1, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_alloc(NULL, s1, 4));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_alloc(&b, (cw_stream *)ctx, 4));
+    assert_cw_ok(cw_buffer_alloc(&b, s1, 4096));
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    assert_int_equal(fake_live("mempool"), 1); /* the context's pool, made once */
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(b, &info));
+    assert_int_equal(info.bytes, 4096);
+    assert_int_equal(info.refs, 1);
+    assert_int_equal(info.uses, 1); /* the allocation */
+    assert_int_equal(info.device, 0);
+    unsigned long long p = 0, w = 0;
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    assert_cw_ok(cw_buffer_get_writable(b, &w));
+    assert_true(p != 0 && p == w && p == info.dptr);
+    cw_context *bc = NULL;
+    assert_cw_ok(cw_buffer_get_context(b, &bc));
+    assert_ptr_equal(bc, ctx);
+    /* shared: read-only */
+    assert_cw_ok(cw_buffer_retain(b));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_get_writable(b, &w));
+    expect_detail("shared (2 references)", NULL);
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    cw_buffer *second = b;
+    cw_buffer_release(&second);
+    assert_null(second);
+    assert_cw_ok(cw_buffer_get_writable(b, &w));
+    /* uses: one event each; past 8 they fold into the release stream */
+    for (int i = 0; i < 4; i++) assert_cw_ok(cw_buffer_use(b, i % 2 ? s2 : s1));
+    assert_cw_ok(cw_buffer_get_info(b, &info));
+    assert_int_equal(info.uses, 5);
+    long waits0 = fake_calls("cuStreamWaitEvent");
+    for (int i = 0; i < 6; i++) assert_cw_ok(cw_buffer_use(b, s2));
+    assert_cw_ok(cw_buffer_get_info(b, &info));
+    assert_int_equal(info.uses, 8);
+    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 3); /* 11 uses: 3 folded */
+    /* the free waits for every use, and is not done before the GPU gets there */
+    fake_hold(1);
+    assert_cw_ok(cw_buffer_use(b, s1));
+    waits0 = fake_calls("cuStreamWaitEvent");
+    long frees0 = fake_calls("cuMemFreeAsync");
+    cw_buffer_release(&b);
+    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 8); /* one per pending use */
+    assert_int_equal(fake_calls("cuMemFreeAsync") - frees0, 1);
+    assert_int_equal(fake_live("devmem"), devmem0 + 1); /* queued, not freed */
+    fake_hold(0);
+    assert_true(fake_drain(2000));
+    assert_int_equal(fake_live("devmem"), devmem0);
+    assert_int_equal(fake_live("badaccess"), 0);
+    /* handle errors */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_retain(NULL));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_retain((cw_buffer *)s1));
+    cw_buffer *foreign = (cw_buffer *)s1;
+    cw_buffer_release(&foreign);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    cw_buffer_release(NULL);
+    cw_buffer_release(&b); /* NULL inside */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_use(NULL, s1));
+    /* copies and page-locked memory */
+    void *host = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_host_alloc(ctx, 0, &host));
+    assert_cw_ok(cw_host_alloc(ctx, 64, &host));
+    assert_int_equal(((unsigned char *)host)[63], 0);
+    assert_cw_ok(cw_buffer_alloc(&b, s1, 64));
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    memset(host, 7, 64);
+    assert_cw_ok(cw_copy_to_device(s1, p, host, 64));
+    memset(host, 0, 64);
+    assert_cw_ok(cw_copy_to_host(s1, host, p, 64));
+    assert_cw_ok(cw_stream_synchronize(s1));
+    assert_int_equal(((unsigned char *)host)[0], 7);
+    assert_int_equal(((unsigned char *)host)[63], 7);
+    assert_cw_ok(cw_copy_to_device(s1, 0, NULL, 0)); /* nothing */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_copy_to_device(s1, 0, host, 4));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_copy_to_host(s1, NULL, p, 4));
+    assert_cw_ok(cw_buffer_use(b, s1));
+    cw_buffer_release(&b);
+    cw_host_free(ctx, host);
+    cw_host_free(ctx, NULL);
+    cw_stream_destroy(&s1);
+    cw_stream_destroy(&s2);
+    assert_int_equal(leaks(before, "buffers"), 0);
+}
+
+/* A sink only reads: the pipeline records a use by every stream of every
+ * operator that held the buffer, and nothing more. */
+static void test_pipeline_records_uses(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
+    top k = {.name = "K", .in = {"in"}, .use_stream = 1, .keep_buffer = 1, .pipe = p};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+    long devmem0 = fake_live("devmem");
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    /* two of the three frames' buffers are gone; K keeps the first */
+    assert_true(fake_drain(2000));
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(k.kept, &info));
+    assert_int_equal(info.refs, 1);
+    assert_int_equal(info.uses, 3); /* its allocation, A's stream, K's stream */
+    cw_buffer_release(&k.kept);
+    assert_true(fake_drain(2000));
+    assert_int_equal(fake_live("devmem"), devmem0);
+    cw_pipeline_destroy(&p);
+    assert_int_equal(leaks(before, "pipeline buffers"), 0);
+}
+
+static void *stop_later(void *arg) {
+    usleep(20000);
+    cw_pipeline_stop((cw_pipeline *)arg);
+    return NULL;
+}
+
+static void test_executor(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    /* stop from a compute call: the iteration in progress finishes */
+    diamond g;
+    diamond_init(&g, NULL, 64);
+    g.d.stop_at = 3;
+    assert_cw_ok(cw_pipeline_run(g.p, 10));
+    assert_int_equal(g.c.computes, 3);
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_int_equal(st.iterations, 3);
+    /* until stopped from another thread */
+    g.d.stop_at = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stop_later, g.p), 0);
+    assert_cw_ok(cw_pipeline_run(g.p, 0));
+    pthread_join(t, NULL);
+    assert_true(g.c.computes > 3);
+    /* one run at a time */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_stop(NULL));
+    cw_pipeline_destroy(&g.p);
+
+    /* worker threads: B and D (20 ms of CPU each) run at the same time; C
+     * always after both, A before both */
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 4;
+    diamond_init(&g, &ps, 64);
+    g.b.sleep_us = 20000;
+    g.d.sleep_us = 20000;
+    double t0 = now_ms();
+    assert_cw_ok(cw_pipeline_run(g.p, 5));
+    double took = now_ms() - t0;
+    int overlapped = 0;
+    for (int i = 0; i < 5; i++) {
+        assert_true(g.a.seq[i] < g.b.seq[i] && g.a.seq[i] < g.d.seq[i]);
+        assert_true(g.c.seq[i] > g.b.seq[i] && g.c.seq[i] > g.d.seq[i]);
+        assert_true(g.c.t0[i] >= g.b.t1[i] && g.c.t0[i] >= g.d.t1[i]);
+        if (g.b.t0[i] < g.d.t1[i] && g.d.t0[i] < g.b.t1[i]) overlapped++;
+        assert_ptr_equal(g.c.in_stream[i], g.b.got[i]);
+    }
+    printf("# 4 threads: 5 iterations of two 20 ms operators in %.1f ms; B and D overlapped in %d of 5\n", took,
+           overlapped);
+    assert_int_equal(overlapped, 5);
+    assert_true(took < 5 * 40);
+    cw_pipeline_destroy(&g.p);
+    assert_int_equal(leaks(before, "the executor"), 0);
+}
+
+static void test_failures(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    for (unsigned threads = 1; threads <= 3; threads += 2) {
+        cw_pipeline_settings ps;
+        cw_pipeline_settings_default(&ps);
+        ps.threads = threads;
+        diamond g;
+        diamond_init(&g, &ps, 128);
+        g.b.fail_at = 3; /* iteration 2 */
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_run(g.p, 10));
+        expect_detail("operator 'B' (compute)", "(pool) != NULL");
+        assert_int_equal(g.b.computes, 2);
+        assert_int_equal(g.c.computes, 2); /* C did not run in iteration 2 */
+        assert_true(g.a.computes == 3);
+        assert_int_equal(g.a.stops, 1);
+        assert_int_equal(g.b.stops, 1);
+        assert_int_equal(g.c.stops, 1);
+        cw_pipeline_stats st;
+        assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+        assert_int_equal(st.iterations, 2);
+        /* the pipeline runs again */
+        g.b.fail_at = 0;
+        assert_cw_ok(cw_pipeline_run(g.p, 2));
+        assert_int_equal(g.c.computes, 4);
+        /* a failing start */
+        g.d.fail_start = 1;
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_run(g.p, 2));
+        expect_detail("operator 'D' (start)", NULL);
+        assert_int_equal(g.d.stops, 3); /* every run that started it stopped it, the failed start too */
+        g.d.fail_start = 0;
+        cw_pipeline_destroy(&g.p);
+        assert_true(fake_drain(2000));
+        assert_int_equal(leaks(before, "failures"), 0);
+    }
+}
+
+/* ---- resident pipelines ------------------------------------------------------ */
+
+typedef struct rop {
+    int copies;
+    cw_stream *stream[64];
+    unsigned long long in_ptr, out_ptr, ctl;
+    cw_status alloc_st, emit_st, named_st;
+    const char *in, *out;
+} rop;
+
+static cw_status rop_compute(cw_io *io, void *user) {
+    rop *r = (rop *)user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, r->in, &s);
+    if (st) return st;
+    r->stream[r->copies % 64] = s;
+    r->copies++;
+    if (r->in && (st = cw_io_port_ptr(io, r->in, &r->in_ptr)) != CW_SUCCESS) return st;
+    if (r->out && (st = cw_io_port_ptr(io, r->out, &r->out_ptr)) != CW_SUCCESS) return st;
+    if ((st = cw_io_resident_ctl(io, &r->ctl)) != CW_SUCCESS) return st;
+    cw_buffer *b = NULL;
+    r->alloc_st = cw_io_alloc(io, 4, &b);
+    cw_stream *n = NULL;
+    r->named_st = cw_io_stream(io, "x", &n);
+    if (r->out) r->emit_st = cw_io_emit(io, r->out, NULL, NULL);
+    return CW_SUCCESS;
+}
+
+static void test_resident_pipeline(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.unroll = 2;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    cw_operator_ops ops = {NULL, rop_compute, NULL, NULL, {0}};
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.resident = 1;
+    /* the memory rules, one pipeline per case: A.out -> B.in */
+    struct {
+        size_t out_bytes;
+        unsigned long long out_dptr;
+        size_t in_bytes;
+        unsigned long long in_dptr;
+        cw_status want;
+        const char *detail;
+    } cases[] = {
+        {64, 0, 64, 0, CW_SUCCESS, NULL},
+        {64, 0, 32, 0, CW_ERROR_INVALID_ARGUMENT, "wants 64 bytes"},
+        {0, 0x9000, 0, 0xa000, CW_ERROR_INVALID_ARGUMENT, "both supply device memory"},
+        {0, 0, 0, 0, CW_ERROR_INVALID_ARGUMENT, "declares memory"},
+        {64, 0, 0, 0, CW_SUCCESS, NULL},
+        {0, 0, 0, 0xa000, CW_SUCCESS, NULL},
+        {16, 0, 0, 0xa000, CW_SUCCESS, NULL}, /* the pointer wins */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cw_pipeline *p = NULL;
+        assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+        rop ra = {.out = "out"}, rb = {.in = "in"};
+        cw_operator *a = NULL, *b = NULL;
+        assert_cw_ok(cw_operator_create(&a, "A", &ops, &ra, &os));
+        cw_port_settings ps;
+        cw_port_settings_default(&ps);
+        ps.bytes = cases[i].out_bytes;
+        ps.dptr = cases[i].out_dptr;
+        assert_cw_ok(cw_operator_add_output(a, "out", &ps));
+        assert_cw_ok(cw_operator_create(&b, "B", &ops, &rb, &os));
+        cw_port_settings_default(&ps);
+        ps.bytes = cases[i].in_bytes;
+        ps.dptr = cases[i].in_dptr;
+        assert_cw_ok(cw_operator_add_input(b, "in", &ps));
+        assert_cw_ok(cw_pipeline_add(p, a));
+        assert_cw_ok(cw_pipeline_add(p, b));
+        assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+        long devmem0 = fake_live("devmem");
+        assert_cw(cases[i].want, cw_pipeline_make_resident(p, r));
+        if (cases[i].detail) {
+            expect_detail(cases[i].detail, "'A'");
+            expect_detail("'B'", NULL);
+            if (cases[i].out_bytes || cases[i].out_dptr) /* check applies the rules once a port declares memory */
+                assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_check(p));
+        } else {
+            assert_cw_ok(cw_resident_build(r));
+            assert_int_equal(ra.copies, 2); /* once per unrolled copy */
+            assert_int_equal(rb.copies, 2);
+            assert_true(ra.out_ptr != 0);
+            assert_int_equal(ra.out_ptr, rb.in_ptr); /* one buffer, both ends */
+            if (cases[i].in_dptr) assert_int_equal(rb.in_ptr, cases[i].in_dptr);
+            assert_int_equal(fake_live("devmem"), devmem0 + (cases[i].in_dptr ? 0 : 1));
+            assert_ptr_not_equal(ra.stream[0], rb.stream[0]); /* a branch per operator */
+            unsigned long long ctl = 0;
+            assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+            assert_int_equal(ra.ctl, ctl);
+            assert_int_equal(ra.alloc_st, CW_ERROR_INVALID_STATE);
+            assert_int_equal(ra.named_st, CW_ERROR_INVALID_STATE);
+            assert_int_equal(ra.emit_st, CW_SUCCESS);
+            /* the loop must go before the pipeline; a fresh loop for the next case */
+            assert_cw_ok(cw_resident_destroy(&r));
+            assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+        }
+        cw_pipeline_destroy(&p);
+        assert_int_equal(fake_live("devmem"), devmem0);
+        if (i == 0) snapshot(before); /* the first build grew the context's fork pool: not a leak */
+    }
+    /* an operator that is not resident is named */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    top plain = {.name = "plain"};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&plain, NULL)));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_make_resident(p, r));
+    expect_detail("operator 'plain'", "not GPU-resident");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_make_resident(p, NULL));
+    cw_pipeline_destroy(&p);
+    /* many-inputs ports are refused for port memory */
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    rop ra = {.out = "out"}, rb = {.in = "in"};
+    cw_operator *a = NULL, *b = NULL;
+    assert_cw_ok(cw_operator_create(&a, "A", &ops, &ra, &os));
+    cw_port_settings ps;
+    cw_port_settings_default(&ps);
+    ps.bytes = 8;
+    assert_cw_ok(cw_operator_add_output(a, "out", &ps));
+    assert_cw_ok(cw_operator_create(&b, "B", &ops, &rb, &os));
+    ps.flags = CW_PORT_MANY;
+    assert_cw_ok(cw_operator_add_input(b, "in", &ps));
+    assert_cw_ok(cw_pipeline_add(p, a));
+    assert_cw_ok(cw_pipeline_add(p, b));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_make_resident(p, r));
+    expect_detail("operator 'B' input 'in'", "many");
+    cw_pipeline_destroy(&p);
+    assert_int_equal(leaks(before, "resident pipelines"), 0); /* the snapshot had a loop too */
+    assert_cw_ok(cw_resident_destroy(&r));
+}
+
+/* ---- fault injection ------------------------------------------------------- */
+
+static cw_status sweep_scenario(void) {
+    diamond g;
+    cw_status st = diamond_build(&g, NULL, 64);
+    if (st == CW_SUCCESS) st = cw_pipeline_run(g.p, 2);
+    cw_pipeline_destroy(&g.p);
+    fake_drain(2000);
+    return st;
+}
+
+static void test_fault_sweep(void **state) {
+    (void)state;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    assert_int_equal(sweep_scenario(), CW_SUCCESS); /* warm the pools */
+    long before[NKINDS];
+    snapshot(before);
+    cwi_seam_reset();
+    assert_int_equal(sweep_scenario(), CW_SUCCESS);
+    const unsigned long calls = cwi_seam_calls(-1);
+    assert_int_equal(leaks(before, "the clean run"), 0);
+    unsigned long tried = 0, handled = 0, bad = 0, absorbed = 0;
+    for (unsigned long k = 1; k <= calls; k++) {
+        cwi_seam_reset();
+        cwi_seam_fail(-1, k, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+        cw_status st = sweep_scenario();
+        int fired = cwi_seam_fired();
+        const char *entry = "?";
+        for (int id = 0; id < cwi_seam_entry_count(); id++)
+            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        cwi_seam_reset();
+        if (!fired) break;
+        tried++;
+        int is_release = strstr(entry, "Destroy") || strstr(entry, "Free") || strstr(entry, "Unload") ||
+                         strstr(entry, "Synchronize");
+        if (is_release) {
+            absorbed++;
+            snapshot(before);
+            continue;
+        }
+        if (st == CW_SUCCESS) {
+            /* a failed query or context switch absorbed on the way is fine; a
+             * failed allocation or record that still reports success is not */
+            if (strstr(entry, "Alloc") || strstr(entry, "Record") || strstr(entry, "Launch")) {
+                printf("# call %lu (%s) failing: the run returned CW_SUCCESS\n", k, entry);
+                bad++;
+            }
+        } else {
+            handled++;
+        }
+        if (leaks(before, entry)) {
+            bad++;
+            snapshot(before);
+        }
+    }
+    cwi_seam_disable();
+    printf("# pipeline fault sweep: %lu driver calls, %lu failed in turn, %lu errors reported, %lu releases "
+           "absorbed, %lu bad\n",
+           calls, tried, handled, absorbed, bad);
+    assert_true(tried > 20);
+    assert_int_equal(bad, 0);
+    /* the library is usable afterwards */
+    assert_int_equal(sweep_scenario(), CW_SUCCESS);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
+        !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
+        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
+        !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
+        !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
+        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent"))) {
+        printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        return 1;
+    }
+    /* warm the context's event pool, stream pools and buffer pool so that live
+     * counts compare like with like */
+    cw_stream *s = NULL;
+    cw_buffer *b[16] = {0};
+    if (cw_stream_create(&s, ctx, NULL)) return 1;
+    for (int i = 0; i < 16; i++) {
+        if (cw_buffer_alloc(&b[i], s, 8)) return 1;
+        for (int k = 0; k < 8; k++)
+            if (cw_buffer_use(b[i], s)) return 1;
+    }
+    for (int i = 0; i < 16; i++) cw_buffer_release(&b[i]);
+    cw_stream_destroy(&s);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_names_ports),
+        cmocka_unit_test(test_connect_and_check_rules),
+        cmocka_unit_test(test_stream_rules),
+        cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_manual_calls),
+        cmocka_unit_test(test_messages_optional_skipped),
+        cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_pipeline_records_uses),
+        cmocka_unit_test(test_executor),
+        cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_resident_pipeline),
+        cmocka_unit_test(test_fault_sweep),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_context_destroy(&ctx);
+    return rc;
+}
