@@ -297,6 +297,108 @@ static void test_resident_error(void **) {
     assert_false(empty.is_launched());
 }
 
+// Operators written in C++: a source allocating and emitting a buffer on its
+// internal stream, and a sink checking what it got; destructors run with the
+// pipeline; an error from compute (a throw, or a status) stops the run and
+// names the operator.
+static int g_ops_alive;
+struct source_op : cw::operator_base {
+    int *emitted;
+    explicit source_op(int *e) : emitted(e) { g_ops_alive++; }
+    ~source_op() override { g_ops_alive--; }
+    void setup(cw::op_spec &spec) override { spec.output("out"); }
+    cw::status compute(cw::io &io) override {
+        cw::stream s = VAL(io.receive_stream());
+        cw::buffer b = VAL(io.alloc(64));
+        assert_true(b.size() == 64);
+        OK(io.emit("out", b, reinterpret_cast<void *>(static_cast<uintptr_t>(io.iteration() + 1))));
+        (void)s;
+        (*emitted)++;
+        return cw::status();
+    }
+};
+struct sink_op : cw::operator_base {
+    int *seen;
+    int fail_at;
+    sink_op(int *s, int f) : seen(s), fail_at(f) { g_ops_alive++; }
+    ~sink_op() override { g_ops_alive--; }
+    void setup(cw::op_spec &spec) override { spec.input("in").input("opt", CW_PORT_OPTIONAL); }
+    cw::status compute(cw::io &io) override {
+        cw::message m = VAL(io.receive("in"));
+        assert_false(io.has("opt"));
+        assert_true(static_cast<bool>(m.data));
+        assert_false(m.data.owns()); // borrowed
+        assert_true(m.producer.get() != nullptr);
+        cw::stream s = VAL(io.receive_stream("in"));
+        assert_true(s.get() != m.producer.get()); // its own stream, ordered behind the producer's
+        if (reinterpret_cast<uintptr_t>(m.value) != io.iteration() + 1) return cw::status(CW_ERROR_INTERNAL);
+        (*seen)++;
+        if (fail_at && (int)io.iteration() + 1 == fail_at) {
+#ifndef CW_HPP_NO_EXCEPTIONS
+            throw cw::error(CW_ERROR_NOT_PERMITTED, "sink refused");
+#else
+            return cw::status(CW_ERROR_NOT_PERMITTED);
+#endif
+        }
+        return cw::status();
+    }
+};
+
+static void test_operators(void **) {
+    const long s0 = live_streams();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        int emitted = 0, seen = 0;
+        {
+            cw::pipeline p = VAL(cw::pipeline::create(ctx));
+            cw_operator *src = VAL(p.add("src", std::unique_ptr<cw::operator_base>(new source_op(&emitted))));
+            assert_string_equal(cw_operator_name(src), "src");
+            VAL(p.emplace<sink_op>("sink", &seen, 0));
+            assert_int_equal(g_ops_alive, 2);
+            OK(p.connect("src", "out", "sink", "in"));
+            OK(p.run(3));
+            assert_int_equal(emitted, 3);
+            assert_int_equal(seen, 3);
+            assert_int_equal(p.stats().iterations, 3);
+            // a duplicate name: refused, and the operator is deleted at once
+#ifdef CW_HPP_NO_EXCEPTIONS
+            assert_int_equal(p.emplace<sink_op>("sink", &seen, 0).code(), CW_ERROR_INVALID_ARGUMENT);
+#else
+            cw_status got = CW_SUCCESS;
+            try {
+                p.emplace<sink_op>("sink", &seen, 0);
+            } catch (const cw::error &e) {
+                got = e.status();
+            }
+            assert_int_equal(got, CW_ERROR_INVALID_ARGUMENT);
+#endif
+            assert_int_equal(g_ops_alive, 2);
+        }
+        assert_int_equal(g_ops_alive, 0);
+        {
+            cw::pipeline p = VAL(cw::pipeline::create(ctx));
+            VAL(p.emplace<source_op>("src", &emitted));
+            VAL(p.emplace<sink_op>("sink", &seen, 2));
+            OK(p.connect("src", "out", "sink", "in"));
+#ifdef CW_HPP_NO_EXCEPTIONS
+            assert_int_equal(p.run(5).code(), CW_ERROR_NOT_PERMITTED);
+#else
+            cw_status got = CW_SUCCESS;
+            try {
+                p.run(5);
+            } catch (const cw::error &e) {
+                got = e.status();
+                assert_non_null(strstr(e.what(), "operator 'sink' (compute)"));
+            }
+            assert_int_equal(got, CW_ERROR_NOT_PERMITTED);
+#endif
+            assert_int_equal(p.stats().iterations, 1);
+        }
+        assert_int_equal(g_ops_alive, 0);
+    }
+    assert_int_equal(live_streams(), s0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("SKIP: usage: %s PATH/libfakecuda.so\n", argv[0]);
@@ -327,6 +429,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_partition_set_error),
         cmocka_unit_test(test_resident_error),
+        cmocka_unit_test(test_operators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -360,6 +360,93 @@ static void test_driverless_functions(void **state) {
     assert_int_equal(cw_last_error()->status, CW_SUCCESS);
 }
 
+/* Operators need no driver: they are built, checked and destroyed here.
+ * Pipelines, buffers and copies need a context (none without a driver), and
+ * every call refuses NULL handles. */
+static int g_nd_destroyed;
+static cw_status nd_compute(cw_io *io, void *user) {
+    (void)io;
+    (void)user;
+    return CW_SUCCESS;
+}
+static void nd_destroy(void *user) { (*(int *)user)++; }
+
+static void test_flow_without_driver(void **state) {
+    (void)state;
+    cw_operator_ops ops = {NULL, nd_compute, NULL, nd_destroy, {0}};
+    cw_operator *op = NULL;
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    cw_port_settings ps;
+    cw_port_settings_default(&ps);
+    assert_cw_ok(cw_operator_create(&op, "filter", &ops, &g_nd_destroyed, &os));
+    assert_cw_ok(cw_operator_add_input(op, "in", &ps));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_string_equal(cw_operator_name(op), "filter");
+    EXPECT_INVALID_ND(cw_operator_add_input, cw_operator_add_input(op, "bad/name", NULL));
+    EXPECT_INVALID_ND(cw_operator_add_output, cw_operator_add_output(op, "out", NULL));
+    EXPECT_INVALID_ND(cw_operator_create, cw_operator_create(&op, "", &ops, NULL, NULL));
+    cw_operator_destroy(&op);
+    assert_null(op);
+    assert_int_equal(g_nd_destroyed, 1);
+
+    cw_pipeline *p = NULL;
+    cw_pipeline_settings pls;
+    cw_pipeline_settings_default(&pls);
+    cw_pipeline_stats pst;
+    cw_context *c = NULL;
+    cw_operator *found = NULL;
+    EXPECT_INVALID_ND(cw_pipeline_create, cw_pipeline_create(&p, NULL, &pls));
+    EXPECT_INVALID_ND(cw_pipeline_add, cw_pipeline_add(NULL, NULL));
+    EXPECT_INVALID_ND(cw_pipeline_connect, cw_pipeline_connect(NULL, "a", "o", "b", "i"));
+    EXPECT_INVALID_ND(cw_pipeline_check, cw_pipeline_check(NULL));
+    EXPECT_INVALID_ND(cw_pipeline_run, cw_pipeline_run(NULL, 1));
+    EXPECT_INVALID_ND(cw_pipeline_stop, cw_pipeline_stop(NULL));
+    EXPECT_INVALID_ND(cw_pipeline_get_stats, cw_pipeline_get_stats(NULL, &pst));
+    EXPECT_INVALID_ND(cw_pipeline_get_context, cw_pipeline_get_context(NULL, &c));
+    EXPECT_INVALID_ND(cw_pipeline_find, cw_pipeline_find(NULL, "a", &found));
+    EXPECT_INVALID_ND(cw_pipeline_make_resident, cw_pipeline_make_resident(NULL, NULL));
+    cw_pipeline_destroy(&p);
+
+    cw_message m;
+    cw_stream *s = NULL;
+    size_t n = 0;
+    unsigned long long d = 0;
+    uint64_t it = 0;
+    cw_buffer *b = NULL;
+    EXPECT_INVALID_ND(cw_io_receive, cw_io_receive(NULL, "in", &m));
+    EXPECT_INVALID_ND(cw_io_receive_many, cw_io_receive_many(NULL, "in", &m, 1, &n));
+    EXPECT_INVALID_ND(cw_io_receive_stream, cw_io_receive_stream(NULL, "in", &s));
+    EXPECT_INVALID_ND(cw_io_receive_streams, cw_io_receive_streams(NULL, "in", &s, 1, &n));
+    EXPECT_INVALID_ND(cw_io_stream, cw_io_stream(NULL, "x", &s));
+    EXPECT_INVALID_ND(cw_io_set_output_stream, cw_io_set_output_stream(NULL, "out", NULL));
+    EXPECT_INVALID_ND(cw_io_emit, cw_io_emit(NULL, "out", NULL, NULL));
+    EXPECT_INVALID_ND(cw_io_alloc, cw_io_alloc(NULL, 4, &b));
+    EXPECT_INVALID_ND(cw_io_port_ptr, cw_io_port_ptr(NULL, "out", &d));
+    EXPECT_INVALID_ND(cw_io_resident_ctl, cw_io_resident_ctl(NULL, &d));
+    EXPECT_INVALID_ND(cw_io_get_operator, cw_io_get_operator(NULL, &found));
+    EXPECT_INVALID_ND(cw_io_get_iteration, cw_io_get_iteration(NULL, &it));
+
+    cw_buffer_info bi;
+    void *host = NULL;
+    int dev = -1;
+    EXPECT_INVALID_ND(cw_buffer_alloc, cw_buffer_alloc(&b, NULL, 16));
+    EXPECT_INVALID_ND(cw_buffer_retain, cw_buffer_retain(NULL));
+    EXPECT_INVALID_ND(cw_buffer_use, cw_buffer_use(NULL, NULL));
+    EXPECT_INVALID_ND(cw_buffer_get_ptr, cw_buffer_get_ptr(NULL, &d));
+    EXPECT_INVALID_ND(cw_buffer_get_writable, cw_buffer_get_writable(NULL, &d));
+    EXPECT_INVALID_ND(cw_buffer_get_info, cw_buffer_get_info(NULL, &bi));
+    EXPECT_INVALID_ND(cw_buffer_get_context, cw_buffer_get_context(NULL, &c));
+    EXPECT_INVALID_ND(cw_copy_to_device, cw_copy_to_device(NULL, 0, NULL, 0));
+    EXPECT_INVALID_ND(cw_copy_to_host, cw_copy_to_host(NULL, NULL, 0, 0));
+    EXPECT_INVALID_ND(cw_host_alloc, cw_host_alloc(NULL, 16, &host));
+    EXPECT_INVALID_ND(cw_stream_get_device, cw_stream_get_device(NULL, &dev));
+    cw_buffer_release(&b);
+    cw_buffer_release(NULL);
+    cw_host_free(NULL, NULL);
+    assert_null(host);
+}
+
 static void *init_thread(void *arg) {
     *(cw_status *)arg = cw_init();
     return NULL;
@@ -438,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_jit_without_driver),
         cmocka_unit_test(test_driverless_functions),
         cmocka_unit_test(test_resident_without_driver),
+        cmocka_unit_test(test_flow_without_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,12 +11,14 @@
 // (or cw::status) instead, which the caller checks.
 //
 // Grows with the C API: contexts, partitions, streams, pools, leases,
-// futures, timers, graphs, executable graphs, captures, programs, modules and
-// kernels (with a typed launch) so far.
+// futures, timers, graphs, executable graphs, captures, programs, modules,
+// kernels (with a typed launch), resident loops, buffers, and operators and
+// pipelines (a base class for operator authors) so far.
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -667,6 +669,261 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
     return detail::make(s, kernel(k));
 }
 
+// ---- buffers -------------------------------------------------------------------
+
+// A reference to a cw_buffer: the owning wrapper drops its reference in its
+// destructor (the memory goes after every recorded use, buffer.h).
+class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
+  public:
+    using handle::handle;
+    static detail::ret<buffer> alloc(const stream &s, size_t bytes) {
+        cw_buffer *b = nullptr;
+        cw_status st = cw_buffer_alloc(&b, s.get(), bytes);
+        return detail::make(st, buffer(b, true));
+    }
+    // Borrows a buffer (one a message carries, say): no reference taken.
+    static buffer wrap(cw_buffer *b) noexcept { return buffer(b, false); }
+    // A new reference of its own (kept past the compute call that lent it).
+    detail::ret<buffer> share() const {
+        cw_status st = cw_buffer_retain(get());
+        return detail::make(st, buffer(st == CW_SUCCESS ? get() : nullptr, true));
+    }
+    unsigned long long ptr() const noexcept {
+        unsigned long long p = 0;
+        (void)cw_buffer_get_ptr(get(), &p);
+        return p;
+    }
+    // The address for writing: only while this is the one reference.
+    detail::ret<unsigned long long> writable() const {
+        unsigned long long p = 0;
+        cw_status st = cw_buffer_get_writable(get(), &p);
+        return detail::make(st, std::move(p));
+    }
+    size_t size() const noexcept {
+        cw_buffer_info i{};
+        (void)cw_buffer_get_info(get(), &i);
+        return i.bytes;
+    }
+    // The free waits for what s has enqueued so far.
+    detail::void_ret used_by(const stream &s) const { return detail::done(cw_buffer_use(get(), s.get())); }
+};
+
+// ---- operators and pipelines ---------------------------------------------------
+
+// A message received on an input port (borrowed for the compute call).
+struct message {
+    void *value = nullptr;
+    buffer data;   // borrowed: share() to keep it
+    stream producer; // borrowed: the stream the data was produced on (empty: none)
+};
+
+// What a compute call gets: the C cw_io, borrowed for the call.
+class io {
+  public:
+    explicit io(cw_io *h) noexcept : h_(h) {}
+    cw_io *get() const noexcept { return h_; }
+
+    // The first message on an input port (CW_ERROR_NOT_READY: none).
+    detail::ret<message> receive(const char *port) const {
+        cw_message m{};
+        cw_status st = cw_io_receive(h_, port, &m);
+        message out;
+        if (st == CW_SUCCESS) {
+            out.value = m.value;
+            out.data = buffer::wrap(m.buffer);
+            out.producer = stream::wrap(m.stream);
+        }
+        return detail::make(st, std::move(out));
+    }
+    // True when the port has a message in this iteration (no error for none).
+    bool has(const char *port) const noexcept {
+        cw_message m{};
+        return cw_io_receive(h_, port, &m) == CW_SUCCESS;
+    }
+    // The operator's internal stream, ordered behind the port's messages
+    // (port nullptr: for sources). See flow.h, the stream rules.
+    detail::ret<stream> receive_stream(const char *port = nullptr) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_io_receive_stream(h_, port, &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    // A named extra stream of the operator (the same name, the same stream).
+    detail::ret<stream> named_stream(const char *name) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_io_stream(h_, name, &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    detail::void_ret set_output_stream(const char *port, const stream &s) const {
+        return detail::done(cw_io_set_output_stream(h_, port, s.get()));
+    }
+    detail::void_ret emit(const char *port, const buffer &b, void *value = nullptr) const {
+        return detail::done(cw_io_emit(h_, port, value, b.get()));
+    }
+    detail::void_ret emit_value(const char *port, void *value) const {
+        return detail::done(cw_io_emit(h_, port, value, nullptr));
+    }
+    // A buffer on the internal stream, held by the call (borrowed here).
+    detail::ret<buffer> alloc(size_t bytes) const {
+        cw_buffer *b = nullptr;
+        cw_status st = cw_io_alloc(h_, bytes, &b);
+        return detail::make(st, buffer::wrap(b));
+    }
+    detail::ret<unsigned long long> port_ptr(const char *port) const {
+        unsigned long long p = 0;
+        cw_status st = cw_io_port_ptr(h_, port, &p);
+        return detail::make(st, std::move(p));
+    }
+    detail::ret<unsigned long long> resident_ctl() const {
+        unsigned long long c = 0;
+        cw_status st = cw_io_resident_ctl(h_, &c);
+        return detail::make(st, std::move(c));
+    }
+    uint64_t iteration() const noexcept {
+        uint64_t i = 0;
+        (void)cw_io_get_iteration(h_, &i);
+        return i;
+    }
+
+  private:
+    cw_io *h_;
+};
+
+// Where an operator declares its ports (in setup()).
+class op_spec {
+  public:
+    explicit op_spec(cw_operator *op) noexcept : op_(op) {}
+    // An input: flags CW_PORT_OPTIONAL / CW_PORT_MANY; bytes or dptr for port memory.
+    op_spec &input(const char *name, unsigned flags = 0, size_t bytes = 0, unsigned long long dptr = 0) {
+        cw_port_settings s;
+        cw_port_settings_default(&s);
+        s.flags = flags, s.bytes = bytes, s.dptr = dptr;
+        note(cw_operator_add_input(op_, name, &s));
+        return *this;
+    }
+    op_spec &output(const char *name, size_t bytes = 0, unsigned long long dptr = 0) {
+        cw_port_settings s;
+        cw_port_settings_default(&s);
+        s.bytes = bytes, s.dptr = dptr;
+        note(cw_operator_add_output(op_, name, &s));
+        return *this;
+    }
+    cw_status first_error() const noexcept { return err_; }
+
+  private:
+    void note(cw_status s) {
+        if (s != CW_SUCCESS && err_ == CW_SUCCESS) err_ = s;
+#ifndef CW_HPP_NO_EXCEPTIONS
+        detail::check(s);
+#endif
+    }
+    cw_operator *op_;
+    cw_status err_ = CW_SUCCESS;
+};
+
+// The base class of operators written in C++: declare ports in setup(),
+// do the work in compute(). compute returns a status; in exceptions mode it
+// may also throw (cw::error gives its status, anything else
+// CW_ERROR_INTERNAL): nothing crosses into the C library.
+class operator_base {
+  public:
+    virtual ~operator_base() = default;
+    virtual void setup(op_spec &spec) = 0;
+    virtual status compute(io &in_out) = 0;
+    virtual status start() { return status(); }
+    virtual void stop() noexcept {}
+};
+
+namespace detail {
+inline cw_status op_guard(operator_base *op, int what, cw_io *h) noexcept {
+#ifndef CW_HPP_NO_EXCEPTIONS
+    try {
+#endif
+        if (what == 0) return op->start().code();
+        io x(h);
+        return op->compute(x).code();
+#ifndef CW_HPP_NO_EXCEPTIONS
+    } catch (const error &e) {
+        return e.status();
+    } catch (...) {
+        return CW_ERROR_INTERNAL;
+    }
+#endif
+}
+inline cw_status op_start(cw_operator *, void *user) noexcept {
+    return op_guard(static_cast<operator_base *>(user), 0, nullptr);
+}
+inline cw_status op_compute(cw_io *h, void *user) noexcept {
+    return op_guard(static_cast<operator_base *>(user), 1, h);
+}
+inline void op_stop(cw_operator *, void *user) noexcept { static_cast<operator_base *>(user)->stop(); }
+inline void op_destroy(void *user) noexcept { delete static_cast<operator_base *>(user); }
+}  // namespace detail
+
+class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<pipeline> create(const context &ctx, const cw_pipeline_settings *settings = nullptr) {
+        cw_pipeline *p = nullptr;
+        cw_status s = cw_pipeline_create(&p, ctx.get(), settings);
+        return detail::make(s, pipeline(p, true));
+    }
+    // Adds a C++ operator (the pipeline owns it from now on; it is deleted
+    // with the pipeline, or here when adding fails). Returns the borrowed
+    // C operator.
+    detail::ret<cw_operator *> add(const char *name, std::unique_ptr<operator_base> op,
+                                   const cw_operator_settings *settings = nullptr) {
+        static const cw_operator_ops ops = {detail::op_start, detail::op_compute, detail::op_stop, detail::op_destroy,
+                                            {nullptr, nullptr, nullptr, nullptr}};
+        cw_operator *o = nullptr;
+        operator_base *raw = op.get();
+        cw_status s = cw_operator_create(&o, name, &ops, raw, settings);
+        if (s != CW_SUCCESS) return detail::make(s, static_cast<cw_operator *>(nullptr));
+        op.release();  // the C operator deletes it from now on
+        op_spec spec(o);
+#ifndef CW_HPP_NO_EXCEPTIONS
+        try {
+            raw->setup(spec);
+        } catch (...) {
+            cw_operator_destroy(&o);
+            throw;
+        }
+#else
+        raw->setup(spec);
+#endif
+        s = spec.first_error();
+        if (s == CW_SUCCESS) s = cw_pipeline_add(get(), o);
+        if (s != CW_SUCCESS) {
+            cw_status keep = s;
+            std::string m = cw_last_error_message();
+            cw_operator_destroy(&o);
+#ifndef CW_HPP_NO_EXCEPTIONS
+            throw error(keep, m);
+#else
+            return detail::make(keep, static_cast<cw_operator *>(nullptr));
+#endif
+        }
+        return detail::make(CW_SUCCESS, std::move(o));
+    }
+    template <class Op, class... A>
+    detail::ret<cw_operator *> emplace(const char *name, A &&...args) {
+        return add(name, std::unique_ptr<operator_base>(new Op(std::forward<A>(args)...)));
+    }
+    detail::void_ret connect(const char *from, const char *from_port, const char *to, const char *to_port) {
+        return detail::done(cw_pipeline_connect(get(), from, from_port, to, to_port));
+    }
+    detail::void_ret check() { return detail::done(cw_pipeline_check(get())); }
+    detail::void_ret run(uint64_t iterations) { return detail::done(cw_pipeline_run(get(), iterations)); }
+    detail::void_ret stop() { return detail::done(cw_pipeline_stop(get())); }
+    detail::void_ret make_resident(const resident &r) {
+        return detail::done(cw_pipeline_make_resident(get(), r.get()));
+    }
+    cw_pipeline_stats stats() const noexcept {
+        cw_pipeline_stats st{};
+        (void)cw_pipeline_get_stats(get(), &st);
+        return st;
+    }
+};
+
 // The wrappers cost nothing beyond the handle and its ownership flag, and
 // moving them never throws.
 namespace detail {
@@ -686,6 +943,11 @@ static_assert(sizeof(graph_exec) == sizeof(detail::handle_and_flag), "graph_exec
 static_assert(sizeof(program) == sizeof(detail::handle_and_flag), "program is the handle plus ownership");
 static_assert(sizeof(module) == sizeof(detail::handle_and_flag), "module is the handle plus ownership");
 static_assert(sizeof(resident) == sizeof(detail::handle_and_flag), "resident is the handle plus ownership");
+static_assert(sizeof(buffer) == sizeof(detail::handle_and_flag), "buffer is the handle plus ownership");
+static_assert(sizeof(pipeline) == sizeof(detail::handle_and_flag), "pipeline is the handle plus ownership");
+static_assert(sizeof(io) == sizeof(void *), "io is the handle");
+static_assert(std::is_nothrow_move_constructible<buffer>::value && std::is_nothrow_move_assignable<pipeline>::value,
+              "buffers and pipelines move without throwing");
 static_assert(std::is_nothrow_move_constructible<resident>::value && std::is_nothrow_move_assignable<resident>::value,
               "resident moves without throwing");
 static_assert(std::is_nothrow_move_constructible<module>::value && std::is_nothrow_move_assignable<program>::value,
