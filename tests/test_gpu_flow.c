@@ -216,6 +216,7 @@ typedef int (*pool_create_fn)(void **, const void *);
 typedef int (*pool_destroy_fn)(void *);
 typedef int (*alloc_pool_fn)(unsigned long long *, size_t, void *, CUstream);
 typedef int (*free_async_fn)(unsigned long long, CUstream);
+typedef int (*pool_set_fn)(void *, int, void *);
 
 /* The race with the raw driver: the producer frees on its own stream. */
 static int raw_race(unsigned long long *wrong_frames, int *reused) {
@@ -225,7 +226,8 @@ static int raw_race(unsigned long long *wrong_frames, int *reused) {
     pool_destroy_fn pool_destroy = (pool_destroy_fn)dlsym(rc.lib, "cuMemPoolDestroy");
     alloc_pool_fn alloc = (alloc_pool_fn)dlsym(rc.lib, "cuMemAllocFromPoolAsync");
     free_async_fn freea = (free_async_fn)dlsym(rc.lib, "cuMemFreeAsync");
-    if (!pool_create || !pool_destroy || !alloc || !freea) return -2;
+    pool_set_fn pool_set = (pool_set_fn)dlsym(rc.lib, "cuMemPoolSetAttribute");
+    if (!pool_create || !pool_destroy || !alloc || !freea || !pool_set) return -2;
     CUcontext c = NULL;
     rc_device dev = 0;
     if (rc.cuDeviceGet(&dev, 0) || rc.cuDevicePrimaryCtxRetain(&c, dev) || rc.cuCtxSetCurrent(c)) return -3;
@@ -247,6 +249,12 @@ static int raw_race(unsigned long long *wrong_frames, int *reused) {
     } props = {1, 0, 1, 0, NULL, 0, 0, {0}};
     void *pool = NULL;
     if (pool_create(&pool, &props)) return -6;
+    /* Keep freed memory mapped: with the default threshold (0) the pool
+     * unmaps it at the next synchronisation while the sink still reads it,
+     * and the race ends in an illegal-address fault that poisons the
+     * context (seen on the H100) instead of in wrong sums. */
+    unsigned long long keep = ~0ull;
+    if (pool_set(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, &keep)) return -6;
     unsigned long long sums = 0;
     if (rc.cuMemAlloc(&sums, RACE_FRAMES * 8) || rc.cuMemsetD32(sums, 0, RACE_FRAMES * 2)) return -7;
     unsigned long long first = 0;
