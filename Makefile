@@ -55,7 +55,7 @@ HEADERS = \
 
 CPP_HEADERS = include/cuweave/cuweave.hpp
 
-EXAMPLES = devices embed forkjoin green graph kernels resident resident_handler
+EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels resident resident_handler video_pipeline
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu

@@ -36,6 +36,10 @@
  *                 cw_copy_to_device / cw_copy_to_host, host pictures and
  *                 result words in cw_host_alloc memory. The sink records its
  *                 stream; the host waits with cw_stream_synchronize on it.
+ *                 Port memory is not used: one buffer per connection, written
+ *                 again every iteration, would hold frame f + 1's writer
+ *                 behind frame f's readers (or race them); a pool buffer per
+ *                 frame does not, as (c)'s ring does not.
  *   (b) raw, one  everything on one non-blocking stream
  *                 (cuStreamCreateWithPriority), in the order the pipeline
  *                 runs the operators; cuStreamSynchronize.
@@ -44,8 +48,9 @@
  *                 one per stage and buffer slot); a ring of RING buffer sets
  *                 made with cuMemAlloc, the first stage of frame f waiting
  *                 for the end of frame f - RING (the slot's last reader);
- *                 cuStreamSynchronize on the sink's stream. Host pictures and
- *                 result words in cuMemHostAlloc memory.
+ *                 cuStreamSynchronize on the sink's stream. (b) and (c): host
+ *                 pictures and result words in cuMemHostAlloc memory, device
+ *                 buffers from cuMemAlloc.
  *
  * All three wait for a frame the same way: one stream synchronize on the
  * stream of the last operator (the one that copies the result back), whose
@@ -354,7 +359,7 @@ struct variant;
 typedef struct cwstate {
     struct variant *V;
     long f0, r0;              /* frame number and result slot of the run's iteration 0 */
-    unsigned long long stamp; /* probe: device stamps, 2 words per operator; else 0 */
+    unsigned long long stamp; /* probe frame: device stamps, 2 words per operator; else 0 (all variants) */
     cw_stream *sink;          /* the sink's stream, recorded by its compute */
 } cwstate;
 
@@ -369,7 +374,7 @@ typedef struct variant {
     unsigned long long dres; /* device */
     uint64_t *hres;          /* pinned host */
     cw_buffer *dres_buf;     /* (a): dres is a cw_buffer */
-    unsigned long long stamp; /* diamond probe: 4 operators x 2 words */
+    unsigned long long stamp; /* diamond probe's words: 4 operators x 2 (set in P.stamp for the probe) */
     /* raw: buffer sets, streams, events */
     unsigned long long buf[4][RING];
     int nbuf;
@@ -396,6 +401,12 @@ typedef struct workload {
 
 /* ---- (b), (c): the frames written by hand ------------------------------------------- */
 
+/* The stamp words (start, end) of operator op (0 A, 1 B, 2 D, 3 C) in the
+ * probe frame, else 0: the kernels then write none. */
+static unsigned long long stamp_of(const cwstate *P, int op) {
+    return P->stamp ? P->stamp + (unsigned long long)op * 16u : 0ull;
+}
+
 static void raw_record_wait(CUevent ev, CUstream on, CUstream waiter) {
     CU_CHECK(rc.cuEventRecord(ev, on));
     CU_CHECK(rc.cuStreamWaitEvent(waiter, ev, 0));
@@ -408,12 +419,9 @@ static void diamond_raw_frame(variant *V, long f, long r) {
     CUstream sA = V->s[0], sB = multi ? V->s[1] : sA, sD = multi ? V->s[2] : sA, sC = multi ? V->s[3] : sA;
     unsigned long long a = V->buf[0][k], b = V->buf[1][k], d = V->buf[2][k], c = V->buf[3][k];
     unsigned long long res = V->dres + (unsigned long long)r * sizeof(uint64_t);
-    unsigned long long stA = V->stamp, stB = 0, stD = 0, stC = 0;
-    if (V->stamp) {
-        stB = V->stamp + 16;
-        stD = V->stamp + 32;
-        stC = V->stamp + 48;
-    }
+    /* GPU timestamps in the probe frame only, as (a)'s operators do */
+    unsigned long long stA = stamp_of(&V->P, 0), stB = stamp_of(&V->P, 1), stD = stamp_of(&V->P, 2),
+                       stC = stamp_of(&V->P, 3);
     unsigned n = g_d.n, value = d_value(f), mb = MUL_B, ab = ADD_B, md = MUL_D, ad = ADD_D, one = 1;
     long long ns0 = 0, spin = g_spin;
     /* slot k's last reader was frame f - RING's C */
@@ -483,10 +491,6 @@ static void video_raw_frame(variant *V, long f, long r) {
         cw_status t_ = (expr);                                                                                        \
         if (t_ != CW_SUCCESS) return t_;                                                                              \
     } while (0)
-
-static unsigned long long stamp_of(const cwstate *P, int op) {
-    return P->stamp ? P->stamp + (unsigned long long)op * 16u : 0ull;
-}
 
 /* The frame and result word of this compute call. */
 static cw_status frame_of(cw_io *io, const cwstate *P, long *f, long *r) {
@@ -725,10 +729,7 @@ static void variant_setup(variant *V, cw_context *ctx, cw_stream *aux, int nbuf,
             for (int k = 0; k < RING; k++) CU_CHECK(rc.cuEventCreate(&V->done[k], RAW_EVENT_DISABLE_TIMING));
     }
     for (long r = 0; r < g_frames; r++) store_u64(&V->hres[r], POISON);
-    if (!is_video) {
-        CU_CHECK(rc.cuMemAlloc(&V->stamp, 8 * sizeof(uint64_t)));
-        V->P.stamp = 0; /* set for the probe only */
-    }
+    if (!is_video) CU_CHECK(rc.cuMemAlloc(&V->stamp, 8 * sizeof(uint64_t))); /* V->P.stamp: the probe only */
 }
 
 static void variant_teardown(variant *V, cw_context *ctx) {
@@ -844,7 +845,7 @@ typedef struct probe {
 
 static probe run_probe(variant *V, const workload *W, long f) {
     CU_CHECK(rc.cuMemsetD32(V->stamp, 0, 16));
-    if (V->id == V_CW) V->P.stamp = V->stamp;
+    V->P.stamp = V->stamp; /* every variant passes stamps for this frame only */
     store_u64(&V->hres[0], POISON);
     alarm(WATCHDOG_S);
     submit(V, W, f, 0, 1);
@@ -946,7 +947,6 @@ static void run_workload(result *R, const workload *W, cw_context *ctx, cw_strea
     R->have_probe = !is_video;
     if (!is_video)
         for (int v = 0; v < V_COUNT; v++) R->pr[v] = run_probe(&g_var[v], W, next);
-    next++;
     R->grew_mib = mem_used_mib() - mem0;
     CW_CHECK(cw_pipeline_get_stats(g_var[V_CW].p, &R->pst));
 
@@ -973,7 +973,8 @@ static void print_workload(const result *R) {
                l->max, R->lfps[v].p50);
     }
     printf("%s, pipelined: %ld frames enqueued back to back, then one wait; per run: microseconds per frame,\n"
-           "  fps, and the host's enqueue time per frame (%d runs per variant)\n",
+           "  fps, and the host's enqueue time per frame (%d runs per variant; fps p99: at the p99 time per\n"
+           "  frame, the slow tail)\n",
            R->name, g_frames, g_runs);
     printf("  %-18s %11s %11s %10s %10s %12s\n", "variant", "us/fr p50", "us/fr p99", "fps p50", "fps p99",
            "enqueue p50");

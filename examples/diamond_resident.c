@@ -14,8 +14,9 @@
  * compute calls find it with cw_io_port_ptr. A compute call only launches a
  * kernel on the stream cw_io_receive_stream gives (in a capture, the
  * operator's branch of the graph; asking on C's two inputs gives the one
- * stream that waits for both branches). Nothing is allocated or emitted:
- * data flows through port memory.
+ * stream that waits for both branches). Nothing is allocated, and an emit
+ * does nothing in a capture (the operators emit anyway, as
+ * docs/pipelines.md advises): data flows through port memory.
  *
  * A reads the request's input from the loop's input slot (two slots, so the
  * host could fill one while the other is read): its kernel is given the
@@ -111,7 +112,7 @@ static cw_status a_compute(cw_io *io, void *user) {
     small_grid(&lc);
     OP_TRY(cw_kernel_launch(sh->produce, s, &lc, args));
     sh->captures[0]++;
-    return CW_SUCCESS;
+    return cw_io_emit(io, "out", NULL, NULL); /* does nothing in a capture */
 }
 
 static cw_status branch_compute(cw_io *io, void *user) {
@@ -127,7 +128,7 @@ static cw_status branch_compute(cw_io *io, void *user) {
     small_grid(&lc);
     OP_TRY(cw_kernel_launch(br->sh->transform, s, &lc, args));
     br->sh->captures[br->index]++;
-    return CW_SUCCESS;
+    return cw_io_emit(io, "out", NULL, NULL);
 }
 
 static cw_status c_compute(cw_io *io, void *user) {

@@ -71,6 +71,7 @@ struct cw_io {
     unsigned long long ctl;      // resident capture: the loop's control block
     cw_stream *stream;           // the call's internal stream (or the upstream one in use), or NULL
     bool carry;                  // outputs carry `stream`
+    bool reuse_ordered;          // port memory: ordered after last iteration's readers
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
     cw::Vec<cw_buffer *> allocated;
 };
@@ -89,7 +90,9 @@ struct cw_operator {
     cw_stream *internal;        // leased once, kept until the pipeline goes
     cw_stream_pool *internal_pool;
     bool named_used;            // named streams were taken from the pool
-    bool started;
+    bool started;               // by cw_pipeline_run (stopped when the run ends)
+    bool resident_started;      // by a resident capture (stopped when the pipeline goes)
+    cw_stream *last_stream;     // the stream of its last compute call (port memory reuse waits for it)
     cw_future *waiter;          // wait_inputs
     cw_io io;
 };
@@ -212,7 +215,15 @@ cw_status plan_memory(cw_pipeline *p, Vec<Group> *groups) {
     for (cw_operator *o : p->ops) {
         for (size_t pi = 0; pi < o->ports.size(); pi++) {
             const Port &out = o->ports[pi];
-            if (out.input || out.conns.empty()) continue;
+            if (out.input) continue;
+            if (out.conns.empty()) {
+                // A sink's output: memory of its own when it declares some
+                // (the host reads it: cw_pipeline_port_ptr).
+                if ((out.bytes || out.dptr) && groups &&
+                    !groups->push(Group{o->index, (int)pi, out.bytes, out.dptr}))
+                    return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+                continue;
+            }
             size_t bytes = out.bytes;
             CUdeviceptr dptr = out.dptr;
             const char *dptr_op = out.dptr ? o->name : nullptr, *dptr_port = out.dptr ? out.name : nullptr;
@@ -369,6 +380,7 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
     io->iteration = iteration;
     io->stream = nullptr;
     io->carry = false;
+    io->reuse_ordered = false;
     io->touched.clear();
     io->allocated.clear();
     for (Port &pt : op->ports) {
@@ -418,17 +430,18 @@ cw_status wait_inputs(cw_pipeline *p, cw_operator *op) {
 cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
     cw_io *io = &op->io;
     cw_status st = CW_SUCCESS;
-    // The streams the operator used in this call.
-    cw_stream *streams[16];
-    size_t ns = 0;
-    auto add = [&](cw_stream *s) {
-        if (!s || s->is_null) return;
-        for (size_t i = 0; i < ns; i++)
-            if (streams[i] == s) return;
-        if (ns < 16) streams[ns++] = s;
+    // The streams the operator used in this call: its stream, then the
+    // named and output streams (each once).
+    auto each_stream = [&](auto &&fn) {
+        if (io->stream && !io->stream->is_null) fn(io->stream);
+        for (size_t i = 0; i < io->touched.size(); i++) {
+            cw_stream *s = io->touched[i];
+            bool dup = s == io->stream;
+            for (size_t j = 0; j < i && !dup; j++) dup = io->touched[j] == s;
+            if (!dup && !s->is_null) fn(s);
+        }
     };
-    add(io->stream);
-    for (cw_stream *s : io->touched) add(s);
+    if (ok && io->stream && !io->stream->is_null) op->last_stream = io->stream;
     // Each buffer once (one received on two ports, or allocated and emitted).
     cw_buffer *seen[32];
     size_t nseen = 0;
@@ -437,10 +450,10 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
         for (size_t i = 0; i < nseen; i++)
             if (seen[i] == b) return;
         if (nseen < 32) seen[nseen++] = b;
-        for (size_t i = 0; i < ns; i++) {
-            cw_status u = cw_buffer_use(b, streams[i]);
+        each_stream([&](cw_stream *s) {
+            cw_status u = cw_buffer_use(b, s);
             if (u != CW_SUCCESS && st == CW_SUCCESS) st = u;
-        }
+        });
     };
     for (const Port &pt : op->ports) {
         if (pt.input) {
@@ -587,8 +600,8 @@ cw_status resident_fn(cw_stream *s, void *user) {
             record_failure(p, op, "resident capture: ordering", st);
             break;
         }
-        if (!op->started) {
-            op->started = true;
+        if (!op->resident_started) {
+            op->resident_started = true;
             if (op->ops.start && (st = op->ops.start(op, op->user)) != CW_SUCCESS) {
                 record_failure(p, op, "start", st);
                 break;
@@ -873,6 +886,7 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
     *pp = nullptr;
     end_iteration(p);
     for (cw_operator *op : p->ops) {
+        if (op->resident_started && op->ops.stop) op->ops.stop(op, op->user);
         for (Port &pt : op->ports)
             if (pt.pending.buffer) cw_buffer_release(&pt.pending.buffer);
         if (op->internal) (void)cw_stream_pool_release(op->internal_pool, &op->internal);
@@ -1082,6 +1096,23 @@ CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_ope
     return CW_SUCCESS;
 }
 
+CW_API cw_status cw_pipeline_port_ptr(const cw_pipeline *p, const char *op, const char *port, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_PIPE(p);
+    CW_CHECK_ARG(op != NULL && port != NULL && dptr != NULL);
+    cw_operator *o = find_op(p, op);
+    if (!o) return fail(CW_ERROR_INVALID_ARGUMENT, "no operator named '%s' in the pipeline", op);
+    int pi = find_port(o, port);
+    if (pi < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no port '%s'", o->name, port);
+    if (!o->ports[pi].mem)
+        return fail(CW_ERROR_INVALID_STATE,
+                    "operator '%s' port '%s' has no port memory (not set up yet: cw_pipeline_make_resident or a run; "
+                    "or none declared)",
+                    o->name, port);
+    *dptr = o->ports[pi].mem;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_PIPE(p);
@@ -1173,6 +1204,18 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
             const Connection &c = io->p->conns[ci];
             if (c.has && c.msg.stream && c.msg.stream != s) CW_TRY(stream_order(s, c.msg.stream));
         }
+    if (io->p->memory_ready && !io->reuse_ordered) {
+        // Port memory is written again every iteration: the writer waits for
+        // last iteration's readers (a pool buffer never needs this).
+        io->reuse_ordered = true;
+        for (const Port &pt : io->op->ports) {
+            if (pt.input || !pt.mem) continue;
+            for (int ci : pt.conns) {
+                cw_stream *reader = io->p->ops[io->p->conns[ci].to_op]->last_stream;
+                if (reader && reader != s) CW_TRY(stream_order(s, reader));
+            }
+        }
+    }
     CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
     *out = s;

@@ -1009,6 +1009,98 @@ static void test_resident_pipeline(void **state) {
     assert_cw_ok(cw_resident_destroy(&r));
 }
 
+/* Port memory under cw_pipeline_run: the same memory for both ends, a sink's
+ * unconnected output with memory of its own, read from outside; the writer
+ * waits for last iteration's reader before writing again. Resident captures
+ * start operators once and stop them when the pipeline goes. */
+typedef struct pm {
+    const char *in, *out;
+    int starts, stops, copies;
+    unsigned long long in_ptr, out_ptr;
+} pm;
+static cw_status pm_start(cw_operator *op, void *user) {
+    (void)op;
+    ((pm *)user)->starts++;
+    return CW_SUCCESS;
+}
+static void pm_stop(cw_operator *op, void *user) {
+    (void)op;
+    ((pm *)user)->stops++;
+}
+static cw_status pm_compute(cw_io *io, void *user) {
+    pm *m = (pm *)user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, m->in, &s);
+    if (st) return st;
+    m->copies++;
+    if (m->in && (st = cw_io_port_ptr(io, m->in, &m->in_ptr))) return st;
+    if ((st = cw_io_port_ptr(io, m->out, &m->out_ptr))) return st;
+    return cw_io_emit(io, m->out, NULL, NULL); /* the message says "ready" under cw_pipeline_run */
+}
+
+static void test_port_memory_under_run(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_operator_ops ops = {pm_start, pm_compute, pm_stop, NULL, {0}};
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.resident = 1;
+    cw_port_settings ps;
+    cw_port_settings_default(&ps);
+    pm a = {.out = "out"}, b = {.in = "in", .out = "res"};
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    cw_operator *o = NULL;
+    assert_cw_ok(cw_operator_create(&o, "A", &ops, &a, &os));
+    ps.bytes = 64;
+    assert_cw_ok(cw_operator_add_output(o, "out", &ps));
+    assert_cw_ok(cw_pipeline_add(p, o));
+    assert_cw_ok(cw_operator_create(&o, "B", &ops, &b, &os));
+    assert_cw_ok(cw_operator_add_input(o, "in", NULL));
+    ps.bytes = 16;
+    assert_cw_ok(cw_operator_add_output(o, "res", &ps)); /* unconnected: its own memory */
+    assert_cw_ok(cw_pipeline_add(p, o));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    unsigned long long d = 0;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_port_ptr(p, "B", "res", &d)); /* not set up yet */
+    long devmem0 = fake_live("devmem");
+    long waits0 = fake_calls("cuStreamWaitEvent");
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    /* B waits for A each iteration; from the second on, A waits for B */
+    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 3 + 2);
+    assert_int_equal(fake_live("devmem"), devmem0 + 2);
+    unsigned long long ao = 0, bi = 0, br = 0;
+    assert_cw_ok(cw_pipeline_port_ptr(p, "A", "out", &ao));
+    assert_cw_ok(cw_pipeline_port_ptr(p, "B", "in", &bi));
+    assert_cw_ok(cw_pipeline_port_ptr(p, "B", "res", &br));
+    assert_true(ao != 0 && ao == bi && br != 0 && br != ao);
+    assert_int_equal(a.out_ptr, ao);
+    assert_int_equal(b.in_ptr, ao);
+    assert_int_equal(b.out_ptr, br);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_port_ptr(p, "Z", "res", &d));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_port_ptr(p, "B", "zz", &d));
+    assert_int_equal(a.starts, 1);
+    assert_int_equal(a.stops, 1);
+    /* the same operators captured into a loop: started once, stopped with the pipeline */
+    cw_resident *r = NULL;
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.unroll = 3;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_pipeline_make_resident(p, r));
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(a.copies, 3 + 3);
+    assert_int_equal(a.starts, 2);
+    assert_int_equal(a.stops, 1);
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_pipeline_destroy(&p);
+    assert_int_equal(a.stops, 2);
+    assert_int_equal(b.stops, 2);
+    assert_int_equal(fake_live("devmem"), devmem0);
+    assert_int_equal(leaks(before, "port memory"), 0);
+}
+
 /* ---- fault injection ------------------------------------------------------- */
 
 static cw_status sweep_scenario(void) {
@@ -1120,6 +1212,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_executor),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_resident_pipeline),
+        cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

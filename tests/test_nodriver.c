@@ -396,6 +396,7 @@ static void test_flow_without_driver(void **state) {
     cw_pipeline_stats pst;
     cw_context *c = NULL;
     cw_operator *found = NULL;
+    unsigned long long d = 0;
     EXPECT_INVALID_ND(cw_pipeline_create, cw_pipeline_create(&p, NULL, &pls));
     EXPECT_INVALID_ND(cw_pipeline_add, cw_pipeline_add(NULL, NULL));
     EXPECT_INVALID_ND(cw_pipeline_connect, cw_pipeline_connect(NULL, "a", "o", "b", "i"));
@@ -406,12 +407,12 @@ static void test_flow_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_pipeline_get_context, cw_pipeline_get_context(NULL, &c));
     EXPECT_INVALID_ND(cw_pipeline_find, cw_pipeline_find(NULL, "a", &found));
     EXPECT_INVALID_ND(cw_pipeline_make_resident, cw_pipeline_make_resident(NULL, NULL));
+    EXPECT_INVALID_ND(cw_pipeline_port_ptr, cw_pipeline_port_ptr(NULL, "a", "o", &d));
     cw_pipeline_destroy(&p);
 
     cw_message m;
     cw_stream *s = NULL;
     size_t n = 0;
-    unsigned long long d = 0;
     uint64_t it = 0;
     cw_buffer *b = NULL;
     EXPECT_INVALID_ND(cw_io_receive, cw_io_receive(NULL, "in", &m));

@@ -130,7 +130,9 @@ CW_API cw_status cw_copy_to_host(cw_stream *s, void *dst, unsigned long long src
 /*
  * Page-locked, device-mapped host memory (cuMemHostAlloc), zeroed, usable by
  * every context of the process: asynchronous copies from and to it overlap
- * with other work. Free it with cw_host_free. Returns CW_SUCCESS,
+ * with other work, and kernels may read and write it directly at the same
+ * address (unified addressing, which every 64-bit platform CUDA 12 runs on
+ * has: the device address is the pointer). Free it with cw_host_free. Returns CW_SUCCESS,
  * CW_ERROR_INVALID_ARGUMENT (bytes 0), CW_ERROR_INVALID_HANDLE,
  * CW_ERROR_OUT_OF_MEMORY, or the driver's error.
  */

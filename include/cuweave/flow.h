@@ -128,7 +128,9 @@ typedef struct cw_operator_settings {
     /* 1: a GPU-resident operator: its compute only enqueues GPU work on the
      * stream cw_io_receive_stream returns, using port memory
      * (cw_io_port_ptr). Needed by cw_pipeline_make_resident; such an
-     * operator also runs under cw_pipeline_run. Default 0. */
+     * operator also runs under cw_pipeline_run, where it emits on its
+     * outputs as any operator does (an empty message: "ready", with its
+     * stream) so that its consumers run and are ordered. Default 0. */
     int resident;
     uint8_t reserved[44];
 } cw_operator_settings;
@@ -284,10 +286,29 @@ CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_ope
  *  - some ports declare bytes and others nothing: the declared size is
  *    allocated;
  *  - no port declares anything: an error.
- * CW_PORT_MANY inputs are refused here (one upstream per input port).
+ * An output with no connection that declares memory gets its own (read it
+ * from the host with cw_pipeline_port_ptr). CW_PORT_MANY inputs are refused
+ * here (one upstream per input port).
+ * The same memory serves cw_pipeline_run too (a resident operator runs
+ * there as well): then an operator writing port memory waits, on the GPU,
+ * for last iteration's readers of it before its new work.
+ * start callbacks run before an operator's first capture; their stop
+ * callbacks when the pipeline is destroyed. In a capture, cw_io_receive
+ * finds no message (CW_ERROR_NOT_READY) and cw_io_receive_many and
+ * cw_io_receive_streams count 0: data flows through port memory.
  * The pipeline must outlive r's builds and launches. Before r's launch only.
  */
 CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r);
+
+/*
+ * The device address of port memory from outside compute (after
+ * cw_pipeline_make_resident, or the first run of a pipeline whose ports
+ * declare memory): any port of any operator by name, an unconnected output
+ * that declares memory included (a sink's result the host reads).
+ * CW_ERROR_INVALID_ARGUMENT for an unknown operator or port;
+ * CW_ERROR_INVALID_STATE when the port has no memory (yet).
+ */
+CW_API cw_status cw_pipeline_port_ptr(const cw_pipeline *p, const char *op, const char *port, unsigned long long *dptr);
 
 /* ---- inside compute: cw_io ---------------------------------------------- */
 
