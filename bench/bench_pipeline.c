@@ -648,6 +648,7 @@ static cw_pipeline *new_pipeline(cw_context *ctx) {
     cw_pipeline_settings ps;
     cw_pipeline_settings_default(&ps);
     ps.threads = g_threads;
+    ps.max_in_flight = RING; /* as far ahead as (c)'s ring lets the host run */
     cw_pipeline *p = NULL;
     CW_CHECK(cw_pipeline_create(&p, ctx, &ps));
     return p;

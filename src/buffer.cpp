@@ -29,8 +29,9 @@ struct cw_buffer {
     std::atomic<int> lock;  // guards uses
     int nuses;
     struct Use {
-        cw_context *ctx;  // the event's pool (retained)
+        cw_context *ctx;    // the event's pool (retained)
         CUevent ev;
+        const cw_stream *s; // compared only: a later use on the same stream replaces it
     } uses[cw::kUses];
 };
 
@@ -136,15 +137,31 @@ cw_status record_use(cw_buffer *b, cw_stream *s) {
         return st;
     }
     context_retain(ectx);
-    cw_buffer::Use folded{nullptr, nullptr};
+    cw_buffer::Use folded{nullptr, nullptr, nullptr};
     {
         SpinLock lock(b->lock);
-        if (b->nuses == kUses) {
+        // A use on the same stream covers the earlier one: swap the event.
+        for (int i = 0; i < b->nuses; i++)
+            if (b->uses[i].s == s) {
+                folded = b->uses[i];
+                b->uses[i].ev = ev;
+                ev = nullptr;
+                break;
+            }
+        if (!ev) {
+            // nothing to fold: give the older event back below
+        } else if (b->nuses == kUses) {
             folded = b->uses[0];
             memmove(&b->uses[0], &b->uses[1], (kUses - 1) * sizeof(cw_buffer::Use));
             b->nuses--;
         }
-        b->uses[b->nuses++] = cw_buffer::Use{ectx, ev};
+        if (ev) b->uses[b->nuses++] = cw_buffer::Use{ectx, ev, s};
+    }
+    if (!ev) {
+        // Replaced: the older event (same stream, same context) is not needed.
+        event_put(folded.ctx, folded.ev);
+        context_release(folded.ctx);
+        return CW_SUCCESS;
     }
     if (folded.ev) {
         cw_stream *rel;

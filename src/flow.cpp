@@ -92,7 +92,7 @@ struct cw_operator {
     bool named_used;            // named streams were taken from the pool
     bool started;               // by cw_pipeline_run (stopped when the run ends)
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
-    cw_stream *last_stream;     // the stream of its last compute call (port memory reuse waits for it)
+    cw::Vec<cw_stream *> call_streams;  // the streams of its last compute call (its own, named, output)
     cw_future *waiter;          // wait_inputs
     cw_io io;
 };
@@ -103,6 +103,13 @@ struct cw_pipeline {
     cw_stream_pool *pool;
     bool own_pool;
     unsigned threads;
+    unsigned max_in_flight;  // iterations the GPU may lag behind (0: no bound)
+    struct Mark {
+        uint64_t iteration;
+        cw_context *ctx;
+        CUevent ev;
+    };
+    cw::Vec<Mark> marks;  // the end of recent iterations, per stream used
     cw::Vec<cw_operator *> ops;
     cw::Vec<cw::Connection> conns;
     cw::Vec<int> topo;
@@ -441,7 +448,13 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
             if (!dup && !s->is_null) fn(s);
         }
     };
-    if (ok && io->stream && !io->stream->is_null) op->last_stream = io->stream;
+    if (ok) {
+        op->call_streams.clear();
+        each_stream([&](cw_stream *s) {
+            if (!op->call_streams.push(s) && st == CW_SUCCESS)
+                st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        });
+    }
     // Each buffer once (one received on two ports, or allocated and emitted).
     cw_buffer *seen[32];
     size_t nseen = 0;
@@ -535,6 +548,46 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
     cw_status fin = finish_call(p, op, st == CW_SUCCESS);
     if (st == CW_SUCCESS && fin != CW_SUCCESS) record_failure(p, op, "recording buffer uses", fin);
     p->computes.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The end of iteration `it`: an event on every stream its compute calls used.
+cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
+    for (cw_operator *op : p->ops)
+        for (cw_stream *s : op->call_streams) {
+            CUevent ev;
+            CW_TRY(event_get(s->ctx, &ev));
+            cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(ev, s->cu); });
+            if (st == CW_SUCCESS && !p->marks.push(cw_pipeline::Mark{it, s->ctx, ev}))
+                st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            if (st != CW_SUCCESS) {
+                event_put(s->ctx, ev);
+                return st;
+            }
+            context_retain(s->ctx);
+        }
+    return CW_SUCCESS;
+}
+
+// Waits (on the host) for the marks of iterations up to `upto`, or drops
+// every mark without waiting (wait false).
+cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
+    cw_status st = CW_SUCCESS;
+    size_t keep = 0;
+    for (size_t i = 0; i < p->marks.size(); i++) {
+        cw_pipeline::Mark m = p->marks[i];
+        if (wait && m.iteration > upto) {
+            p->marks[keep++] = m;
+            continue;
+        }
+        if (wait && st == CW_SUCCESS) {
+            CUresult r = drv().cuEventSynchronize(m.ev);
+            if (r != CUDA_SUCCESS) st = fail_cu(r, "cuEventSynchronize", "waiting for an earlier iteration");
+        }
+        event_put(m.ctx, m.ev);
+        context_release(m.ctx);
+    }
+    while (p->marks.size() > keep) p->marks.pop();
+    return st;
 }
 
 void end_iteration(cw_pipeline *p) {
@@ -736,6 +789,7 @@ CW_API void cw_pipeline_settings_default(cw_pipeline_settings *s) {
     if (!s) return;
     memset(s, 0, sizeof *s);
     s->threads = 1;
+    s->max_in_flight = 4;
 }
 
 CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const cw_operator_ops *ops, void *user,
@@ -864,6 +918,7 @@ CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw
     p->pool = pool;
     p->own_pool = !s.pool;
     p->threads = s.threads ? s.threads : 1;
+    p->max_in_flight = s.max_in_flight;
     pthread_mutex_init(&p->mu, nullptr);
     pthread_cond_init(&p->cv_work, nullptr);
     pthread_cond_init(&p->cv_done, nullptr);
@@ -996,6 +1051,16 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     } running{p};
     if (!p->checked) CW_TRY(check(p));
     if (any_port_memory(p)) CW_TRY(setup_memory(p, p->ctx));
+    // Compute calls make their stream's context current (on this thread,
+    // with one worker thread): the caller gets its own back at the end.
+    struct Restore {
+        CUcontext prev = nullptr;
+        bool have = false;
+        ~Restore() {
+            if (have) drv().cuCtxSetCurrent(prev);
+        }
+    } restore;
+    restore.have = drv().cuCtxGetCurrent(&restore.prev) == CUDA_SUCCESS;
     p->stop.store(0);
     p->failed = false;
     p->fail_status = CW_SUCCESS;
@@ -1022,6 +1087,14 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     }
     for (uint64_t it = 0; st == CW_SUCCESS && (iterations == 0 || it < iterations); it++) {
         if (p->stop.load(std::memory_order_acquire)) break;
+        if (p->max_in_flight && it >= p->max_in_flight) {
+            // The GPU may lag at most max_in_flight iterations behind.
+            cw_status w = settle_marks(p, it - p->max_in_flight, true);
+            if (w != CW_SUCCESS) {
+                st = w;
+                break;
+            }
+        }
         iteration.store(it, std::memory_order_relaxed);
         if (workers.empty()) {
             for (int idx : p->topo) run_op(p, p->ops[idx], it);
@@ -1041,6 +1114,7 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
         bool failed = p->failed;
         pthread_mutex_unlock(&p->mu);
         if (failed) break;
+        if (p->max_in_flight && (st = mark_iteration(p, it)) != CW_SUCCESS) break;
         p->iterations.fetch_add(1, std::memory_order_relaxed);
     }
     if (!workers.empty()) {
@@ -1051,9 +1125,19 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
         for (pthread_t t : workers) pthread_join(t, nullptr);
     }
     end_iteration(p);
+    settle_marks(p, 0, false);
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
     if (p->failed) return fail(p->fail_status, "%s", p->fail_msg);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p) {
+    CW_ENTRY;
+    CW_CHECK_PIPE(p);
+    if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running: wait for cw_pipeline_run");
+    for (cw_operator *op : p->ops)
+        for (cw_stream *s : op->call_streams) CW_TRY(cw_stream_synchronize(s));
     return CW_SUCCESS;
 }
 
@@ -1210,10 +1294,9 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
         io->reuse_ordered = true;
         for (const Port &pt : io->op->ports) {
             if (pt.input || !pt.mem) continue;
-            for (int ci : pt.conns) {
-                cw_stream *reader = io->p->ops[io->p->conns[ci].to_op]->last_stream;
-                if (reader && reader != s) CW_TRY(stream_order(s, reader));
-            }
+            for (int ci : pt.conns)
+                for (cw_stream *reader : io->p->ops[io->p->conns[ci].to_op]->call_streams)
+                    if (reader != s) CW_TRY(stream_order(s, reader));
         }
     }
     CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);

@@ -392,7 +392,12 @@ static void test_stream_rules(void **state) {
     diamond g;
     diamond_init(&g, NULL, 0);
     long waits0 = fake_calls("cuStreamWaitEvent");
+    fake_ctx_set(fake_other()); /* the host program's context */
     assert_cw_ok(cw_pipeline_run(g.p, 5));
+    CUcontext after = NULL;
+    fake_ctx_get(&after);
+    assert_ptr_equal(after, fake_other()); /* given back after the run */
+    fake_ctx_set(NULL);
     long waits = fake_calls("cuStreamWaitEvent") - waits0;
     CUcontext mine = NULL;
     assert_cw_ok(cw_context_get_handle(ctx, &mine));
@@ -690,15 +695,20 @@ static void test_buffers(void **state) {
     cw_buffer_release(&second);
     assert_null(second);
     assert_cw_ok(cw_buffer_get_writable(b, &w));
-    /* uses: one event each; past 8 they fold into the release stream */
+    /* uses: one event per stream (a later use on the same stream replaces
+     * the earlier); past 8 streams the oldest fold into the release stream */
     for (int i = 0; i < 4; i++) assert_cw_ok(cw_buffer_use(b, i % 2 ? s2 : s1));
     assert_cw_ok(cw_buffer_get_info(b, &info));
-    assert_int_equal(info.uses, 5);
+    assert_int_equal(info.uses, 2);
+    cw_stream *more[9] = {0};
     long waits0 = fake_calls("cuStreamWaitEvent");
-    for (int i = 0; i < 6; i++) assert_cw_ok(cw_buffer_use(b, s2));
+    for (int i = 0; i < 9; i++) {
+        assert_cw_ok(cw_stream_create(&more[i], ctx, NULL));
+        assert_cw_ok(cw_buffer_use(b, more[i]));
+    }
     assert_cw_ok(cw_buffer_get_info(b, &info));
     assert_int_equal(info.uses, 8);
-    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 3); /* 11 uses: 3 folded */
+    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 3); /* 11 streams: 3 folded */
     /* the free waits for every use, and is not done before the GPU gets there */
     fake_hold(1);
     assert_cw_ok(cw_buffer_use(b, s1));
@@ -742,6 +752,7 @@ static void test_buffers(void **state) {
     cw_buffer_release(&b);
     cw_host_free(ctx, host);
     cw_host_free(ctx, NULL);
+    for (int i = 0; i < 9; i++) cw_stream_destroy(&more[i]);
     cw_stream_destroy(&s1);
     cw_stream_destroy(&s2);
     assert_int_equal(leaks(before, "buffers"), 0);
@@ -768,7 +779,7 @@ static void test_pipeline_records_uses(void **state) {
     cw_buffer_info info;
     assert_cw_ok(cw_buffer_get_info(k.kept, &info));
     assert_int_equal(info.refs, 1);
-    assert_int_equal(info.uses, 3); /* its allocation, A's stream, K's stream */
+    assert_int_equal(info.uses, 2); /* A's stream (its allocation, then A's call), K's stream */
     cw_buffer_release(&k.kept);
     assert_true(fake_drain(2000));
     assert_int_equal(fake_live("devmem"), devmem0);
@@ -869,6 +880,67 @@ static void test_failures(void **state) {
         assert_true(fake_drain(2000));
         assert_int_equal(leaks(before, "failures"), 0);
     }
+}
+
+static void *release_later(void *arg) {
+    (void)arg;
+    usleep(50000);
+    fake_hold(0);
+    return NULL;
+}
+
+typedef struct runner {
+    cw_pipeline *p;
+    uint64_t n;
+    cw_status st;
+} runner;
+static void *run_thread(void *arg) {
+    runner *r = (runner *)arg;
+    r->st = cw_pipeline_run(r->p, r->n);
+    return NULL;
+}
+
+/* max_in_flight: the host waits when the GPU lags that many iterations;
+ * cw_pipeline_synchronize waits for the last iteration's work. */
+static void test_in_flight_and_synchronize(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    assert_int_equal(ps.max_in_flight, 4);
+    ps.max_in_flight = 2;
+    diamond g;
+    diamond_init(&g, &ps, 64);
+    fake_hold(1); /* the GPU completes nothing */
+    runner r = {g.p, 6, CW_ERROR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
+    usleep(100000);
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_int_equal(st.iterations, 2); /* iteration 2 waits for iteration 0 on the GPU */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_synchronize(g.p));
+    fake_hold(0);
+    pthread_join(t, NULL);
+    assert_cw_ok(r.st);
+    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_int_equal(st.iterations, 6);
+    cw_pipeline_destroy(&g.p);
+
+    /* unbounded, then synchronize */
+    ps.max_in_flight = 0;
+    diamond_init(&g, &ps, 64);
+    fake_hold(1);
+    assert_cw_ok(cw_pipeline_run(g.p, 5));
+    assert_true(fake_live("pending") > 0);
+    assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+    assert_cw_ok(cw_pipeline_synchronize(g.p));
+    assert_int_equal(fake_live("pending"), 0);
+    pthread_join(t, NULL);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_synchronize(NULL));
+    cw_pipeline_destroy(&g.p);
+    assert_int_equal(leaks(before, "in flight"), 0);
 }
 
 /* ---- resident pipelines ------------------------------------------------------ */
@@ -1190,16 +1262,17 @@ int main(int argc, char **argv) {
     }
     /* warm the context's event pool, stream pools and buffer pool so that live
      * counts compare like with like */
-    cw_stream *s = NULL;
-    cw_buffer *b[16] = {0};
-    if (cw_stream_create(&s, ctx, NULL)) return 1;
-    for (int i = 0; i < 16; i++) {
-        if (cw_buffer_alloc(&b[i], s, 8)) return 1;
-        for (int k = 0; k < 8; k++)
-            if (cw_buffer_use(b[i], s)) return 1;
+    cw_stream *s[8] = {0};
+    cw_buffer *b[24] = {0};
+    for (int k = 0; k < 8; k++)
+        if (cw_stream_create(&s[k], ctx, NULL)) return 1;
+    for (int i = 0; i < 24; i++) {
+        if (cw_buffer_alloc(&b[i], s[0], 8)) return 1;
+        for (int k = 1; k < 8; k++)
+            if (cw_buffer_use(b[i], s[k])) return 1;
     }
-    for (int i = 0; i < 16; i++) cw_buffer_release(&b[i]);
-    cw_stream_destroy(&s);
+    for (int i = 0; i < 24; i++) cw_buffer_release(&b[i]);
+    for (int k = 0; k < 8; k++) cw_stream_destroy(&s[k]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_names_ports),
         cmocka_unit_test(test_connect_and_check_rules),
@@ -1211,6 +1284,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_pipeline_records_uses),
         cmocka_unit_test(test_executor),
         cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_in_flight_and_synchronize),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_fault_sweep),

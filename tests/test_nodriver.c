@@ -403,6 +403,7 @@ static void test_flow_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_pipeline_check, cw_pipeline_check(NULL));
     EXPECT_INVALID_ND(cw_pipeline_run, cw_pipeline_run(NULL, 1));
     EXPECT_INVALID_ND(cw_pipeline_stop, cw_pipeline_stop(NULL));
+    EXPECT_INVALID_ND(cw_pipeline_synchronize, cw_pipeline_synchronize(NULL));
     EXPECT_INVALID_ND(cw_pipeline_get_stats, cw_pipeline_get_stats(NULL, &pst));
     EXPECT_INVALID_ND(cw_pipeline_get_context, cw_pipeline_get_context(NULL, &c));
     EXPECT_INVALID_ND(cw_pipeline_find, cw_pipeline_find(NULL, "a", &found));

@@ -78,6 +78,7 @@ CW_API void cw_buffer_release(cw_buffer **b);
  * Records that the work enqueued on s so far uses the buffer: the free
  * waits for it. s may belong to any context of the buffer's device. Costs
  * one cuEventRecord on a pooled event. Any number of uses may be recorded;
+ * a later use on the same stream replaces the earlier one (it covers it);
  * a buffer keeps 8 pending and folds older ones into its release stream's
  * waits. Returns CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE, or the
  * driver's error (a capturing stream: CW_ERROR_NOT_PERMITTED, as for

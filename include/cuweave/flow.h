@@ -178,7 +178,13 @@ typedef struct cw_pipeline_settings {
      * thread of cw_pipeline_run; n > 1 starts n workers per run, and
      * operators whose inputs are ready run at the same time. Default 1. */
     unsigned threads;
-    uint8_t reserved[52];
+    /* How many iterations the GPU may lag behind the host: before
+     * iteration i starts, cw_pipeline_run waits (on the host) until the GPU
+     * has finished the work of iteration i - max_in_flight on every stream
+     * its compute calls used. Bounds the memory of buffers in flight.
+     * 0: no bound (only the driver's queue limits the lag). Default 4. */
+    unsigned max_in_flight;
+    uint8_t reserved[48];
 } cw_pipeline_settings;
 
 /* Fills *s with the defaults above. NULL is ignored. */
@@ -241,8 +247,19 @@ CW_API cw_status cw_pipeline_check(cw_pipeline *p);
  * "operator 'B' (compute): <what it said>": the run stops after the
  * iteration in progress (no new compute call starts), every stop callback
  * runs, messages are dropped, and the pipeline can run again.
+ * The context current on the calling thread when the run started is current
+ * again when it returns. Returns when the compute calls have returned, not
+ * when the GPU has finished: cw_pipeline_synchronize waits for that.
  */
 CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations);
+
+/*
+ * Blocks until the GPU has finished the work of every operator's last
+ * compute call (on every stream it used). Call it after cw_pipeline_run has
+ * returned (CW_ERROR_INVALID_STATE while a run is in progress). Returns
+ * CW_SUCCESS or the first stream's error (CW_ERROR_DEVICE_FAULT).
+ */
+CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p);
 
 /* Asks a run to end after the iteration in progress. Any thread, also from
  * a compute call. Lock-free. */
@@ -363,7 +380,9 @@ CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream 
  * reference is taken; may be NULL). Delivered to every connected input
  * when compute returns, with the port's stream (set_output_stream, else the
  * internal stream once receive_stream was called, else none). One message
- * per port per call: a second emit replaces the first. In a resident
+ * per port per call: a second emit replaces the first. The emit's
+ * reference makes the buffer shared: take the address for writing
+ * (cw_buffer_get_writable) before emitting it. In a resident
  * capture, emit does nothing and returns CW_SUCCESS (data flows through
  * port memory).
  */
