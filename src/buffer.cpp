@@ -1,16 +1,21 @@
 // cuweave: device buffers from a stream-ordered pool, freed after every use.
 //
-// A buffer keeps up to kUses pending uses: an event recorded on the stream
-// that used it, from the event pool of that stream's context (kept alive by
-// the use). The last release makes the context's release stream wait for
-// each, then enqueues cuMemFreeAsync there. The users' streams never wait
-// for one another. When the list is full, the oldest uses are folded into
-// the release stream's waits at once (it only frees, so waiting early there
-// delays nothing but frees).
+// A buffer keeps up to kUses pending uses, each a Mark: an event recorded on
+// the stream that used it (shared: the flow layer records one per stream per
+// compute call and attaches it to every buffer the call touched). A later use
+// on the same stream replaces the earlier one. The last release makes the
+// context's release stream wait for each use, then enqueues cuMemFreeAsync
+// there: the users' streams never wait for one another. When the list is
+// full, the oldest use is folded into the release stream's waits at once (it
+// only frees, so waiting early there delays nothing but frees).
+// A BufferCache (the flow layer's, per pipeline) takes buffers back at their
+// last release instead, and hands them out again once cuEventQuery says all
+// their uses finished: recycling without a free, an allocation or a wait.
 #include <new>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.hpp"
 #include "core.hpp"
 #include "cuweave/buffer.h"
 #include "stream.hpp"
@@ -18,6 +23,23 @@
 namespace cw {
 enum : uint32_t { kTagBuffer = 0x43574246u };  // "CWBF"
 constexpr int kUses = 8;
+constexpr size_t kCacheMax = 64;  // buffers a cache keeps
+
+struct Mark {
+    std::atomic<int> refs;
+    cw_context *ctx;  // the event's pool (retained)
+    CUevent ev;
+    const cw_stream *s;  // compared only
+};
+
+struct BufferCache {
+    std::atomic<int> refs;  // the owner's and one per buffer it made
+    std::atomic<int> lock;
+    bool closed;
+    cw_buffer **items;  // oldest first
+    size_t count;
+    std::atomic<uint64_t> reused, allocated;
+};
 }  // namespace cw
 
 struct cw_buffer {
@@ -28,14 +50,43 @@ struct cw_buffer {
     size_t bytes;
     std::atomic<int> lock;  // guards uses
     int nuses;
-    struct Use {
-        cw_context *ctx;    // the event's pool (retained)
-        CUevent ev;
-        const cw_stream *s; // compared only: a later use on the same stream replaces it
-    } uses[cw::kUses];
+    cw::Mark *uses[cw::kUses];
+    cw::BufferCache *cache;  // where its last release puts it (retained), or NULL
 };
 
 namespace cw {
+
+cw_status mark_record(cw_stream *s, Mark **out) {
+    Mark *m = static_cast<Mark *>(calloc(1, sizeof(Mark)));
+    if (!m) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_status st = event_get(s->ctx, &m->ev);
+    if (st == CW_SUCCESS) {
+        st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(m->ev, s->cu); });
+        if (st != CW_SUCCESS) event_put(s->ctx, m->ev);
+    }
+    if (st != CW_SUCCESS) {
+        free(m);
+        return st;
+    }
+    m->refs.store(1, std::memory_order_relaxed);
+    m->ctx = s->ctx;
+    context_retain(m->ctx);
+    m->s = s;
+    *out = m;
+    return CW_SUCCESS;
+}
+
+void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void mark_release(Mark *m) {
+    if (!m || m->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    event_put(m->ctx, m->ev);
+    context_release(m->ctx);
+    free(m);
+}
+
+CUevent mark_event(const Mark *m) { return m->ev; }
+const cw_stream *mark_stream(const Mark *m) { return m->s; }
 
 namespace {
 
@@ -117,83 +168,24 @@ cw_status release_stream(cw_context *ctx, cw_stream **out) {
 
 bool capturing(const cw_stream *s) { return s->cap.active || s->in_capture; }
 
-// Makes rel wait for use u and gives the event back.
-cw_status fold_use(cw_stream *rel, cw_buffer::Use &u) {
-    cw_status st = on_stream(rel, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(rel->cu, u.ev, 0); });
-    event_put(u.ctx, u.ev);
-    context_release(u.ctx);
-    u.ctx = nullptr;
-    u.ev = nullptr;
-    return st;
+// Makes the release stream wait for m (or, when it cannot, the host), then
+// drops m. False when neither could wait (a faulted device).
+bool fold(cw_stream *rel, Mark *m) {
+    bool ok = (rel && drv().cuStreamWaitEvent(rel->cu, m->ev, 0) == CUDA_SUCCESS) ||
+              drv().cuEventSynchronize(m->ev) == CUDA_SUCCESS;
+    mark_release(m);
+    return ok;
 }
 
-cw_status record_use(cw_buffer *b, cw_stream *s) {
-    cw_context *ectx = s->ctx;
-    CUevent ev;
-    CW_TRY(event_get(ectx, &ev));
-    cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(ev, s->cu); });
-    if (st != CW_SUCCESS) {
-        event_put(ectx, ev);
-        return st;
-    }
-    context_retain(ectx);
-    cw_buffer::Use folded{nullptr, nullptr, nullptr};
-    {
-        SpinLock lock(b->lock);
-        // A use on the same stream covers the earlier one: swap the event.
-        for (int i = 0; i < b->nuses; i++)
-            if (b->uses[i].s == s) {
-                folded = b->uses[i];
-                b->uses[i].ev = ev;
-                ev = nullptr;
-                break;
-            }
-        if (!ev) {
-            // nothing to fold: give the older event back below
-        } else if (b->nuses == kUses) {
-            folded = b->uses[0];
-            memmove(&b->uses[0], &b->uses[1], (kUses - 1) * sizeof(cw_buffer::Use));
-            b->nuses--;
-        }
-        if (ev) b->uses[b->nuses++] = cw_buffer::Use{ectx, ev, s};
-    }
-    if (!ev) {
-        // Replaced: the older event (same stream, same context) is not needed.
-        event_put(folded.ctx, folded.ev);
-        context_release(folded.ctx);
-        return CW_SUCCESS;
-    }
-    if (folded.ev) {
-        cw_stream *rel;
-        st = release_stream(b->ctx, &rel);
-        if (st == CW_SUCCESS) st = fold_use(rel, folded);
-        if (st != CW_SUCCESS) {
-            // The release stream cannot wait for it: wait here instead, so the
-            // free can never overtake this use.
-            drv().cuEventSynchronize(folded.ev);
-            if (folded.ctx) {
-                event_put(folded.ctx, folded.ev);
-                context_release(folded.ctx);
-            }
-        }
-    }
-    return CW_SUCCESS;
-}
-
+// Frees the memory after every use, and the object.
 void buffer_free(cw_buffer *b) {
     b->tag = kTagDead;
     cw_stream *rel = nullptr;
     cw_status st = release_stream(b->ctx, &rel);
-    // Ordered after every use: on the GPU (the release stream waits), or,
-    // when the driver refuses that wait, by waiting for the use here.
+    if (st != CW_SUCCESS) rel = nullptr;
     bool ordered = true;
-    for (int i = 0; i < b->nuses; i++) {
-        cw_buffer::Use &u = b->uses[i];
-        bool waited = rel && drv().cuStreamWaitEvent(rel->cu, u.ev, 0) == CUDA_SUCCESS;
-        if (!waited && drv().cuEventSynchronize(u.ev) != CUDA_SUCCESS) ordered = false;
-        event_put(u.ctx, u.ev);
-        context_release(u.ctx);
-    }
+    for (int i = 0; i < b->nuses; i++) ordered = fold(rel, b->uses[i]) && ordered;
+    b->nuses = 0;
     if (ordered && rel)
         st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, rel->cu); });
     if (!ordered || !rel || st != CW_SUCCESS) {
@@ -207,7 +199,174 @@ void buffer_free(cw_buffer *b) {
     free(b);
 }
 
+void cache_release(BufferCache *c) {
+    if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    free(c->items);
+    c->~BufferCache();
+    free(c);
+}
+
+// The last reference went: back to its cache, or freed.
+void buffer_last_release(cw_buffer *b) {
+    BufferCache *c = b->cache;
+    if (c) {
+        bool kept = false;
+        {
+            SpinLock lock(c->lock);
+            if (!c->closed && c->count < kCacheMax) {
+                c->items[c->count++] = b;
+                kept = true;
+            }
+        }
+        if (kept) return;  // the buffer keeps its cache reference
+        b->cache = nullptr;
+        cache_release(c);
+    }
+    CurrentGuard guard;
+    (void)guard.enter(b->ctx->cu);
+    buffer_free(b);
+}
+
+cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out) {
+    cw_context *ctx = s->ctx;
+    CUmemoryPool pool = nullptr;
+    CW_TRY(mempool_get(ctx, &pool));
+    void *mem = calloc(1, sizeof(cw_buffer));
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
+    cw_buffer *b = new (mem) cw_buffer();
+    CUdeviceptr p = 0;
+    cw_status st = on_stream(s, "cuMemAllocFromPoolAsync",
+                             [&] { return drv().cuMemAllocFromPoolAsync(&p, bytes, pool, s->cu); });
+    if (st != CW_SUCCESS) {
+        b->~cw_buffer();
+        free(b);
+        return st;
+    }
+    b->tag = kTagBuffer;
+    b->refs.store(1, std::memory_order_relaxed);
+    b->ctx = ctx;
+    context_retain(ctx);
+    b->ptr = p;
+    b->bytes = bytes;
+    *out = b;
+    return CW_SUCCESS;
+}
+
 }  // namespace
+
+cw_status buffer_attach(cw_buffer *b, Mark *m) {
+    mark_retain(m);
+    Mark *out = nullptr;
+    bool replaced = false;
+    {
+        SpinLock lock(b->lock);
+        // A use on the same stream covers the earlier one.
+        for (int i = 0; i < b->nuses && !replaced; i++)
+            if (b->uses[i]->s == m->s) {
+                out = b->uses[i];
+                b->uses[i] = m;
+                replaced = true;
+            }
+        if (!replaced) {
+            if (b->nuses == kUses) {
+                out = b->uses[0];
+                memmove(&b->uses[0], &b->uses[1], (kUses - 1) * sizeof(Mark *));
+                b->nuses--;
+            }
+            b->uses[b->nuses++] = m;
+        }
+    }
+    if (!out) return CW_SUCCESS;
+    if (replaced) {
+        mark_release(out);
+        return CW_SUCCESS;
+    }
+    // Full: the oldest use goes into the release stream's waits now.
+    cw_stream *rel = nullptr;
+    if (release_stream(b->ctx, &rel) != CW_SUCCESS) rel = nullptr;
+    if (!fold(rel, out))
+        return fail(CW_ERROR_DEVICE_FAULT, "a buffer's earlier use could not be waited for (the device faulted?)");
+    return CW_SUCCESS;
+}
+
+BufferCache *buffer_cache_new() {
+    void *mem = calloc(1, sizeof(BufferCache));
+    if (!mem) return nullptr;
+    BufferCache *c = new (mem) BufferCache();
+    c->items = static_cast<cw_buffer **>(calloc(kCacheMax, sizeof(cw_buffer *)));
+    if (!c->items) {
+        c->~BufferCache();
+        free(c);
+        return nullptr;
+    }
+    c->refs.store(1, std::memory_order_relaxed);
+    return c;
+}
+
+void buffer_cache_close(BufferCache *c) {
+    if (!c) return;
+    cw_buffer *items[kCacheMax];
+    size_t n;
+    {
+        SpinLock lock(c->lock);
+        c->closed = true;
+        n = c->count;
+        memcpy(items, c->items, n * sizeof(cw_buffer *));
+        c->count = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cw_buffer *b = items[i];
+        b->cache = nullptr;
+        {
+            CurrentGuard guard;
+            (void)guard.enter(b->ctx->cu);
+            buffer_free(b);
+        }
+        cache_release(c);
+    }
+    cache_release(c);  // the owner's
+}
+
+cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffer **out) {
+    // Oldest first: the cached buffer of this size and device whose uses have
+    // all finished. Nothing waits: a buffer still in use stays cached.
+    cw_buffer *hit = nullptr;
+    {
+        SpinLock lock(c->lock);
+        for (size_t i = 0; i < c->count && !hit; i++) {
+            cw_buffer *b = c->items[i];
+            if (b->bytes != bytes || b->ctx->device != s->ctx->device) continue;
+            bool done = true;
+            for (int u = 0; u < b->nuses && done; u++) done = drv().cuEventQuery(b->uses[u]->ev) == CUDA_SUCCESS;
+            if (!done) continue;
+            hit = b;
+            memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));
+            c->count--;
+        }
+    }
+    if (hit) {
+        for (int u = 0; u < hit->nuses; u++) mark_release(hit->uses[u]);
+        hit->nuses = 0;
+        hit->refs.store(1, std::memory_order_release);
+        c->reused.fetch_add(1, std::memory_order_relaxed);
+        *out = hit;
+        return CW_SUCCESS;
+    }
+    cw_buffer *b = nullptr;
+    CW_TRY(buffer_new(s, bytes, &b));
+    c->refs.fetch_add(1, std::memory_order_relaxed);
+    b->cache = c;
+    c->allocated.fetch_add(1, std::memory_order_relaxed);
+    *out = b;
+    return CW_SUCCESS;
+}
+
+void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st) {
+    st->reused = c->reused.load(std::memory_order_relaxed);
+    st->allocated = c->allocated.load(std::memory_order_relaxed);
+    SpinLock lock(const_cast<BufferCache *>(c)->lock);
+    st->cached = c->count;
+}
 
 void buffer_teardown(cw_context *ctx) {
     if (ctx->release) {
@@ -239,31 +398,19 @@ CW_API cw_status cw_buffer_alloc(cw_buffer **out, cw_stream *s, size_t bytes) {
         return fail(CW_ERROR_NOT_PERMITTED,
                     "the stream is being captured: a buffer cannot be allocated into a graph (allocate before "
                     "the capture)");
-    cw_context *ctx = s->ctx;
-    CUmemoryPool pool = nullptr;
-    CW_TRY(mempool_get(ctx, &pool));
-    void *mem = calloc(1, sizeof(cw_buffer));
-    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
-    cw_buffer *b = new (mem) cw_buffer();
-    CUdeviceptr p = 0;
-    cw_status st = on_stream(s, "cuMemAllocFromPoolAsync",
-                             [&] { return drv().cuMemAllocFromPoolAsync(&p, bytes, pool, s->cu); });
-    if (st != CW_SUCCESS) {
-        b->~cw_buffer();
-        free(b);
-        return st;
+    cw_buffer *b = nullptr;
+    CW_TRY(buffer_new(s, bytes, &b));
+    // The free must follow the allocation: its first use.
+    Mark *m = nullptr;
+    cw_status st = mark_record(s, &m);
+    if (st == CW_SUCCESS) {
+        st = buffer_attach(b, m);
+        mark_release(m);
     }
-    b->tag = kTagBuffer;
-    b->refs.store(1, std::memory_order_relaxed);
-    b->ctx = ctx;
-    context_retain(ctx);
-    b->ptr = p;
-    b->bytes = bytes;
-    st = record_use(b, s);  // the free must follow the allocation
     if (st != CW_SUCCESS) {
         // Nothing used it yet: freeing on its own stream is ordered.
-        (void)on_stream(s, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(p, s->cu); });
-        context_release(ctx);
+        (void)on_stream(s, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, s->cu); });
+        context_release(b->ctx);
         b->tag = kTagDead;
         b->~cw_buffer();
         free(b);
@@ -290,9 +437,7 @@ CW_API void cw_buffer_release(cw_buffer **b) {
         return;
     }
     if (x->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    CurrentGuard guard;
-    (void)guard.enter(x->ctx->cu);
-    buffer_free(x);
+    buffer_last_release(x);
 }
 
 CW_API cw_status cw_buffer_use(cw_buffer *b, cw_stream *s) {
@@ -305,7 +450,11 @@ CW_API cw_status cw_buffer_use(cw_buffer *b, cw_stream *s) {
     if (s->ctx->device != b->ctx->device)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the stream is on device %d, the buffer on device %d", s->ctx->ordinal,
                     b->ctx->ordinal);
-    return record_use(b, s);
+    Mark *m = nullptr;
+    CW_TRY(mark_record(s, &m));
+    cw_status st = buffer_attach(b, m);
+    mark_release(m);
+    return st;
 }
 
 CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, unsigned long long *dptr) {

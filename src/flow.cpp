@@ -14,6 +14,7 @@
 #include <atomic>
 #include <new>
 
+#include "buffer.hpp"
 #include "core.hpp"
 #include "cuweave/flow.h"
 #include "cuweave/future.h"
@@ -31,6 +32,7 @@ struct Message {
     void *value = nullptr;
     cw_buffer *buffer = nullptr;
     cw_stream *stream = nullptr;
+    Mark *mark = nullptr;  // the producer's call ended here on `stream` (a reference), or NULL
 };
 
 struct Port {
@@ -92,7 +94,7 @@ struct cw_operator {
     bool named_used;            // named streams were taken from the pool
     bool started;               // by cw_pipeline_run (stopped when the run ends)
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
-    cw::Vec<cw_stream *> call_streams;  // the streams of its last compute call (its own, named, output)
+    cw::Vec<cw::Mark *> call_marks;  // where its last compute call ended, per stream it used (references)
     cw_future *waiter;          // wait_inputs
     cw_io io;
 };
@@ -104,12 +106,12 @@ struct cw_pipeline {
     bool own_pool;
     unsigned threads;
     unsigned max_in_flight;  // iterations the GPU may lag behind (0: no bound)
-    struct Mark {
+    struct Ended {
         uint64_t iteration;
-        cw_context *ctx;
-        CUevent ev;
+        cw::Mark *mark;  // a reference
     };
-    cw::Vec<Mark> marks;  // the end of recent iterations, per stream used
+    cw::Vec<Ended> ended;  // the end of recent iterations, per stream used
+    cw::BufferCache *cache;  // buffers of cw_io_alloc, recycled
     cw::Vec<cw_operator *> ops;
     cw::Vec<cw::Connection> conns;
     cw::Vec<int> topo;
@@ -432,29 +434,33 @@ cw_status wait_inputs(cw_pipeline *p, cw_operator *op) {
     return CW_SUCCESS;
 }
 
-// After compute returned: record uses, deliver outputs, drop the call's
-// own references.
+void drop_marks(cw::Vec<Mark *> &v) {
+    for (Mark *m : v) mark_release(m);
+    v.clear();
+}
+
+// After compute returned: one mark per stream the call used (recorded now:
+// everything the call enqueued), attached as a use to every buffer the call
+// received, emitted or allocated, carried by the messages it emits; then the
+// call's own references go.
 cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
     cw_io *io = &op->io;
     cw_status st = CW_SUCCESS;
-    // The streams the operator used in this call: its stream, then the
-    // named and output streams (each once).
-    auto each_stream = [&](auto &&fn) {
-        if (io->stream && !io->stream->is_null) fn(io->stream);
-        for (size_t i = 0; i < io->touched.size(); i++) {
-            cw_stream *s = io->touched[i];
-            bool dup = s == io->stream;
-            for (size_t j = 0; j < i && !dup; j++) dup = io->touched[j] == s;
-            if (!dup && !s->is_null) fn(s);
+    drop_marks(op->call_marks);
+    auto add_mark = [&](cw_stream *s) {
+        if (!s || s->is_null) return;
+        for (Mark *m : op->call_marks)
+            if (mark_stream(m) == s) return;
+        Mark *m = nullptr;
+        cw_status r = mark_record(s, &m);
+        if (r == CW_SUCCESS && !op->call_marks.push(m)) {
+            mark_release(m);
+            r = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
         }
+        if (r != CW_SUCCESS && st == CW_SUCCESS) st = r;
     };
-    if (ok) {
-        op->call_streams.clear();
-        each_stream([&](cw_stream *s) {
-            if (!op->call_streams.push(s) && st == CW_SUCCESS)
-                st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-        });
-    }
+    add_mark(io->stream);
+    for (cw_stream *s : io->touched) add_mark(s);
     // Each buffer once (one received on two ports, or allocated and emitted).
     cw_buffer *seen[32];
     size_t nseen = 0;
@@ -463,10 +469,10 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
         for (size_t i = 0; i < nseen; i++)
             if (seen[i] == b) return;
         if (nseen < 32) seen[nseen++] = b;
-        each_stream([&](cw_stream *s) {
-            cw_status u = cw_buffer_use(b, s);
+        for (Mark *m : op->call_marks) {
+            cw_status u = buffer_attach(b, m);
             if (u != CW_SUCCESS && st == CW_SUCCESS) st = u;
-        });
+        }
     };
     for (const Port &pt : op->ports) {
         if (pt.input) {
@@ -482,13 +488,21 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
         if (pt.input || !pt.emitted) continue;
         if (ok) {
             cw_stream *carry = pt.stream_set ? pt.stream : (io->carry ? io->stream : nullptr);
+            Mark *mark = nullptr;
+            for (Mark *m : op->call_marks)
+                if (mark_stream(m) == carry) mark = m;
             for (int ci : pt.conns) {
                 Connection &c = p->conns[ci];
-                if (c.has && c.msg.buffer) cw_buffer_release(&c.msg.buffer);
+                if (c.has) {
+                    if (c.msg.buffer) cw_buffer_release(&c.msg.buffer);
+                    mark_release(c.msg.mark);
+                }
                 c.msg.value = pt.pending.value;
                 c.msg.buffer = pt.pending.buffer;
                 if (c.msg.buffer) (void)cw_buffer_retain(c.msg.buffer);
                 c.msg.stream = carry;
+                c.msg.mark = mark;
+                if (mark) mark_retain(mark);
                 c.has = true;
             }
         }
@@ -550,49 +564,41 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
     p->computes.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The end of iteration `it`: an event on every stream its compute calls used.
+// The end of iteration `it`: where every compute call of it ended.
 cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
     for (cw_operator *op : p->ops)
-        for (cw_stream *s : op->call_streams) {
-            CUevent ev;
-            CW_TRY(event_get(s->ctx, &ev));
-            cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(ev, s->cu); });
-            if (st == CW_SUCCESS && !p->marks.push(cw_pipeline::Mark{it, s->ctx, ev}))
-                st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-            if (st != CW_SUCCESS) {
-                event_put(s->ctx, ev);
-                return st;
-            }
-            context_retain(s->ctx);
+        for (Mark *m : op->call_marks) {
+            if (!p->ended.push(cw_pipeline::Ended{it, m})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            mark_retain(m);
         }
     return CW_SUCCESS;
 }
 
-// Waits (on the host) for the marks of iterations up to `upto`, or drops
-// every mark without waiting (wait false).
+// Waits (on the host) for the ends of iterations up to `upto`, or drops
+// them all without waiting (wait false).
 cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
     cw_status st = CW_SUCCESS;
     size_t keep = 0;
-    for (size_t i = 0; i < p->marks.size(); i++) {
-        cw_pipeline::Mark m = p->marks[i];
-        if (wait && m.iteration > upto) {
-            p->marks[keep++] = m;
+    for (size_t i = 0; i < p->ended.size(); i++) {
+        cw_pipeline::Ended e = p->ended[i];
+        if (wait && e.iteration > upto) {
+            p->ended[keep++] = e;
             continue;
         }
         if (wait && st == CW_SUCCESS) {
-            CUresult r = drv().cuEventSynchronize(m.ev);
+            CUresult r = drv().cuEventSynchronize(mark_event(e.mark));
             if (r != CUDA_SUCCESS) st = fail_cu(r, "cuEventSynchronize", "waiting for an earlier iteration");
         }
-        event_put(m.ctx, m.ev);
-        context_release(m.ctx);
+        mark_release(e.mark);
     }
-    while (p->marks.size() > keep) p->marks.pop();
+    while (p->ended.size() > keep) p->ended.pop();
     return st;
 }
 
 void end_iteration(cw_pipeline *p) {
     for (Connection &c : p->conns) {
         if (c.has && c.msg.buffer) cw_buffer_release(&c.msg.buffer);
+        if (c.has) mark_release(c.msg.mark);
         c.has = false;
         c.msg = Message{};
     }
@@ -911,7 +917,14 @@ CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw
         if (!s.pool) cw_stream_pool_destroy(&pool);
         return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
+    BufferCache *cache = buffer_cache_new();
+    if (!cache) {
+        free(mem);
+        if (!s.pool) cw_stream_pool_destroy(&pool);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
     cw_pipeline *p = new (mem) cw_pipeline();
+    p->cache = cache;
     p->tag = kTagPipeline;
     p->ctx = ctx;
     context_retain(ctx);
@@ -944,12 +957,14 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
         if (op->resident_started && op->ops.stop) op->ops.stop(op, op->user);
         for (Port &pt : op->ports)
             if (pt.pending.buffer) cw_buffer_release(&pt.pending.buffer);
+        drop_marks(op->call_marks);
         if (op->internal) (void)cw_stream_pool_release(op->internal_pool, &op->internal);
         (void)cw_stream_pool_release_owner(op_pool(op), op, nullptr);
         cw_future_destroy(&op->waiter);
         op->owner = nullptr;
         op_free(op);
     }
+    buffer_cache_close(p->cache);
     if (p->null_stream) cw_stream_destroy(&p->null_stream);
     if (p->own_pool) cw_stream_pool_destroy(&p->pool);
     if (p->memory) {
@@ -1137,7 +1152,10 @@ CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p) {
     CW_CHECK_PIPE(p);
     if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running: wait for cw_pipeline_run");
     for (cw_operator *op : p->ops)
-        for (cw_stream *s : op->call_streams) CW_TRY(cw_stream_synchronize(s));
+        for (Mark *m : op->call_marks) {
+            CUresult r = drv().cuEventSynchronize(mark_event(m));
+            if (r != CUDA_SUCCESS) return fail_cu(r, "cuEventSynchronize", cw_operator_name(op));
+        }
     return CW_SUCCESS;
 }
 
@@ -1159,6 +1177,10 @@ CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *
     stats->fallbacks = p->fallbacks.load(std::memory_order_relaxed);
     stats->operators = p->ops.size();
     stats->connections = p->conns.size();
+    BufferCacheStats cs;
+    buffer_cache_stats(p->cache, &cs);
+    stats->buffers_allocated = cs.allocated;
+    stats->buffers_reused = cs.reused;
     return CW_SUCCESS;
 }
 
@@ -1286,7 +1308,14 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
     if (pi >= 0)
         for (int ci : io->op->ports[pi].conns) {
             const Connection &c = io->p->conns[ci];
-            if (c.has && c.msg.stream && c.msg.stream != s) CW_TRY(stream_order(s, c.msg.stream));
+            if (!c.has || !c.msg.stream || c.msg.stream == s) continue;
+            if (c.msg.mark) {
+                // The producer's call ended at this event: wait for it (no record).
+                CUevent ev = mark_event(c.msg.mark);
+                CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+            } else {
+                CW_TRY(stream_order(s, c.msg.stream));
+            }
         }
     if (io->p->memory_ready && !io->reuse_ordered) {
         // Port memory is written again every iteration: the writer waits for
@@ -1295,8 +1324,11 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
         for (const Port &pt : io->op->ports) {
             if (pt.input || !pt.mem) continue;
             for (int ci : pt.conns)
-                for (cw_stream *reader : io->p->ops[io->p->conns[ci].to_op]->call_streams)
-                    if (reader != s) CW_TRY(stream_order(s, reader));
+                for (Mark *m : io->p->ops[io->p->conns[ci].to_op]->call_marks) {
+                    if (mark_stream(m) == s) continue;
+                    CUevent ev = mark_event(m);
+                    CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+                }
         }
     }
     CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);
@@ -1385,8 +1417,14 @@ CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
     cw_stream *s;
     CW_TRY(cw_io_receive_stream(io, nullptr, &s));
     if (!io->allocated.reserve(io->allocated.size() + 1)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (s->is_null)
+        return fail(CW_ERROR_INVALID_STATE, "operator '%s' has no stream to allocate on (no pool and no upstream stream)",
+                    io->op->name);
+    if (s->ctx->device != io->p->ctx->device)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' works on device %d, the pipeline on device %d",
+                    io->op->name, s->ctx->ordinal, io->p->ctx->ordinal);
     cw_buffer *b;
-    CW_TRY(cw_buffer_alloc(&b, s, bytes));
+    CW_TRY(buffer_cache_take(io->p->cache, s, bytes, &b));
     io->allocated.push(b);
     *out = b;
     return CW_SUCCESS;

@@ -772,18 +772,43 @@ static void test_pipeline_records_uses(void **state) {
     assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
     assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
     long devmem0 = fake_live("devmem");
-    assert_cw_ok(cw_pipeline_run(p, 3));
-    /* two of the three frames' buffers are gone; K keeps the first */
+    long records0 = fake_calls("cuEventRecord"), waits0 = fake_calls("cuStreamWaitEvent");
+    long allocs0 = fake_calls("cuMemAllocFromPoolAsync");
+    assert_cw_ok(cw_pipeline_run(p, 6));
+    /* per iteration: one record per operator (where its call ended), one
+     * wait (K on A's mark, no record of its own) */
+    assert_int_equal(fake_calls("cuEventRecord") - records0, 6 * 2);
+    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 6);
+    /* K keeps frame 0's buffer; the others go back to the pipeline's cache
+     * once their uses are done, and are handed out again without a new
+     * allocation (the fake finishes work at once) */
     assert_true(fake_drain(2000));
-    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    assert_int_equal(fake_calls("cuMemAllocFromPoolAsync") - allocs0, 2);
+    assert_int_equal(fake_live("devmem"), devmem0 + 2);
     cw_buffer_info info;
     assert_cw_ok(cw_buffer_get_info(k.kept, &info));
     assert_int_equal(info.refs, 1);
-    assert_int_equal(info.uses, 2); /* A's stream (its allocation, then A's call), K's stream */
-    cw_buffer_release(&k.kept);
+    assert_int_equal(info.uses, 2); /* A's stream, K's stream */
+    /* while the GPU holds everything: the first iteration reuses the cached
+     * buffer (its uses finished before), the second finds it still in use
+     * and allocates instead of waiting */
+    fake_hold(1);
+    cw_status held = cw_pipeline_run(p, 2);
+    long allocs = fake_calls("cuMemAllocFromPoolAsync") - allocs0;
+    fake_hold(0);
+    assert_cw_ok(held);
+    assert_int_equal(allocs, 3);
+    assert_true(fake_drain(2000));
+    cw_buffer_release(&k.kept); /* back to the cache: not freed */
+    assert_true(fake_drain(2000));
+    assert_int_equal(fake_live("devmem"), devmem0 + 3);
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    assert_int_equal(st.buffers_reused, 5);
+    assert_int_equal(st.buffers_allocated, 3);
+    cw_pipeline_destroy(&p); /* the cache's buffers are freed */
     assert_true(fake_drain(2000));
     assert_int_equal(fake_live("devmem"), devmem0);
-    cw_pipeline_destroy(&p);
     assert_int_equal(leaks(before, "pipeline buffers"), 0);
 }
 

@@ -272,7 +272,9 @@ typedef struct cw_pipeline_stats {
     uint64_t fallbacks;  /* receive_stream calls that found no pool stream and used an upstream one */
     size_t operators;
     size_t connections;
-    uint8_t reserved[32];
+    uint64_t buffers_allocated; /* cw_io_alloc buffers made (cuMemAllocFromPoolAsync) */
+    uint64_t buffers_reused;    /* cw_io_alloc buffers recycled from the pipeline's cache */
+    uint8_t reserved[16];
 } cw_pipeline_stats;
 
 CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats);
@@ -389,10 +391,16 @@ CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream 
 CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer);
 
 /*
- * Allocates a buffer on the operator's internal stream (receive_stream
+ * A buffer of `bytes` on the operator's internal stream (receive_stream
  * with no port, when not called yet); the call holds the reference and
- * drops it when compute returns (emit takes its own). CW_ERROR_INVALID_STATE
- * in a resident capture (no allocation there).
+ * drops it when compute returns (emit takes its own). Buffers come from the
+ * pipeline's cache: when a cw_io_alloc buffer's last reference goes it is
+ * kept (up to 64 per pipeline), and handed out again, for the same size, once
+ * every use recorded on it has finished on the GPU (checked with
+ * cuEventQuery: nothing waits); otherwise a new one is allocated from the
+ * context's pool. The cache's buffers are freed with the pipeline.
+ * CW_ERROR_INVALID_STATE in a resident capture (no allocation there) or for
+ * an operator with no stream at all (the legacy-stream case).
  */
 CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out);
 

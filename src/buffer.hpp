@@ -1,0 +1,42 @@
+// cuweave internal: what the flow layer uses of buffers.
+//
+// A Mark is one event recorded on one stream, shared by every buffer use and
+// message that needs "the work on that stream up to here" (one record per
+// stream per compute call, however many buffers the call touched).
+// A BufferCache keeps buffers whose last reference went, and hands one back
+// when every use recorded on it has finished on the GPU: memory recycled
+// without a free, an allocation, or a wait between streams.
+#pragma once
+
+#include "core.hpp"
+#include "cuweave/buffer.h"
+
+namespace cw {
+
+struct Mark;
+// Records an event on s (pooled, from s's context). One reference for the caller.
+cw_status mark_record(cw_stream *s, Mark **out);
+void mark_retain(Mark *m);
+void mark_release(Mark *m);
+CUevent mark_event(const Mark *m);
+const cw_stream *mark_stream(const Mark *m);
+
+// Records m as a use of b (a use on the same stream is replaced). b and m on one device.
+cw_status buffer_attach(cw_buffer *b, Mark *m);
+
+struct BufferCache;
+BufferCache *buffer_cache_new();
+// The owner is done with the cache: cached buffers are freed (stream-ordered),
+// later releases free instead of caching; the cache goes with its last buffer.
+void buffer_cache_close(BufferCache *c);
+// A buffer of `bytes` for work on s: a cached one whose uses have all
+// finished, else a new allocation (without a use recorded: the caller records
+// one after enqueuing work). Its last release returns it to the cache.
+cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffer **out);
+// Buffers taken from and put back into caches (for tests and statistics).
+struct BufferCacheStats {
+    uint64_t reused, allocated, cached;
+};
+void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st);
+
+}  // namespace cw
