@@ -27,6 +27,7 @@ constexpr size_t kCacheMax = 64;  // buffers a cache keeps
 
 struct Mark {
     std::atomic<int> refs;
+    std::atomic<bool> done;  // seen finished
     cw_context *ctx;  // the event's pool (retained)
     CUevent ev;
     const cw_stream *s;  // compared only
@@ -86,6 +87,21 @@ void mark_release(Mark *m) {
 }
 
 CUevent mark_event(const Mark *m) { return m->ev; }
+
+bool mark_done(Mark *m) {
+    if (m->done.load(std::memory_order_acquire)) return true;
+    if (drv().cuEventQuery(m->ev) != CUDA_SUCCESS) return false;
+    m->done.store(true, std::memory_order_release);
+    return true;
+}
+
+cw_status mark_wait(Mark *m) {
+    if (m->done.load(std::memory_order_acquire)) return CW_SUCCESS;
+    CUresult r = drv().cuEventSynchronize(m->ev);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuEventSynchronize");
+    m->done.store(true, std::memory_order_release);
+    return CW_SUCCESS;
+}
 const cw_stream *mark_stream(const Mark *m) { return m->s; }
 
 namespace {
@@ -337,7 +353,7 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffe
             cw_buffer *b = c->items[i];
             if (b->bytes != bytes || b->ctx->device != s->ctx->device) continue;
             bool done = true;
-            for (int u = 0; u < b->nuses && done; u++) done = drv().cuEventQuery(b->uses[u]->ev) == CUDA_SUCCESS;
+            for (int u = 0; u < b->nuses && done; u++) done = mark_done(b->uses[u]);
             if (!done) continue;
             hit = b;
             memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));

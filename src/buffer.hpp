@@ -19,6 +19,10 @@ cw_status mark_record(cw_stream *s, Mark **out);
 void mark_retain(Mark *m);
 void mark_release(Mark *m);
 CUevent mark_event(const Mark *m);
+// True once the work before m has finished (asks the driver until it has,
+// remembers it after). mark_wait blocks until then.
+bool mark_done(Mark *m);
+cw_status mark_wait(Mark *m);
 const cw_stream *mark_stream(const Mark *m);
 
 // Records m as a use of b (a use on the same stream is replaced). b and m on one device.

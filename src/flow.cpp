@@ -74,6 +74,7 @@ struct cw_io {
     cw_stream *stream;           // the call's internal stream (or the upstream one in use), or NULL
     bool carry;                  // outputs carry `stream`
     bool reuse_ordered;          // port memory: ordered after last iteration's readers
+    CUcontext made_current;      // the context this call made current (once per call)
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
     cw::Vec<cw_buffer *> allocated;
 };
@@ -390,6 +391,7 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
     io->stream = nullptr;
     io->carry = false;
     io->reuse_ordered = false;
+    io->made_current = nullptr;
     io->touched.clear();
     io->allocated.clear();
     for (Port &pt : op->ports) {
@@ -585,10 +587,7 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
             p->ended[keep++] = e;
             continue;
         }
-        if (wait && st == CW_SUCCESS) {
-            CUresult r = drv().cuEventSynchronize(mark_event(e.mark));
-            if (r != CUDA_SUCCESS) st = fail_cu(r, "cuEventSynchronize", "waiting for an earlier iteration");
-        }
+        if (wait && st == CW_SUCCESS) st = mark_wait(e.mark);
         mark_release(e.mark);
     }
     while (p->ended.size() > keep) p->ended.pop();
@@ -1152,10 +1151,7 @@ CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p) {
     CW_CHECK_PIPE(p);
     if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running: wait for cw_pipeline_run");
     for (cw_operator *op : p->ops)
-        for (Mark *m : op->call_marks) {
-            CUresult r = drv().cuEventSynchronize(mark_event(m));
-            if (r != CUDA_SUCCESS) return fail_cu(r, "cuEventSynchronize", cw_operator_name(op));
-        }
+        for (Mark *m : op->call_marks) CW_TRY(mark_wait(m));
     return CW_SUCCESS;
 }
 
@@ -1331,8 +1327,11 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
                 }
         }
     }
-    CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);
-    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+    if (io->made_current != s->ctx->cu) {
+        CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+        io->made_current = s->ctx->cu;
+    }
     *out = s;
     return CW_SUCCESS;
 }
@@ -1414,8 +1413,8 @@ CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
     if (io->resident)
         return fail(CW_ERROR_INVALID_STATE, "operator '%s': a resident capture allocates nothing (use port memory)",
                     io->op->name);
-    cw_stream *s;
-    CW_TRY(cw_io_receive_stream(io, nullptr, &s));
+    cw_stream *s = io->stream;
+    if (!s) CW_TRY(cw_io_receive_stream(io, nullptr, &s));
     if (!io->allocated.reserve(io->allocated.size() + 1)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (s->is_null)
         return fail(CW_ERROR_INVALID_STATE, "operator '%s' has no stream to allocate on (no pool and no upstream stream)",
