@@ -121,6 +121,7 @@
 
 #define BENCH_NAME "bench_pipeline"
 #include "bench_common.h"
+#include "seam.h"
 
 #define DEFAULT_FRAMES 2000
 #define DEFAULT_RUNS 10
@@ -944,6 +945,28 @@ static void run_workload(result *R, const workload *W, cw_context *ctx, cw_strea
             pus[v][r] = run_pipelined(&g_var[v], W, next, F, &enq[v][r]);
         }
         next += F;
+    }
+    if (getenv("BENCH_PROFILE")) {
+        /* Where the host time of (a)'s pipelined frames goes: every driver
+         * call through the test seam, timed; the rest is cuweave's own code
+         * and the operators'. */
+        variant *V = &g_var[V_CW];
+        if (cwi_seam_enable() != 0) exit(1);
+        cwi_seam_timing(1);
+        cwi_seam_reset();
+        double enq = 0;
+        (void)run_pipelined(V, W, next, F, &enq);
+        next += F;
+        cwi_seam_timing(0);
+        const double drv_us = (double)cwi_seam_ns(-1) / 1e3 / (double)F;
+        printf("profile, %s, (a) pipelined: enqueue %.2f us/frame, of which driver calls %.2f us "
+               "(the wait at the end excluded)\n", W->name, enq, drv_us);
+        for (int id = 0; id < cwi_seam_entry_count(); id++) {
+            const unsigned long n = cwi_seam_calls(id);
+            if (n) printf("  %-26s %6.2f calls/frame %8.2f us/frame\n", cwi_seam_entry_name(id), (double)n / (double)F,
+                          (double)cwi_seam_ns(id) / 1e3 / (double)F);
+        }
+        cwi_seam_disable();
     }
     R->have_probe = !is_video;
     if (!is_video)

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <string.h>
+#include <time.h>
 
 #include "driver.hpp"
 
@@ -14,6 +15,14 @@ void *g_real_ptr[DRV_ENTRY_COUNT];
 std::atomic<unsigned long> g_calls[DRV_ENTRY_COUNT];
 std::atomic<unsigned long> g_ok[DRV_ENTRY_COUNT];
 std::atomic<unsigned long> g_all_calls{0};
+std::atomic<unsigned long long> g_ns[DRV_ENTRY_COUNT];
+std::atomic<int> g_timing{0};
+
+unsigned long long mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
 
 std::atomic<int> g_fail_id{-2};  // -2 = disarmed
 std::atomic<unsigned long> g_fail_nth{0};
@@ -42,7 +51,10 @@ struct Wrap<Id, CUresult (*)(A...)> {
     static CUresult call(A... a) {
         CUresult injected;
         if (should_fail(Id, &injected)) return injected;
+        const bool timed = g_timing.load(std::memory_order_relaxed) != 0;
+        const unsigned long long t0 = timed ? mono_ns() : 0;
         CUresult r = reinterpret_cast<CUresult (*)(A...)>(g_real_ptr[Id])(a...);
+        if (timed) g_ns[Id].fetch_add(mono_ns() - t0, std::memory_order_relaxed);
         if (r == CUDA_SUCCESS) g_ok[Id].fetch_add(1, std::memory_order_relaxed);
         return r;
     }
@@ -52,6 +64,7 @@ void zero() {
     for (int i = 0; i < DRV_ENTRY_COUNT; i++) {
         g_calls[i].store(0);
         g_ok[i].store(0);
+        g_ns[i].store(0);
     }
     g_all_calls.store(0);
     g_fail_id.store(-2);
@@ -139,4 +152,15 @@ extern "C" void cwi_sha256(const void *data, size_t n, int portable, unsigned ch
     cw::g_force_portable = portable != 0;
     cw::sha256(data, n, out);
     cw::g_force_portable = was;
+}
+
+void cwi_seam_timing(int on) { g_timing.store(on ? 1 : 0); }
+
+unsigned long long cwi_seam_ns(int id) {
+    if (id < 0) {
+        unsigned long long t = 0;
+        for (int i = 0; i < DRV_ENTRY_COUNT; i++) t += g_ns[i].load();
+        return t;
+    }
+    return id < DRV_ENTRY_COUNT ? g_ns[id].load() : 0;
 }

@@ -40,6 +40,12 @@ void cwi_seam_fail(int id, unsigned long nth, int result);
 /* 1 when the armed fault has fired since it was armed. */
 int cwi_seam_fired(void);
 
+/* Timing (for benchmarks): with on, every call through the seam adds its
+ * duration to its entry's total; cwi_seam_ns(id) reads it (-1: all entries),
+ * cwi_seam_reset zeroes it. Off by default. */
+void cwi_seam_timing(int on);
+unsigned long long cwi_seam_ns(int id);
+
 /* Calls and successful calls of entry id since enable/reset (-1: all entries). */
 unsigned long cwi_seam_calls(int id);
 unsigned long cwi_seam_successes(int id);

@@ -1,0 +1,78 @@
+/*
+ * Host cost of the driver calls a pipeline iteration makes, on one stream
+ * pair, completed work (what an executor pays per call when the GPU keeps
+ * up): cuCtxGetCurrent, cuCtxSetCurrent (same context), cuEventRecord,
+ * cuStreamWaitEvent, cuEventQuery and cuEventSynchronize of a finished
+ * event, cuLaunchKernel of an empty kernel. Median of 20000 calls each, ns.
+ * Plain driver API, no cuweave. Build: cc -O2 -o calls tools/probes/calls.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../../tests/kernels/test_kernels_fatbin.h"
+
+typedef int R;
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+#define N 20000
+static double v[N];
+static double med(void) {
+    qsort(v, N, sizeof v[0], cmp);
+    return v[N / 2];
+}
+int main(void) {
+    void *l = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!l) return printf("no driver\n"), 0;
+#define S(n, args) R(*n) args = (R(*) args)dlsym(l, #n)
+    S(cuInit, (unsigned));
+    S(cuDeviceGet, (int *, int));
+    S(cuDevicePrimaryCtxRetain, (void **, int));
+    S(cuCtxSetCurrent, (void *));
+    S(cuCtxGetCurrent, (void **));
+    S(cuStreamCreate, (void **, unsigned));
+    S(cuEventCreate, (void **, unsigned));
+    S(cuEventRecord, (void *, void *));
+    S(cuStreamWaitEvent, (void *, void *, unsigned));
+    S(cuEventQuery, (void *));
+    S(cuEventSynchronize, (void *));
+    S(cuStreamSynchronize, (void *));
+    S(cuModuleLoadData, (void **, const void *));
+    S(cuModuleGetFunction, (void **, void *, const char *));
+    S(cuLaunchKernel, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                            void **, void **));
+    int d;
+    void *ctx, *a, *b, *ev, *m, *f, *cur;
+    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx) ||
+        cuStreamCreate(&a, 1) || cuStreamCreate(&b, 1) || cuEventCreate(&ev, 2) || cuModuleLoadData(&m, cw_test_kernels_fatbin) ||
+        cuModuleGetFunction(&f, m, "cw_empty"))
+        return printf("setup failed\n"), 1;
+    double t;
+#define TIME(name, call)                              \
+    for (int i = 0; i < N; i++) {                     \
+        t = now();                                    \
+        call;                                         \
+        v[i] = now() - t;                             \
+    }                                                 \
+    printf("%-40s %7.0f ns\n", name, med());
+    TIME("cuCtxGetCurrent", cuCtxGetCurrent(&cur));
+    TIME("cuCtxSetCurrent (already current)", cuCtxSetCurrent(ctx));
+    TIME("cuEventRecord (idle stream)", cuEventRecord(ev, a));
+    cuStreamSynchronize(a);
+    TIME("cuStreamWaitEvent (finished event)", cuStreamWaitEvent(b, ev, 0));
+    cuStreamSynchronize(b);
+    TIME("cuEventQuery (finished)", cuEventQuery(ev));
+    TIME("cuEventSynchronize (finished)", cuEventSynchronize(ev));
+    TIME("cuLaunchKernel (empty, 1x1)", cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL));
+    cuStreamSynchronize(a);
+    return 0;
+}
