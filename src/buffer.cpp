@@ -343,7 +343,7 @@ void buffer_cache_close(BufferCache *c) {
     cache_release(c);  // the owner's
 }
 
-cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffer **out) {
+cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool query, cw_buffer **out) {
     // Oldest first: the cached buffer of this size and device whose uses have
     // all finished. Nothing waits: a buffer still in use stays cached.
     cw_buffer *hit = nullptr;
@@ -353,7 +353,8 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffe
             cw_buffer *b = c->items[i];
             if (b->bytes != bytes || b->ctx->device != s->ctx->device) continue;
             bool done = true;
-            for (int u = 0; u < b->nuses && done; u++) done = mark_done(b->uses[u]);
+            for (int u = 0; u < b->nuses && done; u++)
+                done = query ? mark_done(b->uses[u]) : b->uses[u]->done.load(std::memory_order_acquire);
             if (!done) continue;
             hit = b;
             memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));

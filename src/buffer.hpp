@@ -36,7 +36,11 @@ void buffer_cache_close(BufferCache *c);
 // A buffer of `bytes` for work on s: a cached one whose uses have all
 // finished, else a new allocation (without a use recorded: the caller records
 // one after enqueuing work). Its last release returns it to the cache.
-cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, cw_buffer **out);
+// query false: a use counts as finished only once mark_wait or mark_done
+// said so (no driver call here: an executor that waits for old iterations
+// anyway tells the cache that way); true: asks the driver (cuEventQuery,
+// about 2 us a call on the H100 for recent work).
+cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool query, cw_buffer **out);
 // Buffers taken from and put back into caches (for tests and statistics).
 struct BufferCacheStats {
     uint64_t reused, allocated, cached;

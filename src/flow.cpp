@@ -1423,7 +1423,9 @@ CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
         return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' works on device %d, the pipeline on device %d",
                     io->op->name, s->ctx->ordinal, io->p->ctx->ordinal);
     cw_buffer *b;
-    CW_TRY(buffer_cache_take(io->p->cache, s, bytes, &b));
+    // With max_in_flight the run waits for old iterations anyway, which marks
+    // their uses finished: the cache then needs no driver call.
+    CW_TRY(buffer_cache_take(io->p->cache, s, bytes, io->p->max_in_flight == 0, &b));
     io->allocated.push(b);
     *out = b;
     return CW_SUCCESS;

@@ -764,51 +764,63 @@ static void test_pipeline_records_uses(void **state) {
     (void)state;
     long before[NKINDS];
     snapshot(before);
-    cw_pipeline *p = NULL;
-    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
-    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
-    top k = {.name = "K", .in = {"in"}, .use_stream = 1, .keep_buffer = 1, .pipe = p};
-    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
-    assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
-    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
-    long devmem0 = fake_live("devmem");
-    long records0 = fake_calls("cuEventRecord"), waits0 = fake_calls("cuStreamWaitEvent");
-    long allocs0 = fake_calls("cuMemAllocFromPoolAsync");
-    assert_cw_ok(cw_pipeline_run(p, 6));
-    /* per iteration: one record per operator (where its call ended), one
-     * wait (K on A's mark, no record of its own) */
-    assert_int_equal(fake_calls("cuEventRecord") - records0, 6 * 2);
-    assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 6);
-    /* K keeps frame 0's buffer; the others go back to the pipeline's cache
-     * once their uses are done, and are handed out again without a new
-     * allocation (the fake finishes work at once) */
-    assert_true(fake_drain(2000));
-    assert_int_equal(fake_calls("cuMemAllocFromPoolAsync") - allocs0, 2);
-    assert_int_equal(fake_live("devmem"), devmem0 + 2);
-    cw_buffer_info info;
-    assert_cw_ok(cw_buffer_get_info(k.kept, &info));
-    assert_int_equal(info.refs, 1);
-    assert_int_equal(info.uses, 2); /* A's stream, K's stream */
-    /* while the GPU holds everything: the first iteration reuses the cached
-     * buffer (its uses finished before), the second finds it still in use
-     * and allocates instead of waiting */
-    fake_hold(1);
-    cw_status held = cw_pipeline_run(p, 2);
-    long allocs = fake_calls("cuMemAllocFromPoolAsync") - allocs0;
-    fake_hold(0);
-    assert_cw_ok(held);
-    assert_int_equal(allocs, 3);
-    assert_true(fake_drain(2000));
-    cw_buffer_release(&k.kept); /* back to the cache: not freed */
-    assert_true(fake_drain(2000));
-    assert_int_equal(fake_live("devmem"), devmem0 + 3);
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(p, &st));
-    assert_int_equal(st.buffers_reused, 5);
-    assert_int_equal(st.buffers_allocated, 3);
-    cw_pipeline_destroy(&p); /* the cache's buffers are freed */
-    assert_true(fake_drain(2000));
-    assert_int_equal(fake_live("devmem"), devmem0);
+    for (unsigned depth = 0; depth <= 1; depth++) {
+        /* depth 1: the run waits for the previous iteration, which tells the
+         * cache its buffers are free (no query); depth 0: the cache asks the
+         * driver */
+        cw_pipeline_settings ps;
+        cw_pipeline_settings_default(&ps);
+        ps.max_in_flight = depth;
+        cw_pipeline *p = NULL;
+        assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+        top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
+        top k = {.name = "K", .in = {"in"}, .use_stream = 1, .keep_buffer = 1, .pipe = p};
+        assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+        assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
+        assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+        long devmem0 = fake_live("devmem");
+        long records0 = fake_calls("cuEventRecord"), waits0 = fake_calls("cuStreamWaitEvent");
+        long allocs0 = fake_calls("cuMemAllocFromPoolAsync"), queries0 = fake_calls("cuEventQuery");
+        assert_cw_ok(cw_pipeline_run(p, 6));
+        /* per iteration: one record per operator (where its call ended), one
+         * wait (K on A's mark, no record of its own) */
+        assert_int_equal(fake_calls("cuEventRecord") - records0, 6 * 2);
+        assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 6);
+        /* K keeps frame 0's buffer; frame 1's goes back to the pipeline's
+         * cache and is handed out again from frame 2 on, without a new
+         * allocation (the fake finishes work at once) */
+        assert_true(fake_drain(2000));
+        assert_int_equal(fake_calls("cuMemAllocFromPoolAsync") - allocs0, 2);
+        if (depth)
+            assert_int_equal(fake_calls("cuEventQuery") - queries0, 0);
+        else
+            assert_true(fake_calls("cuEventQuery") - queries0 >= 4);
+        assert_int_equal(fake_live("devmem"), devmem0 + 2);
+        cw_buffer_info info;
+        assert_cw_ok(cw_buffer_get_info(k.kept, &info));
+        assert_int_equal(info.refs, 1);
+        assert_int_equal(info.uses, 2); /* A's stream, K's stream */
+        cw_buffer_release(&k.kept); /* back to the cache: not freed */
+        assert_true(fake_drain(2000));
+        assert_int_equal(fake_live("devmem"), devmem0 + 2);
+        cw_pipeline_stats st;
+        assert_cw_ok(cw_pipeline_get_stats(p, &st));
+        assert_int_equal(st.buffers_reused, 4);
+        assert_int_equal(st.buffers_allocated, 2);
+        if (!depth) {
+            /* while the GPU holds everything: the two cached buffers (known
+             * free) serve two iterations, the third allocates instead of waiting */
+            fake_hold(1);
+            cw_status held = cw_pipeline_run(p, 3);
+            long allocs = fake_calls("cuMemAllocFromPoolAsync") - allocs0;
+            fake_hold(0);
+            assert_cw_ok(held);
+            assert_int_equal(allocs, 2 + 1);
+        }
+        cw_pipeline_destroy(&p); /* the cache's buffers are freed */
+        assert_true(fake_drain(2000));
+        assert_int_equal(fake_live("devmem"), devmem0);
+    }
     assert_int_equal(leaks(before, "pipeline buffers"), 0);
 }
 

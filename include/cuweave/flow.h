@@ -396,9 +396,11 @@ CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer 
  * drops it when compute returns (emit takes its own). Buffers come from the
  * pipeline's cache: when a cw_io_alloc buffer's last reference goes it is
  * kept (up to 64 per pipeline), and handed out again, for the same size, once
- * every use recorded on it has finished on the GPU (checked with
- * cuEventQuery: nothing waits); otherwise a new one is allocated from the
- * context's pool. The cache's buffers are freed with the pipeline.
+ * every use recorded on it is known finished on the GPU: with max_in_flight,
+ * once the run has waited for the iteration that used it last (no driver
+ * call); without, when cuEventQuery says so. Nothing waits for a buffer:
+ * otherwise a new one is allocated from the context's pool. The cache's
+ * buffers are freed with the pipeline.
  * CW_ERROR_INVALID_STATE in a resident capture (no allocation there) or for
  * an operator with no stream at all (the legacy-stream case).
  */
