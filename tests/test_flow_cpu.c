@@ -816,6 +816,7 @@ static void test_pipeline_records_uses(void **state) {
             fake_hold(0);
             assert_cw_ok(held);
             assert_int_equal(allocs, 2 + 1);
+            cw_buffer_release(&k.kept); /* K kept one of these too */
         }
         cw_pipeline_destroy(&p); /* the cache's buffers are freed */
         assert_true(fake_drain(2000));
