@@ -84,6 +84,9 @@ build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $
 build-gpu/examples/resident >> "$OUT/example.log" 2>&1; note "example resident: exit $?"
 build-gpu/examples/resident_handler >> "$OUT/example.log" 2>&1; note "example resident_handler: exit $?"
 build-gpu/examples/embed >> "$OUT/example.log" 2>&1; note "example embed: exit $?"
+for e in diamond video_pipeline diamond_resident; do
+    build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"
+done
 rm -rf /tmp/cw-example-cache
 for run in 1 2; do
     CUWEAVE_CACHE_DIR=/tmp/cw-example-cache build-gpu/examples/kernels >> "$OUT/example.log" 2>&1
