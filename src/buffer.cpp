@@ -343,34 +343,79 @@ void buffer_cache_close(BufferCache *c) {
     cache_release(c);  // the owner's
 }
 
+namespace {
+// Takes c->items[i] out of the cache (lock held).
+cw_buffer *cache_remove(BufferCache *c, size_t i) {
+    cw_buffer *b = c->items[i];
+    memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));
+    c->count--;
+    return b;
+}
+
+bool fits(const cw_buffer *b, const cw_stream *s, size_t bytes) {
+    return b->bytes == bytes && b->ctx->device == s->ctx->device;
+}
+
+cw_status reuse(BufferCache *c, cw_buffer *b, cw_buffer **out) {
+    for (int u = 0; u < b->nuses; u++) mark_release(b->uses[u]);
+    b->nuses = 0;
+    b->refs.store(1, std::memory_order_release);
+    c->reused.fetch_add(1, std::memory_order_relaxed);
+    *out = b;
+    return CW_SUCCESS;
+}
+}  // namespace
+
 cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool query, cw_buffer **out) {
-    // Oldest first: the cached buffer of this size and device whose uses have
-    // all finished. Nothing waits: a buffer still in use stays cached.
+    // Oldest first: a cached buffer of this size and device whose uses are
+    // known finished (no driver call). Else the oldest such buffer, asking the
+    // driver about its uses (always when query, once otherwise: a pipeline
+    // that waits for old iterations learns it that way, a first frame or an
+    // executor without a bound does not). Nothing waits: a buffer still in
+    // use stays cached and a new one is allocated.
     cw_buffer *hit = nullptr;
     {
         SpinLock lock(c->lock);
+        size_t oldest = c->count;
         for (size_t i = 0; i < c->count && !hit; i++) {
             cw_buffer *b = c->items[i];
-            if (b->bytes != bytes || b->ctx->device != s->ctx->device) continue;
+            if (!fits(b, s, bytes)) continue;
+            if (oldest == c->count) oldest = i;
             bool done = true;
             for (int u = 0; u < b->nuses && done; u++)
                 done = query ? mark_done(b->uses[u]) : b->uses[u]->done.load(std::memory_order_acquire);
-            if (!done) continue;
-            hit = b;
-            memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));
-            c->count--;
+            if (done) hit = cache_remove(c, i);
+        }
+        if (!hit && !query && oldest < c->count) {
+            cw_buffer *b = c->items[oldest];
+            bool done = true;
+            for (int u = 0; u < b->nuses && done; u++) done = mark_done(b->uses[u]);
+            if (done) hit = cache_remove(c, oldest);
         }
     }
-    if (hit) {
-        for (int u = 0; u < hit->nuses; u++) mark_release(hit->uses[u]);
-        hit->nuses = 0;
-        hit->refs.store(1, std::memory_order_release);
-        c->reused.fetch_add(1, std::memory_order_relaxed);
-        *out = hit;
-        return CW_SUCCESS;
-    }
+    if (hit) return reuse(c, hit, out);
     cw_buffer *b = nullptr;
-    CW_TRY(buffer_new(s, bytes, &b));
+    cw_status st = buffer_new(s, bytes, &b);
+    if (st == CW_ERROR_OUT_OF_MEMORY) {
+        // The device is full: wait for the oldest cached buffer of this size
+        // instead (the only wait the cache ever makes).
+        cw_buffer *old = nullptr;
+        {
+            SpinLock lock(c->lock);
+            for (size_t i = 0; i < c->count && !old; i++)
+                if (fits(c->items[i], s, bytes)) old = cache_remove(c, i);
+        }
+        if (!old) return st;
+        for (int u = 0; u < old->nuses; u++) {
+            cw_status w = mark_wait(old->uses[u]);
+            if (w != CW_SUCCESS) {
+                buffer_last_release(old);  // back (or freed): not handed out unfinished
+                return w;
+            }
+        }
+        return reuse(c, old, out);
+    }
+    if (st != CW_SUCCESS) return st;
     c->refs.fetch_add(1, std::memory_order_relaxed);
     b->cache = c;
     c->allocated.fetch_add(1, std::memory_order_relaxed);

@@ -963,6 +963,7 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
         op->owner = nullptr;
         op_free(op);
     }
+    settle_marks(p, 0, false);
     buffer_cache_close(p->cache);
     if (p->null_stream) cw_stream_destroy(&p->null_stream);
     if (p->own_pool) cw_stream_pool_destroy(&p->pool);
@@ -1101,9 +1102,12 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     }
     for (uint64_t it = 0; st == CW_SUCCESS && (iterations == 0 || it < iterations); it++) {
         if (p->stop.load(std::memory_order_acquire)) break;
-        if (p->max_in_flight && it >= p->max_in_flight) {
+        // Iterations are counted over every run (a run of one iteration per
+        // frame is bounded too).
+        const uint64_t global = p->iterations.load(std::memory_order_relaxed);
+        if (p->max_in_flight && global >= p->max_in_flight) {
             // The GPU may lag at most max_in_flight iterations behind.
-            cw_status w = settle_marks(p, it - p->max_in_flight, true);
+            cw_status w = settle_marks(p, global - p->max_in_flight, true);
             if (w != CW_SUCCESS) {
                 st = w;
                 break;
@@ -1128,7 +1132,9 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
         bool failed = p->failed;
         pthread_mutex_unlock(&p->mu);
         if (failed) break;
-        if (p->max_in_flight && (st = mark_iteration(p, it)) != CW_SUCCESS) break;
+        if (p->max_in_flight &&
+            (st = mark_iteration(p, p->iterations.load(std::memory_order_relaxed))) != CW_SUCCESS)
+            break;
         p->iterations.fetch_add(1, std::memory_order_relaxed);
     }
     if (!workers.empty()) {
@@ -1139,7 +1145,6 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
         for (pthread_t t : workers) pthread_join(t, nullptr);
     }
     end_iteration(p);
-    settle_marks(p, 0, false);
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
     if (p->failed) return fail(p->fail_status, "%s", p->fail_msg);

@@ -981,6 +981,39 @@ static void test_in_flight_and_synchronize(void **state) {
     assert_int_equal(leaks(before, "in flight"), 0);
 }
 
+/* The device full: cw_io_alloc waits for the oldest cached buffer of the
+ * size instead of failing (the only wait the cache makes). */
+static void test_alloc_waits_when_full(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
+    top k = {.name = "K", .in = {"in"}, .use_stream = 1, .pipe = p};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+    fake_hold(1);
+    assert_cw_ok(cw_pipeline_run(p, 1)); /* a buffer, cached at the end, still in use */
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_fail(cwi_seam_entry("cuMemAllocFromPoolAsync"), 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+    cw_status st = cw_pipeline_run(p, 1);
+    int fired = cwi_seam_fired();
+    pthread_join(t, NULL);
+    cwi_seam_disable();
+    assert_cw_ok(st);
+    assert_true(fired);
+    cw_pipeline_stats ps;
+    assert_cw_ok(cw_pipeline_get_stats(p, &ps));
+    assert_int_equal(ps.buffers_allocated, 1);
+    assert_int_equal(ps.buffers_reused, 1);
+    cw_pipeline_destroy(&p);
+    assert_int_equal(leaks(before, "a full device"), 0);
+}
+
 /* ---- resident pipelines ------------------------------------------------------ */
 
 typedef struct rop {
@@ -1323,6 +1356,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_executor),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_in_flight_and_synchronize),
+        cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_fault_sweep),

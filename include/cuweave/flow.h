@@ -181,8 +181,11 @@ typedef struct cw_pipeline_settings {
     /* How many iterations the GPU may lag behind the host: before
      * iteration i starts, cw_pipeline_run waits (on the host) until the GPU
      * has finished the work of iteration i - max_in_flight on every stream
-     * its compute calls used. Bounds the memory of buffers in flight.
-     * 0: no bound (only the driver's queue limits the lag). Default 4. */
+     * its compute calls used. Iterations are counted over every run, so a
+     * run per frame is bounded the same way. Bounds the memory of buffers
+     * in flight, and tells the buffer cache which buffers are free without
+     * asking the driver. 0: no bound (only the driver's queue limits the
+     * lag). Default 4. */
     unsigned max_in_flight;
     uint8_t reserved[48];
 } cw_pipeline_settings;
