@@ -1284,7 +1284,10 @@ static void test_fault_sweep(void **state) {
             snapshot(before);
             continue;
         }
-        if (st == CW_SUCCESS) {
+        if (st == CW_SUCCESS && !strcmp(entry, "cuMemAllocFromPoolAsync")) {
+            /* out of memory: cw_io_alloc waited for a cached buffer instead */
+            absorbed++;
+        } else if (st == CW_SUCCESS) {
             /* a failed query or context switch absorbed on the way is fine; a
              * failed allocation or record that still reports success is not */
             if (strstr(entry, "Alloc") || strstr(entry, "Record") || strstr(entry, "Launch")) {
@@ -1300,8 +1303,8 @@ static void test_fault_sweep(void **state) {
         }
     }
     cwi_seam_disable();
-    printf("# pipeline fault sweep: %lu driver calls, %lu failed in turn, %lu errors reported, %lu releases "
-           "absorbed, %lu bad\n",
+    printf("# pipeline fault sweep: %lu driver calls, %lu failed in turn, %lu errors reported, %lu absorbed "
+           "(failed releases; allocations served by waiting for a cached buffer), %lu bad\n",
            calls, tried, handled, absorbed, bad);
     assert_true(tried > 20);
     assert_int_equal(bad, 0);
