@@ -28,6 +28,11 @@ constexpr size_t kCacheMax = 64;  // buffers a cache keeps
 struct Mark {
     std::atomic<int> refs;
     std::atomic<bool> done;  // seen finished
+    // Marks this one is known to come after on the GPU (its stream waited
+    // for them before it was recorded): finished when it is. References,
+    // dropped when it is seen finished or goes.
+    Mark *covers[8];
+    int ncovers;
     cw_context *ctx;  // the event's pool (retained)
     CUevent ev;
     const cw_stream *s;  // compared only
@@ -81,6 +86,7 @@ void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
 
 void mark_release(Mark *m) {
     if (!m || m->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    for (int i = 0; i < m->ncovers; i++) mark_release(m->covers[i]);
     event_put(m->ctx, m->ev);
     context_release(m->ctx);
     free(m);
@@ -88,10 +94,24 @@ void mark_release(Mark *m) {
 
 CUevent mark_event(const Mark *m) { return m->ev; }
 
+void mark_cover(Mark *m, Mark *earlier) {
+    if (m == earlier || m->ncovers == (int)(sizeof m->covers / sizeof m->covers[0])) return;
+    mark_retain(earlier);
+    m->covers[m->ncovers++] = earlier;
+}
+
+namespace {
+// m finished: so did everything it covers (the first to see it tells them).
+void mark_set_done(Mark *m) {
+    if (m->done.exchange(true, std::memory_order_acq_rel)) return;
+    for (int i = 0; i < m->ncovers; i++) mark_set_done(m->covers[i]);
+}
+}  // namespace
+
 bool mark_done(Mark *m) {
     if (m->done.load(std::memory_order_acquire)) return true;
     if (drv().cuEventQuery(m->ev) != CUDA_SUCCESS) return false;
-    m->done.store(true, std::memory_order_release);
+    mark_set_done(m);
     return true;
 }
 
@@ -99,7 +119,7 @@ cw_status mark_wait(Mark *m) {
     if (m->done.load(std::memory_order_acquire)) return CW_SUCCESS;
     CUresult r = drv().cuEventSynchronize(m->ev);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuEventSynchronize");
-    m->done.store(true, std::memory_order_release);
+    mark_set_done(m);
     return CW_SUCCESS;
 }
 const cw_stream *mark_stream(const Mark *m) { return m->s; }

@@ -23,6 +23,10 @@ CUevent mark_event(const Mark *m);
 // remembers it after). mark_wait blocks until then.
 bool mark_done(Mark *m);
 cw_status mark_wait(Mark *m);
+// m was recorded on a stream that had waited for `earlier`: when m is seen
+// finished, so is earlier (no driver call asks about it). Only before m is
+// shared with another thread; at most 8 (more are simply not noted).
+void mark_cover(Mark *m, Mark *earlier);
 const cw_stream *mark_stream(const Mark *m);
 
 // Records m as a use of b (a use on the same stream is replaced). b and m on one device.

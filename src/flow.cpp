@@ -76,6 +76,7 @@ struct cw_io {
     bool reuse_ordered;          // port memory: ordered after last iteration's readers
     CUcontext made_current;      // the context this call made current (once per call)
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
+    cw::Vec<cw::Mark *> waited;    // marks the call's stream waited for (held by their messages)
     cw::Vec<cw_buffer *> allocated;
 };
 
@@ -393,6 +394,7 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
     io->reuse_ordered = false;
     io->made_current = nullptr;
     io->touched.clear();
+    io->waited.clear();
     io->allocated.clear();
     for (Port &pt : op->ports) {
         pt.emitted = false;
@@ -462,6 +464,9 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
         if (r != CW_SUCCESS && st == CW_SUCCESS) st = r;
     };
     add_mark(io->stream);
+    // The call's own stream waited for its inputs' marks: its mark covers them.
+    if (!op->call_marks.empty() && io->stream && mark_stream(op->call_marks[0]) == io->stream)
+        for (Mark *w : io->waited) mark_cover(op->call_marks[0], w);
     for (cw_stream *s : io->touched) add_mark(s);
     // Each buffer once (one received on two ports, or allocated and emitted).
     cw_buffer *seen[32];
@@ -568,8 +573,10 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
 
 // The end of iteration `it`: where every compute call of it ended.
 cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
-    for (cw_operator *op : p->ops)
-        for (Mark *m : op->call_marks) {
+    // Sinks first: waiting for a sink's mark marks what it covers finished,
+    // so the waits for its upstream operators' marks cost nothing.
+    for (size_t k = p->topo.size(); k-- > 0;)
+        for (Mark *m : p->ops[p->topo[k]]->call_marks) {
             if (!p->ended.push(cw_pipeline::Ended{it, m})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
             mark_retain(m);
         }
@@ -1314,6 +1321,7 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
                 // The producer's call ended at this event: wait for it (no record).
                 CUevent ev = mark_event(c.msg.mark);
                 CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+                (void)io->waited.push(c.msg.mark);  // not noted when out of memory: only a lost shortcut
             } else {
                 CW_TRY(stream_order(s, c.msg.stream));
             }

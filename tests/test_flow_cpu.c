@@ -964,6 +964,12 @@ static void test_in_flight_and_synchronize(void **state) {
     assert_cw_ok(r.st);
     assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
     assert_int_equal(st.iterations, 6);
+    /* one host wait per iteration: C's mark covers B's, D's and A's (C's
+     * stream waited for them), so only the sink's event is asked about */
+    long syncs0 = fake_calls("cuEventSynchronize"), queries0 = fake_calls("cuEventQuery");
+    assert_cw_ok(cw_pipeline_run(g.p, 20));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, 20);
+    assert_int_equal(fake_calls("cuEventQuery") - queries0, 0);
     cw_pipeline_destroy(&g.p);
 
     /* unbounded, then synchronize */
