@@ -1109,17 +1109,6 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     }
     for (uint64_t it = 0; st == CW_SUCCESS && (iterations == 0 || it < iterations); it++) {
         if (p->stop.load(std::memory_order_acquire)) break;
-        // Iterations are counted over every run (a run of one iteration per
-        // frame is bounded too).
-        const uint64_t global = p->iterations.load(std::memory_order_relaxed);
-        if (p->max_in_flight && global >= p->max_in_flight) {
-            // The GPU may lag at most max_in_flight iterations behind.
-            cw_status w = settle_marks(p, global - p->max_in_flight, true);
-            if (w != CW_SUCCESS) {
-                st = w;
-                break;
-            }
-        }
         iteration.store(it, std::memory_order_relaxed);
         if (workers.empty()) {
             for (int idx : p->topo) run_op(p, p->ops[idx], it);
@@ -1139,10 +1128,17 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
         bool failed = p->failed;
         pthread_mutex_unlock(&p->mu);
         if (failed) break;
-        if (p->max_in_flight &&
-            (st = mark_iteration(p, p->iterations.load(std::memory_order_relaxed))) != CW_SUCCESS)
-            break;
-        p->iterations.fetch_add(1, std::memory_order_relaxed);
+        // Iterations are counted over every run (a run of one iteration per
+        // frame is bounded too). The GPU may lag at most max_in_flight
+        // iterations behind: the wait for the next iteration's bound is made
+        // now, after this iteration's work is queued, so that it overlaps
+        // the GPU's work instead of delaying the next iteration's first launch.
+        const uint64_t global = p->iterations.fetch_add(1, std::memory_order_relaxed);
+        if (p->max_in_flight) {
+            if ((st = mark_iteration(p, global)) != CW_SUCCESS) break;
+            if (global + 1 >= p->max_in_flight && (st = settle_marks(p, global + 1 - p->max_in_flight, true)))
+                break;
+        }
     }
     if (!workers.empty()) {
         pthread_mutex_lock(&p->mu);
