@@ -1127,6 +1127,42 @@ static void test_resident_pipeline(void **state) {
         assert_int_equal(fake_live("devmem"), devmem0);
         if (i == 0) snapshot(before); /* the first build grew the context's fork pool: not a leak */
     }
+    /* several sources (Holoscan allows one): S1 and S2 feed J; each gets its
+     * own branch, J one stream after both */
+    {
+        cw_pipeline *p2 = NULL;
+        assert_cw_ok(cw_pipeline_create(&p2, ctx, NULL));
+        rop s1 = {.out = "out"}, s2 = {.out = "out"}, j = {.in = "a"};
+        cw_operator *o1 = NULL, *o2 = NULL, *oj = NULL;
+        cw_port_settings ps;
+        cw_port_settings_default(&ps);
+        ps.bytes = 32;
+        assert_cw_ok(cw_operator_create(&o1, "S1", &ops, &s1, &os));
+        assert_cw_ok(cw_operator_add_output(o1, "out", &ps));
+        assert_cw_ok(cw_operator_create(&o2, "S2", &ops, &s2, &os));
+        assert_cw_ok(cw_operator_add_output(o2, "out", &ps));
+        assert_cw_ok(cw_operator_create(&oj, "J", &ops, &j, &os));
+        assert_cw_ok(cw_operator_add_input(oj, "a", NULL));
+        assert_cw_ok(cw_operator_add_input(oj, "b", NULL));
+        assert_cw_ok(cw_pipeline_add(p2, o1));
+        assert_cw_ok(cw_pipeline_add(p2, o2));
+        assert_cw_ok(cw_pipeline_add(p2, oj));
+        assert_cw_ok(cw_pipeline_connect(p2, "S1", "out", "J", "a"));
+        assert_cw_ok(cw_pipeline_connect(p2, "S2", "out", "J", "b"));
+        assert_cw_ok(cw_pipeline_make_resident(p2, r));
+        assert_cw_ok(cw_resident_build(r));
+        assert_int_equal(s1.copies, 2);
+        assert_int_equal(s2.copies, 2);
+        assert_int_equal(j.copies, 2);
+        assert_ptr_not_equal(s1.stream[0], s2.stream[0]);
+        assert_ptr_not_equal(j.stream[0], s1.stream[0]);
+        assert_int_equal(j.in_ptr, s1.out_ptr);
+        assert_true(s2.out_ptr != 0 && s2.out_ptr != s1.out_ptr);
+        assert_cw_ok(cw_resident_destroy(&r));
+        assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+        cw_pipeline_destroy(&p2);
+        snapshot(before); /* three branches at once grew the context's fork pool: not a leak */
+    }
     /* an operator that is not resident is named */
     cw_pipeline *p = NULL;
     assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
