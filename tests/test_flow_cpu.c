@@ -876,8 +876,7 @@ static void test_executor(void **state) {
     }
     printf("# 4 threads: 5 iterations of two 20 ms operators in %.1f ms; B and D overlapped in %d of 5\n", took,
            overlapped);
-    assert_int_equal(overlapped, 5);
-    assert_true(took < 5 * 40);
+    assert_int_equal(overlapped, 5); /* (no bound on `took`: sanitizers and valgrind slow the host) */
     cw_pipeline_destroy(&g.p);
     assert_int_equal(leaks(before, "the executor"), 0);
 }
@@ -954,8 +953,13 @@ static void test_in_flight_and_synchronize(void **state) {
     runner r = {g.p, 6, CW_ERROR_INTERNAL};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
-    usleep(100000);
     cw_pipeline_stats st;
+    for (int i = 0; i < 500; i++) { /* up to 5 s (valgrind is slow) */
+        assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+        if (st.iterations >= 2) break;
+        usleep(10000);
+    }
+    usleep(50000);
     assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
     assert_int_equal(st.iterations, 2); /* iteration 2 waits for iteration 0 on the GPU */
     assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_synchronize(g.p));
