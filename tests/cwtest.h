@@ -68,4 +68,10 @@ static inline int cwt_have_gpu(void) {
     return 0;
 }
 
+/* 1 under compute-sanitizer, which serializes the GPU work of streams: races
+ * cannot show and independent kernels do not overlap there. */
+static inline int cwt_under_sanitizer(void) {
+    return getenv("NV_SANITIZER_INJECTION_PORT_BASE") != NULL || getenv("CUDA_INJECTION64_PATH") != NULL;
+}
+
 #endif /* CUWEAVE_TESTS_CWTEST_H */

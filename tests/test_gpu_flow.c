@@ -179,8 +179,10 @@ static void run_diamond(unsigned threads) {
            "%.1f ms (GPU work >= %.0f ms)\n",
            threads, wrong, ITS * N, overlapped, ITS, host_ms, ITS * (A_NS + BD_NS) / 1e6);
     assert_int_equal(wrong, 0);
-    assert_int_equal(overlapped, ITS);
-    assert_true(host_ms < ITS * A_NS / 1e6);
+    if (!cwt_under_sanitizer()) { /* it serializes streams, and slows the host */
+        assert_int_equal(overlapped, ITS);
+        assert_true(host_ms < ITS * A_NS / 1e6);
+    }
     cw_pipeline_destroy(&p);
     cw_host_free(ctx, host);
     cw_host_free(ctx, st);
@@ -336,12 +338,16 @@ static void test_sink_race(void **state) {
     (void)state;
     unsigned long long raw_wrong = 0;
     int raw_reused = 0;
-    int rr = raw_race(&raw_wrong, &raw_reused);
-    assert_int_equal(rr, 0);
-    printf("# raw driver, freed on the producer's stream: %llu of %d frames summed wrong (address reused by %d "
-           "frames)\n",
-           raw_wrong, RACE_FRAMES, raw_reused);
-    assert_true(raw_wrong > 0); /* the race is real on this GPU: the test below can fail */
+    if (cwt_under_sanitizer()) {
+        printf("# the raw control is skipped under compute-sanitizer (it serializes streams)\n");
+    } else {
+        int rr = raw_race(&raw_wrong, &raw_reused);
+        assert_int_equal(rr, 0);
+        printf("# raw driver, freed on the producer's stream: %llu of %d frames summed wrong (address reused by %d "
+               "frames)\n",
+               raw_wrong, RACE_FRAMES, raw_reused);
+        assert_true(raw_wrong > 0); /* the race is real on this GPU: the test below can fail */
+    }
 
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
@@ -446,7 +452,7 @@ static void test_wait_inputs(void **state) {
     printf("# a CPU reader of a 20 ms kernel's output: %d of %d right with wait_inputs, %d without\n", with, ITS,
            without);
     assert_int_equal(with, ITS);
-    assert_true(without < ITS); /* the control: without the wait the reader is early */
+    if (!cwt_under_sanitizer()) assert_true(without < ITS); /* the control: without the wait the reader is early */
 }
 
 /* ---- the resident diamond ---------------------------------------------------- */
@@ -570,7 +576,7 @@ static void test_resident_diamond(void **state) {
            REQUESTS, wrong, ordered, overlapped, rst.iter_median_ns / 1e3);
     assert_int_equal(wrong, 0);
     assert_int_equal(ordered, REQUESTS);
-    assert_true(overlapped >= REQUESTS * 9 / 10);
+    if (!cwt_under_sanitizer()) assert_true(overlapped >= REQUESTS * 9 / 10);
     assert_cw_ok(cw_resident_destroy(&r)); /* the loop before the pipeline */
     cw_pipeline_destroy(&p);
     cw_host_free(ctx, hin);
