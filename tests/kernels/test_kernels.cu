@@ -227,12 +227,16 @@ __global__ void cw_op_persistent(const unsigned long long *doorbell, const unsig
 // Each spins ns in thread 0 of every block before touching data (a slow
 // operator), and writes the GPU clock at its start and end to stamp[0..1]
 // (stamp may be NULL): device timestamps that show which operators overlap.
+// (__syncwarp before each barrier: the warp of thread 0 arrives together,
+// which compute-sanitizer's synccheck asks for.)
 __device__ __forceinline__ void pl_begin(long long ns, unsigned long long *stamp) {
     if (stamp && threadIdx.x == 0 && blockIdx.x == 0) stamp[0] = now_ns();
     if (ns && threadIdx.x == 0) spin_ns(ns);
+    __syncwarp();
     __syncthreads();
 }
 __device__ __forceinline__ void pl_end(unsigned long long *stamp) {
+    __syncwarp();
     __syncthreads();
     if (stamp && threadIdx.x == 0 && blockIdx.x == 0) {
         __threadfence();
@@ -268,6 +272,7 @@ __global__ void cw_pl_sum2(const unsigned *a, const unsigned *b, unsigned *out, 
 // of the buffer-race test reads only after ns).
 __global__ void cw_pl_reduce(const unsigned *in, unsigned n, unsigned long long *sum, long long ns) {
     if (ns && threadIdx.x == 0) spin_ns(ns);
+    __syncwarp();
     __syncthreads();
     unsigned long long local = 0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) local += in[i];
