@@ -138,8 +138,11 @@ void *watcher_main(void *) {
             }
             if (finished) {
                 *pp = f->watch_next;
-                f->watched.store(false, std::memory_order_release);
+                // notifying first: unwatch reads `watched` without the lock,
+                // and once it sees false it must see notifying set too (else
+                // it could free f, and close its fd, under notify)
                 f->notifying.store(1, std::memory_order_release);  // unwatch waits for 0
+                f->watched.store(false, std::memory_order_release);
                 f->watch_next = ready;
                 ready = f;
             } else {
