@@ -15,7 +15,7 @@ import ctypes
 import weakref
 
 from . import _errors
-from ._lib import (GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
+from ._lib import (BufferInfo, GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
                    StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
@@ -525,6 +525,114 @@ class Kernel:
             c.block[i] = v
         c.shared_bytes = shared
         lib.cw_kernel_launch(self._ptr, stream.handle, ctypes.byref(c), ptrs)
+
+
+_TYPESTR = {"int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2", "int32": "<i4", "uint32": "<u4",
+            "int64": "<i8", "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8"}
+
+
+def _typestr(dtype):
+    """A __cuda_array_interface__ typestr from a name ("float32"), a typestr
+    ("<f4") or anything with a .str (a NumPy or CuPy dtype)."""
+    if hasattr(dtype, "str"):
+        dtype = dtype.str
+    dtype = str(dtype)
+    t = _TYPESTR.get(dtype, dtype)
+    if len(t) < 3 or t[0] not in "<>|=" or t[1] not in "iufbc" or not t[2:].isdigit():
+        raise TypeError("unknown element type %r" % (dtype,))
+    return t
+
+
+class Buffer(_Handle):
+    """Device memory from the context's stream-ordered pool (cw_buffer, see
+    docs/pipelines.md): allocated on `stream`, freed when closed, on the GPU,
+    after every use recorded with used_by(). Exposes __cuda_array_interface__
+    (version 3) with the given shape and dtype, so CuPy, PyTorch and Numba
+    read it without a copy (cupy.asarray(buf) keeps the buffer alive). Its
+    "stream" is the stream the data was last written on as far as cuweave
+    knows: the allocating one, or the one given to written_on(). Work on
+    another library's stream that reads or writes the buffer must be
+    recorded (used_by(Stream.wrap(ctx, their_stream))) before close, or the
+    memory may be reused under it."""
+
+    _destroy = lib.cw_buffer_release
+
+    def __init__(self, stream, shape, dtype="uint8"):
+        shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise ValueError("negative extent in shape %r" % (shape,))
+        self.typestr = _typestr(dtype)
+        self.shape = shape
+        count = 1
+        for n in shape:
+            count *= n
+        self.nbytes = count * int(self.typestr[2:])
+        if self.nbytes == 0:
+            raise ValueError("a buffer holds at least one byte")
+        super().__init__(_new(lib.cw_buffer_alloc, stream.handle, self.nbytes), keep=(stream.context,))
+        self.context = stream.context
+        self._stream = stream
+
+    @property
+    def ptr(self):
+        p = ctypes.c_ulonglong()
+        lib.cw_buffer_get_ptr(self.handle, ctypes.byref(p))
+        return p.value
+
+    def info(self):
+        i = BufferInfo()
+        lib.cw_buffer_get_info(self.handle, ctypes.byref(i))
+        return {"ptr": i.dptr, "nbytes": i.bytes, "refs": i.refs, "uses": i.uses, "device": i.device}
+
+    def used_by(self, stream):
+        """The free waits for the work queued on `stream` so far."""
+        lib.cw_buffer_use(self.handle, stream.handle)
+
+    def written_on(self, stream):
+        """Names the stream whose work last wrote the data (what consumers of
+        __cuda_array_interface__ synchronise with), and records it as a use."""
+        self.used_by(stream)
+        self._stream = stream
+
+    def copy_from_host(self, stream, data):
+        """Queues a copy of `data` (bytes-like, at most nbytes) to the buffer
+        on `stream`; pageable memory is staged by the driver (reusable when
+        this returns)."""
+        view = memoryview(data).cast("B")
+        if view.nbytes > self.nbytes:
+            raise ValueError("%d bytes do not fit in a %d-byte buffer" % (view.nbytes, self.nbytes))
+        tmp = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
+            (ctypes.c_char * view.nbytes).from_buffer(view)
+        lib.cw_copy_to_device(stream.handle, self.ptr, tmp, view.nbytes)
+        self.written_on(stream)
+
+    def copy_to_host(self, stream, out=None):
+        """Copies the buffer to `out` (a writable bytes-like object of at least
+        nbytes; a new bytearray when None) on `stream` and waits for it."""
+        if out is None:
+            out = bytearray(self.nbytes)
+        view = memoryview(out).cast("B")
+        if view.readonly or view.nbytes < self.nbytes:
+            raise ValueError("need a writable buffer of at least %d bytes" % self.nbytes)
+        dst = (ctypes.c_char * view.nbytes).from_buffer(view)
+        if self._stream is not stream:
+            stream.wait(self._stream)
+        lib.cw_copy_to_host(stream.handle, dst, self.ptr, self.nbytes)
+        self.used_by(stream)
+        stream.synchronize()
+        return out
+
+    @property
+    def __cuda_array_interface__(self):
+        s = self._stream.cu_stream if self._stream is not None and not self._stream.closed else None
+        return {
+            "shape": self.shape,
+            "typestr": self.typestr,
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": s if s else None,
+        }
 
 
 def resident_device_header():

@@ -148,6 +148,17 @@ class ResidentStats(ctypes.Structure):
     ]
 
 
+class BufferInfo(ctypes.Structure):
+    _fields_ = [
+        ("dptr", ctypes.c_ulonglong),
+        ("bytes", ctypes.c_size_t),
+        ("refs", ctypes.c_uint),
+        ("uses", ctypes.c_uint),
+        ("device", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 36),
+    ]
+
+
 class GreenCaps(ctypes.Structure):
     _fields_ = [
         ("supported", ctypes.c_int),
@@ -259,6 +270,16 @@ _SIGNATURES = [
     ("cw_resident_tear_down", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32], True),
     ("cw_resident_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
     ("cw_resident_device_header", ctypes.c_char_p, [], False),
+    # buffers and copies
+    ("cw_buffer_alloc", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),
+    ("cw_buffer_retain", ctypes.c_int, [ctypes.c_void_p], True),
+    ("cw_buffer_release", None, [c_void_pp], False),
+    ("cw_buffer_use", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_buffer_get_ptr", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_buffer_get_writable", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_buffer_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BufferInfo)], True),
+    ("cw_copy_to_device", ctypes.c_int, [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_size_t], True),
+    ("cw_copy_to_host", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_size_t], True),
 ]
 
 for _name, _restype, _argtypes, _checked in _SIGNATURES:

@@ -1,7 +1,8 @@
 """CPU tests of the Python bindings: the library loads, errors become the
 generated exception classes, the no-driver path, and (against the fake
 driver, tests/fake_cuda.c) contexts, streams, pools, leases, futures (asyncio
-included), timers, handle lifetimes and the __cuda_stream__ protocol.
+included), timers, handle lifetimes, the __cuda_stream__ protocol, and device
+buffers (__cuda_array_interface__, copies, their lifetime).
 
 Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.0 \
      CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
@@ -204,6 +205,41 @@ class TestGraphsKernelsResident(unittest.TestCase):
         self.s.synchronize()
         mod.close()
         prog.close()
+
+    def test_buffer_interface_copies_and_lifetime(self):
+        import struct
+        buf = cuweave.Buffer(self.s, (4, 8), "float32")
+        self.assertEqual(buf.nbytes, 128)
+        cai = buf.__cuda_array_interface__
+        self.assertEqual(cai["shape"], (4, 8))
+        self.assertEqual(cai["typestr"], "<f4")
+        self.assertEqual(cai["version"], 3)
+        self.assertEqual(cai["data"], (buf.ptr, False))
+        self.assertNotEqual(buf.ptr, 0)
+        self.assertEqual(cai["stream"], self.s.cu_stream)  # written on (allocated on) this stream
+        info = buf.info()
+        self.assertEqual((info["nbytes"], info["refs"], info["uses"]), (128, 1, 1))
+        data = struct.pack("<32f", *[float(i) for i in range(32)])
+        buf.copy_from_host(self.s, data)
+        other = cuweave.Stream(self.ctx)
+        out = buf.copy_to_host(other)  # ordered behind the stream that wrote it
+        self.assertEqual(bytes(out), data)
+        self.assertEqual(buf.info()["uses"], 2)  # one per stream
+        # a kernel argument: its address
+        self.assertEqual(bytes(cuweave.Kernel._pack(buf, 8)), struct.pack("<Q", buf.ptr))
+        with self.assertRaises(ValueError):
+            buf.copy_from_host(self.s, bytes(129))
+        with self.assertRaises(ValueError):
+            buf.copy_to_host(self.s, bytearray(10))
+        with self.assertRaises(TypeError):
+            cuweave.Buffer(self.s, 4, "complex-ish")
+        with self.assertRaises(ValueError):
+            cuweave.Buffer(self.s, 0)
+        self.assertEqual(cuweave.Buffer(self.s, 3, "uint16").nbytes, 6)
+        buf.close()
+        buf.close()  # idempotent
+        self.assertTrue(buf.closed)
+        other.close()
 
     def test_argument_packing(self):
         import struct

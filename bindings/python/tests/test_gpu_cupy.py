@@ -1,5 +1,6 @@
 """GPU: cuweave streams and CuPy streams ordered through cuweave, proved with
-data; a graph captured from Python with CuPy work in it; an NVRTC kernel
+data; cuweave buffers read and written by CuPy through __cuda_array_interface__
+(its stream honoured, proved against a control without it); a graph captured from Python with CuPy work in it; an NVRTC kernel
 launched with Python floats and ints and CuPy arrays; the resident loop
 served from Python with CuPy arrays, every result checked. Skipped without a
 GPU or without CuPy (the GPU machine has both).
@@ -67,6 +68,78 @@ class TestCuPyInterop(unittest.TestCase):
         print("\n# CuPy producer -> cuweave consumer: %d values, all exactly 200.0" % n)
         wrapped.close()
         consumer.close()
+
+
+SLOW_FILL = r"""
+extern "C" __global__ void slow_fill(unsigned *p, unsigned n, unsigned v, long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < (unsigned long long)ns);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = v + i;
+}
+"""
+
+
+class _NoStream:
+    """The same memory described without a stream: the control (CuPy does not
+    synchronise with the writer)."""
+
+    def __init__(self, buf):
+        cai = dict(buf.__cuda_array_interface__)
+        cai["stream"] = None
+        self.__cuda_array_interface__ = cai
+
+
+@unittest.skipUnless(cp is not None and _have_gpu(), "needs a GPU and CuPy")
+class TestBuffersWithCuPy(unittest.TestCase):
+    def setUp(self):
+        self.ctx = cuweave.Context(0)
+        self.s = cuweave.Stream(self.ctx)
+
+    def tearDown(self):
+        self.s.close()
+        self.ctx.close()
+
+    def test_cupy_reads_a_cuweave_buffer_after_its_writer(self):
+        n = 1 << 20
+        k = cuweave.Program(self.ctx, SLOW_FILL, name="slow_fill.cu").load().kernel("slow_fill")
+        k.preload(self.ctx)
+        results = {}
+        for mode in ("interface", "control"):
+            buf = cuweave.Buffer(self.s, n, "uint32")
+            k.launch(self.s, 64, 256, buf, n, 7, 50 * 1000 * 1000)  # 50 ms, then the values
+            reader = cp.cuda.Stream(non_blocking=True)
+            with reader:  # CuPy's own stream: it honours the interface's "stream"
+                arr = cp.asarray(buf if mode == "interface" else _NoStream(buf))
+                self.assertEqual(arr.data.ptr, buf.ptr)  # no copy
+                total = int(arr.astype(cp.uint64).sum())
+            buf.used_by(cuweave.Stream.wrap(self.ctx, reader.ptr))
+            results[mode] = total
+            self.s.synchronize()
+            buf.close()
+        want = sum(7 + i for i in range(n))
+        print("\n# CuPy summing a cuweave buffer behind a 50 ms writer: %s with the interface's stream, %s "
+              "without (want %d)" % (results["interface"] == want, results["control"] == want, want))
+        self.assertEqual(results["interface"], want)
+        self.assertNotEqual(results["control"], want)  # the control: without the stream CuPy reads too early
+
+    def test_cuweave_reads_what_cupy_wrote(self):
+        n = 1 << 22
+        buf = cuweave.Buffer(self.s, n, "float32")
+        writer = cp.cuda.Stream(non_blocking=True)
+        with writer:
+            arr = cp.asarray(buf)
+            arr[...] = cp.arange(n, dtype=cp.float32)
+            for _ in range(100):  # a slow writer
+                arr += 1.0
+        buf.written_on(cuweave.Stream.wrap(self.ctx, writer.ptr))
+        out = buf.copy_to_host(self.s)  # self.s waits for CuPy's stream first
+        import struct
+        head = struct.unpack("<4f", bytes(out[:16]))
+        tail = struct.unpack("<f", bytes(out[-4:]))[0]
+        self.assertEqual(head, (100.0, 101.0, 102.0, 103.0))
+        self.assertEqual(tail, float(n - 1 + 100))
+        buf.close()
 
 
 APPLY = r"""
