@@ -108,6 +108,8 @@ void mark_set_done(Mark *m) {
 }
 }  // namespace
 
+bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
+
 bool mark_done(Mark *m) {
     if (m->done.load(std::memory_order_acquire)) return true;
     if (drv().cuEventQuery(m->ev) != CUDA_SUCCESS) return false;

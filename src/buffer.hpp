@@ -22,6 +22,8 @@ CUevent mark_event(const Mark *m);
 // True once the work before m has finished (asks the driver until it has,
 // remembers it after). mark_wait blocks until then.
 bool mark_done(Mark *m);
+// True when m is known finished (no driver call).
+bool mark_finished(const Mark *m);
 cw_status mark_wait(Mark *m);
 // m was recorded on a stream that had waited for `earlier`: when m is seen
 // finished, so is earlier (no driver call asks about it). Only before m is

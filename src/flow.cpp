@@ -96,6 +96,7 @@ struct cw_operator {
     bool named_used;            // named streams were taken from the pool
     bool started;               // by cw_pipeline_run (stopped when the run ends)
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
+    std::atomic<uint64_t> ran;  // 1 + the global iteration of its last compute call (0: none)
     cw::Vec<cw::Mark *> call_marks;  // where its last compute call ended, per stream it used (references)
     cw_future *waiter;          // wait_inputs
     cw_io io;
@@ -111,6 +112,7 @@ struct cw_pipeline {
     struct Ended {
         uint64_t iteration;
         cw::Mark *mark;  // a reference
+        int op;          // whose compute call it ended
     };
     cw::Vec<Ended> ended;  // the end of recent iterations, per stream used
     cw::BufferCache *cache;  // buffers of cw_io_alloc, recycled
@@ -528,7 +530,24 @@ void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_statu
         p->fail_status = st;
         const cw_error_info *e = cw_last_error();
         const char *what = e->status == st && e->message[0] ? e->message : cw_status_string(st);
-        snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
+        int n = snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
+        const uint64_t ran = op->ran.load(std::memory_order_relaxed);
+        if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
+            // A fault is seen by whoever asks next: name the stage whose work
+            // may hold it, the operators that queued work in this iteration.
+            size_t len = (size_t)n;
+            len += (size_t)snprintf(p->fail_msg + len, sizeof p->fail_msg - len,
+                                    "; the faulting work was queued in iteration %llu or before, by one of operators ",
+                                    (unsigned long long)(ran - 1));
+            bool first = true;
+            for (size_t k = 0; k < p->topo.size() && len < sizeof p->fail_msg - 70; k++) {
+                const cw_operator *o = p->ops[p->topo[k]];
+                if (o->ran.load(std::memory_order_relaxed) != ran) continue;
+                len += (size_t)snprintf(p->fail_msg + len, sizeof p->fail_msg - len, "%s'%s'", first ? "" : ", ",
+                                        o->name);
+                first = false;
+            }
+        }
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -562,6 +581,7 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
         }
     }
     io_reset(&op->io, op, iteration);
+    op->ran.store(p->iterations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     op->io.active = true;
     cw_status st = op->ops.compute(&op->io, op->user);
     op->io.active = false;
@@ -577,7 +597,8 @@ cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
     // so the waits for its upstream operators' marks cost nothing.
     for (size_t k = p->topo.size(); k-- > 0;)
         for (Mark *m : p->ops[p->topo[k]]->call_marks) {
-            if (!p->ended.push(cw_pipeline::Ended{it, m})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            if (!p->ended.push(cw_pipeline::Ended{it, m, p->topo[k]}))
+                return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
             mark_retain(m);
         }
     return CW_SUCCESS;
@@ -594,7 +615,29 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
             p->ended[keep++] = e;
             continue;
         }
-        if (wait && st == CW_SUCCESS) st = mark_wait(e.mark);
+        if (wait && st == CW_SUCCESS) {
+            st = mark_wait(e.mark);
+            if (st == CW_ERROR_DEVICE_FAULT) {
+                // Name the stage: the iteration, and its operators whose work
+                // was not seen finished (a sticky fault hides which kernel it
+                // was: it is in one of them, or in work queued before).
+                char names[320] = "";
+                size_t len = 0;
+                for (size_t j = 0; j < p->topo.size() && len < sizeof names - 70; j++) {
+                    const cw_operator *op = p->ops[p->topo[j]];
+                    bool open = false;
+                    for (size_t m = 0; m < p->ended.size(); m++)
+                        open = open || (p->ended[m].iteration == e.iteration && p->ended[m].op == op->index &&
+                                        !mark_finished(p->ended[m].mark));
+                    if (open)
+                        len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", op->name);
+                }
+                st = fail(CW_ERROR_DEVICE_FAULT,
+                          "the device faulted (%s) in iteration %llu or before: the work of operators %s was not "
+                          "seen finished",
+                          cw_last_error()->cu_name, (unsigned long long)e.iteration, names);
+            }
+        }
         mark_release(e.mark);
     }
     while (p->ended.size() > keep) p->ended.pop();
@@ -1158,8 +1201,15 @@ CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p) {
     CW_ENTRY;
     CW_CHECK_PIPE(p);
     if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running: wait for cw_pipeline_run");
-    for (cw_operator *op : p->ops)
-        for (Mark *m : op->call_marks) CW_TRY(mark_wait(m));
+    for (size_t k = p->topo.size(); k-- > 0;) {  // sinks first (their marks cover the rest)
+        cw_operator *op = p->ops[p->topo[k]];
+        for (Mark *m : op->call_marks) {
+            cw_status st = mark_wait(m);
+            if (st != CW_SUCCESS)
+                return fail(st, "operator '%s': its last compute call's work (or earlier work) failed: %s", op->name,
+                            cw_last_error()->message);
+        }
+    }
     return CW_SUCCESS;
 }
 

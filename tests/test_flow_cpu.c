@@ -30,6 +30,7 @@ static long (*fake_live)(const char *kind);
 static long (*fake_calls)(const char *entry);
 static void (*fake_hold)(int on);
 static int (*fake_drain)(int timeout_ms);
+static void (*fake_fault)(int on);
 static CUcontext (*fake_other)(void);
 static int (*fake_ctx_get)(CUcontext *);
 static int (*fake_ctx_set)(CUcontext);
@@ -1024,6 +1025,58 @@ static void test_alloc_waits_when_full(void **state) {
     assert_int_equal(leaks(before, "a full device"), 0);
 }
 
+/* A device fault while the pipeline runs: the run stops with
+ * CW_ERROR_DEVICE_FAULT naming the iteration and the operators whose work
+ * was in flight; destroying everything afterwards works. */
+static int g_fault_at = -1;
+static cw_status fault_compute(cw_io *io, void *user) {
+    uint64_t it = 0;
+    cw_io_get_iteration(io, &it);
+    cw_stream *s = NULL;
+    const char *name = (const char *)user;
+    cw_status st = cw_io_receive_stream(io, name[0] == 'A' ? NULL : "in", &s);
+    if (st) return st;
+    if (name[0] == 'B' && (int)it == g_fault_at) fake_fault(1); /* the next work item faults */
+    return name[0] == 'C' ? CW_SUCCESS : cw_io_emit(io, "out", NULL, NULL);
+}
+
+static void test_device_fault_named(void **state) {
+    (void)state;
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 1;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    static const char *names[] = {"A", "B", "C"};
+    cw_operator_ops ops = {NULL, fault_compute, NULL, NULL, {0}};
+    for (int i = 0; i < 3; i++) {
+        cw_operator *o = NULL;
+        assert_cw_ok(cw_operator_create(&o, names[i], &ops, (void *)names[i], NULL));
+        if (i) assert_cw_ok(cw_operator_add_input(o, "in", NULL));
+        if (i < 2) assert_cw_ok(cw_operator_add_output(o, "out", NULL));
+        assert_cw_ok(cw_pipeline_add(p, o));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
+    g_fault_at = 2;
+    cw_status st = cw_pipeline_run(p, 10);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", cw_last_error_message());
+    printf("# %s\n", msg);
+    cw_pipeline_stats pst;
+    assert_cw_ok(cw_pipeline_get_stats(p, &pst));
+    assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
+    cw_pipeline_destroy(&p); /* with the device faulted: returns, frees */
+    assert_null(p);
+    fake_fault(0);
+    assert_true(fake_drain(2000));
+    g_fault_at = -1;
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(msg, "iteration 2"));
+    assert_non_null(strstr(msg, "'B'"));
+    assert_int_equal(pst.iterations, 3);
+}
+
 /* ---- resident pipelines ------------------------------------------------------ */
 
 typedef struct rop {
@@ -1370,6 +1423,7 @@ int main(int argc, char **argv) {
         !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
         !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
         !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
+        !(fake_fault = (void (*)(int))dlsym(lib, "fake_cuda_fault")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
         !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
         !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent"))) {
@@ -1406,6 +1460,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_in_flight_and_synchronize),
         cmocka_unit_test(test_alloc_waits_when_full),
+        cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_fault_sweep),

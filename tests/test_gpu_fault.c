@@ -12,6 +12,9 @@
  *
  * For HOST_FUNC the host function never runs after a fault, so the wait is
  * given a timeout (2 s) and must come back with CW_ERROR_DEVICE_FAULT.
+ * A third child runs a pipeline whose operator B faults in iteration 2: the
+ * run stops there with CW_ERROR_DEVICE_FAULT naming the iteration and the
+ * operators in flight, and everything is destroyed afterwards.
  * Under compute-sanitizer (NV_SANITIZER_INJECTION_* set) the driver reports the
  * fault as CUDA_ERROR_LAUNCH_FAILED, which is then accepted too; memcheck
  * still reports the deliberate bad write, so the sanitizer's own exit code
@@ -244,6 +247,96 @@ static void test_fault(void **state) {
     stage = "done";
 }
 
+/* A kernel faulting inside a pipeline: operator B launches cw_fault in
+ * iteration 2. With max_in_flight 1 the run waits for each iteration at its
+ * end, so the fault stops the run there, named: the iteration and the
+ * operators whose work was in flight. Then everything is destroyed. */
+static cw_kernel *pk_slow, *pk_fault;
+static cw_status pf_compute(cw_io *io, void *user) {
+    const char *role = (const char *)user;
+    uint64_t it = 0;
+    cw_io_get_iteration(io, &it);
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, role[0] == 'A' ? NULL : "in", &s);
+    if (st) return st;
+    static dptr word;
+    cw_launch_config c;
+    cw_launch_config_default(&c);
+    if (role[0] == 'A') {
+        if (!word && rc.cuMemAlloc(&word, sizeof(int))) return CW_ERROR_OUT_OF_MEMORY;
+        int v = (int)it;
+        long long ns = 2 * MS;
+        void *a[] = {&word, &v, &ns};
+        if ((st = cw_kernel_launch(pk_slow, s, &c, a))) return st;
+    } else if (role[0] == 'B' && it == 2) {
+        dptr bad = 0x10;
+        void *a[] = {&bad};
+        if ((st = cw_kernel_launch(pk_fault, s, &c, a))) return st;
+    }
+    return role[0] == 'C' ? CW_SUCCESS : cw_io_emit(io, "out", NULL, NULL);
+}
+
+static void test_pipeline_fault(void **state) {
+    (void)state;
+    cw_context *ctx = NULL;
+    cw_module *m = NULL;
+    stage = "pipeline setup";
+    assert_cw_ok(cw_context_create(&ctx, 0));
+    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
+    cur();
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_slow_write", &pk_slow));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 1;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    static const char *names[] = {"A", "B", "C"};
+    cw_operator_ops ops = {NULL, pf_compute, NULL, NULL, {0}};
+    for (int i = 0; i < 3; i++) {
+        cw_operator *o = NULL;
+        assert_cw_ok(cw_operator_create(&o, names[i], &ops, (void *)names[i], NULL));
+        if (i) assert_cw_ok(cw_operator_add_input(o, "in", NULL));
+        if (i < 2) assert_cw_ok(cw_operator_add_output(o, "out", NULL));
+        assert_cw_ok(cw_pipeline_add(p, o));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
+    stage = "cw_pipeline_run with a faulting operator";
+    cw_status st = cw_pipeline_run(p, 10);
+    const char *msg = cw_last_error_message();
+    printf("# pipeline fault: cw_pipeline_run returned %s: %s\n", cw_status_name(st), msg);
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(msg, "iteration 2"));
+    assert_non_null(strstr(msg, "'B'"));
+    cw_pipeline_stats pst;
+    assert_cw_ok(cw_pipeline_get_stats(p, &pst));
+    assert_int_equal(pst.iterations, 3); /* it stopped in the iteration of the fault */
+    stage = "cw_pipeline_synchronize after the fault";
+    assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
+    assert_non_null(strstr(cw_last_error_message(), "operator '"));
+    stage = "destroying the pipeline, module and context after the fault";
+    cw_pipeline_destroy(&p);
+    assert_null(p);
+    cw_module_destroy(&m);
+    cw_context_destroy(&ctx);
+    assert_null(ctx);
+    stage = "done";
+}
+
+static int pipeline_child(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(WATCHDOG_S);
+    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
+    if (!rawcuda_open(&rc)) {
+        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pipeline_fault)};
+    return cmocka_run_group_tests_name("fault_pipeline", tests, NULL, NULL) ? 1 : 0;
+}
+
 /* The child: one kind, a fresh process, a fresh context. */
 static int child(cw_future_kind kind) {
     signal(SIGALRM, on_alarm);
@@ -267,7 +360,7 @@ int main(void) {
     /* No CUDA (and no cuweave call, which would initialise it) before fork. */
     const cw_future_kind kinds[2] = {CW_FUTURE_HOST_FUNC, CW_FUTURE_WRITE_VALUE};
     int skipped = 0, failed = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) { /* 2: the pipeline */
         fflush(stdout);
         fflush(stderr);
         const pid_t pid = fork();
@@ -276,7 +369,7 @@ int main(void) {
             return 1;
         }
         if (pid == 0) {
-            const int code = child(kinds[i]);
+            const int code = i == 2 ? pipeline_child() : child(kinds[i]);
             fflush(stdout);
             fflush(stderr);
             _exit(code); /* no atexit teardown in a faulted process */
@@ -293,16 +386,17 @@ int main(void) {
         } else {
             failed++;
             if (WIFSIGNALED(ws))
-                printf("FAIL: %s child killed by signal %d\n", kind_name(kinds[i]), WTERMSIG(ws));
+                printf("FAIL: %s child killed by signal %d\n", i == 2 ? "pipeline" : kind_name(kinds[i]),
+                       WTERMSIG(ws));
             else
-                printf("FAIL: %s child exited %d\n", kind_name(kinds[i]), WEXITSTATUS(ws));
+                printf("FAIL: %s child exited %d\n", i == 2 ? "pipeline" : kind_name(kinds[i]), WEXITSTATUS(ws));
         }
     }
-    if (skipped == 2) return CWT_SKIP_EXIT;
-    if (skipped == 1) {
-        printf("FAIL: one child found a GPU and the other did not\n");
+    if (skipped == 3) return CWT_SKIP_EXIT;
+    if (skipped) {
+        printf("FAIL: some children found a GPU and others did not\n");
         return 1;
     }
-    printf("# fault: both kinds reported CW_ERROR_DEVICE_FAULT: %s\n", failed ? "no" : "yes");
+    printf("# fault: both future kinds and the pipeline reported CW_ERROR_DEVICE_FAULT: %s\n", failed ? "no" : "yes");
     return failed ? 1 : 0;
 }
