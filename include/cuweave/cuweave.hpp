@@ -10,10 +10,16 @@
 // with CW_HPP_NO_EXCEPTIONS defined), the same calls return cw::result<T>
 // (or cw::status) instead, which the caller checks.
 //
-// Grows with the C API: contexts, partitions, streams, pools, leases,
-// futures, timers, graphs, executable graphs, captures, programs, modules,
-// kernels (with a typed launch), resident loops, buffers, and operators and
-// pipelines (a base class for operator authors) so far.
+// Covers every function of the public C API (docs/cpp.md has the table):
+// the library (versions, init, devices, errors, the log), contexts,
+// partitions, streams (fork scopes, ordering), pools and leases, timers,
+// futures (callbacks, fds, when_all), graphs, executable graphs, captures,
+// the resident loop, programs, modules, kernels (with a typed launch), the
+// jit cache, buffers, page-locked host memory and copies, and operators and
+// pipelines (a base class for operator authors). Settings stay the C
+// structs: cw::defaults<cw_..._settings>() gives one filled with defaults.
+// There is no event wrapper: the C API has no public event object (ordering
+// is stream to stream: stream::wait, wait_all, cw::fork).
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
@@ -22,6 +28,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cuweave/cuweave.h"
 
