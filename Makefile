@@ -56,6 +56,7 @@ HEADERS = \
 CPP_HEADERS = include/cuweave/cuweave.hpp
 
 EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels resident resident_handler video_pipeline
+CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu
@@ -102,7 +103,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
-examples: $(EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
+examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
 tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
@@ -144,6 +145,11 @@ $(O)/cuweave.pc: FORCE
 $(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..'
+
+# C++ programs (cuweave.hpp) linking the shared library.
+$(CPP_EXAMPLES:%=$(O)/examples/%): $(O)/examples/%: examples/%.cpp $(CPP_HEADERS) $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(WARN) $(CXXFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..'
 
 # The main example linked with libcuweave.a, as a firmware-style program.
 $(O)/examples/devices-static: examples/devices.c $(STATIC) $(HEADERS)

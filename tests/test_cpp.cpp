@@ -1,14 +1,30 @@
 // The C++ wrappers (include/cuweave/cuweave.hpp) against the fake driver
 // (tests/fake_cuda.c, path in argv[1]). Built twice: with exceptions
 // (test_cpp) and with -fno-exceptions (test_cpp_noexcept), where calls
-// return cw::result / cw::status. Checks moves (self-move included),
-// ownership of borrowed handles, leases, errors in both modes, and that every
-// handle the wrappers create is destroyed (the fake's live counts).
+// return cw::result / cw::status. Checks at compile time that every wrapper
+// is move-only with moves that never throw (and what it costs); at run time
+// moves (self-move included), ownership of borrowed handles, leases, fork
+// scopes, errors in both modes, every wrapper of the C API once where the
+// fake can serve it, and that every handle the wrappers create is destroyed
+// (the fake's live counts: streams, events, device and host memory, graphs,
+// execs, libraries, kernels, memory pools, primary-context retains).
+//
+// Two groups, two processes: the first runs with the fake's optional
+// features off (a driver without conditional nodes or the library API:
+// the errors the wrappers report then); a child forked before any CUDA call
+// runs the second with FAKE_CUDA_FEATURES=all (modules, kernels, the
+// resident loop, resident pipelines).
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <string>
 #include <utility>
+#include <vector>
 
 extern "C" {
 #include <setjmp.h>
@@ -39,6 +55,50 @@ static T take(cw::result<T> &&r) {
 #endif
 
 static long (*fake_live)(const char *kind);
+static int (*fake_drain)(int timeout_ms);
+static bool g_features; // this process runs the group with the fake's optional features on
+
+// What the fake has alive: a snapshot, and a check that nothing was left.
+static const char *const k_kinds[] = {"stream", "event",   "hostmem", "devmem",  "graph",  "body",
+                                      "exec",   "library", "kernel",  "mempool", "primary", "orphans"};
+enum { NKINDS = sizeof k_kinds / sizeof k_kinds[0] };
+struct live_counts {
+    long v[NKINDS];
+};
+static live_counts snapshot() {
+    live_counts c;
+    for (int i = 0; i < NKINDS; i++) c.v[i] = fake_live(k_kinds[i]);
+    return c;
+}
+// Every handle made since `before` was destroyed (work the frees wait for
+// has run first: the fake completes it on its own thread).
+static void expect_no_leaks(const live_counts &before, const char *what) {
+    assert_int_equal(fake_drain(5000), 1);
+    live_counts now = snapshot();
+    int bad = 0;
+    for (int i = 0; i < NKINDS; i++)
+        if (now.v[i] != before.v[i]) {
+            printf("# leak after %s: %s %ld -> %ld\n", what, k_kinds[i], before.v[i], now.v[i]);
+            bad++;
+        }
+    assert_int_equal(bad, 0);
+}
+
+// Both modes: the status a call failed with (CW_SUCCESS when it did not).
+#ifdef CW_HPP_NO_EXCEPTIONS
+#define STATUS_OF(expr) ((expr).code())
+#else
+#define STATUS_OF(expr) status_of([&]() { (void)(expr); })
+template <class F>
+static cw_status status_of(F f) {
+    try {
+        f();
+    } catch (const cw::error &e) {
+        return e.status();
+    }
+    return CW_SUCCESS;
+}
+#endif
 
 static long live_streams() { return fake_live("stream"); }
 static long live_events() { return fake_live("event"); }
@@ -213,7 +273,7 @@ static void test_programs(void **) {
     cw::result<cw::program> bad = cw::program::compile(ctx, "#error nope\n");
     assert_false(bad.ok());
     assert_int_equal(bad.code(), CW_ERROR_COMPILE);
-    assert_non_null(strstr(cw_compile_log(), "nope"));
+    assert_non_null(strstr(cw::compile_log(), "nope"));
     cw::result<cw::module> m = cw::module::load(p);
     assert_int_equal(m.code(), CW_ERROR_NOT_SUPPORTED);
 #endif
@@ -399,6 +459,802 @@ static void test_operators(void **) {
     assert_int_equal(live_streams(), s0);
 }
 
+// ---- compile time ------------------------------------------------------------
+
+// An owning wrapper: move-only, moves and destruction never throw, default
+// constructible (empty).
+template <class T>
+constexpr bool move_only_nothrow() {
+    return !std::is_copy_constructible<T>::value && !std::is_copy_assignable<T>::value &&
+           std::is_nothrow_move_constructible<T>::value && std::is_nothrow_move_assignable<T>::value &&
+           std::is_nothrow_destructible<T>::value && std::is_nothrow_default_constructible<T>::value;
+}
+static_assert(move_only_nothrow<cw::context>(), "context");
+static_assert(move_only_nothrow<cw::partition_set>(), "partition_set");
+static_assert(move_only_nothrow<cw::stream>(), "stream");
+static_assert(move_only_nothrow<cw::stream_pool>(), "stream_pool");
+static_assert(move_only_nothrow<cw::lease>(), "lease");
+static_assert(move_only_nothrow<cw::forked>(), "fork");
+static_assert(move_only_nothrow<cw::timer>(), "timer");
+static_assert(move_only_nothrow<cw::future>(), "future");
+static_assert(move_only_nothrow<cw::graph>(), "graph");
+static_assert(move_only_nothrow<cw::graph_exec>(), "graph_exec");
+static_assert(move_only_nothrow<cw::resident>(), "resident");
+static_assert(move_only_nothrow<cw::program>(), "program");
+static_assert(move_only_nothrow<cw::module>(), "module");
+static_assert(move_only_nothrow<cw::buffer>(), "buffer");
+static_assert(move_only_nothrow<cw::host_buffer>(), "host_buffer");
+static_assert(move_only_nothrow<cw::pipeline>(), "pipeline");
+// A capture is tied to its stream: neither copied nor moved.
+static_assert(!std::is_copy_constructible<cw::capture>::value && !std::is_move_constructible<cw::capture>::value &&
+                  !std::is_copy_assignable<cw::capture>::value && !std::is_move_assignable<cw::capture>::value,
+              "capture stays where it was made");
+// The handle plus ownership, nothing more.
+struct handle_and_flag {
+    void *h;
+    bool owned;
+};
+template <class T>
+constexpr bool handle_sized() {
+    return sizeof(T) == sizeof(handle_and_flag);
+}
+static_assert(handle_sized<cw::context>() && handle_sized<cw::partition_set>() && handle_sized<cw::stream>() &&
+                  handle_sized<cw::stream_pool>() && handle_sized<cw::timer>() && handle_sized<cw::future>() &&
+                  handle_sized<cw::graph>() && handle_sized<cw::graph_exec>() && handle_sized<cw::resident>() &&
+                  handle_sized<cw::program>() && handle_sized<cw::module>() && handle_sized<cw::buffer>() &&
+                  handle_sized<cw::pipeline>(),
+              "owning wrappers are the handle plus a flag");
+static_assert(sizeof(cw::lease) == 2 * sizeof(void *) && sizeof(cw::forked) == 2 * sizeof(void *),
+              "a lease is its pool and stream, a fork its parent and child");
+static_assert(sizeof(cw::host_buffer) == 2 * sizeof(void *) + sizeof(size_t), "host memory: context, pointer, size");
+static_assert(sizeof(cw::io) == sizeof(void *), "io is the C handle");
+// Values: copied freely.
+static_assert(std::is_trivially_copyable<cw::io>::value && std::is_copy_constructible<cw::kernel>::value &&
+                  std::is_trivially_copyable<cw::dims>::value && std::is_trivially_copyable<cw::priority_range>::value,
+              "io, kernel, dims and priority_range are values");
+// A message holds borrowed wrappers: it moves, it is not copied.
+static_assert(!std::is_copy_constructible<cw::message>::value && std::is_nothrow_move_constructible<cw::message>::value,
+              "message is move-only");
+static_assert(std::is_nothrow_move_constructible<cw::result<cw::stream>>::value &&
+                  std::is_nothrow_copy_constructible<cw::status>::value,
+              "results and statuses never throw");
+// What a call returns in each mode.
+#ifdef CW_HPP_NO_EXCEPTIONS
+static_assert(std::is_same<decltype(cw::context::create(0)), cw::result<cw::context>>::value &&
+                  std::is_same<decltype(cw::init()), cw::status>::value,
+              "no exceptions: results and statuses");
+#else
+static_assert(std::is_same<decltype(cw::context::create(0)), cw::context>::value &&
+                  std::is_same<decltype(cw::init()), void>::value &&
+                  std::is_base_of<std::exception, cw::error>::value,
+              "exceptions: values, and cw::error");
+#endif
+static_assert(std::is_same<decltype(cw::defaults<cw_pipeline_settings>()), cw_pipeline_settings>::value,
+              "defaults give the C struct");
+
+static void test_compile_time(void **) {
+    // Everything here was checked by the compiler (static_asserts above);
+    // the settings defaults are what the C calls fill in.
+    cw_stream_settings a = cw::defaults<cw_stream_settings>(), b;
+    cw_stream_settings_default(&b);
+    assert_memory_equal(&a, &b, sizeof a);
+    cw_resident_settings r = cw::defaults<cw_resident_settings>();
+    assert_int_equal(r.unroll, 16);
+    assert_int_equal(cw::defaults<cw_pipeline_settings>().max_in_flight, 4);
+    assert_int_equal(cw::defaults<cw_cond_settings>().type, CW_COND_WHILE);
+    assert_int_equal(cw::defaults<cw_launch_config>().grid[0], 1);
+    assert_int_equal(cw::defaults<cw_stream_pool_settings>().mode, CW_POOL_LEASE);
+    assert_int_equal(cw::defaults<cw_program_settings>().cache, CW_CACHE_DEFAULT);
+    assert_int_equal(cw::defaults<cw_jit_cache_settings>().memory, 1);
+    assert_int_equal(cw::defaults<cw_port_settings>().flags, 0);
+    assert_int_equal(cw::defaults<cw_operator_settings>().resident, 0);
+}
+
+// ---- the library: versions, devices, errors, the log ---------------------------
+
+struct log_sink {
+    std::vector<std::string> messages;
+    cw_log_level last = CW_LOG_DEBUG;
+    void operator()(cw_log_level level, const char *message) {
+        last = level;
+        messages.push_back(message);
+    }
+};
+static int g_c_log_calls;
+static void c_log(void *user, cw_log_level, const char *) {
+    g_c_log_calls++;
+    assert_ptr_equal(user, &g_c_log_calls);
+}
+
+static void test_library(void **) {
+    assert_int_equal(cw::version(), CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH));
+    assert_int_equal(cw::version_api(),
+                     CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH));
+    OK(cw::init());
+    assert_int_equal(VAL(cw::driver_version()), 13000);
+    assert_int_equal(cw::driver_has(CW_FEATURE_CONDITIONAL_NODES), g_features);
+    assert_int_equal(cw::driver_has(CW_FEATURE_LIBRARY_API), g_features);
+    assert_true(cw::driver_has(CW_FEATURE_NVRTC)); // the fake NVRTC
+    assert_int_equal(VAL(cw::device_count()), 1);
+    cw_device_info di = VAL(cw::device_info(0));
+    assert_string_equal(di.name, "cuweave fake device");
+    assert_int_equal(di.cc_major, 9);
+    assert_int_equal(di.cc_minor, 0);
+    assert_int_equal(di.sm_count, 132);
+    assert_int_equal(STATUS_OF(cw::device_info(1)), CW_ERROR_INVALID_ARGUMENT);
+    // the detail of that failure, then cleared
+    assert_int_equal(cw::error_detail().status, CW_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(cw::error_detail().function, "cw_device_get_info");
+    assert_ptr_equal(cw::error_message(), cw::error_detail().message);
+    cw::clear_error();
+    assert_int_equal(cw::error_detail().status, CW_SUCCESS);
+    assert_string_equal(cw::error_message(), "");
+    cw::priority_range pr = VAL(cw::device_priority_range(0));
+    assert_int_equal(pr.least, 0);
+    assert_int_equal(pr.greatest, -5);
+    cw_green_caps caps = VAL(cw::green_query(0));
+    // the fake reports the SM resource (132 SMs, groups of 8) but cannot make
+    // a green context (test_partition_set_error)
+    assert_int_equal(caps.supported, 1);
+    assert_int_equal(caps.sm_count, 132);
+    assert_int_equal(caps.min_partition, 8);
+    assert_int_equal(caps.granularity, 8);
+    assert_int_equal(caps.workqueues, 0);
+    assert_string_equal(cw::status_string(CW_ERROR_TIMEOUT), "the wait timed out");
+    assert_string_equal(cw::status(CW_ERROR_TIMEOUT).description(), "the wait timed out");
+    assert_string_equal(cw::status_name(CW_ERROR_TIMEOUT), "CW_ERROR_TIMEOUT");
+    cw::nvrtc_version_info nv = VAL(cw::nvrtc_version());
+    assert_int_equal(nv.major, 13);
+    assert_int_equal(nv.minor, 0);
+    assert_true(strlen(cw::builtin_origin()) > 3);
+    assert_non_null(strstr(cw::resident_device_header(), "cw_resident_ctl"));
+
+    // the log: a function object, then a C function; removed, nothing more
+    log_sink sink;
+    OK(cw::set_log_callback(sink, CW_LOG_ERROR));
+    assert_int_equal(STATUS_OF(cw::device_info(-1)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(sink.messages.size(), 1);
+    assert_int_equal(sink.last, CW_LOG_ERROR);
+    assert_string_equal(sink.messages[0].c_str(), cw::error_message());
+    OK(cw::set_log_callback(c_log, &g_c_log_calls, CW_LOG_ERROR));
+    assert_int_equal(STATUS_OF(cw::device_info(-1)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(g_c_log_calls, 1);
+    cw::remove_log_callback();
+    assert_int_equal(STATUS_OF(cw::device_info(-1)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(sink.messages.size(), 1);
+    assert_int_equal(g_c_log_calls, 1);
+    assert_int_equal(STATUS_OF(cw::set_log_callback(c_log, nullptr, (cw_log_level)9)), CW_ERROR_INVALID_ARGUMENT);
+    cw::clear_error();
+}
+
+// ---- streams, ordering, fork scopes, pools, timers, futures ---------------------
+
+struct completion {
+    std::atomic<int> calls{0};
+    std::atomic<cw_status> got{CW_ERROR_INTERNAL};
+    void operator()(cw_status st) {
+        calls++;
+        got = st;
+    }
+};
+
+static void test_streams_and_futures(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::priority_range pr = VAL(ctx.priority_range());
+        assert_int_equal(pr.least, 0);
+        assert_int_equal(pr.greatest, -5);
+        cw_stream_settings ss = cw::defaults<cw_stream_settings>();
+        ss.priority = -3;
+        cw::stream a = VAL(cw::stream::create(ctx, &ss));
+        cw::stream b = VAL(cw::stream::create(ctx));
+        cw::stream c = VAL(cw::stream::create(ctx));
+        cw_stream_info si = VAL(a.info());
+        assert_int_equal(si.priority, -3);
+        assert_int_equal(si.owned, 1);
+        assert_int_equal(si.from_pool, 0);
+        assert_ptr_equal(si.handle, a.native());
+        assert_int_equal(a.device(), 0);
+        cw::context borrowed = a.context();
+        assert_ptr_equal(borrowed.get(), ctx.get());
+        assert_false(borrowed.owns());
+
+        // ordering: variadic and array forms
+        OK(a.wait_all(b, c));
+        cw_stream *const srcs[] = {b.get(), nullptr, c.get()};
+        OK(a.wait_all(srcs, 3)); // NULL entries are skipped
+        OK(a.wait_all());
+
+        // a fork scope: joined explicitly, by its destructor, moved
+        assert_int_equal(VAL(a.capture_state()), CW_CAPTURE_NONE);
+        {
+            cw::forked f = VAL(cw::forked::create(a));
+            assert_true(static_cast<bool>(f));
+            assert_true(f.child().get() != a.get());
+            assert_ptr_equal(f.parent().get(), a.get());
+            assert_false(f.child().owns());
+            OK(f.child().wait(b));
+            OK(f.join());
+            assert_false(static_cast<bool>(f));
+            OK(f.join()); // nothing left to join
+            cw::forked g = VAL(cw::forked::create(a));
+            cw::forked h(std::move(g));
+            assert_false(static_cast<bool>(g));
+            cw::forked &alias = h;
+            h = std::move(alias); // self-move: still held
+            assert_true(static_cast<bool>(h));
+            h = VAL(cw::forked::create(b)); // joins what h held first
+            assert_ptr_equal(h.parent().get(), b.get());
+        } // h joins here
+        // a fork inside a capture joins the capture and must be joined before its end
+        {
+            cw::capture cap(a);
+            assert_int_equal(cap.began(), CW_SUCCESS);
+            assert_int_equal(VAL(a.capture_state()), CW_CAPTURE_ACTIVE);
+            {
+                cw::forked f = VAL(cw::forked::create(a));
+                assert_int_equal(VAL(f.child().capture_state()), CW_CAPTURE_ACTIVE);
+            }
+            cw::graph g = VAL(cap.end());
+            assert_true(g.owns());
+        }
+        assert_int_equal(VAL(a.capture_state()), CW_CAPTURE_NONE);
+
+        // pools: waiting acquire, named streams, the context
+        cw_stream_pool_settings ps = cw::defaults<cw_stream_pool_settings>();
+        ps.max_streams = 1;
+        cw::stream_pool pool = VAL(cw::stream_pool::create(ctx, &ps));
+        assert_ptr_equal(pool.context().get(), ctx.get());
+        {
+            cw::lease l = VAL(pool.acquire());
+            assert_int_equal(STATUS_OF(pool.acquire_wait(1000)), CW_ERROR_TIMEOUT);
+            assert_int_equal(STATUS_OF(pool.acquire()), CW_ERROR_POOL_EXHAUSTED);
+        }
+        {
+            cw::lease l = VAL(pool.acquire_wait(-1));
+            assert_true(static_cast<bool>(l));
+        }
+        int owner = 0;
+        cw::stream n1 = VAL(pool.named(&owner, "work"));
+        cw::stream n2 = VAL(pool.named(&owner, "work"));
+        assert_ptr_equal(n1.get(), n2.get());
+        assert_false(n1.owns());
+        assert_int_equal(pool.stats().named, 1);
+        assert_int_equal(VAL(pool.release_owner(&owner)), 1);
+        assert_int_equal(pool.stats().named, 0);
+        assert_int_equal(VAL(pool.release_owner(&owner)), 0);
+
+        // timers and futures
+        cw::timer t = VAL(cw::timer::create(ctx));
+        assert_ptr_equal(t.context().get(), ctx.get());
+        cw::future f = VAL(cw::future::create(a));
+        assert_ptr_equal(f.context().get(), ctx.get());
+        OK(f.set_spin(50));
+        OK(f.wait(5000000));
+        completion done;
+        OK(f.set_callback(done)); // complete already: runs here
+        assert_int_equal(done.calls, 1);
+        assert_int_equal(done.got, CW_SUCCESS);
+        assert_int_equal(STATUS_OF(f.set_callback(done)), CW_ERROR_INVALID_STATE); // one callback
+        int fd = VAL(f.fd());
+        struct pollfd pfd = {fd, POLLIN, 0};
+        assert_int_equal(poll(&pfd, 1, 5000), 1);
+        OK(f.rearm(b));
+        OK(f.set_callback(done)); // again after the rearm
+        OK(f.wait(5000000));
+        for (int i = 0; i < 5000 && done.calls < 2; i++) usleep(1000); // the watcher thread runs it
+        assert_int_equal(done.calls, 2);
+
+        // when_all: variadic, with a kind, and from an array
+        cw::future all = VAL(cw::when_all(a, b, c));
+        OK(all.wait(5000000));
+        cw::future all2 = VAL(cw::when_all(CW_FUTURE_HOST_FUNC, a, b));
+        OK(all2.wait(5000000));
+        cw_stream *const arr[] = {b.get(), c.get()};
+        cw::future all3 = VAL(cw::when_all(arr, 2, CW_FUTURE_EVENT));
+        OK(all3.wait(5000000));
+        assert_true(VAL(all3.ready()));
+        assert_int_equal(STATUS_OF(cw::when_all(arr, 0)), CW_ERROR_INVALID_ARGUMENT);
+    }
+    expect_no_leaks(before, "streams and futures");
+}
+
+// ---- graphs: the driver handles, the context, DOT -------------------------------
+
+static void test_graph_handles(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::graph g = VAL(cw::graph::create(ctx));
+        VAL(g.add_empty());
+        assert_non_null(g.native());
+        assert_ptr_equal(g.context().get(), ctx.get());
+        char path[] = "/tmp/cw_test_cpp_dot_XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        OK(g.write_dot(path, true));
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        char line[64] = {0};
+        assert_non_null(fgets(line, sizeof line, f));
+        fclose(f);
+        unlink(path);
+        assert_non_null(strstr(line, "digraph"));
+        cw::graph_exec e = VAL(cw::graph_exec::create(g));
+        assert_non_null(e.native());
+        assert_ptr_equal(e.context().get(), ctx.get());
+        assert_int_equal(STATUS_OF(cw::graph::wrap(nullptr).write_dot(path)), CW_ERROR_INVALID_ARGUMENT);
+    }
+    expect_no_leaks(before, "graph handles");
+}
+
+// ---- page-locked host memory, copies, buffers -----------------------------------
+
+static void test_host_memory_and_copies(void **) {
+    const live_counts before = snapshot();
+    const long host0 = fake_live("hostmem");
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        enum { N = 1024 };
+        cw::host_buffer in = VAL(cw::host_buffer::alloc(ctx, N * sizeof(unsigned)));
+        cw::host_buffer out = VAL(cw::host_buffer::alloc(ctx, N * sizeof(unsigned)));
+        assert_int_equal(fake_live("hostmem"), host0 + 2);
+        assert_int_equal(in.size(), N * sizeof(unsigned));
+        assert_ptr_equal(in.context_handle(), ctx.get());
+        assert_int_equal(in.device_ptr(), (unsigned long long)(uintptr_t)in.data());
+        for (unsigned i = 0; i < N; i++) assert_int_equal(in.as<unsigned>()[i], 0); // zeroed
+        for (unsigned i = 0; i < N; i++) in.as<unsigned>()[i] = i * 7u + 3u;
+
+        cw::buffer b = VAL(cw::buffer::alloc(s, N * sizeof(unsigned)));
+        assert_ptr_equal(b.context().get(), ctx.get());
+        cw_buffer_info bi = b.info();
+        assert_int_equal(bi.bytes, N * sizeof(unsigned));
+        assert_int_equal(bi.refs, 1);
+        assert_int_equal(bi.device, 0);
+        OK(cw::copy_to_device(s, VAL(b.writable()), in.data(), in.size()));
+        OK(cw::copy_to_host(s, out.data(), b.ptr(), out.size()));
+        OK(s.synchronize());
+        assert_memory_equal(in.data(), out.data(), in.size());
+        assert_int_equal(STATUS_OF(cw::copy_to_device(s, b.ptr(), nullptr, 4)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::host_buffer::alloc(ctx, 0)), CW_ERROR_INVALID_ARGUMENT);
+        {
+            cw::buffer again = VAL(b.share());
+            assert_int_equal(b.info().refs, 2);
+            assert_int_equal(STATUS_OF(b.writable()), CW_ERROR_INVALID_STATE); // shared: read-only
+        }
+        assert_int_equal(b.info().refs, 1);
+
+        // moves: the target's memory goes, the source is left empty
+        cw::host_buffer moved(std::move(in));
+        assert_null(in.data());
+        assert_int_equal(in.size(), 0);
+        assert_false(static_cast<bool>(in));
+        out = std::move(moved); // frees what out held
+        assert_int_equal(fake_live("hostmem"), host0 + 1);
+        cw::host_buffer &alias = out;
+        out = std::move(alias);
+        assert_non_null(out.data());
+        assert_int_equal(out.as<unsigned>()[5], 5u * 7u + 3u);
+        cw_context *owner = out.context_handle();
+        void *raw = out.release(); // handed over
+        assert_int_equal(fake_live("hostmem"), host0 + 1);
+        cw_host_free(owner, raw);
+        assert_int_equal(fake_live("hostmem"), host0);
+        cw::host_buffer last = VAL(cw::host_buffer::alloc(ctx, 64));
+        last.reset();
+        assert_int_equal(fake_live("hostmem"), host0);
+        OK(b.used_by(s));
+    } // the buffer's free waits for s; the context goes after it
+    expect_no_leaks(before, "host memory, copies and buffers");
+}
+
+// ---- operators and pipelines: many inputs, finding, port memory, C operators ---
+
+struct emitter : cw::operator_base {
+    unsigned value;
+    explicit emitter(unsigned v) : value(v) {}
+    void setup(cw::op_spec &spec) override { spec.output("out"); }
+    cw::status compute(cw::io &io) override {
+        cw::stream s = VAL(io.receive_stream());
+        cw::buffer b = VAL(io.alloc(sizeof(unsigned)));
+        OK(cw::copy_to_device(s, VAL(b.writable()), &value, sizeof value)); // staged: value may change after
+        OK(io.emit("out", b));
+        return cw::status();
+    }
+};
+struct gatherer : cw::operator_base {
+    cw_operator **self;
+    unsigned *sum;
+    size_t *messages, *streams;
+    gatherer(cw_operator **me, unsigned *s, size_t *m, size_t *st) : self(me), sum(s), messages(m), streams(st) {}
+    void setup(cw::op_spec &spec) override { spec.input("in", CW_PORT_MANY); }
+    cw::status compute(cw::io &io) override {
+        *self = io.op();
+        if (strcmp(io.op_name(), "gather") != 0) return cw::status(CW_ERROR_INTERNAL);
+        std::vector<cw::message> ms = VAL(io.receive_many("in"));
+        std::vector<cw::stream> ss = VAL(io.receive_streams("in"));
+        cw_message raw[4];
+        size_t n = VAL(io.receive_many("in", raw, 1)); // one copied, the count of all
+        cw_stream *rs[4];
+        size_t ns = VAL(io.receive_streams("in", rs, 4));
+        if (n != ms.size() || ns != ss.size() || raw[0].buffer != ms[0].data.get())
+            return cw::status(CW_ERROR_INTERNAL);
+        *messages += ms.size();
+        *streams += ss.size();
+        cw::stream s = VAL(io.receive_stream("in")); // behind both producers
+        for (cw::message &m : ms) {
+            if (m.data.owns() || m.producer.owns()) return cw::status(CW_ERROR_INTERNAL); // borrowed
+            unsigned v = 0;
+            OK(cw::copy_to_host(s, &v, m.data.ptr(), sizeof v));
+            OK(s.synchronize());
+            *sum += v;
+        }
+        return cw::status();
+    }
+};
+// A GPU-resident operator: port memory, under cw_pipeline_run too.
+struct ported : cw::operator_base {
+    const char *in, *out;
+    size_t bytes;
+    unsigned long long *seen_in, *seen_out;
+    ported(const char *i, const char *o, size_t b, unsigned long long *si, unsigned long long *so)
+        : in(i), out(o), bytes(b), seen_in(si), seen_out(so) {}
+    void setup(cw::op_spec &spec) override {
+        if (in) spec.input(in);
+        spec.output(out, bytes);
+    }
+    cw::status compute(cw::io &io) override {
+        cw::stream s = VAL(io.receive_stream(in));
+        (void)s;
+        if (in) *seen_in = VAL(io.port_ptr(in));
+        *seen_out = VAL(io.port_ptr(out));
+        OK(io.emit_value(out, nullptr)); // "ready"
+        return cw::status();
+    }
+};
+static cw_status c_compute(cw_io *io, void *user) {
+    (*static_cast<int *>(user))++;
+    cw_message m;
+    return cw_io_receive(io, "in", &m);
+}
+
+static void test_pipeline_more(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw_pipeline_settings set = cw::defaults<cw_pipeline_settings>();
+        set.threads = 2;
+        cw::pipeline p = VAL(cw::pipeline::create(ctx, &set));
+        assert_ptr_equal(p.context().get(), ctx.get());
+        assert_false(p.context().owns());
+        unsigned sum = 0;
+        size_t messages = 0, streams = 0;
+        cw_operator *seen = nullptr;
+        VAL(p.emplace<emitter>("one", 10u));
+        VAL(p.emplace<emitter>("two", 32u));
+        cw_operator *g = VAL(p.emplace<gatherer>("gather", &seen, &sum, &messages, &streams));
+        OK(p.connect("one", "out", "gather", "in"));
+        OK(p.connect("two", "out", "gather", "in"));
+        // an operator made with the C API joins as well
+        int c_calls = 0;
+        cw_operator_ops ops = {nullptr, c_compute, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr}};
+        cw_operator *cop = nullptr;
+        assert_int_equal(cw_operator_create(&cop, "c_sink", &ops, &c_calls, nullptr), CW_SUCCESS);
+        assert_int_equal(cw_operator_add_input(cop, "in", nullptr), CW_SUCCESS);
+        OK(p.add(cop));
+        assert_int_equal(STATUS_OF(p.add(cop)), CW_ERROR_INVALID_STATE); // it belongs to p now
+        OK(p.connect("one", "out", "c_sink", "in"));
+        OK(p.check());
+        OK(p.run(3));
+        OK(p.synchronize());
+        assert_int_equal(sum, 3 * (10 + 32));
+        assert_int_equal(messages, 6);
+        assert_int_equal(streams, 6);
+        assert_int_equal(c_calls, 3);
+        assert_ptr_equal(seen, g);
+        assert_ptr_equal(VAL(p.find("gather")), g);
+        assert_ptr_equal(VAL(p.find("c_sink")), cop);
+        assert_string_equal(cw::operator_name(VAL(p.find("gather"))), "gather");
+        assert_null(cw::operator_name(nullptr));
+        assert_int_equal(STATUS_OF(p.find("nope")), CW_ERROR_INVALID_ARGUMENT);
+        cw_pipeline_stats st = p.stats();
+        assert_int_equal(st.operators, 4);
+        assert_int_equal(st.connections, 3);
+        assert_int_equal(st.computes, 12);
+    }
+    {
+        // port memory under run(): resident operators, read from outside
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::pipeline p = VAL(cw::pipeline::create(ctx));
+        cw_operator_settings os = cw::defaults<cw_operator_settings>();
+        os.resident = 1;
+        unsigned long long a_out = 0, b_in = 0, b_res = 0, unused = 0;
+        VAL(p.add("A", std::unique_ptr<cw::operator_base>(new ported(nullptr, "out", 64, &unused, &a_out)), &os));
+        VAL(p.add("B", std::unique_ptr<cw::operator_base>(new ported("in", "res", 16, &b_in, &b_res)), &os));
+        OK(p.connect("A", "out", "B", "in"));
+        assert_int_equal(STATUS_OF(p.port_ptr("B", "res")), CW_ERROR_INVALID_STATE); // not set up yet
+        OK(p.run(2));
+        OK(p.synchronize());
+        assert_true(a_out != 0 && a_out == b_in && b_res != 0 && b_res != a_out);
+        assert_int_equal(VAL(p.port_ptr("A", "out")), a_out);
+        assert_int_equal(VAL(p.port_ptr("B", "in")), a_out);
+        assert_int_equal(VAL(p.port_ptr("B", "res")), b_res);
+        assert_int_equal(STATUS_OF(p.port_ptr("B", "nope")), CW_ERROR_INVALID_ARGUMENT);
+    }
+    expect_no_leaks(before, "pipelines");
+}
+
+// The partition set's calls on a set the fake cannot make: each reports the
+// error, nothing crashes.
+static void test_partition_calls_on_empty_set(void **) {
+    cw::partition_set empty;
+    unsigned ids[4];
+    assert_int_equal(STATUS_OF(empty.sm_ids(0, ids, 4)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(STATUS_OF(empty.request_workqueues(0, 2)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(STATUS_OF(empty.info(0)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(empty.size(), 0);
+    cw::clear_error();
+}
+
+// ---- with the fake's optional features: modules, kernels, the jit cache ---------
+
+static void test_modules_and_kernels(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        const char *src = "template <typename T> __global__ void f(T *p) { *p = 1; }\n";
+        const char *exprs[] = {"f<int>"};
+        cw_program_settings ps = cw::defaults<cw_program_settings>();
+        ps.name_expressions = exprs;
+        ps.n_name_expressions = 1;
+        cw_jit_stats j0 = VAL(cw::jit_stats());
+        cw::program p = VAL(cw::program::compile(ctx, src, &ps));
+        cw_jit_stats j1 = VAL(cw::jit_stats());
+        assert_int_equal(j1.compiles, j0.compiles + 1);
+        assert_string_equal(VAL(p.lowered_name("f<int>")), "_Zfake_f_int_");
+        assert_int_equal(STATUS_OF(p.lowered_name("g<int>")), CW_ERROR_INVALID_ARGUMENT);
+        {
+            cw::program again = VAL(cw::program::compile(ctx, src, &ps));
+            assert_int_equal(again.info().source, CW_FROM_MEMORY);
+            assert_int_equal(VAL(cw::jit_stats()).memory_hits, j1.memory_hits + 1);
+        }
+        cw::jit_cache_clear_memory();
+        {
+            cw::program again = VAL(cw::program::compile(ctx, src, &ps));
+            assert_int_equal(again.info().source, CW_FROM_COMPILE);
+        }
+        // no memory cache: every compile runs NVRTC; then the defaults again
+        cw_jit_cache_settings js = cw::defaults<cw_jit_cache_settings>();
+        js.memory = 0;
+        OK(cw::jit_cache_configure(js));
+        const uint64_t c0 = VAL(cw::jit_stats()).compiles;
+        for (int i = 0; i < 2; i++) {
+            cw::program q = VAL(cw::program::compile(ctx, src, &ps));
+            assert_int_equal(q.info().source, CW_FROM_COMPILE);
+        }
+        assert_int_equal(VAL(cw::jit_stats()).compiles, c0 + 2);
+        OK(cw::jit_cache_configure(cw::defaults<cw_jit_cache_settings>()));
+
+        cw::module m = VAL(cw::module::load(p));
+        cw::kernel k = VAL(m.get_kernel("f<int>"));
+        OK(k.preload(ctx));
+        assert_non_null(k.native());
+        assert_int_equal(k.param_count(ctx), 0); // the fake lists no parameters
+        OK(k.launch(s, cw::dims(1), cw::dims(32)));
+        int *dst = nullptr;
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(1), dst)), CW_ERROR_INVALID_ARGUMENT);
+        OK(s.synchronize());
+        cw::kernel ts = VAL(cw::builtin_kernel(CW_BUILTIN_TIMESTAMP));
+        assert_non_null(ts.native());
+        OK(ts.preload(ctx));
+    }
+    expect_no_leaks(before, "modules and kernels");
+}
+
+// ---- with the fake's optional features: the resident loop -------------------------
+
+// A capture function object: launches the timestamp kernel once per call.
+struct stamp_workload {
+    int calls = 0;
+    cw_status fail = CW_SUCCESS;
+    cw::status operator()(cw::stream &s) {
+        calls++;
+        if (fail != CW_SUCCESS) return cw::status(fail);
+        if (s.owns()) return cw::status(CW_ERROR_INTERNAL); // borrowed
+        cw::kernel k = VAL(cw::builtin_kernel(CW_BUILTIN_TIMESTAMP));
+        (void)k;
+        cw_launch_config lc = cw::defaults<cw_launch_config>();
+        unsigned long long nowhere = 0;
+        void *args[] = {&nowhere};
+        return cw::status(cw_kernel_launch(k.get(), s.get(), &lc, args)); // the fake runs nothing
+    }
+};
+static int g_c_handler_calls;
+static cw_status c_handler(cw_stream *, void *user) {
+    (*static_cast<int *>(user))++;
+    return CW_SUCCESS;
+}
+
+static void test_resident_loop(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        cw_resident_settings rs = cw::defaults<cw_resident_settings>();
+        rs.input_slots = 2;
+        rs.input_bytes = 64;
+        rs.unroll = 3;
+        cw::resident r = VAL(cw::resident::create(ctx, &rs));
+        assert_ptr_equal(r.context().get(), ctx.get());
+        cw_resident_settings got = VAL(r.settings());
+        assert_memory_equal(&got, &rs, sizeof rs);
+        assert_int_equal(VAL(r.input(1)) - VAL(r.input(0)), 64);
+        assert_int_equal(STATUS_OF(r.input(2)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(r.state(), CW_RESIDENT_NOT_LAUNCHED);
+        assert_true(r.ctl() != 0);
+
+        // the workload as a function object: its error fails the launch
+        stamp_workload w;
+        w.fail = CW_ERROR_NOT_PERMITTED;
+        OK(r.set_workload_fn(w));
+        assert_int_equal(STATUS_OF(r.launch()), CW_ERROR_NOT_PERMITTED);
+        assert_int_equal(r.state(), CW_RESIDENT_NOT_LAUNCHED);
+        w.fail = CW_SUCCESS;
+        w.calls = 0;
+        OK(r.set_handler_fn(c_handler, &g_c_handler_calls));
+        OK(r.build());
+        assert_int_equal(w.calls, 3); // once per copy of the iteration
+        assert_int_equal(g_c_handler_calls, 3);
+        OK(r.set_handler_fn(nullptr, nullptr)); // host requests again
+        OK(r.launch());
+        assert_int_equal(r.state(), CW_RESIDENT_RUNNING);
+        assert_true(r.is_launched());
+        assert_int_equal(STATUS_OF(r.set_workload_fn(w)), CW_ERROR_INVALID_STATE);
+        unsigned long long slot = VAL(r.next_input(0));
+        assert_int_equal(slot, VAL(r.input(0)));
+        uint64_t seq = VAL(r.data_ready());
+        assert_int_equal(seq, 1);
+        assert_false(VAL(r.result_ready(seq))); // the fake serves nothing
+        assert_int_equal(STATUS_OF(r.wait_result(seq, 1)), CW_ERROR_TIMEOUT);
+        cw_resident_stats st = VAL(r.stats());
+        assert_int_equal(st.requested, 1);
+        assert_int_equal(st.launches, 1);
+        OK(r.tear_down(1000));
+        assert_int_equal(r.state(), CW_RESIDENT_STOPPED);
+        assert_int_equal(VAL(r.stats()).exit, CW_RESIDENT_EXIT_TEAR_DOWN);
+
+        // a workload from a captured graph, settings changed before the launch
+        cw::graph g;
+        {
+            cw::capture cap(s);
+            cw::kernel k = VAL(cw::builtin_kernel(CW_BUILTIN_TIMESTAMP));
+            OK(k.launch(s, cw::dims(1), cw::dims(1))); // the fake lists no parameters: none given
+            g = VAL(cap.end());
+        }
+        assert_int_equal(g.info().nodes, 1);
+        OK(r.set_workload(g));
+        cw_resident_settings c = got;
+        c.unroll = 2;
+        OK(r.configure(c));
+        assert_int_equal(VAL(r.settings()).unroll, 2);
+        OK(r.launch());
+        OK(r.tear_down(1000));
+        OK(r.set_workload(cw::graph())); // none
+
+        // a pipeline of C++ resident operators as the workload
+        cw::pipeline p = VAL(cw::pipeline::create(ctx));
+        cw_operator_settings os = cw::defaults<cw_operator_settings>();
+        os.resident = 1;
+        unsigned long long a_out = 0, b_in = 0, b_res = 0, unused = 0;
+        VAL(p.add("A", std::unique_ptr<cw::operator_base>(new ported(nullptr, "out", 64, &unused, &a_out)), &os));
+        VAL(p.add("B", std::unique_ptr<cw::operator_base>(new ported("in", "res", 16, &b_in, &b_res)), &os));
+        OK(p.connect("A", "out", "B", "in"));
+        OK(p.make_resident(r));
+        OK(r.launch());
+        assert_true(a_out != 0 && a_out == b_in);
+        assert_int_equal(VAL(p.port_ptr("B", "res")), b_res);
+        OK(r.tear_down(1000));
+        assert_int_equal(VAL(r.stats()).launches, 3);
+        r.reset(); // the loop before the pipeline it captures
+        assert_false(static_cast<bool>(r));
+    }
+    expect_no_leaks(before, "the resident loop");
+}
+
+static void test_conditional_graphs(void **) {
+    const live_counts before = snapshot();
+    const long bodies0 = fake_live("body");
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::graph loop = VAL(cw::graph::create(ctx));
+        cw_cond_handle h = VAL(loop.cond_create(1));
+        cw::graph body = VAL(loop.add_conditional(h, CW_COND_WHILE));
+        assert_false(body.owns());
+        assert_int_equal(body.info().is_body, 1);
+        assert_ptr_equal(body.context().get(), ctx.get());
+        VAL(body.add_empty());
+        cw::graph_exec e = VAL(cw::graph_exec::create(loop));
+        assert_int_equal(fake_live("body"), bodies0 + 1);
+    }
+    expect_no_leaks(before, "conditional graphs");
+}
+
+// ---- every handle made by either group went ---------------------------------------
+
+static live_counts g_group_start;
+static void test_every_handle_destroyed(void **) { expect_no_leaks(g_group_start, "the whole group"); }
+
+
+// Runs one group in this process: the fake's optional features on or off
+// (read by the fake once, at cuweave's first driver call).
+static int run_group(const char *fake, bool features) {
+    g_features = features;
+    if (features) setenv("FAKE_CUDA_FEATURES", "all", 1);
+    else unsetenv("FAKE_CUDA_FEATURES");
+    if (cw_init() != CW_SUCCESS) {
+        printf("FAIL: the fake driver did not load: %s\n", cw_last_error_message());
+        return 1;
+    }
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib || !(*(void **)&fake_live = dlsym(lib, "fake_cuda_live")) ||
+        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain"))) {
+        printf("FAIL: fake_cuda_live not found in %s\n", fake);
+        return 1;
+    }
+    unsigned (*fake_features)(void) = nullptr;
+    *(void **)&fake_features = dlsym(lib, "fake_cuda_features");
+    if (!fake_features || (fake_features() != 0) != features) {
+        printf("FAIL: the fake's features are not what this group needs\n");
+        return 1;
+    }
+    if (features) {
+        // the library's own kernels are loaded once per process, and stay
+        for (int b = 0; b < CW_BUILTIN_COUNT; b++) {
+            cw_kernel *k = nullptr;
+            if (cw_builtin_kernel((cw_builtin)b, &k) != CW_SUCCESS) {
+                printf("FAIL: built-in kernel %d: %s\n", b, cw_last_error_message());
+                return 1;
+            }
+        }
+    }
+    g_group_start = snapshot();
+    if (!features) {
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_compile_time),
+            cmocka_unit_test(test_library),
+            cmocka_unit_test(test_moves_and_ownership),
+            cmocka_unit_test(test_lease_returns_stream),
+            cmocka_unit_test(test_future_and_timer),
+            cmocka_unit_test(test_streams_and_futures),
+            cmocka_unit_test(test_graphs),
+            cmocka_unit_test(test_graph_handles),
+            cmocka_unit_test(test_programs),
+            cmocka_unit_test(test_errors),
+            cmocka_unit_test(test_partition_set_error),
+            cmocka_unit_test(test_partition_calls_on_empty_set),
+            cmocka_unit_test(test_resident_error),
+            cmocka_unit_test(test_host_memory_and_copies),
+            cmocka_unit_test(test_operators),
+            cmocka_unit_test(test_pipeline_more),
+            cmocka_unit_test(test_every_handle_destroyed),
+        };
+        return cmocka_run_group_tests_name("C++ wrappers, a driver without optional features", tests, NULL, NULL);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_library),
+        cmocka_unit_test(test_modules_and_kernels),
+        cmocka_unit_test(test_conditional_graphs),
+        cmocka_unit_test(test_resident_loop),
+        cmocka_unit_test(test_host_memory_and_copies),
+        cmocka_unit_test(test_every_handle_destroyed),
+    };
+    return cmocka_run_group_tests_name("C++ wrappers, FAKE_CUDA_FEATURES=all", tests, NULL, NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("SKIP: usage: %s PATH/libfakecuda.so\n", argv[0]);
@@ -411,25 +1267,26 @@ int main(int argc, char **argv) {
     nvrtc = nvrtc.substr(0, nvrtc.rfind('/') + 1) + "libfakenvrtc.so";
     setenv("CUWEAVE_LIBNVRTC", nvrtc.c_str(), 1);
     setenv("CUWEAVE_CACHE_DIR", "off", 1);
-    if (cw_init() != CW_SUCCESS) {
-        printf("FAIL: the fake driver did not load: %s\n", cw_last_error_message());
+    // The group with features runs in a child forked before any driver call
+    // (the fake reads its features once per process).
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
         return 1;
     }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD);
-    if (!lib || !(*(void **)&fake_live = dlsym(lib, "fake_cuda_live"))) {
-        printf("FAIL: fake_cuda_live not found in %s\n", argv[1]);
+    if (pid == 0) {
+        int rc = run_group(argv[1], true);
+        fflush(stdout);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    int wstatus = 0;
+    if (waitpid(pid, &wstatus, 0) != pid) {
+        perror("waitpid");
         return 1;
     }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_moves_and_ownership),
-        cmocka_unit_test(test_lease_returns_stream),
-        cmocka_unit_test(test_future_and_timer),
-        cmocka_unit_test(test_graphs),
-        cmocka_unit_test(test_programs),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_partition_set_error),
-        cmocka_unit_test(test_resident_error),
-        cmocka_unit_test(test_operators),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const bool child_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (!child_ok) printf("FAIL: the group with the fake's features failed (wait status %d)\n", wstatus);
+    int rc = run_group(argv[1], false);
+    return rc == 0 && child_ok ? 0 : 1;
 }

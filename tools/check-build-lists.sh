@@ -32,13 +32,18 @@ compare "C++ headers" "$(meson_list include/meson.build cw_cpp_headers | sed 's|
 compare "C++ tests" "$(meson_list tests/meson.build cpp_tests)" "$(make_list CPP_TESTS)"
 compare "GPU C++ tests" "$(meson_list tests/meson.build gpu_cpp_tests)" "$(make_list GPU_CPP_TESTS)"
 compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
+compare "C++ examples" "$(meson_list examples/meson.build cw_cpp_examples)" "$(make_list CPP_EXAMPLES)"
 compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU_TESTS)"
 compare "static-link tests" "$(meson_list tests/meson.build static_tests)" "$(make_list STATIC_TESTS)"
 compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 
-# Every source file on disk is built.
+# Every source file on disk is built, every example too.
 on_disk=$(ls src/*.cpp | sort)
 compare "sources on disk and in the build" "$on_disk" "$(make_list LIB_SRCS)"
+compare "C examples on disk and in the build" "$(ls examples/*.c | sed 's|^examples/||; s|\.c$||' | sort)" \
+    "$(make_list EXAMPLES)"
+compare "C++ examples on disk and in the build" "$(ls examples/*.cpp | sed 's|^examples/||; s|\.cpp$||' | sort)" \
+    "$(make_list CPP_EXAMPLES)"
 exit $fail

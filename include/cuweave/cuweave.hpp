@@ -19,7 +19,7 @@
 // pipelines (a base class for operator authors). Settings stay the C
 // structs: cw::defaults<cw_..._settings>() gives one filled with defaults.
 // There is no event wrapper: the C API has no public event object (ordering
-// is stream to stream: stream::wait, wait_all, cw::fork).
+// is stream to stream: stream::wait, wait_all, cw::forked).
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
@@ -65,6 +65,8 @@ class status {
     bool ok() const noexcept { return s_ == CW_SUCCESS; }
     explicit operator bool() const noexcept { return ok(); }
     const char *name() const noexcept { return cw_status_name(s_); }
+    // A short English description ("the wait timed out").
+    const char *description() const noexcept { return cw_status_string(s_); }
 
   private:
     cw_status s_;
@@ -172,7 +174,164 @@ inline void destroy_partition_set(cw_partition_set **s) {
     (void)cw_partition_set_destroy(s);
 }
 
+// What a C++ callback returned, as a cw_status: void is success.
+inline cw_status to_cw_status(cw_status s) noexcept { return s; }
+inline cw_status to_cw_status(const status &s) noexcept { return s.code(); }
+
+// Calls f(args...) for the C library, which must never see an exception:
+// a cw::error becomes its status, anything else CW_ERROR_INTERNAL.
+template <class F, class... A>
+inline cw_status call_for_c(F &f, A &&...args) noexcept {
+#ifndef CW_HPP_NO_EXCEPTIONS
+    try {
+#endif
+        if constexpr (std::is_void<decltype(f(std::forward<A>(args)...))>::value) {
+            f(std::forward<A>(args)...);
+            return CW_SUCCESS;
+        } else {
+            return to_cw_status(f(std::forward<A>(args)...));
+        }
+#ifndef CW_HPP_NO_EXCEPTIONS
+    } catch (const error &e) {
+        return e.status();
+    } catch (...) {
+        return CW_ERROR_INTERNAL;
+    }
+#endif
+}
+
+// Calls f(args...) where nothing can be returned to the C library (log and
+// completion callbacks): an exception is swallowed.
+template <class F, class... A>
+inline void call_quietly(F &f, A &&...args) noexcept {
+#ifndef CW_HPP_NO_EXCEPTIONS
+    try {
+#endif
+        f(std::forward<A>(args)...);
+#ifndef CW_HPP_NO_EXCEPTIONS
+    } catch (...) {
+    }
+#endif
+}
+
+// A function object as the user pointer of a C callback.
+template <class F>
+inline void *user_ptr(F &f) noexcept {
+    static_assert(!std::is_function<F>::value, "pass a function object, or a C function with its user pointer");
+    return const_cast<void *>(static_cast<const void *>(&f));
+}
+
+template <class T, class... R>
+struct all_are : std::true_type {};
+template <class T, class U, class... R>
+struct all_are<T, U, R...>
+    : std::integral_constant<bool, std::is_same<T, typename std::decay<U>::type>::value && all_are<T, R...>::value> {};
+
 }  // namespace detail
+
+// ---- the library: versions, init, devices, errors, the log -------------------
+
+// The library's release and ABI versions (CW_VERSION_PACK form): compare with
+// CW_VERSION_PACK(CW_VERSION_MAJOR, ...) to detect a header/library mismatch.
+inline unsigned version() noexcept { return cw_version(); }
+inline unsigned version_api() noexcept { return cw_version_api(); }
+
+// Loads and initialises the driver (optional: every call that needs it does).
+inline detail::void_ret init() { return detail::done(cw_init()); }
+
+// The driver's CUDA version (13000 for 13.0).
+inline detail::ret<int> driver_version() {
+    int v = 0;
+    cw_status s = cw_driver_version(&v);
+    return detail::make(s, std::move(v));
+}
+
+// Whether the loaded driver has an optional feature (false without a driver).
+inline bool driver_has(cw_feature feature) noexcept { return cw_driver_has(feature) != 0; }
+
+inline detail::ret<int> device_count() {
+    int n = 0;
+    cw_status s = cw_device_count(&n);
+    return detail::make(s, std::move(n));
+}
+
+// Facts about device ordinal `device` (no context is made).
+inline detail::ret<cw_device_info> device_info(int device) {
+    cw_device_info i{};
+    cw_status s = cw_device_get_info(device, &i);
+    return detail::make(s, std::move(i));
+}
+
+// A stream priority range: least (the default, 0) and greatest (e.g. -5).
+struct priority_range {
+    int least = 0;
+    int greatest = 0;
+};
+
+inline detail::ret<priority_range> device_priority_range(int device) {
+    priority_range r;
+    cw_status s = cw_device_get_priority_range(device, &r.least, &r.greatest);
+    return detail::make(s, std::move(r));
+}
+
+// What device `device` offers for green contexts (supported 0: none).
+inline detail::ret<cw_green_caps> green_query(int device) {
+    cw_green_caps c{};
+    cw_status s = cw_green_query(device, &c);
+    return detail::make(s, std::move(c));
+}
+
+// The calling thread's detail of its last failed call (status CW_SUCCESS and
+// empty strings when none failed); valid until the next failure or clear_error.
+inline const cw_error_info &error_detail() noexcept { return *cw_last_error(); }
+inline const char *error_message() noexcept { return cw_last_error_message(); }
+inline void clear_error() noexcept { cw_clear_error(); }
+inline const char *status_name(cw_status s) noexcept { return cw_status_name(s); }
+inline const char *status_string(cw_status s) noexcept { return cw_status_string(s); }
+
+// The process-wide log callback: a C function and its user pointer (fn
+// nullptr removes it), messages up to max_level.
+inline detail::void_ret set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
+    return detail::done(cw_set_log_callback(fn, user, max_level));
+}
+// ... or a function object called as f(cw_log_level, const char *message). It
+// is used by reference: it must outlive its installation (remove it with
+// remove_log_callback() first). Exceptions it throws are dropped.
+template <class F>
+inline detail::void_ret set_log_callback(F &f, cw_log_level max_level = CW_LOG_WARNING) {
+    struct tramp {
+        static void call(void *user, cw_log_level level, const char *message) noexcept {
+            detail::call_quietly(*static_cast<F *>(user), level, message);
+        }
+    };
+    return detail::done(cw_set_log_callback(&tramp::call, detail::user_ptr(f), max_level));
+}
+inline void remove_log_callback() noexcept { (void)cw_set_log_callback(nullptr, nullptr, CW_LOG_ERROR); }
+
+// ---- settings -------------------------------------------------------------------
+
+// A C settings struct filled with its defaults (the *_settings_default call):
+//   auto s = cw::defaults<cw_pipeline_settings>(); s.threads = 2;
+template <class S>
+S defaults() noexcept;
+#define CW_HPP_DEFAULTS_(type, fn)          \
+    template <>                            \
+    inline type defaults<type>() noexcept { \
+        type s;                            \
+        fn(&s);                            \
+        return s;                          \
+    }
+CW_HPP_DEFAULTS_(cw_stream_settings, cw_stream_settings_default)
+CW_HPP_DEFAULTS_(cw_stream_pool_settings, cw_stream_pool_settings_default)
+CW_HPP_DEFAULTS_(cw_cond_settings, cw_cond_settings_default)
+CW_HPP_DEFAULTS_(cw_program_settings, cw_program_settings_default)
+CW_HPP_DEFAULTS_(cw_jit_cache_settings, cw_jit_cache_settings_default)
+CW_HPP_DEFAULTS_(cw_launch_config, cw_launch_config_default)
+CW_HPP_DEFAULTS_(cw_resident_settings, cw_resident_settings_default)
+CW_HPP_DEFAULTS_(cw_port_settings, cw_port_settings_default)
+CW_HPP_DEFAULTS_(cw_operator_settings, cw_operator_settings_default)
+CW_HPP_DEFAULTS_(cw_pipeline_settings, cw_pipeline_settings_default)
+#undef CW_HPP_DEFAULTS_
 
 // ---- contexts ---------------------------------------------------------------
 
@@ -210,6 +369,12 @@ class context : public detail::handle<cw_context, cw_context_destroy> {
         (void)cw_context_get_handle(get(), &c);
         return c;
     }
+    // The stream priority range of the context.
+    detail::ret<cw::priority_range> priority_range() const {
+        cw::priority_range r;
+        cw_status s = cw_context_get_priority_range(get(), &r.least, &r.greatest);
+        return detail::make(s, std::move(r));
+    }
     detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }
 };
 
@@ -244,6 +409,22 @@ class partition_set : public detail::handle<cw_partition_set, detail::destroy_pa
         (void)cw_partition_set_info(get(), index, &i);
         return i.sm_count;
     }
+    detail::ret<cw_partition_info> info(size_t index) const {
+        cw_partition_info i{};
+        cw_status s = cw_partition_set_info(get(), index, &i);
+        return detail::make(s, std::move(i));
+    }
+    // The SM ids of a partition: up to cap into ids; returns how many there
+    // are (CUDA 13.0 cannot say: CW_ERROR_NOT_SUPPORTED).
+    detail::ret<size_t> sm_ids(size_t index, unsigned *ids, size_t cap) const {
+        size_t n = 0;
+        cw_status s = cw_partition_set_sm_ids(get(), index, ids, cap, &n);
+        return detail::make(s, std::move(n));
+    }
+    // Work queues of its own for a partition (CW_ERROR_NOT_SUPPORTED on CUDA 13.0).
+    detail::void_ret request_workqueues(size_t index, unsigned count) const {
+        return detail::done(cw_partition_set_request_workqueues(get(), index, count));
+    }
 };
 
 // ---- streams ------------------------------------------------------------------
@@ -251,13 +432,13 @@ class partition_set : public detail::handle<cw_partition_set, detail::destroy_pa
 class stream : public detail::handle<cw_stream, cw_stream_destroy> {
   public:
     using handle::handle;
-    static detail::ret<stream> create(const context &ctx, const cw_stream_settings *settings = nullptr) {
+    static detail::ret<stream> create(const cw::context &ctx, const cw_stream_settings *settings = nullptr) {
         cw_stream *st = nullptr;
         cw_status s = cw_stream_create(&st, ctx.get(), settings);
         return detail::make(s, stream(st, true));
     }
     // A cw_stream around a CUstream the caller owns (NULL = the legacy stream).
-    static detail::ret<stream> adopt(const context &ctx, CUstream cu) {
+    static detail::ret<stream> adopt(const cw::context &ctx, CUstream cu) {
         cw_stream *st = nullptr;
         cw_status s = cw_stream_wrap(&st, ctx.get(), cu);
         return detail::make(s, stream(st, true));
@@ -270,14 +451,102 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
         (void)cw_stream_get_handle(get(), &s);
         return s;
     }
+    // The device ordinal (-1 for an empty wrapper). No driver call.
+    int device() const noexcept {
+        int d = -1;
+        (void)cw_stream_get_device(get(), &d);
+        return d;
+    }
+    // The stream's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_stream_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
+    // Priority and flags as the driver reports them, and where it came from.
+    detail::ret<cw_stream_info> info() const {
+        cw_stream_info i{};
+        cw_status s = cw_stream_get_info(get(), &i);
+        return detail::make(s, std::move(i));
+    }
+    // Whether the stream takes part in a capture (as the driver sees it).
+    detail::ret<cw_capture_state> capture_state() const {
+        cw_capture_state c = CW_CAPTURE_NONE;
+        cw_status s = cw_capture_get_state(get(), &c);
+        return detail::make(s, std::move(c));
+    }
     // Work enqueued on *this from now on waits for `src`'s work so far.
     detail::void_ret wait(const stream &src) const { return detail::done(cw_stream_wait(get(), src.get())); }
+    // ... for each of the streams given (wait_all(a, b, c)), or of srcs[0..n-1].
+    template <class... S, class = typename std::enable_if<detail::all_are<stream, S...>::value>::type>
+    detail::void_ret wait_all(const S &...srcs) const {
+        cw_stream *const v[] = {srcs.get()..., nullptr};
+        return detail::done(cw_stream_wait_all(get(), v, sizeof...(S)));
+    }
+    detail::void_ret wait_all(cw_stream *const *srcs, size_t n) const {
+        return detail::done(cw_stream_wait_all(get(), srcs, n));
+    }
     detail::void_ret synchronize() const { return detail::done(cw_stream_synchronize(get())); }
     // True when all work is done (false: not yet); throws / returns the error otherwise.
     detail::ret<bool> done() const {
         cw_status s = cw_stream_query(get());
         return detail::make(s == CW_ERROR_NOT_READY ? CW_SUCCESS : s, s == CW_SUCCESS);
     }
+};
+
+// A fork scope (cw_stream_fork / cw_stream_join): child() is a stream whose
+// work runs after everything enqueued on the parent before the fork; join()
+// (or the destructor) makes the parent's later work wait for the child's and
+// gives the child back (to the parent's lease pool, or the context's fork
+// pool). Neither blocks the CPU. The parent must outlive the fork. A join
+// that fails in the destructor (a device fault) is ignored.
+class forked {
+  public:
+    forked() noexcept = default;
+    static detail::ret<forked> create(const stream &parent) {
+        cw_stream *c = nullptr;
+        cw_status s = cw_stream_fork(parent.get(), &c);
+        return detail::make(s, s == CW_SUCCESS ? forked(parent.get(), c) : forked());
+    }
+    ~forked() { (void)join_(); }
+    forked(const forked &) = delete;
+    forked &operator=(const forked &) = delete;
+    forked(forked &&o) noexcept : parent_(o.parent_), child_(o.child_) {
+        o.parent_ = nullptr;
+        o.child_ = nullptr;
+    }
+    forked &operator=(forked &&o) noexcept {
+        if (this != &o) {
+            (void)join_();
+            parent_ = o.parent_;
+            child_ = o.child_;
+            o.parent_ = nullptr;
+            o.child_ = nullptr;
+        }
+        return *this;
+    }
+    // The child stream (borrowed: valid until the join).
+    stream child() const noexcept { return stream::wrap(child_); }
+    stream parent() const noexcept { return stream::wrap(parent_); }
+    explicit operator bool() const noexcept { return child_ != nullptr; }
+    // Joins now; on failure the forked stays as it was (the destructor tries again).
+    detail::void_ret join() {
+        if (!parent_ || !child_) return detail::done(CW_SUCCESS);
+        cw_status s = cw_stream_join(parent_, &child_);
+        if (s == CW_SUCCESS) parent_ = nullptr;
+        return detail::done(s);
+    }
+
+  private:
+    forked(cw_stream *parent, cw_stream *child) noexcept : parent_(parent), child_(child) {}
+    cw_status join_() noexcept {
+        cw_status s = parent_ && child_ ? cw_stream_join(parent_, &child_) : CW_SUCCESS;
+        parent_ = nullptr;
+        child_ = nullptr;
+        return s;
+    }
+    cw_stream *parent_ = nullptr;
+    cw_stream *child_ = nullptr;
 };
 
 // A leased stream: given back to its pool when the lease goes.
@@ -316,7 +585,7 @@ class lease {
 class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy> {
   public:
     using handle::handle;
-    static detail::ret<stream_pool> create(const context &ctx, const cw_stream_pool_settings *settings = nullptr) {
+    static detail::ret<stream_pool> create(const cw::context &ctx, const cw_stream_pool_settings *settings = nullptr) {
         cw_stream_pool *p = nullptr;
         cw_status s = cw_stream_pool_create(&p, ctx.get(), settings);
         return detail::make(s, stream_pool(p, true));
@@ -327,16 +596,42 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
         cw_status st = cw_stream_pool_acquire(get(), &s);
         return detail::make(st, st == CW_SUCCESS ? lease(get(), s) : lease());
     }
+    // As acquire, waiting up to timeout_us (negative: forever) for a release
+    // when the pool is exhausted (then CW_ERROR_TIMEOUT).
+    detail::ret<lease> acquire_wait(int64_t timeout_us) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_stream_pool_acquire_wait(get(), &s, timeout_us);
+        return detail::make(st, st == CW_SUCCESS ? lease(get(), s) : lease());
+    }
     // Round-robin / single pools: the next stream (borrowed).
     detail::ret<stream> next() const {
         cw_stream *s = nullptr;
         cw_status st = cw_stream_pool_next(get(), &s);
         return detail::make(st, stream::wrap(s));
     }
+    // The stream `owner` uses under `name`: the same (owner, name), the same
+    // stream (borrowed: the pool keeps it until release_owner(owner)).
+    detail::ret<stream> named(const void *owner, const char *name) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_stream_pool_named(get(), owner, name, &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    // Gives back every named stream of owner; returns how many.
+    detail::ret<size_t> release_owner(const void *owner) const {
+        size_t n = 0;
+        cw_status st = cw_stream_pool_release_owner(get(), owner, &n);
+        return detail::make(st, std::move(n));
+    }
     cw_stream_pool_stats stats() const noexcept {
         cw_stream_pool_stats st{};
         (void)cw_stream_pool_get_stats(get(), &st);
         return st;
+    }
+    // The pool's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_stream_pool_get_context(get(), &c);
+        return cw::context::wrap(c);
     }
 };
 
@@ -345,7 +640,7 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
 class timer : public detail::handle<cw_timer, cw_timer_destroy> {
   public:
     using handle::handle;
-    static detail::ret<timer> create(const context &ctx) {
+    static detail::ret<timer> create(const cw::context &ctx) {
         cw_timer *t = nullptr;
         cw_status s = cw_timer_create(&t, ctx.get());
         return detail::make(s, timer(t, true));
@@ -356,6 +651,12 @@ class timer : public detail::handle<cw_timer, cw_timer_destroy> {
         float ms = 0;
         cw_status s = cw_timer_elapsed_ms(get(), &ms);
         return detail::make(s, std::move(ms));
+    }
+    // The timer's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_timer_get_context(get(), &c);
+        return cw::context::wrap(c);
     }
 };
 
@@ -375,7 +676,59 @@ class future : public detail::handle<cw_future, cw_future_destroy> {
         return detail::make(s == CW_ERROR_NOT_READY ? CW_SUCCESS : s, s == CW_SUCCESS);
     }
     detail::void_ret rearm(const stream &s) const { return detail::done(cw_future_rearm(get(), s.get())); }
+    // How long a WRITE_VALUE waiter spins before it sleeps (default 200 us).
+    detail::void_ret set_spin(unsigned spin_us) const { return detail::done(cw_future_set_spin(get(), spin_us)); }
+    // The completion callback, once per completion (set it again after a
+    // rearm): a C function and its user pointer ...
+    detail::void_ret set_callback(cw_future_fn fn, void *user) const {
+        return detail::done(cw_future_set_callback(get(), fn, user));
+    }
+    // ... or a function object called as f(cw_status), used by reference (it
+    // must outlive the completion). It runs on a driver or watcher thread, or
+    // here when the future is complete already; the rules of future.h apply
+    // (no waiting or enqueueing in it). Exceptions it throws are dropped.
+    template <class F>
+    detail::void_ret set_callback(F &f) const {
+        struct tramp {
+            static void call(void *user, cw_future *, cw_status st) noexcept {
+                detail::call_quietly(*static_cast<F *>(user), st);
+            }
+        };
+        return detail::done(cw_future_set_callback(get(), &tramp::call, detail::user_ptr(f)));
+    }
+    // An eventfd, readable once the future completes (owned by the future).
+    detail::ret<int> fd() const {
+        int f = -1;
+        cw_status s = cw_future_get_fd(get(), &f);
+        return detail::make(s, std::move(f));
+    }
+    // The context of the stream it was made on, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_future_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
 };
+
+// A future that completes when each of the streams has finished the work
+// enqueued on it so far (all on one context): when_all(a, b, c), with a kind
+// first if not CW_FUTURE_WRITE_VALUE, or an array of n streams.
+inline detail::ret<future> when_all(cw_stream *const *streams, size_t n,
+                                    cw_future_kind kind = CW_FUTURE_WRITE_VALUE) {
+    cw_future *f = nullptr;
+    cw_status st = cw_when_all(&f, streams, n, kind);
+    return detail::make(st, future(f, true));
+}
+template <class... S, class = typename std::enable_if<detail::all_are<stream, S...>::value>::type>
+inline detail::ret<future> when_all(cw_future_kind kind, const S &...streams) {
+    cw_stream *const v[] = {streams.get()..., nullptr};
+    return when_all(v, sizeof...(S), kind);
+}
+template <class... S, class = typename std::enable_if<detail::all_are<stream, S...>::value>::type>
+inline detail::ret<future> when_all(const stream &first, const S &...rest) {
+    cw_stream *const v[] = {first.get(), rest.get()..., nullptr};
+    return when_all(v, 1 + sizeof...(S), CW_FUTURE_WRITE_VALUE);
+}
 
 // ---- graphs -------------------------------------------------------------------
 
@@ -383,7 +736,7 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
   public:
     using handle::handle;
     // An empty graph, to build from parts or to capture into.
-    static detail::ret<graph> create(const context &ctx) {
+    static detail::ret<graph> create(const cw::context &ctx) {
         cw_graph *g = nullptr;
         cw_status s = cw_graph_create(&g, ctx.get());
         return detail::make(s, graph(g, true));
@@ -395,6 +748,22 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
         cw_graph_info i{};
         (void)cw_graph_get_info(get(), &i);
         return i;
+    }
+    // The driver graph (borrowed), for nodes cuweave has no call for.
+    CUgraph native() const noexcept {
+        CUgraph g = nullptr;
+        (void)cw_graph_get_handle(get(), &g);
+        return g;
+    }
+    // The graph's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_graph_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
+    // Writes the graph in Graphviz DOT form (verbose: every node's parameters).
+    detail::void_ret write_dot(const char *path, bool verbose = false) const {
+        return detail::done(cw_graph_write_dot(get(), path, verbose ? 1 : 0));
     }
     // A node running a copy of child after deps.
     detail::ret<cw_graph_node *> add_child(const graph &child, cw_graph_node *const *deps = nullptr,
@@ -455,6 +824,18 @@ class graph_exec : public detail::handle<cw_graph_exec, cw_graph_exec_destroy> {
         (void)cw_graph_exec_get_stats(get(), &st);
         return st;
     }
+    // The driver exec (borrowed: valid until destroyed or re-instantiated by update).
+    CUgraphExec native() const noexcept {
+        CUgraphExec e = nullptr;
+        (void)cw_graph_exec_get_handle(get(), &e);
+        return e;
+    }
+    // The exec's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_graph_exec_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
 };
 
 // Captures the work enqueued on a stream while it lives (RAII): begin in the
@@ -506,7 +887,7 @@ inline void resident_destroy(cw_resident **r) { (void)cw_resident_destroy(r); }
 class resident : public detail::handle<cw_resident, detail::resident_destroy> {
   public:
     using handle::handle;
-    static detail::ret<resident> create(const context &c, const cw_resident_settings *settings = nullptr) {
+    static detail::ret<resident> create(const cw::context &c, const cw_resident_settings *settings = nullptr) {
         cw_resident *r = nullptr;
         cw_status s = cw_resident_create(&r, c.get(), settings);
         return detail::make(s, resident(r, true));
@@ -517,9 +898,50 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
         (void)cw_resident_get_ctl(get(), &p);
         return p;
     }
+    // The loop's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_resident_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
+    // The device address of input slot `slot` (0 <= slot < input_slots).
+    detail::ret<unsigned long long> input(uint32_t slot) const {
+        unsigned long long p = 0;
+        cw_status s = cw_resident_get_input(get(), slot, &p);
+        return detail::make(s, std::move(p));
+    }
     detail::void_ret configure(const cw_resident_settings &s) const { return detail::done(cw_resident_configure(get(), &s)); }
+    // The settings in force.
+    detail::ret<cw_resident_settings> settings() const {
+        cw_resident_settings st{};
+        cw_status s = cw_resident_get_settings(get(), &st);
+        return detail::make(s, std::move(st));
+    }
+    // The workload / data-ready handler as a graph (copied: g may go), or
+    // (graph() empty) none.
     detail::void_ret set_workload(const graph &g) const { return detail::done(cw_resident_set_workload(get(), g.get())); }
     detail::void_ret set_handler(const graph &g) const { return detail::done(cw_resident_set_handler(get(), g.get())); }
+    // The workload / handler as what a function enqueues on a stream that
+    // captures into the loop's graph, called at each build once per copy of
+    // the iteration: a C function and its user pointer (nullptr removes) ...
+    detail::void_ret set_workload_fn(cw_resident_capture_fn fn, void *user) const {
+        return detail::done(cw_resident_set_workload_fn(get(), fn, user));
+    }
+    detail::void_ret set_handler_fn(cw_resident_capture_fn fn, void *user) const {
+        return detail::done(cw_resident_set_handler_fn(get(), fn, user));
+    }
+    // ... or a function object called as f(cw::stream &s), returning
+    // cw::status, cw_status or nothing (success); in exceptions mode it may
+    // throw (a cw::error gives its status, anything else CW_ERROR_INTERNAL).
+    // Used by reference: it must outlive the loop's builds and launches.
+    template <class F>
+    detail::void_ret set_workload_fn(F &f) const {
+        return detail::done(cw_resident_set_workload_fn(get(), &capture_tramp<F>::call, detail::user_ptr(f)));
+    }
+    template <class F>
+    detail::void_ret set_handler_fn(F &f) const {
+        return detail::done(cw_resident_set_handler_fn(get(), &capture_tramp<F>::call, detail::user_ptr(f)));
+    }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
@@ -527,6 +949,12 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
         int l = 0;
         (void)cw_resident_is_launched(get(), &l);
         return l != 0;
+    }
+    // Not launched, running, stopping or stopped (stats().exit says why).
+    cw_resident_state state() const noexcept {
+        cw_resident_state st = CW_RESIDENT_NOT_LAUNCHED;
+        (void)cw_resident_get_state(get(), &st);
+        return st;
     }
     // The request's number.
     detail::ret<uint64_t> data_ready() const {
@@ -553,7 +981,20 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
         cw_status s = cw_resident_get_stats(get(), &st);
         return detail::make(s, std::move(st));
     }
+
+  private:
+    template <class F>
+    struct capture_tramp {
+        static cw_status call(cw_stream *s, void *user) noexcept {
+            stream st = stream::wrap(s);
+            return detail::call_for_c(*static_cast<F *>(user), st);
+        }
+    };
 };
+
+// The text of <cuweave/resident_device.h>, for NVRTC programs: an in-memory
+// header named "cuweave/resident_device.h" (cw_header).
+inline const char *resident_device_header() noexcept { return cw_resident_device_header(); }
 
 // ---- programs, modules, kernels ------------------------------------------------
 
@@ -573,7 +1014,40 @@ class program : public detail::handle<cw_program, cw_program_destroy> {
         (void)cw_program_get_info(get(), &i);
         return i;
     }
+    // The mangled name NVRTC gave one of the program's name expressions
+    // (borrowed: lives with the program).
+    detail::ret<const char *> lowered_name(const char *name_expression) const {
+        const char *l = nullptr;
+        cw_status s = cw_program_lowered_name(get(), name_expression, &l);
+        return detail::make(s, std::move(l));
+    }
 };
+
+// The NVRTC log of this thread's last compile that ran NVRTC.
+inline const char *compile_log() noexcept { return cw_compile_log(); }
+
+// NVRTC's version (loads it if needed; CW_ERROR_NO_NVRTC when it cannot).
+struct nvrtc_version_info {
+    int major = 0;
+    int minor = 0;
+};
+inline detail::ret<nvrtc_version_info> nvrtc_version() {
+    nvrtc_version_info v;
+    cw_status s = cw_nvrtc_version(&v.major, &v.minor);
+    return detail::make(s, std::move(v));
+}
+
+// The kernel cache (jit.h): settings for later compiles, counters, and
+// emptying the memory cache (the disk cache is left alone).
+inline detail::void_ret jit_cache_configure(const cw_jit_cache_settings &s) {
+    return detail::done(cw_jit_cache_configure(&s));
+}
+inline detail::ret<cw_jit_stats> jit_stats() {
+    cw_jit_stats st{};
+    cw_status s = cw_jit_get_stats(&st);
+    return detail::make(s, std::move(st));
+}
+inline void jit_cache_clear_memory() noexcept { cw_jit_cache_clear_memory(); }
 
 // Grid and block dimensions.
 struct dims {
@@ -616,6 +1090,15 @@ class kernel {
     int param_count(const context &ctx) const noexcept {
         load(ctx.get());
         return n_;
+    }
+    // Loads the kernel into ctx now (before any resident loop is launched:
+    // loading waits until no kernel runs on the device).
+    detail::void_ret preload(const context &ctx) const { return detail::done(cw_kernel_preload(k_, ctx.get())); }
+    // The driver kernel (a CUkernel, borrowed).
+    void *native() const noexcept {
+        void *k = nullptr;
+        (void)cw_kernel_get_handle(k_, &k);
+        return k;
     }
 
   private:
@@ -675,6 +1158,8 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
     cw_status s = cw_builtin_kernel(which, &k);
     return detail::make(s, kernel(k));
 }
+// How they were made ("cubin+ptx (nvcc at build time)" or "ptx (checked in)").
+inline const char *builtin_origin() noexcept { return cw_builtin_origin(); }
 
 // ---- buffers -------------------------------------------------------------------
 
@@ -711,8 +1196,96 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
         (void)cw_buffer_get_info(get(), &i);
         return i.bytes;
     }
+    cw_buffer_info info() const noexcept {
+        cw_buffer_info i{};
+        (void)cw_buffer_get_info(get(), &i);
+        return i;
+    }
     // The free waits for what s has enqueued so far.
     detail::void_ret used_by(const stream &s) const { return detail::done(cw_buffer_use(get(), s.get())); }
+    // The buffer's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_buffer_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
+};
+
+// Copies in stream order on s (cw_copy_to_device / cw_copy_to_host): from
+// host memory to a device address, and back. The data is there once s has
+// reached the copy (a future, or s.synchronize()). From page-locked memory
+// (cw::host_buffer) the copy is asynchronous: leave the host memory alone
+// until then.
+inline detail::void_ret copy_to_device(const stream &s, unsigned long long dst, const void *src, size_t bytes) {
+    return detail::done(cw_copy_to_device(s.get(), dst, src, bytes));
+}
+inline detail::void_ret copy_to_host(const stream &s, void *dst, unsigned long long src, size_t bytes) {
+    return detail::done(cw_copy_to_host(s.get(), dst, src, bytes));
+}
+
+// Page-locked, device-mapped host memory (cw_host_alloc), zeroed; freed with
+// cw_host_free in the destructor. The device address is the pointer
+// (unified addressing): kernels may use it directly. The memory does not
+// keep its context alive: destroy a host_buffer before the context wrapper
+// it was made with (declare it after).
+class host_buffer {
+  public:
+    host_buffer() noexcept = default;
+    static detail::ret<host_buffer> alloc(const context &ctx, size_t bytes) {
+        void *p = nullptr;
+        cw_status s = cw_host_alloc(ctx.get(), bytes, &p);
+        return detail::make(s, s == CW_SUCCESS ? host_buffer(ctx.get(), p, bytes) : host_buffer());
+    }
+    ~host_buffer() { reset(); }
+    host_buffer(const host_buffer &) = delete;
+    host_buffer &operator=(const host_buffer &) = delete;
+    host_buffer(host_buffer &&o) noexcept : ctx_(o.ctx_), p_(o.p_), n_(o.n_) { o.forget(); }
+    host_buffer &operator=(host_buffer &&o) noexcept {
+        if (this != &o) {
+            reset();
+            ctx_ = o.ctx_;
+            p_ = o.p_;
+            n_ = o.n_;
+            o.forget();
+        }
+        return *this;
+    }
+    void *data() const noexcept { return p_; }
+    template <class T>
+    T *as() const noexcept {
+        return static_cast<T *>(p_);
+    }
+    size_t size() const noexcept { return n_; }
+    // The device address of the memory (the same address).
+    unsigned long long device_ptr() const noexcept {
+        return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p_));
+    }
+    // The context it was allocated with, borrowed.
+    cw_context *context_handle() const noexcept { return ctx_; }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    // Frees now (the free waits for running resident loops, host_free in buffer.h).
+    void reset() noexcept {
+        if (p_) cw_host_free(ctx_, p_);
+        forget();
+    }
+    // Gives the memory up; the caller frees it with cw_host_free (with the
+    // context of context_handle(): take that first).
+    void *release() noexcept {
+        void *p = p_;
+        forget();
+        return p;
+    }
+
+  private:
+    host_buffer(cw_context *c, void *p, size_t n) noexcept : ctx_(c), p_(p), n_(n) {}
+    void forget() noexcept {
+        ctx_ = nullptr;
+        p_ = nullptr;
+        n_ = 0;
+    }
+    cw_context *ctx_ = nullptr;
+    void *p_ = nullptr;
+    size_t n_ = 0;
 };
 
 // ---- operators and pipelines ---------------------------------------------------
@@ -741,6 +1314,54 @@ class io {
             out.producer = stream::wrap(m.stream);
         }
         return detail::make(st, std::move(out));
+    }
+    // Every message on the port (CW_PORT_MANY: one per connection that sent
+    // one), borrowed for the call ...
+    detail::ret<std::vector<message>> receive_many(const char *port) const {
+        std::vector<message> out;
+        size_t n = 0;
+        cw_status st = cw_io_receive_many(h_, port, nullptr, 0, &n);
+        if (st == CW_SUCCESS && n > 0) {
+            std::vector<cw_message> m(n);
+            st = cw_io_receive_many(h_, port, m.data(), n, &n);
+            if (st == CW_SUCCESS) {
+                out.resize(n < m.size() ? n : m.size());
+                for (size_t i = 0; i < out.size(); i++) {
+                    out[i].value = m[i].value;
+                    out[i].data = buffer::wrap(m[i].buffer);
+                    out[i].producer = stream::wrap(m[i].stream);
+                }
+            }
+        }
+        return detail::make(st, std::move(out));
+    }
+    // ... or up to cap of them as C messages; returns how many there are.
+    detail::ret<size_t> receive_many(const char *port, cw_message *msgs, size_t cap) const {
+        size_t n = 0;
+        cw_status st = cw_io_receive_many(h_, port, msgs, cap, &n);
+        return detail::make(st, std::move(n));
+    }
+    // The stream of every message on the port (empty for messages without
+    // one), borrowed, with no ordering and no side effect ...
+    detail::ret<std::vector<stream>> receive_streams(const char *port) const {
+        std::vector<stream> out;
+        size_t n = 0;
+        cw_status st = cw_io_receive_streams(h_, port, nullptr, 0, &n);
+        if (st == CW_SUCCESS && n > 0) {
+            std::vector<cw_stream *> v(n);
+            st = cw_io_receive_streams(h_, port, v.data(), n, &n);
+            if (st == CW_SUCCESS) {
+                out.reserve(n < v.size() ? n : v.size());
+                for (size_t i = 0; i < n && i < v.size(); i++) out.push_back(stream::wrap(v[i]));
+            }
+        }
+        return detail::make(st, std::move(out));
+    }
+    // ... or up to cap of them; returns how many there are.
+    detail::ret<size_t> receive_streams(const char *port, cw_stream **streams, size_t cap) const {
+        size_t n = 0;
+        cw_status st = cw_io_receive_streams(h_, port, streams, cap, &n);
+        return detail::make(st, std::move(n));
     }
     // True when the port has a message in this iteration (no error for none).
     bool has(const char *port) const noexcept {
@@ -790,10 +1411,20 @@ class io {
         (void)cw_io_get_iteration(h_, &i);
         return i;
     }
+    // The operator being computed (borrowed), and its name.
+    cw_operator *op() const noexcept {
+        cw_operator *o = nullptr;
+        (void)cw_io_get_operator(h_, &o);
+        return o;
+    }
+    const char *op_name() const noexcept { return cw_operator_name(op()); }
 
   private:
     cw_io *h_;
 };
+
+// An operator's name (owned by it; nullptr for nullptr).
+inline const char *operator_name(const cw_operator *op) noexcept { return op ? cw_operator_name(op) : nullptr; }
 
 // Where an operator declares its ports (in setup()).
 class op_spec {
@@ -869,7 +1500,7 @@ inline void op_destroy(void *user) noexcept { delete static_cast<operator_base *
 class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
   public:
     using handle::handle;
-    static detail::ret<pipeline> create(const context &ctx, const cw_pipeline_settings *settings = nullptr) {
+    static detail::ret<pipeline> create(const cw::context &ctx, const cw_pipeline_settings *settings = nullptr) {
         cw_pipeline *p = nullptr;
         cw_status s = cw_pipeline_create(&p, ctx.get(), settings);
         return detail::make(s, pipeline(p, true));
@@ -911,6 +1542,9 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
         }
         return detail::make(CW_SUCCESS, std::move(o));
     }
+    // Adds an operator made with the C API (cw_operator_create): the
+    // pipeline owns it on success; on failure it stays the caller's.
+    detail::void_ret add(cw_operator *op) { return detail::done(cw_pipeline_add(get(), op)); }
     template <class Op, class... A>
     detail::ret<cw_operator *> emplace(const char *name, A &&...args) {
         return add(name, std::unique_ptr<operator_base>(new Op(std::forward<A>(args)...)));
@@ -920,7 +1554,29 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     }
     detail::void_ret check() { return detail::done(cw_pipeline_check(get())); }
     detail::void_ret run(uint64_t iterations) { return detail::done(cw_pipeline_run(get(), iterations)); }
+    // Waits until the GPU has finished the work of every operator's last
+    // compute call (run() returns when the compute calls have).
+    detail::void_ret synchronize() { return detail::done(cw_pipeline_synchronize(get())); }
     detail::void_ret stop() { return detail::done(cw_pipeline_stop(get())); }
+    // The operator named `name`, borrowed (CW_ERROR_INVALID_ARGUMENT when none).
+    detail::ret<cw_operator *> find(const char *name) const {
+        cw_operator *o = nullptr;
+        cw_status s = cw_pipeline_find(get(), name, &o);
+        return detail::make(s, std::move(o));
+    }
+    // The device address of a port's memory, from outside compute (after
+    // make_resident, or a run of a pipeline whose ports declare memory).
+    detail::ret<unsigned long long> port_ptr(const char *op, const char *port) const {
+        unsigned long long p = 0;
+        cw_status s = cw_pipeline_port_ptr(get(), op, port, &p);
+        return detail::make(s, std::move(p));
+    }
+    // The pipeline's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_pipeline_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
     detail::void_ret make_resident(const resident &r) {
         return detail::done(cw_pipeline_make_resident(get(), r.get()));
     }
@@ -968,6 +1624,26 @@ static_assert(std::is_nothrow_move_constructible<lease>::value && std::is_nothro
               "lease moves never throw");
 static_assert(!std::is_copy_constructible<stream>::value && !std::is_copy_assignable<future>::value,
               "wrappers are not copyable");
+static_assert(sizeof(host_buffer) == 2 * sizeof(void *) + sizeof(size_t),
+              "host_buffer is the context, the pointer and the size");
+static_assert(!std::is_copy_constructible<host_buffer>::value && !std::is_copy_assignable<host_buffer>::value,
+              "host memory is not copyable");
+static_assert(std::is_nothrow_move_constructible<host_buffer>::value &&
+                  std::is_nothrow_move_assignable<host_buffer>::value,
+              "host_buffer moves never throw");
+static_assert(sizeof(forked) == 2 * sizeof(void *), "forked is the parent and the child");
+static_assert(!std::is_copy_constructible<forked>::value && !std::is_copy_assignable<forked>::value,
+              "forked is not copyable");
+static_assert(std::is_nothrow_move_constructible<forked>::value && std::is_nothrow_move_assignable<forked>::value,
+              "forked moves never throw");
+static_assert(std::is_nothrow_move_constructible<context>::value && std::is_nothrow_move_assignable<context>::value &&
+                  std::is_nothrow_move_constructible<partition_set>::value &&
+                  std::is_nothrow_move_assignable<partition_set>::value &&
+                  std::is_nothrow_move_constructible<stream_pool>::value &&
+                  std::is_nothrow_move_assignable<stream_pool>::value &&
+                  std::is_nothrow_move_constructible<timer>::value && std::is_nothrow_move_assignable<timer>::value &&
+                  std::is_nothrow_move_constructible<future>::value && std::is_nothrow_move_assignable<future>::value,
+              "contexts, partition sets, pools, timers and futures move without throwing");
 
 }  // namespace cw
 
