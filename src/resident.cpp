@@ -757,6 +757,19 @@ static cw_status check_result(const cw_resident *r, uint64_t seq, int *ready) {
     return CW_SUCCESS;
 }
 
+// A running loop whose stream reports an error has faulted: name the stage
+// (the request it was serving). Asked by waits that have waited a while.
+static cw_status check_fault(const cw_resident *r) {
+    if (!is_active(r)) return CW_SUCCESS;
+    CUresult q = drv().cuStreamQuery(r->run->cu);
+    if (q == CUDA_SUCCESS || q == CUDA_ERROR_NOT_READY) return CW_SUCCESS;
+    const unsigned long long served = (unsigned long long)load_completed(r);
+    cw_status st = fail_cu(q, "cuStreamQuery", "the resident loop's stream");
+    return fail(st, "the resident loop faulted while serving request %llu (its workload or data-ready handler; "
+                    "requests finished: %llu): %s",
+                served + 1, served, cw_last_error()->cu_name);
+}
+
 CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
@@ -780,6 +793,7 @@ CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uin
             CW_TRY(check_result(r, seq, &ready));
             if (ready) return CW_SUCCESS;
             const uint64_t now = (uint64_t)now_ns();
+            if (now - start > 1000000ull && (i & 1023) == 0) CW_TRY(check_fault(r));  // past 1 ms: a fault?
             if (now >= deadline)
                 return fail(CW_ERROR_TIMEOUT, "request %llu not finished within %u ms (made: %llu, finished: %llu)",
                             (unsigned long long)seq, timeout_ms, (unsigned long long)load_requested(r),

@@ -14,7 +14,9 @@
  * given a timeout (2 s) and must come back with CW_ERROR_DEVICE_FAULT.
  * A third child runs a pipeline whose operator B faults in iteration 2: the
  * run stops there with CW_ERROR_DEVICE_FAULT naming the iteration and the
- * operators in flight, and everything is destroyed afterwards.
+ * operators in flight, and everything is destroyed afterwards. A fourth
+ * runs a resident loop whose workload faults: the wait for that request
+ * ends with CW_ERROR_DEVICE_FAULT naming it, and destroy returns.
  * Under compute-sanitizer (NV_SANITIZER_INJECTION_* set) the driver reports the
  * fault as CUDA_ERROR_LAUNCH_FAILED, which is then accepted too; memcheck
  * still reports the deliberate bad write, so the sanitizer's own exit code
@@ -325,6 +327,60 @@ static void test_pipeline_fault(void **state) {
     stage = "done";
 }
 
+/* A workload kernel faulting inside the resident loop: the wait for that
+ * request ends with CW_ERROR_DEVICE_FAULT naming it, not with a timeout;
+ * tear-down and destroy return. */
+static cw_status fault_workload(cw_stream *s, void *user) {
+    (void)user;
+    dptr bad = 0x10;
+    void *a[] = {&bad};
+    cw_launch_config c;
+    cw_launch_config_default(&c);
+    return cw_kernel_launch(pk_fault, s, &c, a);
+}
+
+static void test_resident_fault(void **state) {
+    (void)state;
+    cw_context *ctx = NULL;
+    cw_module *m = NULL;
+    stage = "resident setup";
+    assert_cw_ok(cw_context_create(&ctx, 0));
+    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
+        cw_context_destroy(&ctx);
+        skip();
+    }
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
+    assert_cw_ok(cw_kernel_preload(pk_fault, ctx));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.sleep_interval_us = 0;
+    rs.unroll = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(r, fault_workload, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_launch(r));
+    stage = "waiting for a request whose workload faults";
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    const double t0 = now_ms();
+    cw_status st = cw_resident_wait_result(r, seq, 10000);
+    const double took = now_ms() - t0;
+    printf("# resident fault: wait_result returned %s after %.0f ms: %s\n", cw_status_name(st), took,
+           cw_last_error_message());
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(cw_last_error_message(), "request 1"));
+    assert_true(took < 5000);
+    stage = "tear-down and destroy after the fault";
+    (void)cw_resident_tear_down(r, 1000);
+    assert_cw_ok(cw_resident_destroy(&r));
+    assert_null(r);
+    cw_module_destroy(&m);
+    cw_context_destroy(&ctx);
+    stage = "done";
+}
+
 static int pipeline_child(void) {
     signal(SIGALRM, on_alarm);
     alarm(WATCHDOG_S);
@@ -335,6 +391,18 @@ static int pipeline_child(void) {
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_pipeline_fault)};
     return cmocka_run_group_tests_name("fault_pipeline", tests, NULL, NULL) ? 1 : 0;
+}
+
+static int resident_child(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(WATCHDOG_S);
+    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
+    if (!rawcuda_open(&rc)) {
+        printf("FAIL: cuweave found a driver but the test's own loader did not\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_resident_fault)};
+    return cmocka_run_group_tests_name("fault_resident", tests, NULL, NULL) ? 1 : 0;
 }
 
 /* The child: one kind, a fresh process, a fresh context. */
@@ -360,7 +428,7 @@ int main(void) {
     /* No CUDA (and no cuweave call, which would initialise it) before fork. */
     const cw_future_kind kinds[2] = {CW_FUTURE_HOST_FUNC, CW_FUTURE_WRITE_VALUE};
     int skipped = 0, failed = 0;
-    for (int i = 0; i < 3; i++) { /* 2: the pipeline */
+    for (int i = 0; i < 4; i++) { /* 2: the pipeline, 3: the resident loop */
         fflush(stdout);
         fflush(stderr);
         const pid_t pid = fork();
@@ -369,7 +437,7 @@ int main(void) {
             return 1;
         }
         if (pid == 0) {
-            const int code = i == 2 ? pipeline_child() : child(kinds[i]);
+            const int code = i == 3 ? resident_child() : i == 2 ? pipeline_child() : child(kinds[i]);
             fflush(stdout);
             fflush(stderr);
             _exit(code); /* no atexit teardown in a faulted process */
@@ -386,17 +454,19 @@ int main(void) {
         } else {
             failed++;
             if (WIFSIGNALED(ws))
-                printf("FAIL: %s child killed by signal %d\n", i == 2 ? "pipeline" : kind_name(kinds[i]),
+                printf("FAIL: %s child killed by signal %d\n", i >= 2 ? (i == 2 ? "pipeline" : "resident") : kind_name(kinds[i]),
                        WTERMSIG(ws));
             else
-                printf("FAIL: %s child exited %d\n", i == 2 ? "pipeline" : kind_name(kinds[i]), WEXITSTATUS(ws));
+                printf("FAIL: %s child exited %d\n", i >= 2 ? (i == 2 ? "pipeline" : "resident") : kind_name(kinds[i]),
+                       WEXITSTATUS(ws));
         }
     }
-    if (skipped == 3) return CWT_SKIP_EXIT;
+    if (skipped == 4) return CWT_SKIP_EXIT;
     if (skipped) {
         printf("FAIL: some children found a GPU and others did not\n");
         return 1;
     }
-    printf("# fault: both future kinds and the pipeline reported CW_ERROR_DEVICE_FAULT: %s\n", failed ? "no" : "yes");
+    printf("# fault: both future kinds, the pipeline and the resident loop reported CW_ERROR_DEVICE_FAULT: %s\n",
+           failed ? "no" : "yes");
     return failed ? 1 : 0;
 }

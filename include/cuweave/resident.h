@@ -311,7 +311,10 @@ CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, in
  * yields the CPU between checks. timeout_ms 0 checks once.
  * Returns CW_SUCCESS; CW_ERROR_TIMEOUT (the detail gives the requests made
  * and served); CW_ERROR_INVALID_STATE when the loop stopped before serving
- * seq; CW_ERROR_INVALID_ARGUMENT as cw_resident_result_ready.
+ * seq; CW_ERROR_DEVICE_FAULT when the loop's stream reports a fault (asked
+ * about once the wait has lasted a millisecond): the detail names the
+ * request the loop was serving; CW_ERROR_INVALID_ARGUMENT as
+ * cw_resident_result_ready.
  * With a data-ready handler, seq counts the iterations that served data.
  */
 CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms);
