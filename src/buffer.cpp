@@ -35,7 +35,8 @@ struct Mark {
     int ncovers;
     cw_context *ctx;  // the event's pool (retained)
     CUevent ev;
-    const cw_stream *s;  // compared only
+    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
+    uint64_t serial;     // the stream's serial: compared across time
 };
 
 struct BufferCache {
@@ -78,6 +79,7 @@ cw_status mark_record(cw_stream *s, Mark **out) {
     m->ctx = s->ctx;
     context_retain(m->ctx);
     m->s = s;
+    m->serial = s->serial;
     *out = m;
     return CW_SUCCESS;
 }
@@ -300,7 +302,7 @@ cw_status buffer_attach(cw_buffer *b, Mark *m) {
         SpinLock lock(b->lock);
         // A use on the same stream covers the earlier one.
         for (int i = 0; i < b->nuses && !replaced; i++)
-            if (b->uses[i]->s == m->s) {
+            if (b->uses[i]->serial == m->serial) {  // not the address: a later stream may reuse it
                 out = b->uses[i];
                 b->uses[i] = m;
                 replaced = true;

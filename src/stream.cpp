@@ -58,6 +58,7 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
     s->owned = true;
     s->holds_ctx = retain_ctx;
     if (retain_ctx) context_retain(ctx);
+    s->serial = stream_serial();
     s->tag = kTagStream;
     *out = s;
     return CW_SUCCESS;
@@ -76,6 +77,11 @@ void stream_free(cw_stream *s) {
     s->~cw_stream();
     free(s);
     if (holds) context_release(ctx);
+}
+
+uint64_t stream_serial() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 cw_status stream_order(cw_stream *dst, cw_stream *src) {
@@ -153,6 +159,7 @@ CW_API cw_status cw_stream_wrap(cw_stream **out, cw_context *ctx, CUstream strea
     s->is_null = is_null;
     s->holds_ctx = true;
     context_retain(ctx);
+    s->serial = stream_serial();
     s->tag = kTagStream;
     *out = s;
     return CW_SUCCESS;

@@ -52,6 +52,7 @@ struct cw_stream {
     std::atomic<int> leased;
     cw::CaptureState cap;  // a capture begun on this stream
     bool in_capture;       // forked from a capturing stream and not yet joined
+    uint64_t serial;       // unique in the process (an address can be reused by a later stream)
 };
 
 namespace cw {
@@ -125,6 +126,9 @@ inline cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
     }
     return guard.leave();
 }
+
+// A number no other stream of the process has had (for each new cw_stream).
+uint64_t stream_serial();
 
 // Record on src, wait on dst (the heart of cw_stream_wait).
 cw_status stream_order(cw_stream *dst, cw_stream *src);
