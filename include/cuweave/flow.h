@@ -23,8 +23,10 @@
  * The stream rules (docs/pipelines.md has the timeline):
  *  - cw_io_receive_stream(io, port) returns the operator's internal stream,
  *    leased once from the operator's pool and kept across compute calls,
- *    after making it wait (cuEventRecord + cuStreamWaitEvent, no CPU
- *    blocking) for the stream of every message on that port. It makes the
+ *    after making it wait (cuStreamWaitEvent, no CPU blocking) for the work
+ *    of every message on that port: each message carries the event its
+ *    producer's compute call ended with on its stream (one cuEventRecord
+ *    per stream per call, made when the call returned). It makes the
  *    stream's context current on the calling thread, and from then on the
  *    operator's outputs carry the internal stream. Calling it for several
  *    ports returns the same stream, ordered behind all of them. Unlike
