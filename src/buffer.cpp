@@ -132,12 +132,7 @@ namespace {
 
 inline bool buffer_ok(const cw_buffer *b) { return b && b->tag == kTagBuffer; }
 
-#define CW_CHECK_BUFFER(b)                                                                  \
-    do {                                                                                    \
-        CW_CHECK_ARG((b) != NULL);                                                          \
-        if (__builtin_expect(!buffer_ok(b), 0))                                             \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_buffer", #b);         \
-    } while (0)
+#define CW_CHECK_BUFFER(b) CW_CHECK_HANDLE(buffer_ok, b, "cw_buffer")
 
 // The context's pool, made on first use: device memory of its device, kept
 // cached (release threshold: all), never inserting dependencies between
@@ -329,6 +324,17 @@ cw_status buffer_attach(cw_buffer *b, Mark *m) {
     return CW_SUCCESS;
 }
 
+namespace {
+// A use recorded by hand: a mark of its own on s.
+cw_status record_use(cw_buffer *b, cw_stream *s) {
+    Mark *m = nullptr;
+    CW_TRY(mark_record(s, &m));
+    cw_status st = buffer_attach(b, m);
+    mark_release(m);
+    return st;
+}
+}  // namespace
+
 BufferCache *buffer_cache_new() {
     void *mem = calloc(1, sizeof(BufferCache));
     if (!mem) return nullptr;
@@ -479,12 +485,7 @@ CW_API cw_status cw_buffer_alloc(cw_buffer **out, cw_stream *s, size_t bytes) {
     cw_buffer *b = nullptr;
     CW_TRY(buffer_new(s, bytes, &b));
     // The free must follow the allocation: its first use.
-    Mark *m = nullptr;
-    cw_status st = mark_record(s, &m);
-    if (st == CW_SUCCESS) {
-        st = buffer_attach(b, m);
-        mark_release(m);
-    }
+    cw_status st = record_use(b, s);
     if (st != CW_SUCCESS) {
         // Nothing used it yet: freeing on its own stream is ordered.
         (void)on_stream(s, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, s->cu); });
@@ -528,11 +529,7 @@ CW_API cw_status cw_buffer_use(cw_buffer *b, cw_stream *s) {
     if (s->ctx->device != b->ctx->device)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the stream is on device %d, the buffer on device %d", s->ctx->ordinal,
                     b->ctx->ordinal);
-    Mark *m = nullptr;
-    CW_TRY(mark_record(s, &m));
-    cw_status st = buffer_attach(b, m);
-    mark_release(m);
-    return st;
+    return record_use(b, s);
 }
 
 CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, unsigned long long *dptr) {

@@ -190,6 +190,15 @@ cw_status device_priority_range(int ordinal, int *least, int *greatest);
 
 }  // namespace cw
 
+// Rejects a NULL handle (CW_ERROR_INVALID_ARGUMENT) or one that ok_fn does
+// not accept (CW_ERROR_INVALID_HANDLE, naming the type `what`).
+#define CW_CHECK_HANDLE(ok_fn, h, what)                                                    \
+    do {                                                                                   \
+        CW_CHECK_ARG((h) != NULL);                                                         \
+        if (__builtin_expect(!ok_fn(h), 0))                                                \
+            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live " what, #h);     \
+    } while (0)
+
 // Rejects a NULL or foreign context handle.
 #define CW_CHECK_CONTEXT(ctx)                                                              \
     do {                                                                                   \

@@ -93,7 +93,6 @@ struct cw_operator {
     // Run state.
     cw_stream *internal;        // leased once, kept until the pipeline goes
     cw_stream_pool *internal_pool;
-    bool named_used;            // named streams were taken from the pool
     bool started;               // by cw_pipeline_run (stopped when the run ends)
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
     std::atomic<uint64_t> ran;  // 1 + the global iteration of its last compute call (0: none)
@@ -136,7 +135,7 @@ struct cw_pipeline {
     cw::Vec<int> queue;
     size_t done;
     bool quit;
-    bool failed;
+    std::atomic<bool> failed;  // set (with fail_msg) under mu; read without it
     cw_status fail_status;
     char fail_msg[512];
 };
@@ -148,26 +147,22 @@ inline bool op_ok(const cw_operator *o) { return o && o->tag == kTagOperator; }
 inline bool pipe_ok(const cw_pipeline *p) { return p && p->tag == kTagPipeline; }
 inline bool io_ok(const cw_io *io) { return io && io->tag == kTagIo; }
 
-#define CW_CHECK_OP(o)                                                                      \
-    do {                                                                                    \
-        CW_CHECK_ARG((o) != NULL);                                                          \
-        if (__builtin_expect(!op_ok(o), 0))                                                 \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_operator", #o);       \
-    } while (0)
-#define CW_CHECK_PIPE(p)                                                                    \
-    do {                                                                                    \
-        CW_CHECK_ARG((p) != NULL);                                                          \
-        if (__builtin_expect(!pipe_ok(p), 0))                                               \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_pipeline", #p);       \
-    } while (0)
+#define CW_CHECK_OP(o) CW_CHECK_HANDLE(op_ok, o, "cw_operator")
+#define CW_CHECK_PIPE(p) CW_CHECK_HANDLE(pipe_ok, p, "cw_pipeline")
 #define CW_CHECK_IO(io)                                                                     \
     do {                                                                                    \
-        CW_CHECK_ARG((io) != NULL);                                                         \
-        if (__builtin_expect(!io_ok(io), 0))                                                \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a cw_io of a compute call", #io); \
+        CW_CHECK_HANDLE(io_ok, io, "cw_io of a compute call");                              \
         if (__builtin_expect(!(io)->active, 0))                                             \
             return fail(CW_ERROR_INVALID_STATE, "%s is used outside the compute call it was given to", #io); \
     } while (0)
+
+// Appends 'name' to a list of names in buf (cap bytes, *len used, a ", "
+// before all but the first); stops adding once less than a name's room is
+// left, so a long list is cut, never overflowed.
+void list_name(char *buf, size_t cap, size_t *len, const char *name) {
+    if (*len + CW_NAME_MAX + 8 >= cap) return;
+    *len += (size_t)snprintf(buf + *len, cap - *len, "%s'%s'", *len ? ", " : "", name);
+}
 
 // 1..63 bytes of [A-Za-z0-9_.-]; *why says what is wrong.
 bool name_ok(const char *name, const char **why) {
@@ -314,9 +309,8 @@ cw_status check(cw_pipeline *p) {
     if (order.size() != n) {
         char names[256] = "";
         size_t len = 0;
-        for (size_t i = 0; i < n && len < sizeof names - 70; i++)
-            if (indeg[i] > 0)
-                len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", p->ops[i]->name);
+        for (size_t i = 0; i < n; i++)
+            if (indeg[i] > 0) list_name(names, sizeof names, &len, p->ops[i]->name);
         return fail(CW_ERROR_INVALID_ARGUMENT, "the connections form a cycle through operators %s", names);
     }
     if (any_port_memory(p)) CW_TRY(plan_memory(p, nullptr));
@@ -525,8 +519,7 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
 
 void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_status st) {
     pthread_mutex_lock(&p->mu);
-    if (!p->failed) {
-        p->failed = true;
+    if (!p->failed.load(std::memory_order_relaxed)) {
         p->fail_status = st;
         const cw_error_info *e = cw_last_error();
         const char *what = e->status == st && e->message[0] ? e->message : cw_status_string(st);
@@ -535,30 +528,24 @@ void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_statu
         if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
             // A fault is seen by whoever asks next: name the stage whose work
             // may hold it, the operators that queued work in this iteration.
-            size_t len = (size_t)n;
-            len += (size_t)snprintf(p->fail_msg + len, sizeof p->fail_msg - len,
-                                    "; the faulting work was queued in iteration %llu or before, by one of operators ",
-                                    (unsigned long long)(ran - 1));
-            bool first = true;
-            for (size_t k = 0; k < p->topo.size() && len < sizeof p->fail_msg - 70; k++) {
+            char names[320] = "";
+            size_t len = 0;
+            for (size_t k = 0; k < p->topo.size(); k++) {
                 const cw_operator *o = p->ops[p->topo[k]];
-                if (o->ran.load(std::memory_order_relaxed) != ran) continue;
-                len += (size_t)snprintf(p->fail_msg + len, sizeof p->fail_msg - len, "%s'%s'", first ? "" : ", ",
-                                        o->name);
-                first = false;
+                if (o->ran.load(std::memory_order_relaxed) == ran) list_name(names, sizeof names, &len, o->name);
             }
+            snprintf(p->fail_msg + n, sizeof p->fail_msg - (size_t)n,
+                     "; the faulting work was queued in iteration %llu or before, by one of operators %s",
+                     (unsigned long long)(ran - 1), names);
         }
+        p->failed.store(true, std::memory_order_release);  // after the message
     }
     pthread_mutex_unlock(&p->mu);
 }
 
 // Runs one operator for one iteration (any thread).
 void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
-    bool failed;
-    pthread_mutex_lock(&p->mu);
-    failed = p->failed;
-    pthread_mutex_unlock(&p->mu);
-    if (failed) return;
+    if (p->failed.load(std::memory_order_acquire)) return;
     if (!input_ready(p, op)) {
         p->skipped.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -623,14 +610,13 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
                 // was: it is in one of them, or in work queued before).
                 char names[320] = "";
                 size_t len = 0;
-                for (size_t j = 0; j < p->topo.size() && len < sizeof names - 70; j++) {
+                for (size_t j = 0; j < p->topo.size(); j++) {
                     const cw_operator *op = p->ops[p->topo[j]];
                     bool open = false;
                     for (size_t m = 0; m < p->ended.size(); m++)
                         open = open || (p->ended[m].iteration == e.iteration && p->ended[m].op == op->index &&
                                         !mark_finished(p->ended[m].mark));
-                    if (open)
-                        len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", op->name);
+                    if (open) list_name(names, sizeof names, &len, op->name);
                 }
                 st = fail(CW_ERROR_DEVICE_FAULT,
                           "the device faulted (%s) in iteration %llu or before: the work of operators %s was not "
@@ -737,10 +723,10 @@ cw_status resident_fn(cw_stream *s, void *user) {
         }
     if (st != CW_SUCCESS) {
         pthread_mutex_lock(&p->mu);
-        bool have = p->failed;
+        bool have = p->failed.load(std::memory_order_relaxed);
         char msg[512];
         snprintf(msg, sizeof msg, "%s", p->fail_msg);
-        p->failed = false;
+        p->failed.store(false, std::memory_order_relaxed);
         pthread_mutex_unlock(&p->mu);
         if (have) return fail(st, "%s", msg);
     }
@@ -776,6 +762,19 @@ cw_status output_port(cw_io *io, const char *port, int *idx) {
                     port);
     *idx = i;
     return CW_SUCCESS;
+}
+
+// Calls fn(n, message) for each message on input port pi in this iteration
+// (connection order; none in a resident capture); returns how many.
+template <class F>
+size_t each_message(const cw_io *io, int pi, F &&fn) {
+    size_t n = 0;
+    if (io->resident) return 0;
+    for (int ci : io->op->ports[pi].conns) {
+        const Connection &c = io->p->conns[ci];
+        if (c.has) fn(n++, c.msg);
+    }
+    return n;
 }
 
 cw_stream_pool *op_pool(const cw_operator *op) {
@@ -1127,7 +1126,7 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     } restore;
     restore.have = drv().cuCtxGetCurrent(&restore.prev) == CUDA_SUCCESS;
     p->stop.store(0);
-    p->failed = false;
+    p->failed.store(false, std::memory_order_relaxed);
     p->fail_status = CW_SUCCESS;
     p->fail_msg[0] = '\0';
     size_t n = p->ops.size();
@@ -1167,10 +1166,7 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
             pthread_mutex_unlock(&p->mu);
         }
         end_iteration(p);
-        pthread_mutex_lock(&p->mu);
-        bool failed = p->failed;
-        pthread_mutex_unlock(&p->mu);
-        if (failed) break;
+        if (p->failed.load(std::memory_order_acquire)) break;
         // Iterations are counted over every run (a run of one iteration per
         // frame is bounded too). The GPU may lag at most max_in_flight
         // iterations behind: the wait for the next iteration's bound is made
@@ -1193,7 +1189,7 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     end_iteration(p);
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
-    if (p->failed) return fail(p->fail_status, "%s", p->fail_msg);
+    if (p->failed.load(std::memory_order_acquire)) return fail(p->fail_status, "%s", p->fail_msg);
     return CW_SUCCESS;
 }
 
@@ -1290,8 +1286,7 @@ CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r) {
                         "operator '%s' is not GPU-resident (cw_operator_settings.resident): a resident pipeline "
                         "captures every operator",
                         op->name);
-    CW_TRY(plan_memory(p, nullptr));
-    CW_TRY(setup_memory(p, rctx));
+    CW_TRY(setup_memory(p, rctx));  // plans the memory (its rules' errors) before allocating
     p->resident = r;
     p->resident_copy = 0;
     cw_status st = cw_resident_set_workload_fn(r, resident_fn, p);
@@ -1326,15 +1321,9 @@ CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msg
     CW_CHECK_ARG(msgs != NULL || cap == 0);
     int pi;
     CW_TRY(input_port(io, port, &pi));
-    size_t n = 0;
-    if (!io->resident)
-        for (int ci : io->op->ports[pi].conns) {
-            const Connection &c = io->p->conns[ci];
-            if (!c.has) continue;
-            if (n < cap) msgs[n] = cw_message{c.msg.value, c.msg.buffer, c.msg.stream};
-            n++;
-        }
-    *count = n;
+    *count = each_message(io, pi, [&](size_t i, const Message &m) {
+        if (i < cap) msgs[i] = cw_message{m.value, m.buffer, m.stream};
+    });
     return CW_SUCCESS;
 }
 
@@ -1402,15 +1391,9 @@ CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **
     CW_CHECK_ARG(streams != NULL || cap == 0);
     int pi;
     CW_TRY(input_port(io, port, &pi));
-    size_t n = 0;
-    if (!io->resident)
-        for (int ci : io->op->ports[pi].conns) {
-            const Connection &c = io->p->conns[ci];
-            if (!c.has) continue;
-            if (n < cap) streams[n] = c.msg.stream;
-            n++;
-        }
-    *count = n;
+    *count = each_message(io, pi, [&](size_t i, const Message &m) {
+        if (i < cap) streams[i] = m.stream;
+    });
     return CW_SUCCESS;
 }
 
@@ -1428,7 +1411,6 @@ CW_API cw_status cw_io_stream(cw_io *io, const char *name, cw_stream **out) {
                     io->op->name);
     cw_stream *s;
     CW_TRY(cw_stream_pool_named(op_pool(io->op), io->op, name, &s));
-    io->op->named_used = true;
     if (!io->touched.push(s)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     *out = s;
     return CW_SUCCESS;

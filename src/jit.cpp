@@ -315,13 +315,6 @@ cw_status builtin_get(int index, cw_kernel **out) {
 
 using namespace cw;
 
-#define CW_CHECK_HANDLE_(ok_fn, h, what)                                                   \
-    do {                                                                                   \
-        CW_CHECK_ARG((h) != NULL);                                                         \
-        if (__builtin_expect(!ok_fn(h), 0))                                                \
-            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live " what, #h);     \
-    } while (0)
-
 extern "C" {
 
 CW_API cw_status cw_nvrtc_version(int *major, int *minor) {
@@ -444,7 +437,7 @@ CW_API void cw_program_destroy(cw_program **pp) {
 
 CW_API cw_status cw_program_get_info(const cw_program *p, cw_program_info *info) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(program_ok, p, "cw_program");
+    CW_CHECK_HANDLE(program_ok, p, "cw_program");
     CW_CHECK_ARG(info != NULL);
     memset(info, 0, sizeof *info);
     info->code = p->entry->code;
@@ -459,7 +452,7 @@ CW_API cw_status cw_program_get_info(const cw_program *p, cw_program_info *info)
 
 CW_API cw_status cw_program_lowered_name(const cw_program *p, const char *expr, const char **lowered) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(program_ok, p, "cw_program");
+    CW_CHECK_HANDLE(program_ok, p, "cw_program");
     CW_CHECK_ARG(expr != NULL);
     CW_CHECK_ARG(lowered != NULL);
     for (size_t i = 0; i < p->entry->n_names; i++)
@@ -473,7 +466,7 @@ CW_API cw_status cw_program_lowered_name(const cw_program *p, const char *expr, 
 CW_API cw_status cw_module_load(cw_module **out, const cw_program *p) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
-    CW_CHECK_HANDLE_(program_ok, p, "cw_program");
+    CW_CHECK_HANDLE(program_ok, p, "cw_program");
     CW_TRY(need_library_api());
     CW_TRY(refuse_load_while_resident("cw_module_load"));
     const JitEntry *e = p->entry;
@@ -557,7 +550,7 @@ CW_API void cw_module_destroy(cw_module **pm) {
 
 CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel **kernel) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(module_ok, m, "cw_module");
+    CW_CHECK_HANDLE(module_ok, m, "cw_module");
     CW_CHECK_ARG(name != NULL && *name);
     CW_CHECK_ARG(kernel != NULL);
     return get_kernel(m, name, kernel);
@@ -565,7 +558,7 @@ CW_API cw_status cw_module_get_kernel(cw_module *m, const char *name, cw_kernel 
 
 CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_HANDLE(kernel_ok, k, "cw_kernel");
     CW_CHECK_CONTEXT(ctx);
     if (!drv().cuKernelGetFunction) return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (CUDA 12.0)");
     CW_TRY(refuse_load_while_resident("cw_kernel_preload"));
@@ -578,7 +571,7 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
 
 CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_HANDLE(kernel_ok, k, "cw_kernel");
     CW_CHECK_CONTEXT(ctx);
     CW_CHECK_ARG(count != NULL);
     CW_CHECK_ARG(cap == 0 || sizes != NULL);
@@ -657,7 +650,7 @@ void cache_function(cw_kernel *k, const cw_stream *s) {
 
 CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_config *cfg, void **args) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_HANDLE(kernel_ok, k, "cw_kernel");
     CW_CHECK_STREAM(s);
     CW_CHECK_ARG(cfg != NULL);
     CW_CHECK_ARG(cfg->use_priority == 0 || cfg->use_priority == 1);
@@ -706,7 +699,7 @@ CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_co
 
 CW_API cw_status cw_kernel_get_handle(const cw_kernel *k, void **cukernel) {
     CW_ENTRY;
-    CW_CHECK_HANDLE_(kernel_ok, k, "cw_kernel");
+    CW_CHECK_HANDLE(kernel_ok, k, "cw_kernel");
     CW_CHECK_ARG(cukernel != NULL);
     *cukernel = k->cu;
     return CW_SUCCESS;
