@@ -188,7 +188,7 @@ $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 
 # GPU tests and fake-driver tests link libcuweave.a: they use the internal
 # test seam (src/seam.h).
-$(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h examples/video_filter.h $(STATIC) $(HEADERS)
+$(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/fakelive.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h examples/video_filter.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)

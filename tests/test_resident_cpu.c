@@ -22,32 +22,14 @@
 #include <unistd.h>
 
 #include "cwtest.h"
+#include "fakelive.h"
 #include "seam.h"
 
-static long (*fake_live)(const char *kind);
 static long (*fake_last_prog)(void);
 static long (*fake_calls)(const char *entry);
 static CUcontext (*fake_other)(void);
-static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "body", "exec", "pending"};
-#define NKINDS (sizeof k_kinds / sizeof k_kinds[0])
 
 static cw_context *ctx;
-
-static void snapshot(long *v) {
-    for (size_t i = 0; i < NKINDS; i++) v[i] = fake_live(k_kinds[i]);
-}
-
-static int leaks(const long *before, const char *what) {
-    long now[NKINDS];
-    snapshot(now);
-    int bad = 0;
-    for (size_t i = 0; i < NKINDS; i++)
-        if (now[i] != before[i]) {
-            printf("# leak after %s: %s %ld -> %ld\n", what, k_kinds[i], before[i], now[i]);
-            bad = 1;
-        }
-    return bad;
-}
 
 static void test_settings_defaults_and_validation(void **state) {
     (void)state;
