@@ -30,6 +30,8 @@ LIB_SRCS = \
 	src/graph.cpp \
 	src/jit.cpp \
 	src/jit_cache.cpp \
+	src/multi.cpp \
+	src/nccl.cpp \
 	src/partition.cpp \
 	src/pool.cpp \
 	src/resident.cpp \
@@ -39,6 +41,7 @@ LIB_SRCS = \
 
 HEADERS = \
 	include/cuweave/buffer.h \
+	include/cuweave/collective.h \
 	include/cuweave/common.h \
 	include/cuweave/context.h \
 	include/cuweave/cuweave.h \
@@ -47,6 +50,7 @@ HEADERS = \
 	include/cuweave/future.h \
 	include/cuweave/graph.h \
 	include/cuweave/jit.h \
+	include/cuweave/multi.h \
 	include/cuweave/partition.h \
 	include/cuweave/resident.h \
 	include/cuweave/resident_device.h \
@@ -59,11 +63,11 @@ EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels r
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -104,7 +108,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
@@ -178,11 +182,14 @@ $(CPP_TESTS:%=$(O)/tests/%_noexcept): $(O)/tests/%_noexcept: tests/%.cpp $(CPP_H
 	$(CXX) -std=c++17 -fno-exceptions $(WARN) $(CXXFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) \
 		-l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
 
-# The fake driver and the fake NVRTC for the CPU tests.
+# The fake driver, the fake NVRTC and the fake NCCL for the CPU tests.
 $(O)/tests/libfakecuda.so: tests/fake_cuda.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
 $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+$(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "buffer.hpp"
+#include "cuweave/multi.h"
 #include "core.hpp"
 #include "cuweave/buffer.h"
 #include "stream.hpp"
@@ -134,6 +135,8 @@ inline bool buffer_ok(const cw_buffer *b) { return b && b->tag == kTagBuffer; }
 
 #define CW_CHECK_BUFFER(b) CW_CHECK_HANDLE(buffer_ok, b, "cw_buffer")
 
+}  // namespace
+
 // The context's pool, made on first use: device memory of its device, kept
 // cached (release threshold: all), never inserting dependencies between
 // streams to reuse memory (a consumer of frame n must not hold up the
@@ -175,6 +178,8 @@ cw_status mempool_get(cw_context *ctx, CUmemoryPool *out) {
     if (pool) drv().cuMemPoolDestroy(pool);  // another thread made it first
     return CW_SUCCESS;
 }
+
+namespace {
 
 // The context's release stream: leased from its fork pool once, kept.
 cw_status release_stream(cw_context *ctx, cw_stream **out) {
@@ -334,6 +339,26 @@ cw_status record_use(cw_buffer *b, cw_stream *s) {
     return st;
 }
 }  // namespace
+
+cw_context *buffer_context(const cw_buffer *b) { return b->ctx; }
+size_t buffer_bytes(const cw_buffer *b) { return b->bytes; }
+
+cw_status buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src) {
+    if (!drv().cuMemcpyPeerAsync) return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuMemcpyPeerAsync");
+    if (capturing(s))
+        return fail(CW_ERROR_NOT_PERMITTED,
+                    "the stream is being captured: a use recorded in a graph would not order the free");
+    CW_TRY(on_stream(s, "cuMemcpyPeerAsync", [&] {
+        return drv().cuMemcpyPeerAsync(dst->ptr, dst->ctx->cu, src->ptr, src->ctx->cu, src->bytes, s->cu);
+    }));
+    // One record serves both buffers' uses.
+    Mark *m = nullptr;
+    CW_TRY(mark_record(s, &m));
+    cw_status st = buffer_attach(src, m);
+    if (st == CW_SUCCESS) st = buffer_attach(dst, m);
+    mark_release(m);
+    return st;
+}
 
 BufferCache *buffer_cache_new() {
     void *mem = calloc(1, sizeof(BufferCache));
@@ -526,10 +551,7 @@ CW_API cw_status cw_buffer_use(cw_buffer *b, cw_stream *s) {
     if (capturing(s))
         return fail(CW_ERROR_NOT_PERMITTED,
                     "the stream is being captured: a use recorded in a graph would not order the free");
-    if (s->ctx->device != b->ctx->device)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "the stream is on device %d, the buffer on device %d", s->ctx->ordinal,
-                    b->ctx->ordinal);
-    return record_use(b, s);
+    return record_use(b, s);  // any device: a peer reading it, or a peer copy
 }
 
 CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, unsigned long long *dptr) {
@@ -590,6 +612,41 @@ CW_API cw_status cw_copy_to_host(cw_stream *s, void *dst, unsigned long long src
     if (bytes == 0) return CW_SUCCESS;
     CW_CHECK_ARG(dst != NULL && src != 0);
     return on_stream(s, "cuMemcpyDtoHAsync", [&] { return drv().cuMemcpyDtoHAsync(dst, src, bytes, s->cu); });
+}
+
+CW_API cw_status cw_buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src) {
+    CW_ENTRY;
+    CW_CHECK_STREAM(s);
+    CW_CHECK_BUFFER(dst);
+    CW_CHECK_BUFFER(src);
+    CW_CHECK_ARG(dst != src);
+    if (dst->bytes < src->bytes)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "dst holds %zu bytes, src %zu", dst->bytes, src->bytes);
+    if (dst->refs.load(std::memory_order_acquire) > 1)
+        return fail(CW_ERROR_INVALID_STATE, "dst is shared (%u references): it is read-only",
+                    dst->refs.load(std::memory_order_relaxed));
+    return buffer_copy(s, dst, src);
+}
+
+CW_API cw_status cw_buffer_pool_share(cw_context *owner, cw_context *peer) {
+    CW_ENTRY;
+    CW_CHECK_CONTEXT(owner);
+    CW_CHECK_CONTEXT(peer);
+    if (owner->device == peer->device)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "owner and peer are both on device %d", owner->ordinal);
+    if (!drv().cuMemPoolSetAccess) return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuMemPoolSetAccess");
+    // Peer access first: it is what the topology must allow, and it says so
+    // (CW_ERROR_NOT_SUPPORTED) before the pool is touched.
+    CW_TRY(cw_context_enable_peer(peer, owner));
+    CUmemoryPool pool = nullptr;
+    CW_TRY(mempool_get(owner, &pool));
+    CUmemAccessDesc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = peer->ordinal;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CW_CU(cuMemPoolSetAccess, (pool, &desc, 1));
+    return CW_SUCCESS;
 }
 
 CW_API cw_status cw_host_alloc(cw_context *ctx, size_t bytes, void **out) {

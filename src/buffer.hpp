@@ -31,8 +31,18 @@ cw_status mark_wait(Mark *m);
 void mark_cover(Mark *m, Mark *earlier);
 const cw_stream *mark_stream(const Mark *m);
 
-// Records m as a use of b (a use on the same stream is replaced). b and m on one device.
+// Records m as a use of b (a use on the same stream is replaced). m may be
+// on any device (a peer reading b, or copying it).
 cw_status buffer_attach(cw_buffer *b, Mark *m);
+
+// The buffer's context (borrowed) and size.
+cw_context *buffer_context(const cw_buffer *b);
+size_t buffer_bytes(const cw_buffer *b);
+// Copies all of src into dst (at least as large) on s (cuMemcpyPeerAsync:
+// any two devices) and records the use of both by s. Checks nothing else.
+cw_status buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src);
+// The context's stream-ordered pool (made on first use).
+cw_status mempool_get(cw_context *ctx, CUmemoryPool *out);
 
 struct BufferCache;
 BufferCache *buffer_cache_new();

@@ -127,6 +127,9 @@ struct cw_context {
     CUmemoryPool mempool;
     cw_stream *release;
     cw::IdleRelease idle;  // its last release while a resident loop runs: freed when none does
+    // Peer access from this context enabled through cuweave (multi.cpp): bit
+    // i set when the device of ordinal i can be accessed.
+    std::atomic<uint64_t> peers;
 };
 
 namespace cw {

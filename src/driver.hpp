@@ -155,7 +155,18 @@ namespace cw {
     X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040,                                       \
       (CUkernel kernel, size_t index, size_t *offset, size_t *size))                             \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
-      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                 \
+    X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000, (int *can, CUdevice dev, CUdevice peer)) \
+    X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute", 8000,                                  \
+      (int *value, int attrib, CUdevice src, CUdevice dst))                                      \
+    X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, (CUcontext peer, unsigned flags))    \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000,                                              \
+      (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes,     \
+       CUstream stream))                                                                         \
+    X(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020,                                           \
+      (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count))                             \
+    X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020,                                           \
+      (int *flags, CUmemoryPool pool, CUmemLocation *location))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).

@@ -48,12 +48,18 @@ struct Port {
     Message pending;
     bool stream_set = false;
     cw_stream *stream = nullptr;
+    // Input state of the call in progress: buffers from other devices moved.
+    bool moved = false;
 };
 
 struct Connection {
     int from_op, from_port, to_op, to_port;
     bool has = false;
     Message msg;
+    // The message's buffer moved to the consumer's device for the call in
+    // progress (a reference, dropped when the call ends), or NULL.
+    cw_buffer *local = nullptr;
+    bool noted = false;  // the move across devices was logged once
 };
 
 struct PortMemory {
@@ -124,7 +130,7 @@ struct cw_pipeline {
     cw_stream *null_stream;  // wrapper of the legacy stream, made when first needed
     std::atomic<int> running;
     std::atomic<int> stop;
-    std::atomic<uint64_t> iterations, computes, skipped, fallbacks;
+    std::atomic<uint64_t> iterations, computes, skipped, fallbacks, peer_copies;
     // Resident pipelines.
     cw_resident *resident;
     uint64_t resident_copy;
@@ -397,6 +403,7 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
         pt.pending = Message{};
         pt.stream_set = false;
         pt.stream = nullptr;
+        pt.moved = false;
     }
 }
 
@@ -479,8 +486,14 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
     };
     for (const Port &pt : op->ports) {
         if (pt.input) {
-            for (int ci : pt.conns)
-                if (p->conns[ci].has) use(p->conns[ci].msg.buffer);
+            for (int ci : pt.conns) {
+                Connection &c = p->conns[ci];
+                if (c.has) use(c.msg.buffer);
+                if (c.local) {
+                    use(c.local);
+                    cw_buffer_release(&c.local);
+                }
+            }
         } else if (pt.emitted) {
             use(pt.pending.buffer);
         }
@@ -772,7 +785,10 @@ size_t each_message(const cw_io *io, int pi, F &&fn) {
     if (io->resident) return 0;
     for (int ci : io->op->ports[pi].conns) {
         const Connection &c = io->p->conns[ci];
-        if (c.has) fn(n++, c.msg);
+        if (!c.has) continue;
+        Message m = c.msg;
+        if (c.local) m.buffer = c.local;
+        fn(n++, m);
     }
     return n;
 }
@@ -780,6 +796,9 @@ size_t each_message(const cw_io *io, int pi, F &&fn) {
 cw_stream_pool *op_pool(const cw_operator *op) {
     return op->settings.pool ? op->settings.pool : op->owner->pool;
 }
+
+// The device an operator's work runs on: its pool's.
+const cw_context *op_context(const cw_operator *op) { return op_pool(op)->ctx; }
 
 // Gives the call its stream when it has none yet: the operator's internal
 // stream (leased now if need be), else the first upstream stream of `port`.
@@ -806,7 +825,8 @@ cw_status ensure_stream(cw_io *io, int port) {
     if (port >= 0)
         for (int ci : op->ports[port].conns) {
             const Connection &c = p->conns[ci];
-            if (c.has && c.msg.stream) {
+            // Not a stream of another device: the operator's work stays on its own.
+            if (c.has && c.msg.stream && c.msg.stream->ctx->device == op_context(op)->device) {
                 io->stream = c.msg.stream;
                 io->carry = true;
                 p->fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -814,6 +834,76 @@ cw_status ensure_stream(cw_io *io, int port) {
             }
         }
     return CW_SUCCESS;  // none: the caller hands out the legacy stream
+}
+
+// Makes s wait for the producer's work of the message on connection c.
+cw_status order_behind(cw_io *io, cw_stream *s, const Connection &c) {
+    if (!c.has || !c.msg.stream || c.msg.stream == s) return CW_SUCCESS;
+    if (c.msg.mark) {
+        // The producer's call ended at this event: wait for it (no record).
+        CUevent ev = mark_event(c.msg.mark);
+        CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+        (void)io->waited.push(c.msg.mark);  // not noted when out of memory: only a lost shortcut
+        return CW_SUCCESS;
+    }
+    return stream_order(s, c.msg.stream);
+}
+
+// True when copies between the two contexts' devices can go directly (peer
+// access enabled through cuweave either way).
+bool peer_direct(const cw_context *a, const cw_context *b) {
+    const uint64_t ba = b->ordinal < 64 ? 1ull << b->ordinal : 0, ab = a->ordinal < 64 ? 1ull << a->ordinal : 0;
+    return (a->peers.load(std::memory_order_acquire) & ba) || (b->peers.load(std::memory_order_acquire) & ab);
+}
+
+// Moves, once per call, the buffers of port pi's messages that live on
+// another device than the operator's: a buffer of the operator's device
+// (from the pipeline's cache) filled by a peer copy on the call's stream,
+// after the producer's work. Receive calls hand out the moved buffer; the
+// original keeps the call's uses, so neither is freed under the copy.
+cw_status move_inputs(cw_io *io, int pi) {
+    Port &pt = io->op->ports[pi];
+    if (io->resident || pt.moved) return CW_SUCCESS;
+    cw_pipeline *p = io->p;
+    const cw_context *home = op_context(io->op);
+    for (int ci : pt.conns) {
+        Connection &c = p->conns[ci];
+        if (!c.has || !c.msg.buffer || c.local) continue;
+        const cw_context *from = buffer_context(c.msg.buffer);
+        if (from->device == home->device) continue;
+        CW_TRY(ensure_stream(io, -1));
+        cw_stream *s = io->stream;
+        if (!s || s->ctx->device != home->device)
+            return fail(CW_ERROR_INVALID_STATE,
+                        "operator '%s' input '%s' receives a buffer of device %d, and the operator has no stream of "
+                        "its device %d to copy it with (no_internal_stream, or its pool is exhausted)",
+                        io->op->name, pt.name, from->ordinal, home->ordinal);
+        CW_TRY(order_behind(io, s, c));
+        cw_buffer *copy = nullptr;
+        CW_TRY(buffer_cache_take(p->cache, s, buffer_bytes(c.msg.buffer), p->max_in_flight == 0, &copy));
+        cw_status st = buffer_copy(s, copy, c.msg.buffer);
+        if (st != CW_SUCCESS) {
+            cw_buffer_release(&copy);
+            return st;
+        }
+        c.local = copy;
+        p->peer_copies.fetch_add(1, std::memory_order_relaxed);
+        if (!c.noted) {
+            c.noted = true;
+            const cw_operator *src = p->ops[c.from_op];
+            if (peer_direct(home, from))
+                log(CW_LOG_INFO, "connection '%s.%s' -> '%s.%s' moves buffers from device %d to device %d with "
+                    "direct peer copies", src->name, src->ports[c.from_port].name, io->op->name, pt.name,
+                    from->ordinal, home->ordinal);
+            else
+                log(CW_LOG_WARNING, "connection '%s.%s' -> '%s.%s' moves buffers from device %d to device %d "
+                    "without peer access: the driver stages each copy through host memory "
+                    "(cw_context_enable_peer or cw_device_set_enable_peers makes it direct where the topology allows)",
+                    src->name, src->ports[c.from_port].name, io->op->name, pt.name, from->ordinal, home->ordinal);
+        }
+    }
+    pt.moved = true;
+    return CW_SUCCESS;
 }
 
 cw_status legacy_stream(cw_pipeline *p, cw_stream **out) {
@@ -1225,6 +1315,7 @@ CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *
     stats->computes = p->computes.load(std::memory_order_relaxed);
     stats->skipped = p->skipped.load(std::memory_order_relaxed);
     stats->fallbacks = p->fallbacks.load(std::memory_order_relaxed);
+    stats->peer_copies = p->peer_copies.load(std::memory_order_relaxed);
     stats->operators = p->ops.size();
     stats->connections = p->conns.size();
     BufferCacheStats cs;
@@ -1302,12 +1393,13 @@ CW_API cw_status cw_io_receive(cw_io *io, const char *port, cw_message *msg) {
     CW_CHECK_ARG(msg != NULL);
     int pi;
     CW_TRY(input_port(io, port, &pi));
+    CW_TRY(move_inputs(io, pi));
     if (!io->resident)
         for (int ci : io->op->ports[pi].conns) {
             const Connection &c = io->p->conns[ci];
             if (!c.has) continue;
             msg->value = c.msg.value;
-            msg->buffer = c.msg.buffer;
+            msg->buffer = c.local ? c.local : c.msg.buffer;
             msg->stream = c.msg.stream;
             return CW_SUCCESS;
         }
@@ -1321,6 +1413,7 @@ CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msg
     CW_CHECK_ARG(msgs != NULL || cap == 0);
     int pi;
     CW_TRY(input_port(io, port, &pi));
+    CW_TRY(move_inputs(io, pi));
     *count = each_message(io, pi, [&](size_t i, const Message &m) {
         if (i < cap) msgs[i] = cw_message{m.value, m.buffer, m.stream};
     });
@@ -1337,6 +1430,7 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
         *out = io->stream;
         return CW_SUCCESS;
     }
+    if (pi >= 0) CW_TRY(move_inputs(io, pi));
     CW_TRY(ensure_stream(io, pi));
     cw_stream *s = io->stream;
     if (!s) {
@@ -1351,15 +1445,7 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
     if (pi >= 0)
         for (int ci : io->op->ports[pi].conns) {
             const Connection &c = io->p->conns[ci];
-            if (!c.has || !c.msg.stream || c.msg.stream == s) continue;
-            if (c.msg.mark) {
-                // The producer's call ended at this event: wait for it (no record).
-                CUevent ev = mark_event(c.msg.mark);
-                CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
-                (void)io->waited.push(c.msg.mark);  // not noted when out of memory: only a lost shortcut
-            } else {
-                CW_TRY(stream_order(s, c.msg.stream));
-            }
+            if (!c.local) CW_TRY(order_behind(io, s, c));  // a moved message's copy already waited on s
         }
     if (io->p->memory_ready && !io->reuse_ordered) {
         // Port memory is written again every iteration: the writer waits for
@@ -1460,10 +1546,7 @@ CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
     if (s->is_null)
         return fail(CW_ERROR_INVALID_STATE, "operator '%s' has no stream to allocate on (no pool and no upstream stream)",
                     io->op->name);
-    if (s->ctx->device != io->p->ctx->device)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' works on device %d, the pipeline on device %d",
-                    io->op->name, s->ctx->ordinal, io->p->ctx->ordinal);
-    cw_buffer *b;
+    cw_buffer *b;  // on the stream's device: the cache keeps each device's buffers apart
     // With max_in_flight the run waits for old iterations anyway, which marks
     // their uses finished: the cache then needs no driver call.
     CW_TRY(buffer_cache_take(io->p->cache, s, bytes, io->p->max_in_flight == 0, &b));

@@ -152,3 +152,12 @@ static_assert(offsetof(mine::CUlaunchConfig, attrs) == offsetof(::CUlaunchConfig
 static_assert(offsetof(mine::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs), "numAttrs");
 static_assert(sizeof(mine::CUjit_option) == sizeof(::CUjit_option) && sizeof(mine::CUlibraryOption) == sizeof(::CUlibraryOption),
               "option enum sizes");
+
+// Several devices.
+SAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); SAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+SAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED); SAME(CUDA_ERROR_TOO_MANY_PEERS);
+SAME(CU_MEM_ACCESS_FLAGS_PROT_NONE); SAME(CU_MEM_ACCESS_FLAGS_PROT_READ); SAME(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+SAME(CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK); SAME(CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED);
+SAME(CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED);
+static_assert(sizeof(mine::CUmemAccessDesc) == sizeof(::CUmemAccessDesc), "CUmemAccessDesc size");
+static_assert(offsetof(mine::CUmemAccessDesc, flags) == offsetof(::CUmemAccessDesc, flags), "CUmemAccessDesc layout");

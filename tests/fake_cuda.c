@@ -55,16 +55,32 @@
  * library).
  *
  * The model:
- *  - one device ("cuweave fake device", cc 9.0, 132 SMs); its primary
- *    context with a retain count, and a second, always-alive context that
+ *  - FAKE_CUDA_DEVICES devices: 1 to 4, default 1, any other value means 1;
+ *    read once, at the first cuInit. Ordinals 0..n-1, CUdevice = ordinal;
+ *    each a "cuweave fake device" (cc 9.0, 132 SMs, PCI bus id 0x42 +
+ *    ordinal, a uuid whose first byte differs per device). Every entry
+ *    taking a CUdevice (cuDeviceGet's ordinal, cuDeviceGetDevResource and
+ *    the peer entries' devices included) refuses any other value with
+ *    CUDA_ERROR_INVALID_DEVICE; cuMemPoolCreate refuses a location id that
+ *    is not a device with CUDA_ERROR_INVALID_VALUE;
+ *  - each device's primary context, with its own retain count, flags and
+ *    legacy stream, and a second, always-alive context of device 0 that
  *    tests can make current as "the host program's context"
- *    (fake_cuda_other_context); a thread-local current context;
+ *    (fake_cuda_other_context). The contexts of device k: its primary (and
+ *    that second context for k = 0). A thread-local current context, any
+ *    live context of any device; cuCtxGetDevice reports the current
+ *    context's device, cuStreamGetCtx / cuStreamGetDevice the stream's. The
+ *    last release of a device's primary context destroys it: the streams
+ *    and events still alive on it count as orphans (fake_cuda_live
+ *    "orphans"), and its peer access (both ways) goes;
  *  - streams with flags and a priority clamped into [-5, 0]; the NULL stream,
  *    CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current context's
  *    legacy stream (CUDA_ERROR_INVALID_CONTEXT when none is current);
  *  - work (stream writes and waits, host functions, event records, async
- *    copies and memsets) goes into ONE global FIFO: that keeps per-stream
- *    order and makes every cross-stream event wait trivially satisfied. When
+ *    copies and memsets), of every device, goes into ONE global FIFO: that
+ *    keeps per-stream order and makes every cross-stream event wait
+ *    trivially satisfied, across devices too (cuStreamWaitEvent takes an
+ *    event of any context, as the real driver). When
  *    the FIFO is empty and not held, a write, record, copy or memset runs at
  *    once, in the enqueueing call; host functions always run on the fake's
  *    callback thread (as the real driver's), in order;
@@ -77,12 +93,42 @@
  *    written, host functions are not called: a faulted GPU stops). 
  *    fake_cuda_fault(0) disarms and clears the sticky error;
  *  - host memory (cuMemHostAlloc = calloc, device pointer = host address)
- *    and device memory (malloc) are tracked: a stream write or copy to memory
- *    that is not (or no longer) allocated counts as a bad access and faults
- *    like a real GPU would (fake_cuda_live("badaccess")).
+ *    and device memory (malloc; of whichever device, one address space) are
+ *    tracked: a stream write or copy to memory that is not (or no longer)
+ *    allocated counts as a bad access and faults like a real GPU would
+ *    (fake_cuda_live("badaccess"));
+ *  - peer access (always present, no feature): two different devices can
+ *    access each other unless FAKE_CUDA_NO_PEER is a nonzero integer (read
+ *    once, at the first cuInit); a device never "accesses" itself.
+ *    cuDeviceCanAccessPeer gives 1 or 0 accordingly (0 for dev == peer).
+ *    cuDeviceGetP2PAttribute: PERFORMANCE_RANK 0, ACCESS_SUPPORTED and
+ *    NATIVE_ATOMIC_SUPPORTED as can-access; any other attribute
+ *    CUDA_ERROR_INVALID_VALUE, src == dst CUDA_ERROR_INVALID_DEVICE.
+ *    cuCtxEnablePeerAccess(peer, flags) records the pair (current context,
+ *    peer): no current context INVALID_CONTEXT, flags != 0 INVALID_VALUE,
+ *    peer not a live context INVALID_CONTEXT, peer of the current device
+ *    INVALID_DEVICE, topology says no PEER_ACCESS_UNSUPPORTED, pair already
+ *    recorded PEER_ACCESS_ALREADY_ENABLED (fake_cuda_live("peers") counts
+ *    the pairs). cuMemcpyPeerAsync: both contexts live (else
+ *    INVALID_CONTEXT), both ranges inside tracked device (not host)
+ *    allocations (else INVALID_VALUE); an async copy like the others, in
+ *    stream order, whether or not peer access is on (the real driver
+ *    stages through host memory then): a call is counted in "direct" when
+ *    the two contexts are of one device or access is on between them (in
+ *    either direction), else in "staged";
+ *  - pools record their device (props->location.id). cuMemPoolSetAccess
+ *    stores flags per (pool, device), all descriptors checked before any
+ *    is applied: a live pool and a map (when count > 0) else INVALID_VALUE,
+ *    location type DEVICE and flags PROT_NONE / READ / READWRITE else
+ *    INVALID_VALUE, a bad device id, the pool's own device given less than
+ *    READWRITE or a peer without topology access INVALID_DEVICE.
+ *    cuMemPoolGetAccess gives them back (the own device READWRITE, the
+ *    others PROT_NONE until set). Nothing enforces them.
  *
- * Live counts (fake_cuda_live): see the comment there; "graph" counts
- * top-level graphs only, conditional bodies are counted in "body";
+ * Live counts (fake_cuda_live): see the comment there; "primary" is
+ * device 0's primary retain count, "primary0" .. "primary3" each device's;
+ * "peers", "staged" and "direct" count peer access and peer copies; "graph"
+ * counts top-level graphs only, conditional bodies are counted in "body";
  * "library" and "kernel" count the library feature's objects.
  *
  * One mutex guards everything; host functions run without it held. Driver
@@ -108,6 +154,7 @@ struct CUctx_st {
     uint32_t magic;
     int is_primary;
     struct CUstream_st *legacy;
+    int dev; /* the device ordinal */
 };
 
 struct deps {
@@ -186,14 +233,31 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER; /* callback thread: work arrived */
 static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER; /* waiters: work completed */
 
-static struct CUstream_st g_legacy_primary = {.magic = MAGIC_STREAM, .is_legacy = 1};
-static struct CUstream_st g_legacy_other = {.magic = MAGIC_STREAM, .is_legacy = 1};
-static struct CUctx_st g_primary = {MAGIC_CTX, 1, &g_legacy_primary};
-static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other};
+/* Devices: FAKE_MAX_DEVICES slots, the first g_ndev of them exist. */
+#define FAKE_MAX_DEVICES 4
+#define LEGACY_INIT_ {.magic = MAGIC_STREAM, .is_legacy = 1}
+static struct CUstream_st g_legacy_primary[FAKE_MAX_DEVICES] = {LEGACY_INIT_, LEGACY_INIT_, LEGACY_INIT_, LEGACY_INIT_};
+static struct CUstream_st g_legacy_other = LEGACY_INIT_;
+#undef LEGACY_INIT_
+static struct CUctx_st g_primary[FAKE_MAX_DEVICES] = {
+    {MAGIC_CTX, 1, &g_legacy_primary[0], 0},
+    {MAGIC_CTX, 1, &g_legacy_primary[1], 1},
+    {MAGIC_CTX, 1, &g_legacy_primary[2], 2},
+    {MAGIC_CTX, 1, &g_legacy_primary[3], 3},
+};
+static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other, 0}; /* a context of device 0 */
 
 static int g_initialized;
-static long g_primary_refs;
-static unsigned g_primary_flags;
+static int g_ndev = 1;       /* FAKE_CUDA_DEVICES, read at the first cuInit */
+static int g_no_peer;        /* FAKE_CUDA_NO_PEER: no two devices can access each other */
+static int g_devices_read;
+static long g_primary_refs[FAKE_MAX_DEVICES];
+static unsigned g_primary_flags[FAKE_MAX_DEVICES];
+/* Peer access enabled from context a to context b (cuCtxEnablePeerAccess
+ * with a current and b as the peer), by ctx_index. */
+#define FAKE_NCTX (FAKE_MAX_DEVICES + 1)
+static unsigned char g_peer[FAKE_NCTX][FAKE_NCTX];
+static long g_peers, g_peer_staged, g_peer_direct;
 /* initial-exec: static TLS even in a dlopen()ed library (glibc keeps room for
  * a little); dynamic TLS blocks of dlopen()ed libraries crash LeakSanitizer's
  * thread scan on some glibc/GCC combinations. */
@@ -241,7 +305,8 @@ static pthread_t g_worker;
     X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
     X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
-    X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)
+    X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
+    X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -283,9 +348,26 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static int dev_ok(CUdevice d) { return d >= 0 && d < g_ndev; }
+
+/* Whether device a's contexts can map device b's memory (the topology). */
+static int dev_can_access(CUdevice a, CUdevice b) { return a != b && !g_no_peer; }
+
+/* A context's slot in g_peer: a primary context's device ordinal, or
+ * FAKE_MAX_DEVICES for g_other; -1 for anything that is not a context of
+ * an existing device. Never dereferences c. */
+static int ctx_index(CUcontext c) {
+    if (!c) return -1;
+    if (c == &g_other) return FAKE_MAX_DEVICES;
+    for (int k = 0; k < g_ndev; k++)
+        if (c == &g_primary[k]) return k;
+    return -1;
+}
+
 static int ctx_alive(CUcontext c) {
-    if (c == &g_primary) return g_primary_refs > 0;
-    return c == &g_other;
+    int i = ctx_index(c);
+    if (i < 0) return 0;
+    return i == FAKE_MAX_DEVICES || g_primary_refs[i] > 0;
 }
 
 /* The usable current context, or NULL. */
@@ -878,8 +960,20 @@ static void exec_items_free(struct item **v, size_t n) {
 FAKE_API CUresult cuInit(unsigned flags) {
     ENTER(cuInit);
     if (flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!g_devices_read) {
+        /* the devices are fixed once the driver initialised */
+        const char *env = getenv("FAKE_CUDA_DEVICES");
+        if (env && *env) {
+            char *end = NULL;
+            long n = strtol(env, &end, 10);
+            g_ndev = (*end == '\0' && n >= 1 && n <= FAKE_MAX_DEVICES) ? (int)n : 1;
+        }
+        env = getenv("FAKE_CUDA_NO_PEER");
+        g_no_peer = env && *env && atoi(env) != 0;
+        g_devices_read = 1;
+    }
     g_initialized = 1;
-    g_legacy_primary.ctx = &g_primary;
+    for (int k = 0; k < FAKE_MAX_DEVICES; k++) g_legacy_primary[k].ctx = &g_primary[k];
     g_legacy_other.ctx = &g_other;
     RETURN(CUDA_SUCCESS);
 }
@@ -907,14 +1001,18 @@ static const struct {
     {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
     {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
+    {CUDA_ERROR_TOO_MANY_PEERS, "CUDA_ERROR_TOO_MANY_PEERS", "peer mapping resources exhausted"},
     {CUDA_ERROR_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"},
     {CUDA_ERROR_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"},
     {CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
@@ -961,7 +1059,7 @@ FAKE_API CUresult cuDeviceGetCount(int *count) {
     ENTER(cuDeviceGetCount);
     NEED_INIT();
     if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
-    *count = 1;
+    *count = g_ndev;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -969,8 +1067,8 @@ FAKE_API CUresult cuDeviceGet(CUdevice *device, int ordinal) {
     ENTER(cuDeviceGet);
     NEED_INIT();
     if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (ordinal != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
-    *device = 0;
+    if (!dev_ok(ordinal)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *device = ordinal;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -978,7 +1076,7 @@ FAKE_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     ENTER(cuDeviceGetName);
     NEED_INIT();
     if (!name || len <= 0) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
     snprintf(name, (size_t)len, "%s", "cuweave fake device");
     RETURN(CUDA_SUCCESS);
 }
@@ -987,7 +1085,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     ENTER(cuDeviceGetAttribute);
     NEED_INIT();
     if (!pi) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
     int v;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
@@ -995,7 +1093,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 0x42; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 0x42 + dev; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 50 * 1024 * 1024; break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 3; break;
@@ -1019,7 +1117,7 @@ FAKE_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
     ENTER(cuDeviceTotalMem);
     NEED_INIT();
     if (!bytes) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
     *bytes = (size_t)80 << 30;
     RETURN(CUDA_SUCCESS);
 }
@@ -1028,8 +1126,9 @@ FAKE_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
     ENTER(cuDeviceGetUuid);
     NEED_INIT();
     if (!uuid) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
     for (int i = 0; i < 16; i++) uuid->bytes[i] = (char)(0xc0 + i);
+    uuid->bytes[0] = (char)(0xc0 + 0x10 * dev); /* differs per device */
     RETURN(CUDA_SUCCESS);
 }
 
@@ -1037,23 +1136,28 @@ FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     ENTER(cuDevicePrimaryCtxRetain);
     NEED_INIT();
     if (!pctx) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
-    g_primary_refs++;
-    *pctx = &g_primary;
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    g_primary_refs[dev]++;
+    *pctx = &g_primary[dev];
     RETURN(CUDA_SUCCESS);
 }
 
 FAKE_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
     ENTER(cuDevicePrimaryCtxRelease);
     NEED_INIT();
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
-    if (g_primary_refs <= 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
-    if (--g_primary_refs == 0) {
-        /* The real driver destroys the context and everything made on it. */
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (g_primary_refs[dev] <= 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (--g_primary_refs[dev] == 0) {
+        /* The real driver destroys the context and everything made on it,
+         * its peer mappings (both ways) included. */
         for (struct CUstream_st *s = g_streams; s; s = s->next_live)
-            if (s->ctx == &g_primary) g_orphans++;
+            if (s->ctx == &g_primary[dev]) g_orphans++;
         for (struct CUevent_st *e = g_events; e; e = e->next_live)
-            if (e->ctx == &g_primary) g_orphans++;
+            if (e->ctx == &g_primary[dev]) g_orphans++;
+        for (int j = 0; j < FAKE_NCTX; j++) {
+            g_peers -= g_peer[dev][j] + g_peer[j][dev];
+            g_peer[dev][j] = g_peer[j][dev] = 0;
+        }
     }
     RETURN(CUDA_SUCCESS);
 }
@@ -1062,9 +1166,9 @@ FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int 
     ENTER(cuDevicePrimaryCtxGetState);
     NEED_INIT();
     if (!flags || !active) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0) RETURN(CUDA_ERROR_INVALID_DEVICE);
-    *flags = g_primary_flags;
-    *active = g_primary_refs > 0;
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *flags = g_primary_flags[dev];
+    *active = g_primary_refs[dev] > 0;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -1079,7 +1183,7 @@ FAKE_API CUresult cuCtxGetCurrent(CUcontext *pctx) {
 FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
     ENTER(cuCtxSetCurrent);
     NEED_INIT();
-    if (ctx && ctx != &g_primary && ctx != &g_other) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (ctx && ctx_index(ctx) < 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (ctx && !ctx_alive(ctx)) RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
     t_current = ctx;
     RETURN(CUDA_SUCCESS);
@@ -1089,8 +1193,9 @@ FAKE_API CUresult cuCtxGetDevice(CUdevice *device) {
     ENTER(cuCtxGetDevice);
     NEED_INIT();
     if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
-    *device = 0;
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *device = c->dev;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -1252,8 +1357,9 @@ FAKE_API CUresult cuStreamGetDevice(CUstream stream, CUdevice *device) {
     NEED_INIT();
     if (!device) RETURN(CUDA_ERROR_INVALID_VALUE);
     CUresult err = CUDA_SUCCESS;
-    if (!stream_of(stream, &err)) RETURN(err);
-    *device = 0;
+    struct CUstream_st *s = stream_of(stream, &err);
+    if (!s) RETURN(err);
+    *device = s->ctx->dev;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -1560,6 +1666,69 @@ FAKE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count
     RETURN(submit_locked(it));
 }
 
+/* ---- peer access ----------------------------------------------------------
+ * The topology: any two different devices can access each other unless
+ * FAKE_CUDA_NO_PEER is set. Peer access is recorded per (context, peer
+ * context) pair; it changes nothing but what cuMemcpyPeerAsync counts. */
+
+FAKE_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    ENTER(cuDeviceCanAccessPeer);
+    NEED_INIT();
+    if (!can) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!dev_ok(dev) || !dev_ok(peer)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *can = dev_can_access(dev, peer);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuDeviceGetP2PAttribute(int *value, int attrib, CUdevice src, CUdevice dst) {
+    ENTER(cuDeviceGetP2PAttribute);
+    NEED_INIT();
+    if (!value) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!dev_ok(src) || !dev_ok(dst) || src == dst) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    switch (attrib) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED: *value = dev_can_access(src, dst); break;
+    default: RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+    ENTER(cuCtxEnablePeerAccess);
+    NEED_INIT();
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (flags != 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!ctx_alive(peer)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (peer->dev == c->dev) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!dev_can_access(c->dev, peer->dev)) RETURN(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    unsigned char *on = &g_peer[ctx_index(c)][ctx_index(peer)];
+    if (*on) RETURN(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    *on = 1;
+    g_peers++;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                                    size_t bytes, CUstream stream) {
+    ENTER(cuMemcpyPeerAsync);
+    NEED_INIT();
+    if (!ctx_alive(dst_ctx) || !ctx_alive(src_ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    struct alloc *d = alloc_containing((void *)(uintptr_t)dst, bytes);
+    struct alloc *s = alloc_containing((void *)(uintptr_t)src, bytes);
+    if (!dst || !src || !d || d->host || !s || s->host) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult r = async_copy((void *)(uintptr_t)dst, 1, (const void *)(uintptr_t)src, 1, bytes, stream);
+    if (r == CUDA_SUCCESS) {
+        int a = ctx_index(dst_ctx), b = ctx_index(src_ctx);
+        if (dst_ctx->dev == src_ctx->dev || g_peer[a][b] || g_peer[b][a])
+            g_peer_direct++;
+        else
+            g_peer_staged++;
+    }
+    RETURN(r);
+}
+
 /* ---- stream-ordered memory pools ---------------------------------------- */
 /* A pool is a counted object; cuMemAllocFromPoolAsync allocates at once
  * (tracked like cuMemAlloc's memory, counted in "devmem"); cuMemFreeAsync is a
@@ -1570,18 +1739,34 @@ struct CUmemPoolHandle_st {
     uint32_t magic;
     int attrs[8];
     cuuint64_t threshold;
+    int dev;                      /* props->location.id */
+    int access[FAKE_MAX_DEVICES]; /* cuMemPoolSetAccess flags, per device */
+    struct CUmemPoolHandle_st *next_live;
 };
 #define MAGIC_POOL 0x504f4f4cu
+
+static struct CUmemPoolHandle_st *g_pools;
+
+/* The live pool h is, or NULL (never dereferences h). */
+static struct CUmemPoolHandle_st *pool_of(CUmemoryPool h) {
+    for (struct CUmemPoolHandle_st *p = g_pools; p; p = p->next_live)
+        if (p == h) return p;
+    return NULL;
+}
 
 FAKE_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     ENTER(cuMemPoolCreate);
     NEED_INIT();
     if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !dev_ok(props->location.id))
         RETURN(CUDA_ERROR_INVALID_VALUE);
     struct CUmemPoolHandle_st *p = (struct CUmemPoolHandle_st *)calloc(1, sizeof *p);
     if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     p->magic = MAGIC_POOL;
+    p->dev = props->location.id;
+    p->access[p->dev] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE; /* the others: PROT_NONE */
+    p->next_live = g_pools;
+    g_pools = p;
     p->attrs[CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = 1;
     p->attrs[CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC] = 1;
     p->attrs[CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES] = 1;
@@ -1593,7 +1778,10 @@ FAKE_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *prop
 FAKE_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     ENTER(cuMemPoolDestroy);
     NEED_INIT();
-    if (!pool || pool->magic != MAGIC_POOL) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUmemPoolHandle_st **pp = &g_pools;
+    while (*pp && *pp != pool) pp = &(*pp)->next_live;
+    if (!pool || !*pp) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *pp = pool->next_live;
     pool->magic = 0;
     free(pool);
     g_live_mempools--;
@@ -1601,7 +1789,7 @@ FAKE_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 }
 
 static CUresult pool_attr(CUmemoryPool pool, int attr, void *value, int set) {
-    if (!pool || pool->magic != MAGIC_POOL || !value) return CUDA_ERROR_INVALID_VALUE;
+    if (!pool_of(pool) || !value) return CUDA_ERROR_INVALID_VALUE;
     if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
         attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
         if (set) pool->attrs[attr] = *(int *)value;
@@ -1632,11 +1820,45 @@ FAKE_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value
     RETURN(pool_attr(pool, attr, value, 0));
 }
 
+/* Access of other devices to a pool's memory: stored per (pool, device),
+ * checked against the topology; nothing enforces it (memory is host memory). */
+FAKE_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+    ENTER(cuMemPoolSetAccess);
+    NEED_INIT();
+    struct CUmemPoolHandle_st *p = pool_of(pool);
+    if (!p || (count > 0 && !map)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < count; i++) { /* all checked before any is applied */
+        const CUmemAccessDesc *d = &map[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE) RETURN(CUDA_ERROR_INVALID_VALUE);
+        if (!dev_ok(d->location.id)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+        if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            RETURN(CUDA_ERROR_INVALID_VALUE);
+        if (d->location.id == p->dev && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            RETURN(CUDA_ERROR_INVALID_DEVICE); /* the owner keeps full access */
+        if (d->location.id != p->dev && !dev_can_access(d->location.id, p->dev))
+            RETURN(CUDA_ERROR_INVALID_DEVICE);
+    }
+    for (size_t i = 0; i < count; i++) p->access[map[i].location.id] = map[i].flags;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuMemPoolGetAccess(int *flags, CUmemoryPool pool, CUmemLocation *location) {
+    ENTER(cuMemPoolGetAccess);
+    NEED_INIT();
+    struct CUmemPoolHandle_st *p = pool_of(pool);
+    if (!flags || !p || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!dev_ok(location->id)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *flags = p->access[location->id];
+    RETURN(CUDA_SUCCESS);
+}
+
 /* The fake pool's attribute, for tests (-1 for a bad pool or attribute). */
 FAKE_API long fake_cuda_pool_attr(CUmemoryPool pool, int attr) {
     long v = -1;
     lock();
-    if (pool && pool->magic == MAGIC_POOL && attr >= 1 && attr <= 3) v = pool->attrs[attr];
+    if (pool_of(pool) && attr >= 1 && attr <= 3) v = pool->attrs[attr];
     unlock();
     return v;
 }
@@ -1644,7 +1866,7 @@ FAKE_API long fake_cuda_pool_attr(CUmemoryPool pool, int attr) {
 FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
     ENTER(cuMemAllocFromPoolAsync);
     NEED_INIT();
-    if (!dptr || bytes == 0 || !pool || pool->magic != MAGIC_POOL) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!dptr || bytes == 0 || !pool_of(pool)) RETURN(CUDA_ERROR_INVALID_VALUE);
     CUresult err = CUDA_SUCCESS;
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
@@ -1888,7 +2110,7 @@ FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *of
 
 FAKE_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type) {
     if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (!res || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
     memset(res, 0, sizeof *res);
     res->type = CU_DEV_RESOURCE_TYPE_SM;
@@ -2392,7 +2614,7 @@ FAKE_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *handl
     struct CUgraph_st *g = graph_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!ctx) RETURN(CUDA_ERROR_INVALID_VALUE);
-    if ((ctx != &g_primary && ctx != &g_other) || !ctx_alive(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (!ctx_alive(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (g->nconds == g->capconds) {
         size_t cap = g->capconds ? g->capconds * 2 : 4;
         void *p = realloc(g->conds, cap * sizeof *g->conds);
@@ -2523,6 +2745,8 @@ static const struct {
     PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)
     P_(cuMemPoolCreate) P_(cuMemPoolDestroy) P_(cuMemPoolSetAttribute) P_(cuMemPoolGetAttribute)
     P_(cuMemAllocFromPoolAsync) P_(cuMemFreeAsync)
+    P_(cuDeviceCanAccessPeer) P_(cuDeviceGetP2PAttribute) P_(cuCtxEnablePeerAccess) P_(cuMemcpyPeerAsync)
+    P_(cuMemPoolSetAccess) P_(cuMemPoolGetAccess)
 #undef PF_
 #undef P_
 };
@@ -2547,14 +2771,18 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
 /* ---- control API for tests ---------------------------------------------- */
 
 /* Live counts: "stream", "event", "hostmem", "devmem", "primary" (retain
- * count of device 0's primary context), "pending" (queued work items),
+ * count of device 0's primary context), "primary0" .. "primary3" (that of
+ * device 0..3's; 0 for a device that FAKE_CUDA_DEVICES left out), "devices"
+ * (the device count; 1 before cuInit), "peers" (enabled (context, peer)
+ * pairs), "staged" / "direct" (cuMemcpyPeerAsync calls without / with peer
+ * access between their contexts), "pending" (queued work items),
  * "graph" / "exec" (top-level graphs and executable graphs alive: a
  * conditional node's bodies are not in "graph" but in "body", the bodies
  * alive, which go with their top-level graph), "library" / "kernel"
  * (libraries loaded and kernels got from them, which go with their library),
  * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
  * (driver calls made from inside host functions), "orphans" (streams and
- * events still alive when the primary context's last retain went), "sticky"
+ * events still alive when their primary context's last retain went), "sticky"
  * (the sticky error, 0 if none). -1 for an unknown kind. */
 FAKE_API long fake_cuda_live(const char *kind) {
     long v = -1;
@@ -2564,7 +2792,13 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "event")) v = g_live_events;
     else if (!strcmp(kind, "hostmem")) v = g_live_hostmem;
     else if (!strcmp(kind, "devmem")) v = g_live_devmem;
-    else if (!strcmp(kind, "primary")) v = g_primary_refs;
+    else if (!strcmp(kind, "primary")) v = g_primary_refs[0];
+    else if (!strncmp(kind, "primary", 7) && kind[7] >= '0' && kind[7] < '0' + FAKE_MAX_DEVICES && !kind[8])
+        v = g_primary_refs[kind[7] - '0'];
+    else if (!strcmp(kind, "devices")) v = g_ndev;
+    else if (!strcmp(kind, "peers")) v = g_peers;
+    else if (!strcmp(kind, "staged")) v = g_peer_staged;
+    else if (!strcmp(kind, "direct")) v = g_peer_direct;
     else if (!strcmp(kind, "pending")) v = g_queued;
     else if (!strcmp(kind, "badaccess")) v = g_badaccess;
     else if (!strcmp(kind, "cbcalls")) v = g_cbcalls;

@@ -510,10 +510,79 @@ static void test_resident_without_driver(void **state) {
     assert_non_null(strstr(h, "cw_resident_sequence"));
 }
 
+/* Several devices and NCCL: what needs the driver says so; NULL handles are
+ * refused first; NCCL (pointed at a path that does not exist) is reported
+ * absent with CW_ERROR_NOT_SUPPORTED, naming the path. */
+static void test_multi_without_driver(void **state) {
+    (void)state;
+    cw_device_set *set = NULL;
+    cw_context *ctx = NULL;
+    int n = -3;
+    expect_no_driver(cw_device_set_open(&set, NULL, 0), "cw_device_set_open");
+    assert_null(set);
+    int devs[2] = {0, 1};
+    expect_no_driver(cw_device_set_open(&set, devs, 2), "cw_device_set_open");
+    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(NULL, NULL, 0));
+    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, NULL, 2));
+    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, devs, -1));
+    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, devs, CW_MAX_DEVICES + 1));
+    cw_device_set_close(NULL);
+    cw_device_set_close(&set);
+    EXPECT_INVALID_ND(cw_device_set_size, cw_device_set_size(NULL, &n));
+    EXPECT_INVALID_ND(cw_device_set_context, cw_device_set_context(NULL, 0, &ctx));
+    EXPECT_INVALID_ND(cw_device_set_ordinal, cw_device_set_ordinal(NULL, 0, &n));
+    EXPECT_INVALID_ND(cw_device_set_enable_peers, cw_device_set_enable_peers(NULL, &n));
+    assert_int_equal(n, -3);
+    cw_peer_info pi;
+    expect_no_driver(cw_device_get_peer_info(0, 1, &pi), "cw_device_get_peer_info");
+    EXPECT_INVALID_ND(cw_device_get_peer_info, cw_device_get_peer_info(0, 1, NULL));
+    EXPECT_INVALID_ND(cw_device_get_peer_info, cw_device_get_peer_info(-1, 1, &pi));
+    EXPECT_INVALID_ND(cw_context_enable_peer, cw_context_enable_peer(NULL, NULL));
+    EXPECT_INVALID_ND(cw_context_peer_enabled, cw_context_peer_enabled(NULL, NULL, &n));
+    EXPECT_INVALID_ND(cw_copy_peer, cw_copy_peer(NULL, 1, NULL, 2, NULL, 16));
+    EXPECT_INVALID_ND(cw_buffer_copy, cw_buffer_copy(NULL, NULL, NULL));
+    EXPECT_INVALID_ND(cw_buffer_pool_share, cw_buffer_pool_share(NULL, NULL));
+    uint64_t seqs[2] = {1, 1};
+    EXPECT_INVALID_ND(cw_resident_data_ready_many, cw_resident_data_ready_many(NULL, 2, seqs));
+    cw_resident *loops[2] = {NULL, NULL};
+    EXPECT_INVALID_ND(cw_resident_data_ready_many, cw_resident_data_ready_many(loops, 2, seqs));
+    EXPECT_INVALID_ND(cw_resident_wait_many, cw_resident_wait_many(loops, NULL, 2, 0));
+    EXPECT_INVALID_ND(cw_resident_wait_many, cw_resident_wait_many(loops, seqs, 2, 0));
+    assert_cw_ok(cw_resident_data_ready_many(NULL, 0, NULL));
+    assert_cw_ok(cw_resident_wait_many(NULL, NULL, 0, 0));
+
+    /* NCCL */
+    int v = -5;
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_nccl_version(&v));
+    assert_int_equal(v, -5);
+    assert_non_null(strstr(cw_last_error_message(), "/nonexistent/libnccl.so.2"));
+    EXPECT_INVALID_ND(cw_nccl_version, cw_nccl_version(NULL));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_group_begin());
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_group_end());
+    cw_comm *comm = NULL;
+    cw_context *ctxs[1] = {NULL};
+    EXPECT_INVALID_ND(cw_comm_create, cw_comm_create(NULL, ctxs, 1));
+    EXPECT_INVALID_ND(cw_comm_create, cw_comm_create(&comm, NULL, 1));
+    EXPECT_INVALID_ND(cw_comm_create, cw_comm_create(&comm, ctxs, 0));
+    EXPECT_INVALID_ND(cw_comm_create, cw_comm_create(&comm, ctxs, 1));
+    assert_null(comm);
+    cw_comm_destroy(NULL);
+    cw_comm_destroy(&comm);
+    EXPECT_INVALID_ND(cw_comm_size, cw_comm_size(NULL, &n));
+    EXPECT_INVALID_ND(cw_comm_get_context, cw_comm_get_context(NULL, 0, &ctx));
+    unsigned long long a[1] = {1};
+    cw_stream *ss[1] = {NULL};
+    EXPECT_INVALID_ND(cw_comm_all_reduce, cw_comm_all_reduce(NULL, a, a, 1, CW_FLOAT32, CW_SUM, ss));
+    EXPECT_INVALID_ND(cw_comm_broadcast, cw_comm_broadcast(NULL, a, a, 1, CW_FLOAT32, 0, ss));
+    EXPECT_INVALID_ND(cw_comm_all_reduce_rank, cw_comm_all_reduce_rank(NULL, 0, 1, 1, 1, CW_FLOAT32, CW_SUM, NULL));
+    EXPECT_INVALID_ND(cw_comm_broadcast_rank, cw_comm_broadcast_rank(NULL, 0, 1, 1, 1, CW_FLOAT32, 0, NULL));
+}
+
 int main(void) {
     /* Before any cuweave call: the loader reads these once. */
     setenv("CUWEAVE_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
     setenv("CUWEAVE_LIBNVRTC", "/nonexistent/libnvrtc.so", 1);
+    setenv("CUWEAVE_LIBNCCL", "/nonexistent/libnccl.so.2", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_init),
         cmocka_unit_test(test_init_reports_no_driver),
@@ -528,6 +597,7 @@ int main(void) {
         cmocka_unit_test(test_driverless_functions),
         cmocka_unit_test(test_resident_without_driver),
         cmocka_unit_test(test_flow_without_driver),
+        cmocka_unit_test(test_multi_without_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,5 +17,7 @@
 #include "cuweave/resident.h"
 #include "cuweave/buffer.h"
 #include "cuweave/flow.h"
+#include "cuweave/multi.h"
+#include "cuweave/collective.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

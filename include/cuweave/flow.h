@@ -279,7 +279,8 @@ typedef struct cw_pipeline_stats {
     size_t connections;
     uint64_t buffers_allocated; /* cw_io_alloc buffers made (cuMemAllocFromPoolAsync) */
     uint64_t buffers_reused;    /* cw_io_alloc buffers recycled from the pipeline's cache */
-    uint8_t reserved[16];
+    uint64_t peer_copies;       /* buffers moved to a consumer on another device (cuMemcpyPeerAsync) */
+    uint8_t reserved[8];
 } cw_pipeline_stats;
 
 CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats);

@@ -1,0 +1,564 @@
+/*
+ * Several devices against the fake driver (tests/fake_cuda.c with
+ * FAKE_CUDA_DEVICES=2, whose device memory is host memory) and the fake NCCL
+ * (tests/fake_nccl.c, libfakenccl.so beside the fake driver, which computes
+ * collectives on that memory): device sets, peer access, peer copies, pools
+ * opened to peers, a pipeline whose operators sit on two devices (data moved
+ * and checked), several resident loops' calls, and collectives with their
+ * sums checked. Every scenario ends with the fake's live counts where they
+ * started. The same behaviour on two real GPUs: test_gpu_multi.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdlib.h>
+
+#include "cwtest.h"
+#include "fakelive.h"
+
+static long (*fake_calls)(const char *entry);
+static int (*fake_drain)(int timeout_ms);
+static CUcontext (*fake_other)(void);
+static int (*nccl_live)(void);
+static void (*nccl_fail)(const char *entry, int result);
+static void *(*nccl_last_stream)(int device);
+static char g_fake_nccl[4096];
+
+static cw_device_set *g_set;
+static cw_context *g_ctx[2];
+
+/* ---- device sets ---------------------------------------------------------- */
+
+static void test_device_set(void **state) {
+    (void)state;
+    long p0 = fake_live("primary0"), p1 = fake_live("primary1");
+    cw_device_set *set = NULL;
+    assert_cw_ok(cw_device_set_open(&set, NULL, 0));
+    int n = 0, dev = -1;
+    assert_cw_ok(cw_device_set_size(set, &n));
+    assert_int_equal(n, 2);
+    assert_int_equal(fake_live("primary0"), p0 + 1);
+    assert_int_equal(fake_live("primary1"), p1 + 1);
+    for (int i = 0; i < 2; i++) {
+        cw_context *c = NULL;
+        assert_cw_ok(cw_device_set_context(set, i, &c));
+        assert_cw_ok(cw_context_get_device(c, &dev));
+        assert_int_equal(dev, i);
+        assert_cw_ok(cw_device_set_ordinal(set, i, &dev));
+        assert_int_equal(dev, i);
+        cw_context_kind kind;
+        assert_cw_ok(cw_context_get_kind(c, &kind));
+        assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+    }
+    cw_context *c = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_context(set, 2, &c));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_context(set, -1, &c));
+    cw_device_set_close(&set);
+    assert_null(set);
+    assert_int_equal(fake_live("primary0"), p0);
+    assert_int_equal(fake_live("primary1"), p1);
+
+    /* A list keeps its order. */
+    int rev[2] = {1, 0};
+    assert_cw_ok(cw_device_set_open(&set, rev, 2));
+    assert_cw_ok(cw_device_set_ordinal(set, 0, &dev));
+    assert_int_equal(dev, 1);
+    assert_cw_ok(cw_device_set_context(set, 0, &c));
+    assert_cw_ok(cw_context_get_device(c, &dev));
+    assert_int_equal(dev, 1);
+    cw_device_set_close(&set);
+
+    /* Bad lists are refused with the culprit named, nothing retained. */
+    int dup[3] = {0, 1, 0};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_open(&set, dup, 3));
+    assert_non_null(strstr(cw_last_error_message(), "devices[0] and devices[2] are both device 0"));
+    int far[1] = {2};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_open(&set, far, 1));
+    assert_non_null(strstr(cw_last_error_message(), "there are 2 devices"));
+    assert_null(set);
+    assert_int_equal(fake_live("primary0"), p0);
+    assert_int_equal(fake_live("primary1"), p1);
+    /* A foreign handle is refused, not used. */
+    uint32_t junk[16] = {0};
+    cw_device_set *bad = (cw_device_set *)junk;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_device_set_size(bad, &n));
+    cw_device_set_close(&bad);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+}
+
+/* ---- a pipeline over two devices ---------------------------------------------- */
+
+enum { kWords = 256, kIters = 6 };
+
+typedef struct Stage {
+    int device;  /* the device this operator expects its buffers on */
+    int role;    /* 0 source, 1 middle (adds 1000), 2 sink (copies out) */
+    uint32_t *out;
+    int wrong_device;
+} Stage;
+
+static cw_status stage_compute(cw_io *io, void *user) {
+    Stage *st = user;
+    uint64_t it = 0;
+    cw_io_get_iteration(io, &it);
+    cw_stream *s = NULL;
+    cw_buffer *b = NULL;
+    uint32_t host[kWords];
+    if (st->role == 0) {
+        cw_status r = cw_io_receive_stream(io, NULL, &s);
+        if (r != CW_SUCCESS) return r;
+        if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
+        for (int i = 0; i < kWords; i++) host[i] = (uint32_t)(it * 100000 + (uint64_t)i);
+        unsigned long long p;
+        if ((r = cw_buffer_get_writable(b, &p)) != CW_SUCCESS) return r;
+        if ((r = cw_copy_to_device(s, p, host, sizeof host)) != CW_SUCCESS) return r;
+        if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r; /* host is a local */
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    cw_message m;
+    cw_status r = cw_io_receive(io, "in", &m);
+    if (r != CW_SUCCESS) return r;
+    cw_context *bctx = NULL;
+    int dev = -1;
+    cw_buffer_get_context(m.buffer, &bctx);
+    cw_context_get_device(bctx, &dev);
+    if (dev != st->device) st->wrong_device++;
+    if ((r = cw_io_receive_stream(io, "in", &s)) != CW_SUCCESS) return r;
+    unsigned long long p;
+    cw_buffer_get_ptr(m.buffer, &p);
+    if (st->role == 1) {
+        /* Add 1000 to every word (a host round trip stands in for a kernel). */
+        if ((r = cw_copy_to_host(s, host, p, sizeof host)) != CW_SUCCESS) return r;
+        if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r;
+        for (int i = 0; i < kWords; i++) host[i] += 1000;
+        if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
+        unsigned long long q;
+        if ((r = cw_buffer_get_writable(b, &q)) != CW_SUCCESS) return r;
+        if ((r = cw_copy_to_device(s, q, host, sizeof host)) != CW_SUCCESS) return r;
+        if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r;
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    return cw_copy_to_host(s, st->out + it * kWords, p, sizeof host);
+}
+
+static cw_operator *stage_op(const char *name, Stage *st, cw_stream_pool *pool) {
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = stage_compute;
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.pool = pool;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, name, &ops, st, &os));
+    if (st->role != 0) assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+    if (st->role != 2) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    return op;
+}
+
+typedef struct LogSeen {
+    int staged, direct;
+} LogSeen;
+
+static void log_seen(void *user, cw_log_level level, const char *msg) {
+    LogSeen *ls = user;
+    if (strstr(msg, "without peer access: the driver stages each copy through host memory") &&
+        level == CW_LOG_WARNING)
+        ls->staged++;
+    if (strstr(msg, "with direct peer copies") && level == CW_LOG_INFO) ls->direct++;
+}
+
+/* A (device 0) -> B (device 1, adds 1000) -> C (device 0): each connection
+ * moves the buffer to the consumer's device; C sees every value right. */
+static void run_two_device_pipeline(LogSeen *seen) {
+    cw_stream_pool *pool1 = NULL;
+    assert_cw_ok(cw_stream_pool_create(&pool1, g_ctx[1], NULL));
+    uint32_t *out = calloc(kIters * kWords, sizeof *out);
+    Stage a = {0, 0, NULL, 0}, b = {1, 1, NULL, 0}, c = {0, 2, out, 0};
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, g_ctx[0], NULL));
+    assert_cw_ok(cw_pipeline_add(p, stage_op("A", &a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, stage_op("B", &b, pool1)));
+    assert_cw_ok(cw_pipeline_add(p, stage_op("C", &c, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
+    assert_cw_ok(cw_set_log_callback(log_seen, seen, CW_LOG_INFO));
+    assert_cw_ok(cw_pipeline_run(p, kIters));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_int_equal(b.wrong_device, 0);
+    assert_int_equal(c.wrong_device, 0);
+    int wrong = 0;
+    for (int it = 0; it < kIters; it++)
+        for (int i = 0; i < kWords; i++)
+            if (out[it * kWords + i] != (uint32_t)(it * 100000 + i + 1000)) wrong++;
+    assert_int_equal(wrong, 0);
+    cw_pipeline_stats ps;
+    assert_cw_ok(cw_pipeline_get_stats(p, &ps));
+    assert_int_equal(ps.peer_copies, 2 * kIters);
+    assert_int_equal(ps.iterations, kIters);
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&pool1);
+    free(out);
+}
+
+static void test_pipeline_two_devices_staged(void **state) {
+    (void)state;
+    LogSeen seen = {0, 0};
+    run_two_device_pipeline(&seen); /* warms the event pools */
+    long before[NKINDS];
+    snapshot(before);
+    long staged = fake_live("staged");
+    seen.staged = seen.direct = 0;
+    run_two_device_pipeline(&seen);
+    /* No peer access yet: every copy staged, and each connection said so once. */
+    assert_int_equal(fake_live("staged") - staged, 2 * kIters);
+    assert_int_equal(seen.staged, 2);
+    assert_int_equal(seen.direct, 0);
+    assert_false(leaks(before, "a two-device pipeline"));
+}
+
+/* ---- peers ------------------------------------------------------------------ */
+
+static void test_peers(void **state) {
+    (void)state;
+    cw_peer_info pi;
+    assert_cw_ok(cw_device_get_peer_info(0, 1, &pi));
+    assert_int_equal(pi.can_access, 1);
+    assert_int_equal(pi.native_atomics, 1);
+    assert_cw_ok(cw_device_get_peer_info(1, 1, &pi));
+    assert_int_equal(pi.can_access, 1);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_get_peer_info(0, 2, &pi));
+
+    int on = -1;
+    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[1], &on));
+    assert_int_equal(on, 0);
+    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[0], &on));
+    assert_int_equal(on, 1);
+    long peers = fake_live("peers");
+    int enabled = -1;
+    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    assert_int_equal(enabled, 2);
+    assert_int_equal(fake_live("peers"), peers + 2);
+    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[1], &on));
+    assert_int_equal(on, 1);
+    assert_cw_ok(cw_context_peer_enabled(g_ctx[1], g_ctx[0], &on));
+    assert_int_equal(on, 1);
+    /* Again: no new pair, no error (cuweave knows; the driver is not asked). */
+    long enables = fake_calls("cuCtxEnablePeerAccess");
+    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    assert_int_equal(enabled, 2);
+    assert_int_equal(fake_calls("cuCtxEnablePeerAccess"), enables);
+    assert_int_equal(fake_live("peers"), peers + 2);
+    /* One device is not a peer pair. */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_context_enable_peer(g_ctx[0], g_ctx[0]));
+    assert_non_null(strstr(cw_last_error_message(), "both on device 0"));
+}
+
+static void test_pipeline_two_devices_direct(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    long direct = fake_live("direct");
+    LogSeen seen = {0, 0};
+    run_two_device_pipeline(&seen);
+    assert_int_equal(fake_live("direct") - direct, 2 * kIters);
+    assert_int_equal(seen.direct, 2);
+    assert_int_equal(seen.staged, 0);
+    assert_false(leaks(before, "a two-device pipeline with peer access"));
+}
+
+/* ---- copies and pools -------------------------------------------------------- */
+
+static void test_copies(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream *s0 = NULL, *s1 = NULL;
+    assert_cw_ok(cw_stream_create(&s0, g_ctx[0], NULL));
+    assert_cw_ok(cw_stream_create(&s1, g_ctx[1], NULL));
+    uint32_t host[64], back[64];
+    for (int i = 0; i < 64; i++) host[i] = 0xabc00000u + (uint32_t)i;
+    cw_buffer *a = NULL, *b = NULL, *small = NULL;
+    assert_cw_ok(cw_buffer_alloc(&a, s0, sizeof host));
+    assert_cw_ok(cw_buffer_alloc(&b, s1, sizeof host));
+    assert_cw_ok(cw_buffer_alloc(&small, s1, 16));
+    unsigned long long pa, pb;
+    assert_cw_ok(cw_buffer_get_writable(a, &pa));
+    assert_cw_ok(cw_buffer_get_writable(b, &pb));
+    assert_cw_ok(cw_copy_to_device(s0, pa, host, sizeof host));
+    assert_cw_ok(cw_stream_wait(s1, s0)); /* across devices */
+
+    /* Raw addresses. */
+    long peer_calls = fake_calls("cuMemcpyPeerAsync");
+    assert_cw_ok(cw_copy_peer(s1, pb, g_ctx[1], pa, g_ctx[0], sizeof host));
+    assert_int_equal(fake_calls("cuMemcpyPeerAsync"), peer_calls + 1);
+    memset(back, 0, sizeof back);
+    assert_cw_ok(cw_copy_to_host(s1, back, pb, sizeof back));
+    assert_cw_ok(cw_stream_synchronize(s1));
+    assert_memory_equal(back, host, sizeof host);
+    assert_cw_ok(cw_copy_peer(s1, pb, g_ctx[1], pa, g_ctx[0], 0)); /* nothing */
+    assert_int_equal(fake_calls("cuMemcpyPeerAsync"), peer_calls + 1);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_copy_peer(s1, 0, g_ctx[1], pa, g_ctx[0], 4));
+
+    /* Buffers: back the other way, on the source device's stream. */
+    uint32_t zero[64] = {0};
+    assert_cw_ok(cw_copy_to_device(s0, pa, zero, sizeof zero));
+    assert_cw_ok(cw_stream_wait(s0, s1));
+    assert_cw_ok(cw_buffer_copy(s0, a, b));
+    assert_cw_ok(cw_copy_to_host(s0, back, pa, sizeof back));
+    assert_cw_ok(cw_stream_synchronize(s0));
+    assert_memory_equal(back, host, sizeof host);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(s0, small, a));
+    assert_non_null(strstr(cw_last_error_message(), "dst holds 16 bytes"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(s0, a, a));
+    assert_cw_ok(cw_buffer_retain(b));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_copy(s0, b, a)); /* b is shared now */
+    cw_buffer *extra = b;
+    cw_buffer_release(&extra);
+
+    /* A use by a stream of another device is allowed (a peer reading it). */
+    assert_cw_ok(cw_buffer_use(a, s1));
+
+    cw_buffer_release(&a);
+    cw_buffer_release(&b);
+    cw_buffer_release(&small);
+    cw_stream_destroy(&s0);
+    cw_stream_destroy(&s1);
+    assert_false(leaks(before, "peer copies"));
+}
+
+static void test_pool_share(void **state) {
+    (void)state;
+    long calls = fake_calls("cuMemPoolSetAccess");
+    assert_cw_ok(cw_buffer_pool_share(g_ctx[0], g_ctx[1]));
+    assert_int_equal(fake_calls("cuMemPoolSetAccess"), calls + 1);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_pool_share(g_ctx[1], g_ctx[1]));
+    assert_int_equal(fake_calls("cuMemPoolSetAccess"), calls + 1);
+}
+
+/* ---- several resident loops: the argument and state checks --------------------------- */
+
+static void test_resident_many_refusals(void **state) {
+    (void)state;
+    cw_resident *r[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_create(&r[i], g_ctx[i], NULL));
+    uint64_t seqs[2] = {7, 7};
+    /* Not launched: refused, naming which. */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready_many(r, 2, seqs));
+    assert_non_null(strstr(cw_last_error_message(), "loops[0]: "));
+    assert_int_equal(seqs[0], 7);
+    cw_resident *mixed[2] = {r[0], NULL};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_data_ready_many(mixed, 2, seqs));
+    assert_non_null(strstr(cw_last_error_message(), "loops[1] is NULL"));
+    seqs[0] = seqs[1] = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_many(r, seqs, 2, 0)); /* never requested */
+    assert_non_null(strstr(cw_last_error_message(), "loops[0]: "));
+    for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_destroy(&r[i]));
+}
+
+/* ---- collectives through the fake NCCL ------------------------------------------------ */
+
+static void fill(cw_stream *s, unsigned long long p, const void *v, size_t bytes) {
+    assert_cw_ok(cw_copy_to_device(s, p, v, bytes));
+    assert_cw_ok(cw_stream_synchronize(s));
+}
+
+static void test_collectives(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    int version = 0;
+    assert_cw_ok(cw_nccl_version(&version));
+    assert_int_equal(version, 22703);
+    long p0 = fake_live("primary0");
+    cw_comm *comm = NULL;
+    assert_cw_ok(cw_comm_create(&comm, g_ctx, 2));
+    assert_int_equal(nccl_live(), 2);
+    assert_int_equal(fake_live("primary0"), p0); /* references, not retains */
+    int n = 0;
+    assert_cw_ok(cw_comm_size(comm, &n));
+    assert_int_equal(n, 2);
+    cw_context *c = NULL;
+    assert_cw_ok(cw_comm_get_context(comm, 1, &c));
+    assert_ptr_equal(c, g_ctx[1]);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_get_context(comm, 2, &c));
+
+    cw_stream *s[2];
+    cw_buffer *buf[2];
+    unsigned long long send[2], recv[2];
+    enum { kCount = 1000 };
+    for (int r = 0; r < 2; r++) {
+        assert_cw_ok(cw_stream_create(&s[r], g_ctx[r], NULL));
+        assert_cw_ok(cw_buffer_alloc(&buf[r], s[r], 2 * kCount * sizeof(float)));
+        assert_cw_ok(cw_buffer_get_writable(buf[r], &send[r]));
+        recv[r] = send[r] + kCount * sizeof(float);
+        float v[kCount];
+        for (int i = 0; i < kCount; i++) v[i] = (float)(r + 1) * (float)(i + 1);
+        fill(s[r], send[r], v, sizeof v);
+    }
+    /* float32 sum, out of place, on cuweave streams. */
+    assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
+    CUstream h0, h1;
+    assert_cw_ok(cw_stream_get_handle(s[0], &h0));
+    assert_cw_ok(cw_stream_get_handle(s[1], &h1));
+    assert_ptr_equal(nccl_last_stream(0), h0);
+    assert_ptr_equal(nccl_last_stream(1), h1);
+    for (int r = 0; r < 2; r++) {
+        float out[kCount];
+        assert_cw_ok(cw_copy_to_host(s[r], out, recv[r], sizeof out));
+        assert_cw_ok(cw_stream_synchronize(s[r]));
+        int wrong = 0;
+        for (int i = 0; i < kCount; i++)
+            if (out[i] != 3.0f * (float)(i + 1)) wrong++;
+        assert_int_equal(wrong, 0);
+    }
+    /* Broadcast from rank 1 (send[0] unread). */
+    unsigned long long bsend[2] = {0, send[1]};
+    assert_cw_ok(cw_comm_broadcast(comm, bsend, recv, kCount, CW_FLOAT32, 1, s));
+    for (int r = 0; r < 2; r++) {
+        float out[kCount];
+        assert_cw_ok(cw_copy_to_host(s[r], out, recv[r], sizeof out));
+        assert_cw_ok(cw_stream_synchronize(s[r]));
+        assert_true(out[0] == 2.0f && out[kCount - 1] == 2.0f * kCount);
+    }
+    /* int32 max in place, one rank at a time inside a group. */
+    for (int r = 0; r < 2; r++) {
+        int32_t v[4] = {r, 10 - r, -r, 5};
+        fill(s[r], send[r], v, sizeof v);
+    }
+    assert_cw_ok(cw_comm_group_begin());
+    for (int r = 0; r < 2; r++)
+        assert_cw_ok(cw_comm_all_reduce_rank(comm, r, send[r], send[r], 4, CW_INT32, CW_MAX, s[r]));
+    assert_cw_ok(cw_comm_group_end());
+    for (int r = 0; r < 2; r++) {
+        int32_t out[4];
+        assert_cw_ok(cw_copy_to_host(s[r], out, send[r], sizeof out));
+        assert_cw_ok(cw_stream_synchronize(s[r]));
+        assert_int_equal(out[0], 1);
+        assert_int_equal(out[1], 10);
+        assert_int_equal(out[2], 0);
+        assert_int_equal(out[3], 5);
+    }
+    /* Broadcast by rank inside a group. */
+    assert_cw_ok(cw_comm_group_begin());
+    for (int r = 0; r < 2; r++)
+        assert_cw_ok(cw_comm_broadcast_rank(comm, r, r == 0 ? send[0] : 0, recv[r], 4, CW_INT32, 0, s[r]));
+    assert_cw_ok(cw_comm_group_end());
+    {
+        int32_t out[4];
+        assert_cw_ok(cw_copy_to_host(s[1], out, recv[1], sizeof out));
+        assert_cw_ok(cw_stream_synchronize(s[1]));
+        assert_int_equal(out[1], 10);
+    }
+
+    /* Refusals, each naming the culprit; nothing reaches NCCL. */
+    cw_stream *swapped[2] = {s[1], s[0]};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, swapped));
+    assert_non_null(strstr(cw_last_error_message(), "rank 0 is on device 1"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, (cw_dtype)42, CW_SUM, s));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, (cw_reduce_op)9, s));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_broadcast(comm, send, recv, kCount, CW_FLOAT32, 2, s));
+    unsigned long long zero[2] = {0, 0};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, zero, kCount, CW_FLOAT32, CW_SUM, s));
+    assert_non_null(strstr(cw_last_error_message(), "recv[0] is 0"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce_rank(comm, 2, send[0], recv[0], 1, CW_FLOAT32, CW_SUM, s[0]));
+    /* count 0 does nothing. */
+    assert_cw_ok(cw_comm_all_reduce(comm, send, recv, 0, CW_FLOAT32, CW_SUM, s));
+
+    /* NCCL's own failure: CW_ERROR_DRIVER with its words, and the next call works. */
+    nccl_fail("ncclAllReduce", 5 /* ncclInvalidUsage */);
+    assert_cw(CW_ERROR_DRIVER, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
+    assert_non_null(strstr(cw_last_error_message(), "ncclAllReduce failed for rank 0: NCCL error 5"));
+    assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
+
+    for (int r = 0; r < 2; r++) {
+        cw_buffer_release(&buf[r]);
+        cw_stream_destroy(&s[r]);
+    }
+    cw_comm_destroy(&comm);
+    assert_null(comm);
+    assert_int_equal(nccl_live(), 0);
+    assert_false(leaks(before, "collectives"));
+}
+
+static void test_collective_refusals(void **state) {
+    (void)state;
+    cw_comm *comm = NULL;
+    cw_context *same[2] = {g_ctx[0], g_ctx[0]};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_create(&comm, same, 2));
+    assert_non_null(strstr(cw_last_error_message(), "ctxs[0] and ctxs[1] are both on device 0"));
+    cw_context *wrapped = NULL;
+    assert_cw_ok(cw_context_wrap(&wrapped, fake_other()));
+    cw_context *ext[2] = {wrapped, g_ctx[1]};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_create(&comm, ext, 2));
+    assert_non_null(strstr(cw_last_error_message(), "not a primary context"));
+    cw_context_destroy(&wrapped);
+    nccl_fail("ncclCommInitAll", 2 /* ncclSystemError */);
+    assert_cw(CW_ERROR_DRIVER, cw_comm_create(&comm, g_ctx, 2));
+    assert_non_null(strstr(cw_last_error_message(), "ncclCommInitAll failed"));
+    assert_null(comm);
+    assert_int_equal(nccl_live(), 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenccl.so beside it)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", argv[1]);
+    snprintf(g_fake_nccl, sizeof g_fake_nccl, "%s/libfakenccl.so", dirname(tmp));
+    setenv("CUWEAVE_LIBNCCL", g_fake_nccl, 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    void *nccl = dlopen(g_fake_nccl, RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !nccl || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
+        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
+        !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
+        !(nccl_live = (int (*)(void))dlsym(nccl, "fake_nccl_live")) ||
+        !(nccl_fail = (void (*)(const char *, int))dlsym(nccl, "fake_nccl_fail")) ||
+        !(nccl_last_stream = (void *(*)(int))dlsym(nccl, "fake_nccl_last_stream"))) {
+        printf("FAIL: cannot load %s and %s\n", argv[1], g_fake_nccl);
+        return 1;
+    }
+    live_drain = fake_drain;
+    if (cw_init() != CW_SUCCESS || cw_device_set_open(&g_set, NULL, 0) != CW_SUCCESS ||
+        cw_device_set_context(g_set, 0, &g_ctx[0]) != CW_SUCCESS ||
+        cw_device_set_context(g_set, 1, &g_ctx[1]) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not open two fake devices: %s\n", cw_last_error_message());
+        return 1;
+    }
+    /* Warm each context's event pool, fork pool, release stream and buffer
+     * pool (made on first use, kept with the context) so that live counts
+     * compare like with like. */
+    for (int i = 0; i < 2; i++) {
+        cw_stream *s = NULL, *child = NULL;
+        cw_buffer *b = NULL;
+        if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(s, &child) != CW_SUCCESS ||
+            cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_alloc(&b, s, 64) != CW_SUCCESS) {
+            printf("FAIL: warming device %d: %s\n", i, cw_last_error_message());
+            return 1;
+        }
+        cw_buffer_release(&b);
+        cw_stream_synchronize(s);
+        cw_stream_destroy(&s);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_set),
+        cmocka_unit_test(test_pipeline_two_devices_staged),
+        cmocka_unit_test(test_peers),
+        cmocka_unit_test(test_pipeline_two_devices_direct),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_pool_share),
+        cmocka_unit_test(test_resident_many_refusals),
+        cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_collective_refusals),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_device_set_close(&g_set);
+    return failed;
+}
