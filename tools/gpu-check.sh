@@ -18,6 +18,8 @@ if ls .deps/*.deb >/dev/null 2>&1; then
     export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
 export PATH=/usr/local/cuda/bin:$PATH
+# NVLink multicast is off on the machines this runs on: NCCL must not use it.
+export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 note "gpu: $(head -1 "$OUT/gpu.txt")"
 note "commit: ${CW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"

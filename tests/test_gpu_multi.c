@@ -1,0 +1,473 @@
+/*
+ * Two GPUs of one host, checked with data (needs at least two devices; with
+ * one or none every test skips, saying why):
+ *  - ordering across devices: a slow writer on one GPU, a reader on the
+ *    other (a peer copy, and a kernel reading the peer's memory directly),
+ *    right every time with cw_stream_wait and early without it (the
+ *    control), both directions;
+ *  - a diamond pipeline over two devices: A and C on GPU 0, B on GPU 1, D on
+ *    GPU 0; buffers moved across by the pipeline; every value of every
+ *    iteration checked, with one host thread and with four;
+ *  - two resident loops, one per GPU, served together from one thread
+ *    (cw_resident_data_ready_many, cw_resident_wait_many), every result
+ *    checked;
+ *  - an all-reduce and a broadcast through NCCL on cuweave streams, ordered
+ *    after a slow producer with cw_stream_wait: every element checked, and
+ *    the caller's current context unchanged.
+ * NCCL_NVLS_ENABLE=0 is set before anything can load NCCL (NVLink multicast
+ * is off on the machines this runs on); nothing calls cuMulticastCreate.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <time.h>
+
+#include "cwtest.h"
+#include "kernels/test_kernels_fatbin.h"
+#include "rawcuda.h"
+
+enum { N = 65536, ITS = 4, GRID = 8, BLOCK = 256 };
+static const long long SLOW_NS = 50000000; /* 50 ms: far longer than any copy or launch */
+
+static rawcuda rc;
+static cw_device_set *set;
+static cw_context *ctx[2];
+static cw_module *mod;
+static cw_kernel *k_slow_write, *k_copy_int, *k_fill, *k_scale, *k_sum2, *k_gload, *k_gmul, *k_gstore;
+
+static cw_status launch(cw_kernel *k, cw_stream *s, unsigned grid, unsigned block, void **args) {
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    cfg.grid[0] = grid;
+    cfg.block[0] = block;
+    return cw_kernel_launch(k, s, &cfg, args);
+}
+
+static unsigned long long ptr_of(cw_buffer *b) {
+    unsigned long long p = 0;
+    cw_buffer_get_ptr(b, &p);
+    return p;
+}
+
+static int read_int(cw_stream *s, unsigned long long p) {
+    int v = -1;
+    assert_cw_ok(cw_copy_to_host(s, &v, p, sizeof v));
+    assert_cw_ok(cw_stream_synchronize(s));
+    return v;
+}
+
+/* ---- ordering across devices -------------------------------------------------- */
+
+static void test_cross_device_ordering(void **state) {
+    (void)state;
+    int enabled = 0;
+    assert_cw_ok(cw_device_set_enable_peers(set, &enabled));
+    printf("# peer access: %d ordered pairs enabled\n", enabled);
+    for (int dir = 0; dir < 2; dir++) {
+        const int w = dir, r = 1 - dir; /* writer's and reader's device */
+        cw_stream *sw = NULL, *sr = NULL;
+        assert_cw_ok(cw_stream_create(&sw, ctx[w], NULL));
+        assert_cw_ok(cw_stream_create(&sr, ctx[r], NULL));
+        cw_buffer *x = NULL, *y = NULL;
+        assert_cw_ok(cw_buffer_alloc(&x, sw, 64));
+        assert_cw_ok(cw_buffer_alloc(&y, sr, 64));
+        unsigned long long px = ptr_of(x), py = ptr_of(y);
+        int zero[16] = {0};
+        assert_cw_ok(cw_copy_to_device(sw, px, zero, sizeof zero));
+        assert_cw_ok(cw_stream_synchronize(sw));
+        int peer_ok = 0;
+        assert_cw_ok(cw_context_peer_enabled(ctx[r], ctx[w], &peer_ok));
+        /* Three readers: a peer copy with the wait, a kernel reading the peer's
+         * memory with the wait (peer access only), a peer copy without (control). */
+        int right_copy = 0, right_kernel = 0, early = 0;
+        for (int it = 1; it <= ITS; it++) {
+            int value = it * 10 + dir;
+            long long ns = SLOW_NS;
+            void *wa[] = {&px, &value, &ns};
+            assert_cw_ok(launch(k_slow_write, sw, 1, 1, wa));
+            assert_cw_ok(cw_stream_wait(sr, sw));
+            assert_cw_ok(cw_copy_peer(sr, py, ctx[r], px, ctx[w], sizeof(int)));
+            if (read_int(sr, py) == value) right_copy++;
+            if (peer_ok) {
+                value += 1000;
+                void *wb[] = {&px, &value, &ns};
+                assert_cw_ok(launch(k_slow_write, sw, 1, 1, wb));
+                assert_cw_ok(cw_stream_wait(sr, sw));
+                unsigned long long pyk = py + 4;
+                void *ra[] = {&px, &pyk};
+                assert_cw_ok(launch(k_copy_int, sr, 1, 1, ra));
+                if (read_int(sr, pyk) == value) right_kernel++;
+            }
+            /* The control: no wait, so the copy reads before the write. */
+            value += 1000;
+            void *wc[] = {&px, &value, &ns};
+            assert_cw_ok(launch(k_slow_write, sw, 1, 1, wc));
+            assert_cw_ok(cw_copy_peer(sr, py, ctx[r], px, ctx[w], sizeof(int)));
+            if (read_int(sr, py) != value) early++;
+            assert_cw_ok(cw_stream_synchronize(sw));
+        }
+        printf("# writer GPU %d, reader GPU %d: peer copy right %d/%d, peer kernel right %d/%d%s, "
+               "control (no wait) early %d/%d\n",
+               w, r, right_copy, ITS, right_kernel, peer_ok ? ITS : 0, peer_ok ? "" : " (no peer access)", early,
+               ITS);
+        assert_int_equal(right_copy, ITS);
+        if (peer_ok) assert_int_equal(right_kernel, ITS);
+        if (!cwt_under_sanitizer()) assert_true(early > 0);
+        cw_buffer_release(&x);
+        cw_buffer_release(&y);
+        cw_stream_destroy(&sw);
+        cw_stream_destroy(&sr);
+    }
+}
+
+/* ---- a diamond over two devices ------------------------------------------------ */
+
+typedef struct dia {
+    unsigned long long results; /* device 0: [ITS][N] */
+    int wrong_device;
+} dia;
+
+typedef struct dop {
+    int which;  /* 0 A, 1 B, 2 D, 3 C */
+    int device; /* where its inputs must arrive */
+    dia *d;
+} dop;
+
+static cw_status dia_compute(cw_io *io, void *user) {
+    dop *o = (dop *)user;
+    uint64_t it = 0;
+    cw_status st = cw_io_get_iteration(io, &it);
+    if (st) return st;
+    unsigned n = N;
+    cw_stream *s = NULL;
+    long long ns = 0;
+    unsigned long long nostamp = 0;
+    if (o->which == 0) {
+        if ((st = cw_io_receive_stream(io, NULL, &s))) return st;
+        cw_buffer *b = NULL;
+        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        unsigned long long p = 0;
+        if ((st = cw_buffer_get_writable(b, &p))) return st;
+        unsigned value = (unsigned)it * 1000u + 1u;
+        ns = 20000000; /* a slow producer: its consumers must wait for it, also on GPU 1 */
+        void *args[] = {&p, &n, &value, &ns, &nostamp};
+        if ((st = launch(k_fill, s, GRID, BLOCK, args))) return st;
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    cw_message m[2];
+    const char *ports[2] = {o->which == 3 ? "in_b" : "in", "in_d"};
+    int nin = o->which == 3 ? 2 : 1;
+    for (int i = 0; i < nin; i++) {
+        if ((st = cw_io_receive(io, ports[i], &m[i]))) return st;
+        cw_context *bc = NULL;
+        int dev = -1;
+        cw_buffer_get_context(m[i].buffer, &bc);
+        cw_context_get_device(bc, &dev);
+        if (dev != o->device) o->d->wrong_device++;
+        if ((st = cw_io_receive_stream(io, ports[i], &s))) return st;
+    }
+    int sdev = -1;
+    cw_stream_get_device(s, &sdev);
+    if (sdev != o->device) o->d->wrong_device++;
+    if (o->which == 1 || o->which == 2) {
+        cw_buffer *b = NULL;
+        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        unsigned long long in = ptr_of(m[0].buffer), out = 0;
+        if ((st = cw_buffer_get_writable(b, &out))) return st;
+        unsigned mul = o->which == 1 ? 2 : 3, add = o->which == 1 ? 1 : 5;
+        ns = 5000000;
+        void *args[] = {&in, &out, &n, &mul, &add, &ns, &nostamp};
+        if ((st = launch(k_scale, s, 4, BLOCK, args))) return st;
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    unsigned long long a = ptr_of(m[0].buffer), b = ptr_of(m[1].buffer), out = o->d->results + it * N * 4;
+    void *args[] = {&a, &b, &out, &n, &ns, &nostamp};
+    return launch(k_sum2, s, GRID, BLOCK, args);
+}
+
+static void run_diamond(unsigned threads) {
+    cw_stream_pool *pool1 = NULL;
+    assert_cw_ok(cw_stream_pool_create(&pool1, ctx[1], NULL));
+    cw_stream *s0 = NULL;
+    assert_cw_ok(cw_stream_create(&s0, ctx[0], NULL));
+    cw_buffer *res = NULL;
+    assert_cw_ok(cw_buffer_alloc(&res, s0, (size_t)ITS * N * 4));
+    dia d = {ptr_of(res), 0};
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = threads;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx[0], &ps));
+    static const char *names[] = {"A", "B", "D", "C"};
+    dop ops[4];
+    cw_operator_ops vt = {NULL, dia_compute, NULL, NULL, {0}};
+    for (int i = 0; i < 4; i++) {
+        ops[i] = (dop){i, i == 1 ? 1 : 0, &d};
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        if (i == 1) os.pool = pool1; /* B runs on GPU 1 */
+        cw_operator *o = NULL;
+        assert_cw_ok(cw_operator_create(&o, names[i], &vt, &ops[i], &os));
+        if (i == 3) {
+            assert_cw_ok(cw_operator_add_input(o, "in_b", NULL));
+            assert_cw_ok(cw_operator_add_input(o, "in_d", NULL));
+        } else {
+            if (i) assert_cw_ok(cw_operator_add_input(o, "in", NULL));
+            assert_cw_ok(cw_operator_add_output(o, "out", NULL));
+        }
+        assert_cw_ok(cw_pipeline_add(p, o));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "D", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in_b"));
+    assert_cw_ok(cw_pipeline_connect(p, "D", "out", "C", "in_d"));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_cw_ok(cw_pipeline_run(p, ITS));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    unsigned *host = malloc((size_t)ITS * N * 4);
+    assert_cw_ok(cw_copy_to_host(s0, host, d.results, (size_t)ITS * N * 4));
+    assert_cw_ok(cw_stream_synchronize(s0));
+    long wrong = 0;
+    for (unsigned it = 0; it < ITS; it++)
+        for (unsigned i = 0; i < N; i++) {
+            unsigned v = it * 1000u + 1u + i;
+            if (host[(size_t)it * N + i] != (v * 2u + 1u) + (v * 3u + 5u)) wrong++;
+        }
+    cw_pipeline_stats st;
+    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    printf("# two-device diamond, %u thread(s): %ld of %d values wrong, %d inputs on the wrong device, "
+           "%llu peer copies, run returned in %.1f ms (A is 20 ms a frame)\n",
+           threads, wrong, ITS * N, d.wrong_device, (unsigned long long)st.peer_copies,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(d.wrong_device, 0);
+    assert_int_equal(st.peer_copies, 2 * ITS); /* A -> B and B -> C, each iteration */
+    free(host);
+    cw_pipeline_destroy(&p);
+    cw_buffer_release(&res);
+    cw_stream_destroy(&s0);
+    cw_stream_pool_destroy(&pool1);
+}
+
+static void test_two_device_diamond(void **state) {
+    (void)state;
+    run_diamond(1);
+    run_diamond(4);
+}
+
+/* ---- two resident loops served together --------------------------------------------- */
+
+typedef struct loop {
+    cw_resident *r;
+    unsigned long long ctl, in_d, out_d, buf;
+    volatile unsigned *in, *out;
+    cw_buffer *scratch;
+} loop;
+
+static cw_status loop_capture(cw_stream *s, void *user) {
+    loop *l = user;
+    void *a1[] = {&l->ctl, &l->in_d, &l->buf};
+    void *a2[] = {&l->ctl, &l->buf};
+    void *a3[] = {&l->ctl, &l->buf, &l->out_d};
+    cw_status st = launch(k_gload, s, 1, 1, a1);
+    if (!st) st = launch(k_gmul, s, 1, 1, a2);
+    if (!st) st = launch(k_gstore, s, 1, 1, a3);
+    return st;
+}
+
+static void test_two_resident_loops(void **state) {
+    (void)state;
+    const unsigned n = cwt_under_sanitizer() ? 200 : 20000;
+    void *page = NULL;
+    assert_cw_ok(cw_host_alloc(ctx[0], 4096, &page));
+    loop L[2];
+    cw_resident *rs[2];
+    for (int d = 0; d < 2; d++) {
+        loop *l = &L[d];
+        memset(l, 0, sizeof *l);
+        l->in = (volatile unsigned *)((char *)page + 256 * d);
+        l->out = (volatile unsigned *)((char *)page + 256 * d + 128);
+        l->in_d = (unsigned long long)(uintptr_t)l->in; /* portable mapped memory: one address (UVA) */
+        l->out_d = (unsigned long long)(uintptr_t)l->out;
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, ctx[d], NULL));
+        assert_cw_ok(cw_buffer_alloc(&l->scratch, s, 64));
+        l->buf = ptr_of(l->scratch);
+        assert_cw_ok(cw_stream_synchronize(s));
+        cw_stream_destroy(&s);
+        cw_resident_settings rs_set;
+        cw_resident_settings_default(&rs_set);
+        rs_set.sleep_interval_us = 0;
+        rs_set.gate = CW_RESIDENT_GATE_KERNELS;
+        rs_set.sync_with_host = 1;
+        rs_set.unroll = 8;
+        assert_cw_ok(cw_resident_create(&l->r, ctx[d], &rs_set));
+        assert_cw_ok(cw_resident_get_ctl(l->r, &l->ctl));
+        assert_cw_ok(cw_resident_set_workload_fn(l->r, loop_capture, l));
+        rs[d] = l->r;
+    }
+    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_launch(rs[d]));
+    unsigned wrong = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 1; i <= n; i++) {
+        L[0].in[0] = i;
+        L[1].in[0] = i * 7u + 3u;
+        uint64_t seqs[2] = {0, 0};
+        assert_cw_ok(cw_resident_data_ready_many(rs, 2, seqs));
+        assert_int_equal(seqs[0], i);
+        assert_int_equal(seqs[1], i);
+        assert_cw_ok(cw_resident_wait_many(rs, seqs, 2, 2000));
+        if (L[0].out[0] != (i + 1u) * 3u + 7u) wrong++;
+        if (L[1].out[0] != (i * 7u + 3u + 1u) * 3u + 7u) wrong++;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
+    cw_resident_stats st[2];
+    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_get_stats(rs[d], &st[d]));
+    printf("# two resident loops served together: %u rounds, %u results wrong, %.2f us a round (both), "
+           "iterations %llu and %llu, GPU iteration medians %.2f and %.2f us\n",
+           n, wrong, us, (unsigned long long)st[0].iterations, (unsigned long long)st[1].iterations,
+           st[0].iter_median_ns / 1e3, st[1].iter_median_ns / 1e3);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(st[0].iterations, n);
+    assert_int_equal(st[1].iterations, n);
+    /* A wait for a request never made is refused, naming the loop. */
+    uint64_t too_far[2] = {n, n + 5};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_many(rs, too_far, 2, 10));
+    assert_non_null(strstr(cw_last_error_message(), "loops[1]"));
+    for (int d = 0; d < 2; d++) {
+        assert_cw_ok(cw_resident_tear_down(rs[d], 1000));
+        assert_cw_ok(cw_resident_destroy(&L[d].r));
+        cw_buffer_release(&L[d].scratch);
+    }
+    cw_host_free(ctx[0], page);
+}
+
+/* ---- NCCL ---------------------------------------------------------------------------- */
+
+static void test_all_reduce(void **state) {
+    (void)state;
+    int version = 0;
+    cw_status vs = cw_nccl_version(&version);
+    if (vs == CW_ERROR_NOT_SUPPORTED) {
+        printf("# SKIP all-reduce: %s\n", cw_last_error_message());
+        skip();
+        return;
+    }
+    assert_cw_ok(vs);
+    printf("# NCCL %d, NCCL_NVLS_ENABLE=%s\n", version, getenv("NCCL_NVLS_ENABLE"));
+    CUcontext before = NULL, after = NULL;
+    assert_int_equal(rc.cuCtxGetCurrent(&before), 0);
+    cw_comm *comm = NULL;
+    assert_cw_ok(cw_comm_create(&comm, ctx, 2));
+    assert_int_equal(rc.cuCtxGetCurrent(&after), 0);
+    assert_ptr_equal(before, after);
+
+    enum { COUNT = 1 << 20 };
+    cw_stream *fill[2], *coll[2], *use[2];
+    cw_buffer *buf[2];
+    unsigned long long send[2], recv[2];
+    float *host = malloc(COUNT * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        assert_cw_ok(cw_stream_create(&fill[r], ctx[r], NULL));
+        assert_cw_ok(cw_stream_create(&coll[r], ctx[r], NULL));
+        assert_cw_ok(cw_stream_create(&use[r], ctx[r], NULL));
+        assert_cw_ok(cw_buffer_alloc(&buf[r], fill[r], 2ull * COUNT * sizeof(float)));
+        assert_cw_ok(cw_buffer_get_writable(buf[r], &send[r]));
+        recv[r] = send[r] + COUNT * sizeof(float);
+        for (int i = 0; i < COUNT; i++) host[i] = (float)((r + 1) * (i % 1000));
+        assert_cw_ok(cw_copy_to_device(fill[r], send[r], host, COUNT * sizeof(float)));
+        assert_cw_ok(cw_stream_synchronize(fill[r]));
+    }
+    /* A slow producer on rank 1's fill stream writes element 0 after 50 ms
+     * (as an int: the bits of 1000.0f); the collective's streams wait for the
+     * producers with cw_stream_wait, the readers for the collective. */
+    int bits;
+    float thousand = 1000.0f;
+    memcpy(&bits, &thousand, sizeof bits);
+    long long ns = SLOW_NS;
+    void *wa[] = {&send[1], &bits, &ns};
+    assert_cw_ok(launch(k_slow_write, fill[1], 1, 1, wa));
+    for (int r = 0; r < 2; r++) assert_cw_ok(cw_stream_wait(coll[r], fill[r]));
+    assert_cw_ok(cw_comm_all_reduce(comm, send, recv, COUNT, CW_FLOAT32, CW_SUM, coll));
+    assert_int_equal(rc.cuCtxGetCurrent(&after), 0);
+    assert_ptr_equal(before, after);
+    long wrong = 0;
+    for (int r = 0; r < 2; r++) {
+        assert_cw_ok(cw_stream_wait(use[r], coll[r]));
+        assert_cw_ok(cw_copy_to_host(use[r], host, recv[r], COUNT * sizeof(float)));
+        assert_cw_ok(cw_stream_synchronize(use[r]));
+        if (host[0] != 1000.0f) wrong++; /* rank 0's 0 + the slow 1000 */
+        for (int i = 1; i < COUNT; i++)
+            if (host[i] != (float)(3 * (i % 1000))) wrong++;
+    }
+    printf("# all-reduce of %d floats over 2 GPUs after a 50 ms producer: %ld of %d wrong\n", COUNT, wrong,
+           2 * COUNT);
+    assert_int_equal(wrong, 0);
+
+    /* Broadcast from rank 1 into recv, then by rank inside a group. */
+    unsigned long long bsend[2] = {0, send[1]};
+    assert_cw_ok(cw_comm_broadcast(comm, bsend, recv, COUNT, CW_FLOAT32, 1, coll));
+    for (int r = 0; r < 2; r++) {
+        assert_cw_ok(cw_stream_wait(use[r], coll[r]));
+        assert_cw_ok(cw_copy_to_host(use[r], host, recv[r], COUNT * sizeof(float)));
+        assert_cw_ok(cw_stream_synchronize(use[r]));
+        assert_true(host[0] == 1000.0f && host[1] == 2.0f && host[999] == 1998.0f);
+    }
+    assert_cw_ok(cw_comm_group_begin());
+    for (int r = 0; r < 2; r++)
+        assert_cw_ok(cw_comm_all_reduce_rank(comm, r, recv[r], recv[r], COUNT, CW_FLOAT32, CW_MAX, coll[r]));
+    assert_cw_ok(cw_comm_group_end());
+    for (int r = 0; r < 2; r++) {
+        assert_cw_ok(cw_stream_synchronize(coll[r]));
+        assert_cw_ok(cw_copy_to_host(use[r], host, recv[r], 4 * sizeof(float)));
+        assert_cw_ok(cw_stream_synchronize(use[r]));
+        assert_true(host[0] == 1000.0f && host[1] == 2.0f);
+    }
+    for (int r = 0; r < 2; r++) {
+        cw_buffer_release(&buf[r]);
+        cw_stream_destroy(&fill[r]);
+        cw_stream_destroy(&coll[r]);
+        cw_stream_destroy(&use[r]);
+    }
+    cw_comm_destroy(&comm);
+    free(host);
+}
+
+int main(void) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1); /* before anything can load NCCL */
+    if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
+    int n = 0;
+    cw_device_count(&n);
+    if (n < 2) {
+        printf("SKIP: these tests need two GPUs; this machine has %d\n", n);
+        return CWT_SKIP_EXIT;
+    }
+    if (rawcuda_open(&rc) != 0) {
+        printf("FAIL: the raw driver could not be opened\n");
+        return 1;
+    }
+    int devs[2] = {0, 1};
+    if (cw_device_set_open(&set, devs, 2) || cw_device_set_context(set, 0, &ctx[0]) ||
+        cw_device_set_context(set, 1, &ctx[1]) || cw_module_load_image(&mod, cw_test_kernels_fatbin) ||
+        cw_module_get_kernel(mod, "cw_slow_write", &k_slow_write) ||
+        cw_module_get_kernel(mod, "cw_copy_int", &k_copy_int) || cw_module_get_kernel(mod, "cw_pl_fill", &k_fill) ||
+        cw_module_get_kernel(mod, "cw_pl_scale", &k_scale) || cw_module_get_kernel(mod, "cw_pl_sum2", &k_sum2) ||
+        cw_module_get_kernel(mod, "cw_gop_load", &k_gload) || cw_module_get_kernel(mod, "cw_gop_mul", &k_gmul) ||
+        cw_module_get_kernel(mod, "cw_gop_store", &k_gstore)) {
+        printf("FAIL: setup: %s\n", cw_last_error_message());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cross_device_ordering),
+        cmocka_unit_test(test_two_device_diamond),
+        cmocka_unit_test(test_two_resident_loops),
+        cmocka_unit_test(test_all_reduce),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_module_destroy(&mod);
+    cw_device_set_close(&set);
+    return failed;
+}
