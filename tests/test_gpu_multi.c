@@ -445,7 +445,7 @@ int main(void) {
         printf("SKIP: these tests need two GPUs; this machine has %d\n", n);
         return CWT_SKIP_EXIT;
     }
-    if (rawcuda_open(&rc) != 0) {
+    if (!rawcuda_open(&rc)) {
         printf("FAIL: the raw driver could not be opened\n");
         return 1;
     }
