@@ -175,7 +175,32 @@ cw_status mempool_get(cw_context *ctx, CUmemoryPool *out) {
         }
         *out = ctx->mempool;
     }
-    if (pool) drv().cuMemPoolDestroy(pool);  // another thread made it first
+    if (pool) {
+        drv().cuMemPoolDestroy(pool);  // another thread made it first
+        return CW_SUCCESS;
+    }
+    // Devices given peer access to this context before its pool existed.
+    return pool_open_to(ctx, ctx->pool_peers.load());
+}
+
+cw_status pool_open_to(cw_context *ctx, uint64_t devices) {
+    CUmemoryPool pool;
+    {
+        SpinLock lock(ctx->lock);
+        pool = ctx->mempool;
+    }
+    if (!pool || !devices) return CW_SUCCESS;
+    if (!drv().cuMemPoolSetAccess) return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuMemPoolSetAccess");
+    for (int d = 0; d < 64; d++) {
+        if (!(devices >> d & 1) || d == ctx->ordinal) continue;
+        CUmemAccessDesc desc;
+        memset(&desc, 0, sizeof desc);
+        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc.location.id = d;
+        desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = drv().cuMemPoolSetAccess(pool, &desc, 1);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuMemPoolSetAccess", "opening the buffer pool to a peer device");
+    }
     return CW_SUCCESS;
 }
 
@@ -639,14 +664,8 @@ CW_API cw_status cw_buffer_pool_share(cw_context *owner, cw_context *peer) {
     // (CW_ERROR_NOT_SUPPORTED) before the pool is touched.
     CW_TRY(cw_context_enable_peer(peer, owner));
     CUmemoryPool pool = nullptr;
-    CW_TRY(mempool_get(owner, &pool));
-    CUmemAccessDesc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc.location.id = peer->ordinal;
-    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CW_CU(cuMemPoolSetAccess, (pool, &desc, 1));
-    return CW_SUCCESS;
+    CW_TRY(mempool_get(owner, &pool));  // made now: opened to every device given access so far
+    return pool_open_to(owner, 1ull << (peer->ordinal & 63));
 }
 
 CW_API cw_status cw_host_alloc(cw_context *ctx, size_t bytes, void **out) {

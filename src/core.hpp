@@ -130,6 +130,10 @@ struct cw_context {
     // Peer access from this context enabled through cuweave (multi.cpp): bit
     // i set when the device of ordinal i can be accessed.
     std::atomic<uint64_t> peers;
+    // Devices (bit = ordinal) whose contexts were given access to this
+    // context's memory: its buffer pool is opened to them too (a pool's
+    // memory is not covered by cuCtxEnablePeerAccess).
+    std::atomic<uint64_t> pool_peers;
 };
 
 namespace cw {
@@ -182,6 +186,11 @@ cw_status refuse_load_while_resident(const char *what);
 
 // Clamps a priority into the context's range.
 int clamp_priority(const cw_context *ctx, int priority);
+
+// Opens ctx's buffer pool (if made yet) to the devices in `devices` (bits =
+// ordinals), read and write. Used when peer access is enabled, and when the
+// pool is made after that.
+cw_status pool_open_to(cw_context *ctx, uint64_t devices);
 
 // Teardown hooks of the stream layer, called when the context goes.
 void pool_destroy_internal(cw_stream_pool *pool);

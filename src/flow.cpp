@@ -849,11 +849,11 @@ cw_status order_behind(cw_io *io, cw_stream *s, const Connection &c) {
     return stream_order(s, c.msg.stream);
 }
 
-// True when copies between the two contexts' devices can go directly (peer
-// access enabled through cuweave either way).
-bool peer_direct(const cw_context *a, const cw_context *b) {
-    const uint64_t ba = b->ordinal < 64 ? 1ull << b->ordinal : 0, ab = a->ordinal < 64 ? 1ull << a->ordinal : 0;
-    return (a->peers.load(std::memory_order_acquire) & ba) || (b->peers.load(std::memory_order_acquire) & ab);
+// True when the consumer's device reads the producer's memory directly
+// (peer access from home to from enabled through cuweave).
+bool peer_direct(const cw_context *home, const cw_context *from) {
+    const uint64_t bit = from->ordinal < 64 ? 1ull << from->ordinal : 0;
+    return (home->peers.load(std::memory_order_acquire) & bit) != 0;
 }
 
 // Moves, once per call, the buffers of port pi's messages that live on

@@ -201,6 +201,10 @@ CW_API cw_status cw_context_enable_peer(cw_context *ctx, cw_context *peer) {
         return fail_cu(r, "cuCtxEnablePeerAccess");
     }
     CW_TRY(guard.leave());
+    // A stream-ordered pool's memory is not covered by context peer access:
+    // open peer's buffer pool to ctx's device too (now, or when it is made).
+    peer->pool_peers.fetch_or(ctx->ordinal < 64 ? 1ull << ctx->ordinal : 0);
+    CW_TRY(pool_open_to(peer, ctx->ordinal < 64 ? 1ull << ctx->ordinal : 0));
     ctx->peers.fetch_or(bit, std::memory_order_acq_rel);
     log(CW_LOG_INFO, "peer access enabled: device %d reads and writes device %d's memory", ctx->ordinal,
         peer->ordinal);

@@ -14,12 +14,18 @@
  *  - an all-reduce and a broadcast through NCCL on cuweave streams, ordered
  *    after a slow producer with cw_stream_wait: every element checked, and
  *    the caller's current context unchanged.
+ * The binary first runs itself again (before touching the GPU) with
+ * CWT_MULTI_NO_PEER=1: that pass never enables peer access, so peer copies
+ * and the pipeline's moves go the way a machine without a peer path takes
+ * (the driver stages through host memory), checked the same way.
  * NCCL_NVLS_ENABLE=0 is set before anything can load NCCL (NVLink multicast
  * is off on the machines this runs on); nothing calls cuMulticastCreate.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cwtest.h"
 #include "kernels/test_kernels_fatbin.h"
@@ -32,6 +38,8 @@ static rawcuda rc;
 static cw_device_set *set;
 static cw_context *ctx[2];
 static cw_module *mod;
+static int no_peer;     /* the CWT_MULTI_NO_PEER pass */
+static int child_status = -1;
 static cw_kernel *k_slow_write, *k_copy_int, *k_fill, *k_scale, *k_sum2, *k_gload, *k_gmul, *k_gstore;
 
 static cw_status launch(cw_kernel *k, cw_stream *s, unsigned grid, unsigned block, void **args) {
@@ -60,8 +68,8 @@ static int read_int(cw_stream *s, unsigned long long p) {
 static void test_cross_device_ordering(void **state) {
     (void)state;
     int enabled = 0;
-    assert_cw_ok(cw_device_set_enable_peers(set, &enabled));
-    printf("# peer access: %d ordered pairs enabled\n", enabled);
+    if (!no_peer) assert_cw_ok(cw_device_set_enable_peers(set, &enabled));
+    printf("# peer access: %d ordered pairs enabled%s\n", enabled, no_peer ? " (the pass without peer access)" : "");
     for (int dir = 0; dir < 2; dir++) {
         const int w = dir, r = 1 - dir; /* writer's and reader's device */
         cw_stream *sw = NULL, *sr = NULL;
@@ -76,6 +84,7 @@ static void test_cross_device_ordering(void **state) {
         assert_cw_ok(cw_stream_synchronize(sw));
         int peer_ok = 0;
         assert_cw_ok(cw_context_peer_enabled(ctx[r], ctx[w], &peer_ok));
+        assert_int_equal(peer_ok, !no_peer);
         /* Three readers: a peer copy with the wait, a kernel reading the peer's
          * memory with the wait (peer access only), a peer copy without (control). */
         int right_copy = 0, right_kernel = 0, early = 0;
@@ -184,6 +193,17 @@ static cw_status dia_compute(cw_io *io, void *user) {
     return launch(k_sum2, s, GRID, BLOCK, args);
 }
 
+typedef struct moves_seen {
+    int staged, direct;
+} moves_seen;
+
+static void count_moves(void *user, cw_log_level level, const char *msg) {
+    moves_seen *m = user;
+    (void)level;
+    if (strstr(msg, "without peer access: the driver stages")) m->staged++;
+    if (strstr(msg, "with direct peer copies")) m->direct++;
+}
+
 static void run_diamond(unsigned threads) {
     cw_stream_pool *pool1 = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool1, ctx[1], NULL));
@@ -221,10 +241,13 @@ static void run_diamond(unsigned threads) {
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in_b"));
     assert_cw_ok(cw_pipeline_connect(p, "D", "out", "C", "in_d"));
     struct timespec t0, t1;
+    moves_seen seen = {0, 0};
+    assert_cw_ok(cw_set_log_callback(count_moves, &seen, CW_LOG_INFO));
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_cw_ok(cw_pipeline_run(p, ITS));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
     unsigned *host = malloc((size_t)ITS * N * 4);
     assert_cw_ok(cw_copy_to_host(s0, host, d.results, (size_t)ITS * N * 4));
     assert_cw_ok(cw_stream_synchronize(s0));
@@ -236,10 +259,14 @@ static void run_diamond(unsigned threads) {
         }
     cw_pipeline_stats st;
     assert_cw_ok(cw_pipeline_get_stats(p, &st));
-    printf("# two-device diamond, %u thread(s): %ld of %d values wrong, %d inputs on the wrong device, "
-           "%llu peer copies, run returned in %.1f ms (A is 20 ms a frame)\n",
-           threads, wrong, ITS * N, d.wrong_device, (unsigned long long)st.peer_copies,
+    printf("# two-device diamond, %u thread(s)%s: %ld of %d values wrong, %d inputs on the wrong device, "
+           "%llu peer copies (connections logged: %d staged, %d direct), run returned in %.1f ms "
+           "(A is 20 ms a frame)\n",
+           threads, no_peer ? ", no peer access" : "", wrong, ITS * N, d.wrong_device,
+           (unsigned long long)st.peer_copies, seen.staged, seen.direct,
            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    assert_int_equal(no_peer ? seen.staged : seen.direct, 2);
+    assert_int_equal(no_peer ? seen.direct : seen.staged, 0);
     assert_int_equal(wrong, 0);
     assert_int_equal(d.wrong_device, 0);
     assert_int_equal(st.peer_copies, 2 * ITS); /* A -> B and B -> C, each iteration */
@@ -436,8 +463,31 @@ static void test_all_reduce(void **state) {
     free(host);
 }
 
-int main(void) {
+/* The pass without peer access, run by the parent before its own tests. */
+static void test_without_peer_access(void **state) {
+    (void)state;
+    if (no_peer) skip(); /* the child itself */
+    printf("# the pass without peer access exited with %d\n", child_status);
+    assert_int_equal(child_status, 0);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
     setenv("NCCL_NVLS_ENABLE", "0", 1); /* before anything can load NCCL */
+    no_peer = getenv("CWT_MULTI_NO_PEER") != NULL;
+    if (!no_peer) {
+        /* Before this process touches the driver: the child starts clean. */
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("CWT_MULTI_NO_PEER", "1", 1);
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        int ws = 0;
+        if (pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws)) child_status = WEXITSTATUS(ws);
+        if (child_status == CWT_SKIP_EXIT) return CWT_SKIP_EXIT; /* it said why */
+    }
     if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
     int n = 0;
     cw_device_count(&n);
@@ -461,6 +511,7 @@ int main(void) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_without_peer_access),
         cmocka_unit_test(test_cross_device_ordering),
         cmocka_unit_test(test_two_device_diamond),
         cmocka_unit_test(test_two_resident_loops),

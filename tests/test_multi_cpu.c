@@ -234,11 +234,14 @@ static void test_peers(void **state) {
     assert_int_equal(on, 0);
     assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[0], &on));
     assert_int_equal(on, 1);
-    long peers = fake_live("peers");
+    long peers = fake_live("peers"), opened = fake_calls("cuMemPoolSetAccess");
     int enabled = -1;
     assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
     assert_int_equal(enabled, 2);
     assert_int_equal(fake_live("peers"), peers + 2);
+    /* Each context's buffer pool (made when warming up) is opened to the
+     * other device too: a pool's memory is not covered by context peer access. */
+    assert_int_equal(fake_calls("cuMemPoolSetAccess"), opened + 2);
     assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[1], &on));
     assert_int_equal(on, 1);
     assert_cw_ok(cw_context_peer_enabled(g_ctx[1], g_ctx[0], &on));
