@@ -303,12 +303,29 @@ static cw_status loop_capture(cw_stream *s, void *user) {
     return st;
 }
 
+static loop L[2];
+static void *page;
+
+/* Whatever the test left (after a failed assertion too): no loop may keep
+ * running into the next test, whose loads would wait for it. */
+static int loops_teardown(void **state) {
+    (void)state;
+    for (int d = 0; d < 2; d++) {
+        if (L[d].r) {
+            (void)cw_resident_tear_down(L[d].r, 1000);
+            (void)cw_resident_destroy(&L[d].r);
+        }
+        cw_buffer_release(&L[d].scratch);
+    }
+    if (page) cw_host_free(ctx[0], page);
+    page = NULL;
+    return 0;
+}
+
 static void test_two_resident_loops(void **state) {
     (void)state;
     const unsigned n = cwt_under_sanitizer() ? 200 : 20000;
-    void *page = NULL;
     assert_cw_ok(cw_host_alloc(ctx[0], 4096, &page));
-    loop L[2];
     cw_resident *rs[2];
     for (int d = 0; d < 2; d++) {
         loop *l = &L[d];
@@ -334,6 +351,9 @@ static void test_two_resident_loops(void **state) {
         assert_cw_ok(cw_resident_set_workload_fn(l->r, loop_capture, l));
         rs[d] = l->r;
     }
+    /* Build every loop before launching any: building loads code, which
+     * waits for running kernels, and a launched loop never stops running. */
+    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_build(rs[d]));
     for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_launch(rs[d]));
     unsigned wrong = 0;
     struct timespec t0, t1;
@@ -364,12 +384,7 @@ static void test_two_resident_loops(void **state) {
     uint64_t too_far[2] = {n, n + 5};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_many(rs, too_far, 2, 10));
     assert_non_null(strstr(cw_last_error_message(), "loops[1]"));
-    for (int d = 0; d < 2; d++) {
-        assert_cw_ok(cw_resident_tear_down(rs[d], 1000));
-        assert_cw_ok(cw_resident_destroy(&L[d].r));
-        cw_buffer_release(&L[d].scratch);
-    }
-    cw_host_free(ctx[0], page);
+    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_tear_down(rs[d], 1000));
 }
 
 /* ---- NCCL ---------------------------------------------------------------------------- */
@@ -514,7 +529,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_without_peer_access),
         cmocka_unit_test(test_cross_device_ordering),
         cmocka_unit_test(test_two_device_diamond),
-        cmocka_unit_test(test_two_resident_loops),
+        cmocka_unit_test_teardown(test_two_resident_loops, loops_teardown),
         cmocka_unit_test(test_all_reduce),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
