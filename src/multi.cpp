@@ -61,7 +61,7 @@ CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int
     CW_CU(cuDeviceGetCount, (&visible));
     int list[CW_MAX_DEVICES];
     int n = count;
-    if (devices) {
+    if (count > 0) {
         for (int i = 0; i < n; i++) {
             if (devices[i] < 0 || devices[i] >= visible)
                 return fail(CW_ERROR_INVALID_ARGUMENT, "devices[%d] is %d, but there are %d devices", i, devices[i],

@@ -52,9 +52,10 @@ typedef struct cw_device_set cw_device_set;
 
 /*
  * Opens the primary context (cw_context_create) of each device ordinal in
- * devices[0..count): the set's member i is devices[i]. devices NULL and
- * count 0: every visible device, in ordinal order. On failure nothing is
- * left retained and *out is untouched.
+ * devices[0..count): the set's member i is devices[i]. count 0 (devices
+ * then ignored, may be NULL): every visible device, in ordinal order, at
+ * most CW_MAX_DEVICES. On failure nothing is left retained and *out is
+ * untouched.
  * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (out NULL; count negative or
  * above CW_MAX_DEVICES; devices NULL with count > 0; an ordinal out of range
  * or given twice: the detail names it); CW_ERROR_NO_DEVICE (count 0 and no
@@ -64,9 +65,10 @@ CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int
 
 /*
  * Drops the set's reference to each context and frees the set; sets *set to
- * NULL. Accepts NULL and a NULL *set. Objects made on the contexts keep them
- * alive (context.h). A second close of the same handle is refused with
- * CW_ERROR_INVALID_HANDLE in the detail and does nothing.
+ * NULL (so a second close through the same variable does nothing). Accepts
+ * NULL and a NULL *set; a handle that is not a live set is refused
+ * (CW_ERROR_INVALID_HANDLE in the detail) and left alone. Objects made on
+ * the contexts keep them alive (context.h).
  */
 CW_API void cw_device_set_close(cw_device_set **set);
 
@@ -74,9 +76,9 @@ CW_API void cw_device_set_close(cw_device_set **set);
 CW_API cw_status cw_device_set_size(const cw_device_set *set, int *count);
 
 /*
- * The context of member `index` (borrowed: valid until the set is closed;
- * cw_context_retain is not offered, make objects on it to keep it).
- * CW_ERROR_INVALID_ARGUMENT for an index out of range.
+ * The context of member `index` (borrowed: valid while the set is open, and
+ * after that while objects made on it live). CW_ERROR_INVALID_ARGUMENT for
+ * an index out of range.
  */
 CW_API cw_status cw_device_set_context(const cw_device_set *set, int index, cw_context **ctx);
 
