@@ -76,7 +76,8 @@ CW_API void cw_buffer_release(cw_buffer **b);
 
 /*
  * Records that the work enqueued on s so far uses the buffer: the free
- * waits for it. s may belong to any context of the buffer's device. Costs
+ * waits for it. s may be a stream of any context and any device (a peer
+ * reading the buffer over peer access, or copying it: multi.h). Costs
  * one cuEventRecord on a pooled event. Any number of uses may be recorded;
  * a later use on the same stream replaces the earlier one (it covers it);
  * a buffer keeps 8 pending and folds older ones into its release stream's
