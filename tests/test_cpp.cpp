@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <string>
 #include <utility>
@@ -485,6 +486,9 @@ static_assert(move_only_nothrow<cw::module>(), "module");
 static_assert(move_only_nothrow<cw::buffer>(), "buffer");
 static_assert(move_only_nothrow<cw::host_buffer>(), "host_buffer");
 static_assert(move_only_nothrow<cw::pipeline>(), "pipeline");
+static_assert(move_only_nothrow<cw::device_set>(), "device_set");
+static_assert(move_only_nothrow<cw::comm>(), "comm");
+static_assert(move_only_nothrow<cw::comm_group>(), "comm_group");
 // A capture is tied to its stream: neither copied nor moved.
 static_assert(!std::is_copy_constructible<cw::capture>::value && !std::is_move_constructible<cw::capture>::value &&
                   !std::is_copy_assignable<cw::capture>::value && !std::is_move_assignable<cw::capture>::value,
@@ -502,8 +506,9 @@ static_assert(handle_sized<cw::context>() && handle_sized<cw::partition_set>() &
                   handle_sized<cw::stream_pool>() && handle_sized<cw::timer>() && handle_sized<cw::future>() &&
                   handle_sized<cw::graph>() && handle_sized<cw::graph_exec>() && handle_sized<cw::resident>() &&
                   handle_sized<cw::program>() && handle_sized<cw::module>() && handle_sized<cw::buffer>() &&
-                  handle_sized<cw::pipeline>(),
+                  handle_sized<cw::pipeline>() && handle_sized<cw::device_set>() && handle_sized<cw::comm>(),
               "owning wrappers are the handle plus a flag");
+static_assert(sizeof(cw::comm_group) == sizeof(bool), "a group is whether it is open");
 static_assert(sizeof(cw::lease) == 2 * sizeof(void *) && sizeof(cw::forked) == 2 * sizeof(void *),
               "a lease is its pool and stream, a fork its parent and child");
 static_assert(sizeof(cw::host_buffer) == 2 * sizeof(void *) + sizeof(size_t), "host memory: context, pointer, size");
@@ -523,11 +528,19 @@ static_assert(std::is_nothrow_move_constructible<cw::result<cw::stream>>::value 
 static_assert(std::is_same<decltype(cw::context::create(0)), cw::result<cw::context>>::value &&
                   std::is_same<decltype(cw::init()), cw::status>::value,
               "no exceptions: results and statuses");
+static_assert(std::is_same<decltype(cw::data_ready_many(std::declval<const cw::resident &>(),
+                                                        std::declval<const cw::resident &>())),
+                           cw::result<std::array<uint64_t, 2>>>::value,
+              "no exceptions: request numbers in a result");
 #else
 static_assert(std::is_same<decltype(cw::context::create(0)), cw::context>::value &&
                   std::is_same<decltype(cw::init()), void>::value &&
                   std::is_base_of<std::exception, cw::error>::value,
               "exceptions: values, and cw::error");
+static_assert(std::is_same<decltype(cw::data_ready_many(std::declval<const cw::resident &>(),
+                                                        std::declval<const cw::resident &>())),
+                           std::array<uint64_t, 2>>::value,
+              "exceptions: one request number per loop");
 #endif
 static_assert(std::is_same<decltype(cw::defaults<cw_pipeline_settings>()), cw_pipeline_settings>::value,
               "defaults give the C struct");
@@ -1183,6 +1196,193 @@ static void test_conditional_graphs(void **) {
     expect_no_leaks(before, "conditional graphs");
 }
 
+// ---- several devices and collectives: one fake device, no NCCL ----------------------
+
+// Every wrapper of multi.h and collective.h once, on the fake's one device:
+// a device set of every device, peer facts and the errors of a pair on one
+// device, peer and buffer copies within the device (bytes checked), several
+// resident loops (zero; with the features on, a loop not launched, then
+// launched), and communicators refused without NCCL (CUWEAVE_LIBNCCL names
+// none, set in main).
+static void test_several_devices(void **) {
+    const live_counts before = snapshot();
+    {
+        // device sets: every device, a list, an array; lists refused
+        cw::device_set set = VAL(cw::device_set::open());
+        assert_true(set.owns());
+        assert_int_equal(set.size(), 1);
+        assert_int_equal(set.ordinal(0), 0);
+        assert_int_equal(set.ordinal(1), -1);
+        cw::context c0 = set.context(0);
+        assert_false(c0.owns());
+        assert_int_equal(c0.device(), 0);
+        assert_int_equal(c0.kind(), CW_CONTEXT_PRIMARY);
+        assert_null(set.context(1).get());
+        assert_int_equal(VAL(set.enable_peers()), 0); // no pair of devices
+        {
+            cw::device_set listed = VAL(cw::device_set::open({0}));
+            assert_int_equal(listed.size(), 1);
+            cw::device_set moved(std::move(listed));
+            assert_null(listed.get());
+            assert_int_equal(moved.size(), 1);
+            cw::device_set &alias = moved;
+            moved = std::move(alias); // self-move: still held
+            assert_int_equal(moved.ordinal(0), 0);
+            const int devs[] = {0};
+            moved = VAL(cw::device_set::open(devs, 1)); // closes what moved held
+            assert_int_equal(moved.ordinal(0), 0);
+            cw::device_set borrowed = cw::device_set::wrap(moved.get());
+            assert_false(borrowed.owns());
+        }
+        assert_int_equal(STATUS_OF(cw::device_set::open({1})), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::device_set::open({0, 0})), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw::error_message(), "both device 0"));
+        assert_int_equal(cw::device_set().size(), 0);
+
+        // peers: a device reaches its own memory; two contexts of one device are no pair
+        cw_peer_info pi = VAL(cw::peer_info(0, 0));
+        assert_int_equal(pi.can_access, 1);
+        assert_int_equal(pi.perf_rank, 0);
+        assert_int_equal(pi.native_atomics, 1);
+        assert_int_equal(STATUS_OF(cw::peer_info(0, 1)), CW_ERROR_INVALID_ARGUMENT);
+        cw::context c1 = VAL(cw::context::create(0));
+        assert_true(c1.get() != c0.get());
+#ifdef CW_HPP_NO_EXCEPTIONS
+        cw::status st = cw::enable_peer(c0, c1);
+        assert_false(st.ok());
+        assert_int_equal(st.code(), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw::error_message(), "both on device 0"));
+#else
+        bool thrown = false;
+        try {
+            cw::enable_peer(c0, c1);
+        } catch (const cw::error &e) {
+            thrown = true;
+            assert_int_equal(e.status(), CW_ERROR_INVALID_ARGUMENT);
+            assert_non_null(strstr(e.what(), "both on device 0"));
+        }
+        assert_true(thrown);
+#endif
+        assert_true(VAL(cw::peer_enabled(c0, c1))); // one device: always
+        assert_int_equal(STATUS_OF(cw::peer_enabled(c0, cw::context())), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::pool_share(c0, c1)), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw::error_message(), "both on device 0"));
+
+        // peer copies within the device, between its two contexts: the bytes arrive
+        cw::stream s = VAL(cw::stream::create(c0));
+        enum { N = 256 };
+        unsigned in[N], out[N];
+        for (unsigned i = 0; i < N; i++) in[i] = i * 13u + 1u;
+        cw::buffer a = VAL(cw::buffer::alloc(s, sizeof in));
+        cw::buffer b = VAL(cw::buffer::alloc(s, sizeof in));
+        cw::buffer c = VAL(cw::buffer::alloc(s, sizeof in));
+        OK(cw::copy_to_device(s, VAL(a.writable()), in, sizeof in));
+        OK(cw::copy_peer(s, VAL(b.writable()), c1, a.ptr(), c0, sizeof in));
+        memset(out, 0, sizeof out);
+        OK(cw::copy_to_host(s, out, b.ptr(), sizeof out));
+        OK(s.synchronize());
+        assert_memory_equal(in, out, sizeof in);
+        OK(cw::copy_peer(s, 0, c1, 0, c0, 0)); // nothing to copy
+        assert_int_equal(STATUS_OF(cw::copy_peer(s, 0, c1, a.ptr(), c0, 4)), CW_ERROR_INVALID_ARGUMENT);
+        // whole buffers: a stream of c1 copies c0's buffers
+        cw::stream s1 = VAL(cw::stream::create(c1));
+        OK(s1.wait(s));
+        OK(c.copy_from(s1, b));
+        memset(out, 0, sizeof out);
+        OK(cw::copy_to_host(s1, out, c.ptr(), sizeof out));
+        OK(s1.synchronize());
+        assert_memory_equal(in, out, sizeof in);
+        assert_int_equal(STATUS_OF(c.copy_from(s1, c)), CW_ERROR_INVALID_ARGUMENT); // onto itself
+        {
+            cw::buffer small = VAL(cw::buffer::alloc(s, 16));
+            assert_int_equal(STATUS_OF(small.copy_from(s, a)), CW_ERROR_INVALID_ARGUMENT); // too small
+            cw::buffer again = VAL(c.share());
+            assert_int_equal(STATUS_OF(c.copy_from(s, a)), CW_ERROR_INVALID_STATE); // shared: read-only
+            OK(a.copy_from(s, small)); // a larger destination is fine
+        }
+        OK(s.synchronize());
+
+        // several resident loops: none at all, a NULL entry
+        OK(cw::data_ready_many(nullptr, 0));
+        OK(cw::wait_many(nullptr, nullptr, 0, 0));
+        cw_resident *const none[] = {nullptr};
+        assert_int_equal(STATUS_OF(cw::data_ready_many(none, 1)), CW_ERROR_INVALID_ARGUMENT);
+        if (g_features) {
+            cw::resident r = VAL(cw::resident::create(c0));
+            cw_resident *const loops[] = {r.get()};
+            uint64_t seqs[1] = {0};
+            assert_int_equal(STATUS_OF(cw::data_ready_many(loops, 1, seqs)), CW_ERROR_INVALID_STATE); // not launched
+            assert_non_null(strstr(cw::error_message(), "loops[0]"));
+            assert_int_equal(STATUS_OF(cw::data_ready_many(r)), CW_ERROR_INVALID_STATE);
+            seqs[0] = 1;
+            assert_int_equal(STATUS_OF(cw::wait_many(loops, seqs, 1, 0)), CW_ERROR_INVALID_ARGUMENT); // never made
+            stamp_workload w;
+            OK(r.set_workload_fn(w));
+            OK(r.launch());
+            std::array<uint64_t, 1> got = VAL(cw::data_ready_many(r));
+            assert_int_equal(got[0], 1);
+            OK(cw::data_ready_many(loops, 1, seqs));
+            assert_int_equal(seqs[0], 2);
+            assert_int_equal(STATUS_OF(cw::wait_many(got, 1, r)), CW_ERROR_TIMEOUT); // the fake serves nothing
+            assert_non_null(strstr(cw::error_message(), "loops[0]"));
+            assert_int_equal(STATUS_OF(cw::wait_many(loops, seqs, 1, 1)), CW_ERROR_TIMEOUT);
+            assert_int_equal(VAL(r.stats()).requested, 2);
+            OK(r.tear_down(1000));
+        }
+
+        // collectives: no NCCL, so every communicator is refused and says why
+        assert_int_equal(STATUS_OF(cw::nccl_version()), CW_ERROR_NOT_SUPPORTED);
+        assert_non_null(strstr(cw::error_message(), "NCCL could not be loaded"));
+#ifdef CW_HPP_NO_EXCEPTIONS
+        cw::result<cw::comm> cr = cw::comm::create(set);
+        assert_false(cr.ok());
+        assert_int_equal(cr.code(), CW_ERROR_NOT_SUPPORTED);
+        assert_null(cr.value().get());
+        assert_non_null(strstr(cw::error_message(), "/nonexistent/libnccl.so.2"));
+#else
+        thrown = false;
+        try {
+            cw::comm cm = cw::comm::create(set);
+            (void)cm;
+        } catch (const cw::error &e) {
+            thrown = true;
+            assert_int_equal(e.status(), CW_ERROR_NOT_SUPPORTED);
+            assert_non_null(strstr(e.what(), "/nonexistent/libnccl.so.2"));
+        }
+        assert_true(thrown);
+#endif
+        assert_int_equal(STATUS_OF(cw::comm::create(c0)), CW_ERROR_NOT_SUPPORTED);
+        cw_context *const ctxs[] = {c0.get()};
+        assert_int_equal(STATUS_OF(cw::comm::create(ctxs, 1)), CW_ERROR_NOT_SUPPORTED);
+        // checked before NCCL is looked for: two ranks on one device
+        assert_int_equal(STATUS_OF(cw::comm::create(c0, c1)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::comm::create(cw::device_set())), CW_ERROR_INVALID_ARGUMENT); // no ranks
+        assert_int_equal(STATUS_OF(cw::comm_group::begin()), CW_ERROR_NOT_SUPPORTED);
+        {
+            cw::comm_group g; // empty: nothing to end
+            assert_false(static_cast<bool>(g));
+            OK(g.end());
+            cw::comm_group h(std::move(g));
+            assert_false(static_cast<bool>(h));
+        }
+        cw::comm empty;
+        assert_int_equal(empty.size(), 0);
+        assert_null(empty.context(0).get());
+        const unsigned long long addr[] = {a.ptr()};
+        cw_stream *const streams[] = {s.get()};
+        assert_int_equal(STATUS_OF(empty.all_reduce(addr, addr, N, CW_UINT32, CW_SUM, streams)),
+                         CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(empty.broadcast(addr, addr, N, CW_UINT32, 0, streams)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(empty.all_reduce_rank(0, a.ptr(), a.ptr(), N, CW_UINT32, CW_MAX, s)),
+                         CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(empty.broadcast_rank(0, a.ptr(), a.ptr(), N, CW_FLOAT32, 0, s)),
+                         CW_ERROR_INVALID_ARGUMENT);
+        assert_false(cw::comm::wrap(nullptr).owns());
+        cw::clear_error();
+    }
+    expect_no_leaks(before, "several devices and collectives");
+}
+
 // ---- every handle made by either group went ---------------------------------------
 
 static live_counts g_group_start;
@@ -1240,6 +1440,7 @@ static int run_group(const char *fake, bool features) {
             cmocka_unit_test(test_host_memory_and_copies),
             cmocka_unit_test(test_operators),
             cmocka_unit_test(test_pipeline_more),
+            cmocka_unit_test(test_several_devices),
             cmocka_unit_test(test_every_handle_destroyed),
         };
         return cmocka_run_group_tests_name("C++ wrappers, a driver without optional features", tests, NULL, NULL);
@@ -1250,6 +1451,7 @@ static int run_group(const char *fake, bool features) {
         cmocka_unit_test(test_conditional_graphs),
         cmocka_unit_test(test_resident_loop),
         cmocka_unit_test(test_host_memory_and_copies),
+        cmocka_unit_test(test_several_devices),
         cmocka_unit_test(test_every_handle_destroyed),
     };
     return cmocka_run_group_tests_name("C++ wrappers, FAKE_CUDA_FEATURES=all", tests, NULL, NULL);
@@ -1261,6 +1463,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    // no NCCL: the communicators' wrappers get CW_ERROR_NOT_SUPPORTED
+    setenv("CUWEAVE_LIBNCCL", "/nonexistent/libnccl.so.2", 1);
     unsetenv("CUWEAVE_SERIALIZE");
     // the fake NVRTC beside the fake driver; no disk cache (never the user's)
     std::string nvrtc = argv[1];

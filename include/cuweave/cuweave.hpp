@@ -15,15 +15,20 @@
 // partitions, streams (fork scopes, ordering), pools and leases, timers,
 // futures (callbacks, fds, when_all), graphs, executable graphs, captures,
 // the resident loop, programs, modules, kernels (with a typed launch), the
-// jit cache, buffers, page-locked host memory and copies, and operators and
-// pipelines (a base class for operator authors). Settings stay the C
-// structs: cw::defaults<cw_..._settings>() gives one filled with defaults.
+// jit cache, buffers, page-locked host memory and copies, several devices
+// (device sets, peer access, peer copies, pools shared with peers, several
+// resident loops at once), NCCL collectives (communicators, groups), and
+// operators and pipelines (a base class for operator authors). Settings
+// stay the C structs: cw::defaults<cw_..._settings>() gives one filled with
+// defaults.
 // There is no event wrapper: the C API has no public event object (ordering
 // is stream to stream: stream::wait, wait_all, cw::forked).
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
+#include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -1203,6 +1208,12 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
     }
     // The free waits for what s has enqueued so far.
     detail::void_ret used_by(const stream &s) const { return detail::done(cw_buffer_use(get(), s.get())); }
+    // Copies the whole of src into this buffer (at least as large, and
+    // writable: the one reference) on s, whatever devices the two are on
+    // (cw_buffer_copy); both are recorded as used by s.
+    detail::void_ret copy_from(const stream &s, const buffer &src) const {
+        return detail::done(cw_buffer_copy(s.get(), get(), src.get()));
+    }
     // The buffer's context, borrowed.
     cw::context context() const noexcept {
         cw_context *c = nullptr;
@@ -1286,6 +1297,228 @@ class host_buffer {
     cw_context *ctx_ = nullptr;
     void *p_ = nullptr;
     size_t n_ = 0;
+};
+
+// ---- several devices -------------------------------------------------------------
+
+// The primary contexts of a list of devices (cw_device_set_open), or of every
+// visible one; closed (cw_device_set_close) in the destructor. Objects made
+// on its contexts keep them alive past the set.
+class device_set : public detail::handle<cw_device_set, cw_device_set_close> {
+  public:
+    using handle::handle;
+    // Member i is devices[i] (count 0 and devices nullptr: every device) ...
+    static detail::ret<device_set> open(const int *devices, int count) {
+        cw_device_set *d = nullptr;
+        cw_status s = cw_device_set_open(&d, devices, count);
+        return detail::make(s, device_set(d, true));
+    }
+    // ... or the devices listed (open({0, 1}); an empty list: every device) ...
+    static detail::ret<device_set> open(std::initializer_list<int> devices) {
+        return open(devices.size() ? devices.begin() : nullptr, static_cast<int>(devices.size()));
+    }
+    // ... or every visible device, in ordinal order.
+    static detail::ret<device_set> open() { return open(nullptr, 0); }
+    // Borrows a cw_device_set: never closed.
+    static device_set wrap(cw_device_set *d) noexcept { return device_set(d, false); }
+
+    int size() const noexcept {
+        int n = 0;
+        (void)cw_device_set_size(get(), &n);
+        return n;
+    }
+    // Member i's context, borrowed (valid while the set lives; empty for an
+    // index out of range).
+    cw::context context(int i) const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_device_set_context(get(), i, &c);
+        return cw::context::wrap(c);
+    }
+    // Member i's device ordinal (-1 for an index out of range).
+    int ordinal(int i) const noexcept {
+        int d = -1;
+        (void)cw_device_set_ordinal(get(), i, &d);
+        return d;
+    }
+    // Enables peer access between every ordered pair of members the topology
+    // allows; returns how many ordered pairs have it.
+    detail::ret<int> enable_peers() const {
+        int n = 0;
+        cw_status s = cw_device_set_enable_peers(get(), &n);
+        return detail::make(s, std::move(n));
+    }
+};
+
+// What the topology allows from device to peer (ordinals; device == peer:
+// can_access 1).
+inline detail::ret<cw_peer_info> peer_info(int device, int peer) {
+    cw_peer_info i{};
+    cw_status s = cw_device_get_peer_info(device, peer, &i);
+    return detail::make(s, std::move(i));
+}
+// Lets ctx's device access peer's device's memory (one direction;
+// CW_ERROR_INVALID_ARGUMENT for two contexts of one device).
+inline detail::void_ret enable_peer(const context &ctx, const context &peer) {
+    return detail::done(cw_context_enable_peer(ctx.get(), peer.get()));
+}
+// Whether enable_peer(ctx, peer) was done in this process (true for one device).
+inline detail::ret<bool> peer_enabled(const context &ctx, const context &peer) {
+    int e = 0;
+    cw_status s = cw_context_peer_enabled(ctx.get(), peer.get(), &e);
+    return detail::make(s, e != 0);
+}
+// Copies bytes from src (memory of src_ctx's device) to dst (of dst_ctx's) on
+// s, a stream of either device (cuMemcpyPeerAsync). buffer::copy_from copies
+// whole buffers.
+inline detail::void_ret copy_peer(const stream &s, unsigned long long dst, const context &dst_ctx,
+                                  unsigned long long src, const context &src_ctx, size_t bytes) {
+    return detail::done(cw_copy_peer(s.get(), dst, dst_ctx.get(), src, src_ctx.get(), bytes));
+}
+// Opens owner's buffer pool to kernels on peer's device (and enables peer
+// access from peer to owner; CW_ERROR_INVALID_ARGUMENT on one device).
+inline detail::void_ret pool_share(const context &owner, const context &peer) {
+    return detail::done(cw_buffer_pool_share(owner.get(), peer.get()));
+}
+
+// Several resident loops from one thread: rings each doorbell once, in order
+// (seqs, may be nullptr, gets the request numbers) ...
+inline detail::void_ret data_ready_many(cw_resident *const *loops, size_t n, uint64_t *seqs = nullptr) {
+    return detail::done(cw_resident_data_ready_many(loops, n, seqs));
+}
+// ... or for the loops given (data_ready_many(a, b)): their request numbers, in order.
+template <class... R, class = typename std::enable_if<detail::all_are<resident, R...>::value>::type>
+inline detail::ret<std::array<uint64_t, 1 + sizeof...(R)>> data_ready_many(const resident &first,
+                                                                          const R &...rest) {
+    cw_resident *const v[] = {first.get(), rest.get()...};
+    std::array<uint64_t, 1 + sizeof...(R)> seqs{};
+    cw_status s = cw_resident_data_ready_many(v, 1 + sizeof...(R), seqs.data());
+    return detail::make(s, std::move(seqs));
+}
+// Waits until each loops[i] has finished request seqs[i], all within one
+// timeout ...
+inline detail::void_ret wait_many(cw_resident *const *loops, const uint64_t *seqs, size_t n, uint32_t timeout_ms) {
+    return detail::done(cw_resident_wait_many(loops, seqs, n, timeout_ms));
+}
+// ... or for the loops given, with what data_ready_many(a, b) returned:
+// wait_many(seqs, timeout_ms, a, b).
+template <size_t N, class... R, class = typename std::enable_if<detail::all_are<resident, R...>::value>::type>
+inline detail::void_ret wait_many(const std::array<uint64_t, N> &seqs, uint32_t timeout_ms, const R &...loops) {
+    static_assert(sizeof...(R) == N, "wait_many: one request number per loop");
+    cw_resident *const v[] = {loops.get()..., nullptr};
+    return detail::done(cw_resident_wait_many(v, seqs.data(), N, timeout_ms));
+}
+
+// ---- collectives (NCCL) -------------------------------------------------------------
+
+// NCCL's version (22703 for 2.27.3); CW_ERROR_NOT_SUPPORTED without NCCL.
+inline detail::ret<int> nccl_version() {
+    int v = 0;
+    cw_status s = cw_nccl_version(&v);
+    return detail::make(s, std::move(v));
+}
+
+// A communicator: one NCCL rank per context, rank i on ctxs[i] (primary
+// contexts, one per device); destroyed (cw_comm_destroy) after the work
+// already enqueued when the wrapper goes.
+class comm : public detail::handle<cw_comm, cw_comm_destroy> {
+  public:
+    using handle::handle;
+    // Rank i on ctxs[i] ...
+    static detail::ret<comm> create(cw_context *const *ctxs, int n) {
+        cw_comm *c = nullptr;
+        cw_status s = cw_comm_create(&c, ctxs, n);
+        return detail::make(s, comm(c, true));
+    }
+    // ... on the contexts given (create(ctx0, ctx1)) ...
+    template <class... C, class = typename std::enable_if<detail::all_are<cw::context, C...>::value>::type>
+    static detail::ret<comm> create(const cw::context &first, const C &...rest) {
+        cw_context *const v[] = {first.get(), rest.get()...};
+        return create(v, static_cast<int>(1 + sizeof...(C)));
+    }
+    // ... or on a device set's members (rank i: member i).
+    static detail::ret<comm> create(const device_set &set) {
+        cw_context *v[CW_MAX_DEVICES] = {};
+        const int n = set.size();
+        for (int i = 0; i < n && i < CW_MAX_DEVICES; i++) v[i] = set.context(i).get();
+        return create(v, n);
+    }
+    // Borrows a cw_comm: never destroyed.
+    static comm wrap(cw_comm *c) noexcept { return comm(c, false); }
+
+    // The number of ranks (0 for an empty wrapper).
+    int size() const noexcept {
+        int n = 0;
+        (void)cw_comm_size(get(), &n);
+        return n;
+    }
+    // Rank `rank`'s context, borrowed (empty for a rank out of range).
+    cw::context context(int rank) const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_comm_get_context(get(), rank, &c);
+        return cw::context::wrap(c);
+    }
+    // Every rank at once (arrays of size() entries, one NCCL group): recv[i]
+    // gets op over every send[i] (send[i] == recv[i]: in place), on streams[i].
+    detail::void_ret all_reduce(const unsigned long long *send, const unsigned long long *recv, size_t count,
+                                cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) const {
+        return detail::done(cw_comm_all_reduce(get(), send, recv, count, dtype, op, streams));
+    }
+    // Every recv[i] gets send[root] (the other sends may be 0).
+    detail::void_ret broadcast(const unsigned long long *send, const unsigned long long *recv, size_t count,
+                               cw_dtype dtype, int root, cw_stream *const *streams) const {
+        return detail::done(cw_comm_broadcast(get(), send, recv, count, dtype, root, streams));
+    }
+    // One rank's part: from that rank's own thread, or for several ranks
+    // inside a cw::comm_group (else NCCL deadlocks).
+    detail::void_ret all_reduce_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
+                                     cw_dtype dtype, cw_reduce_op op, const stream &s) const {
+        return detail::done(cw_comm_all_reduce_rank(get(), rank, send, recv, count, dtype, op, s.get()));
+    }
+    detail::void_ret broadcast_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
+                                    cw_dtype dtype, int root, const stream &s) const {
+        return detail::done(cw_comm_broadcast_rank(get(), rank, send, recv, count, dtype, root, s.get()));
+    }
+};
+
+// An NCCL group on this thread (cw_comm_group_begin / cw_comm_group_end): the
+// _rank calls made while it is open are issued together at end(), or in the
+// destructor (which drops NCCL's error: call end() to see it). End it on the
+// thread that began it; groups nest.
+class comm_group {
+  public:
+    comm_group() noexcept = default;
+    static detail::ret<comm_group> begin() {
+        cw_status s = cw_comm_group_begin();
+        return detail::make(s, comm_group(s == CW_SUCCESS));
+    }
+    ~comm_group() { end_(); }
+    comm_group(const comm_group &) = delete;
+    comm_group &operator=(const comm_group &) = delete;
+    comm_group(comm_group &&o) noexcept : open_(o.open_) { o.open_ = false; }
+    comm_group &operator=(comm_group &&o) noexcept {
+        if (this != &o) {
+            end_();
+            open_ = o.open_;
+            o.open_ = false;
+        }
+        return *this;
+    }
+    explicit operator bool() const noexcept { return open_; }
+    // Ends the group now (issues its calls); the group is closed whatever
+    // NCCL answers. Nothing to do for a group already ended.
+    detail::void_ret end() {
+        if (!open_) return detail::done(CW_SUCCESS);
+        open_ = false;
+        return detail::done(cw_comm_group_end());
+    }
+
+  private:
+    explicit comm_group(bool open) noexcept : open_(open) {}
+    void end_() noexcept {
+        if (open_) (void)cw_comm_group_end();
+        open_ = false;
+    }
+    bool open_ = false;
 };
 
 // ---- operators and pipelines ---------------------------------------------------
@@ -1608,6 +1841,9 @@ static_assert(sizeof(module) == sizeof(detail::handle_and_flag), "module is the 
 static_assert(sizeof(resident) == sizeof(detail::handle_and_flag), "resident is the handle plus ownership");
 static_assert(sizeof(buffer) == sizeof(detail::handle_and_flag), "buffer is the handle plus ownership");
 static_assert(sizeof(pipeline) == sizeof(detail::handle_and_flag), "pipeline is the handle plus ownership");
+static_assert(sizeof(device_set) == sizeof(detail::handle_and_flag), "device_set is the handle plus ownership");
+static_assert(sizeof(comm) == sizeof(detail::handle_and_flag), "comm is the handle plus ownership");
+static_assert(sizeof(comm_group) == sizeof(bool), "comm_group is whether it is open");
 static_assert(sizeof(io) == sizeof(void *), "io is the handle");
 static_assert(std::is_nothrow_move_constructible<buffer>::value && std::is_nothrow_move_assignable<pipeline>::value,
               "buffers and pipelines move without throwing");
@@ -1644,6 +1880,13 @@ static_assert(std::is_nothrow_move_constructible<context>::value && std::is_noth
                   std::is_nothrow_move_constructible<timer>::value && std::is_nothrow_move_assignable<timer>::value &&
                   std::is_nothrow_move_constructible<future>::value && std::is_nothrow_move_assignable<future>::value,
               "contexts, partition sets, pools, timers and futures move without throwing");
+static_assert(std::is_nothrow_move_constructible<device_set>::value && std::is_nothrow_move_assignable<device_set>::value &&
+                  std::is_nothrow_move_constructible<comm>::value && std::is_nothrow_move_assignable<comm>::value,
+              "device sets and communicators move without throwing");
+static_assert(!std::is_copy_constructible<comm_group>::value && !std::is_copy_assignable<comm_group>::value &&
+                  std::is_nothrow_move_constructible<comm_group>::value &&
+                  std::is_nothrow_move_assignable<comm_group>::value,
+              "comm_group is move-only and its moves never throw");
 
 }  // namespace cw
 
