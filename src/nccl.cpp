@@ -148,6 +148,13 @@ cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
     return CW_SUCCESS;
 }
 
+// A rank (or root) of the communicator: what names it in the detail.
+cw_status check_rank(const cw_comm *c, int rank, const char *what) {
+    if (rank < 0 || rank >= c->n)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "%s %d, but the communicator has %d ranks", what, rank, c->n);
+    return CW_SUCCESS;
+}
+
 cw_status check_dtype(cw_dtype dtype) {
     if (!dtype_ok(dtype)) return fail(CW_ERROR_INVALID_ARGUMENT, "dtype %d is not a cw_dtype", (int)dtype);
     return CW_SUCCESS;
@@ -195,8 +202,7 @@ cw_status issue_all(cw_comm *c, const unsigned long long *send, const unsigned l
 
 cw_status issue_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
                      cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s) {
-    if (rank < 0 || rank >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "rank %d, but the communicator has %d ranks", rank, c->n);
+    CW_TRY(check_rank(c, rank, "rank"));
     CW_TRY(check_rank_stream(c, rank, s));
     CW_CHECK_ARG(recv != 0);
     if ((root < 0 || root == rank) && send == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "send is 0");
@@ -297,8 +303,7 @@ CW_API cw_status cw_comm_get_context(const cw_comm *c, int rank, cw_context **ct
     CW_ENTRY;
     CW_CHECK_COMM(c);
     CW_CHECK_ARG(ctx != NULL);
-    if (rank < 0 || rank >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "rank %d, but the communicator has %d ranks", rank, c->n);
+    CW_TRY(check_rank(c, rank, "rank"));
     *ctx = c->ctx[rank];
     return CW_SUCCESS;
 }
@@ -319,8 +324,7 @@ CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, c
     CW_CHECK_COMM(c);
     CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
     CW_TRY(check_dtype(dtype));
-    if (root < 0 || root >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "root %d, but the communicator has %d ranks", root, c->n);
+    CW_TRY(check_rank(c, root, "root"));
     return issue_all(c, send, recv, count, dtype, CW_SUM, root, streams);
 }
 
@@ -338,8 +342,7 @@ CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, unsigned long long
     CW_ENTRY;
     CW_CHECK_COMM(c);
     CW_TRY(check_dtype(dtype));
-    if (root < 0 || root >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "root %d, but the communicator has %d ranks", root, c->n);
+    CW_TRY(check_rank(c, root, "root"));
     return issue_rank(c, rank, send, recv, count, dtype, CW_SUM, root, s);
 }
 
