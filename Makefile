@@ -34,6 +34,7 @@ LIB_SRCS = \
 	src/nccl.cpp \
 	src/partition.cpp \
 	src/pool.cpp \
+	src/registry.cpp \
 	src/resident.cpp \
 	src/seam.cpp \
 	src/sha256.cpp \
@@ -63,7 +64,7 @@ EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels m
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi

@@ -131,7 +131,7 @@ const cw_stream *mark_stream(const Mark *m) { return m->s; }
 
 namespace {
 
-inline bool buffer_ok(const cw_buffer *b) { return b && b->tag == kTagBuffer; }
+inline bool buffer_ok(const cw_buffer *b) { return handle_live(b, kTagBuffer); }
 
 #define CW_CHECK_BUFFER(b) CW_CHECK_HANDLE(buffer_ok, b, "cw_buffer")
 
@@ -244,7 +244,7 @@ bool fold(cw_stream *rel, Mark *m) {
 
 // Frees the memory after every use, and the object.
 void buffer_free(cw_buffer *b) {
-    b->tag = kTagDead;
+    handle_retire(b);
     cw_stream *rel = nullptr;
     cw_status st = release_stream(b->ctx, &rel);
     if (st != CW_SUCCESS) rel = nullptr;
@@ -293,6 +293,8 @@ void buffer_last_release(cw_buffer *b) {
 }
 
 cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_context *ctx = s->ctx;
     CUmemoryPool pool = nullptr;
     CW_TRY(mempool_get(ctx, &pool));
@@ -307,7 +309,7 @@ cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out) {
         free(b);
         return st;
     }
-    b->tag = kTagBuffer;
+    room.publish(b, kTagBuffer);
     b->refs.store(1, std::memory_order_relaxed);
     b->ctx = ctx;
     context_retain(ctx);
@@ -540,7 +542,7 @@ CW_API cw_status cw_buffer_alloc(cw_buffer **out, cw_stream *s, size_t bytes) {
         // Nothing used it yet: freeing on its own stream is ordered.
         (void)on_stream(s, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, s->cu); });
         context_release(b->ctx);
-        b->tag = kTagDead;
+        handle_retire(b);
         b->~cw_buffer();
         free(b);
         return st;

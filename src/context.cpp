@@ -48,7 +48,7 @@ void context_release(cw_context *ctx) {
     // Gone for callers now. Freeing its host memory and the context itself
     // waits for running resident loops (any context of the device): while
     // one runs, that happens when none does.
-    ctx->tag = kTagDead;
+    handle_retire(ctx);
     ctx->idle.run = context_free;
     ctx->idle.owner = ctx;
     release_when_idle(&ctx->idle);
@@ -207,6 +207,8 @@ cw_status describe(CUcontext cu, CUdevice *dev, int *least, int *greatest) {
 }  // namespace
 
 cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_context **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_context *ctx = new_context();
     if (!ctx) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     CUcontext cu = nullptr;
@@ -226,7 +228,7 @@ cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_cont
     ctx->green = green;
     ctx->device = dev;
     ctx->ordinal = ordinal;
-    ctx->tag = kTagContext;
+    room.publish(ctx, kTagContext);
     *out = ctx;
     return CW_SUCCESS;
 }
@@ -320,6 +322,8 @@ extern "C" {
 
 CW_API cw_status cw_context_create(cw_context **out, int device) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(device >= 0);
     CUdevice dev;
@@ -344,13 +348,15 @@ CW_API cw_status cw_context_create(cw_context **out, int device) {
     ctx->cu = cu;
     ctx->device = dev;
     ctx->ordinal = device;
-    ctx->tag = kTagContext;
+    room.publish(ctx, kTagContext);
     *out = ctx;
     return CW_SUCCESS;
 }
 
 CW_API cw_status cw_context_wrap(cw_context **out, CUcontext cu) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(cu != NULL);
     CW_TRY(ensure_init());
@@ -367,7 +373,7 @@ CW_API cw_status cw_context_wrap(cw_context **out, CUcontext cu) {
     }
     ctx->kind = CW_CONTEXT_EXTERNAL;
     ctx->cu = cu;
-    ctx->tag = kTagContext;
+    room.publish(ctx, kTagContext);
     *out = ctx;
     return CW_SUCCESS;
 }

@@ -22,6 +22,36 @@ enum : uint32_t {
     kTagDead = 0xdeadc0deu,
 };
 
+// The registry of live handles (registry.cpp). A public handle is valid
+// when its address is in the registry with its kind: checks never read the
+// handle's memory, so a destroyed, foreign or garbage pointer is refused
+// (CW_ERROR_INVALID_HANDLE) in every build, and a second destroy is
+// harmless. Lookups take no lock; creation and destruction a short one.
+bool handle_live(const void *h, uint32_t kind);
+// Removes h (a handle whose tag, its first 4 bytes, is then set dead).
+void handle_retire(void *h);
+// Live handles of every kind (for tests).
+size_t handles_live();
+// Test hook: the nth next reservation fails with CW_ERROR_OUT_OF_MEMORY.
+void handle_registry_fail_next(int n);
+
+// Room in the registry for handles about to be made: reserve() before
+// anything is created (it is the only step that can fail), publish() once
+// the object is complete (writes its tag and makes it live; cannot fail).
+// Room not used is given back when the object goes out of scope.
+class HandleRoom {
+  public:
+    HandleRoom() = default;
+    ~HandleRoom();
+    HandleRoom(const HandleRoom &) = delete;
+    HandleRoom &operator=(const HandleRoom &) = delete;
+    cw_status reserve(unsigned n = 1);
+    void publish(void *h, uint32_t kind);
+
+  private:
+    unsigned held_ = 0;
+};
+
 // The monotonic clock, in nanoseconds (for timeouts and spin windows).
 inline int64_t now_ns() {
     struct timespec ts;
@@ -139,7 +169,7 @@ struct cw_context {
 namespace cw {
 
 // True when ctx looks like a live context handle.
-inline bool context_ok(const cw_context *ctx) { return ctx && ctx->tag == kTagContext; }
+inline bool context_ok(const cw_context *ctx) { return handle_live(ctx, kTagContext); }
 
 // A cw_context for a green context (owned: destroyed with the last reference).
 cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_context **out);

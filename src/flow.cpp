@@ -149,8 +149,8 @@ struct cw_pipeline {
 namespace cw {
 namespace {
 
-inline bool op_ok(const cw_operator *o) { return o && o->tag == kTagOperator; }
-inline bool pipe_ok(const cw_pipeline *p) { return p && p->tag == kTagPipeline; }
+inline bool op_ok(const cw_operator *o) { return handle_live(o, kTagOperator); }
+inline bool pipe_ok(const cw_pipeline *p) { return handle_live(p, kTagPipeline); }
 inline bool io_ok(const cw_io *io) { return io && io->tag == kTagIo; }
 
 #define CW_CHECK_OP(o) CW_CHECK_HANDLE(op_ok, o, "cw_operator")
@@ -208,7 +208,7 @@ bool all_zero(const void *p, size_t n) {
 
 void op_free(cw_operator *op) {
     if (op->ops.destroy) op->ops.destroy(op->user);
-    op->tag = kTagDead;
+    handle_retire(op);
     op->io.tag = kTagDead;
     op->~cw_operator();
     free(op);
@@ -939,6 +939,8 @@ CW_API void cw_pipeline_settings_default(cw_pipeline_settings *s) {
 CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const cw_operator_ops *ops, void *user,
                                     const cw_operator_settings *settings) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(ops != NULL);
     const char *why = "";
@@ -956,7 +958,7 @@ CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const c
     void *mem = calloc(1, sizeof(cw_operator));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_operator *op = new (mem) cw_operator();
-    op->tag = kTagOperator;
+    room.publish(op, kTagOperator);
     snprintf(op->name, sizeof op->name, "%s", name);
     op->ops = *ops;
     op->user = user;
@@ -1033,6 +1035,8 @@ CW_API const char *cw_operator_name(const cw_operator *op) { return op_ok(op) ? 
 
 CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw_pipeline_settings *settings) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_CONTEXT(ctx);
     cw_pipeline_settings s;
@@ -1063,7 +1067,7 @@ CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw
     }
     cw_pipeline *p = new (mem) cw_pipeline();
     p->cache = cache;
-    p->tag = kTagPipeline;
+    room.publish(p, kTagPipeline);
     p->ctx = ctx;
     context_retain(ctx);
     p->pool = pool;
@@ -1115,7 +1119,7 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
     context_release(p->ctx);
-    p->tag = kTagDead;
+    handle_retire(p);
     p->~cw_pipeline();
     free(p);
 }

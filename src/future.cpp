@@ -402,7 +402,7 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     }
     cw_status st = faulted ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
     unwatch(f);
-    f->tag = kTagDead;
+    handle_retire(f);
     if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
         log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
         return;
@@ -452,6 +452,8 @@ void reap_orphans(cw_context *ctx) {
 }
 
 cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_context *ctx = s->ctx;
     if (__builtin_expect(ctx->orphans != nullptr, 0)) reap_orphans(ctx);
     void *mem = calloc(1, sizeof(cw_future));
@@ -483,7 +485,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
         // The marker went in but the call still failed (the caller's context
         // could not be restored). Out-parameters stay untouched on failure,
         // so the future becomes an orphan, freed once its marker has run.
-        f->tag = kTagDead;
+        handle_retire(f);
         SpinLock lock(ctx->lock);
         f->orphan_next = ctx->orphans;
         ctx->orphans = f;
@@ -499,7 +501,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
         return st;
     }
     context_retain(ctx);
-    f->tag = kTagFuture;
+    room.publish(f, kTagFuture);
     *out = f;
     return CW_SUCCESS;
 }
@@ -525,7 +527,7 @@ using namespace cw;
 #define CW_CHECK_FUTURE(f)                                                               \
     do {                                                                                 \
         CW_CHECK_ARG((f) != NULL);                                                       \
-        if (__builtin_expect((f)->tag != kTagFuture, 0))                                 \
+        if (__builtin_expect(!handle_live((f), kTagFuture), 0))                                 \
             return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_future", #f);      \
     } while (0)
 
@@ -667,7 +669,7 @@ CW_API void cw_future_destroy(cw_future **pf) {
     if (!pf || !*pf) return;
     cw_future *f = *pf;
     *pf = NULL;
-    if (f->tag != kTagFuture) {
+    if (!handle_live(f, kTagFuture)) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_future; nothing destroyed");
         return;
     }
@@ -703,7 +705,7 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
 }  // extern "C"
 
 int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
-    if (!f || f->tag != cw::kTagFuture || f->kind != CW_FUTURE_WRITE_VALUE) return -1;
+    if (!f || !cw::handle_live(f, cw::kTagFuture) || f->kind != CW_FUTURE_WRITE_VALUE) return -1;
     *word = f->word;
     *armed = f->armed.load(std::memory_order_acquire);
     return 0;

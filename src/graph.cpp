@@ -79,7 +79,7 @@ void graph_free(cw_graph *g) {
         CUresult r = drv().cuGraphDestroy(g->cu);
         if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuGraphDestroy failed with CUresult %d", current_api(), r);
     }
-    g->tag = kTagDead;
+    handle_retire(g);
     free(g);
     if (top) context_release(ctx);
 }
@@ -161,6 +161,8 @@ void capture_abandon(cw_stream *s) {
 }
 
 cw_status graph_wrap(cw_context *ctx, CUgraph cu, cw_graph *owner, cw_graph **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_graph *g = static_cast<cw_graph *>(calloc(1, sizeof(cw_graph)));
     if (!g) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     g->ctx = ctx;
@@ -172,7 +174,7 @@ cw_status graph_wrap(cw_context *ctx, CUgraph cu, cw_graph *owner, cw_graph **ou
     } else {
         context_retain(ctx);
     }
-    g->tag = kTagGraph;
+    room.publish(g, kTagGraph);
     *out = g;
     return CW_SUCCESS;
 }
@@ -419,7 +421,10 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
                     "invalid argument: the condition handle was not made by cw_graph_cond_create on this graph");
     if (graph_busy(g)) return fail(CW_ERROR_INVALID_STATE, "a capture into the graph is active: end it first");
     const unsigned nbodies = s->with_else ? 2 : 1;
-    // The wrappers first, so that nothing can fail once the node exists.
+    // The wrappers (and their room in the handle registry) first, so that
+    // nothing can fail once the node exists.
+    HandleRoom room;
+    CW_TRY(room.reserve(nbodies));
     cw_graph *w[2] = {nullptr, nullptr};
     for (unsigned i = 0; i < nbodies; i++) {
         w[i] = static_cast<cw_graph *>(calloc(1, sizeof(cw_graph)));
@@ -449,7 +454,7 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
         w[i]->owner = g;
         w[i]->next_body = g->bodies;
         g->bodies = w[i];
-        w[i]->tag = kTagGraph;
+        room.publish(w[i], kTagGraph);
     }
     if (node) *node = reinterpret_cast<cw_graph_node *>(n);
     *body = w[0];
@@ -491,6 +496,8 @@ CW_API cw_status cw_graph_write_dot(const cw_graph *g, const char *path, int ver
 
 CW_API cw_status cw_graph_instantiate(cw_graph_exec **out, cw_graph *g, unsigned flags) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_GRAPH(g);
     CW_CHECK_ARG((flags & ~CW_GRAPH_EXEC_NODE_PRIORITY) == 0);
@@ -518,7 +525,7 @@ CW_API cw_status cw_graph_instantiate(cw_graph_exec **out, cw_graph *g, unsigned
     }
     e->ctx = g->ctx;
     context_retain(e->ctx);
-    e->tag = kTagExec;
+    room.publish(e, kTagExec);
     *out = e;
     return CW_SUCCESS;
 }
@@ -532,7 +539,7 @@ CW_API void cw_graph_exec_destroy(cw_graph_exec **pe) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_graph_exec; nothing destroyed");
         return;
     }
-    e->tag = kTagDead;
+    handle_retire(e);
     CUresult r = drv().cuGraphExecDestroy(e->cu);
     if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuGraphExecDestroy failed with CUresult %d", current_api(), r);
     cw_context *ctx = e->ctx;

@@ -35,8 +35,8 @@ struct cw_graph_exec {
 
 namespace cw {
 
-inline bool graph_ok(const cw_graph *g) { return g && g->tag == kTagGraph; }
-inline bool exec_ok(const cw_graph_exec *e) { return e && e->tag == kTagExec; }
+inline bool graph_ok(const cw_graph *g) { return handle_live(g, kTagGraph); }
+inline bool exec_ok(const cw_graph_exec *e) { return handle_live(e, kTagExec); }
 
 // Wraps a driver graph (owned when owner is NULL) in a cw_graph.
 cw_status graph_wrap(cw_context *ctx, CUgraph cu, cw_graph *owner, cw_graph **out);

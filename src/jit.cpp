@@ -174,6 +174,8 @@ cw_status check_settings(const cw_program_settings *s) {
 }
 
 cw_status new_program(JitEntry *e, cw_cache_source src, bool cached, cw_program **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_program *p = static_cast<cw_program *>(calloc(1, sizeof(cw_program)));
     if (!p) {
         entry_release(e);
@@ -183,14 +185,14 @@ cw_status new_program(JitEntry *e, cw_cache_source src, bool cached, cw_program 
     p->source = src;
     p->cached = cached;
     hex32(e->key, p->key);
-    p->tag = kTagProgram;
+    room.publish(p, kTagProgram);
     *out = p;
     return CW_SUCCESS;
 }
 
-bool program_ok(const cw_program *p) { return p && p->tag == kTagProgram; }
-bool module_ok(const cw_module *m) { return m && m->tag == kTagModule; }
-bool kernel_ok(const cw_kernel *k) { return k && k->tag == kTagKernel; }
+bool program_ok(const cw_program *p) { return handle_live(p, kTagProgram); }
+bool module_ok(const cw_module *m) { return handle_live(m, kTagModule); }
+bool kernel_ok(const cw_kernel *k) { return handle_live(k, kTagKernel); }
 
 cw_status need_library_api() {
     CW_TRY(ensure_init());
@@ -200,21 +202,23 @@ cw_status need_library_api() {
 }
 
 cw_module *module_new(CUlibrary lib, bool builtin) {
+    HandleRoom room;
+    if (room.reserve() != CW_SUCCESS) return nullptr;
     void *m = calloc(1, sizeof(cw_module));
     if (!m) return nullptr;
     cw_module *mod = new (m) cw_module();
     mod->cu = lib;
     mod->builtin = builtin;
-    mod->tag = kTagModule;
+    room.publish(mod, kTagModule);
     return mod;
 }
 
 void module_free(cw_module *m) {
-    m->tag = kTagDead;
+    handle_retire(m);
     cw_kernel *k = m->kernels;
     while (k) {
         cw_kernel *next = k->next;
-        k->tag = kTagDead;
+        handle_retire(k);
         free(k->name);
         free(k);
         k = next;
@@ -232,6 +236,8 @@ void module_free(cw_module *m) {
 }
 
 cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     SpinLock lock(m->lock);
     for (cw_kernel *k = m->kernels; k; k = k->next)
         if (strcmp(k->name, name) == 0) {
@@ -258,7 +264,7 @@ cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out) {
     k->cu = ck;
     k->name = n;
     k->next = m->kernels;
-    k->tag = kTagKernel;
+    room.publish(k, kTagKernel);
     m->kernels = k;
     *out = k;
     return CW_SUCCESS;
@@ -430,7 +436,7 @@ CW_API void cw_program_destroy(cw_program **pp) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_program; nothing destroyed");
         return;
     }
-    p->tag = kTagDead;
+    handle_retire(p);
     entry_release(p->entry);
     free(p);
 }
@@ -541,8 +547,8 @@ CW_API void cw_module_destroy(cw_module **pm) {
     *pm = NULL;
     // Dead to callers now; unloading waits for running loops, so it waits
     // until none runs.
-    m->tag = kTagDead;
-    for (cw_kernel *k = m->kernels; k; k = k->next) k->tag = kTagDead;
+    handle_retire(m);
+    for (cw_kernel *k = m->kernels; k; k = k->next) handle_retire(k);
     m->idle.run = [](void *owner) { module_free(static_cast<cw_module *>(owner)); };
     m->idle.owner = m;
     release_when_idle(&m->idle);

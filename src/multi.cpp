@@ -20,13 +20,13 @@ namespace {
 
 enum : uint32_t { kTagDeviceSet = 0x43574453u };  // "CWDS"
 
-inline bool set_ok(const cw_device_set *s) { return s && s->tag == kTagDeviceSet; }
+inline bool set_ok(const cw_device_set *s) { return handle_live(s, kTagDeviceSet); }
 
 #define CW_CHECK_SET(s) CW_CHECK_HANDLE(set_ok, s, "cw_device_set")
 
 void set_free(cw_device_set *set) {
     for (int i = 0; i < set->count; i++) cw_context_destroy(&set->ctx[i]);
-    set->tag = kTagDead;
+    handle_retire(set);
     free(set);
 }
 
@@ -53,6 +53,8 @@ extern "C" {
 
 CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int count) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(count >= 0 && count <= CW_MAX_DEVICES);
     CW_CHECK_ARG(devices != NULL || count == 0);
@@ -88,7 +90,7 @@ CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int
         set->ordinal[i] = list[i];
         set->count = i + 1;
     }
-    set->tag = kTagDeviceSet;
+    room.publish(set, kTagDeviceSet);
     *out = set;
     return CW_SUCCESS;
 }

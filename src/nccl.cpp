@@ -129,7 +129,7 @@ struct cw_comm {
 namespace cw {
 namespace {
 
-inline bool comm_ok(const cw_comm *c) { return c && c->tag == kTagComm; }
+inline bool comm_ok(const cw_comm *c) { return handle_live(c, kTagComm); }
 #define CW_CHECK_COMM(c) CW_CHECK_HANDLE(comm_ok, c, "cw_comm")
 
 bool dtype_ok(cw_dtype t) { return (int)t >= CW_INT8 && (int)t <= CW_BFLOAT16; }
@@ -229,6 +229,8 @@ CW_API cw_status cw_nccl_version(int *version) {
 
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(ctxs != NULL);
     CW_CHECK_ARG(n >= 1 && n <= CW_MAX_DEVICES);
@@ -265,7 +267,7 @@ CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
         c->ctx[i] = ctxs[i];
         context_retain(ctxs[i]);
     }
-    c->tag = kTagComm;
+    room.publish(c, kTagComm);
     *out = c;
     return CW_SUCCESS;
 }
@@ -279,7 +281,7 @@ CW_API void cw_comm_destroy(cw_comm **pc) {
         return;
     }
     *pc = nullptr;
-    c->tag = kTagDead;
+    handle_retire(c);
     {
         KeepCurrent keep;
         for (int i = 0; i < c->n; i++) {

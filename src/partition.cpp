@@ -57,7 +57,7 @@ using namespace cw;
 #define CW_CHECK_SET(s)                                                                        \
     do {                                                                                       \
         CW_CHECK_ARG((s) != NULL);                                                             \
-        if (__builtin_expect((s)->tag != kTagPartitionSet, 0))                                 \
+        if (__builtin_expect(!handle_live((s), kTagPartitionSet), 0))                                 \
             return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_partition_set", #s);     \
     } while (0)
 
@@ -90,6 +90,8 @@ CW_API cw_status cw_green_query(int device, cw_green_caps *caps) {
 CW_API cw_status cw_partition_set_create(cw_partition_set **out, int device, const unsigned *sm_counts, size_t n,
                                          int default_index) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(device >= 0);
     CW_CHECK_ARG(sm_counts != NULL);
@@ -196,7 +198,7 @@ CW_API cw_status cw_partition_set_create(cw_partition_set **out, int device, con
     }
     set->has_leftover = leftover;
     set->default_index = default_index < 0 ? n : (size_t)default_index;
-    set->tag = kTagPartitionSet;
+    room.publish(set, kTagPartitionSet);
     *out = set;
     return CW_SUCCESS;
 }
@@ -214,7 +216,7 @@ CW_API cw_status cw_partition_set_destroy(cw_partition_set **pset) {
                         "destroy them first; nothing was destroyed",
                         i, refs - 1);
     }
-    set->tag = kTagDead;
+    handle_retire(set);
     *pset = NULL;
     free_set(set);
     return CW_SUCCESS;

@@ -161,6 +161,8 @@ cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
 }
 
 cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool internal, cw_stream_pool **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     void *mem = calloc(1, sizeof(cw_stream_pool));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_stream_pool *p = new (mem) cw_stream_pool();
@@ -207,13 +209,13 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
         return st;
     }
     if (!internal) context_retain(ctx);
-    p->tag = kTagPool;
+    room.publish(p, kTagPool);
     *out = p;
     return CW_SUCCESS;
 }
 
 void pool_destroy_internal(cw_stream_pool *p) {
-    p->tag = kTagDead;
+    handle_retire(p);
     destroy_streams(p);
     pthread_mutex_destroy(&p->mutex);
     pthread_cond_destroy(&p->cond);

@@ -68,7 +68,7 @@ struct cw_resident {
 namespace cw {
 namespace {
 
-inline bool resident_ok(const cw_resident *r) { return r && r->tag == kTagResident; }
+inline bool resident_ok(const cw_resident *r) { return handle_live(r, kTagResident); }
 
 #define CW_CHECK_RESIDENT(r)                                                                 \
     do {                                                                                     \
@@ -460,7 +460,7 @@ void resident_free(cw_resident *r) {
     if (r->build) stream_free(r->build);
     if (r->stats) stream_free(r->stats);
     cw_context *ctx = r->ctx;
-    r->tag = kTagDead;
+    handle_retire(r);
     r->~cw_resident();
     free(r);
     if (ctx) context_release(ctx);
@@ -469,7 +469,7 @@ void resident_free(cw_resident *r) {
 // Frees r now, or, while any resident loop runs, once none does: freeing
 // its memory and its graph would wait for those loops to end.
 void resident_release(cw_resident *r) {
-    r->tag = kTagDead;
+    handle_retire(r);
     r->idle.run = [](void *owner) { resident_free(static_cast<cw_resident *>(owner)); };
     r->idle.owner = r;
     release_when_idle(&r->idle);
@@ -525,6 +525,8 @@ CW_API void cw_resident_settings_default(cw_resident_settings *s) {
 
 CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw_resident_settings *settings) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_CONTEXT(ctx);
     cw_resident_settings def;
@@ -559,7 +561,7 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
         resident_release(r);
         return st;
     }
-    r->tag = kTagResident;
+    room.publish(r, kTagResident);
     *out = r;
     return CW_SUCCESS;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core.hpp"
 #include "driver.hpp"
 
 namespace cw {
@@ -164,3 +165,6 @@ unsigned long long cwi_seam_ns(int id) {
     }
     return id < DRV_ENTRY_COUNT ? g_ns[id].load() : 0;
 }
+
+size_t cwi_handles_live(void) { return cw::handles_live(); }
+void cwi_handles_fail_next(int nth) { cw::handle_registry_fail_next(nth); }

@@ -55,6 +55,11 @@ unsigned long cwi_seam_successes(int id);
  * and the sequence number its current marker writes. Returns 0 on success,
  * -1 for a future of the other kind.
  */
+/* The handle registry: live handles of every kind, and a fault (the nth
+ * next reservation of room fails with CW_ERROR_OUT_OF_MEMORY; 0 disarms). */
+size_t cwi_handles_live(void);
+void cwi_handles_fail_next(int nth);
+
 /* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
  * code on a CPU with SHA instructions. */
 void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]);

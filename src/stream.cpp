@@ -25,6 +25,8 @@ cw_stream *alloc_stream() {
 }  // namespace
 
 cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
     cw_stream *s = alloc_stream();
     if (!s) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     CurrentGuard guard;
@@ -59,7 +61,7 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
     s->holds_ctx = retain_ctx;
     if (retain_ctx) context_retain(ctx);
     s->serial = stream_serial();
-    s->tag = kTagStream;
+    room.publish(s, kTagStream);
     *out = s;
     return CW_SUCCESS;
 }
@@ -67,7 +69,7 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
 void stream_free(cw_stream *s) {
     cw_context *ctx = s->ctx;
     capture_abandon(s);
-    s->tag = kTagDead;
+    handle_retire(s);
     if (s->owned) {
         CUresult r = drv().cuStreamDestroy(s->cu);
         if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuStreamDestroy failed with CUresult %d", current_api(), r);
@@ -125,6 +127,8 @@ CW_API cw_status cw_stream_create(cw_stream **out, cw_context *ctx, const cw_str
 
 CW_API cw_status cw_stream_wrap(cw_stream **out, cw_context *ctx, CUstream stream) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_CONTEXT(ctx);
     CW_TRY(ensure_init());
@@ -160,7 +164,7 @@ CW_API cw_status cw_stream_wrap(cw_stream **out, cw_context *ctx, CUstream strea
     s->holds_ctx = true;
     context_retain(ctx);
     s->serial = stream_serial();
-    s->tag = kTagStream;
+    room.publish(s, kTagStream);
     *out = s;
     return CW_SUCCESS;
 }
@@ -318,6 +322,8 @@ CW_API cw_status cw_stream_join(cw_stream *parent, cw_stream **child) {
 
 CW_API cw_status cw_timer_create(cw_timer **out, cw_context *ctx) {
     CW_ENTRY;
+    HandleRoom room;
+    CW_TRY(room.reserve());
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_CONTEXT(ctx);
     CW_TRY(ensure_init());
@@ -346,7 +352,7 @@ CW_API cw_status cw_timer_create(cw_timer **out, cw_context *ctx) {
     }
     t->ctx = ctx;
     context_retain(ctx);
-    t->tag = kTagTimer;
+    room.publish(t, kTagTimer);
     *out = t;
     return CW_SUCCESS;
 }
@@ -356,11 +362,11 @@ CW_API void cw_timer_destroy(cw_timer **pt) {
     if (!pt || !*pt) return;
     cw_timer *t = *pt;
     *pt = NULL;
-    if (t->tag != kTagTimer) {
+    if (!handle_live(t, kTagTimer)) {
         fail(CW_ERROR_INVALID_HANDLE, "not a live cw_timer; nothing destroyed");
         return;
     }
-    t->tag = kTagDead;
+    handle_retire(t);
     drv().cuEventDestroy(t->start);
     drv().cuEventDestroy(t->stop);
     cw_context *ctx = t->ctx;
@@ -385,7 +391,7 @@ static cw_status timer_record(cw_timer *t, cw_stream *s, bool start) {
 CW_API cw_status cw_timer_start(cw_timer *t, cw_stream *s) {
     CW_ENTRY;
     CW_CHECK_ARG(t != NULL);
-    if (t->tag != kTagTimer) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
+    if (!handle_live(t, kTagTimer)) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
     CW_CHECK_STREAM(s);
     return timer_record(t, s, true);
 }
@@ -393,7 +399,7 @@ CW_API cw_status cw_timer_start(cw_timer *t, cw_stream *s) {
 CW_API cw_status cw_timer_stop(cw_timer *t, cw_stream *s) {
     CW_ENTRY;
     CW_CHECK_ARG(t != NULL);
-    if (t->tag != kTagTimer) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
+    if (!handle_live(t, kTagTimer)) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
     CW_CHECK_STREAM(s);
     if (!t->started) return fail(CW_ERROR_INVALID_STATE, "cw_timer_stop before cw_timer_start");
     return timer_record(t, s, false);
@@ -402,7 +408,7 @@ CW_API cw_status cw_timer_stop(cw_timer *t, cw_stream *s) {
 CW_API cw_status cw_timer_get_context(const cw_timer *t, cw_context **ctx) {
     CW_ENTRY;
     CW_CHECK_ARG(t != NULL);
-    if (t->tag != kTagTimer) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
+    if (!handle_live(t, kTagTimer)) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
     CW_CHECK_ARG(ctx != NULL);
     *ctx = t->ctx;
     return CW_SUCCESS;
@@ -411,7 +417,7 @@ CW_API cw_status cw_timer_get_context(const cw_timer *t, cw_context **ctx) {
 CW_API cw_status cw_timer_elapsed_ms(cw_timer *t, float *ms) {
     CW_ENTRY;
     CW_CHECK_ARG(t != NULL);
-    if (t->tag != kTagTimer) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
+    if (!handle_live(t, kTagTimer)) return fail(CW_ERROR_INVALID_HANDLE, "t is not a live cw_timer");
     CW_CHECK_ARG(ms != NULL);
     if (!t->started || !t->stopped) return fail(CW_ERROR_INVALID_STATE, "the timer was not started and stopped");
     CurrentGuard guard;

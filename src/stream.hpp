@@ -93,8 +93,8 @@ struct cw_stream_pool {
 
 namespace cw {
 
-inline bool stream_ok(const cw_stream *s) { return s && s->tag == kTagStream; }
-inline bool pool_ok(const cw_stream_pool *p) { return p && p->tag == kTagPool; }
+inline bool stream_ok(const cw_stream *s) { return handle_live(s, kTagStream); }
+inline bool pool_ok(const cw_stream_pool *p) { return handle_live(p, kTagPool); }
 
 // Creates a stream object (driver stream + ordering event). retain_ctx: the
 // stream holds a context reference (false for pool streams).

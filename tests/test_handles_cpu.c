@@ -1,0 +1,288 @@
+/*
+ * Handle safety against the fake driver: a destroyed, foreign or garbage
+ * handle given to any call is refused with CW_ERROR_INVALID_HANDLE without
+ * its memory being read (the registry of live handles, src/registry.cpp), a
+ * second destroy is harmless, a handle of one kind passed as another is
+ * refused, the registry grows past thousands of handles and gives their room
+ * back, a registry that cannot grow makes creation fail cleanly, and lookups
+ * from several threads while others create and destroy see only live
+ * handles (run under ThreadSanitizer in CI).
+ *
+ * "Not read" is what ASan checks here: every stale handle below points at
+ * freed heap memory, so a check that read the handle's tag would be a
+ * heap-use-after-free in the sanitizer build.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "cwtest.h"
+#include "fakelive.h"
+#include "seam.h"
+
+static int (*fake_drain)(int timeout_ms);
+static cw_context *ctx;
+
+/* Every kind the public API hands out that the fake can make, made and
+ * destroyed, then used through a copy of the pointer. */
+static void test_destroyed_handles_are_refused(void **state) {
+    (void)state;
+    size_t live0 = cwi_handles_live();
+    cw_stream *s = NULL, *s_copy;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    s_copy = s;
+    cw_stream_pool *pool = NULL, *pool_copy;
+    assert_cw_ok(cw_stream_pool_create(&pool, ctx, NULL));
+    pool_copy = pool;
+    cw_timer *t = NULL, *t_copy;
+    assert_cw_ok(cw_timer_create(&t, ctx));
+    t_copy = t;
+    cw_graph *g = NULL, *g_copy;
+    assert_cw_ok(cw_graph_create(&g, ctx));
+    g_copy = g;
+    cw_buffer *b = NULL, *b_copy;
+    assert_cw_ok(cw_buffer_alloc(&b, s, 64));
+    b_copy = b;
+    cw_future *f = NULL, *f_copy;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
+    f_copy = f;
+    cw_pipeline *p = NULL, *p_copy;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    p_copy = p;
+    cw_resident *r = NULL, *r_copy;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    r_copy = r;
+    cw_context *c2 = NULL, *c2_copy;
+    assert_cw_ok(cw_context_create(&c2, 0));
+    c2_copy = c2;
+    assert_true(cwi_handles_live() >= live0 + 9); /* and what they made for themselves (streams of pools) */
+
+    assert_cw_ok(cw_future_wait(f, 1000000));
+    cw_future_destroy(&f);
+    cw_buffer_release(&b);
+    cw_stream_destroy(&s);
+    cw_stream_pool_destroy(&pool);
+    cw_timer_destroy(&t);
+    cw_graph_destroy(&g);
+    cw_pipeline_destroy(&p);
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_context_destroy(&c2);
+    assert_int_equal(cwi_handles_live(), live0);
+
+    /* Every call on a stale copy: refused, the detail naming the kind. */
+    int flag = 0;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query(s_copy));
+    assert_non_null(strstr(cw_last_error_message(), "not a live cw_stream"));
+    cw_stream_pool_stats ps;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_pool_get_stats(pool_copy, &ps));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_start(t_copy, NULL));
+    cw_graph_info gi;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_get_info(g_copy, &gi));
+    unsigned long long dptr = 0;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_get_ptr(b_copy, &dptr));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_future_poll(f_copy));
+    cw_pipeline_stats pst;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_pipeline_get_stats(p_copy, &pst));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_is_launched(r_copy, &flag));
+    int dev = -1;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_device(c2_copy, &dev));
+
+    /* A second destroy through the copy: harmless, refused in the detail. */
+    cw_clear_error();
+    cw_stream_destroy(&s_copy);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    cw_stream_pool_destroy(&pool_copy);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    cw_timer_destroy(&t_copy);
+    cw_graph_destroy(&g_copy);
+    cw_buffer_release(&b_copy);
+    cw_future_destroy(&f_copy);
+    cw_pipeline_destroy(&p_copy);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_destroy(&r_copy));
+    cw_context_destroy(&c2_copy);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
+/* Memory that looks like a handle is not one: the first word holds the tag a
+ * live stream has, and it is still refused (a tag check alone would accept
+ * it). A live handle of one kind passed as another is refused too. */
+static void test_foreign_and_confused_handles(void **state) {
+    (void)state;
+    uint32_t fake[64];
+    memset(fake, 0, sizeof fake);
+    fake[0] = 0x43575354u; /* "CWST", the stream tag */
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)fake));
+    fake[0] = 0x43574358u; /* "CWCX", the context tag */
+    cw_stream *s = NULL;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_create(&s, (cw_context *)fake, NULL));
+    assert_null(s);
+    /* Odd addresses, a small integer, the top of the address space. */
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)(uintptr_t)0x1));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)(uintptr_t)0x7));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)(uintptr_t)~(uintptr_t)15));
+
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    int dev = -1;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_device((cw_context *)s, &dev));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)ctx));
+    cw_pipeline_stats pst;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_pipeline_get_stats((cw_pipeline *)s, &pst));
+    assert_cw_ok(cw_stream_query(s));
+    cw_stream_destroy(&s);
+}
+
+/* Thousands of live handles (the registry grows several times), all valid,
+ * then all gone; the room is given back. */
+static void test_many_handles(void **state) {
+    (void)state;
+    enum { N = 5000 };
+    size_t live0 = cwi_handles_live();
+    cw_timer **t = calloc(N, sizeof *t);
+    for (int i = 0; i < N; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    assert_int_equal(cwi_handles_live(), live0 + N);
+    float ms = 0;
+    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t[i], &ms)); /* live, never started */
+    /* Destroy every other one: the rest stay valid, the destroyed are refused. */
+    cw_timer **copy = calloc(N, sizeof *copy);
+    memcpy(copy, t, N * sizeof *t);
+    for (int i = 0; i < N; i += 2) cw_timer_destroy(&t[i]);
+    int refused = 0, valid = 0;
+    for (int i = 0; i < N; i++) {
+        cw_status st = cw_timer_elapsed_ms(copy[i], &ms);
+        if (st == CW_ERROR_INVALID_HANDLE) refused++;
+        else if (st == CW_ERROR_INVALID_STATE) valid++; /* live, but never started */
+    }
+    assert_int_equal(refused, N / 2);
+    assert_int_equal(valid, N / 2);
+    for (int i = 1; i < N; i += 2) cw_timer_destroy(&t[i]);
+    assert_int_equal(cwi_handles_live(), live0);
+    free(t);
+    free(copy);
+}
+
+/* A registry that cannot grow: creation fails with CW_ERROR_OUT_OF_MEMORY
+ * before anything is made, nothing leaks, and the next creation works. */
+static void test_registry_full(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    size_t live0 = cwi_handles_live();
+    cw_stream *s = NULL;
+    cwi_handles_fail_next(1);
+    assert_cw(CW_ERROR_OUT_OF_MEMORY, cw_stream_create(&s, ctx, NULL));
+    assert_non_null(strstr(cw_last_error_message(), "handle registry"));
+    assert_null(s);
+    cw_timer *t = NULL;
+    cwi_handles_fail_next(1);
+    assert_cw(CW_ERROR_OUT_OF_MEMORY, cw_timer_create(&t, ctx));
+    assert_null(t);
+    cw_context *c2 = NULL;
+    cwi_handles_fail_next(1);
+    assert_cw(CW_ERROR_OUT_OF_MEMORY, cw_context_create(&c2, 0));
+    assert_null(c2);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_false(leaks(before, "creations refused by a full registry"));
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_stream_destroy(&s);
+    cwi_handles_fail_next(0);
+}
+
+/* Lookups from several threads while others create and destroy. */
+typedef struct churn {
+    cw_stream *keep;
+    int ok, bad;
+} churn;
+
+static void *churn_main(void *arg) {
+    churn *c = arg;
+    for (int i = 0; i < 2000; i++) {
+        if (cw_stream_query(c->keep) == CW_SUCCESS) c->ok++;
+        else c->bad++;
+        cw_timer *t = NULL;
+        if (cw_timer_create(&t, ctx) != CW_SUCCESS) {
+            c->bad++;
+            continue;
+        }
+        cw_timer *stale = t;
+        cw_timer_destroy(&t);
+        float ms;
+        if (cw_timer_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) c->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    enum { T = 4 };
+    size_t live0 = cwi_handles_live();
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    pthread_t th[T];
+    churn c[T];
+    for (int i = 0; i < T; i++) {
+        c[i] = (churn){s, 0, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, &c[i]), 0);
+    }
+    int ok = 0, bad = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        ok += c[i].ok;
+        bad += c[i].bad;
+    }
+    assert_int_equal(ok, T * 2000);
+    assert_int_equal(bad, 0);
+    cw_stream_destroy(&s);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain"))) {
+        printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    live_drain = fake_drain;
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        return 1;
+    }
+    /* Warm what the context makes for itself and keeps (its fork pool's
+     * streams, the buffers' release stream and pool, the futures' slab) so
+     * that handle counts compare like with like. */
+    cw_stream *w = NULL, *child = NULL;
+    cw_buffer *wb = NULL;
+    cw_future *wf = NULL;
+    cw_resident *wr = NULL;
+    cw_pipeline *wp = NULL;
+    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(w, &child) || cw_stream_join(w, &child) ||
+        cw_buffer_alloc(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_HOST_FUNC) ||
+        cw_future_wait(wf, 1000000) || cw_resident_create(&wr, ctx, NULL) || cw_pipeline_create(&wp, ctx, NULL)) {
+        printf("FAIL: warming up: %s\n", cw_last_error_message());
+        return 1;
+    }
+    cw_buffer_release(&wb);
+    cw_future_destroy(&wf);
+    cw_resident_destroy(&wr);
+    cw_pipeline_destroy(&wp);
+    cw_stream_synchronize(w);
+    cw_stream_destroy(&w);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_destroyed_handles_are_refused),
+        cmocka_unit_test(test_foreign_and_confused_handles),
+        cmocka_unit_test(test_many_handles),
+        cmocka_unit_test(test_registry_full),
+        cmocka_unit_test(test_threads),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_context_destroy(&ctx);
+    return failed;
+}
