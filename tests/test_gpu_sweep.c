@@ -180,7 +180,7 @@ static cw_status sc_program(void) {
 
 static cw_status res_fn(cw_stream *s, void *user) {
     unsigned long long p = *(unsigned long long *)user;
-    unsigned n = 64, v = 5;
+    unsigned n = 2, v = 5; /* the word is 8 bytes (was 64 words: memcheck caught the overrun) */
     long long ns = 0;
     unsigned long long stamp = 0;
     void *args[] = {&p, &n, &v, &ns, &stamp};
