@@ -228,15 +228,24 @@ __global__ void cw_op_persistent(const unsigned long long *doorbell, const unsig
 // operator), and writes the GPU clock at its start and end to stamp[0..1]
 // (stamp may be NULL): device timestamps that show which operators overlap.
 // (__syncwarp before each barrier: the warp of thread 0 arrives together,
-// which compute-sanitizer's synccheck asks for.)
+// which compute-sanitizer's synccheck asks for. Its mask names the lanes the
+// warp has: a block of fewer than 32 threads has a partial warp, and a full
+// mask there is itself a divergent barrier, which synccheck reported when
+// test_gpu_sweep launched these with one thread.)
+__device__ __forceinline__ unsigned warp_lanes() {
+    const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned left = threads - (tid & ~31u);
+    return left >= 32 ? 0xffffffffu : (1u << left) - 1u;
+}
 __device__ __forceinline__ void pl_begin(long long ns, unsigned long long *stamp) {
     if (stamp && threadIdx.x == 0 && blockIdx.x == 0) stamp[0] = now_ns();
     if (ns && threadIdx.x == 0) spin_ns(ns);
-    __syncwarp();
+    __syncwarp(warp_lanes());
     __syncthreads();
 }
 __device__ __forceinline__ void pl_end(unsigned long long *stamp) {
-    __syncwarp();
+    __syncwarp(warp_lanes());
     __syncthreads();
     if (stamp && threadIdx.x == 0 && blockIdx.x == 0) {
         __threadfence();
@@ -272,7 +281,7 @@ __global__ void cw_pl_sum2(const unsigned *a, const unsigned *b, unsigned *out, 
 // of the buffer-race test reads only after ns).
 __global__ void cw_pl_reduce(const unsigned *in, unsigned n, unsigned long long *sum, long long ns) {
     if (ns && threadIdx.x == 0) spin_ns(ns);
-    __syncwarp();
+    __syncwarp(warp_lanes());
     __syncthreads();
     unsigned long long local = 0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) local += in[i];
