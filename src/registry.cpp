@@ -139,6 +139,9 @@ cw_status HandleRoom::reserve(unsigned n) {
 void HandleRoom::publish(void *h, uint32_t kind) {
     *static_cast<uint32_t *>(h) = kind;  // the tag, for debuggers
     SpinLock lock(g_reg.lock);
+    // Every caller reserved first; without room reserved, make it now (its
+    // failure cannot be reported here, so no caller may rely on this).
+    if (!held_ && !make_room(1)) return;
     Table *t = g_reg.table.load(std::memory_order_relaxed);
     const Placed how = place(t, reinterpret_cast<uintptr_t>(h), kind);
     if (how == kTookEmpty) g_reg.used++;
