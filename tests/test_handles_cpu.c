@@ -189,6 +189,87 @@ static void test_registry_full(void **state) {
     cwi_handles_fail_next(0);
 }
 
+/* Every kind made in one scenario, everything released on every path. */
+static cw_status noop_compute(cw_io *io, void *user) {
+    (void)io;
+    (void)user;
+    return CW_SUCCESS;
+}
+
+static cw_status make_everything(void) {
+    cw_stream *s = NULL;
+    cw_stream_pool *pool = NULL;
+    cw_timer *t = NULL;
+    cw_graph *g = NULL;
+    cw_graph_exec *e = NULL;
+    cw_buffer *b = NULL;
+    cw_future *f = NULL;
+    cw_pipeline *p = NULL;
+    cw_operator *op = NULL;
+    cw_resident *r = NULL;
+    cw_context *c2 = NULL;
+    cw_device_set *ds = NULL;
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = noop_compute;
+    cw_status st;
+    if ((st = cw_stream_create(&s, ctx, NULL)) || (st = cw_stream_pool_create(&pool, ctx, NULL)) ||
+        (st = cw_timer_create(&t, ctx)) || (st = cw_graph_create(&g, ctx)) ||
+        (st = cw_graph_instantiate(&e, g, 0)) || (st = cw_buffer_alloc(&b, s, 256)) ||
+        (st = cw_future_create(&f, s, CW_FUTURE_HOST_FUNC)) || (st = cw_future_wait(f, 1000000)) ||
+        (st = cw_pipeline_create(&p, ctx, NULL)) || (st = cw_operator_create(&op, "A", &ops, NULL, NULL)))
+        goto out;
+    if ((st = cw_pipeline_add(p, op)) != CW_SUCCESS) goto out;
+    op = NULL; /* the pipeline's now */
+    if ((st = cw_pipeline_run(p, 2)) || (st = cw_resident_create(&r, ctx, NULL)) ||
+        (st = cw_context_create(&c2, 0)) || (st = cw_device_set_open(&ds, NULL, 0)))
+        goto out;
+out:
+    cw_device_set_close(&ds);
+    cw_context_destroy(&c2);
+    if (r) (void)cw_resident_destroy(&r);
+    cw_operator_destroy(&op);
+    cw_pipeline_destroy(&p);
+    if (f) (void)cw_future_wait(f, 1000000);
+    cw_future_destroy(&f);
+    cw_buffer_release(&b);
+    cw_graph_exec_destroy(&e);
+    cw_graph_destroy(&g);
+    cw_timer_destroy(&t);
+    cw_stream_pool_destroy(&pool);
+    if (s) (void)cw_stream_synchronize(s);
+    cw_stream_destroy(&s);
+    return st;
+}
+
+/* The registry refusing each reservation in turn: the scenario fails with
+ * CW_ERROR_OUT_OF_MEMORY at that creation, whichever it is, and leaves no
+ * handle and no driver object behind; then it runs clean. */
+static void test_registry_sweep(void **state) {
+    (void)state;
+    assert_cw_ok(make_everything()); /* warm what contexts keep */
+    long before[NKINDS];
+    snapshot(before);
+    const size_t live0 = cwi_handles_live();
+    int refused = 0, leaked = 0;
+    unsigned k;
+    for (k = 1; k < 500; k++) {
+        cwi_handles_fail_next((int)k);
+        cw_status st = make_everything();
+        cwi_handles_fail_next(0);
+        if (st == CW_SUCCESS) break; /* past the last reservation */
+        if (st != CW_ERROR_OUT_OF_MEMORY) fail_msg("reservation %u: %s, expected CW_ERROR_OUT_OF_MEMORY", k, cw_status_name(st));
+        refused++;
+        if (cwi_handles_live() != live0 || leaks(before, "a refused reservation")) leaked++;
+    }
+    printf("# handle registry sweep: %d reservations refused in turn, each failing its creation with "
+           "CW_ERROR_OUT_OF_MEMORY; %d leaks\n", refused, leaked);
+    assert_true(refused >= 12); /* at least one per kind made directly */
+    assert_int_equal(leaked, 0);
+    assert_cw_ok(make_everything());
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 /* Lookups from several threads while others create and destroy. */
 typedef struct churn {
     cw_stream *keep;
@@ -280,6 +361,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_foreign_and_confused_handles),
         cmocka_unit_test(test_many_handles),
         cmocka_unit_test(test_registry_full),
+        cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
