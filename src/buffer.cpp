@@ -251,13 +251,25 @@ void buffer_free(cw_buffer *b) {
     bool ordered = true;
     for (int i = 0; i < b->nuses; i++) ordered = fold(rel, b->uses[i]) && ordered;
     b->nuses = 0;
-    if (ordered && rel)
+    if (ordered && rel) {
         st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, rel->cu); });
-    if (!ordered || !rel || st != CW_SUCCESS) {
-        // Never a free that could overtake a reader: the memory stays in the
-        // context's pool, which the context's destruction frees.
+    } else if (ordered) {
+        // No release stream (making it failed): fold waited for every use on
+        // the host, so nothing can still read the memory; free it on the
+        // context's legacy stream.
+        CurrentGuard guard;
+        st = guard.enter(b->ctx->cu);
+        if (st == CW_SUCCESS) {
+            CUresult r = drv().cuMemFreeAsync(b->ptr, nullptr);
+            st = r == CUDA_SUCCESS ? guard.leave() : fail_cu(r, "cuMemFreeAsync");
+        }
+    }
+    if (!ordered || st != CW_SUCCESS) {
+        // Never a free that could overtake a reader (a faulted device, say):
+        // the memory stays allocated in the context's pool until the CUDA
+        // context itself goes (for a primary context, when nothing retains it).
         log(CW_LOG_WARNING, "%s: a buffer of %zu bytes could not be freed in stream order; "
-            "it is kept until its context is destroyed", current_api(), b->bytes);
+            "it stays allocated until its CUDA context is destroyed", current_api(), b->bytes);
     }
     context_release(b->ctx);
     b->~cw_buffer();
@@ -380,11 +392,23 @@ cw_status buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src) {
     }));
     // One record serves both buffers' uses.
     Mark *m = nullptr;
-    CW_TRY(mark_record(s, &m));
-    cw_status st = buffer_attach(src, m);
-    if (st == CW_SUCCESS) st = buffer_attach(dst, m);
-    mark_release(m);
-    return st;
+    cw_status st = mark_record(s, &m);
+    if (st == CW_SUCCESS) {
+        st = buffer_attach(src, m);
+        if (st == CW_SUCCESS) st = buffer_attach(dst, m);
+        mark_release(m);
+    }
+    if (st != CW_SUCCESS) {
+        // The copy is queued but its use could not be recorded: wait for it
+        // here, so that no release frees either buffer under it. The
+        // failure stays the one reported.
+        char msg[400];
+        copy_text(msg, sizeof msg, cw_last_error_message());
+        const cw_status failed = st;
+        (void)on_stream(s, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(s->cu); });
+        return fail(failed, "%s", msg);
+    }
+    return CW_SUCCESS;
 }
 
 BufferCache *buffer_cache_new() {

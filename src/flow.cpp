@@ -1218,7 +1218,12 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
             if (have) drv().cuCtxSetCurrent(prev);
         }
     } restore;
-    restore.have = drv().cuCtxGetCurrent(&restore.prev) == CUDA_SUCCESS;
+    {
+        // Without the caller's context known it could not be put back: refuse.
+        CUresult r = drv().cuCtxGetCurrent(&restore.prev);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent", "the caller's current context");
+        restore.have = true;
+    }
     p->stop.store(0);
     p->failed.store(false, std::memory_order_relaxed);
     p->fail_status = CW_SUCCESS;

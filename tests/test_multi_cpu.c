@@ -6,7 +6,11 @@
  * opened to peers, a pipeline whose operators sit on two devices (data moved
  * and checked), several resident loops' calls, and collectives with their
  * sums checked. Every scenario ends with the fake's live counts where they
- * started. The same behaviour on two real GPUs: test_gpu_multi.
+ * started. Last, a fault-injection sweep over two multi-device scenarios (a
+ * device set's peers, copies and pool sharing; the two-device pipeline):
+ * every driver call failed in turn with each of three results, each run
+ * returning an error or absorbing it, leaking nothing, and a clean run after
+ * it still right. The same behaviour on two real GPUs: test_gpu_multi.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -15,10 +19,13 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
+#include "seam.h"
 
 static long (*fake_calls)(const char *entry);
 static int (*fake_drain)(int timeout_ms);
 static CUcontext (*fake_other)(void);
+static int (*fake_ctx_get)(CUcontext *);
+static int (*fake_ctx_set)(CUcontext);
 static int (*nccl_live)(void);
 static void (*nccl_fail)(const char *entry, int result);
 static void *(*nccl_last_stream)(int device);
@@ -503,6 +510,324 @@ static void test_collective_refusals(void **state) {
     assert_int_equal(nccl_live(), 0);
 }
 
+/* ---- fault injection ---------------------------------------------------------------- */
+
+/* The seam's call count where a scenario's releases begin: a failure after
+ * it happened inside a call that returns nothing (a release), which can only
+ * absorb it. */
+static unsigned long g_release_at;
+
+/* A device set of its own (fresh cw_context handles, so enabling peers asks
+ * the driver: the fake's primary contexts have the pairs already, and its
+ * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is success), a stream and a buffer
+ * on each device, data there and back across devices, the data checked, a
+ * pool shared; everything released, the contexts' own pools and streams
+ * with them. *wrong counts what came out wrong (meaningful on success). */
+static cw_status sc_device_set(int *wrong) {
+    enum { kN = 64 };
+    uint32_t host[kN], zero[kN], back[kN];
+    for (int i = 0; i < kN; i++) {
+        host[i] = 0x5e000000u + (uint32_t)i;
+        zero[i] = 0;
+        back[i] = 0xffffffffu;
+    }
+    cw_device_set *set = NULL;
+    cw_context *c[2] = {NULL, NULL};
+    cw_stream *s[2] = {NULL, NULL};
+    cw_buffer *b[2] = {NULL, NULL};
+    unsigned long long p[2] = {0, 0};
+    int enabled = -1;
+    cw_status st = cw_device_set_open(&set, NULL, 0);
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_device_set_context(set, i, &c[i]);
+    if (st == CW_SUCCESS) st = cw_device_set_enable_peers(set, &enabled);
+    if (st == CW_SUCCESS && enabled != 2) (*wrong)++;
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_stream_create(&s[i], c[i], NULL);
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_buffer_alloc(&b[i], s[i], sizeof host);
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_buffer_get_writable(b[i], &p[i]);
+    if (st == CW_SUCCESS) st = cw_copy_to_device(s[0], p[0], host, sizeof host);
+    if (st == CW_SUCCESS) st = cw_stream_wait(s[1], s[0]);       /* device 1 after device 0's write */
+    if (st == CW_SUCCESS) st = cw_buffer_copy(s[1], b[1], b[0]); /* to device 1 */
+    if (st == CW_SUCCESS) st = cw_stream_wait(s[0], s[1]);       /* b[0] rewritten after that read */
+    if (st == CW_SUCCESS) st = cw_copy_to_device(s[0], p[0], zero, sizeof zero);
+    if (st == CW_SUCCESS) st = cw_copy_peer(s[0], p[0], c[0], p[1], c[1], sizeof host); /* back */
+    if (st == CW_SUCCESS) st = cw_copy_to_host(s[0], back, p[0], sizeof back);
+    if (st == CW_SUCCESS) st = cw_stream_synchronize(s[0]);
+    if (st == CW_SUCCESS && memcmp(back, host, sizeof host) != 0) (*wrong)++;
+    if (st == CW_SUCCESS) st = cw_buffer_pool_share(c[0], c[1]);
+    g_release_at = cwi_seam_calls(-1);
+    for (int i = 0; i < 2; i++) cw_buffer_release(&b[i]);
+    for (int i = 0; i < 2; i++) cw_stream_destroy(&s[i]);
+    cw_device_set_close(&set);
+    fake_drain(2000); /* copies from and into this frame are done */
+    return st;
+}
+
+/* One stage operator added to p (status instead of asserts: stage_op's). */
+static cw_status stage_add(cw_pipeline *p, const char *name, Stage *stage, cw_stream_pool *pool) {
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = stage_compute;
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.pool = pool;
+    cw_operator *op = NULL;
+    cw_status st = cw_operator_create(&op, name, &ops, stage, &os);
+    if (st == CW_SUCCESS && stage->role != 0) st = cw_operator_add_input(op, "in", NULL);
+    if (st == CW_SUCCESS && stage->role != 2) st = cw_operator_add_output(op, "out", NULL);
+    if (st == CW_SUCCESS) st = cw_pipeline_add(p, op);
+    if (st != CW_SUCCESS) cw_operator_destroy(&op);
+    return st;
+}
+
+/* run_two_device_pipeline for two iterations, on the process's device set
+ * (peers enabled): A (device 0) -> B (device 1, adds 1000) -> C (device 0). */
+static cw_status sc_pipeline(int *wrong) {
+    enum { kRuns = 2 };
+    uint32_t *out = calloc(kRuns * kWords, sizeof *out);
+    if (!out) return CW_ERROR_OUT_OF_MEMORY;
+    Stage a = {0, 0, NULL, 0}, b = {1, 1, NULL, 0}, c = {0, 2, out, 0};
+    cw_stream_pool *pool1 = NULL;
+    cw_pipeline *p = NULL;
+    cw_status st = cw_stream_pool_create(&pool1, g_ctx[1], NULL);
+    if (st == CW_SUCCESS) st = cw_pipeline_create(&p, g_ctx[0], NULL);
+    if (st == CW_SUCCESS) st = stage_add(p, "A", &a, NULL);
+    if (st == CW_SUCCESS) st = stage_add(p, "B", &b, pool1);
+    if (st == CW_SUCCESS) st = stage_add(p, "C", &c, NULL);
+    if (st == CW_SUCCESS) st = cw_pipeline_connect(p, "A", "out", "B", "in");
+    if (st == CW_SUCCESS) st = cw_pipeline_connect(p, "B", "out", "C", "in");
+    if (st == CW_SUCCESS) st = cw_pipeline_run(p, kRuns);
+    if (st == CW_SUCCESS) st = cw_pipeline_synchronize(p);
+    if (st == CW_SUCCESS) {
+        cw_pipeline_stats ps;
+        if (cw_pipeline_get_stats(p, &ps) != CW_SUCCESS || ps.iterations != kRuns || ps.peer_copies != 2 * kRuns)
+            (*wrong)++;
+        *wrong += b.wrong_device + c.wrong_device;
+        for (int it = 0; it < kRuns; it++)
+            for (int i = 0; i < kWords; i++)
+                if (out[it * kWords + i] != (uint32_t)(it * 100000 + i + 1000)) (*wrong)++;
+    }
+    g_release_at = cwi_seam_calls(-1);
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&pool1);
+    fake_drain(2000); /* C's copies into out are done */
+    free(out);
+    return st;
+}
+
+/* The fake's live counts (fakelive.h's and these), and cuweave's live handles. */
+static const char *const k_more[] = {"primary0", "primary1", "mempool", "peers", "orphans", "badaccess", "sticky"};
+#define NMORE (sizeof k_more / sizeof k_more[0])
+typedef struct Live {
+    long base[NKINDS];
+    long more[NMORE];
+    long handles;
+} Live;
+
+static void live_take(Live *v) {
+    snapshot(v->base); /* drains the fake first */
+    for (size_t i = 0; i < NMORE; i++) v->more[i] = fake_live(k_more[i]);
+    v->handles = (long)cwi_handles_live();
+}
+
+/* 1 (each difference printed) when a count moved since before. */
+static int live_leaks(const Live *before, const char *what) {
+    Live now;
+    live_take(&now);
+    int bad = 0;
+    for (size_t i = 0; i < NKINDS; i++)
+        if (now.base[i] != before->base[i]) {
+            printf("# leak after %s: %s %ld -> %ld\n", what, k_kinds[i], before->base[i], now.base[i]);
+            bad = 1;
+        }
+    for (size_t i = 0; i < NMORE; i++)
+        if (now.more[i] != before->more[i]) {
+            printf("# leak after %s: %s %ld -> %ld\n", what, k_more[i], before->more[i], now.more[i]);
+            bad = 1;
+        }
+    if (now.handles != before->handles) {
+        printf("# leak after %s: cuweave handles %ld -> %ld\n", what, before->handles, now.handles);
+        bad = 1;
+    }
+    return bad;
+}
+
+/* The entry whose call failed: the one the seam counted a call of that the
+ * fake never saw (a cuCtxEnablePeerAccess answered ALREADY_ENABLED is not
+ * a success either, so the seam's successes cannot tell). */
+enum { kMaxEntries = 512 };
+static void fake_entry_counts(long *v) {
+    for (int id = 0; id < cwi_seam_entry_count() && id < kMaxEntries; id++)
+        v[id] = fake_calls(cwi_seam_entry_name(id));
+}
+static const char *failed_entry(const long *before) {
+    for (int id = 0; id < cwi_seam_entry_count() && id < kMaxEntries; id++) {
+        if (before[id] < 0) continue; /* an entry the fake has not */
+        long reached = fake_calls(cwi_seam_entry_name(id)) - before[id];
+        if ((long)cwi_seam_calls(id) > reached) return cwi_seam_entry_name(id);
+    }
+    return "?";
+}
+
+/* The driver object is gone for good when its release fails: the driver's
+ * loss (the real driver's too), not cuweave's leak. */
+static int loses_object(const char *entry) {
+    return strstr(entry, "Destroy") || strstr(entry, "Free") || strstr(entry, "Unload") || strstr(entry, "Release");
+}
+/* A failure a call that reports success may absorb: a wait for completion,
+ * a query or a context switch whose caller has another way (a host wait for
+ * a device wait, say), or a release (as test_gpu_sweep's is_release). */
+static int may_absorb(const char *entry) {
+    return loses_object(entry) || strstr(entry, "Synchronize") || strstr(entry, "Query") ||
+           strstr(entry, "GetCurrent") || strstr(entry, "SetCurrent");
+}
+
+typedef struct SweepCase {
+    const char *name;
+    cw_status (*run)(int *wrong);
+} SweepCase;
+
+static const SweepCase k_sweep[] = {
+    {"device set: peers, copies, pool share", sc_device_set},
+    {"two-device pipeline, 2 iterations", sc_pipeline},
+};
+
+/* Every driver call of each scenario failed in turn, with each of three
+ * results: each run returns an error, or absorbs the failure (one inside a
+ * release, which returns nothing; a fallback taken) and is then right;
+ * nothing is left behind (the fake drained); a clean run afterwards is
+ * right and leaves nothing either. */
+static void test_fault_sweep_multi(void **state) {
+    (void)state;
+    static const int results[3] = {2 /* OUT_OF_MEMORY */, 719 /* LAUNCH_FAILED */, 800 /* NOT_PERMITTED */};
+    static const cw_status expected[3] = {CW_ERROR_OUT_OF_MEMORY, CW_ERROR_DEVICE_FAULT, CW_ERROR_NOT_PERMITTED};
+    static long entries[kMaxEntries];
+    assert_true(cwi_seam_entry_count() <= kMaxEntries);
+    /* the process's set has its peers (test_peers did it; again asks no driver) */
+    int enabled = 0;
+    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    assert_int_equal(enabled, 2);
+    CUcontext home = NULL;
+    assert_int_equal(fake_ctx_get(&home), 0);
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    unsigned long all_calls = 0, all_tried = 0, all_leaks = 0, all_bad = 0;
+    for (size_t sc = 0; sc < sizeof k_sweep / sizeof k_sweep[0]; sc++) {
+        const SweepCase *c = &k_sweep[sc];
+        int wrong = 0;
+        /* twice first: the process set's pools grow to what the scenario needs */
+        for (int w = 0; w < 2; w++) {
+            assert_cw_ok(c->run(&wrong));
+            assert_int_equal(wrong, 0);
+        }
+        Live before;
+        live_take(&before);
+        cwi_seam_reset();
+        assert_cw_ok(c->run(&wrong));
+        assert_int_equal(wrong, 0);
+        const unsigned long calls = cwi_seam_calls(-1);
+        assert_int_equal(live_leaks(&before, c->name), 0);
+        unsigned long tried = 0, returned = 0, absorbed = 0, leaks = 0, bad = 0, unusable = 0, moved = 0;
+        for (int r = 0; r < 3; r++) {
+            for (unsigned long k = 1; k <= calls; k++) {
+                fake_entry_counts(entries);
+                cwi_seam_reset();
+                cwi_seam_fail(-1, k, results[r]);
+                g_release_at = (unsigned long)-1;
+                wrong = 0;
+                const cw_status st = c->run(&wrong);
+                const int fired = cwi_seam_fired();
+                const int in_release = k > g_release_at;
+                char detail[300];
+                snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+                const char *entry = failed_entry(entries);
+                cwi_seam_reset(); /* disarmed: what follows must not fail */
+                /* A failed restore (cuCtxSetCurrent) leaves another context
+                 * current, as the driver would: put the thread's back. */
+                CUcontext now = NULL;
+                fake_ctx_get(&now);
+                if (now != home) {
+                    moved++;
+                    if (getenv("CWT_VERBOSE"))
+                        printf("# %s, call %lu (%s) failing with %d: current context %p, was %p\n", c->name, k, entry,
+                               results[r], (void *)now, (void *)home);
+                    fake_ctx_set(home);
+                }
+                if (getenv("CWT_VERBOSE"))
+                    printf("# %s, call %lu (%s%s) failing with %d: %s %s\n", c->name, k, entry,
+                           in_release ? ", in a release" : "", results[r], cw_status_name(st),
+                           st ? detail : "");
+                if (!fired) {
+                    /* this run made fewer calls (queries vary with timing): done */
+                    if (st != CW_SUCCESS || wrong) {
+                        printf("# %s: no fault fired at call %lu, yet the run failed: %s\n", c->name, k, detail);
+                        bad++;
+                    }
+                    break;
+                }
+                tried++;
+                char what[200];
+                snprintf(what, sizeof what, "%s, call %lu (%s) failing with %d", c->name, k, entry, results[r]);
+                if (st != CW_SUCCESS) {
+                    returned++;
+                    if (st != expected[r]) { /* the driver's error, as itself */
+                        printf("# %s: returned %s: %s\n", what, cw_status_name(st), detail);
+                        bad++;
+                    }
+                } else if (in_release || may_absorb(entry) ||
+                           (!strcmp(entry, "cuMemAllocFromPoolAsync") && results[r] == 2)) {
+                    /* out of memory in the pipeline: cw_io_alloc waited for a
+                     * cached buffer instead */
+                    absorbed++;
+                } else {
+                    printf("# %s: the run returned CW_SUCCESS\n", what);
+                    bad++;
+                }
+                if (st == CW_SUCCESS && wrong) {
+                    printf("# %s: success with %d wrong results\n", what, wrong);
+                    bad++;
+                }
+                if (loses_object(entry)) {
+                    live_take(&before); /* the driver object is lost */
+                } else if (live_leaks(&before, what)) {
+                    leaks++;
+                    live_take(&before);
+                }
+                /* a clean run afterwards: right, and nothing left */
+                wrong = 0;
+                const cw_status again = c->run(&wrong);
+                if (again != CW_SUCCESS || wrong) {
+                    printf("# %s: the clean run after it gave %s, %d wrong: %s\n", what, cw_status_name(again),
+                           wrong, cw_last_error_message());
+                    unusable++;
+                }
+                snprintf(what, sizeof what, "%s, the clean run after call %lu (%s) failed", c->name, k, entry);
+                if (live_leaks(&before, what)) {
+                    leaks++;
+                    live_take(&before);
+                }
+            }
+        }
+        printf("# %s: %lu driver calls, %lu failed in turn (3 results each), %lu errors returned, %lu absorbed, "
+               "%lu leaks, %lu bad, usable after: %s (%lu left another context current)\n",
+               c->name, calls, tried, returned, absorbed, leaks, bad, unusable ? "no" : "yes", moved);
+        all_calls += calls;
+        all_tried += tried;
+        all_leaks += leaks;
+        all_bad += bad + unusable;
+        assert_true(tried > 2 * calls); /* all three results reached nearly every call */
+    }
+    cwi_seam_disable();
+    printf("# multi-device fault sweep: %lu driver calls, %lu failed in turn, %lu leaks, %lu problems\n", all_calls,
+           all_tried, all_leaks, all_bad);
+    assert_int_equal(all_leaks, 0);
+    assert_int_equal(all_bad, 0);
+    /* the library is usable afterwards, with the seam off */
+    for (size_t sc = 0; sc < sizeof k_sweep / sizeof k_sweep[0]; sc++) {
+        int wrong = 0;
+        assert_cw_ok(k_sweep[sc].run(&wrong));
+        assert_int_equal(wrong, 0);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenccl.so beside it)\n", argv[0]);
@@ -522,6 +847,8 @@ int main(int argc, char **argv) {
         !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
         !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
+        !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
+        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent")) ||
         !(nccl_live = (int (*)(void))dlsym(nccl, "fake_nccl_live")) ||
         !(nccl_fail = (void (*)(const char *, int))dlsym(nccl, "fake_nccl_fail")) ||
         !(nccl_last_stream = (void *(*)(int))dlsym(nccl, "fake_nccl_last_stream"))) {
@@ -560,6 +887,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resident_many_refusals),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_collective_refusals),
+        cmocka_unit_test(test_fault_sweep_multi),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cw_device_set_close(&g_set);
