@@ -19,8 +19,9 @@
  *  - peer copies (cw_copy_peer, cw_buffer_copy) go through
  *    cuMemcpyPeerAsync, between any two devices: directly when peer access
  *    is possible, staged through host memory by the driver when it is not;
- *  - buffers of one device's stream-ordered pool can be opened to another
- *    device's kernels (cw_buffer_pool_share, cuMemPoolSetAccess).
+ *  - buffers of one device's stream-ordered pool are opened to another
+ *    device's kernels when peer access is enabled (cw_context_enable_peer),
+ *    or explicitly (cw_buffer_pool_share, cuMemPoolSetAccess).
  *
  * Resident loops: one per device, each made on its device's context; the
  * calls at the end ring several loops' doorbells and wait for all their
@@ -115,9 +116,13 @@ CW_API cw_status cw_device_get_peer_info(int device, int peer, cw_peer_info *inf
 
 /*
  * Lets kernels and copies of ctx's device access memory of peer's device
- * (cuCtxEnablePeerAccess, made with ctx current). One direction: enable
+ * (cuCtxEnablePeerAccess, made with ctx current), and opens peer's buffer
+ * pool (cw_buffer_alloc memory on peer's streams) to ctx's device too, now
+ * or when the pool is made (cuMemPoolSetAccess: a stream-ordered pool's
+ * memory is not covered by context peer access). One direction: enable
  * (peer, ctx) too for the other. Enabling a pair already enabled (by
- * cuweave or by anyone) succeeds.
+ * cuweave or by anyone) succeeds; a second enable of a pair through
+ * cuweave asks nothing of the driver.
  * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (both on one device);
  * CW_ERROR_INVALID_HANDLE; CW_ERROR_NOT_SUPPORTED (the topology does not
  * allow it, or the driver has no peer entries); the driver's error (too
