@@ -7,14 +7,19 @@ list (NoDriverError, TimeoutError_..., see cuweave.errors()).
 
 Covers so far: library and devices, contexts, streams (with the
 __cuda_stream__ protocol), stream pools and leases, futures (awaitable with
-asyncio through their eventfd), timers.
+asyncio through their eventfd), timers, graphs, NVRTC programs and
+kernels, the GPU-resident loop, device buffers, and several devices: device
+sets, peer access and copies, several resident loops at once, and NCCL
+collectives (Comm).
 """
 
 import asyncio
+import collections
 import ctypes
+import enum
 import weakref
 
-from . import _errors
+from . import _errors, _lib
 from ._lib import (BufferInfo, GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
                    StreamSettings, last_error, lib)
 
@@ -153,6 +158,19 @@ class Context(_Handle):
 
     def synchronize(self):
         lib.cw_context_synchronize(self.handle)
+
+    def enable_peer(self, peer):
+        """Lets this context's device access `peer`'s device's memory (one
+        direction; its buffer pool included). Enabling a pair twice is fine;
+        NotSupportedError where the topology does not allow it."""
+        lib.cw_context_enable_peer(self.handle, peer.handle)
+
+    def peer_enabled(self, peer):
+        """True when access to `peer`'s device was enabled through cuweave in
+        this process (always for two contexts of one device). No driver call."""
+        v = ctypes.c_int()
+        lib.cw_context_peer_enabled(self.handle, peer.handle, ctypes.byref(v))
+        return bool(v.value)
 
 
 class Stream(_Handle):
@@ -622,6 +640,19 @@ class Buffer(_Handle):
         stream.synchronize()
         return out
 
+    def copy_from(self, stream, src):
+        """Queues a copy of the whole of Buffer `src` (at most nbytes; any
+        device) into this buffer on `stream` (a stream of either device;
+        cw_buffer_copy), after the streams that last wrote either buffer;
+        records the use of both. This buffer's data is then written on
+        `stream`."""
+        if not isinstance(src, Buffer):
+            raise TypeError("copy_from takes a Buffer (cuweave.copy_peer takes addresses)")
+        _wait_writer(stream, src)
+        _wait_writer(stream, self)
+        lib.cw_buffer_copy(stream.handle, self.handle, src.handle)
+        self._stream = stream
+
     @property
     def __cuda_array_interface__(self):
         s = self._stream.cu_stream if self._stream is not None and not self._stream.closed else None
@@ -726,6 +757,322 @@ class Resident(_Handle):
             if st != 0:
                 raise _errors.from_status(st, last_error())
         self._finalizer.detach()
+
+
+# ---- several devices (cuweave/multi.h, docs/multi-gpu.md) --------------------
+
+
+def _address(value):
+    """A device address from an int, a Buffer, an object with
+    __cuda_array_interface__, or None (0)."""
+    if value is None:
+        return 0
+    if isinstance(value, Buffer):
+        return value.ptr
+    if hasattr(value, "__cuda_array_interface__"):
+        return int(value.__cuda_array_interface__["data"][0])
+    return int(value)
+
+
+def _wait_writer(stream, buf):
+    """Orders `stream` after the stream that last wrote Buffer `buf` (any device)."""
+    if isinstance(buf, Buffer):
+        w = buf._stream
+        if w is not None and w is not stream and not w.closed:
+            stream.wait(w)
+
+
+class _BorrowedContexts:
+    """The Context objects an owner (a DeviceSet) hands out: one per member,
+    each keeping the owner alive; made unusable (closed) when the owner is
+    closed, since the handles are only valid while it is open."""
+
+    def __init__(self):
+        self._made = weakref.WeakValueDictionary()
+
+    def get(self, key, ptr, owner):
+        ctx = self._made.get(key)
+        if ctx is None or ctx._ptr.value != ptr:
+            ctx = Context(_ptr=ptr, _owner=owner)
+            self._made[key] = ctx
+        return ctx
+
+    def invalidate(self):
+        for ctx in list(self._made.values()):
+            ctx._ptr.value = None
+        self._made.clear()
+
+
+class DeviceSet(_Handle):
+    """The primary contexts of several devices, opened in one call:
+    DeviceSet() takes every visible device, DeviceSet([2, 0]) those ordinals
+    in that order (member i is devices[i]). context(i) is member i's Context,
+    borrowed from the set: it keeps the set alive, and is closed with the set
+    (objects already made on it keep the context alive, as in C)."""
+
+    _destroy = lib.cw_device_set_close
+
+    def __init__(self, devices=None):
+        if devices is None:
+            arr, n = None, 0
+        else:
+            devices = [int(d) for d in devices]
+            if not devices:
+                raise ValueError("an empty device list (None means every visible device)")
+            arr, n = (ctypes.c_int * len(devices))(*devices), len(devices)
+        super().__init__(_new(lib.cw_device_set_open, arr, n))
+        self._contexts = _BorrowedContexts()
+
+    def __len__(self):
+        n = ctypes.c_int()
+        lib.cw_device_set_size(self.handle, ctypes.byref(n))
+        return n.value
+
+    def context(self, index):
+        ptr = _get(lib.cw_device_set_context, self.handle, int(index))
+        return self._contexts.get(int(index), ptr, self)
+
+    def ordinal(self, index):
+        d = ctypes.c_int()
+        lib.cw_device_set_ordinal(self.handle, int(index), ctypes.byref(d))
+        return d.value
+
+    def contexts(self):
+        """Every member's Context, in member order."""
+        return [self.context(i) for i in range(len(self))]
+
+    def ordinals(self):
+        return [self.ordinal(i) for i in range(len(self))]
+
+    def enable_peers(self):
+        """Enables peer access between every ordered pair of the set's devices
+        the topology allows (the others are skipped); returns how many ordered
+        pairs now have it (n * (n - 1) when all can)."""
+        n = ctypes.c_int()
+        lib.cw_device_set_enable_peers(self.handle, ctypes.byref(n))
+        return n.value
+
+    def close(self):
+        """Closes the set and the Context objects it handed out. Idempotent."""
+        self._contexts.invalidate()
+        self._finalizer()
+
+
+PeerInfo = collections.namedtuple("PeerInfo", ["can_access", "perf_rank", "native_atomics"])
+PeerInfo.__doc__ = """What the topology allows from one device to another (cw_peer_info):
+can_access (bool), perf_rank (the driver's rank of the link, lower is faster),
+native_atomics (bool)."""
+
+
+def peer_info(device, peer):
+    """What the topology allows from ordinal `device` to ordinal `peer` (a
+    PeerInfo); makes no context."""
+    i = _lib.PeerInfo()
+    lib.cw_device_get_peer_info(int(device), int(peer), ctypes.byref(i))
+    return PeerInfo(bool(i.can_access), i.perf_rank, bool(i.native_atomics))
+
+
+def copy_peer(stream, dst, dst_ctx, src, src_ctx, nbytes):
+    """Queues a copy of nbytes from src (memory of src_ctx's device) to dst
+    (memory of dst_ctx's device) on `stream`, a stream of either device
+    (cw_copy_peer; direct with peer access, else staged by the driver).
+    dst and src: device addresses (ints), Buffers, or objects with
+    __cuda_array_interface__; for a Buffer the context may be None (its
+    own), the copy is ordered after its last writer and the use recorded."""
+    nbytes = int(nbytes)
+    for name, b in (("dst", dst), ("src", src)):
+        if isinstance(b, Buffer) and nbytes > b.nbytes:
+            raise ValueError("%d bytes exceed the %d-byte %s buffer" % (nbytes, b.nbytes, name))
+    if dst_ctx is None and isinstance(dst, Buffer):
+        dst_ctx = dst.context
+    if src_ctx is None and isinstance(src, Buffer):
+        src_ctx = src.context
+    if dst_ctx is None or src_ctx is None:
+        raise TypeError("a raw address needs its context")
+    _wait_writer(stream, src)
+    _wait_writer(stream, dst)
+    lib.cw_copy_peer(stream.handle, _address(dst), dst_ctx.handle, _address(src), src_ctx.handle, nbytes)
+    if isinstance(src, Buffer):
+        src.used_by(stream)
+    if isinstance(dst, Buffer):
+        dst.written_on(stream)
+
+
+def pool_share(owner, peer):
+    """Opens the buffers of `owner`'s pool (made on its streams, now and
+    later) to kernels on `peer`'s device, read and write; also enables peer
+    access (peer -> owner). NotSupportedError where the topology says no."""
+    lib.cw_buffer_pool_share(owner.handle, peer.handle)
+
+
+def _handles(objs):
+    objs = list(objs)
+    return (ctypes.c_void_p * max(len(objs), 1))(*[o.handle.value for o in objs]), len(objs)
+
+
+def data_ready_many(loops):
+    """Rings each Resident loop's doorbell once, in order; returns the
+    requests' sequence numbers. On failure (the message names the loop's
+    index) the exception's .seqs holds those of the loops rung before it."""
+    arr, n = _handles(loops)
+    seqs = (ctypes.c_uint64 * max(n, 1))()
+    try:
+        lib.cw_resident_data_ready_many(arr, n, seqs)
+    except CuweaveError as exc:
+        rung = []
+        for i in range(n):
+            if not seqs[i]:  # requests are numbered from 1
+                break
+            rung.append(seqs[i])
+        exc.seqs = rung
+        raise
+    return [seqs[i] for i in range(n)]
+
+
+def wait_many(loops, seqs, timeout=1.0):
+    """Waits until every loops[i] has finished request seqs[i], all within
+    one timeout in seconds (0: checks each once); TimeoutError (the message
+    names the loop's index), DeviceFaultError, InvalidStateError."""
+    arr, n = _handles(loops)
+    seqs = [int(q) for q in seqs]
+    if len(seqs) != n:
+        raise ValueError("%d loops but %d sequence numbers" % (n, len(seqs)))
+    q = (ctypes.c_uint64 * max(n, 1))(*seqs)
+    lib.cw_resident_wait_many(arr, q, n, min(max(int(timeout * 1000), 0), 0xFFFFFFFF))
+
+
+# ---- collectives through NCCL (cuweave/collective.h) --------------------------
+
+
+class Dtype(enum.IntEnum):
+    """cw_dtype (NCCL's values)."""
+
+    INT8 = 0
+    UINT8 = 1
+    INT32 = 2
+    UINT32 = 3
+    INT64 = 4
+    UINT64 = 5
+    FLOAT16 = 6
+    FLOAT32 = 7
+    FLOAT64 = 8
+    BFLOAT16 = 9
+
+    @property
+    def itemsize(self):
+        return _DTYPE_SIZES[self]
+
+
+_DTYPE_SIZES = {Dtype.INT8: 1, Dtype.UINT8: 1, Dtype.INT32: 4, Dtype.UINT32: 4, Dtype.INT64: 8, Dtype.UINT64: 8,
+                Dtype.FLOAT16: 2, Dtype.FLOAT32: 4, Dtype.FLOAT64: 8, Dtype.BFLOAT16: 2}
+
+
+class ReduceOp(enum.IntEnum):
+    """cw_reduce_op (NCCL's values)."""
+
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    AVG = 4
+
+
+def _enum(cls, value):
+    """An enum member from a member, its value or its name ("float32", "sum")."""
+    if isinstance(value, str):
+        try:
+            return cls[value.upper()]
+        except KeyError:
+            raise ValueError("no %s %r" % (cls.__name__, value)) from None
+    return cls(value)
+
+
+def nccl_version():
+    """NCCL's version code (22703 for 2.27.3), opening NCCL if need be (the
+    path in CUWEAVE_LIBNCCL, else libnccl.so.2); NotSupportedError without it."""
+    v = ctypes.c_int()
+    lib.cw_nccl_version(ctypes.byref(v))
+    return v.value
+
+
+class Comm(_Handle):
+    """An NCCL communicator with one rank per Context, all in this process:
+    rank i is contexts[i] (primary contexts of distinct devices: Context(n)
+    or a DeviceSet's). Collectives take, per rank, a device address (an int),
+    a Buffer or an object with __cuda_array_interface__, and a Stream of that
+    rank's device; they are enqueued on those streams in one NCCL group.
+    Buffers are ordered after their last writer and their uses recorded."""
+
+    _destroy = lib.cw_comm_destroy
+
+    def __init__(self, contexts):
+        contexts = tuple(contexts)
+        arr, n = _handles(contexts)
+        super().__init__(_new(lib.cw_comm_create, arr, n), keep=contexts)
+        self._contexts = contexts
+
+    @property
+    def size(self):
+        n = ctypes.c_int()
+        lib.cw_comm_size(self.handle, ctypes.byref(n))
+        return n.value
+
+    def __len__(self):
+        return self.size
+
+    def contexts(self):
+        """The ranks' Contexts, in rank order (those given at creation)."""
+        return list(self._contexts)
+
+    def context(self, rank):
+        """Rank `rank`'s Context (the one given at creation)."""
+        ptr = _get(lib.cw_comm_get_context, self.handle, int(rank))
+        for ctx in self._contexts:
+            if ctx._ptr.value == ptr:
+                return ctx
+        # the one given was closed (a closed DeviceSet's): the comm still holds the context
+        return Context(_ptr=ptr, _owner=self)
+
+    def _collective(self, fn, send, recv, count, dtype, arg, streams, reads):
+        send, recv, streams = list(send), list(recv), list(streams)
+        n = len(self._contexts)
+        if not len(send) == len(recv) == len(streams) == n:
+            raise ValueError("%d ranks: need %d send, recv and streams (got %d, %d, %d)" %
+                             (n, n, len(send), len(recv), len(streams)))
+        count = int(count)
+        dtype = _enum(Dtype, dtype)
+        nbytes = count * dtype.itemsize
+        for i in range(n):
+            for b, used in ((send[i], reads(i)), (recv[i], True)):
+                if used and isinstance(b, Buffer) and nbytes > b.nbytes:
+                    raise ValueError("rank %d: %d elements of %s exceed a %d-byte buffer" %
+                                     (i, count, dtype.name, b.nbytes))
+        s_arr = (ctypes.c_ulonglong * n)(*[_address(b) for b in send])
+        r_arr = (ctypes.c_ulonglong * n)(*[_address(b) for b in recv])
+        st_arr, _ = _handles(streams)
+        for i in range(n):
+            if reads(i):
+                _wait_writer(streams[i], send[i])
+            _wait_writer(streams[i], recv[i])
+        fn(self.handle, s_arr, r_arr, count, int(dtype), arg, st_arr)
+        for i in range(n):
+            if reads(i) and isinstance(send[i], Buffer):
+                send[i].used_by(streams[i])
+            if isinstance(recv[i], Buffer):
+                recv[i].written_on(streams[i])
+
+    def all_reduce(self, send, recv, count, dtype, op, streams):
+        """recv[i] (count elements of dtype) receives op over every rank's
+        send[i]; send[i] may be recv[i] (in place). dtype: a Dtype (or its
+        name, "float32"); op: a ReduceOp (or "sum", ...)."""
+        self._collective(lib.cw_comm_all_reduce, send, recv, count, dtype, int(_enum(ReduceOp, op)), streams,
+                         lambda i: True)
+
+    def broadcast(self, send, recv, count, dtype, root, streams):
+        """Every rank's recv[i] receives root's send[root] (count elements);
+        only send[root] is read (the others may be None or 0)."""
+        root = int(root)
+        self._collective(lib.cw_comm_broadcast, send, recv, count, dtype, root, streams, lambda i: i == root)
 
 
 # Exception classes by name (NoDriverError, TimeoutError, ...) at package level.

@@ -170,6 +170,15 @@ class GreenCaps(ctypes.Structure):
     ]
 
 
+class PeerInfo(ctypes.Structure):
+    _fields_ = [
+        ("can_access", ctypes.c_int),
+        ("perf_rank", ctypes.c_int),
+        ("native_atomics", ctypes.c_int),
+        ("reserved", ctypes.c_int * 5),
+    ]
+
+
 def _check(result, func, args):
     if result != 0:
         raise _errors.from_status(result, last_error())
@@ -280,6 +289,36 @@ _SIGNATURES = [
     ("cw_buffer_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BufferInfo)], True),
     ("cw_copy_to_device", ctypes.c_int, [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_size_t], True),
     ("cw_copy_to_host", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_size_t], True),
+    # several devices (multi.h)
+    ("cw_device_set_open", ctypes.c_int, [c_void_pp, c_int_p, ctypes.c_int], True),
+    ("cw_device_set_close", None, [c_void_pp], False),
+    ("cw_device_set_size", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_device_set_context", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_void_pp], True),
+    ("cw_device_set_ordinal", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_int_p], True),
+    ("cw_device_set_enable_peers", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_device_get_peer_info", ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(PeerInfo)], True),
+    ("cw_context_enable_peer", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_context_peer_enabled", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, c_int_p], True),
+    ("cw_copy_peer", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_size_t],
+     True),
+    ("cw_buffer_copy", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_buffer_pool_share", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
+    ("cw_resident_data_ready_many", ctypes.c_int, [c_void_pp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)], True),
+    ("cw_resident_wait_many", ctypes.c_int,
+     [c_void_pp, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint32], True),
+    # collectives through NCCL (collective.h)
+    ("cw_nccl_version", ctypes.c_int, [c_int_p], True),
+    ("cw_comm_create", ctypes.c_int, [c_void_pp, c_void_pp, ctypes.c_int], True),
+    ("cw_comm_destroy", None, [c_void_pp], False),
+    ("cw_comm_size", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_comm_get_context", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_void_pp], True),
+    ("cw_comm_all_reduce", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+      ctypes.c_int, ctypes.c_int, c_void_pp], True),
+    ("cw_comm_broadcast", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+      ctypes.c_int, ctypes.c_int, c_void_pp], True),
 ]
 
 for _name, _restype, _argtypes, _checked in _SIGNATURES:
