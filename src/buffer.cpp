@@ -691,7 +691,7 @@ CW_API cw_status cw_buffer_pool_share(cw_context *owner, cw_context *peer) {
     CW_TRY(cw_context_enable_peer(peer, owner));
     CUmemoryPool pool = nullptr;
     CW_TRY(mempool_get(owner, &pool));  // made now: opened to every device given access so far
-    return pool_open_to(owner, 1ull << (peer->ordinal & 63));
+    return pool_open_to(owner, device_bit(peer));
 }
 
 CW_API cw_status cw_host_alloc(cw_context *ctx, size_t bytes, void **out) {

@@ -168,6 +168,10 @@ struct cw_context {
 
 namespace cw {
 
+// The bit of ctx's device in the peer masks (peers, pool_peers): 1 << ordinal,
+// 0 for an ordinal past 63 (peer state is tracked for the first 64 devices).
+inline uint64_t device_bit(const cw_context *ctx) { return ctx->ordinal < 64 ? 1ull << ctx->ordinal : 0; }
+
 // True when ctx looks like a live context handle.
 inline bool context_ok(const cw_context *ctx) { return handle_live(ctx, kTagContext); }
 

@@ -852,8 +852,7 @@ cw_status order_behind(cw_io *io, cw_stream *s, const Connection &c) {
 // True when the consumer's device reads the producer's memory directly
 // (peer access from home to from enabled through cuweave).
 bool peer_direct(const cw_context *home, const cw_context *from) {
-    const uint64_t bit = from->ordinal < 64 ? 1ull << from->ordinal : 0;
-    return (home->peers.load(std::memory_order_acquire) & bit) != 0;
+    return (home->peers.load(std::memory_order_acquire) & device_bit(from)) != 0;
 }
 
 // Moves, once per call, the buffers of port pi's messages that live on

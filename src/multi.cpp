@@ -186,7 +186,7 @@ CW_API cw_status cw_context_enable_peer(cw_context *ctx, cw_context *peer) {
     if (ctx->device == peer->device)
         return fail(CW_ERROR_INVALID_ARGUMENT, "ctx and peer are both on device %d", ctx->ordinal);
     CW_TRY(peer_entries());
-    const uint64_t bit = peer->ordinal < 64 ? 1ull << peer->ordinal : 0;
+    const uint64_t bit = device_bit(peer);
     if (ctx->peers.load(std::memory_order_acquire) & bit) return CW_SUCCESS;
     int can = 0;
     CW_CU(cuDeviceCanAccessPeer, (&can, ctx->device, peer->device));
@@ -205,8 +205,8 @@ CW_API cw_status cw_context_enable_peer(cw_context *ctx, cw_context *peer) {
     CW_TRY(guard.leave());
     // A stream-ordered pool's memory is not covered by context peer access:
     // open peer's buffer pool to ctx's device too (now, or when it is made).
-    peer->pool_peers.fetch_or(ctx->ordinal < 64 ? 1ull << ctx->ordinal : 0);
-    CW_TRY(pool_open_to(peer, ctx->ordinal < 64 ? 1ull << ctx->ordinal : 0));
+    peer->pool_peers.fetch_or(device_bit(ctx));
+    CW_TRY(pool_open_to(peer, device_bit(ctx)));
     ctx->peers.fetch_or(bit, std::memory_order_acq_rel);
     log(CW_LOG_INFO, "peer access enabled: device %d reads and writes device %d's memory", ctx->ordinal,
         peer->ordinal);
@@ -222,7 +222,7 @@ CW_API cw_status cw_context_peer_enabled(const cw_context *ctx, const cw_context
         *enabled = 1;
         return CW_SUCCESS;
     }
-    const uint64_t bit = peer->ordinal < 64 ? 1ull << peer->ordinal : 0;
+    const uint64_t bit = device_bit(peer);
     *enabled = (ctx->peers.load(std::memory_order_acquire) & bit) != 0;
     return CW_SUCCESS;
 }

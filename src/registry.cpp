@@ -62,18 +62,26 @@ Table *table_new(size_t cap) {
     return t;
 }
 
+// The slot holding key in t, or -1: probes from key's hash until the key or
+// an empty slot (removed slots are passed over). Lock-free for readers.
+long find(const Table *t, uintptr_t key) {
+    for (size_t i = hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
+        uintptr_t k = t->keys[i].load(std::memory_order_acquire);
+        if (k == key) return (long)i;
+        if (k == kEmpty) return -1;
+    }
+    return -1;
+}
+
 // Under the lock: puts h in t (which has room). What it took: an entry for
 // h already there (which a missed retire would leave: reused, never
 // doubled), an empty slot, or a removed one.
 enum Placed { kReused, kTookEmpty, kTookRemoved };
 Placed place(Table *t, uintptr_t h, uint32_t kind) {
-    for (size_t i = hash(h) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
-        uintptr_t k = t->keys[i].load(std::memory_order_relaxed);
-        if (k == h) {
-            t->kinds[i].store(kind, std::memory_order_release);
-            return kReused;
-        }
-        if (k == kEmpty) break;
+    const long at = find(t, h);
+    if (at >= 0) {
+        t->kinds[at].store(kind, std::memory_order_release);
+        return kReused;
     }
     for (size_t i = hash(h) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
         uintptr_t k = t->keys[i].load(std::memory_order_relaxed);
@@ -116,12 +124,8 @@ bool handle_live(const void *h, uint32_t kind) {
     if (key <= kRemoved) return false;
     Table *t = g_reg.table.load(std::memory_order_acquire);
     if (!t) return false;
-    for (size_t i = hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
-        uintptr_t k = t->keys[i].load(std::memory_order_acquire);
-        if (k == key) return t->kinds[i].load(std::memory_order_relaxed) == kind;
-        if (k == kEmpty) return false;
-    }
-    return false;
+    const long at = find(t, key);
+    return at >= 0 && t->kinds[at].load(std::memory_order_relaxed) == kind;
 }
 
 cw_status HandleRoom::reserve(unsigned n) {
@@ -164,15 +168,10 @@ void handle_retire(void *h) {
     SpinLock lock(g_reg.lock);
     Table *t = g_reg.table.load(std::memory_order_relaxed);
     if (!t) return;
-    for (size_t i = hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
-        uintptr_t k = t->keys[i].load(std::memory_order_relaxed);
-        if (k == key) {
-            t->keys[i].store(kRemoved, std::memory_order_release);
-            g_reg.live--;
-            return;
-        }
-        if (k == kEmpty) return;
-    }
+    const long at = find(t, key);
+    if (at < 0) return;
+    t->keys[at].store(kRemoved, std::memory_order_release);
+    g_reg.live--;
 }
 
 size_t handles_live() {
