@@ -75,4 +75,12 @@ static inline int cwt_under_sanitizer(void) {
     return getenv("NV_SANITIZER_INJECTION_PORT_BASE") != NULL || getenv("CUDA_INJECTION64_PATH") != NULL;
 }
 
+/* 1 when the compute-sanitizer tool running the test is `tool`. The tool
+ * does not say which it is: tools/sanitize-suite.sh (and gpu-check.sh)
+ * export CWT_SANITIZER_TOOL=memcheck|racecheck|synccheck|initcheck. */
+static inline int cwt_sanitizer_is(const char *tool) {
+    const char *t = getenv("CWT_SANITIZER_TOOL");
+    return cwt_under_sanitizer() && t && strcmp(t, tool) == 0;
+}
+
 #endif /* CUWEAVE_TESTS_CWTEST_H */

@@ -581,7 +581,13 @@ static void test_overlap_chain(void **state) {
     }
     const unsigned n = requests(20000, 1000);
     double med[2] = {0, 0};
-    for (int overlap = 0; overlap < 2; overlap++) {
+    /* racecheck does not survive programmatic edges inside a WHILE body:
+     * it aborts in its own thread ("double free or corruption") or hangs,
+     * and a plain CUDA loop with such edges (tools/probes/loops.cu pdl)
+     * crashes it the same way. Under racecheck only the plain chain runs. */
+    const int rounds = cwt_sanitizer_is("racecheck") ? 1 : 2;
+    if (rounds == 1) printf("# racecheck: overlap 1 left out (the tool fails on programmatic edges in a loop)\n");
+    for (int overlap = 0; overlap < rounds; overlap++) {
         cw_resident_settings set = spin_settings();
         set.gate = CW_RESIDENT_GATE_KERNELS;
         set.unroll = 8;

@@ -62,7 +62,7 @@ static long balance(const kind *k) {
     } while (0)
 
 static cw_module *g_mod;
-static cw_kernel *g_fill, *g_scale;
+static cw_kernel *g_fill, *g_scale, *g_mul_add;
 
 static cw_status sc_streams(void) {
     cw_stream *a = NULL, *b = NULL, *l = NULL;
@@ -178,15 +178,18 @@ static cw_status sc_program(void) {
     return st;
 }
 
+/* The resident workload: cw_mul_add, which has no barrier. A kernel with
+ * __syncthreads in a WHILE graph body is reported by compute-sanitizer's
+ * synccheck as "divergent threads in warp" even with one thread, and the
+ * tool then aborts it (tools/probes/synccheck_cond.cu shows this with
+ * plain CUDA): cw_pl_fill here drew that report. */
 static cw_status res_fn(cw_stream *s, void *user) {
     unsigned long long p = *(unsigned long long *)user;
-    unsigned n = 2, v = 5; /* the word is 8 bytes (was 64 words: memcheck caught the overrun) */
-    long long ns = 0;
-    unsigned long long stamp = 0;
-    void *args[] = {&p, &n, &v, &ns, &stamp};
+    int v = 5;
+    void *args[] = {&p, &v};
     cw_launch_config c;
     cw_launch_config_default(&c);
-    return cw_kernel_launch(g_fill, s, &c, args);
+    return cw_kernel_launch(g_mul_add, s, &c, args);
 }
 
 static unsigned long long g_res_word;
@@ -345,7 +348,8 @@ int main(void) {
     if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_module_load_image(&g_mod, cw_test_kernels_fatbin) ||
         cw_module_get_kernel(g_mod, "cw_pl_fill", &g_fill) || cw_module_get_kernel(g_mod, "cw_pl_scale", &g_scale) ||
-        cw_kernel_preload(g_fill, ctx)) {
+        cw_module_get_kernel(g_mod, "cw_mul_add", &g_mul_add) || cw_kernel_preload(g_fill, ctx) ||
+        cw_kernel_preload(g_mul_add, ctx)) {
         printf("FAIL: setup: %s\n", cw_last_error_message());
         return 1;
     }

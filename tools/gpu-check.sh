@@ -66,7 +66,7 @@ if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
             # API errors the tests provoke on purpose (an invalidated
             # capture, a refused update) are not memory errors.
             # CWT_QUICK: test_gpu_resident serves fewer requests and skips its timing checks and child processes
-            CWT_QUICK=1 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 "$t" > "$OUT/san-$tool-$(basename "$t").log" 2>&1
+            CWT_QUICK=1 CWT_SANITIZER_TOOL=$tool compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 "$t" > "$OUT/san-$tool-$(basename "$t").log" 2>&1
             note "compute-sanitizer $tool $(basename "$t"): exit $? ($(grep -m1 'SUMMARY' "$OUT/san-$tool-$(basename "$t").log" || echo 'no summary'))"
         done
     done

@@ -13,7 +13,10 @@ tool=${1:?usage: sanitize-suite.sh memcheck|racecheck|synccheck|initcheck [limit
 limit=${2:-120}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-export CWT_QUICK=1 CUWEAVE_TEST_HAMMER_S=2 NCCL_NVLS_ENABLE=0
+# CWT_SANITIZER_TOOL: the tool does not say which it is; the tests ask
+# (cwt_sanitizer_is) where one tool cannot run a part (racecheck and
+# programmatic edges in a loop, test_gpu_resident)
+export CWT_QUICK=1 CUWEAVE_TEST_HAMMER_S=2 NCCL_NVLS_ENABLE=0 CWT_SANITIZER_TOOL=$tool
 for t in build-gpu/tests/test_gpu_* build-gpu/examples/diamond build-gpu/examples/diamond_resident \
          build-gpu/examples/video_pipeline; do
     [ -f "$t" ] && [ -x "$t" ] || continue
