@@ -231,6 +231,18 @@ __global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags) {
     *(volatile unsigned long long *)&h->completed = d->pub.seq;
 }
 
+// Trace: a stage of the loop's graph begins or ends (cw_resident_stage_begin,
+// cw_resident_stage_end). Takes the next value of the loop's trace clock and
+// writes it to the stage's word in mapped host memory, fenced, so that the
+// host can read which stages had begun and not ended after a fault made the
+// context unusable.
+__global__ void cwk_res_mark(cw_res_dev *d, unsigned long long *mark) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const unsigned long long c = atomicAdd(&d->trace_clock, 1ull) + 1ull;
+    *(volatile unsigned long long *)mark = c;
+    __threadfence_system();
+}
+
 // After the WHILE node: says why and when the loop stopped.
 __global__ void cwk_res_exit(cw_res_host *h, cw_res_dev *d) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;

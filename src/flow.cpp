@@ -722,12 +722,23 @@ cw_status resident_fn(cw_stream *s, void *user) {
         io_reset(&io, op, copy);
         io.stream = os;
         io.carry = true;
+        // A loop that traces (cw_resident_settings.trace) gets a stage per
+        // operator, so that a fault names the operator.
+        char stage_name[80];
+        snprintf(stage_name, sizeof stage_name, "operator %s", op->name);
+        uint32_t stage = CW_RESIDENT_NO_STAGE;
+        if ((st = cw_resident_stage_begin(p->resident, os, stage_name, &stage)) != CW_SUCCESS) {
+            record_failure(p, op, "resident capture: trace stage", st);
+            break;
+        }
         io.active = true;
         st = op->ops.compute(&io, op->user);
         io.active = false;
         io.tag = kTagDead;
         for (Port &pt : op->ports) pt.emitted = false;
         if (st != CW_SUCCESS) record_failure(p, op, "resident capture: compute", st);
+        if (st == CW_SUCCESS && (st = cw_resident_stage_end(p->resident, os, stage)) != CW_SUCCESS)
+            record_failure(p, op, "resident capture: trace stage", st);
     }
     for (size_t i = n; i-- > 0;)
         if (streams[i]) {

@@ -276,7 +276,8 @@ cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out) {
 // (BuiltinInternal order).
 const char *const kBuiltinNames[kBuiltinTotal] = {"cwk_fill_u32",  "cwk_write_u32", "cwk_timestamp",
                                                   "cwk_set_cond",  "cwk_res_arm",   "cwk_res_poll",
-                                                  "cwk_res_gate",  "cwk_res_signal", "cwk_res_exit"};
+                                                  "cwk_res_gate",  "cwk_res_signal", "cwk_res_exit",
+                                                  "cwk_res_mark"};
 std::mutex g_builtin_mutex;
 cw_module *g_builtin_module;
 cw_kernel *g_builtin[kBuiltinTotal];

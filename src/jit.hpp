@@ -29,6 +29,7 @@ enum BuiltinInternal : int {
     kResGate,
     kResSignal,
     kResExit,
+    kResMark,
     kBuiltinTotal
 };
 // A built-in kernel by number (public or internal); loads them on first use.

@@ -18,6 +18,8 @@
 #include "graph.hpp"
 #include "jit.hpp"
 #include "resident_abi.h"
+#include "seam.h"
+#include "vec.hpp"
 
 static_assert(sizeof(cw_resident_ctl) == 64, "the public device block is 64 bytes");
 static_assert(offsetof(cw_res_host, completed) == 64, "host and GPU words on separate cache lines");
@@ -33,6 +35,13 @@ struct Part {
     cw_resident_capture_fn fn;
     void *user;
     bool set() const { return graph || fn; }
+};
+// A traced stage (cw_resident_stage_begin): its name, and where it is.
+struct Stage {
+    char name[64];
+    uint32_t copy;  // the copy of the iteration (0 .. unroll - 1)
+    uint8_t part;   // 0 the workload, 1 the data-ready handler
+    bool ended;     // its end was captured
 };
 constexpr uint32_t kMaxUnroll = 64;
 constexpr uint32_t kMaxSleepUs = 1000000;
@@ -63,12 +72,22 @@ struct cw_resident {
     std::atomic<uint64_t> drop_lo[cw::kDropRanges], drop_hi[cw::kDropRanges];
     size_t drop_next;
     cw::IdleRelease idle;  // destroyed while other loops run: freed when they stop
+    // Trace (settings.trace): the stages of the current build, and their
+    // marks (two words each, mapped host memory, CW_RES_MAX_STAGES of them,
+    // made at the first traced build).
+    cw::Vec<cw::Stage> stages;
+    unsigned long long *marks;
+    CUdeviceptr marks_dev;
+    bool building;        // inside build_into: the capture functions run
+    uint32_t build_copy;  // the copy being built
+    uint8_t build_part;   // the part being built (Stage::part)
 };
 
 namespace cw {
 namespace {
 
 inline bool resident_ok(const cw_resident *r) { return handle_live(r, kTagResident); }
+void describe_open_stages(const cw_resident *r, char *buf, size_t len);
 
 #define CW_CHECK_RESIDENT(r)                                                                 \
     do {                                                                                     \
@@ -113,6 +132,11 @@ cw_status check_settings(const cw_resident_settings *s) {
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS (an IF node between the "
                     "kernels breaks the chain of launches it overlaps)");
+    CW_CHECK_ARG(s->trace == 0 || s->trace == 1);
+    if (s->trace && s->overlap)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: trace and overlap cannot be combined (the marks trace adds between the "
+                    "kernels would break the chain of launches overlap makes)");
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     return CW_SUCCESS;
 }
@@ -159,7 +183,11 @@ cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
         }
         if (q != CUDA_ERROR_NOT_READY) {
             finish_stop(r, CW_RESIDENT_EXIT_FAULT);
-            return fail_cu(q, "cuStreamQuery", "the resident loop's stream reported an error while stopping");
+            char where[384];
+            describe_open_stages(r, where, sizeof where);
+            char what[512];
+            snprintf(what, sizeof what, "the resident loop's stream reported an error while stopping%s", where);
+            return fail_cu(q, "cuStreamQuery", what);
         }
         if ((uint64_t)now_ns() >= deadline)
             return fail(CW_ERROR_TIMEOUT,
@@ -187,6 +215,107 @@ void settle(cw_resident *r) {
 bool is_active(const cw_resident *r) {
     const int st = r->state.load(std::memory_order_acquire);
     return st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING;
+}
+
+// ---- trace: stages and their marks ----------------------------------------------
+
+// Makes the marks (once) and clears them: a traced build starts with no
+// stage begun.
+cw_status trace_prepare(cw_resident *r) {
+    const size_t bytes = 2 * sizeof(unsigned long long) * CW_RES_MAX_STAGES;
+    if (!r->marks) {
+        CurrentGuard guard;
+        CW_TRY(guard.enter(r->ctx->cu));
+        void *p = nullptr;
+        CW_CU(cuMemHostAlloc, (&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+        CUdeviceptr dp = 0;
+        CUresult q = drv().cuMemHostGetDevicePointer(&dp, p, 0);
+        if (q != CUDA_SUCCESS) {
+            drv().cuMemFreeHost(p);
+            return fail_cu(q, "cuMemHostGetDevicePointer", "the resident loop's trace marks");
+        }
+        r->marks = static_cast<unsigned long long *>(p);
+        r->marks_dev = dp;
+        CW_TRY(guard.leave());
+    }
+    memset(r->marks, 0, bytes);  // no loop runs while one builds
+    return CW_SUCCESS;
+}
+
+// A new stage of this build, named (truncated to 63 bytes).
+cw_status stage_new(cw_resident *r, const char *name, uint32_t *idx) {
+    if (r->stages.size() >= CW_RES_MAX_STAGES)
+        return fail(CW_ERROR_OUT_OF_MEMORY, "the resident loop traces at most %u stages a build (every copy of the "
+                    "iteration counts; unroll is %u)", CW_RES_MAX_STAGES, r->set.unroll);
+    Stage st;
+    memset(&st, 0, sizeof st);
+    snprintf(st.name, sizeof st.name, "%s", name);
+    st.copy = r->build_copy;
+    st.part = r->build_part;
+    if (!r->stages.push(st)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    *idx = static_cast<uint32_t>(r->stages.size() - 1);
+    return CW_SUCCESS;
+}
+
+// Enqueues on s (capturing into the loop's graph) the mark of stage idx.
+cw_status stage_mark(cw_resident *r, cw_stream *s, uint32_t idx, bool end) {
+    cw_kernel *k = nullptr;
+    CW_TRY(builtin_get(kResMark, &k));
+    CUdeviceptr dev = r->dev;
+    CUdeviceptr mark = r->marks_dev + sizeof(unsigned long long) * (2ull * idx + (end ? 1 : 0));
+    void *args[] = {&dev, &mark};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    return cw_kernel_launch(k, s, &cfg, args);
+}
+
+// With trace: " in stage 'x' (...)" for the stages that had begun and not
+// ended when the loop faulted, the last begun first; "" without trace.
+void describe_open_stages(const cw_resident *r, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!r->set.trace || !r->marks) return;
+    uint32_t open[4];
+    unsigned long long began[4];
+    size_t n = 0, total = 0;
+    for (size_t i = 0; i < r->stages.size(); i++) {
+        const unsigned long long b = __atomic_load_n(&r->marks[2 * i], __ATOMIC_ACQUIRE);
+        const unsigned long long e = __atomic_load_n(&r->marks[2 * i + 1], __ATOMIC_ACQUIRE);
+        if (b == 0 || b < e) continue;  // never begun, or ended since
+        total++;
+        // keep the four last begun, the latest first
+        size_t at = n;
+        if (n < 4)
+            n++;
+        else if (b <= began[3])
+            continue;
+        else
+            at = 3;
+        for (; at > 0 && began[at - 1] < b; at--) {
+            began[at] = began[at - 1];
+            open[at] = open[at - 1];
+        }
+        began[at] = b;
+        open[at] = static_cast<uint32_t>(i);
+    }
+    size_t at = 0;
+    auto put = [&](const char *fmt, auto... args) {
+        if (at >= len) return;
+        const int w = snprintf(buf + at, len - at, fmt, args...);
+        at = w < 0 ? len : at + (size_t)w;
+    };
+    if (total == 0) {
+        put(", in none of the traced stages (the loop's own kernels, or work outside every stage)");
+        return;
+    }
+    const Stage &last = r->stages[open[0]];
+    put(", in stage '%s' (%s, copy %u of %u of the iteration", last.name,
+        last.part ? "data-ready handler" : "workload", last.copy + 1, r->set.unroll);
+    if (total > 1) {
+        put("; stages running, the last begun first:");
+        for (size_t k = 0; k < n; k++) put("%s '%s'", k ? "," : "", r->stages[open[k]].name);
+        if (total > n) put(" and %zu more", total - n);
+    }
+    put(")");
 }
 
 // ---- building the graph ---------------------------------------------------------
@@ -322,6 +451,30 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
     return st;
 }
 
+// Captures the mark of stage idx (its begin, or its end) into g, after
+// its sinks.
+cw_status mark_into(cw_resident *r, cw_graph *g, uint32_t idx, bool end) {
+    CW_TRY(cw_capture_begin_to(r->build, g, CW_CAPTURE_THREAD_LOCAL));
+    cw_status st = stage_mark(r, r->build, idx, end);
+    cw_status e = cw_capture_end(r->build, nullptr);
+    return st != CW_SUCCESS ? st : e;
+}
+
+// Adds a part; with trace, inside a stage named after it (the stages its
+// capture function begins nest in that one).
+cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t which, uint32_t copy) {
+    if (!part.set()) return CW_SUCCESS;
+    r->build_part = which;
+    r->build_copy = copy;
+    if (!r->set.trace) return add_part(r, g, part);
+    uint32_t idx = 0;
+    CW_TRY(stage_new(r, which ? "handler" : "workload", &idx));
+    CW_TRY(mark_into(r, g, idx, false));
+    CW_TRY(add_part(r, g, part));
+    r->stages[idx].ended = true;
+    return mark_into(r, g, idx, true);
+}
+
 cw_status build_into(cw_resident *r, cw_graph *top) {
     cw_res_host *h = reinterpret_cast<cw_res_host *>(r->host_dev);
     cw_res_dev *d = reinterpret_cast<cw_res_dev *>(r->dev);
@@ -358,7 +511,7 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         CW_TRY(launch_into(r, body, kResPoll, poll_args));
         if (r->set.overlap) CW_TRY(note_own(body, &own));
         if (handler) {
-            CW_TRY(add_part(r, body, r->handler));
+            CW_TRY(add_traced_part(r, body, r->handler, 1, i));
             void *gate_args[] = {&d, &work, &flags};
             CW_TRY(launch_into(r, body, kResGate, gate_args));
             if (r->set.overlap) CW_TRY(note_own(body, &own));
@@ -368,7 +521,7 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
             CW_TRY(cw_graph_get_sinks(body, &sink, 1, &n));
             CW_TRY(cw_graph_add_conditional(body, work, &cs, &sink, 1, nullptr, &then, nullptr));
         }
-        CW_TRY(add_part(r, then, r->workload));
+        CW_TRY(add_traced_part(r, then, r->workload, 0, i));
         void *signal_args[] = {&h, &d, &flags};
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
         if (r->set.overlap && then == body) CW_TRY(note_own(body, &own));
@@ -385,10 +538,14 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
 }
 
 cw_status build(cw_resident *r) {
+    if (r->set.trace) CW_TRY(trace_prepare(r));
+    r->stages.clear();
     cw_graph *top = nullptr;
     CW_TRY(cw_graph_create(&top, r->ctx));
     cw_graph_exec *exec = nullptr;
+    r->building = true;
     cw_status st = build_into(r, top);
+    r->building = false;
     if (st != CW_SUCCESS) capture_abandon(r->build);  // a capture a failed call left open
     if (st == CW_SUCCESS) st = cw_graph_instantiate(&exec, top, 0);
     cw_graph_destroy(&top);
@@ -447,12 +604,13 @@ void resident_free(cw_resident *r) {
     cw_graph_exec_destroy(&r->exec);
     cw_graph_destroy(&r->workload.graph);
     cw_graph_destroy(&r->handler.graph);
-    if (r->dev || r->input || r->host) {
+    if (r->dev || r->input || r->host || r->marks) {
         CurrentGuard guard;
         if (guard.enter(r->ctx->cu) == CW_SUCCESS) {
             if (r->dev) drv().cuMemFree(r->dev);
             if (r->input) drv().cuMemFree(r->input);
             if (r->host) drv().cuMemFreeHost(r->host);
+            if (r->marks) drv().cuMemFreeHost(r->marks);
             (void)guard.leave();
         }
     }
@@ -686,6 +844,57 @@ static cw_status build_unless_launched(cw_resident *r, const char *launched) {
     return CW_SUCCESS;
 }
 
+// Shared checks of the stage calls: 1 in *traced when marks are to be made.
+static cw_status stage_checks(cw_resident *r, cw_stream *s, bool *traced) {
+    *traced = false;
+    if (!r->set.trace) return CW_SUCCESS;
+    if (!r->building)
+        return fail(CW_ERROR_INVALID_STATE,
+                    "stages are begun and ended inside the loop's capture functions, while it builds");
+    if (s->ctx->cu != r->ctx->cu || !(s->cap.active || s->in_capture))
+        return fail(CW_ERROR_INVALID_STATE,
+                    "s is not capturing into the resident loop's graph (use the capture function's stream, or "
+                    "one forked from it)");
+    *traced = true;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_stage_begin(cw_resident *r, cw_stream *s, const char *name, uint32_t *stage) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_STREAM(s);
+    CW_CHECK_ARG(name != NULL && name[0] != 0);
+    CW_CHECK_ARG(stage != NULL);
+    *stage = CW_RESIDENT_NO_STAGE;
+    bool traced = false;
+    CW_TRY(stage_checks(r, s, &traced));
+    if (!traced) return CW_SUCCESS;
+    uint32_t idx = 0;
+    CW_TRY(stage_new(r, name, &idx));
+    cw_status st = stage_mark(r, s, idx, false);
+    if (st != CW_SUCCESS) {
+        r->stages.pop();  // never begun
+        return st;
+    }
+    *stage = idx;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage) {
+    CW_ENTRY;
+    CW_CHECK_RESIDENT(r);
+    CW_CHECK_STREAM(s);
+    if (stage == CW_RESIDENT_NO_STAGE) return CW_SUCCESS;
+    bool traced = false;
+    CW_TRY(stage_checks(r, s, &traced));
+    if (!traced || stage >= r->stages.size() || r->stages[stage].ended)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stage %u was not begun in this build%s", stage,
+                    traced && stage < r->stages.size() ? " or has ended already" : "");
+    CW_TRY(stage_mark(r, s, stage, true));
+    r->stages[stage].ended = true;
+    return CW_SUCCESS;
+}
+
 CW_API cw_status cw_resident_build(cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_RESIDENT(r);
@@ -766,10 +975,15 @@ static cw_status check_fault(const cw_resident *r) {
     CUresult q = drv().cuStreamQuery(r->run->cu);
     if (q == CUDA_SUCCESS || q == CUDA_ERROR_NOT_READY) return CW_SUCCESS;
     const unsigned long long served = (unsigned long long)load_completed(r);
+    // the request being served: after the last finished one, and after
+    // those a teardown dropped before this launch
+    const unsigned long long serving = (served > r->base ? served : (unsigned long long)r->base) + 1;
+    char where[384];
+    describe_open_stages(r, where, sizeof where);
     cw_status st = fail_cu(q, "cuStreamQuery", "the resident loop's stream");
-    return fail(st, "the resident loop faulted while serving request %llu (its workload or data-ready handler; "
-                    "requests finished: %llu): %s",
-                served + 1, served, cw_last_error()->cu_name);
+    return fail(st, "the resident loop faulted while serving request %llu%s (requests finished: %llu%s): %s",
+                serving, where[0] ? where : " (its workload or data-ready handler)", served,
+                r->set.trace ? "" : "; cw_resident_settings.trace names the stage", cw_last_error()->cu_name);
 }
 
 CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
@@ -889,3 +1103,10 @@ CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats)
 CW_API const char *cw_resident_device_header(void) { return kResidentDeviceHeader; }
 
 }  // extern "C"
+
+int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {
+    if (!r || !cw::handle_live(r, cw::kTagResident) || !r->marks) return -1;
+    *marks = r->marks;
+    *stages = static_cast<unsigned>(r->stages.size());
+    return 0;
+}

@@ -67,6 +67,12 @@ void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32])
 struct cw_future;
 int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
 
+/* A resident loop's trace (settings.trace): its marks (two words a stage,
+ * begun and ended, as the GPU writes them) and how many stages its last
+ * build made. Returns 0, or -1 when the loop has no marks yet. */
+struct cw_resident;
+int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
+
 #ifdef __cplusplus
 }
 #endif

@@ -532,6 +532,10 @@ static_assert(std::is_same<decltype(cw::data_ready_many(std::declval<const cw::r
                                                         std::declval<const cw::resident &>())),
                            cw::result<std::array<uint64_t, 2>>>::value,
               "no exceptions: request numbers in a result");
+static_assert(std::is_same<decltype(std::declval<const cw::resident &>().stage_begin(
+                                        std::declval<const cw::stream &>(), "x")),
+                           cw::result<uint32_t>>::value,
+              "no exceptions: a stage number in a result");
 #else
 static_assert(std::is_same<decltype(cw::context::create(0)), cw::context>::value &&
                   std::is_same<decltype(cw::init()), void>::value &&
@@ -541,6 +545,10 @@ static_assert(std::is_same<decltype(cw::data_ready_many(std::declval<const cw::r
                                                         std::declval<const cw::resident &>())),
                            std::array<uint64_t, 2>>::value,
               "exceptions: one request number per loop");
+static_assert(std::is_same<decltype(std::declval<const cw::resident &>().stage_begin(
+                                        std::declval<const cw::stream &>(), "x")),
+                           uint32_t>::value,
+              "exceptions: the stage number");
 #endif
 static_assert(std::is_same<decltype(cw::defaults<cw_pipeline_settings>()), cw_pipeline_settings>::value,
               "defaults give the C struct");

@@ -1195,6 +1195,32 @@ static void test_resident_pipeline(void **state) {
         assert_ptr_not_equal(j.stream[0], s1.stream[0]);
         assert_int_equal(j.in_ptr, s1.out_ptr);
         assert_true(s2.out_ptr != 0 && s2.out_ptr != s1.out_ptr);
+        /* A loop that traces gets a stage per operator inside the workload's
+         * (per copy: workload, S1, S2, J); a fault names the operator. The
+         * fake runs no kernel: the marks are what the GPU would write when
+         * S2 faults after S1 ended. */
+        rs.trace = 1;
+        assert_cw_ok(cw_resident_configure(r, &rs));
+        assert_cw_ok(cw_resident_build(r));
+        volatile unsigned long long *marks = NULL;
+        unsigned stages = 0;
+        assert_int_equal(cwi_resident_trace(r, &marks, &stages), 0);
+        assert_int_equal(stages, 2 * 4);
+        assert_cw_ok(cw_resident_launch(r));
+        marks[0] = 1;                /* workload begun */
+        marks[2] = 2, marks[3] = 3; /* S1 begun and ended */
+        marks[4] = 4;                /* S2 begun */
+        assert_cw_ok(cw_resident_data_ready(r, NULL));
+        assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+        cwi_seam_reset();
+        cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
+        assert_cw(CW_ERROR_DEVICE_FAULT, cw_resident_wait_result(r, 1, 2000));
+        printf("# %s\n", cw_last_error_message());
+        assert_non_null(strstr(cw_last_error_message(), "in stage 'operator S2' (workload, copy 1 of 2"));
+        cwi_seam_reset();
+        cwi_seam_disable();
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+        rs.trace = 0;
         assert_cw_ok(cw_resident_destroy(&r));
         assert_cw_ok(cw_resident_create(&r, ctx, &rs));
         cw_pipeline_destroy(&p2);

@@ -16,7 +16,11 @@
  * run stops there with CW_ERROR_DEVICE_FAULT naming the iteration and the
  * operators in flight, and everything is destroyed afterwards. A fourth
  * runs a resident loop whose workload faults: the wait for that request
- * ends with CW_ERROR_DEVICE_FAULT naming it, and destroy returns.
+ * ends with CW_ERROR_DEVICE_FAULT naming it, and destroy returns. A fifth
+ * does the same with a loop that traces (cw_resident_settings.trace) and a
+ * workload of three stages, the middle one faulting: the error names that
+ * stage. A sixth runs a traced resident pipeline A -> B -> C whose
+ * operator B faults: the error names operator B.
  * Under compute-sanitizer (NV_SANITIZER_INJECTION_* set) the driver reports the
  * fault as CUDA_ERROR_LAUNCH_FAILED, which is then accepted too; memcheck
  * still reports the deliberate bad write, so the sanitizer's own exit code
@@ -381,6 +385,156 @@ static void test_resident_fault(void **state) {
     stage = "done";
 }
 
+/* Traced: the workload is three stages, "load", "scale" (faults) and
+ * "store"; the error names "scale" and the copy of the iteration. */
+static cw_kernel *pk_mul_add;
+static dptr g_word;
+static cw_status staged_workload(cw_stream *s, void *user) {
+    cw_resident *r = (cw_resident *)user;
+    static const char *names[3] = {"load", "scale", "store"};
+    cw_launch_config c;
+    cw_launch_config_default(&c);
+    for (int i = 0; i < 3; i++) {
+        uint32_t stage = 0;
+        cw_status st = cw_resident_stage_begin(r, s, names[i], &stage);
+        if (st) return st;
+        dptr bad = 0x10;
+        int v = i;
+        void *fa[] = {&bad};
+        void *ma[] = {&g_word, &v};
+        if ((st = cw_kernel_launch(i == 1 ? pk_fault : pk_mul_add, s, &c, i == 1 ? fa : ma))) return st;
+        if ((st = cw_resident_stage_end(r, s, stage))) return st;
+    }
+    return CW_SUCCESS;
+}
+
+static void test_resident_traced_fault(void **state) {
+    (void)state;
+    cw_context *ctx = NULL;
+    cw_module *m = NULL;
+    stage = "traced resident setup";
+    assert_cw_ok(cw_context_create(&ctx, 0));
+    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
+        cw_context_destroy(&ctx);
+        skip();
+    }
+    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
+    cur();
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &pk_mul_add));
+    assert_cw_ok(cw_kernel_preload(pk_fault, ctx));
+    assert_cw_ok(cw_kernel_preload(pk_mul_add, ctx));
+    assert_cu_ok(rc.cuMemAlloc(&g_word, sizeof(int)));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.sleep_interval_us = 0;
+    rs.unroll = 4;
+    rs.trace = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(r, staged_workload, r));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_launch(r));
+    stage = "waiting for a request whose traced workload faults";
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    cw_status st = cw_resident_wait_result(r, seq, 10000);
+    const char *msg = cw_last_error_message();
+    printf("# traced resident fault: wait_result returned %s: %s\n", cw_status_name(st), msg);
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(msg, "request 1, in stage 'scale' (workload, copy 1 of 4 of the iteration"));
+    assert_non_null(strstr(msg, "'scale', 'workload'"));
+    stage = "tear-down and destroy after the traced fault";
+    st = cw_resident_tear_down(r, 1000);
+    printf("# traced resident fault: tear_down returned %s: %s\n", cw_status_name(st), cw_last_error_message());
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_module_destroy(&m);
+    cw_context_destroy(&ctx);
+    stage = "done";
+}
+
+/* A traced resident pipeline A -> B -> C whose operator B faults: the
+ * error names operator B. */
+static cw_status rpf_compute(cw_io *io, void *user) {
+    const char *role = (const char *)user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, role[0] == 'A' ? NULL : "in", &s);
+    if (st) return st;
+    cw_launch_config c;
+    cw_launch_config_default(&c);
+    dptr bad = 0x10;
+    int v = 1;
+    void *fa[] = {&bad};
+    void *ma[] = {&g_word, &v};
+    if ((st = cw_kernel_launch(role[0] == 'B' ? pk_fault : pk_mul_add, s, &c, role[0] == 'B' ? fa : ma))) return st;
+    return role[0] == 'C' ? CW_SUCCESS : cw_io_emit(io, "out", NULL, NULL);
+}
+
+static void test_resident_pipeline_fault(void **state) {
+    (void)state;
+    cw_context *ctx = NULL;
+    cw_module *m = NULL;
+    stage = "traced resident pipeline setup";
+    assert_cw_ok(cw_context_create(&ctx, 0));
+    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
+        cw_context_destroy(&ctx);
+        skip();
+    }
+    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
+    cur();
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
+    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &pk_mul_add));
+    assert_cw_ok(cw_kernel_preload(pk_fault, ctx));
+    assert_cw_ok(cw_kernel_preload(pk_mul_add, ctx));
+    assert_cu_ok(rc.cuMemAlloc(&g_word, sizeof(int)));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    static const char *names[] = {"A", "B", "C"};
+    cw_operator_ops ops = {NULL, rpf_compute, NULL, NULL, {0}};
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.resident = 1;
+    for (int i = 0; i < 3; i++) {
+        cw_operator *o = NULL;
+        assert_cw_ok(cw_operator_create(&o, names[i], &ops, (void *)names[i], &os));
+        cw_port_settings ps;
+        cw_port_settings_default(&ps);
+        ps.bytes = 64;
+        if (i) assert_cw_ok(cw_operator_add_input(o, "in", NULL));
+        if (i < 2) assert_cw_ok(cw_operator_add_output(o, "out", &ps));
+        assert_cw_ok(cw_pipeline_add(p, o));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.sleep_interval_us = 0;
+    rs.unroll = 2;
+    rs.trace = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_pipeline_make_resident(p, r));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_launch(r));
+    stage = "waiting for a request whose operator B faults";
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    cw_status st = cw_resident_wait_result(r, seq, 10000);
+    const char *msg = cw_last_error_message();
+    printf("# traced resident pipeline fault: wait_result returned %s: %s\n", cw_status_name(st), msg);
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(msg, "in stage 'operator B' (workload, copy 1 of 2"));
+    stage = "destroying the loop, pipeline, module and context after the fault";
+    (void)cw_resident_tear_down(r, 1000);
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_pipeline_destroy(&p);
+    cw_module_destroy(&m);
+    cw_context_destroy(&ctx);
+    stage = "done";
+}
+
 static int pipeline_child(void) {
     signal(SIGALRM, on_alarm);
     alarm(WATCHDOG_S);
@@ -393,7 +547,8 @@ static int pipeline_child(void) {
     return cmocka_run_group_tests_name("fault_pipeline", tests, NULL, NULL) ? 1 : 0;
 }
 
-static int resident_child(void) {
+/* which: 0 the plain loop, 1 the traced loop, 2 the traced resident pipeline */
+static int resident_child(int which) {
     signal(SIGALRM, on_alarm);
     alarm(WATCHDOG_S);
     if (!cwt_have_gpu()) return CWT_SKIP_EXIT;
@@ -401,8 +556,18 @@ static int resident_child(void) {
         printf("FAIL: cuweave found a driver but the test's own loader did not\n");
         return 1;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_resident_fault)};
-    return cmocka_run_group_tests_name("fault_resident", tests, NULL, NULL) ? 1 : 0;
+    const struct CMUnitTest plain[] = {cmocka_unit_test(test_resident_fault)};
+    const struct CMUnitTest traced[] = {cmocka_unit_test(test_resident_traced_fault)};
+    const struct CMUnitTest piped[] = {cmocka_unit_test(test_resident_pipeline_fault)};
+    if (which == 1) return cmocka_run_group_tests_name("fault_resident_traced", traced, NULL, NULL) ? 1 : 0;
+    if (which == 2) return cmocka_run_group_tests_name("fault_resident_pipeline", piped, NULL, NULL) ? 1 : 0;
+    return cmocka_run_group_tests_name("fault_resident", plain, NULL, NULL) ? 1 : 0;
+}
+
+static const char *child_name(int i) {
+    static const char *const n[] = {"HOST_FUNC", "WRITE_VALUE", "pipeline", "resident", "traced resident",
+                                    "traced resident pipeline"};
+    return n[i];
 }
 
 /* The child: one kind, a fresh process, a fresh context. */
@@ -428,7 +593,9 @@ int main(void) {
     /* No CUDA (and no cuweave call, which would initialise it) before fork. */
     const cw_future_kind kinds[2] = {CW_FUTURE_HOST_FUNC, CW_FUTURE_WRITE_VALUE};
     int skipped = 0, failed = 0;
-    for (int i = 0; i < 4; i++) { /* 2: the pipeline, 3: the resident loop */
+    enum { kChildren = 6 };
+    /* 0, 1: the future kinds; 2: the pipeline; 3: the resident loop; 4: traced; 5: a traced resident pipeline */
+    for (int i = 0; i < kChildren; i++) {
         fflush(stdout);
         fflush(stderr);
         const pid_t pid = fork();
@@ -437,7 +604,7 @@ int main(void) {
             return 1;
         }
         if (pid == 0) {
-            const int code = i == 3 ? resident_child() : i == 2 ? pipeline_child() : child(kinds[i]);
+            const int code = i >= 3 ? resident_child(i - 3) : i == 2 ? pipeline_child() : child(kinds[i]);
             fflush(stdout);
             fflush(stderr);
             _exit(code); /* no atexit teardown in a faulted process */
@@ -454,19 +621,18 @@ int main(void) {
         } else {
             failed++;
             if (WIFSIGNALED(ws))
-                printf("FAIL: %s child killed by signal %d\n", i >= 2 ? (i == 2 ? "pipeline" : "resident") : kind_name(kinds[i]),
-                       WTERMSIG(ws));
+                printf("FAIL: %s child killed by signal %d\n", child_name(i), WTERMSIG(ws));
             else
-                printf("FAIL: %s child exited %d\n", i >= 2 ? (i == 2 ? "pipeline" : "resident") : kind_name(kinds[i]),
-                       WEXITSTATUS(ws));
+                printf("FAIL: %s child exited %d\n", child_name(i), WEXITSTATUS(ws));
         }
     }
-    if (skipped == 4) return CWT_SKIP_EXIT;
+    if (skipped == kChildren) return CWT_SKIP_EXIT;
     if (skipped) {
         printf("FAIL: some children found a GPU and others did not\n");
         return 1;
     }
-    printf("# fault: both future kinds, the pipeline and the resident loop reported CW_ERROR_DEVICE_FAULT: %s\n",
+    printf("# fault: both future kinds, the pipeline and the resident loops (plain, traced, traced pipeline) reported "
+           "CW_ERROR_DEVICE_FAULT: %s\n",
            failed ? "no" : "yes");
     return failed ? 1 : 0;
 }

@@ -493,6 +493,9 @@ static void test_resident_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_resident_set_handler_fn, cw_resident_set_handler_fn(NULL, NULL, NULL));
     EXPECT_INVALID_ND(cw_resident_launch, cw_resident_launch(NULL));
     EXPECT_INVALID_ND(cw_resident_build, cw_resident_build(NULL));
+    uint32_t stage = 7;
+    EXPECT_INVALID_ND(cw_resident_stage_begin, cw_resident_stage_begin(NULL, NULL, "x", &stage));
+    EXPECT_INVALID_ND(cw_resident_stage_end, cw_resident_stage_end(NULL, NULL, 0));
     EXPECT_INVALID_ND(cw_resident_is_launched, cw_resident_is_launched(NULL, &flag));
     EXPECT_INVALID_ND(cw_resident_data_ready, cw_resident_data_ready(NULL, &seq));
     EXPECT_INVALID_ND(cw_resident_result_ready, cw_resident_result_ready(NULL, 1, &flag));

@@ -613,9 +613,132 @@ static void test_foreign_context_graph(void **state) {
  * tear_down fails in turn: each run returns an error (never crashes, never
  * CW_SUCCESS), destroying what was made then leaves nothing alive, and the
  * library still works. */
+/* Trace: stages named by capture functions (nested in the automatic
+ * workload stage), their refusals, and the fault message. The fake runs no
+ * kernel, so the test writes the marks the GPU would have written: stage
+ * "scale" of copy 2 begun and not ended, the rest ended, then the loop's
+ * stream reports an illegal address. */
+typedef struct trace_fn {
+    cw_resident *r;
+    int calls;
+} trace_fn;
+static cw_status traced_capture(cw_stream *s, void *user) {
+    trace_fn *t = user;
+    t->calls++;
+    const char *names[] = {"load", "scale"};
+    for (int i = 0; i < 2; i++) {
+        uint32_t stage = 0;
+        cw_status st = cw_resident_stage_begin(t->r, s, names[i], &stage);
+        if (st != CW_SUCCESS) return st;
+        if ((st = three_kernels(s, NULL)) != CW_SUCCESS) return st;
+        if ((st = cw_resident_stage_end(t->r, s, stage)) != CW_SUCCESS) return st;
+        /* ended already: refused (without trace the number is NO_STAGE: nothing to end) */
+        if (cw_resident_stage_end(t->r, s, stage) !=
+            (stage == CW_RESIDENT_NO_STAGE ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT))
+            return CW_ERROR_INTERNAL;
+    }
+    /* a stage this build never began, an empty name, no stage pointer */
+    uint32_t stage = 0;
+    if (cw_resident_stage_end(t->r, s, 100000) != CW_ERROR_INVALID_ARGUMENT ||
+        cw_resident_stage_begin(t->r, s, "", &stage) != CW_ERROR_INVALID_ARGUMENT ||
+        cw_resident_stage_begin(t->r, s, "x", NULL) != CW_ERROR_INVALID_ARGUMENT)
+        return CW_ERROR_INTERNAL;
+    return CW_SUCCESS;
+}
+
+static void test_trace(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    cw_resident *r = NULL;
+    s.trace = 2;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
+    s.trace = 1;
+    s.overlap = 1;
+    s.gate = CW_RESIDENT_GATE_KERNELS;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
+    assert_non_null(strstr(cw_last_error_message(), "trace and overlap"));
+    assert_null(r);
+    s.overlap = 0;
+    s.gate = CW_RESIDENT_GATE_NODE;
+    s.unroll = 3;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    cw_stream *plain = NULL;
+    assert_cw_ok(cw_stream_create(&plain, ctx, NULL));
+    uint32_t stage = 7;
+    /* outside a build */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_stage_begin(r, plain, "x", &stage));
+    assert_int_equal(stage, CW_RESIDENT_NO_STAGE);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_stage_end(r, plain, 0));
+    assert_cw_ok(cw_resident_stage_end(r, plain, CW_RESIDENT_NO_STAGE)); /* nothing to end */
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_stage_begin(r, (cw_stream *)0x10, "x", &stage));
+
+    trace_fn t = {r, 0};
+    assert_cw_ok(cw_resident_set_workload_fn(r, traced_capture, &t));
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(t.calls, 3);
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(r, &marks, &stages), 0);
+    assert_int_equal(stages, 3 * 3); /* per copy: workload, load, scale */
+    for (unsigned i = 0; i < 2 * stages; i++) assert_int_equal(marks[i], 0); /* a build clears them */
+    /* a handler adds a stage per copy */
+    assert_cw_ok(cw_resident_set_handler_fn(r, three_kernels, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(cwi_resident_trace(r, &marks, &stages), 0);
+    assert_int_equal(stages, 3 * 4);
+    assert_cw_ok(cw_resident_set_handler_fn(r, NULL, NULL));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(cwi_resident_trace(r, &marks, &stages), 0);
+    assert_int_equal(stages, 9);
+
+    /* The GPU ran copies 1 and 2 of request 1 (stages 0-2, 3-5) and copy 2's
+     * "scale" (stage 5) began and did not end: stage order per copy is
+     * workload, load, scale. */
+    unsigned long long clock = 0;
+    for (unsigned i = 0; i < 6; i++) marks[2 * i] = ++clock; /* begun */
+    for (unsigned i = 0; i < 6; i++)
+        if (i != 5 && i != 3) marks[2 * i + 1] = ++clock; /* ended, but copy 2's workload and scale */
+    marks[2 * 5] = ++clock; /* scale began again, after load ended */
+    assert_cw_ok(cw_resident_data_ready(r, NULL));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
+    cw_status st = cw_resident_wait_result(r, 1, 2000);
+    const char *msg = cw_last_error_message();
+    printf("# traced fault: %s: %s\n", cw_status_name(st), msg);
+    assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_non_null(strstr(msg, "request 1, in stage 'scale' (workload, copy 2 of 3"));
+    assert_non_null(strstr(msg, "the last begun first: 'scale', 'workload')"));
+    cwi_seam_reset();
+    cwi_seam_disable();
+    /* the fake's stream is fine again: tear down, and an untraced loop's message */
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    s.trace = 0;
+    assert_cw_ok(cw_resident_configure(r, &s));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw_ok(cw_resident_data_ready(r, NULL));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700);
+    assert_cw(CW_ERROR_DEVICE_FAULT, cw_resident_wait_result(r, 2, 2000));
+    assert_non_null(strstr(cw_last_error_message(), "request 2 (its workload or data-ready handler)"));
+    assert_non_null(strstr(cw_last_error_message(), "cw_resident_settings.trace names the stage"));
+    cwi_seam_reset();
+    cwi_seam_disable();
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    assert_cw_ok(cw_resident_destroy(&r));
+    cw_stream_destroy(&plain);
+    assert_int_equal(leaks(before, "traced loops"), 0);
+}
+
+static int g_sweep_trace; /* the sweep's scenario traces (settings.trace) */
 static cw_status scenario(cw_resident **r) {
     cw_resident_settings s;
     cw_resident_settings_default(&s);
+    s.trace = (uint32_t)g_sweep_trace;
     s.input_slots = 1;
     s.input_bytes = 16;
     s.unroll = 2;
@@ -632,8 +755,7 @@ static cw_status scenario(cw_resident **r) {
     return st;
 }
 
-static void test_fault_sweep(void **state) {
-    (void)state;
+static void sweep(void) {
     assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
     cw_resident *r = NULL;
     /* once first: what is done once per process or context (the built-in
@@ -700,12 +822,21 @@ static void test_fault_sweep(void **state) {
     assert_int_equal(scenario(&r), CW_SUCCESS);
     assert_cw_ok(cw_resident_destroy(&r));
     cwi_seam_disable();
-    printf("# resident fault sweep: %lu driver calls, %lu failures injected: %lu returned an error and leaked "
+    printf("# resident fault sweep%s: %lu driver calls, %lu failures injected: %lu returned an error and leaked "
            "nothing, %lu failed releases absorbed; %lu problems\n",
-           calls, tried, handled, absorbed, bad);
+           g_sweep_trace ? " (traced)" : "", calls, tried, handled, absorbed, bad);
     assert_int_equal(bad, 0);
     assert_int_equal(handled + absorbed, tried);
     assert_true(tried >= 60);
+}
+
+static void test_fault_sweep(void **state) {
+    (void)state;
+    g_sweep_trace = 0;
+    sweep();
+    g_sweep_trace = 1; /* the trace's marks, and its stages' kernels in the build */
+    sweep();
+    g_sweep_trace = 0;
 }
 
 int main(int argc, char **argv) {
@@ -742,6 +873,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kernel_function_cache),
         cmocka_unit_test(test_requests_from_many_threads),
         cmocka_unit_test(test_releases_wait_for_running_loops),
+        cmocka_unit_test(test_trace),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -947,6 +947,17 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
     detail::void_ret set_handler_fn(F &f) const {
         return detail::done(cw_resident_set_handler_fn(get(), &capture_tramp<F>::call, detail::user_ptr(f)));
     }
+    // Inside a capture function: begins / ends a traced stage on the
+    // capture stream s (cw_resident_stage_begin; settings.trace). The number
+    // is CW_RESIDENT_NO_STAGE when the loop does not trace.
+    detail::ret<uint32_t> stage_begin(const stream &s, const char *name) const {
+        uint32_t stage = CW_RESIDENT_NO_STAGE;
+        cw_status st = cw_resident_stage_begin(get(), s.get(), name, &stage);
+        return detail::make(st, std::move(stage));
+    }
+    detail::void_ret stage_end(const stream &s, uint32_t stage) const {
+        return detail::done(cw_resident_stage_end(get(), s.get(), stage));
+    }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }

@@ -148,7 +148,18 @@ typedef struct cw_resident_settings {
      * that fit hold their SMs.
      * Default 0. */
     uint32_t overlap;
-    uint8_t reserved[44];
+    /* 1: trace the iteration's stages, so that a device fault names the
+     * stage it happened in (docs/resident.md, "Which stage faulted"). The
+     * workload and the data-ready handler are stages of their own, and a
+     * capture function may begin and end stages inside them
+     * (cw_resident_stage_begin); a resident pipeline makes one per
+     * operator. Each stage adds two one-thread kernels to every iteration
+     * that runs it (its begin and end marks, written to mapped host
+     * memory), so it costs latency: for finding faults, not for
+     * production. Cannot be combined with overlap (CW_ERROR_INVALID_ARGUMENT).
+     * Default 0. */
+    uint32_t trace;
+    uint8_t reserved[40];
 } cw_resident_settings;
 
 /* Fills *s with the defaults above. NULL is ignored. */
@@ -256,6 +267,44 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
  */
 CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler);
 
+/* cw_resident_stage_begin's stage when the loop does not trace. */
+#define CW_RESIDENT_NO_STAGE 0xffffffffu
+
+/*
+ * Begins a traced stage named `name` on s, inside a capture function of the
+ * loop (cw_resident_set_workload_fn, cw_resident_set_handler_fn) while it
+ * builds: s is the stream the function was given, or one forked from it.
+ * The loop captures a one-thread kernel there that marks the stage begun
+ * when it runs; cw_resident_stage_end marks it ended. When a device fault
+ * stops the loop, the error of the call that sees it
+ * (cw_resident_wait_result, cw_resident_tear_down, cw_resident_destroy)
+ * names the stage begun last of those that had begun and not ended, and
+ * lists the others running (stages on parallel branches run together; the
+ * fault stops them all, so any of them may hold the faulting kernel).
+ * Stages nest: the enclosing workload or handler stage stays open too.
+ * name: up to 63 bytes are kept. *stage receives the stage's number for
+ * cw_resident_stage_end.
+ * When the loop does not trace (settings.trace 0), nothing is captured,
+ * *stage is CW_RESIDENT_NO_STAGE and CW_SUCCESS returns: capture
+ * functions need not know whether the loop traces.
+ * Returns CW_ERROR_INVALID_ARGUMENT (NULL or empty name, NULL stage);
+ * CW_ERROR_INVALID_HANDLE; CW_ERROR_INVALID_STATE outside the loop's
+ * build, or when s is not capturing into it; CW_ERROR_OUT_OF_MEMORY past
+ * 1024 stages in one build (every copy of the iteration counts); the
+ * launch's error otherwise. Called on the thread the capture function runs
+ * on.
+ */
+CW_API cw_status cw_resident_stage_begin(cw_resident *r, cw_stream *s, const char *name, uint32_t *stage);
+
+/*
+ * Ends stage (from cw_resident_stage_begin) on s, which must be where its
+ * work ends: s itself, or a stream the work was joined into.
+ * CW_RESIDENT_NO_STAGE does nothing. Returns CW_ERROR_INVALID_ARGUMENT
+ * for a stage this build did not begin or one ended already; otherwise as
+ * cw_resident_stage_begin.
+ */
+CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage);
+
 /*
  * Builds the loop's graph (when something changed since the last build),
  * instantiates it, uploads it and runs it once with the stop already asked
@@ -313,7 +362,8 @@ CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, in
  * and served); CW_ERROR_INVALID_STATE when the loop stopped before serving
  * seq; CW_ERROR_DEVICE_FAULT when the loop's stream reports a fault (asked
  * about once the wait has lasted a millisecond): the detail names the
- * request the loop was serving; CW_ERROR_INVALID_ARGUMENT as
+ * request the loop was serving and, with settings.trace, the stage;
+ * CW_ERROR_INVALID_ARGUMENT as
  * cw_resident_result_ready.
  * With a data-ready handler, seq counts the iterations that served data.
  */
@@ -337,7 +387,8 @@ CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, uns
  * CW_SUCCESS at once.
  * Returns CW_SUCCESS; CW_ERROR_TIMEOUT when it has not stopped yet (the
  * request to stop stays: call again to keep waiting); CW_ERROR_DEVICE_FAULT
- * when the loop's stream reports a fault (the loop is over).
+ * when the loop's stream reports a fault (the loop is over; with
+ * settings.trace the detail names the stage).
  */
 CW_API cw_status cw_resident_tear_down(cw_resident *r, uint32_t timeout_ms);
 

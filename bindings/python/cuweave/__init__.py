@@ -675,7 +675,7 @@ class Resident(_Handle):
     """The GPU-resident loop on a context (docs/resident.md). Settings as
     keyword arguments named as in cw_resident_settings (timeout_ms,
     sleep_interval_us, sleep_mode, spin_us, sync_with_host, input_slots,
-    input_bytes, unroll, gate, overlap, destroy_timeout_ms)."""
+    input_bytes, unroll, gate, overlap, trace, destroy_timeout_ms)."""
 
     _destroy = lib.cw_resident_destroy
 
@@ -743,6 +743,12 @@ class Resident(_Handle):
 
     def tear_down(self, timeout=1.0):
         lib.cw_resident_tear_down(self.handle, int(timeout * 1000))
+
+    def settings(self):
+        """The loop's settings, as a dict named as in cw_resident_settings."""
+        s = ResidentSettings()
+        lib.cw_resident_get_settings(self.handle, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in ResidentSettings._fields_ if name != "reserved"}
 
     def stats(self):
         st = ResidentStats()

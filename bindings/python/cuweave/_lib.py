@@ -127,7 +127,8 @@ class ResidentSettings(ctypes.Structure):
         ("use_default_priority", ctypes.c_int),
         ("destroy_timeout_ms", ctypes.c_uint32),
         ("overlap", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 44),
+        ("trace", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 40),
     ]
 
 
@@ -278,6 +279,7 @@ _SIGNATURES = [
      [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
     ("cw_resident_tear_down", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32], True),
     ("cw_resident_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
+    ("cw_resident_get_settings", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
     ("cw_resident_device_header", ctypes.c_char_p, [], False),
     # buffers and copies
     ("cw_buffer_alloc", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),

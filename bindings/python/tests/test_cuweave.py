@@ -272,6 +272,16 @@ class TestGraphsKernelsResident(unittest.TestCase):
             cuweave.Resident(self.ctx, no_such_setting=1)
         with self.assertRaises(cuweave.InvalidArgumentError):
             cuweave.Resident(self.ctx, unroll=0)
+        # trace: off by default, 0 or 1, not with overlap (the field sits where the C struct has it)
+        self.assertEqual(d["trace"], 0)
+        with self.assertRaises(cuweave.InvalidArgumentError):
+            cuweave.Resident(self.ctx, trace=2)
+        with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+            cuweave.Resident(self.ctx, trace=1, overlap=1, gate=cuweave.GATE_KERNELS)
+        self.assertIn("trace and overlap", str(cm.exception))
+        r = cuweave.Resident(self.ctx, trace=1)
+        self.assertEqual(r.settings()["trace"], 1)
+        r.close()
         self.assertIn("cw_resident_ctl", cuweave.resident_device_header())
 
     def test_resident_states_and_requests(self):
