@@ -204,12 +204,17 @@ cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
 }
 
 // A launch whose loop stopped on the GPU by itself (timeout) is settled
-// once its stream is idle.
+// once its stream is idle. What is left on the stream then is the end of
+// the loop's last kernel (microseconds; much longer under
+// compute-sanitizer, where racecheck showed a loop get_state called stopped
+// refused by configure): it is waited for. A stream error leaves the
+// launch as it is, for tear-down to report.
 void settle(cw_resident *r) {
     const int st = r->state.load(std::memory_order_acquire);
-    if ((st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING) && gpu_exited(r) &&
-        drv().cuStreamQuery(r->run->cu) == CUDA_SUCCESS)
-        finish_stop(r, exit_from_gpu(r));
+    if ((st != CW_RESIDENT_RUNNING && st != CW_RESIDENT_STOPPING) || !gpu_exited(r)) return;
+    CUresult q = drv().cuStreamQuery(r->run->cu);
+    if (q == CUDA_ERROR_NOT_READY) q = drv().cuStreamSynchronize(r->run->cu);
+    if (q == CUDA_SUCCESS) finish_stop(r, exit_from_gpu(r));
 }
 
 bool is_active(const cw_resident *r) {

@@ -499,10 +499,12 @@ static cw_status rdia_compute(cw_io *io, void *user) {
 static void test_resident_diamond(void **state) {
     (void)state;
     if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) skip();
-    if (cwt_under_sanitizer()) {
-        /* the loop serves nothing within seconds under compute-sanitizer
-         * (docs/testing.md): the resident tests do not run there */
-        printf("# the resident diamond is skipped under compute-sanitizer (the loop is too slow there)\n");
+    if (cwt_sanitizer_is("synccheck")) {
+        /* synccheck reports every barrier in a kernel inside a WHILE graph
+         * body as divergent, even with one thread, and aborts the kernel
+         * (tools/probes/synccheck_cond.cu shows it with plain CUDA); the
+         * diamond's kernels have barriers */
+        printf("# the resident diamond is skipped under synccheck (it fails barriers inside a loop's graph)\n");
         skip();
     }
     cw_stream *s = NULL;
@@ -558,7 +560,8 @@ static void test_resident_diamond(void **state) {
     assert_cw_ok(cw_host_alloc(ctx, 4 * 16, (void **)&hst));
     long wrong = 0;
     int overlapped = 0, ordered = 0;
-    const unsigned requests = REQUESTS;
+    /* an iteration takes milliseconds under compute-sanitizer: fewer requests */
+    const unsigned requests = cwt_under_sanitizer() ? 16 : REQUESTS;
     for (unsigned q = 0; q < requests; q++) {
         for (unsigned i = 0; i < RN; i++) hin[i] = q * 7u + i;
         assert_cw_ok(cw_copy_to_device(s, ptr_of(in), hin, RN * 4));
@@ -583,7 +586,7 @@ static void test_resident_diamond(void **state) {
            requests, wrong, ordered, overlapped, rst.iter_median_ns / 1e3);
     assert_int_equal(wrong, 0);
     assert_int_equal(ordered, requests);
-    if (!cwt_under_sanitizer()) assert_true(overlapped >= REQUESTS * 9 / 10);
+    if (!cwt_under_sanitizer()) assert_true(overlapped >= REQUESTS * 9 / 10); /* the tool serializes kernels */
     assert_cw_ok(cw_resident_destroy(&r)); /* the loop before the pipeline */
     cw_pipeline_destroy(&p);
     cw_host_free(ctx, hin);

@@ -10,7 +10,10 @@
  * refused meanwhile, the graph the loop builds (its nodes and
  * bodies), nothing leaked (live driver objects through the fake), and a
  * fault-injection sweep: every driver call of create + launch + teardown +
- * destroy failed in turn, each run returning an error and leaking nothing.
+ * destroy failed in turn, each run returning an error and leaking nothing
+ * (untraced, then traced). Trace: stages begun and ended by a capture
+ * function, their refusals, and the fault message naming the stage from
+ * marks the test writes as the GPU would.
  * The fake runs no kernels: the loop never serves a request here (the GPU
  * tests do that). Links libcuweave.a for the test seam; the fake's path is
  * argv[1].
