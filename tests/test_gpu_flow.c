@@ -560,15 +560,17 @@ static void test_resident_diamond(void **state) {
     assert_cw_ok(cw_host_alloc(ctx, 4 * 16, (void **)&hst));
     long wrong = 0;
     int overlapped = 0, ordered = 0;
-    /* an iteration takes milliseconds under compute-sanitizer: fewer requests */
-    const unsigned requests = cwt_under_sanitizer() ? 16 : REQUESTS;
+    /* an iteration takes milliseconds under memcheck and seconds under
+     * racecheck: fewer requests, longer waits */
+    const unsigned requests = cwt_under_sanitizer() ? 4 : REQUESTS;
+    const uint32_t wait_ms = cwt_under_sanitizer() ? 120000 : 5000;
     for (unsigned q = 0; q < requests; q++) {
         for (unsigned i = 0; i < RN; i++) hin[i] = q * 7u + i;
         assert_cw_ok(cw_copy_to_device(s, ptr_of(in), hin, RN * 4));
         assert_cw_ok(cw_stream_synchronize(s));
         uint64_t seq = 0;
         assert_cw_ok(cw_resident_data_ready(r, &seq));
-        assert_cw_ok(cw_resident_wait_result(r, seq, 5000));
+        assert_cw_ok(cw_resident_wait_result(r, seq, wait_ms));
         assert_cw_ok(cw_copy_to_host(s, hout, ptr_of(out), RN * 4));
         assert_cw_ok(cw_copy_to_host(s, hst, ptr_of(stamps), 4 * 16));
         assert_cw_ok(cw_stream_synchronize(s));
