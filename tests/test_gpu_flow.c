@@ -580,7 +580,7 @@ static void test_resident_diamond(void **state) {
         if (b[0] < d[1] && d[0] < b[1]) overlapped++;
         if (b[0] >= a[1] && d[0] >= a[1] && c[0] >= b[1] && c[0] >= d[1]) ordered++;
     }
-    assert_cw_ok(cw_resident_tear_down(r, 2000));
+    assert_cw_ok(cw_resident_tear_down(r, wait_ms));
     cw_resident_stats rst;
     assert_cw_ok(cw_resident_get_stats(r, &rst));
     printf("# resident diamond: %d requests, %ld values wrong, ordered in %d, B and D overlapped in %d; GPU "
