@@ -49,6 +49,9 @@
  *        f5 IF node, no workload (the loop's own kernels only; `out` is not
  *           written, so only the round trip is measured, not checked),
  *           unroll 16: the IF node by itself
+ *        f6 f3 with settings.trace 1: the workload is a traced stage (two
+ *           one-thread mark kernels around it in every iteration), what
+ *           naming a faulting stage costs
  *      and a decomposition: IF node ~ f3 - f1 (GPU median), child graph
  *      node ~ f4 - f3 (GPU median), loop-back ~ f2 - f1 (back-to-back p50).
  *   g) idle settings: already polling after an idle gap (not counted) of
@@ -82,7 +85,7 @@
  * GPU thread spinning on mapped host memory and would disturb whatever else
  * runs, and only a loop that is launched can be measured; so the methods run
  * in families that own the GPU for a block (the loop of a) and b), the raw
- * methods c) and d), the persistent kernel, the loops of f2-f5), launched
+ * methods c) and d), the persistent kernel, the loops of f2-f6), launched
  * at the start of the block and torn down at its end. The variants inside a
  * family alternate in a fresh random order every round (fixed seed), and the
  * run is split into 4 blocks with the families in a fresh random order each
@@ -325,9 +328,10 @@ static cw_status wl_capture(cw_stream *s, void *user) {
 /* A loop on k's context serving workload `w`, the host reading mapped memory
  * it writes. W_GUARDED_FN gates by kernels, the others by an IF node. */
 static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, cw_resident_sleep mode,
-                           uint32_t sleep_us, uint32_t spin_us) {
+                           uint32_t sleep_us, uint32_t spin_us, uint32_t trace) {
     cw_resident_settings s;
     cw_resident_settings_default(&s);
+    s.trace = trace;
     s.sleep_mode = mode;
     s.sleep_interval_us = sleep_us;
     if (mode == CW_RESIDENT_SLEEP_ADAPTIVE) s.spin_us = spin_us;
@@ -750,7 +754,7 @@ static void child_run(int fd, size_t iters) {
     kset k;
     kset_load(&k, "primary (child)", ctx);
     cw_resident *r = NULL;
-    st = loop_make(&r, &k, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0); /* as a) */
+    st = loop_make(&r, &k, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
     if (st != CW_SUCCESS) {
         say(fd, "E cw_resident_create: %s: %s\n", cw_status_name(st), cw_last_error_message());
         _exit(1);
@@ -977,7 +981,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_stream *hs = NULL;
     CW_CHECK(cw_stream_create(&hs, left, NULL));
     cw_resident *r = NULL;
-    st = loop_make(&r, &kg, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0); /* as a) */
+    st = loop_make(&r, &kg, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
     if (st == CW_ERROR_NOT_SUPPORTED) {
         snprintf(pr->skip, sizeof pr->skip, "cw_resident_create on a partition: %s", cw_last_error_message());
     } else {
@@ -1078,7 +1082,7 @@ int main(void) {
            "  d) raw direct: 3 x cuLaunchKernel + cuStreamSynchronize\n"
            "  e) persistent polling kernel (the floor), back-to-back and already polling\n"
            "  f) structure sweep: f1 = a/b; f0 f1 without overlap; f2 unroll 1; f3 IF node + inline fn; f4 IF node + child graph;\n"
-           "     f5 IF node, no workload\n"
+           "     f5 IF node, no workload; f6 f3 with trace\n"
            "  g) idle settings, 1-1.5 ms gaps   h) loop in a %d-SM partition, hog in the rest   i) loop and hog\n"
            "  both on the primary context, in a child process with alarm(%d); g)-i) configured as a)\n"
            "  method: %zu round trips per variant after %d warm-up ones, in %d blocks; a family of methods owns\n"
@@ -1121,29 +1125,30 @@ int main(void) {
     CU_CHECK(rc.cuStreamSynchronize(raw_s));
 
     /* the loops: a)/b) (= f1) and the rest of the sweep, then g)'s idle settings */
-    enum { L_A, L_F0, L_F2, L_F3, L_F4, L_F5, L_SPIN, L_ADAPT, L_F500, L_F100, L_COUNT };
+    enum { L_A, L_F0, L_F2, L_F3, L_F4, L_F5, L_F6, L_SPIN, L_ADAPT, L_F500, L_F100, L_COUNT };
     static const struct {
         const char *label;
         wkind w;
         uint32_t unroll;
         cw_resident_sleep mode;
-        uint32_t sleep_us, spin_us;
+        uint32_t sleep_us, spin_us, trace;
     } lcfg[L_COUNT] = {
-        {"f1 gate kernels, fn, unroll 16 (a, b)", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"f0 gate kernels, fn, unroll 16, no overlap", W_GUARDED_FN_PLAIN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"f2 gate kernels, fn, unroll 1", W_GUARDED_FN, 1, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"f3 IF node, fn, unroll 16", W_PLAIN_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"f4 IF node, child graph, unroll 16", W_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"f5 IF node, no workload, unroll 16", W_NONE, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"spin (sleep_interval_us 0)", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0},
-        {"ADAPTIVE 500 us, spin_us 200", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_ADAPTIVE, 500, 200},
-        {"FIXED 500 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 500, 0},
-        {"FIXED 100 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 100, 0},
+        {"f1 gate kernels, fn, unroll 16 (a, b)", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f0 gate kernels, fn, unroll 16, no overlap", W_GUARDED_FN_PLAIN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f2 gate kernels, fn, unroll 1", W_GUARDED_FN, 1, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f3 IF node, fn, unroll 16", W_PLAIN_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f4 IF node, child graph, unroll 16", W_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f5 IF node, no workload, unroll 16", W_NONE, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"f6 IF node, fn, unroll 16, trace", W_PLAIN_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 1},
+        {"spin (sleep_interval_us 0)", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"ADAPTIVE 500 us, spin_us 200", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_ADAPTIVE, 500, 200, 0},
+        {"FIXED 500 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 500, 0, 0},
+        {"FIXED 100 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 100, 0, 0},
     };
     cw_resident *loops[L_COUNT] = {0};
     for (int i = 0; i < L_COUNT; i++) {
         cw_status st = loop_make(&loops[i], &kp, lcfg[i].w, lcfg[i].unroll, lcfg[i].mode, lcfg[i].sleep_us,
-                                 lcfg[i].spin_us);
+                                 lcfg[i].spin_us, lcfg[i].trace);
         if (st == CW_ERROR_NOT_SUPPORTED) {
             printf("SKIP: the resident loop is not supported here: %s\n", cw_last_error_message());
             return 77;
@@ -1153,7 +1158,7 @@ int main(void) {
 
     enum {
         V_A, V_B, V_C, V_D, V_E_B2B, V_E_POLL, V_F0_B2B, V_F0_POLL, V_F2_B2B, V_F2_POLL, V_F3_B2B, V_F3_POLL, V_F4_B2B, V_F4_POLL,
-        V_F5_B2B, V_F5_POLL, V_SPIN, V_ADAPT, V_F500, V_F100, V_COUNT
+        V_F5_B2B, V_F5_POLL, V_F6_B2B, V_F6_POLL, V_SPIN, V_ADAPT, V_F500, V_F100, V_COUNT
     };
     variant v[V_COUNT];
     variant_init(&v[V_A], "a) cw resident, back-to-back", T_LOOP, 0, iters);
@@ -1173,6 +1178,8 @@ int main(void) {
     variant_init(&v[V_F5_B2B], "f5) IF node, no workload, back-to-back", T_LOOP, 0, iters);
     variant_init(&v[V_F5_POLL], "f5) IF node, no workload, already polling", T_LOOP, POLL_GAP_NS, iters);
     v[V_F5_B2B].nocheck = v[V_F5_POLL].nocheck = 1; /* no workload: out is not written */
+    variant_init(&v[V_F6_B2B], "f6) IF node, fn, trace, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_F6_POLL], "f6) IF node, fn, trace, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_SPIN], "g) spin", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_ADAPT], "g) ADAPTIVE", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_F500], "g) FIXED 500", T_LOOP, SLEEP_GAP_NS, sleep_iters);
@@ -1183,7 +1190,7 @@ int main(void) {
      * phase, not the setting: the gap is 1 ms plus a random 0-500 us. */
     for (int i = V_SPIN; i <= V_F100; i++) v[i].jitter_ns = SLEEP_JITTER_NS;
 
-    family f_a, f_f0, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_spin, f_adapt, f_f500, f_f100;
+    family f_a, f_f0, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_f6, f_spin, f_adapt, f_f500, f_f100;
     family_init(&f_a, lcfg[L_A].label, T_LOOP, loops[L_A], &v[V_A], &v[V_B]);
     family_init(&f_raw, "raw", T_RAW_GRAPH, NULL, &v[V_C], &v[V_D]);
     family_init(&f_pers, "persistent", T_PERS, NULL, &v[V_E_B2B], &v[V_E_POLL]);
@@ -1192,6 +1199,7 @@ int main(void) {
     family_init(&f_f3, lcfg[L_F3].label, T_LOOP, loops[L_F3], &v[V_F3_B2B], &v[V_F3_POLL]);
     family_init(&f_f4, lcfg[L_F4].label, T_LOOP, loops[L_F4], &v[V_F4_B2B], &v[V_F4_POLL]);
     family_init(&f_f5, lcfg[L_F5].label, T_LOOP, loops[L_F5], &v[V_F5_B2B], &v[V_F5_POLL]);
+    family_init(&f_f6, lcfg[L_F6].label, T_LOOP, loops[L_F6], &v[V_F6_B2B], &v[V_F6_POLL]);
     family_init(&f_spin, lcfg[L_SPIN].label, T_LOOP, loops[L_SPIN], &v[V_SPIN], NULL);
     family_init(&f_adapt, lcfg[L_ADAPT].label, T_LOOP, loops[L_ADAPT], &v[V_ADAPT], NULL);
     family_init(&f_f500, lcfg[L_F500].label, T_LOOP, loops[L_F500], &v[V_F500], NULL);
@@ -1200,8 +1208,8 @@ int main(void) {
     unsigned long long t_sec = now_ns();
     printf("measuring a)-f) ...\n");
     fflush(stdout);
-    family *main_fams[] = {&f_a, &f_f0, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5};
-    run_blocks(main_fams, 8, BLOCKS, WARMUP, iters);
+    family *main_fams[] = {&f_a, &f_f0, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6};
+    run_blocks(main_fams, 9, BLOCKS, WARMUP, iters);
     printf("  done in %.1f s\nmeasuring g) ...\n", (double)(now_ns() - t_sec) / 1e9);
     fflush(stdout);
     t_sec = now_ns();
@@ -1242,7 +1250,7 @@ int main(void) {
            "   poll that took the request to the result signal; f5's results are not checked: it has no workload):\n");
     printf("  %-47s %26s   %26s %10s\n", "row", "back-to-back p50/p99/p99.9", "already polling p50/p99/p99.9",
            "GPU median");
-    enum { SWEEP_N = 6 };
+    enum { SWEEP_N = 7 };
     const struct {
         const char *what;
         const family *f;
@@ -1254,6 +1262,7 @@ int main(void) {
         {"f3 IF node, inline fn (cw_op_*), unroll 16", &f_f3, &v[V_F3_B2B], &v[V_F3_POLL]},
         {"f4 IF node, child graph, unroll 16", &f_f4, &v[V_F4_B2B], &v[V_F4_POLL]},
         {"f5 IF node, no workload, unroll 16", &f_f5, &v[V_F5_B2B], &v[V_F5_POLL]},
+        {"f6 f3 with trace (the workload one stage)", &f_f6, &v[V_F6_B2B], &v[V_F6_POLL]},
     };
     double gpu_med[SWEEP_N];
     for (int i = 0; i < SWEEP_N; i++) {
@@ -1275,6 +1284,10 @@ int main(void) {
            "%.2f at\n  back-to-back p50), loop-back ~ %.2f us (f2 - f1, back-to-back p50); f5 (IF node with no "
            "workload): GPU\n  median %.2f us\n",
            d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
+    printf("  trace (one stage: two mark kernels an iteration) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
+           "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
+           gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
+           v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
     printf("\ng) idle settings (already polling after an idle gap of 1 ms + random 0-500 us; idle polls/s from\n"
            "   cw_resident_get_stats):\n");
     printf("  %-32s %8s %8s %8s %8s %14s\n", "setting", "p50", "p99", "p99.9", "max", "idle polls/s");
@@ -1289,8 +1302,8 @@ int main(void) {
     printf("\nloops (launch and tear-down host times; cw_resident_tear_down(r, %d) returned CW_SUCCESS for every "
            "block):\n",
            TEARDOWN_MS);
-    family *lf[] = {&f_a, &f_f0, &f_f2, &f_f3, &f_f4, &f_f5, &f_spin, &f_adapt, &f_f500, &f_f100};
-    for (int i = 0; i < 10; i++) loop_facts(lf[i]);
+    family *lf[] = {&f_a, &f_f0, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6, &f_spin, &f_adapt, &f_f500, &f_f100};
+    for (int i = 0; i < 11; i++) loop_facts(lf[i]);
 
     printf("\nh) under load, green partitions (the loop configured as a)):\n");
     if (pr.ran) {
@@ -1420,6 +1433,10 @@ int main(void) {
            "median; %.2f at back-to-back p50), WHILE loop-back ~ %.2f us (f2 - f1, back-to-back p50); an IF node\n"
            "with no workload (f5): GPU median %.2f us.\n",
            d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
+    printf("  trace (one stage: two mark kernels an iteration) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
+           "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
+           gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
+           v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
     printf("\nIdle settings (each on a loop configured as a) apart from its sleep settings): already polling after\n"
            "an idle gap of 1 ms plus a random 0-500 us, %zu round trips each; idle polls per second from\n"
            "`cw_resident_get_stats` over the variant's wall time.\n\n",
