@@ -476,6 +476,12 @@ cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t
     CW_TRY(stage_new(r, which ? "handler" : "workload", &idx));
     CW_TRY(mark_into(r, g, idx, false));
     CW_TRY(add_part(r, g, part));
+    // A stage left open would look like the one running at every later fault.
+    for (size_t j = idx + 1; j < r->stages.size(); j++)
+        if (!r->stages[j].ended)
+            return fail(CW_ERROR_INVALID_STATE,
+                        "the %s's capture function began stage '%s' and did not end it (cw_resident_stage_end)",
+                        which ? "data-ready handler" : "workload", r->stages[j].name);
     r->stages[idx].ended = true;
     return mark_into(r, g, idx, true);
 }

@@ -649,6 +649,12 @@ static cw_status traced_capture(cw_stream *s, void *user) {
     return CW_SUCCESS;
 }
 
+/* Begins a stage and returns without ending it. */
+static cw_status open_stage(cw_stream *s, void *user) {
+    uint32_t stage = 0;
+    return cw_resident_stage_begin((cw_resident *)user, s, "left open", &stage);
+}
+
 static void test_trace(void **state) {
     (void)state;
     long before[NKINDS];
@@ -677,6 +683,11 @@ static void test_trace(void **state) {
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_stage_end(r, plain, 0));
     assert_cw_ok(cw_resident_stage_end(r, plain, CW_RESIDENT_NO_STAGE)); /* nothing to end */
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_stage_begin(r, (cw_stream *)0x10, "x", &stage));
+
+    /* a stage left open fails the build, named */
+    assert_cw_ok(cw_resident_set_workload_fn(r, open_stage, r));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+    assert_non_null(strstr(cw_last_error_message(), "began stage 'left open' and did not end it"));
 
     trace_fn t = {r, 0};
     assert_cw_ok(cw_resident_set_workload_fn(r, traced_capture, &t));

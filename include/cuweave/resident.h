@@ -283,7 +283,9 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
  * fault stops them all, so any of them may hold the faulting kernel).
  * Stages nest: the enclosing workload or handler stage stays open too.
  * name: up to 63 bytes are kept. *stage receives the stage's number for
- * cw_resident_stage_end.
+ * cw_resident_stage_end. Every stage begun must be ended before the
+ * capture function returns: the build fails with CW_ERROR_INVALID_STATE,
+ * naming the stage, otherwise.
  * When the loop does not trace (settings.trace 0), nothing is captured,
  * *stage is CW_RESIDENT_NO_STAGE and CW_SUCCESS returns: capture
  * functions need not know whether the loop traces.
