@@ -408,24 +408,31 @@ static cw_status staged_workload(cw_stream *s, void *user) {
     return CW_SUCCESS;
 }
 
+/* The traced children's setup: a context (skips without conditional
+ * nodes), the test kernels loaded, cw_fault and cw_mul_add preloaded, and
+ * g_word (the word cw_mul_add updates). */
+static void traced_setup(cw_context **ctx, cw_module **m, const char *what) {
+    stage = what;
+    assert_cw_ok(cw_context_create(ctx, 0));
+    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
+        cw_context_destroy(ctx);
+        skip();
+    }
+    assert_cw_ok(cw_context_get_handle(*ctx, &cuctx));
+    cur();
+    assert_cw_ok(cw_module_load_image(m, cw_test_kernels_fatbin));
+    assert_cw_ok(cw_module_get_kernel(*m, "cw_fault", &pk_fault));
+    assert_cw_ok(cw_module_get_kernel(*m, "cw_mul_add", &pk_mul_add));
+    assert_cw_ok(cw_kernel_preload(pk_fault, *ctx));
+    assert_cw_ok(cw_kernel_preload(pk_mul_add, *ctx));
+    assert_cu_ok(rc.cuMemAlloc(&g_word, sizeof(int)));
+}
+
 static void test_resident_traced_fault(void **state) {
     (void)state;
     cw_context *ctx = NULL;
     cw_module *m = NULL;
-    stage = "traced resident setup";
-    assert_cw_ok(cw_context_create(&ctx, 0));
-    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
-        cw_context_destroy(&ctx);
-        skip();
-    }
-    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
-    cur();
-    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
-    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
-    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &pk_mul_add));
-    assert_cw_ok(cw_kernel_preload(pk_fault, ctx));
-    assert_cw_ok(cw_kernel_preload(pk_mul_add, ctx));
-    assert_cu_ok(rc.cuMemAlloc(&g_word, sizeof(int)));
+    traced_setup(&ctx, &m, "traced resident setup");
     cw_resident_settings rs;
     cw_resident_settings_default(&rs);
     rs.sleep_interval_us = 0;
@@ -475,20 +482,7 @@ static void test_resident_pipeline_fault(void **state) {
     (void)state;
     cw_context *ctx = NULL;
     cw_module *m = NULL;
-    stage = "traced resident pipeline setup";
-    assert_cw_ok(cw_context_create(&ctx, 0));
-    if (!cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) {
-        cw_context_destroy(&ctx);
-        skip();
-    }
-    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
-    cur();
-    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
-    assert_cw_ok(cw_module_get_kernel(m, "cw_fault", &pk_fault));
-    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &pk_mul_add));
-    assert_cw_ok(cw_kernel_preload(pk_fault, ctx));
-    assert_cw_ok(cw_kernel_preload(pk_mul_add, ctx));
-    assert_cu_ok(rc.cuMemAlloc(&g_word, sizeof(int)));
+    traced_setup(&ctx, &m, "traced resident pipeline setup");
     cw_pipeline *p = NULL;
     assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
     static const char *names[] = {"A", "B", "C"};
