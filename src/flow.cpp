@@ -1525,7 +1525,7 @@ CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream 
     CW_ENTRY;
     CW_CHECK_IO(io);
     if (s) CW_CHECK_STREAM(s);
-    int pi;
+    int pi = -1;
     CW_TRY(output_port(io, port, &pi));
     Port &pt = io->op->ports[pi];
     pt.stream_set = true;
@@ -1539,7 +1539,7 @@ CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream 
 CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer) {
     CW_ENTRY;
     CW_CHECK_IO(io);
-    int pi;
+    int pi = -1;
     CW_TRY(output_port(io, port, &pi));
     if (io->resident) return CW_SUCCESS;
     if (buffer) CW_TRY(cw_buffer_retain(buffer));

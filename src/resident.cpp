@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <new>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +275,16 @@ cw_status stage_mark(cw_resident *r, cw_stream *s, uint32_t idx, bool end) {
     return cw_kernel_launch(k, s, &cfg, args);
 }
 
+// Appends to buf (len bytes, *at used), truncating.
+__attribute__((format(printf, 4, 5))) void append(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    *at = w < 0 ? len : *at + (size_t)w;
+}
+
 // With trace: " in stage 'x' (...)" for the stages that had begun and not
 // ended when the loop faulted, the last begun first; "" without trace.
 void describe_open_stages(const cw_resident *r, char *buf, size_t len) {
@@ -303,24 +314,19 @@ void describe_open_stages(const cw_resident *r, char *buf, size_t len) {
         open[at] = static_cast<uint32_t>(i);
     }
     size_t at = 0;
-    auto put = [&](const char *fmt, auto... args) {
-        if (at >= len) return;
-        const int w = snprintf(buf + at, len - at, fmt, args...);
-        at = w < 0 ? len : at + (size_t)w;
-    };
     if (total == 0) {
-        put(", in none of the traced stages (the loop's own kernels, or work outside every stage)");
+        append(buf, len, &at, ", in none of the traced stages (the loop's own kernels, or work outside every stage)");
         return;
     }
     const Stage &last = r->stages[open[0]];
-    put(", in stage '%s' (%s, copy %u of %u of the iteration", last.name,
-        last.part ? "data-ready handler" : "workload", last.copy + 1, r->set.unroll);
+    append(buf, len, &at, ", in stage '%s' (%s, copy %u of %u of the iteration", last.name,
+           last.part ? "data-ready handler" : "workload", last.copy + 1, r->set.unroll);
     if (total > 1) {
-        put("; stages running, the last begun first:");
-        for (size_t k = 0; k < n; k++) put("%s '%s'", k ? "," : "", r->stages[open[k]].name);
-        if (total > n) put(" and %zu more", total - n);
+        append(buf, len, &at, "; stages running, the last begun first:");
+        for (size_t k = 0; k < n; k++) append(buf, len, &at, "%s '%s'", k ? "," : "", r->stages[open[k]].name);
+        if (total > n) append(buf, len, &at, " and %zu more", total - n);
     }
-    put(")");
+    append(buf, len, &at, ")");
 }
 
 // ---- building the graph ---------------------------------------------------------
