@@ -231,8 +231,6 @@ cw_status release_stream(cw_context *ctx, cw_stream **out) {
     return CW_SUCCESS;
 }
 
-bool capturing(const cw_stream *s) { return s->cap.active || s->in_capture; }
-
 // Makes the release stream wait for m (or, when it cannot, the host), then
 // drops m. False when neither could wait (a faulted device).
 bool fold(cw_stream *rel, Mark *m) {

@@ -538,7 +538,7 @@ CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind 
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_STREAM(s);
     CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE || kind == CW_FUTURE_EVENT);
-    if (s->cap.active || s->in_capture)
+    if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
     return future_make(s, kind, out);
@@ -550,7 +550,7 @@ CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
     CW_CHECK_STREAM(s);
     if (s->ctx->cu != f->ctx->cu)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
-    if (s->cap.active || s->in_capture)
+    if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
     if (!marker_done(f)) return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
@@ -687,7 +687,7 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
         if (!stream_ok(streams[i])) return fail(CW_ERROR_INVALID_HANDLE, "streams[%zu] is not a live cw_stream", i);
         if (streams[i]->ctx->cu != streams[0]->ctx->cu)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: streams[%zu] is on another context", i);
-        if (streams[i]->cap.active || streams[i]->in_capture)
+        if (capturing(streams[i]))
             return fail(CW_ERROR_INVALID_STATE, "streams[%zu] is capturing: a future cannot wait for captured work", i);
     }
     cw_context *ctx = streams[0]->ctx;

@@ -627,7 +627,7 @@ CUfunction cached_function(const cw_kernel *k, CUcontext ctx) {
 // nothing when the cache is full, the stream is capturing (resolving may
 // load code, which a capture may not see), or the driver says no).
 void cache_function(cw_kernel *k, const cw_stream *s) {
-    if (!drv().cuKernelGetFunction || s->cap.active || s->in_capture || s->is_null) return;
+    if (!drv().cuKernelGetFunction || capturing(s) || s->is_null) return;
     bool room = false;  // a full cache costs a launch no driver call
     for (const auto &e : k->fns) room = room || !e.ctx.load(std::memory_order_acquire);
     if (!room) return;

@@ -868,7 +868,7 @@ static cw_status stage_checks(cw_resident *r, cw_stream *s, bool *traced) {
     if (!r->building)
         return fail(CW_ERROR_INVALID_STATE,
                     "stages are begun and ended inside the loop's capture functions, while it builds");
-    if (s->ctx->cu != r->ctx->cu || !(s->cap.active || s->in_capture))
+    if (s->ctx->cu != r->ctx->cu || !capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "s is not capturing into the resident loop's graph (use the capture function's stream, or "
                     "one forked from it)");

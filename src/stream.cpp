@@ -288,7 +288,7 @@ CW_API cw_status cw_stream_fork(cw_stream *parent, cw_stream **child) {
     }
     // A child of the context's own pool keeps the context alive while out.
     if (pool->internal) context_retain(pool->ctx);
-    c->in_capture = parent->cap.active || parent->in_capture;
+    c->in_capture = capturing(parent);
     *child = c;
     return CW_SUCCESS;
 }

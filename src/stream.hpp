@@ -95,6 +95,8 @@ namespace cw {
 
 inline bool stream_ok(const cw_stream *s) { return handle_live(s, kTagStream); }
 inline bool pool_ok(const cw_stream_pool *p) { return handle_live(p, kTagPool); }
+// s records into a graph: a capture begun on it, or forked from one.
+inline bool capturing(const cw_stream *s) { return s->cap.active || s->in_capture; }
 
 // Creates a stream object (driver stream + ordering event). retain_ctx: the
 // stream holds a context reference (false for pool streams).
