@@ -116,20 +116,14 @@ cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CU
         CurrentGuard guard;
         CW_TRY(guard.enter(ctx->cu));
         void *hostp = nullptr;
-        // Mapped for this context only: the slab serves this context's futures.
-        CW_CU(cuMemHostAlloc, (&hostp, kSlabPageBytes, CU_MEMHOSTALLOC_DEVICEMAP));
         CUdeviceptr devp = 0;
-        CUresult r = drv().cuMemHostGetDevicePointer(&devp, hostp, 0);
-        if (r != CUDA_SUCCESS) {
-            drv().cuMemFreeHost(hostp);
-            return fail_cu(r, "cuMemHostGetDevicePointer");
-        }
+        // Mapped for this context only: the slab serves this context's futures.
+        CW_TRY(host_mapped_alloc(kSlabPageBytes, 0, &hostp, &devp));
         cw_status st = guard.leave();
         if (st != CW_SUCCESS) {
             drv().cuMemFreeHost(hostp);
             return st;
         }
-        memset(hostp, 0, kSlabPageBytes);
         SpinLock lock(ctx->lock);
         bool ok = true;
         if (sl.page_count == sl.page_cap) {
@@ -230,6 +224,21 @@ cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_cont
     ctx->ordinal = ordinal;
     room.publish(ctx, kTagContext);
     *out = ctx;
+    return CW_SUCCESS;
+}
+
+cw_status host_mapped_alloc(size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev) {
+    void *p = nullptr;
+    CW_CU(cuMemHostAlloc, (&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | extra_flags));
+    CUdeviceptr d = 0;
+    CUresult r = drv().cuMemHostGetDevicePointer(&d, p, 0);
+    if (r != CUDA_SUCCESS) {
+        drv().cuMemFreeHost(p);
+        return fail_cu(r, "cuMemHostGetDevicePointer");
+    }
+    memset(p, 0, bytes);
+    *host = p;
+    *dev = d;
     return CW_SUCCESS;
 }
 

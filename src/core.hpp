@@ -124,6 +124,11 @@ class CurrentGuard {
     bool switched_ = false;
 };
 
+// Pinned host memory mapped into the current context's address space
+// (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP | extra_flags), zeroed, and
+// its device address. Nothing is left allocated on failure.
+cw_status host_mapped_alloc(size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev);
+
 // A release that waits for running resident loops (release_when_idle).
 struct IdleRelease {
     void (*run)(void *owner);

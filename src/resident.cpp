@@ -233,16 +233,9 @@ cw_status trace_prepare(cw_resident *r) {
         CurrentGuard guard;
         CW_TRY(guard.enter(r->ctx->cu));
         void *p = nullptr;
-        CW_CU(cuMemHostAlloc, (&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-        CUdeviceptr dp = 0;
-        CUresult q = drv().cuMemHostGetDevicePointer(&dp, p, 0);
-        if (q != CUDA_SUCCESS) {
-            drv().cuMemFreeHost(p);
-            return fail_cu(q, "cuMemHostGetDevicePointer", "the resident loop's trace marks");
-        }
-        r->marks = static_cast<unsigned long long *>(p);
-        r->marks_dev = dp;
-        CW_TRY(guard.leave());
+        CW_TRY(host_mapped_alloc(bytes, CU_MEMHOSTALLOC_PORTABLE, &p, &r->marks_dev));
+        r->marks = static_cast<unsigned long long *>(p);  // zeroed
+        return guard.leave();
     }
     memset(r->marks, 0, bytes);  // no loop runs while one builds
     return CW_SUCCESS;
@@ -654,10 +647,8 @@ cw_status alloc_memory(cw_resident *r) {
     CurrentGuard guard;
     CW_TRY(guard.enter(r->ctx->cu));
     void *p = nullptr;
-    CW_CU(cuMemHostAlloc, (&p, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    CW_TRY(host_mapped_alloc(4096, CU_MEMHOSTALLOC_PORTABLE, &p, &r->host_dev));
     r->host = static_cast<cw_res_host *>(p);
-    memset(p, 0, 4096);
-    CW_CU(cuMemHostGetDevicePointer, (&r->host_dev, p, 0));
     CW_CU(cuMemAlloc, (&r->dev, sizeof(cw_res_dev)));
     if (r->set.input_slots) {
         if (r->set.input_bytes > SIZE_MAX / r->set.input_slots)
