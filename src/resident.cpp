@@ -256,16 +256,25 @@ cw_status stage_new(cw_resident *r, const char *name, uint32_t *idx) {
     return CW_SUCCESS;
 }
 
+// The arguments of the mark of stage idx (its begin, or its end): the
+// loop's device block, and the stage's word.
+struct MarkArgs {
+    CUdeviceptr dev, mark;
+    void *v[2];
+    MarkArgs(const cw_resident *r, uint32_t idx, bool end)
+        : dev(r->dev), mark(r->marks_dev + sizeof(unsigned long long) * (2ull * idx + (end ? 1 : 0))),
+          v{&dev, &mark} {}
+    MarkArgs(const MarkArgs &) = delete;
+};
+
 // Enqueues on s (capturing into the loop's graph) the mark of stage idx.
 cw_status stage_mark(cw_resident *r, cw_stream *s, uint32_t idx, bool end) {
     cw_kernel *k = nullptr;
     CW_TRY(builtin_get(kResMark, &k));
-    CUdeviceptr dev = r->dev;
-    CUdeviceptr mark = r->marks_dev + sizeof(unsigned long long) * (2ull * idx + (end ? 1 : 0));
-    void *args[] = {&dev, &mark};
+    MarkArgs a(r, idx, end);
     cw_launch_config cfg;
     cw_launch_config_default(&cfg);
-    return cw_kernel_launch(k, s, &cfg, args);
+    return cw_kernel_launch(k, s, &cfg, a.v);
 }
 
 // Appends to buf (len bytes, *at used), truncating.
@@ -458,10 +467,8 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
 // Captures the mark of stage idx (its begin, or its end) into g, after
 // its sinks.
 cw_status mark_into(cw_resident *r, cw_graph *g, uint32_t idx, bool end) {
-    CW_TRY(cw_capture_begin_to(r->build, g, CW_CAPTURE_THREAD_LOCAL));
-    cw_status st = stage_mark(r, r->build, idx, end);
-    cw_status e = cw_capture_end(r->build, nullptr);
-    return st != CW_SUCCESS ? st : e;
+    MarkArgs a(r, idx, end);
+    return launch_into(r, g, kResMark, a.v);
 }
 
 // Adds a part; with trace, inside a stage named after it (the stages its
