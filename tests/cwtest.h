@@ -75,6 +75,13 @@ static inline int cwt_under_sanitizer(void) {
     return getenv("NV_SANITIZER_INJECTION_PORT_BASE") != NULL || getenv("CUDA_INJECTION64_PATH") != NULL;
 }
 
+/* CWT_FILTER=test_name (cmocka's wildcard pattern) runs a subset of the
+ * group run next. */
+static inline void cwt_filter_from_env(void) {
+    const char *filter = getenv("CWT_FILTER");
+    if (filter && *filter) cmocka_set_test_filter(filter);
+}
+
 /* 1 when the compute-sanitizer tool running the test is `tool`. The tool
  * does not say which it is: tools/sanitize-suite.sh (and gpu-check.sh)
  * export CWT_SANITIZER_TOOL=memcheck|racecheck|synccheck|initcheck. */

@@ -630,9 +630,7 @@ int main(void) {
         cmocka_unit_test(test_wait_inputs),
         cmocka_unit_test(test_resident_diamond),
     };
-    /* CWT_FILTER=test_name (cmocka's wildcard pattern) runs a subset */
-    const char *filter = getenv("CWT_FILTER");
-    if (filter && *filter) cmocka_set_test_filter(filter);
+    cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_module_destroy(&mod);
     cw_context_destroy(&ctx);

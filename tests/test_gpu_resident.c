@@ -1244,8 +1244,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),
         cmocka_unit_test_teardown(test_two_loops_two_partitions, cleanup_loops),
     };
-    /* CWT_FILTER=test_name (cmocka's wildcard pattern) runs a subset */
-    const char *filter = getenv("CWT_FILTER");
-    if (filter && *filter) cmocka_set_test_filter(filter);
+    cwt_filter_from_env();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -2299,6 +2299,6 @@ int main(int argc, char **argv) {
         TEST(test_fault_injection),
     };
     /* CWT_FILTER=pattern runs only the matching tests (cmocka's filter) */
-    if (getenv("CWT_FILTER")) cmocka_set_test_filter(getenv("CWT_FILTER"));
+    cwt_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
