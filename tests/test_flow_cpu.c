@@ -1417,6 +1417,34 @@ static void test_fault_sweep(void **state) {
     assert_int_equal(sweep_scenario(), CW_SUCCESS);
 }
 
+/* A failure inside cw_pipeline_create (its stream pool's first stream) is
+ * reported as cw_pipeline_create's, with the driver call and CUresult. */
+static void test_error_names_public_call(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    const char *entries[] = {"cuStreamCreateWithPriority", "cuEventCreate"};
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+        cwi_seam_reset();
+        cwi_seam_fail(cwi_seam_entry(entries[i]), 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+        cw_pipeline *p = (cw_pipeline *)0x1;
+        const cw_status st = cw_pipeline_create(&p, ctx, NULL);
+        const int fired = cwi_seam_fired();
+        cwi_seam_reset();
+        cwi_seam_disable();
+        if (!fired) continue; /* an event from the context's pool: no driver call */
+        assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
+        assert_ptr_equal(p, (cw_pipeline *)0x1);
+        const cw_error_info *e = cw_last_error();
+        printf("# %s failing in cw_pipeline_create: %s\n", entries[i], e->message);
+        assert_string_equal(e->function, "cw_pipeline_create");
+        assert_string_equal(e->driver_call, entries[i]);
+        assert_int_equal(e->cu_result, 2);
+    }
+    assert_int_equal(leaks(before, "failed pipeline creations"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1470,6 +1498,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
+        cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

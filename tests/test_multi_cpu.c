@@ -696,6 +696,32 @@ static const SweepCase k_sweep[] = {
  * release, which returns nothing; a fallback taken) and is then right;
  * nothing is left behind (the fake drained); a clean run afterwards is
  * right and leaves nothing either. */
+/* A device set whose second device cannot be opened: the detail names
+ * cw_device_set_open (and which device), with the driver call and CUresult. */
+static void test_error_names_public_call(void **state) {
+    (void)state;
+    long p0 = fake_live("primary0"), p1 = fake_live("primary1");
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_fail(cwi_seam_entry("cuDevicePrimaryCtxRetain"), 2, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+    cw_device_set *set = NULL;
+    const cw_status st = cw_device_set_open(&set, NULL, 0);
+    const int fired = cwi_seam_fired();
+    cwi_seam_reset();
+    cwi_seam_disable();
+    assert_true(fired);
+    assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
+    assert_null(set);
+    const cw_error_info *e = cw_last_error();
+    printf("# the second device failing in cw_device_set_open: %s\n", e->message);
+    assert_string_equal(e->function, "cw_device_set_open");
+    assert_string_equal(e->driver_call, "cuDevicePrimaryCtxRetain");
+    assert_int_equal(e->cu_result, 2);
+    assert_non_null(strstr(e->message, "devices[1]"));
+    assert_int_equal(fake_live("primary0"), p0); /* the first was closed again */
+    assert_int_equal(fake_live("primary1"), p1);
+}
+
 static void test_fault_sweep_multi(void **state) {
     (void)state;
     static const int results[3] = {2 /* OUT_OF_MEMORY */, 719 /* LAUNCH_FAILED */, 800 /* NOT_PERMITTED */};
@@ -887,6 +913,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resident_many_refusals),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_collective_refusals),
+        cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_fault_sweep_multi),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -749,6 +749,8 @@ static void test_trace(void **state) {
 }
 
 static int g_sweep_trace; /* the sweep's scenario traces (settings.trace) */
+static const char *g_step;  /* the public call the scenario made last */
+#define STEP(call) (g_step = #call, (call))
 static cw_status scenario(cw_resident **r) {
     cw_resident_settings s;
     cw_resident_settings_default(&s);
@@ -756,16 +758,16 @@ static cw_status scenario(cw_resident **r) {
     s.input_slots = 1;
     s.input_bytes = 16;
     s.unroll = 2;
-    cw_status st = cw_resident_create(r, ctx, &s);
+    cw_status st = STEP(cw_resident_create)(r, ctx, &s);
     if (st != CW_SUCCESS) return st;
     cw_graph *g = NULL;
-    st = cw_graph_create(&g, ctx);
-    if (st == CW_SUCCESS) st = cw_graph_add_empty(g, NULL, 0, NULL);
-    if (st == CW_SUCCESS) st = cw_resident_set_workload(*r, g);
+    st = STEP(cw_graph_create)(&g, ctx);
+    if (st == CW_SUCCESS) st = STEP(cw_graph_add_empty)(g, NULL, 0, NULL);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_set_workload)(*r, g);
     cw_graph_destroy(&g);
-    if (st == CW_SUCCESS) st = cw_resident_launch(*r);
-    if (st == CW_SUCCESS) st = cw_resident_data_ready(*r, NULL);
-    if (st == CW_SUCCESS) st = cw_resident_tear_down(*r, 100);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_launch)(*r);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_data_ready)(*r, NULL);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_tear_down)(*r, 100);
     return st;
 }
 
@@ -790,8 +792,9 @@ static void sweep(void) {
         cwi_seam_fail(-1, k, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
         cw_status st = scenario(&r);
         const int fired = cwi_seam_fired();
-        char detail[300];
+        char detail[300], function[64];
         snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+        snprintf(function, sizeof function, "%s", cw_last_error()->function);
         if (getenv("CWT_VERBOSE")) printf("# call %lu: %s -> %s\n", k, cw_status_name(st), detail);
         /* which entry failed: the one with a call that did not succeed */
         const char *entry = "?";
@@ -822,6 +825,13 @@ static void sweep(void) {
             bad++;
         } else {
             handled++;
+            /* the detail names the public call that failed, never a call
+             * the library made inside it */
+            if (strcmp(function, g_step) != 0) {
+                printf("# call %lu failing (%s): the detail names %s, the call that failed was %s\n", k, entry,
+                       function, g_step);
+                bad++;
+            }
         }
         if (cw_resident_destroy(&r) != CW_SUCCESS || r) {
             printf("# call %lu failing (%s): destroy afterwards failed: %s\n", k, detail, cw_last_error_message());
@@ -842,6 +852,44 @@ static void sweep(void) {
     assert_int_equal(bad, 0);
     assert_int_equal(handled + absorbed, tried);
     assert_true(tried >= 60);
+}
+
+/* A failure deep inside a public call is reported as that call's: the
+ * function is the one the caller used, with the driver call and its
+ * CUresult filled in (the library never goes through its own public entries). */
+static void test_error_names_public_call(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_graph_create(&g, ctx));
+    assert_cw_ok(cw_graph_add_empty(g, NULL, 0, NULL));
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    cw_graph_destroy(&g);
+    const char *entries[] = {"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphCreate",
+                             "cuStreamBeginCaptureToGraph", "cuGraphAddNode"};
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+        cwi_seam_reset();
+        cwi_seam_fail(cwi_seam_entry(entries[i]), 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+        const cw_status st = cw_resident_launch(r);
+        const int fired = cwi_seam_fired();
+        cwi_seam_reset();
+        cwi_seam_disable();
+        assert_true(fired);
+        assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
+        const cw_error_info *e = cw_last_error();
+        printf("# %s failing in cw_resident_launch: %s\n", entries[i], e->message);
+        assert_string_equal(e->function, "cw_resident_launch");
+        assert_string_equal(e->driver_call, entries[i]);
+        assert_int_equal(e->cu_result, 2);
+        assert_string_equal(e->cu_name, "CUDA_ERROR_OUT_OF_MEMORY");
+        assert_true(strncmp(e->message, "cw_resident_launch: ", 20) == 0);
+    }
+    /* nothing was left half-built: the loop still launches and stops */
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    assert_cw_ok(cw_resident_destroy(&r));
 }
 
 static void test_fault_sweep(void **state) {
@@ -888,6 +936,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_requests_from_many_threads),
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
