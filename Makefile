@@ -20,25 +20,25 @@ PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
 
 LIB_SRCS = \
-	src/buffer.cpp \
-	src/context.cpp \
-	src/device.cpp \
-	src/driver.cpp \
-	src/error.cpp \
-	src/flow.cpp \
-	src/future.cpp \
-	src/graph.cpp \
-	src/jit.cpp \
-	src/jit_cache.cpp \
-	src/multi.cpp \
-	src/nccl.cpp \
-	src/partition.cpp \
-	src/pool.cpp \
-	src/registry.cpp \
-	src/resident.cpp \
-	src/seam.cpp \
-	src/sha256.cpp \
-	src/stream.cpp
+	src/core/buffer.cpp \
+	src/core/context.cpp \
+	src/core/device.cpp \
+	src/core/future.cpp \
+	src/core/partition.cpp \
+	src/core/pool.cpp \
+	src/core/registry.cpp \
+	src/core/stream.cpp \
+	src/driver/driver.cpp \
+	src/driver/error.cpp \
+	src/flow/flow.cpp \
+	src/graph/graph.cpp \
+	src/graph/resident.cpp \
+	src/jit/cache.cpp \
+	src/jit/jit.cpp \
+	src/jit/sha256.cpp \
+	src/multi/multi.cpp \
+	src/multi/nccl.cpp \
+	src/testing/seam.cpp
 
 HEADERS = \
 	include/cuweave/buffer.h \
@@ -78,7 +78,7 @@ SONAME := libcuweave.so.$(SOMAJOR)
 
 WARN = -Wall -Wextra -Wno-unused-parameter
 LIB_WARN = -Wno-format-truncation
-CPPFLAGS_LIB = -Iinclude -DCW_BUILDING_LIBRARY $(if $(DEBUG_ABORT),-DCW_DEBUG_ABORT)
+CPPFLAGS_LIB = -Iinclude -Isrc -DCW_BUILDING_LIBRARY $(if $(DEBUG_ABORT),-DCW_DEBUG_ABORT)
 CXXFLAGS ?= -O2 -g
 CFLAGS ?= -O2 -g
 LIB_CXXFLAGS = -std=c++17 -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
@@ -112,11 +112,11 @@ examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/e
 tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
-$(O)/src/%.o: src/%.cpp $(wildcard src/*.hpp src/*.h) $(HEADERS)
+$(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -c $< -o $@
 
-$(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/resident_abi.h include/cuweave/resident_device.h
+$(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/graph/resident_abi.h include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 		-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -o $@ $<
@@ -195,13 +195,13 @@ $(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
 
 # GPU tests and fake-driver tests link libcuweave.a: they use the internal
-# test seam (src/seam.h).
+# test seam (src/testing/seam.h).
 $(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h tests/fakelive.h tests/rawcuda.h tests/kernels/test_kernels_fatbin.h examples/video_filter.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
 
-$(O)/tests/cuda_abi: tests/cuda_abi.cpp src/cuda_min.h
+$(O)/tests/cuda_abi: tests/cuda_abi.cpp src/driver/cuda_min.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
 

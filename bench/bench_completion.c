@@ -59,7 +59,7 @@
 
 #define BENCH_NAME "bench_completion"
 #include "bench_common.h"
-#include "../src/seam.h"
+#include "../src/testing/seam.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #  include <immintrin.h>

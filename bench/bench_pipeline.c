@@ -121,7 +121,7 @@
 
 #define BENCH_NAME "bench_pipeline"
 #include "bench_common.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 #define DEFAULT_FRAMES 2000
 #define DEFAULT_RUNS 10

@@ -7,7 +7,7 @@
 #include <cuda_device_runtime_api.h>  // cudaGraphSetConditional, resolved by the driver at load
 #include <stdint.h>
 
-#include "../src/resident_abi.h"  // the resident loop's memory layout, shared with src/resident.cpp
+#include "../src/graph/resident_abi.h"  // the resident loop's memory layout, shared with src/graph/
 
 extern "C" {
 

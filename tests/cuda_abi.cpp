@@ -25,7 +25,7 @@ static CUstream const stream_per_thread = CU_STREAM_PER_THREAD;
 #undef CU_STREAM_PER_THREAD
 
 namespace mine {
-#include "cuda_min.h"
+#include "driver/cuda_min.h"
 }  // namespace mine
 
 #define SAME(name) static_assert((long long)mine::name == (long long)::name, #name " differs from cuda.h")

@@ -144,7 +144,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/cuda_min.h"
+#include "../src/driver/cuda_min.h"
 
 #define FAKE_API __attribute__((visibility("default")))
 

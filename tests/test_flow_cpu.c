@@ -25,7 +25,7 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static long (*fake_calls)(const char *entry);
 static void (*fake_hold)(int on);

@@ -9,7 +9,7 @@
 
 #include "cwtest.h"
 #include "rawcuda.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static rawcuda rc;
 

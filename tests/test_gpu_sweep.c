@@ -17,7 +17,7 @@
 
 #include "cwtest.h"
 #include "kernels/test_kernels_fatbin.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static cw_context *ctx;
 

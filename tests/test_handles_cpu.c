@@ -19,7 +19,7 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static int (*fake_drain)(int timeout_ms);
 static cw_context *ctx;

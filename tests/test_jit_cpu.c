@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "cwtest.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 extern char **environ;
 

@@ -19,7 +19,7 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static long (*fake_calls)(const char *entry);
 static int (*fake_drain)(int timeout_ms);

@@ -26,7 +26,7 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
-#include "seam.h"
+#include "testing/seam.h"
 
 static long (*fake_last_prog)(void);
 static long (*fake_calls)(const char *entry);

@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "cwtest.h"
-#include "cuda_min.h"
-#include "seam.h"
+#include "driver/cuda_min.h"
+#include "testing/seam.h"
 
 extern char **environ;
 

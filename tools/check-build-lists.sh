@@ -40,7 +40,7 @@ compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 
 # Every source file on disk is built, every example too.
-on_disk=$(ls src/*.cpp | sort)
+on_disk=$(ls src/*/*.cpp | sort)
 compare "sources on disk and in the build" "$on_disk" "$(make_list LIB_SRCS)"
 compare "C examples on disk and in the build" "$(ls examples/*.c | sed 's|^examples/||; s|\.c$||' | sort)" \
     "$(make_list EXAMPLES)"

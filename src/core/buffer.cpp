@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buffer.hpp"
+#include "core/buffer.hpp"
 #include "cuweave/multi.h"
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/buffer.h"
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 enum : uint32_t { kTagBuffer = 0x43574246u };  // "CWBF"

@@ -3,7 +3,7 @@
 
 #include <pthread.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/future.h"
 #include "cuweave/stream.h"
 

@@ -8,7 +8,7 @@
 // without a free, an allocation, or a wait between streams.
 #pragma once
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/buffer.h"
 
 namespace cw {

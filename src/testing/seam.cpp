@@ -1,12 +1,12 @@
 // cuweave: the driver test seam. See seam.h.
-#include "seam.h"
+#include "testing/seam.h"
 
 #include <atomic>
 #include <string.h>
 #include <time.h>
 
-#include "core.hpp"
-#include "driver.hpp"
+#include "core/core.hpp"
+#include "driver/driver.hpp"
 
 namespace cw {
 namespace {
@@ -146,7 +146,7 @@ unsigned long cwi_seam_successes(int id) {
     return g_ok[id].load();
 }
 
-#include "sha256.hpp"
+#include "jit/sha256.hpp"
 
 extern "C" void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {
     const bool was = cw::g_force_portable;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 namespace {

@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "seam.h"
-#include "stream.hpp"
+#include "testing/seam.h"
+#include "core/stream.hpp"
 
 struct cw_future {
     uint32_t tag;

@@ -7,7 +7,7 @@
 // calls and fail the Nth call of a chosen entry.
 #pragma once
 
-#include "cuda_min.h"
+#include "driver/cuda_min.h"
 #include "cuweave/common.h"
 
 namespace cw {

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/device.h"
 #include "cuweave/version.h"
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.hpp"
-#include "stream.hpp"
+#include "core/core.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 

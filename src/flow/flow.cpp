@@ -14,12 +14,12 @@
 #include <atomic>
 #include <new>
 
-#include "buffer.hpp"
-#include "core.hpp"
+#include "core/buffer.hpp"
+#include "core/core.hpp"
 #include "cuweave/flow.h"
 #include "cuweave/future.h"
-#include "stream.hpp"
-#include "vec.hpp"
+#include "core/stream.hpp"
+#include "core/vec.hpp"
 
 namespace cw {
 enum : uint32_t {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 namespace {

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/collective.h"
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 namespace {

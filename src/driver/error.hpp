@@ -6,7 +6,7 @@
 // status to hand back.
 #pragma once
 
-#include "cuda_min.h"
+#include "driver/cuda_min.h"
 #include "cuweave/common.h"
 
 namespace cw {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "cuweave/graph.h"
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 enum : uint32_t {

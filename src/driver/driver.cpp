@@ -1,5 +1,5 @@
 // cuweave: the driver loader and the NVRTC loader.
-#include "driver.hpp"
+#include "driver/driver.hpp"
 
 #include <atomic>
 #include <dlfcn.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cuweave/device.h"
-#include "error.hpp"
-#include "seam.h"
+#include "driver/error.hpp"
+#include "testing/seam.h"
 
 namespace cw {
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/partition.h"
 
 struct cw_partition_set {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.hpp"
+#include "graph/graph.hpp"
 
 namespace cw {
 namespace {

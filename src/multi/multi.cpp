@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 #include "cuweave/multi.h"
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 struct cw_device_set {
     uint32_t tag;

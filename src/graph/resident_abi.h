@@ -6,7 +6,7 @@
 #ifndef CUWEAVE_RESIDENT_ABI_H
 #define CUWEAVE_RESIDENT_ABI_H
 
-#include "../include/cuweave/resident_device.h"
+#include "../../include/cuweave/resident_device.h"
 
 #define CW_RES_RING 4096u /* per-iteration times kept for the median */
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jit.hpp"
-#include "sha256.hpp"
+#include "jit/jit.hpp"
+#include "jit/sha256.hpp"
 
 namespace cw {
 

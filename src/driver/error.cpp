@@ -1,5 +1,5 @@
 // cuweave: status names, the per-thread error detail, the log callback.
-#include "error.hpp"
+#include "driver/error.hpp"
 
 #include <mutex>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.hpp"
+#include "driver/driver.hpp"
 
 namespace cw {
 

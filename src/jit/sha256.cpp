@@ -1,5 +1,5 @@
 // cuweave: SHA-256 and a fast 64-bit hash (see sha256.hpp).
-#include "sha256.hpp"
+#include "jit/sha256.hpp"
 
 #include <string.h>
 

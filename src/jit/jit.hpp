@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "cuweave/jit.h"
-#include "stream.hpp"
+#include "core/stream.hpp"
 
 namespace cw {
 

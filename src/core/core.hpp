@@ -6,8 +6,8 @@
 #include <time.h>
 
 #include "cuweave/context.h"
-#include "driver.hpp"
-#include "error.hpp"
+#include "driver/driver.hpp"
+#include "driver/error.hpp"
 
 namespace cw {
 

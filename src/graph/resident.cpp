@@ -16,11 +16,11 @@
 
 #include "cuweave/device.h"
 #include "cuweave/resident.h"
-#include "graph.hpp"
-#include "jit.hpp"
-#include "resident_abi.h"
-#include "seam.h"
-#include "vec.hpp"
+#include "graph/graph.hpp"
+#include "jit/jit.hpp"
+#include "graph/resident_abi.h"
+#include "testing/seam.h"
+#include "core/vec.hpp"
 
 static_assert(sizeof(cw_resident_ctl) == 64, "the public device block is 64 bytes");
 static_assert(offsetof(cw_res_host, completed) == 64, "host and GPU words on separate cache lines");

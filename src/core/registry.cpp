@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.hpp"
+#include "core/core.hpp"
 
 namespace cw {
 namespace {

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jit.hpp"
-#include "sha256.hpp"
+#include "jit/jit.hpp"
+#include "jit/sha256.hpp"
 
 namespace cw {
 
