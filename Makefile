@@ -58,7 +58,22 @@ HEADERS = \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
-CPP_HEADERS = include/cuweave/cuweave.hpp
+# The C++ wrappers: cuweave.hpp includes the cpp/ ones (one per C header).
+CPP_HEADERS = \
+	include/cuweave/cuweave.hpp \
+	include/cuweave/cpp/buffer.hpp \
+	include/cuweave/cpp/collective.hpp \
+	include/cuweave/cpp/context.hpp \
+	include/cuweave/cpp/core.hpp \
+	include/cuweave/cpp/device.hpp \
+	include/cuweave/cpp/flow.hpp \
+	include/cuweave/cpp/future.hpp \
+	include/cuweave/cpp/graph.hpp \
+	include/cuweave/cpp/jit.hpp \
+	include/cuweave/cpp/multi.hpp \
+	include/cuweave/cpp/partition.hpp \
+	include/cuweave/cpp/resident.hpp \
+	include/cuweave/cpp/stream.hpp
 
 EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu resident resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
@@ -210,7 +225,9 @@ $(O)/bench/%: bench/%.c bench/bench_common.h $(STATIC) $(HEADERS)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE) -lm
 
-# Every public header compiles alone as C11 and as C++17 without warnings.
+# Every public header compiles alone as C11 and as C++17 without warnings;
+# every C++ header (cuweave.hpp and each cpp/*.hpp) alone, with and without
+# exceptions.
 headers: $(HEADERS) $(CPP_HEADERS)
 	@set -e; for h in $(HEADERS:include/%=%); do \
 		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CC) -std=c11 -Wall -Wextra -pedantic -Werror -Iinclude -x c -fsyntax-only - ; \
@@ -221,7 +238,7 @@ headers: $(HEADERS) $(CPP_HEADERS)
 		printf '#include "%s"\nint cw_header_check(void);\n' $$h | $(CXX) -std=c++17 -fno-exceptions -Wall -Wextra -pedantic -Werror -Iinclude -x c++ -fsyntax-only - ; \
 	done
 	$(if $(HAVE_CUDA_H),$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_INCLUDE) -fsyntax-only tests/header_with_cuda.c)
-	@echo "headers: every public header compiles alone as C11 and C++17"
+	@echo "headers: every public header compiles alone as C11 and C++17, every C++ header with and without exceptions"
 
 check: all
 	sh tools/run-tests.sh make \
@@ -239,8 +256,9 @@ example: $(O)/examples/devices
 	$(O)/examples/devices
 
 install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave
-	install -m 644 $(HEADERS) $(CPP_HEADERS) $(DESTDIR)$(INCLUDEDIR)/cuweave/
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp
+	install -m 644 $(HEADERS) $(filter-out include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/
+	install -m 644 $(filter include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp/
 	install -m 755 $(O)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcuweave.so

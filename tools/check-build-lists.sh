@@ -46,4 +46,6 @@ compare "C examples on disk and in the build" "$(ls examples/*.c | sed 's|^examp
     "$(make_list EXAMPLES)"
 compare "C++ examples on disk and in the build" "$(ls examples/*.cpp | sed 's|^examples/||; s|\.cpp$||' | sort)" \
     "$(make_list CPP_EXAMPLES)"
+compare "C++ headers on disk and in the build" "$(ls include/cuweave/cuweave.hpp include/cuweave/cpp/*.hpp | sort)" \
+    "$(make_list CPP_HEADERS)"
 exit $fail

@@ -1,0 +1,129 @@
+// C++ wrappers of cuweave/collective.h: cw::nccl_version, cw::comm,
+// cw::comm_group.
+// Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
+#ifndef CUWEAVE_CPP_COLLECTIVE_HPP
+#define CUWEAVE_CPP_COLLECTIVE_HPP
+
+#include "cuweave/cpp/context.hpp"
+#include "cuweave/cpp/core.hpp"
+#include "cuweave/cpp/multi.hpp"
+#include "cuweave/cpp/stream.hpp"
+
+namespace cw {
+
+// ---- collectives (NCCL) -------------------------------------------------------------
+
+// NCCL's version (22703 for 2.27.3); CW_ERROR_NOT_SUPPORTED without NCCL.
+inline detail::ret<int> nccl_version() {
+    int v = 0;
+    cw_status s = cw_nccl_version(&v);
+    return detail::make(s, std::move(v));
+}
+
+// A communicator: one NCCL rank per context, rank i on ctxs[i] (primary
+// contexts, one per device); destroyed (cw_comm_destroy) after the work
+// already enqueued when the wrapper goes.
+class comm : public detail::handle<cw_comm, cw_comm_destroy> {
+  public:
+    using handle::handle;
+    // Rank i on ctxs[i] ...
+    static detail::ret<comm> create(cw_context *const *ctxs, int n) {
+        cw_comm *c = nullptr;
+        cw_status s = cw_comm_create(&c, ctxs, n);
+        return detail::make(s, comm(c, true));
+    }
+    // ... on the contexts given (create(ctx0, ctx1)) ...
+    template <class... C, class = typename std::enable_if<detail::all_are<cw::context, C...>::value>::type>
+    static detail::ret<comm> create(const cw::context &first, const C &...rest) {
+        cw_context *const v[] = {first.get(), rest.get()...};
+        return create(v, static_cast<int>(1 + sizeof...(C)));
+    }
+    // ... or on a device set's members (rank i: member i).
+    static detail::ret<comm> create(const device_set &set) {
+        cw_context *v[CW_MAX_DEVICES] = {};
+        const int n = set.size();
+        for (int i = 0; i < n && i < CW_MAX_DEVICES; i++) v[i] = set.context(i).get();
+        return create(v, n);
+    }
+    // Borrows a cw_comm: never destroyed.
+    static comm wrap(cw_comm *c) noexcept { return comm(c, false); }
+
+    // The number of ranks (0 for an empty wrapper).
+    int size() const noexcept {
+        int n = 0;
+        (void)cw_comm_size(get(), &n);
+        return n;
+    }
+    // Rank `rank`'s context, borrowed (empty for a rank out of range).
+    cw::context context(int rank) const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_comm_get_context(get(), rank, &c);
+        return cw::context::wrap(c);
+    }
+    // Every rank at once (arrays of size() entries, one NCCL group): recv[i]
+    // gets op over every send[i] (send[i] == recv[i]: in place), on streams[i].
+    detail::void_ret all_reduce(const unsigned long long *send, const unsigned long long *recv, size_t count,
+                                cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) const {
+        return detail::done(cw_comm_all_reduce(get(), send, recv, count, dtype, op, streams));
+    }
+    // Every recv[i] gets send[root] (the other sends may be 0).
+    detail::void_ret broadcast(const unsigned long long *send, const unsigned long long *recv, size_t count,
+                               cw_dtype dtype, int root, cw_stream *const *streams) const {
+        return detail::done(cw_comm_broadcast(get(), send, recv, count, dtype, root, streams));
+    }
+    // One rank's part: from that rank's own thread, or for several ranks
+    // inside a cw::comm_group (else NCCL deadlocks).
+    detail::void_ret all_reduce_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
+                                     cw_dtype dtype, cw_reduce_op op, const stream &s) const {
+        return detail::done(cw_comm_all_reduce_rank(get(), rank, send, recv, count, dtype, op, s.get()));
+    }
+    detail::void_ret broadcast_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
+                                    cw_dtype dtype, int root, const stream &s) const {
+        return detail::done(cw_comm_broadcast_rank(get(), rank, send, recv, count, dtype, root, s.get()));
+    }
+};
+
+// An NCCL group on this thread (cw_comm_group_begin / cw_comm_group_end): the
+// _rank calls made while it is open are issued together at end(), or in the
+// destructor (which drops NCCL's error: call end() to see it). End it on the
+// thread that began it; groups nest.
+class comm_group {
+  public:
+    comm_group() noexcept = default;
+    static detail::ret<comm_group> begin() {
+        cw_status s = cw_comm_group_begin();
+        return detail::make(s, comm_group(s == CW_SUCCESS));
+    }
+    ~comm_group() { end_(); }
+    comm_group(const comm_group &) = delete;
+    comm_group &operator=(const comm_group &) = delete;
+    comm_group(comm_group &&o) noexcept : open_(o.open_) { o.open_ = false; }
+    comm_group &operator=(comm_group &&o) noexcept {
+        if (this != &o) {
+            end_();
+            open_ = o.open_;
+            o.open_ = false;
+        }
+        return *this;
+    }
+    explicit operator bool() const noexcept { return open_; }
+    // Ends the group now (issues its calls); the group is closed whatever
+    // NCCL answers. Nothing to do for a group already ended.
+    detail::void_ret end() {
+        if (!open_) return detail::done(CW_SUCCESS);
+        open_ = false;
+        return detail::done(cw_comm_group_end());
+    }
+
+  private:
+    explicit comm_group(bool open) noexcept : open_(open) {}
+    void end_() noexcept {
+        if (open_) (void)cw_comm_group_end();
+        open_ = false;
+    }
+    bool open_ = false;
+};
+
+}  // namespace cw
+
+#endif  // CUWEAVE_CPP_COLLECTIVE_HPP

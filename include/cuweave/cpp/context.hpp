@@ -1,0 +1,58 @@
+// C++ wrappers of cuweave/context.h: cw::context.
+// Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
+#ifndef CUWEAVE_CPP_CONTEXT_HPP
+#define CUWEAVE_CPP_CONTEXT_HPP
+
+#include "cuweave/cpp/core.hpp"
+#include "cuweave/cpp/device.hpp"
+
+namespace cw {
+
+// ---- contexts ---------------------------------------------------------------
+
+class context : public detail::handle<cw_context, cw_context_destroy> {
+  public:
+    using handle::handle;
+    // The primary context of `device`, retained.
+    static detail::ret<context> create(int device) {
+        cw_context *c = nullptr;
+        cw_status s = cw_context_create(&c, device);
+        return detail::make(s, context(c, true));
+    }
+    // A cw_context around a CUcontext the caller owns (the CUcontext is never
+    // destroyed; the cw wrapper object is, when this wrapper goes).
+    static detail::ret<context> adopt(CUcontext cu) {
+        cw_context *c = nullptr;
+        cw_status s = cw_context_wrap(&c, cu);
+        return detail::make(s, context(c, true));
+    }
+    // Borrows a cw_context (a partition's, for instance): never destroyed.
+    static context wrap(cw_context *c) noexcept { return context(c, false); }
+
+    int device() const noexcept {
+        int d = -1;
+        (void)cw_context_get_device(get(), &d);
+        return d;
+    }
+    cw_context_kind kind() const noexcept {
+        cw_context_kind k = CW_CONTEXT_PRIMARY;
+        (void)cw_context_get_kind(get(), &k);
+        return k;
+    }
+    CUcontext native() const noexcept {
+        CUcontext c = nullptr;
+        (void)cw_context_get_handle(get(), &c);
+        return c;
+    }
+    // The stream priority range of the context.
+    detail::ret<cw::priority_range> priority_range() const {
+        cw::priority_range r;
+        cw_status s = cw_context_get_priority_range(get(), &r.least, &r.greatest);
+        return detail::make(s, std::move(r));
+    }
+    detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }
+};
+
+}  // namespace cw
+
+#endif  // CUWEAVE_CPP_CONTEXT_HPP

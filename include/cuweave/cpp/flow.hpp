@@ -1,0 +1,316 @@
+// C++ wrappers of cuweave/flow.h: cw::message, cw::io, cw::op_spec,
+// cw::operator_base, cw::pipeline.
+// Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
+#ifndef CUWEAVE_CPP_FLOW_HPP
+#define CUWEAVE_CPP_FLOW_HPP
+
+#include "cuweave/cpp/buffer.hpp"
+#include "cuweave/cpp/context.hpp"
+#include "cuweave/cpp/core.hpp"
+#include "cuweave/cpp/resident.hpp"
+#include "cuweave/cpp/stream.hpp"
+
+namespace cw {
+
+// ---- operators and pipelines ---------------------------------------------------
+
+// A message received on an input port (borrowed for the compute call).
+struct message {
+    void *value = nullptr;
+    buffer data;   // borrowed: share() to keep it
+    stream producer; // borrowed: the stream the data was produced on (empty: none)
+};
+
+// What a compute call gets: the C cw_io, borrowed for the call.
+class io {
+  public:
+    explicit io(cw_io *h) noexcept : h_(h) {}
+    cw_io *get() const noexcept { return h_; }
+
+    // The first message on an input port (CW_ERROR_NOT_READY: none).
+    detail::ret<message> receive(const char *port) const {
+        cw_message m{};
+        cw_status st = cw_io_receive(h_, port, &m);
+        message out;
+        if (st == CW_SUCCESS) {
+            out.value = m.value;
+            out.data = buffer::wrap(m.buffer);
+            out.producer = stream::wrap(m.stream);
+        }
+        return detail::make(st, std::move(out));
+    }
+    // Every message on the port (CW_PORT_MANY: one per connection that sent
+    // one), borrowed for the call ...
+    detail::ret<std::vector<message>> receive_many(const char *port) const {
+        std::vector<message> out;
+        size_t n = 0;
+        cw_status st = cw_io_receive_many(h_, port, nullptr, 0, &n);
+        if (st == CW_SUCCESS && n > 0) {
+            std::vector<cw_message> m(n);
+            st = cw_io_receive_many(h_, port, m.data(), n, &n);
+            if (st == CW_SUCCESS) {
+                out.resize(n < m.size() ? n : m.size());
+                for (size_t i = 0; i < out.size(); i++) {
+                    out[i].value = m[i].value;
+                    out[i].data = buffer::wrap(m[i].buffer);
+                    out[i].producer = stream::wrap(m[i].stream);
+                }
+            }
+        }
+        return detail::make(st, std::move(out));
+    }
+    // ... or up to cap of them as C messages; returns how many there are.
+    detail::ret<size_t> receive_many(const char *port, cw_message *msgs, size_t cap) const {
+        size_t n = 0;
+        cw_status st = cw_io_receive_many(h_, port, msgs, cap, &n);
+        return detail::make(st, std::move(n));
+    }
+    // The stream of every message on the port (empty for messages without
+    // one), borrowed, with no ordering and no side effect ...
+    detail::ret<std::vector<stream>> receive_streams(const char *port) const {
+        std::vector<stream> out;
+        size_t n = 0;
+        cw_status st = cw_io_receive_streams(h_, port, nullptr, 0, &n);
+        if (st == CW_SUCCESS && n > 0) {
+            std::vector<cw_stream *> v(n);
+            st = cw_io_receive_streams(h_, port, v.data(), n, &n);
+            if (st == CW_SUCCESS) {
+                out.reserve(n < v.size() ? n : v.size());
+                for (size_t i = 0; i < n && i < v.size(); i++) out.push_back(stream::wrap(v[i]));
+            }
+        }
+        return detail::make(st, std::move(out));
+    }
+    // ... or up to cap of them; returns how many there are.
+    detail::ret<size_t> receive_streams(const char *port, cw_stream **streams, size_t cap) const {
+        size_t n = 0;
+        cw_status st = cw_io_receive_streams(h_, port, streams, cap, &n);
+        return detail::make(st, std::move(n));
+    }
+    // True when the port has a message in this iteration (no error for none).
+    bool has(const char *port) const noexcept {
+        cw_message m{};
+        return cw_io_receive(h_, port, &m) == CW_SUCCESS;
+    }
+    // The operator's internal stream, ordered behind the port's messages
+    // (port nullptr: for sources). See flow.h, the stream rules.
+    detail::ret<stream> receive_stream(const char *port = nullptr) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_io_receive_stream(h_, port, &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    // A named extra stream of the operator (the same name, the same stream).
+    detail::ret<stream> named_stream(const char *name) const {
+        cw_stream *s = nullptr;
+        cw_status st = cw_io_stream(h_, name, &s);
+        return detail::make(st, stream::wrap(s));
+    }
+    detail::void_ret set_output_stream(const char *port, const stream &s) const {
+        return detail::done(cw_io_set_output_stream(h_, port, s.get()));
+    }
+    detail::void_ret emit(const char *port, const buffer &b, void *value = nullptr) const {
+        return detail::done(cw_io_emit(h_, port, value, b.get()));
+    }
+    detail::void_ret emit_value(const char *port, void *value) const {
+        return detail::done(cw_io_emit(h_, port, value, nullptr));
+    }
+    // A buffer on the internal stream, held by the call (borrowed here).
+    detail::ret<buffer> alloc(size_t bytes) const {
+        cw_buffer *b = nullptr;
+        cw_status st = cw_io_alloc(h_, bytes, &b);
+        return detail::make(st, buffer::wrap(b));
+    }
+    detail::ret<unsigned long long> port_ptr(const char *port) const {
+        unsigned long long p = 0;
+        cw_status st = cw_io_port_ptr(h_, port, &p);
+        return detail::make(st, std::move(p));
+    }
+    detail::ret<unsigned long long> resident_ctl() const {
+        unsigned long long c = 0;
+        cw_status st = cw_io_resident_ctl(h_, &c);
+        return detail::make(st, std::move(c));
+    }
+    uint64_t iteration() const noexcept {
+        uint64_t i = 0;
+        (void)cw_io_get_iteration(h_, &i);
+        return i;
+    }
+    // The operator being computed (borrowed), and its name.
+    cw_operator *op() const noexcept {
+        cw_operator *o = nullptr;
+        (void)cw_io_get_operator(h_, &o);
+        return o;
+    }
+    const char *op_name() const noexcept { return cw_operator_name(op()); }
+
+  private:
+    cw_io *h_;
+};
+
+// An operator's name (owned by it; nullptr for nullptr).
+inline const char *operator_name(const cw_operator *op) noexcept { return op ? cw_operator_name(op) : nullptr; }
+
+// Where an operator declares its ports (in setup()).
+class op_spec {
+  public:
+    explicit op_spec(cw_operator *op) noexcept : op_(op) {}
+    // An input: flags CW_PORT_OPTIONAL / CW_PORT_MANY; bytes or dptr for port memory.
+    op_spec &input(const char *name, unsigned flags = 0, size_t bytes = 0, unsigned long long dptr = 0) {
+        cw_port_settings s;
+        cw_port_settings_default(&s);
+        s.flags = flags, s.bytes = bytes, s.dptr = dptr;
+        note(cw_operator_add_input(op_, name, &s));
+        return *this;
+    }
+    op_spec &output(const char *name, size_t bytes = 0, unsigned long long dptr = 0) {
+        cw_port_settings s;
+        cw_port_settings_default(&s);
+        s.bytes = bytes, s.dptr = dptr;
+        note(cw_operator_add_output(op_, name, &s));
+        return *this;
+    }
+    cw_status first_error() const noexcept { return err_; }
+
+  private:
+    void note(cw_status s) {
+        if (s != CW_SUCCESS && err_ == CW_SUCCESS) err_ = s;
+#ifndef CW_HPP_NO_EXCEPTIONS
+        detail::check(s);
+#endif
+    }
+    cw_operator *op_;
+    cw_status err_ = CW_SUCCESS;
+};
+
+// The base class of operators written in C++: declare ports in setup(),
+// do the work in compute(). compute returns a status; in exceptions mode it
+// may also throw (cw::error gives its status, anything else
+// CW_ERROR_INTERNAL): nothing crosses into the C library.
+class operator_base {
+  public:
+    virtual ~operator_base() = default;
+    virtual void setup(op_spec &spec) = 0;
+    virtual status compute(io &in_out) = 0;
+    virtual status start() { return status(); }
+    virtual void stop() noexcept {}
+};
+
+namespace detail {
+inline cw_status op_guard(operator_base *op, int what, cw_io *h) noexcept {
+#ifndef CW_HPP_NO_EXCEPTIONS
+    try {
+#endif
+        if (what == 0) return op->start().code();
+        io x(h);
+        return op->compute(x).code();
+#ifndef CW_HPP_NO_EXCEPTIONS
+    } catch (const error &e) {
+        return e.status();
+    } catch (...) {
+        return CW_ERROR_INTERNAL;
+    }
+#endif
+}
+inline cw_status op_start(cw_operator *, void *user) noexcept {
+    return op_guard(static_cast<operator_base *>(user), 0, nullptr);
+}
+inline cw_status op_compute(cw_io *h, void *user) noexcept {
+    return op_guard(static_cast<operator_base *>(user), 1, h);
+}
+inline void op_stop(cw_operator *, void *user) noexcept { static_cast<operator_base *>(user)->stop(); }
+inline void op_destroy(void *user) noexcept { delete static_cast<operator_base *>(user); }
+}  // namespace detail
+
+class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<pipeline> create(const cw::context &ctx, const cw_pipeline_settings *settings = nullptr) {
+        cw_pipeline *p = nullptr;
+        cw_status s = cw_pipeline_create(&p, ctx.get(), settings);
+        return detail::make(s, pipeline(p, true));
+    }
+    // Adds a C++ operator (the pipeline owns it from now on; it is deleted
+    // with the pipeline, or here when adding fails). Returns the borrowed
+    // C operator.
+    detail::ret<cw_operator *> add(const char *name, std::unique_ptr<operator_base> op,
+                                   const cw_operator_settings *settings = nullptr) {
+        static const cw_operator_ops ops = {detail::op_start, detail::op_compute, detail::op_stop, detail::op_destroy,
+                                            {nullptr, nullptr, nullptr, nullptr}};
+        cw_operator *o = nullptr;
+        operator_base *raw = op.get();
+        cw_status s = cw_operator_create(&o, name, &ops, raw, settings);
+        if (s != CW_SUCCESS) return detail::make(s, static_cast<cw_operator *>(nullptr));
+        op.release();  // the C operator deletes it from now on
+        op_spec spec(o);
+#ifndef CW_HPP_NO_EXCEPTIONS
+        try {
+            raw->setup(spec);
+        } catch (...) {
+            cw_operator_destroy(&o);
+            throw;
+        }
+#else
+        raw->setup(spec);
+#endif
+        s = spec.first_error();
+        if (s == CW_SUCCESS) s = cw_pipeline_add(get(), o);
+        if (s != CW_SUCCESS) {
+            cw_status keep = s;
+            std::string m = cw_last_error_message();
+            cw_operator_destroy(&o);
+#ifndef CW_HPP_NO_EXCEPTIONS
+            throw error(keep, m);
+#else
+            return detail::make(keep, static_cast<cw_operator *>(nullptr));
+#endif
+        }
+        return detail::make(CW_SUCCESS, std::move(o));
+    }
+    // Adds an operator made with the C API (cw_operator_create): the
+    // pipeline owns it on success; on failure it stays the caller's.
+    detail::void_ret add(cw_operator *op) { return detail::done(cw_pipeline_add(get(), op)); }
+    template <class Op, class... A>
+    detail::ret<cw_operator *> emplace(const char *name, A &&...args) {
+        return add(name, std::unique_ptr<operator_base>(new Op(std::forward<A>(args)...)));
+    }
+    detail::void_ret connect(const char *from, const char *from_port, const char *to, const char *to_port) {
+        return detail::done(cw_pipeline_connect(get(), from, from_port, to, to_port));
+    }
+    detail::void_ret check() { return detail::done(cw_pipeline_check(get())); }
+    detail::void_ret run(uint64_t iterations) { return detail::done(cw_pipeline_run(get(), iterations)); }
+    // Waits until the GPU has finished the work of every operator's last
+    // compute call (run() returns when the compute calls have).
+    detail::void_ret synchronize() { return detail::done(cw_pipeline_synchronize(get())); }
+    detail::void_ret stop() { return detail::done(cw_pipeline_stop(get())); }
+    // The operator named `name`, borrowed (CW_ERROR_INVALID_ARGUMENT when none).
+    detail::ret<cw_operator *> find(const char *name) const {
+        cw_operator *o = nullptr;
+        cw_status s = cw_pipeline_find(get(), name, &o);
+        return detail::make(s, std::move(o));
+    }
+    // The device address of a port's memory, from outside compute (after
+    // make_resident, or a run of a pipeline whose ports declare memory).
+    detail::ret<unsigned long long> port_ptr(const char *op, const char *port) const {
+        unsigned long long p = 0;
+        cw_status s = cw_pipeline_port_ptr(get(), op, port, &p);
+        return detail::make(s, std::move(p));
+    }
+    // The pipeline's context, borrowed.
+    cw::context context() const noexcept {
+        cw_context *c = nullptr;
+        (void)cw_pipeline_get_context(get(), &c);
+        return cw::context::wrap(c);
+    }
+    detail::void_ret make_resident(const resident &r) {
+        return detail::done(cw_pipeline_make_resident(get(), r.get()));
+    }
+    cw_pipeline_stats stats() const noexcept {
+        cw_pipeline_stats st{};
+        (void)cw_pipeline_get_stats(get(), &st);
+        return st;
+    }
+};
+
+}  // namespace cw
+
+#endif  // CUWEAVE_CPP_FLOW_HPP

@@ -1,0 +1,180 @@
+// C++ wrappers of cuweave/jit.h: cw::program, cw::module, cw::kernel, cw::dims,
+// the jit cache, NVRTC's version and log, the built-in kernels.
+// Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
+#ifndef CUWEAVE_CPP_JIT_HPP
+#define CUWEAVE_CPP_JIT_HPP
+
+#include "cuweave/cpp/context.hpp"
+#include "cuweave/cpp/core.hpp"
+#include "cuweave/cpp/stream.hpp"
+
+namespace cw {
+
+// ---- programs, modules, kernels ------------------------------------------------
+
+class program : public detail::handle<cw_program, cw_program_destroy> {
+  public:
+    using handle::handle;
+    // Compiles (or finds in the cache) source for ctx's device; on a compile
+    // error the status is CW_ERROR_COMPILE and cw_compile_log() has the log.
+    static detail::ret<program> compile(const context &ctx, const char *source,
+                                        const cw_program_settings *settings = nullptr) {
+        cw_program *p = nullptr;
+        cw_status s = cw_program_compile(&p, ctx.get(), source, settings);
+        return detail::make(s, program(p, true));
+    }
+    cw_program_info info() const noexcept {
+        cw_program_info i{};
+        (void)cw_program_get_info(get(), &i);
+        return i;
+    }
+    // The mangled name NVRTC gave one of the program's name expressions
+    // (borrowed: lives with the program).
+    detail::ret<const char *> lowered_name(const char *name_expression) const {
+        const char *l = nullptr;
+        cw_status s = cw_program_lowered_name(get(), name_expression, &l);
+        return detail::make(s, std::move(l));
+    }
+};
+
+// The NVRTC log of this thread's last compile that ran NVRTC.
+inline const char *compile_log() noexcept { return cw_compile_log(); }
+
+// NVRTC's version (loads it if needed; CW_ERROR_NO_NVRTC when it cannot).
+struct nvrtc_version_info {
+    int major = 0;
+    int minor = 0;
+};
+inline detail::ret<nvrtc_version_info> nvrtc_version() {
+    nvrtc_version_info v;
+    cw_status s = cw_nvrtc_version(&v.major, &v.minor);
+    return detail::make(s, std::move(v));
+}
+
+// The kernel cache (jit.h): settings for later compiles, counters, and
+// emptying the memory cache (the disk cache is left alone).
+inline detail::void_ret jit_cache_configure(const cw_jit_cache_settings &s) {
+    return detail::done(cw_jit_cache_configure(&s));
+}
+inline detail::ret<cw_jit_stats> jit_stats() {
+    cw_jit_stats st{};
+    cw_status s = cw_jit_get_stats(&st);
+    return detail::make(s, std::move(st));
+}
+inline void jit_cache_clear_memory() noexcept { cw_jit_cache_clear_memory(); }
+
+// Grid and block dimensions.
+struct dims {
+    unsigned x = 1, y = 1, z = 1;
+    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+};
+
+// A kernel of a module (borrowed: valid while its module lives). A value:
+// copy it freely.
+class kernel {
+  public:
+    kernel() noexcept = default;
+    explicit kernel(cw_kernel *k) noexcept : k_(k) {}
+    cw_kernel *get() const noexcept { return k_; }
+
+    // Launches with typed arguments: their number, and each one's size, are
+    // checked against the kernel's parameters where the driver can list them
+    // (CUDA 12.4+); a mismatch is CW_ERROR_INVALID_ARGUMENT, nothing launched.
+    template <class... Args>
+    detail::void_ret launch(const stream &s, dims grid, dims block, const Args &...args) const {
+        cw_launch_config c;
+        cw_launch_config_default(&c);
+        c.grid[0] = grid.x, c.grid[1] = grid.y, c.grid[2] = grid.z;
+        c.block[0] = block.x, c.block[1] = block.y, c.block[2] = block.z;
+        return launch_with(s, c, args...);
+    }
+    template <class... Args>
+    detail::void_ret launch_with(const stream &s, const cw_launch_config &c, const Args &...args) const {
+        static_assert(detail::all_trivially_copyable<Args...>::value, "kernel arguments must be trivially copyable");
+        const size_t sizes[] = {sizeof(Args)..., 0};
+        cw_context *c_ctx = nullptr;
+        (void)cw_stream_get_context(s.get(), &c_ctx);
+        cw_status st = check(c_ctx, sizes, sizeof...(Args));
+        if (st != CW_SUCCESS) return fail_args(st);
+        void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
+        return detail::done(cw_kernel_launch(k_, s.get(), &c, ptrs));
+    }
+    // The parameter count the driver reports (-1 when it cannot say); the
+    // kernel is loaded into ctx to ask.
+    int param_count(const context &ctx) const noexcept {
+        load(ctx.get());
+        return n_;
+    }
+    // Loads the kernel into ctx now (before any resident loop is launched:
+    // loading waits until no kernel runs on the device).
+    detail::void_ret preload(const context &ctx) const { return detail::done(cw_kernel_preload(k_, ctx.get())); }
+    // The driver kernel (a CUkernel, borrowed).
+    void *native() const noexcept {
+        void *k = nullptr;
+        (void)cw_kernel_get_handle(k_, &k);
+        return k;
+    }
+
+  private:
+    void load(cw_context *ctx) const noexcept {
+        if (n_ != -2 || !ctx) return;
+        size_t n = 0;
+        n_ = cw_kernel_get_params(k_, ctx, &n, sizes_, kMax) == CW_SUCCESS && n <= kMax ? (int)n : -1;
+    }
+    cw_status check(cw_context *ctx, const size_t *sizes, size_t n) const noexcept {
+        load(ctx);
+        if (n_ < 0) return CW_SUCCESS;  // the driver cannot say: launch unchecked
+        if ((size_t)n_ != n) return CW_ERROR_INVALID_ARGUMENT;
+        for (size_t i = 0; i < n; i++)
+            if (sizes[i] != sizes_[i]) return CW_ERROR_INVALID_ARGUMENT;
+        return CW_SUCCESS;
+    }
+    detail::void_ret fail_args(cw_status st) const {
+#ifndef CW_HPP_NO_EXCEPTIONS
+        std::string m = "cw::kernel::launch: the arguments do not match the kernel's " + std::to_string(n_) +
+                        " parameter(s) (count or size)";
+        throw error(st, m);
+#else
+        return detail::done(st);
+#endif
+    }
+    static constexpr size_t kMax = 64;
+    cw_kernel *k_ = nullptr;
+    mutable int n_ = -2;  // -2: not asked yet
+    mutable size_t sizes_[kMax] = {};
+};
+
+class module : public detail::handle<cw_module, cw_module_destroy> {
+  public:
+    using handle::handle;
+    static detail::ret<module> load(const program &p) {
+        cw_module *m = nullptr;
+        cw_status s = cw_module_load(&m, p.get());
+        return detail::make(s, module(m, true));
+    }
+    // A cubin, fatbin or PTX image in memory.
+    static detail::ret<module> load_image(const void *image) {
+        cw_module *m = nullptr;
+        cw_status s = cw_module_load_image(&m, image);
+        return detail::make(s, module(m, true));
+    }
+    // By extern "C" name, mangled name, or the program's name expression.
+    detail::ret<kernel> get_kernel(const char *name) const {
+        cw_kernel *k = nullptr;
+        cw_status s = cw_module_get_kernel(get(), name, &k);
+        return detail::make(s, kernel(k));
+    }
+};
+
+// The library's own kernels (never destroyed).
+inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
+    cw_kernel *k = nullptr;
+    cw_status s = cw_builtin_kernel(which, &k);
+    return detail::make(s, kernel(k));
+}
+// How they were made ("cubin+ptx (nvcc at build time)" or "ptx (checked in)").
+inline const char *builtin_origin() noexcept { return cw_builtin_origin(); }
+
+}  // namespace cw
+
+#endif  // CUWEAVE_CPP_JIT_HPP
