@@ -20,24 +20,53 @@ PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
 
 LIB_SRCS = \
+	src/api/cw_buffer.cpp \
+	src/api/cw_collective.cpp \
+	src/api/cw_common.cpp \
+	src/api/cw_context.cpp \
+	src/api/cw_device.cpp \
+	src/api/cw_flow.cpp \
+	src/api/cw_future.cpp \
+	src/api/cw_graph.cpp \
+	src/api/cw_jit.cpp \
+	src/api/cw_multi.cpp \
+	src/api/cw_partition.cpp \
+	src/api/cw_resident.cpp \
+	src/api/cw_stream.cpp \
 	src/core/buffer.cpp \
+	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
 	src/core/device.cpp \
+	src/core/event.cpp \
 	src/core/future.cpp \
+	src/core/idle.cpp \
 	src/core/partition.cpp \
 	src/core/pool.cpp \
 	src/core/registry.cpp \
 	src/core/stream.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
-	src/flow/flow.cpp \
+	src/driver/nvrtc.cpp \
+	src/flow/executor.cpp \
+	src/flow/io.cpp \
+	src/flow/memory.cpp \
+	src/flow/model.cpp \
+	src/flow/resident_pipeline.cpp \
+	src/graph/capture.cpp \
+	src/graph/exec.cpp \
 	src/graph/graph.cpp \
-	src/graph/resident.cpp \
+	src/graph/resident_build.cpp \
+	src/graph/resident_loop.cpp \
+	src/graph/resident_trace.cpp \
 	src/jit/cache.cpp \
-	src/jit/jit.cpp \
+	src/jit/program.cpp \
 	src/jit/sha256.cpp \
-	src/multi/multi.cpp \
-	src/multi/nccl.cpp \
+	src/kernel/launch.cpp \
+	src/kernel/module.cpp \
+	src/multi/collective.cpp \
+	src/multi/device_set.cpp \
+	src/multi/peer.cpp \
+	src/testing/hooks.cpp \
 	src/testing/seam.cpp
 
 HEADERS = \
@@ -129,7 +158,7 @@ benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -c $< -o $@
+	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/graph/resident_abi.h include/cuweave/resident_device.h
 	@mkdir -p $(dir $@)

@@ -1,4 +1,4 @@
-// cuweave internal: a growable array for a library built without exceptions.
+// cuweave base: a growable array for a library built without exceptions.
 // push() reports running out of memory instead of aborting (std::vector
 // would terminate the process). Elements are relocated bitwise, so T must not
 // point into itself (every use here holds plain values and such arrays).

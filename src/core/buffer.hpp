@@ -1,50 +1,77 @@
-// cuweave internal: what the flow layer uses of buffers.
+// cuweave core: device buffers from a stream-ordered pool, freed after every
+// use (buffer.cpp), the cache that recycles them (buffer_cache.cpp), and
+// pinned host memory.
 //
-// A Mark is one event recorded on one stream, shared by every buffer use and
-// message that needs "the work on that stream up to here" (one record per
-// stream per compute call, however many buffers the call touched).
-// A BufferCache keeps buffers whose last reference went, and hands one back
-// when every use recorded on it has finished on the GPU: memory recycled
-// without a free, an allocation, or a wait between streams.
+// A buffer keeps up to kUses pending uses, each a mark (event.hpp). The last
+// release frees it on its context's release stream after every use; a
+// BufferCache (the flow layer's, per pipeline) takes it back instead and
+// hands it out again once every use finished: memory recycled without a
+// free, an allocation, or a wait between streams.
 #pragma once
 
-#include "core/core.hpp"
+#include <atomic>
+
+#include "core/event.hpp"
+#include "core/stream.hpp"
 #include "cuweave/buffer.h"
 
 namespace cw {
+namespace core {
+constexpr int kUses = 8;
+struct BufferCache;
+}  // namespace core
+}  // namespace cw
 
-struct Mark;
-// Records an event on s (pooled, from s's context). One reference for the caller.
-cw_status mark_record(cw_stream *s, Mark **out);
-void mark_retain(Mark *m);
-void mark_release(Mark *m);
-CUevent mark_event(const Mark *m);
-// True once the work before m has finished (asks the driver until it has,
-// remembers it after). mark_wait blocks until then.
-bool mark_done(Mark *m);
-// True when m is known finished (no driver call).
-bool mark_finished(const Mark *m);
-cw_status mark_wait(Mark *m);
-// m was recorded on a stream that had waited for `earlier`: when m is seen
-// finished, so is earlier (no driver call asks about it). Only before m is
-// shared with another thread; at most 8 (more are simply not noted).
-void mark_cover(Mark *m, Mark *earlier);
-const cw_stream *mark_stream(const Mark *m);
+struct cw_buffer {
+    uint32_t tag;
+    std::atomic<unsigned> refs;
+    cw_context *ctx;  // retained
+    CUdeviceptr ptr;
+    size_t bytes;
+    std::atomic<int> lock;  // guards uses
+    int nuses;
+    cw::core::Mark *uses[cw::core::kUses];
+    cw::core::BufferCache *cache;  // where its last release puts it (retained), or NULL
+};
 
+namespace cw {
+namespace core {
+
+// A buffer of `bytes` on s's device, allocated in stream order on s, with
+// its allocation as its first use (refused while s captures).
+cw_status buffer_alloc(cw_stream *s, size_t bytes, cw_buffer **out);
+void buffer_retain(cw_buffer *b);
+// Drops a reference; the last one frees the buffer after every recorded use
+// (or gives it back to its cache).
+void buffer_release(cw_buffer *b);
+// Records work queued on s so far as a use of b (s on any device).
+cw_status buffer_use(cw_buffer *b, cw_stream *s);
 // Records m as a use of b (a use on the same stream is replaced). m may be
 // on any device (a peer reading b, or copying it).
 cw_status buffer_attach(cw_buffer *b, Mark *m);
-
-// The buffer's context (borrowed) and size.
-cw_context *buffer_context(const cw_buffer *b);
-size_t buffer_bytes(const cw_buffer *b);
+void buffer_info(const cw_buffer *b, cw_buffer_info *info);
 // Copies all of src into dst (at least as large) on s (cuMemcpyPeerAsync:
 // any two devices) and records the use of both by s. Checks nothing else.
 cw_status buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src);
-// The context's stream-ordered pool (made on first use).
-cw_status mempool_get(cw_context *ctx, CUmemoryPool *out);
 
-struct BufferCache;
+// The context's stream-ordered pool (made on first use, opened to the
+// devices in ctx->pool_peers).
+cw_status mempool_get(cw_context *ctx, CUmemoryPool *out);
+// Opens ctx's buffer pool (if made yet) to the devices in `devices` (bits =
+// ordinals), read and write. Used when peer access is enabled, and when the
+// pool is made after that.
+cw_status pool_open_to(cw_context *ctx, uint64_t devices);
+
+// Copies between host memory and device addresses, in stream order on s.
+cw_status copy_to_device(cw_stream *s, CUdeviceptr dst, const void *src, size_t bytes);
+cw_status copy_to_host(cw_stream *s, void *dst, CUdeviceptr src, size_t bytes);
+
+// Pinned host memory, portable and mapped, zeroed; freed when no persistent
+// work runs (idle.hpp).
+cw_status host_alloc(cw_context *ctx, size_t bytes, void **out);
+cw_status host_free(cw_context *ctx, void *p);
+
+// ---- the cache (buffer_cache.cpp) ----
 BufferCache *buffer_cache_new();
 // The owner is done with the cache: cached buffers are freed (stream-ordered),
 // later releases free instead of caching; the cache goes with its last buffer.
@@ -63,4 +90,13 @@ struct BufferCacheStats {
 };
 void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st);
 
+// Between buffer.cpp and buffer_cache.cpp.
+cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out);
+void buffer_free(cw_buffer *b);  // with b's context current
+// The last reference went: back to its cache (true), or not kept (false).
+bool cache_keep(BufferCache *c, cw_buffer *b);
+void cache_release(BufferCache *c);
+void buffer_last_release(cw_buffer *b);
+
+}  // namespace core
 }  // namespace cw

@@ -1,12 +1,14 @@
-// cuweave: library init, versions, features, devices.
+// cuweave core: devices by ordinal (device.hpp).
+#include "core/device.hpp"
+
+#include <atomic>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/core.hpp"
-#include "cuweave/device.h"
-#include "cuweave/version.h"
+#include "core/context.hpp"
 
 namespace cw {
+namespace core {
 namespace {
 
 constexpr int kMaxCachedDevices = 64;
@@ -26,23 +28,6 @@ cw_status device_from_ordinal(int ordinal, CUdevice *dev) {
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: device %d, but there are %d devices", ordinal,
                     count);
     CW_CU(cuDeviceGet, (dev, ordinal));
-    return CW_SUCCESS;
-}
-
-cw_status CurrentGuard::leave() {
-    if (!switched_) return CW_SUCCESS;
-    switched_ = false;
-    CUresult r = drv().cuCtxSetCurrent(prev_);
-    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent", "could not restore the caller's current context");
-    return CW_SUCCESS;
-}
-
-cw_status CurrentGuard::enter(CUcontext ctx) {
-    CW_CU(cuCtxGetCurrent, (&prev_));
-    if (prev_ != ctx) {
-        CW_CU(cuCtxSetCurrent, (ctx));
-        switched_ = true;
-    }
     return CW_SUCCESS;
 }
 
@@ -81,45 +66,7 @@ cw_status device_priority_range(int ordinal, int *least, int *greatest) {
     return CW_SUCCESS;
 }
 
-}  // namespace cw
-
-using namespace cw;
-
-extern "C" {
-
-CW_API unsigned cw_version(void) {
-    return CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
-}
-
-CW_API unsigned cw_version_api(void) {
-    return CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH);
-}
-
-CW_API cw_status cw_init(void) {
-    CW_ENTRY;
-    return ensure_init();
-}
-
-CW_API cw_status cw_driver_version(int *version) {
-    CW_ENTRY;
-    CW_CHECK_ARG(version != NULL);
-    CW_TRY(ensure_init());
-    *version = driver_version();
-    return CW_SUCCESS;
-}
-
-CW_API int cw_driver_has(cw_feature feature) {
-    CW_ENTRY;
-    if (feature == CW_FEATURE_NVRTC) {
-        const Nvrtc *n;
-        return ensure_nvrtc(&n) == CW_SUCCESS;
-    }
-    return driver_has(feature) ? 1 : 0;
-}
-
-CW_API cw_status cw_device_count(int *count) {
-    CW_ENTRY;
-    CW_CHECK_ARG(count != NULL);
+cw_status device_count(int *count) {
     CW_TRY(ensure_init());
     int n = 0;
     CW_CU(cuDeviceGetCount, (&n));
@@ -127,10 +74,7 @@ CW_API cw_status cw_device_count(int *count) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_device_get_info(int device, cw_device_info *info) {
-    CW_ENTRY;
-    CW_CHECK_ARG(info != NULL);
-    CW_CHECK_ARG(device >= 0);
+cw_status device_info(int device, cw_device_info *info) {
     CUdevice dev;
     CW_TRY(device_from_ordinal(device, &dev));
 
@@ -170,15 +114,5 @@ CW_API cw_status cw_device_get_info(int device, cw_device_info *info) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_device_get_priority_range(int device, int *least, int *greatest) {
-    CW_ENTRY;
-    CW_CHECK_ARG(least != NULL || greatest != NULL);
-    CW_CHECK_ARG(device >= 0);
-    int lo, hi;
-    CW_TRY(device_priority_range(device, &lo, &hi));
-    if (least) *least = lo;
-    if (greatest) *greatest = hi;
-    return CW_SUCCESS;
-}
-
-}  // extern "C"
+}  // namespace core
+}  // namespace cw

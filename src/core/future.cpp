@@ -1,6 +1,8 @@
-// cuweave: host completion (futures), when_all, and the watcher thread that
-// completes callbacks and file descriptors of written-value and event
-// futures.
+// cuweave core: host completion (futures), when_all, and the watcher thread
+// that completes callbacks and file descriptors of written-value and event
+// futures (future.hpp).
+#include "core/future.hpp"
+
 #include <errno.h>
 #include <new>
 #include <sched.h>
@@ -10,40 +12,84 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "testing/seam.h"
-#include "core/stream.hpp"
+#include "core/event.hpp"
+#include "core/pool.hpp"
 
-struct cw_future {
-    uint32_t tag;
-    cw_context *ctx;  // retained
-    cw_future_kind kind;
-    CUevent ev;       // recorded once, at creation: any query of it reports a sticky device fault
-    std::atomic<uint32_t> armed;  // sequence number of the current marker
-    // WRITE_VALUE: the stream writes `armed` here
-    volatile uint32_t *word;
-    CUdeviceptr word_dev;
-    uint32_t slot;
-    unsigned spin_us;
-    // HOST_FUNC: the host function stores `armed` here and wakes waiters
-    std::atomic<uint32_t> done;
-    std::atomic<int> hostfn_pending;
-    pthread_mutex_t mutex;
-    pthread_cond_t cond;
-    // Notification
-    std::atomic<int> efd;
-    std::atomic<int> cb_state;  // 0 none, 1 set, 2 fired
-    cw_future_fn cb;
-    void *cb_user;
-    std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
-    std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
-    std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
-    std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
-    cw_future *watch_next;
-    cw_future *orphan_next;     // on the context's orphan list
-};
 
 namespace cw {
+namespace core {
 namespace {
+
+constexpr size_t kSlabPageBytes = 4096;
+constexpr size_t kSlotBytes = 64;
+constexpr size_t kSlotsPerPage = kSlabPageBytes / kSlotBytes;
+
+// ---- the context's slab of mapped host words (written-value futures) ----
+
+cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev) {
+    HostSlab &sl = ctx->slab;
+    for (;;) {
+        {
+            SpinLock lock(ctx->lock);
+            if (sl.free_count > 0) {
+                uint32_t id = sl.free_slots[--sl.free_count];
+                const HostSlab::Page &pg = sl.pages[id / kSlotsPerPage];
+                size_t off = (id % kSlotsPerPage) * kSlotBytes;
+                *slot = id;
+                *host = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(pg.host) + off);
+                *dev = pg.dev + off;
+                return CW_SUCCESS;
+            }
+        }
+        // Grow by one page (outside the spin lock: the driver call is slow).
+        CurrentGuard guard;
+        CW_TRY(guard.enter(ctx->cu));
+        void *hostp = nullptr;
+        CUdeviceptr devp = 0;
+        // Mapped for this context only: the slab serves this context's futures.
+        CW_TRY(host_mapped_alloc(kSlabPageBytes, 0, &hostp, &devp));
+        cw_status st = guard.leave();
+        if (st != CW_SUCCESS) {
+            drv().cuMemFreeHost(hostp);
+            return st;
+        }
+        SpinLock lock(ctx->lock);
+        bool ok = true;
+        if (sl.page_count == sl.page_cap) {
+            size_t cap = sl.page_cap ? sl.page_cap * 2 : 4;
+            void *p = realloc(sl.pages, cap * sizeof(HostSlab::Page));
+            if (p) {
+                sl.pages = static_cast<HostSlab::Page *>(p);
+                sl.page_cap = cap;
+            } else {
+                ok = false;
+            }
+        }
+        // Room for every slot that will exist, so that slab_put never grows.
+        if (ok && sl.free_cap < (sl.page_count + 1) * kSlotsPerPage) {
+            size_t cap = (sl.page_count + 1) * kSlotsPerPage * 2;
+            void *p = realloc(sl.free_slots, cap * sizeof(uint32_t));
+            if (p) {
+                sl.free_slots = static_cast<uint32_t *>(p);
+                sl.free_cap = cap;
+            } else {
+                ok = false;
+            }
+        }
+        if (!ok) {
+            drv().cuMemFreeHost(hostp);
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+        uint32_t page = static_cast<uint32_t>(sl.page_count);
+        sl.pages[sl.page_count++] = HostSlab::Page{hostp, devp};
+        for (size_t i = kSlotsPerPage; i-- > 0;) sl.free_slots[sl.free_count++] = page * kSlotsPerPage + (uint32_t)i;
+    }
+}
+void slab_put(cw_context *ctx, uint32_t slot) {
+    SpinLock lock(ctx->lock);
+    // free_cap always covers every slot ever made, so this cannot overflow.
+    ctx->slab.free_slots[ctx->slab.free_count++] = slot;
+}
 
 constexpr unsigned kDefaultSpinUs = 200;
 constexpr int64_t kEventQueryGapNs = 500;  // EVENT waits: time between cuEventQuery calls while spinning
@@ -451,11 +497,14 @@ void reap_orphans(cw_context *ctx) {
     }
 }
 
+void futures_teardown(cw_context *ctx);
+
 cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
     cw_context *ctx = s->ctx;
     if (__builtin_expect(ctx->orphans != nullptr, 0)) reap_orphans(ctx);
+    context_on_teardown(futures_teardown, kTeardownUsers);
     void *mem = calloc(1, sizeof(cw_future));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_future *f = new (mem) cw_future();
@@ -501,16 +550,14 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
         return st;
     }
     context_retain(ctx);
-    room.publish(f, kTagFuture);
+    room.publish(f);
     *out = f;
     return CW_SUCCESS;
 }
 
-}  // namespace
-
-void future_orphans_teardown(cw_context *ctx) {
-    // The context is going: free every orphan once its marker has run (or
-    // the context faulted), waiting quietly as destroy does.
+// The context is going: its orphans (freed once their markers have run, or
+// the context faulted, waiting quietly as destroy does), then its slab.
+void futures_teardown(cw_context *ctx) {
     cw_future *list = ctx->orphans;
     ctx->orphans = nullptr;
     while (list) {
@@ -518,36 +565,25 @@ void future_orphans_teardown(cw_context *ctx) {
         list = f->orphan_next;
         future_free(f, false);
     }
+    HostSlab &sl = ctx->slab;
+    for (size_t i = 0; i < sl.page_count; i++) drv().cuMemFreeHost(sl.pages[i].host);
+    free(sl.pages);
+    free(sl.free_slots);
+    sl = HostSlab{};
 }
 
-}  // namespace cw
+}  // namespace
 
-using namespace cw;
+void future_destroy(cw_future *f) { future_free(f); }
 
-#define CW_CHECK_FUTURE(f)                                                               \
-    do {                                                                                 \
-        CW_CHECK_ARG((f) != NULL);                                                       \
-        if (__builtin_expect(!handle_live((f), kTagFuture), 0))                                 \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_future", #f);      \
-    } while (0)
-
-extern "C" {
-
-CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind kind) {
-    CW_ENTRY;
-    CW_CHECK_ARG(out != NULL);
-    CW_CHECK_STREAM(s);
-    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE || kind == CW_FUTURE_EVENT);
+cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out) {
     if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
     return future_make(s, kind, out);
 }
 
-CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
-    CW_CHECK_STREAM(s);
+cw_status future_rearm(cw_future *f, cw_stream *s) {
     if (s->ctx->cu != f->ctx->cu)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
     if (capturing(s))
@@ -580,17 +616,13 @@ CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s) {
     return st;
 }
 
-CW_API cw_status cw_future_poll(cw_future *f) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
+cw_status future_poll(cw_future *f) {
     if (marker_done(f)) return outcome(f);
     CW_TRY(check_fault(f));
     return CW_ERROR_NOT_READY;
 }
 
-CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
+cw_status future_wait(cw_future *f, int64_t timeout_us) {
     if (marker_done(f)) return outcome(f);
     if (timeout_us == 0) {
         CW_TRY(check_fault(f));
@@ -599,18 +631,7 @@ CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us) {
     return wait_done(f, timeout_us);
 }
 
-CW_API cw_status cw_future_set_spin(cw_future *f, unsigned spin_us) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
-    CW_CHECK_ARG(spin_us <= 10000000);
-    f->spin_us = spin_us;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
-    CW_CHECK_ARG(fn != NULL);
+cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
     if (f->cb_state.load(std::memory_order_acquire) != 0)
         return fail(CW_ERROR_INVALID_STATE, "the future already has a callback");
     f->cb = fn;
@@ -629,18 +650,7 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
     return watch(f);
 }
 
-CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = f->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
-    CW_ENTRY;
-    CW_CHECK_FUTURE(f);
-    CW_CHECK_ARG(fd != NULL);
+cw_status future_get_fd(cw_future *f, int *fd) {
     int e = f->efd.load(std::memory_order_acquire);
     if (e < 0) {
         int n = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -664,27 +674,8 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
     return CW_SUCCESS;
 }
 
-CW_API void cw_future_destroy(cw_future **pf) {
-    CW_ENTRY;
-    if (!pf || !*pf) return;
-    cw_future *f = *pf;
-    *pf = NULL;
-    if (!handle_live(f, kTagFuture)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_future; nothing destroyed");
-        return;
-    }
-    future_free(f);
-}
-
-CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind) {
-    CW_ENTRY;
-    CW_CHECK_ARG(out != NULL);
-    CW_CHECK_ARG(streams != NULL);
-    CW_CHECK_ARG(n > 0);
-    CW_CHECK_ARG(kind == CW_FUTURE_HOST_FUNC || kind == CW_FUTURE_WRITE_VALUE || kind == CW_FUTURE_EVENT);
-    for (size_t i = 0; i < n; i++) CW_CHECK_ARG(streams[i] != NULL);
+cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out) {
     for (size_t i = 0; i < n; i++) {
-        if (!stream_ok(streams[i])) return fail(CW_ERROR_INVALID_HANDLE, "streams[%zu] is not a live cw_stream", i);
         if (streams[i]->ctx->cu != streams[0]->ctx->cu)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: streams[%zu] is on another context", i);
         if (capturing(streams[i]))
@@ -702,11 +693,12 @@ CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t 
     return st;
 }
 
-}  // extern "C"
-
-int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
-    if (!f || !cw::handle_live(f, cw::kTagFuture) || f->kind != CW_FUTURE_WRITE_VALUE) return -1;
+bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
+    if (f->kind != CW_FUTURE_WRITE_VALUE) return false;
     *word = f->word;
     *armed = f->armed.load(std::memory_order_acquire);
-    return 0;
+    return true;
 }
+
+}  // namespace core
+}  // namespace cw

@@ -1,26 +1,17 @@
-// cuweave: green contexts — disjoint SM partitions made by one split.
+// cuweave core: green contexts, disjoint SM partitions made by one split
+// (partition.hpp).
+#include "core/partition.hpp"
+
 #include <new>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.hpp"
-#include "cuweave/partition.h"
+#include "core/device.hpp"
 
-struct cw_partition_set {
-    uint32_t tag;
-    int ordinal;
-    size_t count;         // partitions, the leftover one included
-    cw_context **parts;   // green contexts; the set holds one reference each
-    unsigned *sms;        // SMs per partition, as the driver gave them
-    bool has_leftover;
-    size_t default_index;
-};
 
 namespace cw {
+namespace core {
 namespace {
-
-constexpr uint32_t kTagPartitionSet = 0x43574750u;  // "CWGP"
-constexpr size_t kMaxPartitions = 64;
 
 bool have_green_entries() {
     const Driver &d = drv();
@@ -50,23 +41,7 @@ void free_set(cw_partition_set *set) {
 }
 
 }  // namespace
-}  // namespace cw
-
-using namespace cw;
-
-#define CW_CHECK_SET(s)                                                                        \
-    do {                                                                                       \
-        CW_CHECK_ARG((s) != NULL);                                                             \
-        if (__builtin_expect(!handle_live((s), kTagPartitionSet), 0))                                 \
-            return fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_partition_set", #s);     \
-    } while (0)
-
-extern "C" {
-
-CW_API cw_status cw_green_query(int device, cw_green_caps *caps) {
-    CW_ENTRY;
-    CW_CHECK_ARG(caps != NULL);
-    CW_CHECK_ARG(device >= 0);
+cw_status green_query(int device, cw_green_caps *caps) {
     CUdevice dev;
     CW_TRY(device_from_ordinal(device, &dev));
     cw_green_caps c;
@@ -87,17 +62,10 @@ CW_API cw_status cw_green_query(int device, cw_green_caps *caps) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_partition_set_create(cw_partition_set **out, int device, const unsigned *sm_counts, size_t n,
-                                         int default_index) {
-    CW_ENTRY;
+cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, int default_index,
+                               cw_partition_set **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
-    CW_CHECK_ARG(out != NULL);
-    CW_CHECK_ARG(device >= 0);
-    CW_CHECK_ARG(sm_counts != NULL);
-    CW_CHECK_ARG(n >= 1 && n < kMaxPartitions);
-    for (size_t i = 0; i < n; i++) CW_CHECK_ARG(sm_counts[i] > 0);
-    CW_CHECK_ARG(default_index >= -1 && default_index < (int)n);
     CUdevice dev;
     CW_TRY(device_from_ordinal(device, &dev));
     CUdevResource input;
@@ -198,16 +166,12 @@ CW_API cw_status cw_partition_set_create(cw_partition_set **out, int device, con
     }
     set->has_leftover = leftover;
     set->default_index = default_index < 0 ? n : (size_t)default_index;
-    room.publish(set, kTagPartitionSet);
+    room.publish(set);
     *out = set;
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_partition_set_destroy(cw_partition_set **pset) {
-    CW_ENTRY;
-    if (!pset || !*pset) return CW_SUCCESS;
-    cw_partition_set *set = *pset;
-    CW_CHECK_SET(set);
+cw_status partition_set_destroy(cw_partition_set *set) {
     for (size_t i = 0; i < set->count; i++) {
         int refs = set->parts[i]->refs.load(std::memory_order_acquire);
         if (refs != 1)
@@ -217,70 +181,9 @@ CW_API cw_status cw_partition_set_destroy(cw_partition_set **pset) {
                         i, refs - 1);
     }
     handle_retire(set);
-    *pset = NULL;
     free_set(set);
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_partition_set_count(const cw_partition_set *set, size_t *count) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(count != NULL);
-    *count = set->count;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_partition_set_get(const cw_partition_set *set, size_t index, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(index < set->count);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = set->parts[index];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_partition_set_default(const cw_partition_set *set, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = set->parts[set->default_index];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_partition_set_info(const cw_partition_set *set, size_t index, cw_partition_info *info) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(index < set->count);
-    CW_CHECK_ARG(info != NULL);
-    cw_partition_info i;
-    memset(&i, 0, sizeof i);
-    i.sm_count = set->sms[index];
-    i.leftover = set->has_leftover && index == set->count - 1;
-    i.is_default = index == set->default_index;
-    *info = i;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_partition_set_sm_ids(const cw_partition_set *set, size_t index, unsigned *ids, size_t cap,
-                                         size_t *count) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(index < set->count);
-    CW_CHECK_ARG(ids != NULL || cap == 0);
-    CW_CHECK_ARG(count != NULL);
-    return fail(CW_ERROR_NOT_SUPPORTED,
-                "the CUDA driver does not report which SMs a green context has; read %%smid in a kernel launched "
-                "on the partition");
-}
-
-CW_API cw_status cw_partition_set_request_workqueues(cw_partition_set *set, size_t index, unsigned count) {
-    CW_ENTRY;
-    CW_CHECK_SET(set);
-    CW_CHECK_ARG(index < set->count);
-    CW_CHECK_ARG(count > 0);
-    return fail(CW_ERROR_NOT_SUPPORTED,
-                "the CUDA driver (%d.%d) has no work-queue resource for green contexts", driver_version() / 1000,
-                driver_version() % 1000 / 10);
-}
-
-}  // extern "C"
+}  // namespace core
+}  // namespace cw

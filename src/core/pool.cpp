@@ -1,4 +1,7 @@
-// cuweave: stream pools (lease, round-robin, single) and named streams.
+// cuweave core: stream pools (lease, round-robin, single) and named streams
+// (pool.hpp).
+#include "core/pool.hpp"
+
 #include <errno.h>
 #include <new>
 #include <stdio.h>
@@ -6,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/stream.hpp"
 
 namespace cw {
+namespace core {
 namespace {
 
 std::atomic<int> g_serialize{-1};
@@ -77,6 +80,11 @@ struct timespec deadline_after(int64_t us) {
     ts.tv_sec += us / 1000000 + ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     return ts;
+}
+
+void fork_pool_teardown(cw_context *ctx) {
+    if (ctx->fork_pool) pool_destroy(ctx->fork_pool);
+    ctx->fork_pool = nullptr;
 }
 
 void destroy_streams(cw_stream_pool *p) {
@@ -209,12 +217,12 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
         return st;
     }
     if (!internal) context_retain(ctx);
-    room.publish(p, kTagPool);
+    room.publish(p);
     *out = p;
     return CW_SUCCESS;
 }
 
-void pool_destroy_internal(cw_stream_pool *p) {
+void pool_destroy(cw_stream_pool *p) {
     handle_retire(p);
     destroy_streams(p);
     pthread_mutex_destroy(&p->mutex);
@@ -236,8 +244,11 @@ cw_status fork_pool(cw_context *ctx, cw_stream_pool **out) {
         *out = p;
         return CW_SUCCESS;
     }
+    context_on_teardown(fork_pool_teardown, kTeardownStreams);
     cw_stream_pool_settings s;
-    cw_stream_pool_settings_default(&s);
+    memset(&s, 0, sizeof s);
+    s.mode = CW_POOL_LEASE;
+    s.flags = CW_STREAM_NON_BLOCKING;
     s.reserved_streams = 2;
     CW_TRY(pool_new(ctx, &s, true, &p));
     {
@@ -248,96 +259,11 @@ cw_status fork_pool(cw_context *ctx, cw_stream_pool **out) {
         }
         *out = ctx->fork_pool;
     }
-    if (p) pool_destroy_internal(p);  // another thread made it first
+    if (p) pool_destroy(p);  // another thread made it first
     return CW_SUCCESS;
 }
 
-}  // namespace cw
-
-using namespace cw;
-
-extern "C" {
-
-CW_API void cw_stream_pool_settings_default(cw_stream_pool_settings *s) {
-    if (!s) return;
-    memset(s, 0, sizeof *s);
-    s->mode = CW_POOL_LEASE;
-    s->flags = CW_STREAM_NON_BLOCKING;
-    s->priority = 0;
-    s->reserved_streams = 1;
-    s->max_streams = 0;
-}
-
-CW_API cw_status cw_stream_pool_create(cw_stream_pool **out, cw_context *ctx, const cw_stream_pool_settings *settings) {
-    CW_ENTRY;
-    CW_CHECK_ARG(out != NULL);
-    CW_CHECK_CONTEXT(ctx);
-    cw_stream_pool_settings def;
-    cw_stream_pool_settings_default(&def);
-    const cw_stream_pool_settings *s = settings ? settings : &def;
-    // Read the enum as an int: a C caller may store any value in it.
-    int mode;
-    memcpy(&mode, &s->mode, sizeof mode);
-    CW_CHECK_ARG(mode == CW_POOL_LEASE || mode == CW_POOL_ROUND_ROBIN || mode == CW_POOL_SINGLE);
-    CW_CHECK_ARG((s->flags & ~CW_STREAM_BLOCKING) == 0);
-    CW_CHECK_ARG(s->mode != CW_POOL_LEASE || s->max_streams == 0 || s->reserved_streams <= s->max_streams);
-    CW_CHECK_ARG(s->reserved_streams <= kChunk * kMaxChunks);
-    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
-    CW_TRY(ensure_init());
-    return pool_new(ctx, s, false, out);
-}
-
-CW_API void cw_stream_pool_destroy(cw_stream_pool **pp) {
-    CW_ENTRY;
-    if (!pp || !*pp) return;
-    cw_stream_pool *p = *pp;
-    *pp = NULL;
-    if (!pool_ok(p) || p->internal) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_stream_pool; nothing destroyed");
-        return;
-    }
-    pool_destroy_internal(p);
-}
-
-CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(out != NULL);
-    return pool_acquire(pool, out, 0);
-}
-
-CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(out != NULL);
-    return pool_acquire(pool, out, timeout_us);
-}
-
-CW_API cw_status cw_stream_pool_release(cw_stream_pool *pool, cw_stream **s) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(s != NULL);
-    CW_CHECK_STREAM(*s);
-    CW_TRY(pool_release(pool, *s));
-    *s = NULL;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_pool_next(cw_stream_pool *pool, cw_stream **out) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(out != NULL);
-    if (pool->mode == CW_POOL_LEASE)
-        return fail(CW_ERROR_INVALID_STATE, "next is for round-robin and single pools; use acquire on a lease pool");
-    return pool_acquire(pool, out, 0);
-}
-
-CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, const char *name, cw_stream **out) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(name != NULL);
-    CW_CHECK_ARG(name[0] != '\0' && strlen(name) < sizeof(((Named *)0)->name));
-    CW_CHECK_ARG(out != NULL);
+cw_status pool_named(cw_stream_pool *pool, const void *owner, const char *name, cw_stream **out) {
     // Found: return it. Not found: take a stream (outside the lock: acquire
     // may create one and takes the same mutex), then insert unless another
     // thread inserted the same name meanwhile.
@@ -379,9 +305,7 @@ CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, c
     return fail(CW_ERROR_INTERNAL, "unreachable");
 }
 
-CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
+void pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
     size_t released = 0;
     pthread_mutex_lock(&pool->mutex);
     for (size_t i = 0; i < pool->named_count;) {
@@ -402,21 +326,9 @@ CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *
     if (released && pool->waiters.load(std::memory_order_seq_cst) > 0) pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->mutex);
     if (count) *count = released;
-    return CW_SUCCESS;
 }
 
-CW_API cw_status cw_stream_pool_get_context(const cw_stream_pool *pool, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = pool->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
-    CW_ENTRY;
-    CW_CHECK_POOL(pool);
-    CW_CHECK_ARG(stats != NULL);
+void pool_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
     cw_stream_pool_stats st;
     memset(&st, 0, sizeof st);
     st.mode = pool->mode;
@@ -430,7 +342,7 @@ CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_
     st.named = p->named_count;
     pthread_mutex_unlock(&p->mutex);
     *stats = st;
-    return CW_SUCCESS;
 }
 
-}  // extern "C"
+}  // namespace core
+}  // namespace cw

@@ -1,4 +1,4 @@
-// The registry of live handles (core.hpp): an open-addressed hash set of
+// cuweave core: the registry of live handles (handle.hpp): an open-addressed hash set of
 // handle addresses with their kinds. Lookups take no lock and never touch
 // the handle's memory, so a destroyed or foreign pointer is refused without
 // being read. Creation and destruction take one spin lock for a few
@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.hpp"
+#include "base/sync.hpp"
+#include "core/handle.hpp"
 
 namespace cw {
+namespace core {
 namespace {
 
 constexpr uintptr_t kEmpty = 0, kRemoved = 1;
@@ -140,7 +142,7 @@ cw_status HandleRoom::reserve(unsigned n) {
     return CW_SUCCESS;
 }
 
-void HandleRoom::publish(void *h, uint32_t kind) {
+void HandleRoom::publish_kind(void *h, uint32_t kind) {
     *static_cast<uint32_t *>(h) = kind;  // the tag, for debuggers
     SpinLock lock(g_reg.lock);
     // Every caller reserved first; without room reserved, make it now (its
@@ -184,4 +186,5 @@ void handle_registry_fail_next(int n) {
     g_reg.fail_next = n;
 }
 
+}  // namespace core
 }  // namespace cw

@@ -1,39 +1,26 @@
-// cuweave internal: streams, pools, timers, futures.
+// cuweave core: streams, ordering between streams, fork and join.
 #pragma once
 
-#include <pthread.h>
+#include <atomic>
 
-#include "core/core.hpp"
-#include "cuweave/future.h"
+#include "core/context.hpp"
 #include "cuweave/stream.h"
 
-struct cw_graph;
-
 namespace cw {
-// What invalidated a capture: the first capture-class failure of a call made
-// through cuweave (set once per capture).
-struct CaptureNote {
-    char api[48];   // the cuweave function
-    char call[48];  // the driver entry
-    CUresult result;
-};
-// The capture begun on a stream with cw_capture_begin(_to).
+namespace core {
+// The capture begun on a stream (the graph layer begins and ends it; the
+// stream keeps its state, so that every call made on a capturing stream can
+// note what broke the capture, and a stream destroyed while capturing can end
+// it).
 struct CaptureState {
     bool active;
     int mode;
-    cw_graph *target;  // cw_capture_begin_to: the graph recorded into
+    void *target;      // the graph layer's: the graph recorded into (capture into an existing graph), or NULL
     uint64_t serial;   // capture_violation_serial() at begin
     std::atomic<int> noted;
-    CaptureNote note;
+    CaptureNote note;  // the first capture-class failure of a call made on the stream
 };
-inline bool is_capture_error(CUresult r) {
-    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
-}
-// Records r as what invalidated the capture begun on s (when one is active).
-void note_capture_failure(const cw_stream *s, CUresult r, const char *entry);
-// Ends an abandoned capture on s (its stream is going away): the partial
-// graph is dropped. Does nothing when no capture is active.
-void capture_abandon(cw_stream *s);
+}  // namespace core
 }  // namespace cw
 
 struct cw_stream {
@@ -50,59 +37,22 @@ struct cw_stream {
     uint32_t index;                   // slot in the pool
     std::atomic<uint32_t> next_free;  // free-list link: index + 1, 0 = end
     std::atomic<int> leased;
-    cw::CaptureState cap;  // a capture begun on this stream
+    cw::core::CaptureState cap;  // a capture begun on this stream
     bool in_capture;       // forked from a capturing stream and not yet joined
     uint64_t serial;       // unique in the process (an address can be reused by a later stream)
 };
 
 namespace cw {
-constexpr uint32_t kChunk = 64;
-constexpr uint32_t kMaxChunks = 1024;  // 65536 streams per pool
+namespace core {
 
-struct Named {
-    const void *owner;
-    char name[64];
-    cw_stream *stream;
-};
-}  // namespace cw
-
-struct cw_stream_pool {
-    uint32_t tag;
-    cw_context *ctx;
-    bool internal;  // the context's fork pool: does not hold a context reference
-    cw_pool_mode mode;
-    unsigned flags;
-    int priority;
-    unsigned max;
-    // lease mode: slots in chunks that never move, a tagged Treiber stack of free ones
-    std::atomic<cw_stream **> chunks[cw::kMaxChunks];
-    std::atomic<uint32_t> created;
-    std::atomic<uint64_t> free_head;  // (tag << 32) | (index + 1)
-    std::atomic<size_t> leased;
-    std::atomic<int> waiters;
-    pthread_mutex_t mutex;  // growth, waiting, named streams
-    pthread_cond_t cond;
-    // round-robin and single modes: a fixed set
-    cw_stream **fixed;
-    uint32_t fixed_count;
-    std::atomic<uint64_t> rr;
-    // named streams
-    cw::Named *named;
-    size_t named_count, named_cap;
-};
-
-namespace cw {
-
-inline bool stream_ok(const cw_stream *s) { return handle_live(s, kTagStream); }
-inline bool pool_ok(const cw_stream_pool *p) { return handle_live(p, kTagPool); }
 // s records into a graph: a capture begun on it, or forked from one.
 inline bool capturing(const cw_stream *s) { return s->cap.active || s->in_capture; }
 
-// Creates a stream object (driver stream + ordering event). retain_ctx: the
-// stream holds a context reference (false for pool streams).
-cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out);
-// Destroys what stream_new made.
-void stream_free(cw_stream *s);
+// Records r as what invalidated the capture begun on s (when one is active).
+void note_capture_failure(const cw_stream *s, CUresult r, const char *entry);
+// Ends an abandoned capture on s (its stream is going away): the graph layer
+// registers how, before it begins its first capture.
+void stream_on_abandon(void (*abandon)(cw_stream *s));
 
 // Runs a driver call on a stream. A wrapped NULL stream means "the legacy
 // stream of the current context", so its context is made current first; any
@@ -129,32 +79,29 @@ inline cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
     return guard.leave();
 }
 
+// Creates a stream object (driver stream + ordering event). retain_ctx: the
+// stream holds a context reference (false for pool streams).
+cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out);
+// Wraps a CUstream of ctx the caller owns (NULL, CU_STREAM_LEGACY and
+// CU_STREAM_PER_THREAD: the legacy stream of ctx).
+cw_status stream_wrap(cw_context *ctx, CUstream stream, cw_stream **out);
+// Destroys what stream_new or stream_wrap made (a capture left open on it is
+// ended and dropped).
+void stream_free(cw_stream *s);
 // A number no other stream of the process has had (for each new cw_stream).
 uint64_t stream_serial();
 
 // Record on src, wait on dst (the heart of cw_stream_wait).
 cw_status stream_order(cw_stream *dst, cw_stream *src);
+// A child stream ordered after parent (leased from parent's pool or the
+// context's fork pool; parent itself when everything is serialised), and
+// joining it back (parent waits for it; it goes back to its pool).
+cw_status stream_fork(cw_stream *parent, cw_stream **child);
+cw_status stream_join(cw_stream *parent, cw_stream **child);
+cw_status stream_synchronize(cw_stream *s);
+// CW_SUCCESS when idle, CW_ERROR_NOT_READY while work is queued.
+cw_status stream_query(cw_stream *s);
+cw_status stream_info(const cw_stream *s, cw_stream_info *info);
 
-// Lease-mode acquire and release (also used by fork/join and when_all).
-cw_status pool_acquire(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
-cw_status pool_release(cw_stream_pool *pool, cw_stream *s);
-cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *s, bool internal, cw_stream_pool **out);
-
-// True when CUWEAVE_SERIALIZE=1 (read once).
-bool serialize_all();
-
+}  // namespace core
 }  // namespace cw
-
-#define CW_CHECK_STREAM(s)                                                                 \
-    do {                                                                                   \
-        CW_CHECK_ARG((s) != NULL);                                                         \
-        if (__builtin_expect(!::cw::stream_ok(s), 0))                                      \
-            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_stream", #s);  \
-    } while (0)
-
-#define CW_CHECK_POOL(p)                                                                   \
-    do {                                                                                   \
-        CW_CHECK_ARG((p) != NULL);                                                         \
-        if (__builtin_expect(!::cw::pool_ok(p), 0))                                        \
-            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live cw_stream_pool", #p); \
-    } while (0)

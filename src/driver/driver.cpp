@@ -1,4 +1,4 @@
-// cuweave: the driver loader and the NVRTC loader.
+// cuweave driver layer: the CUDA driver loader.
 #include "driver/driver.hpp"
 
 #include <atomic>
@@ -8,15 +8,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuweave/device.h"
+#include "cuweave/device.h"  // cw_feature
 #include "driver/error.hpp"
-#include "testing/seam.h"
 
 namespace cw {
 
 Driver g_driver;
 
 namespace {
+
+Driver g_loaded;  // as resolved; g_driver is this unless the test seam replaced it
 
 // Minimum driver: CUDA 12.0 (cuGetProcAddress with symbol status, the
 // *_v2 stream memory operations, context ids).
@@ -104,8 +105,8 @@ cw_status load() {
 
     g_error_name = t.cuGetErrorName;
     g_error_string = t.cuGetErrorString;
+    g_loaded = t;
     g_driver = t;
-    seam_set_real(&g_driver);
 
     CUresult r = g_driver.cuInit(0);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuInit");
@@ -128,10 +129,10 @@ cw_status ensure_init() {
             // Leave the table empty: nothing may call a half-loaded driver.
             g_driver = Driver{};
             // Keep the reason, less the "function: " prefix, for later calls.
-            const cw_error_info *e = cw_last_error();
-            size_t skip = strlen(e->function) + 2;
+            const cw_error_info &e = last_error();
+            size_t skip = strlen(e.function) + 2;
             snprintf(g_init_text, sizeof g_init_text, "%s",
-                     strlen(e->message) > skip ? e->message + skip : e->message);
+                     strlen(e.message) > skip ? e.message + skip : e.message);
         }
         g_state.store(1, std::memory_order_release);
         return g_status;
@@ -154,76 +155,13 @@ bool driver_error_text(CUresult result, const char **name, const char **text) {
     return true;
 }
 
+const Driver &driver_loaded() { return g_loaded; }
+
+void driver_install(const Driver &table) { g_driver = table; }
+
 const char *driver_entry_name(int id) {
     if (id < 0 || id >= DRV_ENTRY_COUNT) return nullptr;
     return kEntryNames[id];
-}
-
-// --- NVRTC ---------------------------------------------------------------
-
-namespace {
-std::mutex g_nvrtc_mutex;
-std::atomic<int> g_nvrtc_state{0};  // 0 untried, 1 loaded, 2 failed
-Nvrtc g_nvrtc;
-char g_nvrtc_error[512];
-
-bool nvrtc_load(void *lib, Nvrtc *t) {
-#define CW_NVRTC_LOAD_(name, params) \
-    if (!(t->name = reinterpret_cast<decltype(t->name)>(dlsym(lib, #name)))) return false;
-    CW_NVRTC_ENTRIES(CW_NVRTC_LOAD_)
-#undef CW_NVRTC_LOAD_
-    t->nvrtcGetErrorString = reinterpret_cast<decltype(t->nvrtcGetErrorString)>(dlsym(lib, "nvrtcGetErrorString"));
-    return t->nvrtcGetErrorString != nullptr;
-}
-}  // namespace
-
-cw_status ensure_nvrtc(const Nvrtc **out) {
-    int state = g_nvrtc_state.load(std::memory_order_acquire);
-    if (state == 0) {
-        std::lock_guard<std::mutex> lock(g_nvrtc_mutex);
-        state = g_nvrtc_state.load(std::memory_order_relaxed);
-        if (state == 0) {
-            const char *env = getenv("CUWEAVE_LIBNVRTC");
-            // The loader's search path first, then the toolkit's usual homes.
-            char home[3][512];
-            const char *names[8];
-            size_t count = 0;
-            if (env && *env) {
-                names[count++] = env;
-            } else {
-                names[count++] = "libnvrtc.so.13";
-                names[count++] = "libnvrtc.so.12";
-                names[count++] = "libnvrtc.so";
-                const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
-                for (int i = 0; i < 3; i++) {
-                    if (!roots[i] || !*roots[i]) continue;
-                    snprintf(home[i], sizeof home[i], "%s/lib64/libnvrtc.so", roots[i]);
-                    names[count++] = home[i];
-                }
-            }
-            state = 2;
-            snprintf(g_nvrtc_error, sizeof g_nvrtc_error, "NVRTC not found");
-            for (size_t i = 0; i < count && state != 1; i++) {
-                void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-                if (!lib) {
-                    snprintf(g_nvrtc_error, sizeof g_nvrtc_error, "dlopen(\"%s\") failed: %s", names[i], dlerror());
-                    continue;
-                }
-                Nvrtc t{};
-                if (nvrtc_load(lib, &t)) {
-                    g_nvrtc = t;
-                    state = 1;
-                } else {
-                    snprintf(g_nvrtc_error, sizeof g_nvrtc_error, "%s lacks an NVRTC entry point", names[i]);
-                    dlclose(lib);
-                }
-            }
-            g_nvrtc_state.store(state, std::memory_order_release);
-        }
-    }
-    if (state != 1) return fail(CW_ERROR_NO_NVRTC, "NVRTC could not be loaded: %s", g_nvrtc_error);
-    *out = &g_nvrtc;
-    return CW_SUCCESS;
 }
 
 }  // namespace cw

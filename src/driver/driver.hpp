@@ -1,10 +1,10 @@
-// cuweave internal: the driver layer.
+// cuweave driver layer: the CUDA driver, loaded at run time.
 //
 // libcuda is opened at run time and every entry point is resolved through
 // cuGetProcAddress with the CUDA version whose signature is declared here, into
 // one function table (Driver). Code calls the driver only through drv(). The
-// table is also the test seam (seam.h): tests swap in wrappers that count
-// calls and fail the Nth call of a chosen entry.
+// table can be replaced (driver_install): the test seam (src/testing/) puts
+// wrappers there that count calls and fail the Nth call of a chosen entry.
 #pragma once
 
 #include "driver/cuda_min.h"
@@ -202,11 +202,18 @@ struct Driver {
 };
 
 // The table code calls through. Valid (all required members non-NULL) once
-// ensure_init() returned CW_SUCCESS; never written afterwards except by the
-// test seam.
+// ensure_init() returned CW_SUCCESS; never written afterwards except by
+// driver_install.
 extern Driver g_driver;
 
 inline const Driver &drv() { return g_driver; }
+
+// The table as resolved from the driver (valid after ensure_init succeeded).
+const Driver &driver_loaded();
+// Replaces the table code calls through: the test seam installs its
+// wrappers, and driver_loaded() again to remove them. Only while no other
+// thread calls the driver.
+void driver_install(const Driver &table);
 
 // Loads and initialises the driver once; returns the cached result after.
 // Fast path: one acquire load.
@@ -224,39 +231,5 @@ bool driver_error_text(CUresult result, const char **name, const char **text);
 
 // Name of an entry by id, for the seam and for messages.
 const char *driver_entry_name(int id);
-
-// --- NVRTC, opened lazily on first use -----------------------------------
-
-typedef int nvrtcResult;
-typedef struct _nvrtcProgram *nvrtcProgram;
-
-#define CW_NVRTC_ENTRIES(X)                                                                    \
-    X(nvrtcVersion, (int *major, int *minor))                                                  \
-    X(nvrtcGetNumSupportedArchs, (int *count))                                                 \
-    X(nvrtcGetSupportedArchs, (int *archs))                                                    \
-    X(nvrtcCreateProgram, (nvrtcProgram * prog, const char *src, const char *name, int nheaders, \
-                           const char *const *headers, const char *const *include_names))      \
-    X(nvrtcDestroyProgram, (nvrtcProgram * prog))                                              \
-    X(nvrtcCompileProgram, (nvrtcProgram prog, int nopts, const char *const *opts))            \
-    X(nvrtcGetProgramLogSize, (nvrtcProgram prog, size_t *size))                               \
-    X(nvrtcGetProgramLog, (nvrtcProgram prog, char *log))                                      \
-    X(nvrtcGetPTXSize, (nvrtcProgram prog, size_t *size))                                      \
-    X(nvrtcGetPTX, (nvrtcProgram prog, char *ptx))                                             \
-    X(nvrtcGetCUBINSize, (nvrtcProgram prog, size_t *size))                                    \
-    X(nvrtcGetCUBIN, (nvrtcProgram prog, char *cubin))                                         \
-    X(nvrtcAddNameExpression, (nvrtcProgram prog, const char *expr))                           \
-    X(nvrtcGetLoweredName, (nvrtcProgram prog, const char *expr, const char **lowered))
-
-struct Nvrtc {
-#define CW_NVRTC_MEMBER_(name, params) nvrtcResult (*name) params;
-    CW_NVRTC_ENTRIES(CW_NVRTC_MEMBER_)
-#undef CW_NVRTC_MEMBER_
-    const char *(*nvrtcGetErrorString)(nvrtcResult result);
-};
-
-// Opens NVRTC on first call ("libnvrtc.so.13", then older sonames, or the
-// path in CUWEAVE_LIBNVRTC); CW_ERROR_NO_NVRTC when it cannot. On success
-// *out points to the table, valid for the life of the process.
-cw_status ensure_nvrtc(const Nvrtc **out);
 
 }  // namespace cw

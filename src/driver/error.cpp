@@ -1,4 +1,5 @@
-// cuweave: status names, the per-thread error detail, the log callback.
+// cuweave driver layer: status names, the per-thread error detail, the log
+// callback.
 #include "driver/error.hpp"
 
 #include <mutex>
@@ -20,16 +21,7 @@ void copy_text(char *dst, size_t cap, const char *src) noexcept {
 }
 namespace {
 
-struct Detail {
-    cw_error_info info;
-    char cu_name[64];
-    char cu_string[192];
-    char driver_call[64];
-    char function[64];
-    char message[768];
-};
-
-thread_local Detail t_detail = {
+thread_local ErrorDetail t_detail = {
     {CW_SUCCESS, 0, "", "", "", "", ""}, {0}, {0}, {0}, {0}, {0}};
 // Touched by every public call: initial-exec keeps it to one TLS load even in
 // the shared library (a pointer fits the static TLS surplus of dlopen).
@@ -54,7 +46,7 @@ void deliver(cw_log_level level, const char *message) {
 
 // Fills the thread's detail. `text` is the specific part of the message.
 cw_status record(cw_status status, CUresult cu, const char *call, const char *text) {
-    Detail &d = t_detail;
+    ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
     copy_text(d.driver_call, sizeof d.driver_call, call);
@@ -73,7 +65,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
         snprintf(d.message, sizeof d.message, "%s: %s failed with %s (%s)%s%s", d.function,
                  d.driver_call, d.cu_name, d.cu_string, text && *text ? ": " : "", text ? text : "");
     else
-        snprintf(d.message, sizeof d.message, "%s: %s", d.function, text ? text : cw_status_string(status));
+        snprintf(d.message, sizeof d.message, "%s: %s", d.function, text ? text : status_text(status));
     d.info.status = status;
     d.info.cu_result = call ? cu : 0;
     d.info.cu_name = d.cu_name;
@@ -105,11 +97,11 @@ namespace {
 // for explaining an invalidated capture that no per-stream note covers.
 std::mutex g_violation_mutex;
 uint64_t g_violation_serial;
-CaptureViolation g_violation;
+CaptureNote g_violation;
 }  // namespace
 
 cw_status fail_cu(CUresult result, const char *call, const char *what) noexcept {
-    if (result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+    if (is_capture_error(result)) {
         std::lock_guard<std::mutex> lock(g_violation_mutex);
         g_violation_serial++;
         copy_text(g_violation.api, sizeof g_violation.api, current_api());
@@ -124,7 +116,7 @@ uint64_t capture_violation_serial() noexcept {
     return g_violation_serial;
 }
 
-bool capture_violation_since(uint64_t serial, CaptureViolation *out) noexcept {
+bool capture_violation_since(uint64_t serial, CaptureNote *out) noexcept {
     std::lock_guard<std::mutex> lock(g_violation_mutex);
     if (g_violation_serial <= serial) return false;
     *out = g_violation;
@@ -192,11 +184,45 @@ void log(cw_log_level level, const char *fmt, ...) noexcept {
     deliver(level, text);
 }
 
-}  // namespace cw
+cw_status prefix_error(const char *fmt, ...) noexcept {
+    ErrorDetail &d = t_detail;
+    char prefix[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    // "function: rest" becomes "function: prefix: rest".
+    const size_t skip = strlen(d.function) + 2;
+    const char *rest = strncmp(d.message, d.function, skip - 2) == 0 && strlen(d.message) >= skip ? d.message + skip
+                                                                                                   : d.message;
+    char text[sizeof d.message];
+    snprintf(text, sizeof text, "%s: %s: %s", d.function, prefix, rest);
+    copy_text(d.message, sizeof d.message, text);
+    return d.info.status;
+}
 
-extern "C" {
+KeepError::KeepError() noexcept : saved_(t_detail) {}
 
-CW_API const char *cw_status_name(cw_status status) {
+KeepError::~KeepError() noexcept {
+    ErrorDetail &d = t_detail;
+    d = saved_;
+    // The info's pointers point into the saved copy's arrays: point them home.
+    d.info.cu_name = d.cu_name;
+    d.info.cu_string = d.cu_string;
+    d.info.driver_call = d.driver_call;
+    d.info.function = d.function;
+    d.info.message = d.message;
+}
+
+const cw_error_info &last_error() noexcept { return t_detail.info; }
+
+void clear_error() noexcept {
+    ErrorDetail &d = t_detail;
+    d.cu_name[0] = d.cu_string[0] = d.driver_call[0] = d.function[0] = d.message[0] = '\0';
+    d.info = cw_error_info{CW_SUCCESS, 0, "", "", "", "", ""};
+}
+
+const char *status_name(cw_status status) noexcept {
     switch (status) {
 #define CW_NAME_CASE_(name, value, text) \
     case CW_##name: return "CW_" #name;
@@ -206,7 +232,7 @@ CW_API const char *cw_status_name(cw_status status) {
     return "CW_UNKNOWN_STATUS";
 }
 
-CW_API const char *cw_status_string(cw_status status) {
+const char *status_text(cw_status status) noexcept {
     switch (status) {
 #define CW_STRING_CASE_(name, value, text) \
     case CW_##name: return text;
@@ -216,24 +242,11 @@ CW_API const char *cw_status_string(cw_status status) {
     return "unknown status";
 }
 
-CW_API const cw_error_info *cw_last_error(void) { return &cw::t_detail.info; }
-
-CW_API const char *cw_last_error_message(void) { return cw::t_detail.info.message; }
-
-CW_API void cw_clear_error(void) {
-    cw::Detail &d = cw::t_detail;
-    d.cu_name[0] = d.cu_string[0] = d.driver_call[0] = d.function[0] = d.message[0] = '\0';
-    d.info = cw_error_info{CW_SUCCESS, 0, "", "", "", "", ""};
+void set_log(cw_log_fn fn, void *user, cw_log_level max_level) noexcept {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_log_fn = fn;
+    g_log_user = user;
+    g_log_max = max_level;
 }
 
-CW_API cw_status cw_set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
-    CW_ENTRY;
-    CW_CHECK_ARG(max_level >= CW_LOG_ERROR && max_level <= CW_LOG_DEBUG);
-    std::lock_guard<std::mutex> lock(cw::g_log_mutex);
-    cw::g_log_fn = fn;
-    cw::g_log_user = user;
-    cw::g_log_max = max_level;
-    return CW_SUCCESS;
-}
-
-}  // extern "C"
+}  // namespace cw

@@ -1,17 +1,20 @@
-// cuweave internal: error reporting.
+// cuweave driver layer: error reporting.
 //
 // Every public function starts with CW_ENTRY, which names it for the error
-// detail. Failures are built with fail(), fail_cu() or the CW_CHECK_ARG and
-// CW_CU macros; each records the thread's detail, logs it, and returns the
-// status to hand back.
+// detail: the library never calls its own public functions, so the name in
+// the detail is always the call the user made. Failures are built with
+// fail(), fail_cu() or the CW_CHECK_ARG and CW_CU macros; each records the
+// thread's detail, logs it, and returns the status to hand back.
 #pragma once
 
-#include "driver/cuda_min.h"
 #include "cuweave/common.h"
+#include "driver/cuda_min.h"
 
 namespace cw {
 
-// The public function being executed on this thread (innermost).
+// The public function being executed on this thread. A user callback that
+// calls the API from inside a call (a capture function, an operator) gets
+// its own scope for the length of that call.
 class ApiScope {
   public:
     explicit ApiScope(const char *name) noexcept;
@@ -28,20 +31,9 @@ const char *current_api() noexcept;
 // Records a failure without a driver call. printf-style message.
 cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
-// Records a failed driver (or NVRTC when nvrtc is true) call and returns the
-// status it maps to. `what` (may be NULL) adds context to the message.
+// Records a failed driver call and returns the status it maps to. `what`
+// (may be NULL) adds context to the message.
 cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr) noexcept;
-
-// The last capture-class failure (CUDA_ERROR_STREAM_CAPTURE_*) that fail_cu
-// recorded, process-wide, with a serial number that grows with each.
-struct CaptureViolation {
-    char api[48];
-    char call[48];
-    CUresult result;
-};
-uint64_t capture_violation_serial() noexcept;
-// True (and *out filled) when a capture-class failure was recorded after serial.
-bool capture_violation_since(uint64_t serial, CaptureViolation *out) noexcept;
 
 // Records a failed NVRTC call.
 cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) noexcept;
@@ -50,13 +42,67 @@ cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) n
 // build configured with CW_DEBUG_ABORT this prints it and aborts.
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept;
 
-// Copies src (NULL: "") into dst[cap], truncated, always terminated.
-void copy_text(char *dst, size_t cap, const char *src) noexcept;
+// Puts a printf-style prefix in front of the specific part of the detail
+// just recorded ("function: PREFIX: what it said"), keeping its status, its
+// driver call and its CUresult. Returns the detail's status.
+cw_status prefix_error(const char *fmt, ...) noexcept __attribute__((format(printf, 1, 2)));
+
+// The thread's detail: the public cw_error_info and the text it points to.
+struct ErrorDetail {
+    cw_error_info info;
+    char cu_name[64];
+    char cu_string[192];
+    char driver_call[64];
+    char function[64];
+    char message[768];
+};
+
+// Keeps the thread's detail across cleanup that may overwrite it (a failed
+// call's rollback), and puts it back when it goes out of scope.
+class KeepError {
+  public:
+    KeepError() noexcept;
+    ~KeepError() noexcept;
+    KeepError(const KeepError &) = delete;
+    KeepError &operator=(const KeepError &) = delete;
+
+  private:
+    ErrorDetail saved_;
+};
+
+// The thread's detail (what cw_last_error returns), and clearing it.
+const cw_error_info &last_error() noexcept;
+void clear_error() noexcept;
+
+// A status's name ("CW_ERROR_TIMEOUT") and its short description.
+const char *status_name(cw_status status) noexcept;
+const char *status_text(cw_status status) noexcept;
 
 // Maps a CUresult to the status cuweave reports for it.
 cw_status status_from_cu(CUresult result) noexcept;
 
-// Sends a message to the log callback (if any, and if level passes).
+inline bool is_capture_error(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+// A capture-class failure (CUDA_ERROR_STREAM_CAPTURE_*): the public call it
+// happened in, the driver entry, and its result. fail_cu keeps the last one
+// of the process with a serial number that grows with each; the stream code
+// keeps the first one per capture (stream.hpp).
+struct CaptureNote {
+    char api[48];
+    char call[48];
+    CUresult result;
+};
+uint64_t capture_violation_serial() noexcept;
+// True (and *out filled) when a capture-class failure was recorded after serial.
+bool capture_violation_since(uint64_t serial, CaptureNote *out) noexcept;
+
+// Copies src (NULL: "") into dst[cap], truncated, always terminated.
+void copy_text(char *dst, size_t cap, const char *src) noexcept;
+
+// The log callback (cw_set_log_callback) and sending a message to it.
+void set_log(cw_log_fn fn, void *user, cw_log_level max_level) noexcept;
 void log(cw_log_level level, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
 }  // namespace cw

@@ -1,4 +1,4 @@
-// cuweave: the kernel cache. Canonical options, key material, the memory
+// cuweave jit layer: the kernel cache. Canonical options, key material, the memory
 // cache and the disk cache (files verified by SHA-256, written through a
 // temporary file and a rename, kept under a size bound by LRU eviction).
 #include <dirent.h>
@@ -17,6 +17,7 @@
 #include "jit/sha256.hpp"
 
 namespace cw {
+namespace jit {
 
 JitCounters g_jit;
 
@@ -48,16 +49,6 @@ void Bytes::put_str(const char *s) {
 }
 
 // ---- options -----------------------------------------------------------------
-
-char *dup_string(const char *s, size_t n) {
-    char *d = static_cast<char *>(malloc(n + 1));
-    if (!d) return nullptr;
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
-char *dup_string(const char *s) { return dup_string(s, strlen(s)); }
 
 namespace {
 
@@ -726,26 +717,7 @@ void cache_config(CacheConfig *out) {
     *out = g_cfg;
 }
 
-}  // namespace cw
-
-using namespace cw;
-
-extern "C" {
-
-CW_API void cw_jit_cache_settings_default(cw_jit_cache_settings *s) {
-    if (!s) return;
-    memset(s, 0, sizeof *s);
-    s->dir = nullptr;
-    s->max_bytes = 0;
-    s->memory = 1;
-}
-
-CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s) {
-    CW_ENTRY;
-    CW_CHECK_ARG(s != NULL);
-    CW_CHECK_ARG(s->memory == 0 || s->memory == 1);
-    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
-    CW_CHECK_ARG(s->dir == NULL || strlen(s->dir) < sizeof(CacheConfig::dir) - 80);
+cw_status cache_configure(const cw_jit_cache_settings *s) {
     CacheConfig c;
     if (s->dir == nullptr)
         default_dir(c.dir, sizeof c.dir);
@@ -761,9 +733,7 @@ CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_jit_get_stats(cw_jit_stats *stats) {
-    CW_ENTRY;
-    CW_CHECK_ARG(stats != NULL);
+void cache_stats(cw_jit_stats *stats) {
     memset(stats, 0, sizeof *stats);
     stats->compiles = g_jit.compiles.load();
     stats->memory_hits = g_jit.memory_hits.load();
@@ -771,9 +741,7 @@ CW_API cw_status cw_jit_get_stats(cw_jit_stats *stats) {
     stats->disk_writes = g_jit.disk_writes.load();
     stats->disk_rejected = g_jit.disk_rejected.load();
     stats->evictions = g_jit.evictions.load();
-    return CW_SUCCESS;
 }
 
-CW_API void cw_jit_cache_clear_memory(void) { memory_clear(); }
-
-}  // extern "C"
+}  // namespace jit
+}  // namespace cw

@@ -1,41 +1,22 @@
-// cuweave internal: the jit layer. The kernel cache (jit_cache.cpp) and the
-// program / module / kernel objects (jit.cpp).
+// cuweave jit layer: run-time compilation. Programs compiled by NVRTC
+// (program.cpp) behind the kernel cache, in memory and on disk (cache.cpp);
+// their code is loaded as modules by the kernel layer.
 #pragma once
 
 #include <atomic>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/text.hpp"
+#include "core/context.hpp"
 #include "cuweave/jit.h"
-#include "core/stream.hpp"
 
 namespace cw {
-
-enum : uint32_t {
-    kTagProgram = 0x43575052u,  // "CWPR"
-    kTagModule = 0x43574d4fu,   // "CWMO"
-    kTagKernel = 0x43574b4eu,   // "CWKN"
-};
+namespace jit {
 
 // The cache's on-disk schema: bump when the key material or the file layout
 // changes (old entries then simply miss).
 constexpr uint32_t kJitSchema = 1;
-
-// The library's internal built-in kernels (ptx/cuweave_kernels.cu), numbered
-// after the public ones (cw_builtin).
-enum BuiltinInternal : int {
-    kResArm = CW_BUILTIN_COUNT,
-    kResPoll,
-    kResGate,
-    kResSignal,
-    kResExit,
-    kResMark,
-    kBuiltinTotal
-};
-// A built-in kernel by number (public or internal); loads them on first use.
-cw_status builtin_get(int index, cw_kernel **out);
-// The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
-extern const char kResidentDeviceHeader[];
 
 // A growable byte buffer on malloc (the library never throws).
 struct Bytes {
@@ -48,10 +29,6 @@ struct Bytes {
     void put_u64(uint64_t v) { put(&v, 8); }
     void put_str(const char *s);  // u64 length, then the bytes
 };
-
-// malloc'ed copies of a string (NULL when out of memory).
-char *dup_string(const char *s, size_t n);
-char *dup_string(const char *s);
 
 // Options in canonical form (see canonical_options). Strings are malloc'ed.
 struct CanonOptions {
@@ -131,40 +108,34 @@ struct JitCounters {
 };
 extern JitCounters g_jit;
 
+// The cache's configuration (cw_jit_cache_configure; NULL dir: the default).
+cw_status cache_configure(const cw_jit_cache_settings *s);
+void cache_stats(cw_jit_stats *stats);
+
+}  // namespace jit
 }  // namespace cw
 
 struct cw_program {
     uint32_t tag;
-    cw::JitEntry *entry;
+    cw::jit::JitEntry *entry;
     cw_cache_source source;
     bool cached;
     char key[65];
 };
 
-struct cw_kernel {
-    uint32_t tag;
-    cw_module *module;
-    CUkernel cu;
-    char *name;  // as asked for
-    cw_kernel *next;
-    // The kernel's function in up to four contexts (cuKernelGetFunction),
-    // each entry written once: ctx is published after fn. A launch through
-    // the function skips the driver's per-launch lookup of the kernel in the
-    // stream's context.
-    struct {
-        std::atomic<CUcontext> ctx;
-        CUfunction fn;
-    } fns[4];
-};
+namespace cw {
+namespace jit {
 
-struct cw_module {
-    uint32_t tag;
-    bool builtin;  // the library's own: never destroyed by the caller
-    CUlibrary cu;
-    size_t n_names;  // name expressions of the program it came from
-    char **exprs;
-    char **lowered;
-    std::atomic<int> lock;
-    cw_kernel *kernels;  // asked for so far
-    cw::IdleRelease idle;  // destroyed while a resident loop runs: unloaded when none does
-};
+// Compiles source for ctx's device (or settings->arch) through the cache.
+// Settings are checked by the caller.
+cw_status program_compile(cw_context *ctx, const char *source, const cw_program_settings *settings,
+                          cw_program **out);
+void program_destroy(cw_program *p);
+cw_status program_lowered_name(const cw_program *p, const char *expr, const char **lowered);
+// The thread's last compile log ("" when none).
+const char *compile_log();
+// The program's code loaded as a module (kernel layer).
+cw_status module_load(const cw_program *p, cw_module **out);
+
+}  // namespace jit
+}  // namespace cw

@@ -1,4 +1,4 @@
-// cuweave internal: SHA-256 (FIPS 180-4), for the kernel cache's keys and
+// cuweave jit layer: SHA-256 (FIPS 180-4), for the kernel cache's keys and
 // the integrity hash of its files, and a fast 64-bit hash for the memory
 // cache's buckets.
 #pragma once

@@ -1,11 +1,10 @@
-// cuweave: the driver test seam. See seam.h.
+// cuweave testing: the driver test seam. See seam.h.
 #include "testing/seam.h"
 
 #include <atomic>
 #include <string.h>
 #include <time.h>
 
-#include "core/core.hpp"
 #include "driver/driver.hpp"
 
 namespace cw {
@@ -74,16 +73,16 @@ void zero() {
     g_fired.store(0);
 }
 
-}  // namespace
-
-void seam_set_real(const Driver *real) {
-    g_real = *real;
+// The table the wrappers call through: the driver's as loaded.
+void take_real() {
+    g_real = driver_loaded();
 #define CW_SEAM_PTR_(member, symbol, version, params) \
-    g_real_ptr[DRV_##member] = reinterpret_cast<void *>(real->member);
+    g_real_ptr[DRV_##member] = reinterpret_cast<void *>(g_real.member);
     CW_DRIVER_REQUIRED(CW_SEAM_PTR_) CW_DRIVER_OPTIONAL(CW_SEAM_PTR_)
 #undef CW_SEAM_PTR_
 }
 
+}  // namespace
 }  // namespace cw
 
 using namespace cw;
@@ -102,18 +101,19 @@ int cwi_seam_enable(void) {
     cw_status st = ensure_init();
     if (st != CW_SUCCESS) return st;
     zero();
+    take_real();
     Driver t = g_real;
     // Optional entries the driver lacks stay NULL.
 #define CW_SEAM_WRAP_(member, symbol, version, params) \
     if (g_real.member) t.member = &Wrap<DRV_##member, decltype(t.member)>::call;
     CW_DRIVER_REQUIRED(CW_SEAM_WRAP_) CW_DRIVER_OPTIONAL(CW_SEAM_WRAP_)
 #undef CW_SEAM_WRAP_
-    g_driver = t;
+    driver_install(t);
     return CW_SUCCESS;
 }
 
 void cwi_seam_disable(void) {
-    if (ensure_init() == CW_SUCCESS) g_driver = g_real;
+    if (ensure_init() == CW_SUCCESS) driver_install(driver_loaded());
 }
 
 void cwi_seam_reset(void) { zero(); }
@@ -146,14 +146,6 @@ unsigned long cwi_seam_successes(int id) {
     return g_ok[id].load();
 }
 
-#include "jit/sha256.hpp"
-
-extern "C" void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {
-    const bool was = cw::g_force_portable;
-    cw::g_force_portable = portable != 0;
-    cw::sha256(data, n, out);
-    cw::g_force_portable = was;
-}
 
 void cwi_seam_timing(int on) { g_timing.store(on ? 1 : 0); }
 
@@ -165,6 +157,3 @@ unsigned long long cwi_seam_ns(int id) {
     }
     return id < DRV_ENTRY_COUNT ? g_ns[id].load() : 0;
 }
-
-size_t cwi_handles_live(void) { return cw::handles_live(); }
-void cwi_handles_fail_next(int nth) { cw::handle_registry_fail_next(nth); }

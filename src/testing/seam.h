@@ -77,12 +77,5 @@ int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **mark
 }
 #endif
 
-#ifdef __cplusplus
-namespace cw {
-struct Driver;
-/* Called by the loader once the real table is filled. */
-void seam_set_real(const Driver *real);
-}  // namespace cw
-#endif
 
 #endif /* CUWEAVE_SRC_SEAM_H */

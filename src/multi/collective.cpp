@@ -1,4 +1,5 @@
-// Collectives through NCCL, opened at run time (include/cuweave/collective.h).
+// cuweave multi layer: collectives through NCCL, opened at run time
+// (collective.hpp).
 //
 // NCCL is not a link dependency: its few entry points are resolved with
 // dlsym from the path in CUWEAVE_LIBNCCL or "libnccl.so.2", with the C ABI
@@ -12,15 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.hpp"
-#include "cuweave/collective.h"
-#include "core/stream.hpp"
+#include "multi/collective.hpp"
 
 namespace cw {
-namespace {
+namespace multi {
 
-typedef struct ncclComm *ncclComm_t;
-typedef int ncclResult_t;  // 0: ncclSuccess
+using namespace core;
 
 #define CW_NCCL_ENTRIES(X)                                                                        \
     X(ncclGetVersion, ncclResult_t, (int *version))                                               \
@@ -40,6 +38,8 @@ struct Nccl {
 #undef CW_NCCL_MEMBER_
     const char *(*ncclGetLastError)(ncclComm_t comm);  // optional (NCCL 2.13)
 };
+
+namespace {
 
 Nccl g_nccl;
 std::atomic<int> g_nccl_state{0};  // 0 not tried, 1 loaded, 2 failed
@@ -113,32 +113,10 @@ class KeepCurrent {
     bool ok_ = false;
 };
 
-enum : uint32_t { kTagComm = 0x4357434du };  // "CWCM"
-
-}  // namespace
-}  // namespace cw
-
-struct cw_comm {
-    uint32_t tag;
-    int n;
-    const cw::Nccl *nccl;
-    cw::ncclComm_t comms[CW_MAX_DEVICES];
-    cw_context *ctx[CW_MAX_DEVICES];  // retained
-};
-
-namespace cw {
-namespace {
-
-inline bool comm_ok(const cw_comm *c) { return handle_live(c, kTagComm); }
-#define CW_CHECK_COMM(c) CW_CHECK_HANDLE(comm_ok, c, "cw_comm")
-
-bool dtype_ok(cw_dtype t) { return (int)t >= CW_INT8 && (int)t <= CW_BFLOAT16; }
-bool op_ok(cw_reduce_op o) { return (int)o >= CW_SUM && (int)o <= CW_AVG; }
-
 // A rank's stream: live and on the rank's device.
 cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
     if (!s) return fail(CW_ERROR_INVALID_ARGUMENT, "the stream of rank %d is NULL", rank);
-    if (!stream_ok(s)) return fail(CW_ERROR_INVALID_HANDLE, "the stream of rank %d is not a live cw_stream", rank);
+    if (!live(s)) return fail(CW_ERROR_INVALID_HANDLE, "the stream of rank %d is not a live cw_stream", rank);
     if (s->ctx->device != c->ctx[rank]->device)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the stream of rank %d is on device %d, the rank on device %d", rank,
                     s->ctx->ordinal, c->ctx[rank]->ordinal);
@@ -148,17 +126,6 @@ cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
     return CW_SUCCESS;
 }
 
-// A rank (or root) of the communicator: what names it in the detail.
-cw_status check_rank(const cw_comm *c, int rank, const char *what) {
-    if (rank < 0 || rank >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "%s %d, but the communicator has %d ranks", what, rank, c->n);
-    return CW_SUCCESS;
-}
-
-cw_status check_dtype(cw_dtype dtype) {
-    if (!dtype_ok(dtype)) return fail(CW_ERROR_INVALID_ARGUMENT, "dtype %d is not a cw_dtype", (int)dtype);
-    return CW_SUCCESS;
-}
 
 // Issues one rank's part (all-reduce when root < 0, else broadcast).
 cw_status issue(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count, cw_dtype dtype,
@@ -178,9 +145,18 @@ cw_status issue(cw_comm *c, int rank, unsigned long long send, unsigned long lon
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, call, c->comms[rank], rank);
 }
 
+}  // namespace
+
+// A rank (or root) of the communicator: what names it in the detail.
+cw_status check_rank(const cw_comm *c, int rank, const char *what) {
+    if (rank < 0 || rank >= c->n)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "%s %d, but the communicator has %d ranks", what, rank, c->n);
+    return CW_SUCCESS;
+}
+
 // Every rank's part in one NCCL group.
-cw_status issue_all(cw_comm *c, const unsigned long long *send, const unsigned long long *recv, size_t count,
-                    cw_dtype dtype, cw_reduce_op op, int root, cw_stream *const *streams) {
+cw_status collective_all(cw_comm *c, const unsigned long long *send, const unsigned long long *recv, size_t count,
+                         cw_dtype dtype, cw_reduce_op op, int root, cw_stream *const *streams) {
     for (int i = 0; i < c->n; i++) {
         CW_TRY(check_rank_stream(c, i, streams[i]));
         if (recv[i] == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "recv[%d] is 0", i);
@@ -200,8 +176,8 @@ cw_status issue_all(cw_comm *c, const unsigned long long *send, const unsigned l
     return st;
 }
 
-cw_status issue_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
-                     cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s) {
+cw_status collective_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
+                          cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s) {
     CW_TRY(check_rank(c, rank, "rank"));
     CW_TRY(check_rank_stream(c, rank, s));
     CW_CHECK_ARG(recv != 0);
@@ -211,33 +187,19 @@ cw_status issue_rank(cw_comm *c, int rank, unsigned long long send, unsigned lon
     return issue(c, rank, send, recv, count, dtype, op, root, s);
 }
 
-}  // namespace
-}  // namespace cw
 
-using namespace cw;
-
-extern "C" {
-
-CW_API cw_status cw_nccl_version(int *version) {
-    CW_ENTRY;
-    CW_CHECK_ARG(version != NULL);
+cw_status nccl_version(int *version) {
     const Nccl *n = nullptr;
     CW_TRY(ensure_nccl(&n));
     ncclResult_t r = n->ncclGetVersion(version);
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGetVersion", nullptr, -1);
 }
 
-CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
-    CW_ENTRY;
+cw_status comm_create(cw_context *const *ctxs, int n, cw_comm **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
-    CW_CHECK_ARG(out != NULL);
-    CW_CHECK_ARG(ctxs != NULL);
-    CW_CHECK_ARG(n >= 1 && n <= CW_MAX_DEVICES);
     int devs[CW_MAX_DEVICES];
     for (int i = 0; i < n; i++) {
-        if (!ctxs[i]) return fail(CW_ERROR_INVALID_ARGUMENT, "ctxs[%d] is NULL", i);
-        if (!context_ok(ctxs[i])) return fail(CW_ERROR_INVALID_HANDLE, "ctxs[%d] is not a live cw_context", i);
         if (ctxs[i]->kind != CW_CONTEXT_PRIMARY)
             return fail(CW_ERROR_INVALID_ARGUMENT,
                         "ctxs[%d] is not a primary context: NCCL runs on each device's primary context", i);
@@ -267,20 +229,12 @@ CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
         c->ctx[i] = ctxs[i];
         context_retain(ctxs[i]);
     }
-    room.publish(c, kTagComm);
+    room.publish(c);
     *out = c;
     return CW_SUCCESS;
 }
 
-CW_API void cw_comm_destroy(cw_comm **pc) {
-    CW_ENTRY;
-    if (!pc || !*pc) return;
-    cw_comm *c = *pc;
-    if (!comm_ok(c)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "*c is not a live cw_comm");
-        return;
-    }
-    *pc = nullptr;
+void comm_destroy(cw_comm *c) {
     handle_retire(c);
     {
         KeepCurrent keep;
@@ -293,71 +247,14 @@ CW_API void cw_comm_destroy(cw_comm **pc) {
     free(c);
 }
 
-CW_API cw_status cw_comm_size(const cw_comm *c, int *n) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_CHECK_ARG(n != NULL);
-    *n = c->n;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_comm_get_context(const cw_comm *c, int rank, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_CHECK_ARG(ctx != NULL);
-    CW_TRY(check_rank(c, rank, "rank"));
-    *ctx = c->ctx[rank];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_comm_all_reduce(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                    size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
-    CW_TRY(check_dtype(dtype));
-    if (!op_ok(op)) return fail(CW_ERROR_INVALID_ARGUMENT, "op %d is not a cw_reduce_op", (int)op);
-    return issue_all(c, send, recv, count, dtype, op, -1, streams);
-}
-
-CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                   size_t count, cw_dtype dtype, int root, cw_stream *const *streams) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
-    CW_TRY(check_dtype(dtype));
-    CW_TRY(check_rank(c, root, "root"));
-    return issue_all(c, send, recv, count, dtype, CW_SUM, root, streams);
-}
-
-CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                         size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *s) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_TRY(check_dtype(dtype));
-    if (!op_ok(op)) return fail(CW_ERROR_INVALID_ARGUMENT, "op %d is not a cw_reduce_op", (int)op);
-    return issue_rank(c, rank, send, recv, count, dtype, op, -1, s);
-}
-
-CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                        size_t count, cw_dtype dtype, int root, cw_stream *s) {
-    CW_ENTRY;
-    CW_CHECK_COMM(c);
-    CW_TRY(check_dtype(dtype));
-    CW_TRY(check_rank(c, root, "root"));
-    return issue_rank(c, rank, send, recv, count, dtype, CW_SUM, root, s);
-}
-
-CW_API cw_status cw_comm_group_begin(void) {
-    CW_ENTRY;
+cw_status group_begin() {
     const Nccl *n = nullptr;
     CW_TRY(ensure_nccl(&n));
     ncclResult_t r = n->ncclGroupStart();
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGroupStart", nullptr, -1);
 }
 
-CW_API cw_status cw_comm_group_end(void) {
-    CW_ENTRY;
+cw_status group_end() {
     const Nccl *n = nullptr;
     CW_TRY(ensure_nccl(&n));
     KeepCurrent keep;
@@ -365,4 +262,5 @@ CW_API cw_status cw_comm_group_end(void) {
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGroupEnd", nullptr, -1);
 }
 
-}  // extern "C"
+}  // namespace multi
+}  // namespace cw

@@ -1,0 +1,37 @@
+// cuweave api: what every file of the C API uses. Each public function here
+// is a thin shim: it names itself for the error detail (CW_ENTRY), checks
+// its arguments and handles, and calls the layer that does the work. No
+// library code outside src/api/ calls a public cw_* function, and src/api/
+// files mirror include/cuweave/ (api/cw_X.cpp defines what cuweave/X.h
+// declares); tools/check-layers.sh checks both.
+#pragma once
+
+#include <string.h>
+
+#include "core/handle.hpp"
+#include "cuweave/cuweave.h"
+#include "driver/error.hpp"
+
+namespace cw {
+namespace api {
+
+// True when the n bytes at p are all zero (the reserved bytes of settings).
+inline bool all_zero(const void *p, size_t n) {
+    const unsigned char *b = static_cast<const unsigned char *>(p);
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) return false;
+    return true;
+}
+
+// An enum field as the caller stored it: C callers may store any int, and
+// loading an out-of-range value as the C++ enum type is undefined.
+template <class E>
+inline unsigned raw_enum(const E &field) {
+    static_assert(sizeof(E) == sizeof(unsigned), "C enums are int-sized");
+    unsigned v;
+    memcpy(&v, &field, sizeof v);
+    return v;
+}
+
+}  // namespace api
+}  // namespace cw

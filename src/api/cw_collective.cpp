@@ -1,0 +1,116 @@
+// cuweave api: include/cuweave/collective.h (NCCL communicators).
+#include "api/api.hpp"
+#include "multi/collective.hpp"
+
+using namespace cw;
+
+namespace {
+
+cw_status check_dtype(cw_dtype dtype) {
+    if ((int)dtype < CW_INT8 || (int)dtype > CW_BFLOAT16)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "dtype %d is not a cw_dtype", (int)dtype);
+    return CW_SUCCESS;
+}
+
+cw_status check_op(cw_reduce_op op) {
+    if ((int)op < CW_SUM || (int)op > CW_AVG) return fail(CW_ERROR_INVALID_ARGUMENT, "op %d is not a cw_reduce_op", (int)op);
+    return CW_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+CW_API cw_status cw_nccl_version(int *version) {
+    CW_ENTRY;
+    CW_CHECK_ARG(version != NULL);
+    return multi::nccl_version(version);
+}
+
+CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_ARG(ctxs != NULL);
+    CW_CHECK_ARG(n >= 1 && n <= CW_MAX_DEVICES);
+    for (int i = 0; i < n; i++) CW_CHECK_HANDLE_AT(ctxs, i);
+    return multi::comm_create(ctxs, n, out);
+}
+
+CW_API void cw_comm_destroy(cw_comm **pc) {
+    CW_ENTRY;
+    if (!pc || !*pc) return;
+    cw_comm *c = *pc;
+    if (!live(c)) {
+        (void)fail(CW_ERROR_INVALID_HANDLE, "*c is not a live cw_comm");
+        return;
+    }
+    *pc = nullptr;
+    multi::comm_destroy(c);
+}
+
+CW_API cw_status cw_comm_size(const cw_comm *c, int *n) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_CHECK_ARG(n != NULL);
+    *n = c->n;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_comm_get_context(const cw_comm *c, int rank, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_CHECK_ARG(ctx != NULL);
+    CW_TRY(multi::check_rank(c, rank, "rank"));
+    *ctx = c->ctx[rank];
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_comm_all_reduce(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
+                                    size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
+    CW_TRY(check_dtype(dtype));
+    CW_TRY(check_op(op));
+    return multi::collective_all(c, send, recv, count, dtype, op, -1, streams);
+}
+
+CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
+                                   size_t count, cw_dtype dtype, int root, cw_stream *const *streams) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
+    CW_TRY(check_dtype(dtype));
+    CW_TRY(multi::check_rank(c, root, "root"));
+    return multi::collective_all(c, send, recv, count, dtype, CW_SUM, root, streams);
+}
+
+CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
+                                         size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *s) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_TRY(check_dtype(dtype));
+    CW_TRY(check_op(op));
+    return multi::collective_rank(c, rank, send, recv, count, dtype, op, -1, s);
+}
+
+CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
+                                        size_t count, cw_dtype dtype, int root, cw_stream *s) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(c);
+    CW_TRY(check_dtype(dtype));
+    CW_TRY(multi::check_rank(c, root, "root"));
+    return multi::collective_rank(c, rank, send, recv, count, dtype, CW_SUM, root, s);
+}
+
+CW_API cw_status cw_comm_group_begin(void) {
+    CW_ENTRY;
+    return multi::group_begin();
+}
+
+CW_API cw_status cw_comm_group_end(void) {
+    CW_ENTRY;
+    return multi::group_end();
+}
+
+}  // extern "C"

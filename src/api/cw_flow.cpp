@@ -1,0 +1,298 @@
+// cuweave api: include/cuweave/flow.h (operators, pipelines, cw_io).
+#include "api/api.hpp"
+#include "flow/flow.hpp"
+
+using namespace cw;
+
+namespace {
+
+void defaults(cw_port_settings *s) { memset(s, 0, sizeof *s); }
+void defaults(cw_operator_settings *s) { memset(s, 0, sizeof *s); }
+void defaults(cw_pipeline_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->threads = 1;
+    s->max_in_flight = 4;
+}
+
+}  // namespace
+
+extern "C" {
+
+CW_API void cw_port_settings_default(cw_port_settings *s) {
+    if (s) defaults(s);
+}
+
+CW_API void cw_operator_settings_default(cw_operator_settings *s) {
+    if (s) defaults(s);
+}
+
+CW_API void cw_pipeline_settings_default(cw_pipeline_settings *s) {
+    if (s) defaults(s);
+}
+
+// ---- operators ------------------------------------------------------------------
+
+CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const cw_operator_ops *ops, void *user,
+                                    const cw_operator_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_ARG(ops != NULL);
+    const char *why = "";
+    if (!flow::name_ok(name, &why)) return fail(CW_ERROR_INVALID_ARGUMENT, "bad operator name: %s", why);
+    if (!ops->compute) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no compute callback", name);
+    CW_CHECK_ARG(api::all_zero(ops->reserved, sizeof ops->reserved));
+    cw_operator_settings s;
+    defaults(&s);
+    if (settings) {
+        CW_CHECK_ARG(api::all_zero(settings->reserved, sizeof settings->reserved));
+        if (settings->pool && !live(settings->pool))
+            return fail(CW_ERROR_INVALID_HANDLE, "settings->pool is not a live cw_stream_pool");
+        s = *settings;
+    }
+    return flow::operator_create(name, ops, user, &s, out);
+}
+
+CW_API void cw_operator_destroy(cw_operator **op) {
+    CW_ENTRY;
+    if (!op || !*op) return;
+    cw_operator *o = *op;
+    if (!live(o)) {
+        (void)fail(CW_ERROR_INVALID_HANDLE, "op is not a live cw_operator");
+        return;
+    }
+    if (o->owner) {
+        (void)fail(CW_ERROR_INVALID_STATE, "operator '%s' belongs to a pipeline: it goes with the pipeline", o->name);
+        return;
+    }
+    *op = nullptr;
+    flow::operator_free(o);
+}
+
+CW_API cw_status cw_operator_add_input(cw_operator *op, const char *name, const cw_port_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(op);
+    return flow::add_port(op, name, settings, true);
+}
+
+CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const cw_port_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(op);
+    return flow::add_port(op, name, settings, false);
+}
+
+CW_API const char *cw_operator_name(const cw_operator *op) { return live(op) ? op->name : nullptr; }
+
+// ---- pipelines ------------------------------------------------------------------
+
+CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw_pipeline_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_HANDLE(ctx);
+    cw_pipeline_settings s;
+    defaults(&s);
+    if (settings) {
+        CW_CHECK_ARG(api::all_zero(settings->reserved, sizeof settings->reserved));
+        if (settings->pool && !live(settings->pool))
+            return fail(CW_ERROR_INVALID_HANDLE, "settings->pool is not a live cw_stream_pool");
+        CW_CHECK_ARG(settings->threads <= 256);
+        s = *settings;
+    }
+    return flow::pipeline_create(ctx, &s, out);
+}
+
+CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
+    CW_ENTRY;
+    if (!pp || !*pp) return;
+    cw_pipeline *p = *pp;
+    if (!live(p)) {
+        (void)fail(CW_ERROR_INVALID_HANDLE, "p is not a live cw_pipeline");
+        return;
+    }
+    if (p->running.load()) {
+        (void)fail(CW_ERROR_INVALID_STATE, "the pipeline is running: stop it and let cw_pipeline_run return first");
+        return;
+    }
+    *pp = nullptr;
+    flow::pipeline_destroy(p);
+}
+
+CW_API cw_status cw_pipeline_add(cw_pipeline *p, cw_operator *op) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_HANDLE(op);
+    return flow::pipeline_add(p, op);
+}
+
+CW_API cw_status cw_pipeline_connect(cw_pipeline *p, const char *from_op, const char *from_port, const char *to_op,
+                                     const char *to_port) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_ARG(from_op != NULL && from_port != NULL && to_op != NULL && to_port != NULL);
+    return flow::pipeline_connect(p, from_op, from_port, to_op, to_port);
+}
+
+CW_API cw_status cw_pipeline_check(cw_pipeline *p) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    return flow::pipeline_check(p);
+}
+
+CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    return flow::pipeline_run(p, iterations);
+}
+
+CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    return flow::pipeline_synchronize(p);
+}
+
+CW_API cw_status cw_pipeline_stop(cw_pipeline *p) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    p->stop.store(1, std::memory_order_release);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_ARG(stats != NULL);
+    flow::pipeline_stats(p, stats);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_get_context(const cw_pipeline *p, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = p->ctx;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_operator **op) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_ARG(name != NULL && op != NULL);
+    cw_operator *o = flow::find_op(p, name);
+    if (!o) return fail(CW_ERROR_INVALID_ARGUMENT, "no operator named '%s' in the pipeline", name);
+    *op = o;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_port_ptr(const cw_pipeline *p, const char *op, const char *port, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_ARG(op != NULL && port != NULL && dptr != NULL);
+    CUdeviceptr d = 0;
+    CW_TRY(flow::pipeline_port_ptr(p, op, port, &d));
+    *dptr = d;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_HANDLE(r);
+    return flow::make_resident(p, r);
+}
+
+// ---- cw_io ------------------------------------------------------------------------
+
+CW_API cw_status cw_io_receive(cw_io *io, const char *port, cw_message *msg) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(msg != NULL);
+    return flow::io_receive(io, port, msg);
+}
+
+CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t cap, size_t *count) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(count != NULL);
+    CW_CHECK_ARG(msgs != NULL || cap == 0);
+    return flow::io_receive_many(io, port, msgs, cap, count);
+}
+
+CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(out != NULL);
+    return flow::io_receive_stream(io, port, out);
+}
+
+CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(count != NULL);
+    CW_CHECK_ARG(streams != NULL || cap == 0);
+    return flow::io_receive_streams(io, port, streams, cap, count);
+}
+
+CW_API cw_status cw_io_stream(cw_io *io, const char *name, cw_stream **out) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(out != NULL);
+    return flow::io_stream(io, name, out);
+}
+
+CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream *s) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    if (s) CW_CHECK_HANDLE(s);
+    return flow::io_set_output_stream(io, port, s);
+}
+
+CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    return flow::io_emit(io, port, value, buffer);
+}
+
+CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_ARG(bytes > 0);
+    return flow::io_alloc(io, bytes, out);
+}
+
+CW_API cw_status cw_io_port_ptr(cw_io *io, const char *port, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(port != NULL && dptr != NULL);
+    CUdeviceptr d = 0;
+    CW_TRY(flow::io_port_ptr(io, port, &d));
+    *dptr = d;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_io_resident_ctl(cw_io *io, unsigned long long *ctl) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(ctl != NULL);
+    if (!io->resident)
+        return fail(CW_ERROR_INVALID_STATE, "operator '%s' is not being captured into a resident loop", io->op->name);
+    *ctl = io->ctl;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_io_get_operator(cw_io *io, cw_operator **op) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(op != NULL);
+    *op = io->op;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_io_get_iteration(cw_io *io, uint64_t *iteration) {
+    CW_ENTRY;
+    CW_CHECK_IO(io);
+    CW_CHECK_ARG(iteration != NULL);
+    *iteration = io->iteration;
+    return CW_SUCCESS;
+}
+
+}  // extern "C"

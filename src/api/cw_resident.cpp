@@ -1,0 +1,235 @@
+// cuweave api: include/cuweave/resident.h (the GPU-resident loop).
+#include "api/api.hpp"
+#include "graph/resident.hpp"
+
+using namespace cw;
+
+namespace {
+
+void defaults(cw_resident_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->timeout_ms = 0;
+    s->sleep_interval_us = 500;
+    s->sleep_mode = CW_RESIDENT_SLEEP_FIXED;
+    s->spin_us = 200;
+    s->sync_with_host = 0;
+    s->input_slots = 0;
+    s->input_bytes = 0;
+    s->unroll = 16;
+    s->gate = CW_RESIDENT_GATE_NODE;
+    s->priority = 0;
+    s->use_default_priority = 1;
+    s->destroy_timeout_ms = 5000;
+}
+
+cw_status check_settings(const cw_resident_settings *s) {
+    CW_CHECK_ARG(s->sleep_interval_us <= graphs::kMaxSleepUs);
+    CW_CHECK_ARG(s->spin_us <= graphs::kMaxSleepUs);
+    CW_CHECK_ARG(api::raw_enum(s->sleep_mode) <= CW_RESIDENT_SLEEP_ADAPTIVE);
+    CW_CHECK_ARG(api::raw_enum(s->gate) <= CW_RESIDENT_GATE_KERNELS);
+    CW_CHECK_ARG(s->sync_with_host == 0 || s->sync_with_host == 1);
+    CW_CHECK_ARG(s->input_slots <= 2);
+    CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
+    CW_CHECK_ARG(s->unroll >= 1 && s->unroll <= graphs::kMaxUnroll);
+    CW_CHECK_ARG(s->use_default_priority == 0 || s->use_default_priority == 1);
+    CW_CHECK_ARG(s->overlap == 0 || s->overlap == 1);
+    if (s->overlap && api::raw_enum(s->gate) != CW_RESIDENT_GATE_KERNELS)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS (an IF node between the "
+                    "kernels breaks the chain of launches it overlaps)");
+    CW_CHECK_ARG(s->trace == 0 || s->trace == 1);
+    if (s->trace && s->overlap)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: trace and overlap cannot be combined (the marks trace adds between the "
+                    "kernels would break the chain of launches overlap makes)");
+    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
+    return CW_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+CW_API void cw_resident_settings_default(cw_resident_settings *s) {
+    if (s) defaults(s);
+}
+
+CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_HANDLE(ctx);
+    cw_resident_settings def;
+    defaults(&def);
+    const cw_resident_settings *s = settings ? settings : &def;
+    CW_TRY(check_settings(s));
+    return graphs::resident_create(ctx, s, out);
+}
+
+CW_API cw_status cw_resident_destroy(cw_resident **pr) {
+    CW_ENTRY;
+    if (!pr || !*pr) return CW_SUCCESS;
+    cw_resident *r = *pr;
+    CW_CHECK_HANDLE(r);
+    CW_TRY(graphs::resident_destroy(r));
+    *pr = nullptr;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(settings != NULL);
+    CW_TRY(check_settings(settings));
+    return graphs::resident_configure(r, settings);
+}
+
+CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_settings *settings) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(settings != NULL);
+    *settings = r->set;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(ctl != NULL);
+    *ctl = r->dev;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_context(const cw_resident *r, cw_context **ctx) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(ctx != NULL);
+    *ctx = r->ctx;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(dptr != NULL);
+    if (slot >= r->set.input_slots)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: input slot %u of a loop with %u slots", slot,
+                    r->set.input_slots);
+    *dptr = r->input + (unsigned long long)slot * r->set.input_bytes;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *workload) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    if (workload) CW_CHECK_HANDLE(workload);
+    return graphs::resident_set_part(r, false, workload, nullptr, nullptr);
+}
+
+CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_set_part(r, false, nullptr, fn, user);
+}
+
+CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_set_part(r, true, nullptr, fn, user);
+}
+
+CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    if (handler) CW_CHECK_HANDLE(handler);
+    return graphs::resident_set_part(r, true, handler, nullptr, nullptr);
+}
+
+CW_API cw_status cw_resident_stage_begin(cw_resident *r, cw_stream *s, const char *name, uint32_t *stage) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_HANDLE(s);
+    CW_CHECK_ARG(name != NULL && name[0] != 0);
+    CW_CHECK_ARG(stage != NULL);
+    return graphs::resident_stage_begin(r, s, name, stage);
+}
+
+CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_HANDLE(s);
+    return graphs::resident_stage_end(r, s, stage);
+}
+
+CW_API cw_status cw_resident_build(cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_build(r);
+}
+
+CW_API cw_status cw_resident_launch(cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_launch(r);
+}
+
+CW_API cw_status cw_resident_is_launched(const cw_resident *r, int *launched) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(launched != NULL);
+    *launched = graphs::resident_launched(r);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_data_ready(r, seq);
+}
+
+CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(ready != NULL);
+    return graphs::resident_result_ready(r, seq, ready);
+}
+
+CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_wait_result(r, seq, timeout_ms);
+}
+
+CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, unsigned long long *dptr) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(dptr != NULL);
+    CUdeviceptr p = 0;
+    CW_TRY(graphs::resident_next_input(r, timeout_ms, &p));
+    *dptr = p;
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_tear_down(cw_resident *r, uint32_t timeout_ms) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_tear_down(r, timeout_ms);
+}
+
+CW_API cw_status cw_resident_get_state(const cw_resident *r, cw_resident_state *state) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(state != NULL);
+    *state = graphs::resident_state(r);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(stats != NULL);
+    return graphs::resident_stats(r, stats);
+}
+
+CW_API const char *cw_resident_device_header(void) { return kResidentDeviceHeader; }
+
+}  // extern "C"

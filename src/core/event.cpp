@@ -1,0 +1,225 @@
+// cuweave core: the context's event pool, marks and timers (event.hpp).
+#include "core/event.hpp"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/stream.hpp"
+
+namespace cw {
+namespace core {
+
+namespace {
+// The pool goes last with its context (its events' users went first).
+void events_teardown(cw_context *ctx) {
+    for (size_t i = 0; i < ctx->events.count; i++) drv().cuEventDestroy(ctx->events.items[i]);
+    free(ctx->events.items);
+    ctx->events.items = nullptr;
+    ctx->events.count = ctx->events.cap = 0;
+}
+}  // namespace
+
+cw_status event_get(cw_context *ctx, CUevent *ev) {
+    {
+        SpinLock lock(ctx->events.lock);
+        if (ctx->events.count > 0) {
+            *ev = ctx->events.items[--ctx->events.count];
+            return CW_SUCCESS;
+        }
+    }
+    context_on_teardown(events_teardown, kTeardownEvents);
+    CurrentGuard guard;
+    CW_TRY(guard.enter(ctx->cu));
+    CW_CU(cuEventCreate, (ev, CU_EVENT_DISABLE_TIMING));
+    cw_status st = guard.leave();
+    if (st != CW_SUCCESS) drv().cuEventDestroy(*ev);
+    return st;
+}
+void event_put(cw_context *ctx, CUevent ev) {
+    {
+        SpinLock lock(ctx->events.lock);
+        if (ctx->events.count < ctx->events.cap ||
+            [&] {
+                size_t cap = ctx->events.cap ? ctx->events.cap * 2 : 16;
+                void *p = realloc(ctx->events.items, cap * sizeof(CUevent));
+                if (!p) return false;
+                ctx->events.items = static_cast<CUevent *>(p);
+                ctx->events.cap = cap;
+                return true;
+            }()) {
+            ctx->events.items[ctx->events.count++] = ev;
+            return;
+        }
+    }
+    // No room to keep it: give it back to the driver.
+    drv().cuEventDestroy(ev);
+}
+
+// ---- marks -------------------------------------------------------------------
+
+struct Mark {
+    std::atomic<int> refs;
+    std::atomic<bool> done;  // seen finished
+    // Marks this one is known to come after on the GPU (its stream waited
+    // for them before it was recorded): finished when it is. References,
+    // dropped when it is seen finished or goes.
+    Mark *covers[8];
+    int ncovers;
+    cw_context *ctx;  // the event's pool (retained)
+    CUevent ev;
+    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
+    uint64_t serial;     // the stream's serial: compared across time
+};
+
+cw_status mark_record(cw_stream *s, Mark **out) {
+    Mark *m = static_cast<Mark *>(calloc(1, sizeof(Mark)));
+    if (!m) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_status st = event_get(s->ctx, &m->ev);
+    if (st == CW_SUCCESS) {
+        st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(m->ev, s->cu); });
+        if (st != CW_SUCCESS) event_put(s->ctx, m->ev);
+    }
+    if (st != CW_SUCCESS) {
+        free(m);
+        return st;
+    }
+    m->refs.store(1, std::memory_order_relaxed);
+    m->ctx = s->ctx;
+    context_retain(m->ctx);
+    m->s = s;
+    m->serial = s->serial;
+    *out = m;
+    return CW_SUCCESS;
+}
+
+void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void mark_release(Mark *m) {
+    if (!m || m->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    for (int i = 0; i < m->ncovers; i++) mark_release(m->covers[i]);
+    event_put(m->ctx, m->ev);
+    context_release(m->ctx);
+    free(m);
+}
+
+CUevent mark_event(const Mark *m) { return m->ev; }
+
+void mark_cover(Mark *m, Mark *earlier) {
+    if (m == earlier || m->ncovers == (int)(sizeof m->covers / sizeof m->covers[0])) return;
+    mark_retain(earlier);
+    m->covers[m->ncovers++] = earlier;
+}
+
+namespace {
+// m finished: so did everything it covers (the first to see it tells them).
+void mark_set_done(Mark *m) {
+    if (m->done.exchange(true, std::memory_order_acq_rel)) return;
+    for (int i = 0; i < m->ncovers; i++) mark_set_done(m->covers[i]);
+}
+}  // namespace
+
+bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
+
+bool mark_done(Mark *m) {
+    if (m->done.load(std::memory_order_acquire)) return true;
+    if (drv().cuEventQuery(m->ev) != CUDA_SUCCESS) return false;
+    mark_set_done(m);
+    return true;
+}
+
+cw_status mark_wait(Mark *m) {
+    if (m->done.load(std::memory_order_acquire)) return CW_SUCCESS;
+    CUresult r = drv().cuEventSynchronize(m->ev);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuEventSynchronize");
+    mark_set_done(m);
+    return CW_SUCCESS;
+}
+const cw_stream *mark_stream(const Mark *m) { return m->s; }
+uint64_t mark_serial(const Mark *m) { return m->serial; }
+
+bool mark_fold(cw_stream *rel, Mark *m) {
+    bool ok = (rel && drv().cuStreamWaitEvent(rel->cu, m->ev, 0) == CUDA_SUCCESS) ||
+              drv().cuEventSynchronize(m->ev) == CUDA_SUCCESS;
+    mark_release(m);
+    return ok;
+}
+
+// ---- timers ------------------------------------------------------------------
+
+cw_status timer_create(cw_context *ctx, cw_timer **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
+    CW_TRY(ensure_init());
+    cw_timer *t = static_cast<cw_timer *>(calloc(1, sizeof(cw_timer)));
+    if (!t) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    CurrentGuard guard;
+    cw_status st = guard.enter(ctx->cu);
+    if (st == CW_SUCCESS) {
+        CUresult r = drv().cuEventCreate(&t->start, CU_EVENT_DEFAULT);
+        if (r == CUDA_SUCCESS) {
+            r = drv().cuEventCreate(&t->stop, CU_EVENT_DEFAULT);
+            if (r != CUDA_SUCCESS) drv().cuEventDestroy(t->start);
+        }
+        if (r != CUDA_SUCCESS) st = fail_cu(r, "cuEventCreate");
+    }
+    if (st == CW_SUCCESS) {
+        st = guard.leave();
+        if (st != CW_SUCCESS) {
+            drv().cuEventDestroy(t->start);
+            drv().cuEventDestroy(t->stop);
+        }
+    }
+    if (st != CW_SUCCESS) {
+        free(t);
+        return st;
+    }
+    t->ctx = ctx;
+    context_retain(ctx);
+    room.publish(t);
+    *out = t;
+    return CW_SUCCESS;
+}
+
+void timer_destroy(cw_timer *t) {
+    handle_retire(t);
+    drv().cuEventDestroy(t->start);
+    drv().cuEventDestroy(t->stop);
+    cw_context *ctx = t->ctx;
+    free(t);
+    context_release(ctx);
+}
+
+cw_status timer_record(cw_timer *t, cw_stream *s, bool start) {
+    if (!start && !t->started) return fail(CW_ERROR_INVALID_STATE, "cw_timer_stop before cw_timer_start");
+    if (s->ctx->cu != t->ctx->cu)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the timer's context");
+    CUevent ev = start ? t->start : t->stop;
+    CW_TRY(on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(ev, s->cu); }));
+    if (start) {
+        t->started = true;
+        t->stopped = false;
+    } else {
+        t->stopped = true;
+    }
+    return CW_SUCCESS;
+}
+
+cw_status timer_elapsed_ms(cw_timer *t, float *ms) {
+    if (!t->started || !t->stopped) return fail(CW_ERROR_INVALID_STATE, "the timer was not started and stopped");
+    CurrentGuard guard;
+    CW_TRY(guard.enter(t->ctx->cu));
+    CW_CU(cuEventSynchronize, (t->stop));
+    float v = 0;
+    if (drv().cuEventElapsedTime)
+        CW_CU(cuEventElapsedTime, (&v, t->start, t->stop));
+    else if (drv().cuEventElapsedTime_v1)
+        CW_CU(cuEventElapsedTime_v1, (&v, t->start, t->stop));
+    else
+        return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuEventElapsedTime");
+    CW_TRY(guard.leave());
+    *ms = v;
+    return CW_SUCCESS;
+}
+
+}  // namespace core
+}  // namespace cw

@@ -1,0 +1,68 @@
+// cuweave core: events. Every event the library records comes from here:
+//
+// - the context's pool of timing-disabled events (one per stream for
+//   ordering, one per future, one per mark), handed back when their user goes;
+// - marks: one event recorded on one stream, shared by every buffer use and
+//   message that needs "the work on that stream up to here" (the flow layer
+//   records one per stream per compute call, however many buffers it touched);
+// - timers: two timing events around work on a stream.
+#pragma once
+
+#include <atomic>
+#include <stdint.h>
+
+#include "core/context.hpp"
+
+struct cw_stream;
+
+struct cw_timer {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    CUevent start, stop;
+    bool started, stopped;
+};
+
+namespace cw {
+namespace core {
+
+// A timing-disabled event from the context's pool (created when empty), and
+// giving one back (destroyed when the pool cannot grow).
+cw_status event_get(cw_context *ctx, CUevent *ev);
+void event_put(cw_context *ctx, CUevent ev);
+
+// ---- marks ----
+struct Mark;
+// Records an event on s (pooled, from s's context). One reference for the caller.
+cw_status mark_record(cw_stream *s, Mark **out);
+void mark_retain(Mark *m);
+void mark_release(Mark *m);
+CUevent mark_event(const Mark *m);
+// True once the work before m has finished (asks the driver until it has,
+// remembers it after). mark_wait blocks until then.
+bool mark_done(Mark *m);
+// True when m is known finished (no driver call).
+bool mark_finished(const Mark *m);
+cw_status mark_wait(Mark *m);
+// m was recorded on a stream that had waited for `earlier`: when m is seen
+// finished, so is earlier (no driver call asks about it). Only before m is
+// shared with another thread; at most 8 (more are simply not noted).
+void mark_cover(Mark *m, Mark *earlier);
+// The stream m was recorded on (compare only: it may be gone), and that
+// stream's serial (unique in the process, unlike its address).
+const cw_stream *mark_stream(const Mark *m);
+uint64_t mark_serial(const Mark *m);
+// Makes the release stream rel wait for m (or, when it cannot, the host),
+// then drops the caller's reference. False when neither could wait (a
+// faulted device).
+bool mark_fold(cw_stream *rel, Mark *m);
+
+// ---- timers ----
+cw_status timer_create(cw_context *ctx, cw_timer **out);
+void timer_destroy(cw_timer *t);
+// Records the start (or stop) event on s, which must be on the timer's context.
+cw_status timer_record(cw_timer *t, cw_stream *s, bool start);
+// Waits for the stop event; the milliseconds between start and stop.
+cw_status timer_elapsed_ms(cw_timer *t, float *ms);
+
+}  // namespace core
+}  // namespace cw

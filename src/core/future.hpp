@@ -1,0 +1,61 @@
+// cuweave core: host completion (futures) and when_all.
+#pragma once
+
+#include <atomic>
+#include <pthread.h>
+
+#include "core/stream.hpp"
+#include "cuweave/future.h"
+
+struct cw_future {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    cw_future_kind kind;
+    CUevent ev;       // recorded once, at creation: any query of it reports a sticky device fault
+    std::atomic<uint32_t> armed;  // sequence number of the current marker
+    // WRITE_VALUE: the stream writes `armed` here
+    volatile uint32_t *word;
+    CUdeviceptr word_dev;
+    uint32_t slot;
+    unsigned spin_us;
+    // HOST_FUNC: the host function stores `armed` here and wakes waiters
+    std::atomic<uint32_t> done;
+    std::atomic<int> hostfn_pending;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    // Notification
+    std::atomic<int> efd;
+    std::atomic<int> cb_state;  // 0 none, 1 set, 2 fired
+    cw_future_fn cb;
+    void *cb_user;
+    std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
+    std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
+    std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
+    std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
+    cw_future *watch_next;
+    cw_future *orphan_next;     // on the context's orphan list
+};
+
+namespace cw {
+namespace core {
+
+// A future completed by the work queued on s so far (refused while s
+// captures: it would complete at every launch of the graph).
+cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out);
+// Arms f again behind the work queued on s (f's context) now.
+cw_status future_rearm(cw_future *f, cw_stream *s);
+// CW_SUCCESS once complete, CW_ERROR_NOT_READY before; a device fault.
+cw_status future_poll(cw_future *f);
+// Waits at most timeout_us microseconds (negative: no limit).
+cw_status future_wait(cw_future *f, int64_t timeout_us);
+cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user);
+cw_status future_get_fd(cw_future *f, int *fd);
+// Frees f once its marker can no longer touch it.
+void future_destroy(cw_future *f);
+// A future completed by the work queued so far on every stream (one context).
+cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out);
+// A written-value future's word and the number its marker writes (tests).
+bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed);
+
+}  // namespace core
+}  // namespace cw

@@ -1,0 +1,123 @@
+// cuweave core: the handles the API hands out, and the registry that says
+// which are live (registry.cpp).
+//
+// Every kind of handle is listed once, here, with the tag its object starts
+// with (its first 4 bytes, for debuggers) and the name errors use. A public
+// handle is valid when its address is in the registry with its kind: checks
+// never read the handle's memory, so a destroyed, foreign or garbage pointer
+// is refused (CW_ERROR_INVALID_HANDLE) in every build. Lookups take no lock;
+// creation and destruction a short one.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuweave/common.h"
+#include "driver/error.hpp"
+
+// X(type, tag): every handle kind of the API. The tag spells 4 letters.
+#define CW_HANDLE_KINDS(X)                                \
+    X(cw_context, 0x43574358u)       /* CWCX */           \
+    X(cw_partition_set, 0x43574750u) /* CWGP */           \
+    X(cw_stream, 0x43575354u)        /* CWST */           \
+    X(cw_stream_pool, 0x4357504cu)   /* CWPL */           \
+    X(cw_timer, 0x4357544du)         /* CWTM */           \
+    X(cw_future, 0x43574655u)        /* CWFU */           \
+    X(cw_buffer, 0x43574246u)        /* CWBF */           \
+    X(cw_module, 0x43574d4fu)        /* CWMO */           \
+    X(cw_kernel, 0x43574b4eu)        /* CWKN */           \
+    X(cw_graph, 0x43574752u)         /* CWGR */           \
+    X(cw_graph_exec, 0x43574558u)    /* CWEX */           \
+    X(cw_resident, 0x43575253u)      /* CWRS */           \
+    X(cw_program, 0x43575052u)       /* CWPR */           \
+    X(cw_device_set, 0x43574453u)    /* CWDS */           \
+    X(cw_comm, 0x4357434du)          /* CWCM */           \
+    X(cw_operator, 0x43574f50u)      /* CWOP */           \
+    X(cw_pipeline, 0x43575049u)      /* CWPI */           \
+    X(cw_io, 0x4357494fu)            /* CWIO: not registered, see flow.hpp */
+
+#define CW_HANDLE_DECLARE_(type, tag) struct type;
+CW_HANDLE_KINDS(CW_HANDLE_DECLARE_)
+#undef CW_HANDLE_DECLARE_
+
+namespace cw {
+
+constexpr uint32_t kTagDead = 0xdeadc0deu;  // a destroyed object's first word
+
+// The tag and name of each kind: HandleKind<cw_stream>::tag, ::name.
+template <class T>
+struct HandleKind;
+#define CW_HANDLE_KIND_(type, t)                       \
+    template <>                                        \
+    struct HandleKind<type> {                          \
+        static constexpr uint32_t tag = t;             \
+        static constexpr const char *name = #type;     \
+    };
+CW_HANDLE_KINDS(CW_HANDLE_KIND_)
+#undef CW_HANDLE_KIND_
+
+namespace core {
+
+// True when h is in the registry with this kind.
+bool handle_live(const void *h, uint32_t kind);
+// Removes h (whose tag, its first 4 bytes, is then set dead).
+void handle_retire(void *h);
+// Live handles of every kind (for tests).
+size_t handles_live();
+// Test hook: the nth next reservation fails with CW_ERROR_OUT_OF_MEMORY.
+void handle_registry_fail_next(int n);
+
+// Room in the registry for handles about to be made: reserve() before
+// anything is created (it is the only step that can fail), publish() once
+// the object is complete (writes its tag and makes it live; cannot fail).
+// Room not used is given back when the object goes out of scope.
+class HandleRoom {
+  public:
+    HandleRoom() = default;
+    ~HandleRoom();
+    HandleRoom(const HandleRoom &) = delete;
+    HandleRoom &operator=(const HandleRoom &) = delete;
+    cw_status reserve(unsigned n = 1);
+    template <class T>
+    void publish(T *h) {
+        publish_kind(h, HandleKind<T>::tag);
+    }
+
+  private:
+    void publish_kind(void *h, uint32_t kind);
+    unsigned held_ = 0;
+};
+
+}  // namespace core
+
+// True when h is a live handle of its kind (never reads *h).
+template <class T>
+inline bool live(const T *h) {
+    return core::handle_live(h, HandleKind<T>::tag);
+}
+template <class T>
+inline const char *kind_name(const T *) {
+    return HandleKind<T>::name;
+}
+
+}  // namespace cw
+
+// Rejects a NULL handle (CW_ERROR_INVALID_ARGUMENT) or one that is not a live
+// handle of its type (CW_ERROR_INVALID_HANDLE, naming the argument and type).
+#define CW_CHECK_HANDLE(h)                                                                      \
+    do {                                                                                        \
+        CW_CHECK_ARG((h) != NULL);                                                              \
+        if (__builtin_expect(!::cw::live(h), 0))                                                \
+            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s is not a live %s", #h, ::cw::kind_name(h)); \
+    } while (0)
+
+// The same for an element of an array of handles: "name[i] is not a live ...".
+#define CW_CHECK_HANDLE_AT(array, i)                                                            \
+    do {                                                                                        \
+        if (__builtin_expect((array)[i] == NULL, 0))                                            \
+            return ::cw::fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: %s[%zu] is NULL", #array, \
+                              (size_t)(i));                                                     \
+        if (__builtin_expect(!::cw::live((array)[i]), 0))                                       \
+            return ::cw::fail(CW_ERROR_INVALID_HANDLE, "%s[%zu] is not a live %s", #array, (size_t)(i), \
+                              ::cw::kind_name((array)[i]));                                     \
+    } while (0)

@@ -1,0 +1,449 @@
+// cuweave flow layer: the CPU-driven executor (flow.hpp). Each iteration
+// runs every operator once, in topological order (one thread) or as its
+// inputs arrive (worker threads); after each compute call it records one
+// mark per stream the call used, which becomes the use of every buffer the
+// call touched and the point consumers wait for. The GPU may lag at most
+// max_in_flight iterations behind.
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/future.hpp"
+#include "flow/flow.hpp"
+
+namespace cw {
+namespace flow {
+
+using namespace core;
+
+namespace {
+
+bool input_ready(const cw_pipeline *p, const cw_operator *op) {
+    for (const Port &pt : op->ports) {
+        if (!pt.input || (pt.flags & CW_PORT_OPTIONAL)) continue;
+        bool any = false;
+        for (int ci : pt.conns) any = any || p->conns[ci].has;
+        if (!any) return false;
+    }
+    return true;
+}
+
+// Waits for the GPU work of every input message's stream (wait_inputs).
+cw_status wait_inputs(cw_pipeline *p, cw_operator *op) {
+    for (const Port &pt : op->ports) {
+        if (!pt.input) continue;
+        for (int ci : pt.conns) {
+            const Connection &c = p->conns[ci];
+            if (!c.has || !c.msg.stream) continue;
+            cw_stream *s = c.msg.stream;
+            if (op->waiter && op->waiter->ctx != s->ctx) {
+                future_destroy(op->waiter);
+                op->waiter = nullptr;
+            }
+            if (op->waiter) {
+                CW_TRY(future_rearm(op->waiter, s));
+            } else {
+                CW_TRY(future_create(s, CW_FUTURE_EVENT, &op->waiter));
+            }
+            CW_TRY(future_wait(op->waiter, -1));
+        }
+    }
+    return CW_SUCCESS;
+}
+
+// After compute returned: one mark per stream the call used (recorded now:
+// everything the call enqueued), attached as a use to every buffer the call
+// received, emitted or allocated, carried by the messages it emits; then the
+// call's own references go.
+cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
+    cw_io *io = &op->io;
+    cw_status st = CW_SUCCESS;
+    drop_marks(op->call_marks);
+    auto add_mark = [&](cw_stream *s) {
+        if (!s || s->is_null) return;
+        for (Mark *m : op->call_marks)
+            if (mark_stream(m) == s) return;
+        Mark *m = nullptr;
+        cw_status r = mark_record(s, &m);
+        if (r == CW_SUCCESS && !op->call_marks.push(m)) {
+            mark_release(m);
+            r = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+        if (r != CW_SUCCESS && st == CW_SUCCESS) st = r;
+    };
+    add_mark(io->stream);
+    // The call's own stream waited for its inputs' marks: its mark covers them.
+    if (!op->call_marks.empty() && io->stream && mark_stream(op->call_marks[0]) == io->stream)
+        for (Mark *w : io->waited) mark_cover(op->call_marks[0], w);
+    for (cw_stream *s : io->touched) add_mark(s);
+    // Each buffer once (one received on two ports, or allocated and emitted).
+    cw_buffer *seen[32];
+    size_t nseen = 0;
+    auto use = [&](cw_buffer *b) {
+        if (!b) return;
+        for (size_t i = 0; i < nseen; i++)
+            if (seen[i] == b) return;
+        if (nseen < 32) seen[nseen++] = b;
+        for (Mark *m : op->call_marks) {
+            cw_status u = buffer_attach(b, m);
+            if (u != CW_SUCCESS && st == CW_SUCCESS) st = u;
+        }
+    };
+    for (const Port &pt : op->ports) {
+        if (pt.input) {
+            for (int ci : pt.conns) {
+                Connection &c = p->conns[ci];
+                if (c.has) use(c.msg.buffer);
+                if (c.local) {
+                    use(c.local);
+                    buffer_release(c.local);
+                    c.local = nullptr;
+                }
+            }
+        } else if (pt.emitted) {
+            use(pt.pending.buffer);
+        }
+    }
+    for (cw_buffer *b : io->allocated) use(b);
+    // Deliver (only after a successful compute).
+    for (Port &pt : op->ports) {
+        if (pt.input || !pt.emitted) continue;
+        if (ok) {
+            cw_stream *carry = pt.stream_set ? pt.stream : (io->carry ? io->stream : nullptr);
+            Mark *mark = nullptr;
+            for (Mark *m : op->call_marks)
+                if (mark_stream(m) == carry) mark = m;
+            for (int ci : pt.conns) {
+                Connection &c = p->conns[ci];
+                if (c.has) {
+                    if (c.msg.buffer) buffer_release(c.msg.buffer);
+                    mark_release(c.msg.mark);
+                }
+                c.msg.value = pt.pending.value;
+                c.msg.buffer = pt.pending.buffer;
+                if (c.msg.buffer) buffer_retain(c.msg.buffer);
+                c.msg.stream = carry;
+                c.msg.mark = mark;
+                if (mark) mark_retain(mark);
+                c.has = true;
+            }
+        }
+        if (pt.pending.buffer) {
+            buffer_release(pt.pending.buffer);
+            pt.pending.buffer = nullptr;
+        }
+        pt.emitted = false;
+    }
+    for (cw_buffer *&b : io->allocated) {
+        buffer_release(b);
+        b = nullptr;
+    }
+    io->allocated.clear();
+    return st;
+}
+
+// Runs one operator for one iteration (any thread).
+void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
+    if (p->failed.load(std::memory_order_acquire)) return;
+    if (!input_ready(p, op)) {
+        p->skipped.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    if (!op->started) {
+        op->started = true;
+        if (op->ops.start) {
+            cw_status st = op->ops.start(op, op->user);
+            if (st != CW_SUCCESS) {
+                record_failure(p, op, "start", st);
+                return;
+            }
+        }
+    }
+    if (op->settings.wait_inputs) {
+        cw_status st = wait_inputs(p, op);
+        if (st != CW_SUCCESS) {
+            record_failure(p, op, "waiting for its inputs", st);
+            return;
+        }
+    }
+    io_reset(&op->io, op, iteration);
+    op->ran.store(p->iterations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    op->io.active = true;
+    cw_status st = op->ops.compute(&op->io, op->user);
+    op->io.active = false;
+    if (st != CW_SUCCESS) record_failure(p, op, "compute", st);
+    cw_status fin = finish_call(p, op, st == CW_SUCCESS);
+    if (st == CW_SUCCESS && fin != CW_SUCCESS) record_failure(p, op, "recording buffer uses", fin);
+    p->computes.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The end of iteration `it`: where every compute call of it ended.
+cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
+    // Sinks first: waiting for a sink's mark marks what it covers finished,
+    // so the waits for its upstream operators' marks cost nothing.
+    for (size_t k = p->topo.size(); k-- > 0;)
+        for (Mark *m : p->ops[p->topo[k]]->call_marks) {
+            if (!p->ended.push(cw_pipeline::Ended{it, m, p->topo[k]}))
+                return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            mark_retain(m);
+        }
+    return CW_SUCCESS;
+}
+
+struct WorkerArg {
+    cw_pipeline *p;
+    std::atomic<uint64_t> *iteration;
+};
+
+void *worker_main(void *arg) {
+    WorkerArg *w = static_cast<WorkerArg *>(arg);
+    cw_pipeline *p = w->p;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->queue.empty()) pthread_cond_wait(&p->cv_work, &p->mu);
+        if (p->quit) break;
+        int idx = p->queue.back();
+        p->queue.pop();
+        uint64_t it = w->iteration->load(std::memory_order_relaxed);
+        pthread_mutex_unlock(&p->mu);
+        run_op(p, p->ops[idx], it);
+        pthread_mutex_lock(&p->mu);
+        for (int s : p->ops[idx]->succs)
+            if (--p->pending_preds[s] == 0) p->queue.push(s);  // reserved: never grows
+        if (!p->queue.empty()) pthread_cond_broadcast(&p->cv_work);
+        if (++p->done == p->ops.size()) pthread_cond_signal(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return nullptr;
+}
+
+void stop_ops(cw_pipeline *p) {
+    for (cw_operator *op : p->ops) {
+        if (!op->started) continue;
+        op->started = false;
+        if (op->ops.stop) op->ops.stop(op, op->user);
+    }
+}
+
+}  // namespace
+
+void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
+    io->op = op;
+    io->iteration = iteration;
+    io->stream = nullptr;
+    io->carry = false;
+    io->reuse_ordered = false;
+    io->made_current = nullptr;
+    io->touched.clear();
+    io->waited.clear();
+    io->allocated.clear();
+    for (Port &pt : op->ports) {
+        pt.emitted = false;
+        pt.pending = Message{};
+        pt.stream_set = false;
+        pt.stream = nullptr;
+        pt.moved = false;
+    }
+}
+
+void drop_marks(Vec<Mark *> &v) {
+    for (Mark *m : v) mark_release(m);
+    v.clear();
+}
+
+void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_status st) {
+    pthread_mutex_lock(&p->mu);
+    if (!p->failed.load(std::memory_order_relaxed)) {
+        p->fail_status = st;
+        const cw_error_info &e = last_error();
+        const char *what = e.status == st && e.message[0] ? e.message : status_text(st);
+        int n = snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
+        const uint64_t ran = op->ran.load(std::memory_order_relaxed);
+        if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
+            // A fault is seen by whoever asks next: name the stage whose work
+            // may hold it, the operators that queued work in this iteration.
+            char names[320] = "";
+            size_t len = 0;
+            for (size_t k = 0; k < p->topo.size(); k++) {
+                const cw_operator *o = p->ops[p->topo[k]];
+                if (o->ran.load(std::memory_order_relaxed) == ran) list_name(names, sizeof names, &len, o->name);
+            }
+            snprintf(p->fail_msg + n, sizeof p->fail_msg - (size_t)n,
+                     "; the faulting work was queued in iteration %llu or before, by one of operators %s",
+                     (unsigned long long)(ran - 1), names);
+        }
+        p->failed.store(true, std::memory_order_release);  // after the message
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void end_iteration(cw_pipeline *p) {
+    for (Connection &c : p->conns) {
+        if (c.has && c.msg.buffer) buffer_release(c.msg.buffer);
+        if (c.has) mark_release(c.msg.mark);
+        c.has = false;
+        c.msg = Message{};
+    }
+}
+
+cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
+    cw_status st = CW_SUCCESS;
+    size_t keep = 0;
+    for (size_t i = 0; i < p->ended.size(); i++) {
+        cw_pipeline::Ended e = p->ended[i];
+        if (wait && e.iteration > upto) {
+            p->ended[keep++] = e;
+            continue;
+        }
+        if (wait && st == CW_SUCCESS) {
+            st = mark_wait(e.mark);
+            if (st == CW_ERROR_DEVICE_FAULT) {
+                // Name the stage: the iteration, and its operators whose work
+                // was not seen finished (a sticky fault hides which kernel it
+                // was: it is in one of them, or in work queued before).
+                char names[320] = "";
+                size_t len = 0;
+                for (size_t j = 0; j < p->topo.size(); j++) {
+                    const cw_operator *op = p->ops[p->topo[j]];
+                    bool open = false;
+                    for (size_t m = 0; m < p->ended.size(); m++)
+                        open = open || (p->ended[m].iteration == e.iteration && p->ended[m].op == op->index &&
+                                        !mark_finished(p->ended[m].mark));
+                    if (open) list_name(names, sizeof names, &len, op->name);
+                }
+                st = fail(CW_ERROR_DEVICE_FAULT,
+                          "the device faulted (%s) in iteration %llu or before: the work of operators %s was not "
+                          "seen finished",
+                          last_error().cu_name, (unsigned long long)e.iteration, names);
+            }
+        }
+        mark_release(e.mark);
+    }
+    while (p->ended.size() > keep) p->ended.pop();
+    return st;
+}
+
+cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
+    int expected = 0;
+    if (!p->running.compare_exchange_strong(expected, 1))
+        return fail(CW_ERROR_INVALID_STATE, "the pipeline is running already");
+    struct Running {
+        cw_pipeline *p;
+        ~Running() { p->running.store(0); }
+    } running{p};
+    if (!p->checked) CW_TRY(pipeline_check(p));
+    if (any_port_memory(p)) CW_TRY(setup_memory(p, p->ctx));
+    // Compute calls make their stream's context current (on this thread,
+    // with one worker thread): the caller gets its own back at the end.
+    struct Restore {
+        CUcontext prev = nullptr;
+        bool have = false;
+        ~Restore() {
+            if (have) drv().cuCtxSetCurrent(prev);
+        }
+    } restore;
+    {
+        // Without the caller's context known it could not be put back: refuse.
+        CUresult r = drv().cuCtxGetCurrent(&restore.prev);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent", "the caller's current context");
+        restore.have = true;
+    }
+    p->stop.store(0);
+    p->failed.store(false, std::memory_order_relaxed);
+    p->fail_status = CW_SUCCESS;
+    p->fail_msg[0] = '\0';
+    size_t n = p->ops.size();
+    std::atomic<uint64_t> iteration{0};
+    cw::Vec<pthread_t> workers;
+    WorkerArg warg{p, &iteration};
+    unsigned nthreads = p->threads > n ? (unsigned)n : p->threads;
+    cw_status st = CW_SUCCESS;
+    if (nthreads > 1) {
+        if (!p->pending_preds.assign(n, 0) || !p->queue.reserve(n) || !workers.reserve(nthreads))
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        p->quit = false;
+        p->queue.clear();
+        for (unsigned i = 0; i < nthreads; i++) {
+            pthread_t t;
+            if (pthread_create(&t, nullptr, worker_main, &warg) != 0) {
+                st = fail(CW_ERROR_OUT_OF_MEMORY, "could not start executor thread %u of %u", i + 1, nthreads);
+                break;
+            }
+            workers.push(t);
+        }
+    }
+    for (uint64_t it = 0; st == CW_SUCCESS && (iterations == 0 || it < iterations); it++) {
+        if (p->stop.load(std::memory_order_acquire)) break;
+        iteration.store(it, std::memory_order_relaxed);
+        if (workers.empty()) {
+            for (int idx : p->topo) run_op(p, p->ops[idx], it);
+        } else {
+            pthread_mutex_lock(&p->mu);
+            p->done = 0;
+            for (cw_operator *op : p->ops) {
+                p->pending_preds[op->index] = (int)op->preds.size();
+                if (op->preds.empty()) p->queue.push(op->index);
+            }
+            pthread_cond_broadcast(&p->cv_work);
+            while (p->done < n) pthread_cond_wait(&p->cv_done, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        end_iteration(p);
+        if (p->failed.load(std::memory_order_acquire)) break;
+        // Iterations are counted over every run (a run of one iteration per
+        // frame is bounded too). The GPU may lag at most max_in_flight
+        // iterations behind: the wait for the next iteration's bound is made
+        // now, after this iteration's work is queued, so that it overlaps
+        // the GPU's work instead of delaying the next iteration's first launch.
+        const uint64_t global = p->iterations.fetch_add(1, std::memory_order_relaxed);
+        if (p->max_in_flight) {
+            if ((st = mark_iteration(p, global)) != CW_SUCCESS) break;
+            if (global + 1 >= p->max_in_flight && (st = settle_marks(p, global + 1 - p->max_in_flight, true)))
+                break;
+        }
+    }
+    if (!workers.empty()) {
+        pthread_mutex_lock(&p->mu);
+        p->quit = true;
+        pthread_cond_broadcast(&p->cv_work);
+        pthread_mutex_unlock(&p->mu);
+        for (pthread_t t : workers) pthread_join(t, nullptr);
+    }
+    end_iteration(p);
+    stop_ops(p);
+    if (st != CW_SUCCESS) return st;
+    if (p->failed.load(std::memory_order_acquire)) return fail(p->fail_status, "%s", p->fail_msg);
+    return CW_SUCCESS;
+}
+
+cw_status pipeline_synchronize(cw_pipeline *p) {
+    if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running: wait for cw_pipeline_run");
+    for (size_t k = p->topo.size(); k-- > 0;) {  // sinks first (their marks cover the rest)
+        cw_operator *op = p->ops[p->topo[k]];
+        for (Mark *m : op->call_marks) {
+            cw_status st = mark_wait(m);
+            if (st != CW_SUCCESS)
+                return fail(st, "operator '%s': its last compute call's work (or earlier work) failed: %s", op->name,
+                            last_error().message);
+        }
+    }
+    return CW_SUCCESS;
+}
+
+void pipeline_stats(const cw_pipeline *p, cw_pipeline_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->iterations = p->iterations.load(std::memory_order_relaxed);
+    stats->computes = p->computes.load(std::memory_order_relaxed);
+    stats->skipped = p->skipped.load(std::memory_order_relaxed);
+    stats->fallbacks = p->fallbacks.load(std::memory_order_relaxed);
+    stats->peer_copies = p->peer_copies.load(std::memory_order_relaxed);
+    stats->operators = p->ops.size();
+    stats->connections = p->conns.size();
+    BufferCacheStats cs;
+    buffer_cache_stats(p->cache, &cs);
+    stats->buffers_allocated = cs.allocated;
+    stats->buffers_reused = cs.reused;
+}
+
+}  // namespace flow
+}  // namespace cw

@@ -1,0 +1,144 @@
+// cuweave graph layer: the GPU-resident loop. One graph, launched once, that
+// serves sequence-numbered requests on the GPU until it is torn down:
+//
+//   arm -> WHILE(loop) { unroll x [ poll -> (handler -> gate) -> IF(work) { workload -> signal } ] } -> exit
+//
+// The kernels are the library's own (ptx/cuweave_kernels.cu); the memory
+// they share with the host is laid out in resident_abi.h. The code:
+// resident_loop.cpp (lifecycle, the doorbell, results, stopping),
+// resident_build.cpp (the graph), resident_trace.cpp (stages and the fault
+// message).
+#pragma once
+
+#include <atomic>
+
+#include "base/vec.hpp"
+#include "core/idle.hpp"
+#include "cuweave/resident.h"
+#include "graph/graph.hpp"
+#include "graph/resident_abi.h"
+
+namespace cw {
+namespace graphs {
+// A part of the iteration: a copy of a graph (added as a child node), or a
+// function that enqueues the work while the build stream captures.
+struct Part {
+    cw_graph *graph;
+    cw_resident_capture_fn fn;
+    void *user;
+    bool set() const { return graph || fn; }
+};
+// A traced stage (cw_resident_stage_begin): its name, and where it is.
+struct Stage {
+    char name[64];
+    uint32_t copy;  // the copy of the iteration (0 .. unroll - 1)
+    uint8_t part;   // 0 the workload, 1 the data-ready handler
+    bool ended;     // its end was captured
+};
+constexpr uint32_t kMaxUnroll = 64;
+constexpr uint32_t kMaxSleepUs = 1000000;
+constexpr size_t kDropRanges = 8;
+}  // namespace graphs
+
+// The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
+extern const char kResidentDeviceHeader[];
+
+}  // namespace cw
+
+struct cw_resident {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    cw_resident_settings set;
+    cw_stream *run;    // the loop runs here
+    cw_stream *build;  // captures the loop's kernels
+    cw_stream *stats;  // copies the statistics
+    cw_res_host *host; // mapped host memory
+    CUdeviceptr host_dev;
+    CUdeviceptr dev;    // cw_res_dev
+    CUdeviceptr input;  // input_slots * input_bytes
+    cw::graphs::Part workload;  // what one iteration serves
+    cw::graphs::Part handler;   // the data-ready handler (none: host requests)
+    cw_graph_exec *exec;
+    bool dirty;  // built graph out of date
+    std::atomic<int> state;  // cw_resident_state
+    uint32_t epoch;
+    uint64_t base;  // requests made before this launch (served or dropped)
+    std::atomic<uint64_t> launches;
+    std::atomic<int> last_exit;
+    // Requests dropped by teardowns, [lo, hi], the last kDropRanges of them.
+    std::atomic<uint64_t> drop_lo[cw::graphs::kDropRanges], drop_hi[cw::graphs::kDropRanges];
+    size_t drop_next;
+    cw::core::IdleRelease idle;  // destroyed while other loops run: freed when they stop
+    // Trace (settings.trace): the stages of the current build, and their
+    // marks (two words each, mapped host memory, CW_RES_MAX_STAGES of them,
+    // made at the first traced build).
+    cw::Vec<cw::graphs::Stage> stages;
+    unsigned long long *marks;
+    CUdeviceptr marks_dev;
+    bool building;        // inside build_into: the capture functions run
+    uint32_t build_copy;  // the copy being built
+    uint8_t build_part;   // the part being built (Stage::part)
+};
+
+namespace cw {
+namespace graphs {
+
+// ---- the loop (resident_loop.cpp) ----
+// Settings are checked by the caller (cw_resident_create, cw_resident_configure).
+cw_status resident_create(cw_context *ctx, const cw_resident_settings *s, cw_resident **out);
+// Stops a running loop first (destroy_timeout_ms); CW_ERROR_TIMEOUT keeps r.
+cw_status resident_destroy(cw_resident *r);
+cw_status resident_configure(cw_resident *r, const cw_resident_settings *s);
+// The workload (handler false) or the data-ready handler: a copy of g, or a
+// capture function; neither: none.
+cw_status resident_set_part(cw_resident *r, bool handler, const cw_graph *g, cw_resident_capture_fn fn, void *user);
+cw_status resident_build(cw_resident *r);
+cw_status resident_launch(cw_resident *r);
+// Launched and not seen stopped on the GPU.
+bool resident_launched(const cw_resident *r);
+cw_status resident_data_ready(cw_resident *r, uint64_t *seq);
+cw_status resident_result_ready(const cw_resident *r, uint64_t seq, int *ready);
+cw_status resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms);
+cw_status resident_next_input(cw_resident *r, uint32_t timeout_ms, CUdeviceptr *dptr);
+cw_status resident_tear_down(cw_resident *r, uint32_t timeout_ms);
+cw_resident_state resident_state(const cw_resident *r);
+cw_status resident_stats(cw_resident *r, cw_resident_stats *stats);
+
+// ---- trace (resident_trace.cpp) ----
+// A stage begun and ended by a capture function on a stream capturing into
+// the loop's graph (stage CW_RESIDENT_NO_STAGE when the loop does not trace).
+cw_status resident_stage_begin(cw_resident *r, cw_stream *s, const char *name, uint32_t *stage);
+cw_status resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage);
+// The marks (two words a stage) and the stages of the last build; false
+// before the first traced build (tests).
+bool resident_trace_marks(const cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
+
+// ---- between the loop's files ----
+// The loop's own kernels (resolved once, when the first loop is made).
+enum ResidentKernel : int { kResArm, kResPoll, kResGate, kResSignal, kResExit, kResMark, kResKernels };
+cw_status resident_kernel(ResidentKernel which, cw_kernel **out);
+inline uint64_t load_completed(const cw_resident *r) { return __atomic_load_n(&r->host->completed, __ATOMIC_ACQUIRE); }
+inline uint64_t load_requested(const cw_resident *r) { return __atomic_load_n(&r->host->requested, __ATOMIC_ACQUIRE); }
+// A running loop is active until seen stopped (its launch settled).
+bool resident_active(const cw_resident *r);
+// Builds the loop's graph (and its trial run) into r->exec (resident_build.cpp).
+cw_status build(cw_resident *r);
+// Keeps a copy of g (as a graph holding it as a child) or fn as *part.
+cw_status set_part(cw_resident *r, const cw_graph *g, cw_resident_capture_fn fn, void *user, Part *part);
+// Trace (resident_trace.cpp): makes and clears the marks before a traced
+// build; a new stage of the build; the mark of a stage's begin or end,
+// enqueued on s or captured into g; the stages open at a fault, as text.
+cw_status trace_prepare(cw_resident *r);
+cw_status stage_new(cw_resident *r, const char *name, uint32_t *idx);
+cw_status stage_mark(cw_resident *r, cw_stream *s, uint32_t idx, bool end);
+cw_status mark_into(cw_resident *r, cw_graph *g, uint32_t idx, bool end);
+void describe_open_stages(const cw_resident *r, char *buf, size_t len);
+// Captures one of the loop's own kernels into g, after its sinks.
+cw_status launch_into(cw_resident *r, cw_graph *g, ResidentKernel kernel, void **args);
+
+}  // namespace graphs
+
+// The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
+extern const char kResidentDeviceHeader[];
+
+}  // namespace cw

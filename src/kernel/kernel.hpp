@@ -1,0 +1,80 @@
+// cuweave kernel layer: code on the GPU without NVRTC. Modules (driver
+// libraries, context-independent), their kernels, launches, and the
+// library's own kernels embedded at build time (the built-in image). What the
+// graph layer needs to put kernels into graphs; the jit layer compiles code
+// and hands it here.
+#pragma once
+
+#include <atomic>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/idle.hpp"
+#include "core/stream.hpp"
+#include "cuweave/jit.h"
+
+struct cw_kernel {
+    uint32_t tag;
+    cw_module *module;
+    CUkernel cu;
+    char *name;  // as asked for
+    cw_kernel *next;
+    // The kernel's function in up to four contexts (cuKernelGetFunction),
+    // each entry written once: ctx is published after fn. A launch through
+    // the function skips the driver's per-launch lookup of the kernel in the
+    // stream's context.
+    struct {
+        std::atomic<CUcontext> ctx;
+        CUfunction fn;
+    } fns[4];
+};
+
+struct cw_module {
+    uint32_t tag;
+    bool builtin;  // the library's own: never destroyed by the caller
+    CUlibrary cu;
+    size_t n_names;  // name expressions of the program it came from
+    char **exprs;
+    char **lowered;
+    std::atomic<int> lock;
+    cw_kernel *kernels;  // asked for so far
+    cw::core::IdleRelease idle;  // destroyed while persistent work runs: unloaded when none does
+};
+
+namespace cw {
+namespace kernels {
+
+// CW_ERROR_NOT_SUPPORTED unless the driver has the library API (12.0).
+cw_status need_library_api();
+
+// Loads code (cubin, PTX or fatbin) as a module. names: the name
+// expressions of the program it was compiled from and their lowered names
+// (n_names of each, copied; 0 for a plain image), so that kernels can be
+// asked for by expression. Refused while persistent work runs (loading
+// would wait for it); `what` names the call in that refusal.
+cw_status module_load(const void *image, size_t n_names, char *const *exprs, char *const *lowered, const char *what,
+                      cw_module **out);
+// Dead to callers at once; unloaded when no persistent work runs.
+void module_destroy(cw_module *m);
+// The kernel `name` (a name expression of its program, or a symbol).
+cw_status module_get_kernel(cw_module *m, const char *name, cw_kernel **out);
+
+// Loads the kernel's code into ctx now (refused while persistent work runs).
+cw_status kernel_preload(const cw_kernel *k, cw_context *ctx);
+// The number of the kernel's parameters and their sizes (up to cap).
+cw_status kernel_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap);
+
+void launch_config_default(cw_launch_config *c);
+// Launches k on s (captured when s captures).
+cw_status launch(cw_kernel *k, cw_stream *s, const cw_launch_config *cfg, void **args);
+
+// The library's own kernels (ptx/cuweave_kernels.cu): the image is loaded on
+// first use, with the public ones (cw_builtin) resolved at once; any other
+// kernel of the image by its name.
+cw_status builtin_public(cw_builtin which, cw_kernel **out);
+cw_status builtin_by_name(const char *name, cw_kernel **out);
+// How the image was made (nvcc at build time, or the checked-in PTX).
+const char *builtin_origin();
+
+}  // namespace kernels
+}  // namespace cw

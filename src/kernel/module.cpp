@@ -1,0 +1,208 @@
+// cuweave kernel layer: modules, their kernels, and the library's built-in
+// kernels (kernel.hpp).
+#include <mutex>
+#include <new>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/text.hpp"
+#include "kernel/kernel.hpp"
+
+namespace cw {
+
+// Made by tools/embed.py at build time (from nvcc's fatbin, or from the
+// checked-in PTX).
+extern const unsigned long long kBuiltinImage[];
+extern const size_t kBuiltinImageSize;
+extern const char kBuiltinOrigin[];
+
+namespace kernels {
+
+using namespace core;
+
+namespace {
+
+cw_module *module_new(CUlibrary lib, bool builtin) {
+    HandleRoom room;
+    if (room.reserve() != CW_SUCCESS) return nullptr;
+    void *m = calloc(1, sizeof(cw_module));
+    if (!m) return nullptr;
+    cw_module *mod = new (m) cw_module();
+    mod->cu = lib;
+    mod->builtin = builtin;
+    room.publish(mod);
+    return mod;
+}
+
+void module_free(cw_module *m) {
+    handle_retire(m);
+    cw_kernel *k = m->kernels;
+    while (k) {
+        cw_kernel *next = k->next;
+        handle_retire(k);
+        free(k->name);
+        free(k);
+        k = next;
+    }
+    for (size_t i = 0; i < m->n_names; i++) {
+        free(m->exprs[i]);
+        free(m->lowered[i]);
+    }
+    free(m->exprs);
+    free(m->lowered);
+    CUresult r = drv().cuLibraryUnload(m->cu);
+    if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuLibraryUnload failed with CUresult %d", current_api(), r);
+    m->~cw_module();
+    free(m);
+}
+
+void free_names(char **ex, char **lo, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (ex) free(ex[i]);
+        if (lo) free(lo[i]);
+    }
+    free(ex);
+    free(lo);
+}
+
+// The kernel `name` of m, made on first ask. publish: a handle callers may
+// hold (in the registry); the library's own lookups need none.
+cw_status get_kernel(cw_module *m, const char *name, cw_kernel **out, bool publish = true) {
+    HandleRoom room;
+    if (publish) CW_TRY(room.reserve());
+    SpinLock lock(m->lock);
+    for (cw_kernel *k = m->kernels; k; k = k->next)
+        if (strcmp(k->name, name) == 0) {
+            *out = k;
+            return CW_SUCCESS;
+        }
+    const char *sym = name;
+    for (size_t i = 0; i < m->n_names; i++)
+        if (strcmp(m->exprs[i], name) == 0) sym = m->lowered[i];
+    CUkernel ck = nullptr;
+    CUresult r = drv().cuLibraryGetKernel(&ck, m->cu, sym);
+    if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the module has no kernel \"%s\"%s%s%s", name,
+                    sym != name ? " (lowered: " : "", sym != name ? sym : "", sym != name ? ")" : "");
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryGetKernel");
+    cw_kernel *k = static_cast<cw_kernel *>(calloc(1, sizeof(cw_kernel)));
+    char *n = dup_string(name);
+    if (!k || !n) {
+        free(k);
+        free(n);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    k->module = m;
+    k->cu = ck;
+    k->name = n;
+    k->next = m->kernels;
+    if (publish) room.publish(k);
+    m->kernels = k;
+    *out = k;
+    return CW_SUCCESS;
+}
+
+// ---- built-ins -----------------------------------------------------------------
+
+// The public built-ins, in cw_builtin order.
+const char *const kBuiltinNames[CW_BUILTIN_COUNT] = {"cwk_fill_u32", "cwk_write_u32", "cwk_timestamp",
+                                                     "cwk_set_cond"};
+std::mutex g_builtin_mutex;
+cw_module *g_builtin_module;
+cw_kernel *g_builtin[CW_BUILTIN_COUNT];
+
+cw_status builtins_load() {
+    std::lock_guard<std::mutex> lock(g_builtin_mutex);
+    if (g_builtin_module) return CW_SUCCESS;
+    CW_TRY(need_library_api());
+    CW_TRY(refuse_load_while_persistent("loading cuweave's built-in kernels"));
+    CUlibrary lib = nullptr;
+    CUresult r = drv().cuLibraryLoadData(&lib, kBuiltinImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryLoadData", "loading cuweave's built-in kernels");
+    cw_module *m = module_new(lib, true);
+    if (!m) {
+        drv().cuLibraryUnload(lib);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    cw_kernel *ks[CW_BUILTIN_COUNT] = {};
+    for (int i = 0; i < CW_BUILTIN_COUNT; i++) {
+        cw_status st = get_kernel(m, kBuiltinNames[i], &ks[i]);
+        if (st != CW_SUCCESS) {
+            module_free(m);
+            return st;
+        }
+    }
+    for (int i = 0; i < CW_BUILTIN_COUNT; i++) g_builtin[i] = ks[i];
+    g_builtin_module = m;  // lives as long as the process
+    log(CW_LOG_INFO, "cuweave: built-in kernels loaded (%s, %zu bytes)", kBuiltinOrigin, kBuiltinImageSize);
+    return CW_SUCCESS;
+}
+
+}  // namespace
+
+cw_status need_library_api() {
+    CW_TRY(ensure_init());
+    if (!drv().cuLibraryLoadData || !drv().cuLibraryGetKernel || !drv().cuLibraryUnload || !drv().cuLaunchKernelEx)
+        return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (cuLibraryLoadData, CUDA 12.0)");
+    return CW_SUCCESS;
+}
+
+cw_status module_load(const void *image, size_t n_names, char *const *exprs, char *const *lowered, const char *what,
+                      cw_module **out) {
+    CW_TRY(need_library_api());
+    CW_TRY(refuse_load_while_persistent(what));
+    // copy the name expressions first: nothing may fail once the library is loaded
+    char **ex = nullptr, **lo = nullptr;
+    if (n_names) {
+        ex = static_cast<char **>(calloc(n_names, sizeof(char *)));
+        lo = static_cast<char **>(calloc(n_names, sizeof(char *)));
+        bool ok = ex && lo;
+        for (size_t i = 0; ok && i < n_names; i++) ok = (ex[i] = dup_string(exprs[i])) && (lo[i] = dup_string(lowered[i]));
+        if (!ok) {
+            free_names(ex, lo, n_names);
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+    }
+    CUlibrary lib = nullptr;
+    CUresult r = drv().cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    cw_module *m = r == CUDA_SUCCESS ? module_new(lib, false) : nullptr;
+    if (!m) {
+        free_names(ex, lo, n_names);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryLoadData");
+        drv().cuLibraryUnload(lib);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    m->n_names = n_names;
+    m->exprs = ex;
+    m->lowered = lo;
+    *out = m;
+    return CW_SUCCESS;
+}
+
+void module_destroy(cw_module *m) {
+    // Dead to callers now; unloading waits for persistent work, so it waits
+    // until none runs.
+    handle_retire(m);
+    for (cw_kernel *k = m->kernels; k; k = k->next) handle_retire(k);
+    m->idle.run = [](void *owner) { module_free(static_cast<cw_module *>(owner)); };
+    m->idle.owner = m;
+    release_when_idle(&m->idle);
+}
+
+cw_status module_get_kernel(cw_module *m, const char *name, cw_kernel **out) { return get_kernel(m, name, out); }
+
+cw_status builtin_public(cw_builtin which, cw_kernel **out) {
+    CW_TRY(builtins_load());
+    *out = g_builtin[which];
+    return CW_SUCCESS;
+}
+
+cw_status builtin_by_name(const char *name, cw_kernel **out) {
+    CW_TRY(builtins_load());
+    return get_kernel(g_builtin_module, name, out, false);
+}
+
+const char *builtin_origin() { return kBuiltinOrigin; }
+
+}  // namespace kernels
+}  // namespace cw

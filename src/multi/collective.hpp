@@ -1,0 +1,48 @@
+// cuweave multi layer: collectives through NCCL, opened at run time.
+//
+// NCCL is not a link dependency: its few entry points are resolved with
+// dlsym from the path in CUWEAVE_LIBNCCL or "libnccl.so.2", with the C ABI
+// declared in collective.cpp (NCCL's types are plain ints and pointers).
+#pragma once
+
+#include "core/stream.hpp"
+#include "cuweave/collective.h"
+
+namespace cw {
+namespace multi {
+struct Nccl;
+typedef struct ncclComm *ncclComm_t;
+typedef int ncclResult_t;  // 0: ncclSuccess
+}  // namespace multi
+}  // namespace cw
+
+struct cw_comm {
+    uint32_t tag;
+    int n;
+    const cw::multi::Nccl *nccl;
+    cw::multi::ncclComm_t comms[CW_MAX_DEVICES];
+    cw_context *ctx[CW_MAX_DEVICES];  // retained
+};
+
+namespace cw {
+namespace multi {
+
+cw_status nccl_version(int *version);
+// One rank per context (primary contexts of distinct devices: checked here),
+// all in this process (ncclCommInitAll).
+cw_status comm_create(cw_context *const *ctxs, int n, cw_comm **out);
+void comm_destroy(cw_comm *c);
+// A rank (or root) of the communicator; `what` names it in the detail.
+cw_status check_rank(const cw_comm *c, int rank, const char *what);
+// Every rank's part in one NCCL group: all-reduce (root < 0) or broadcast
+// from root; send, recv and streams hold one entry per rank.
+cw_status collective_all(cw_comm *c, const unsigned long long *send, const unsigned long long *recv, size_t count,
+                         cw_dtype dtype, cw_reduce_op op, int root, cw_stream *const *streams);
+// One rank's part (the caller groups the ranks' calls).
+cw_status collective_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
+                          cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s);
+cw_status group_begin();
+cw_status group_end();
+
+}  // namespace multi
+}  // namespace cw

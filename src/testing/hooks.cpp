@@ -1,0 +1,34 @@
+// cuweave testing: hooks that let tests look inside the layers (seam.h):
+// the handle registry, the hash of the kernel cache, a written-value
+// future's word, a resident loop's trace marks. Not exported from the
+// shared library (tests link libcuweave.a).
+#include "core/future.hpp"
+#include "core/handle.hpp"
+#include "graph/resident.hpp"
+#include "jit/sha256.hpp"
+#include "testing/seam.h"
+
+extern "C" {
+
+size_t cwi_handles_live(void) { return cw::core::handles_live(); }
+
+void cwi_handles_fail_next(int nth) { cw::core::handle_registry_fail_next(nth); }
+
+void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {
+    const bool was = cw::g_force_portable;
+    cw::g_force_portable = portable != 0;
+    cw::sha256(data, n, out);
+    cw::g_force_portable = was;
+}
+
+int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
+    if (!f || !cw::live(f)) return -1;
+    return cw::core::future_word(f, word, armed) ? 0 : -1;
+}
+
+int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {
+    if (!r || !cw::live(r)) return -1;
+    return cw::graphs::resident_trace_marks(r, marks, stages) ? 0 : -1;
+}
+
+}  // extern "C"
