@@ -277,6 +277,7 @@ check: all
 		$(foreach t,$(STATIC_TESTS),"sh tests/check-static.sh $(O)/tests/$(t)") \
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
+		"sh tests/check-layers.sh ." \
 		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)

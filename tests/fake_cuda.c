@@ -6,7 +6,7 @@
  * Use:    CUWEAVE_LIBCUDA=/path/to/libfakecuda.so (read by cuweave at its first init).
  *
  * It exports cuGetProcAddress_v2, which hands out a function for every entry
- * of CW_DRIVER_REQUIRED and CW_DRIVER_OPTIONAL in src/driver.hpp (with the
+ * of CW_DRIVER_REQUIRED and CW_DRIVER_OPTIONAL in src/driver/driver.hpp (with the
  * signatures declared there) and reports every other symbol (the feature
  * probes included) as not found, except the entries of the optional features
  * below, which are "not found" too unless their feature is turned on.

@@ -3,7 +3,7 @@
  * driver. Each scenario runs once to warm what the library keeps (event and
  * stream pools, the buffer pool, loaded code), once to count its driver
  * calls, then once per call k with that call failing (through the test seam,
- * src/seam.h) with a realistic error, taken in turn from out of memory,
+ * src/testing/seam.h) with a realistic error, taken in turn from out of memory,
  * launch failure and not permitted. Every run must return an error or absorb
  * it (a failed release or query is logged, not returned), leave the library
  * usable (the scenario runs clean afterwards), and leak nothing: the driver

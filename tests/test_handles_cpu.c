@@ -1,7 +1,7 @@
 /*
  * Handle safety against the fake driver: a destroyed, foreign or garbage
  * handle given to any call is refused with CW_ERROR_INVALID_HANDLE without
- * its memory being read (the registry of live handles, src/registry.cpp), a
+ * its memory being read (the registry of live handles, src/core/registry.cpp), a
  * second destroy is harmless, a handle of one kind passed as another is
  * refused, the registry grows past thousands of handles and gives their room
  * back, a registry that cannot grow makes creation fail cleanly, and lookups

@@ -4,7 +4,7 @@
  * is argv[1]; cuweave opens it through CUWEAVE_LIBCUDA). Runs anywhere: CI
  * has no GPU. Exits 77 (skip) when argv[1] is missing.
  *
- * Links libcuweave.a for the driver test seam (src/seam.h): the fault
+ * Links libcuweave.a for the driver test seam (src/testing/seam.h): the fault
  * injection test fails every driver call of stream, pool, fork, future and
  * timer creation in turn and proves that nothing leaks.
  *
