@@ -24,6 +24,9 @@ constexpr size_t kSlabPageBytes = 4096;
 constexpr size_t kSlotBytes = 64;
 constexpr size_t kSlotsPerPage = kSlabPageBytes / kSlotBytes;
 
+// The context's orphans and slab go with it (registered when first made).
+void futures_teardown(cw_context *ctx);
+
 // ---- the context's slab of mapped host words (written-value futures) ----
 
 cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev) {
@@ -42,6 +45,7 @@ cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CU
             }
         }
         // Grow by one page (outside the spin lock: the driver call is slow).
+        context_on_teardown(futures_teardown, kTeardownUsers);
         CurrentGuard guard;
         CW_TRY(guard.enter(ctx->cu));
         void *hostp = nullptr;
@@ -497,14 +501,11 @@ void reap_orphans(cw_context *ctx) {
     }
 }
 
-void futures_teardown(cw_context *ctx);
-
 cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
     cw_context *ctx = s->ctx;
     if (__builtin_expect(ctx->orphans != nullptr, 0)) reap_orphans(ctx);
-    context_on_teardown(futures_teardown, kTeardownUsers);
     void *mem = calloc(1, sizeof(cw_future));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_future *f = new (mem) cw_future();
@@ -535,6 +536,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
         // could not be restored). Out-parameters stay untouched on failure,
         // so the future becomes an orphan, freed once its marker has run.
         handle_retire(f);
+        context_on_teardown(futures_teardown, kTeardownUsers);
         SpinLock lock(ctx->lock);
         f->orphan_next = ctx->orphans;
         ctx->orphans = f;

@@ -1,5 +1,5 @@
 /*
- * cuweave internal: the subset of the CUDA driver API's types and constants
+ * cuweave driver layer: the subset of the CUDA driver API's types and constants
  * that cuweave uses, declared here so that the library builds without the
  * CUDA toolkit (CI has none). Values and layouts must match cuda.h exactly;
  * tests/cuda_abi.cpp checks every one against the real header when one is

@@ -1,6 +1,6 @@
 /*
- * cuweave internal: the memory layout shared by the resident loop's host code
- * (src/resident.cpp) and its kernels (ptx/cuweave_kernels.cu). Plain C so
+ * cuweave graph layer: the memory layout shared by the resident loop's host code
+ * (src/graph/resident_*.cpp) and its kernels (ptx/cuweave_kernels.cu). Plain C so
  * that both compilers read the same definition.
  */
 #ifndef CUWEAVE_RESIDENT_ABI_H

@@ -1,4 +1,4 @@
-// cuweave: SHA-256 and a fast 64-bit hash (see sha256.hpp).
+// cuweave jit layer: SHA-256 and a fast 64-bit hash (see sha256.hpp).
 #include "jit/sha256.hpp"
 
 #include <string.h>

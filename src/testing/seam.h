@@ -1,5 +1,5 @@
 /*
- * cuweave internal: the driver test seam (fault injection and call counts).
+ * cuweave testing: the driver test seam (fault injection and call counts).
  *
  * Not part of the public API and not exported from the shared library: tests
  * link libcuweave.a and include this header. While the seam is enabled every
