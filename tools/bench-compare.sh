@@ -9,7 +9,8 @@
 #   bash tools/bench-compare.sh OLD_TREE [RUNS] [bench_name ...]
 # OLD_TREE: a copy of the older sources (e.g. `git archive <commit> | tar -x -C .old`).
 # RUNS (default 1): runs of each benchmark per tree. Names default to every
-# benchmark of this tree. Logs go to $OUT (or ./bench-out): bench-NAME-old-R.log,
+# benchmark of this tree. ORDER="new old" runs this tree first in each pair
+# (default "old new"): a difference that follows the order is the machine's. Logs go to $OUT (or ./bench-out): bench-NAME-old-R.log,
 # bench-NAME-new-R.log; the summary prints each run's docs/benchmarks.md block.
 set -u
 old=${1:?usage: bench-compare.sh OLD_TREE [RUNS] [bench ...]}
@@ -32,7 +33,7 @@ if [ ${#names[@]} -eq 0 ]; then
 fi
 for n in "${names[@]}"; do
     for r in $(seq 1 "$runs"); do
-        for v in old new; do
+        for v in ${ORDER:-old new}; do
             b=build-bench-$v/bench/$n
             [ -x "$b" ] || { echo "$n ($v): not built"; continue; }
             start=$(date +%s)

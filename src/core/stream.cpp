@@ -104,13 +104,6 @@ uint64_t stream_serial() {
     return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-cw_status stream_order(cw_stream *dst, cw_stream *src) {
-    if (dst == src) return CW_SUCCESS;
-    CW_TRY(on_stream(src, "cuEventRecord", [&] { return drv().cuEventRecord(src->ev, src->cu); }));
-    return on_stream(dst, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(dst->cu, src->ev, 0); });
-}
-
-
 cw_status stream_wrap(cw_context *ctx, CUstream stream, cw_stream **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
