@@ -15,7 +15,7 @@ namespace {
 
 // The memory of every output port's group (the port and the inputs
 // connected to it), by the rules of cw_pipeline_make_resident. With
-// allocate false only checks. Outputs with no connection get none.
+// groups NULL it only checks. Outputs with no connection get none.
 struct Group {
     int op, port;
     size_t bytes;
