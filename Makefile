@@ -111,7 +111,7 @@ STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)

@@ -1,0 +1,389 @@
+/*
+ * GPU churn (issue 25, item 4): every kind of object created, used with
+ * work in flight, and destroyed, over and over; afterwards the live handles
+ * are exactly those of before, and host memory (resident set) and device
+ * memory (free bytes) have not grown.
+ *
+ * Work in flight: a busy stream keeps a slow kernel queued the whole time,
+ * and each object's own work is still running (or queued) when it is
+ * destroyed: a stream with a kernel queued, a buffer whose last use is a
+ * kernel, a future whose marker sits behind a kernel, a graph exec launched
+ * and destroyed at once, a pipeline iteration left on the GPU, a resident
+ * loop torn down with a request made. (A module is destroyed once its own
+ * kernel has finished: unloading code waits for every kernel of the device
+ * anyway, the busy stream's included.)
+ *
+ * CWT_CHURN_N (default 1000; the soak run: 1000000) cycles per light kind;
+ * heavy kinds, whose creation costs milliseconds of driver work, do fewer:
+ * modules N/10, resident loops N/100, partition sets N/100, NCCL
+ * communicators N/1000 (at least 3 of each). CWT_CHURN_S (default 600)
+ * bounds the seconds per kind: a kind that reaches it stops there and says
+ * how many cycles it made. Each kind prints one "# churn" line; host memory
+ * must not grow by more than 8 MiB from the end of its first tenth to its
+ * end, device memory not by more than 64 MiB over the kind, and the count
+ * of live handles must come back.
+ *
+ * Links libcuweave.a (the count of live handles comes from the test hooks,
+ * src/testing/seam.h). Exits 77 without a GPU.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+#include "kernels/test_kernels_fatbin.h"
+#include "rawcuda.h"
+#include "testing/seam.h"
+
+static rawcuda rc;
+static cw_context *ctx;
+static CUcontext cuctx;
+static cw_module *mod;
+static cw_kernel *k_empty, *k_slow;
+static cw_stream *busy;
+static rc_result (*mem_info)(size_t *, size_t *);
+static long g_n, g_seconds;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long env_long(const char *name, long dflt) {
+    const char *e = getenv(name);
+    return e && *e ? atol(e) : dflt;
+}
+
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static long device_free_mib(void) {
+    size_t free_b = 0, total = 0;
+    if (!mem_info || mem_info(&free_b, &total) != 0) return -1;
+    return (long)(free_b >> 20);
+}
+
+static void launch(cw_kernel *k, cw_stream *s, void **args) {
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    assert_cw_ok(cw_kernel_launch(k, s, &cfg, args));
+}
+
+/* Keeps a slow kernel (20 us) queued on the busy stream: called each cycle,
+ * it adds one when the stream has gone idle. */
+static unsigned long long busy_word;
+static void keep_busy(void) {
+    if (cw_stream_query(busy) == CW_SUCCESS) {
+        int v = 1;
+        long long ns = 20000;
+        void *args[] = {&busy_word, &v, &ns};
+        launch(k_slow, busy, args);
+    }
+}
+
+/* Runs `cycle` n times (or until the time bound), measuring what a kind
+ * leaves behind. Returns the cycles made. */
+static long churn(const char *kind, long n, void (*cycle)(long i)) {
+    if (n < 3) n = 3;
+    const size_t live0 = cwi_handles_live();
+    const long dev0 = device_free_mib();
+    const double t0 = now_s(), until = t0 + (double)g_seconds;
+    long rss_warm = -1, done = 0;
+    for (long i = 0; i < n && now_s() < until; i++) {
+        keep_busy();
+        cycle(i);
+        done++;
+        if (i == n / 10) rss_warm = rss_kib();
+    }
+    assert_cw_ok(cw_stream_synchronize(busy));
+    assert_cw_ok(cw_context_synchronize(ctx));
+    const double dt = now_s() - t0;
+    const long rss1 = rss_kib(), dev1 = device_free_mib();
+    const size_t live1 = cwi_handles_live();
+    if (rss_warm < 0) rss_warm = rss1;
+    printf("# churn %-14s %8ld cycles%s in %7.1f s (%7.2f us each): host %ld -> %ld KiB, device free %ld -> %ld MiB, "
+           "live handles %zu -> %zu\n",
+           kind, done, done < n ? " (time bound)" : "", dt, dt / (double)done * 1e6, rss_warm, rss1, dev0, dev1,
+           live0, live1);
+    fflush(stdout);
+    assert_int_equal(live1, live0);
+    assert_true(rss1 - rss_warm < 8 * 1024);
+    if (dev0 >= 0 && dev1 >= 0) assert_true(dev0 - dev1 < 64);
+    return done;
+}
+
+/* ---- one cycle of each kind ---------------------------------------------------- */
+
+static void cycle_context(long i) {
+    (void)i;
+    cw_context *c = NULL;
+    assert_cw_ok(cw_context_create(&c, 0));
+    cw_context_kind kind;
+    assert_cw_ok(cw_context_get_kind(c, &kind));
+    assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+    cw_context_destroy(&c);
+}
+
+static void cycle_stream(long i) {
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    assert_cw_ok(cw_stream_wait(s, busy));
+    launch(k_empty, s, NULL);
+    if (i % 2) assert_cw_ok(cw_stream_wait(busy, s));
+    cw_stream_destroy(&s); /* its kernel still queued behind the busy stream */
+}
+
+static void cycle_pool(long i) {
+    (void)i;
+    cw_stream_pool *p = NULL;
+    assert_cw_ok(cw_stream_pool_create(&p, ctx, NULL));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_pool_acquire(p, &s));
+    assert_cw_ok(cw_stream_wait(s, busy));
+    launch(k_empty, s, NULL);
+    assert_cw_ok(cw_stream_pool_release(p, &s));
+    cw_stream_pool_destroy(&p);
+}
+
+static void cycle_timer(long i) {
+    (void)i;
+    cw_timer *t = NULL;
+    assert_cw_ok(cw_timer_create(&t, ctx));
+    assert_cw_ok(cw_timer_start(t, busy));
+    assert_cw_ok(cw_timer_stop(t, busy));
+    cw_timer_destroy(&t);
+}
+
+static void cycle_future(long i) {
+    static const cw_future_kind kinds[] = {CW_FUTURE_WRITE_VALUE, CW_FUTURE_EVENT, CW_FUTURE_HOST_FUNC};
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, busy, kinds[i % 3]));
+    if (i % 7 == 0) assert_cw_ok(cw_future_wait(f, -1));
+    cw_future_destroy(&f); /* waits for its marker, queued behind the slow kernel */
+}
+
+static void cycle_buffer(long i) {
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_alloc(&b, busy, 4096 + (size_t)(i % 4) * 4096));
+    unsigned long long p = 0;
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    int v = (int)i;
+    long long ns = 0;
+    void *args[] = {&p, &v, &ns};
+    launch(k_slow, busy, args);
+    cw_buffer_release(&b); /* freed after the kernel, in stream order */
+}
+
+static void cycle_graph(long i) {
+    (void)i;
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    launch(k_empty, s, NULL);
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_end(s, &g));
+    cw_graph_exec *e = NULL;
+    assert_cw_ok(cw_graph_instantiate(&e, g, 0));
+    assert_cw_ok(cw_stream_wait(s, busy));
+    assert_cw_ok(cw_graph_exec_launch(e, s));
+    cw_graph_destroy(&g);
+    cw_graph_exec_destroy(&e); /* launched, still queued behind the busy stream */
+    cw_stream_destroy(&s);
+}
+
+static void cycle_module(long i) {
+    (void)i;
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    cw_kernel *k = NULL;
+    assert_cw_ok(cw_module_get_kernel(m, "cw_empty", &k));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    launch(k, s, NULL);
+    /* Unloading code waits for every kernel of the device anyway; the
+     * module's own kernel is waited for first, the busy stream's is not. */
+    assert_cw_ok(cw_stream_synchronize(s));
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+static void cycle_program(long i) {
+    (void)i;
+    cw_program *p = NULL;
+    assert_cw_ok(cw_program_compile(&p, ctx, "extern \"C\" __global__ void churn_k(int *p) { *p = 7; }", NULL));
+    cw_program_info info;
+    assert_cw_ok(cw_program_get_info(p, &info));
+    assert_true(info.size > 0);
+    cw_program_destroy(&p);
+}
+
+static cw_status op_compute(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, NULL, &s);
+    if (st != CW_SUCCESS) return st;
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    return cw_kernel_launch(k_empty, s, &cfg, NULL);
+}
+
+static void cycle_pipeline(long i) {
+    (void)i;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = op_compute;
+    cw_operator *a = NULL, *b = NULL;
+    assert_cw_ok(cw_operator_create(&a, "a", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_output(a, "out", NULL));
+    assert_cw_ok(cw_operator_create(&b, "b", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_input(b, "in", NULL));
+    assert_cw_ok(cw_pipeline_add(p, a));
+    assert_cw_ok(cw_pipeline_add(p, b));
+    assert_cw_ok(cw_pipeline_connect(p, "a", "out", "b", "in"));
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_pipeline_destroy(&p); /* its iteration may still be on the GPU */
+}
+
+static void cycle_resident(long i) {
+    cw_resident *r = NULL;
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.sleep_interval_us = 0;
+    s.unroll = 1;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    assert_int_equal(seq, 1);
+    assert_cw_ok(cw_resident_wait_result(r, seq, 10000));
+    if (i % 2) assert_cw_ok(cw_resident_data_ready(r, NULL)); /* torn down with a request maybe unserved */
+    assert_cw_ok(cw_resident_tear_down(r, 10000));
+    assert_cw_ok(cw_resident_destroy(&r));
+}
+
+static void cycle_device_set(long i) {
+    (void)i;
+    cw_device_set *set = NULL;
+    const int dev0 = 0;
+    assert_cw_ok(cw_device_set_open(&set, &dev0, 1));
+    int n = 0;
+    assert_cw_ok(cw_device_set_size(set, &n));
+    assert_int_equal(n, 1);
+    cw_device_set_close(&set);
+}
+
+static unsigned g_part_sms;
+static void cycle_partition(long i) {
+    (void)i;
+    cw_partition_set *set = NULL;
+    assert_cw_ok(cw_partition_set_create(&set, 0, &g_part_sms, 1, 0));
+    cw_context *pc = NULL;
+    assert_cw_ok(cw_partition_set_get(set, 0, &pc));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, pc, NULL));
+    launch(k_empty, s, NULL);
+    cw_stream_destroy(&s);
+    assert_cw_ok(cw_partition_set_destroy(&set));
+}
+
+static void cycle_comm(long i) {
+    (void)i;
+    cw_comm *c = NULL;
+    cw_context *one[1] = {ctx};
+    assert_cw_ok(cw_comm_create(&c, one, 1));
+    cw_comm_destroy(&c);
+}
+
+/* ---- the tests ------------------------------------------------------------------ */
+
+static void test_churn_core(void **state) {
+    (void)state;
+    churn("context", g_n, cycle_context);
+    churn("stream", g_n, cycle_stream);
+    churn("stream pool", g_n, cycle_pool);
+    churn("timer", g_n, cycle_timer);
+    churn("future", g_n, cycle_future);
+    churn("buffer", g_n, cycle_buffer);
+    churn("device set", g_n, cycle_device_set);
+}
+
+static void test_churn_graphs_code_flow(void **state) {
+    (void)state;
+    churn("graph + exec", g_n, cycle_graph);
+    churn("module", g_n / 10, cycle_module);
+    if (cw_driver_has(CW_FEATURE_NVRTC))
+        churn("program", g_n, cycle_program);
+    else
+        printf("# churn program: skipped (no NVRTC)\n");
+    churn("pipeline", g_n, cycle_pipeline);
+    churn("resident", g_n / 100, cycle_resident);
+}
+
+static void test_churn_partitions_and_comms(void **state) {
+    (void)state;
+    cw_green_caps caps;
+    assert_cw_ok(cw_green_query(0, &caps));
+    if (caps.supported) {
+        g_part_sms = caps.min_partition > caps.granularity ? caps.min_partition : caps.granularity;
+        churn("partition set", g_n / 100, cycle_partition);
+    } else {
+        printf("# churn partition set: skipped (no green contexts)\n");
+    }
+    int v = 0;
+    if (cw_nccl_version(&v) == CW_SUCCESS)
+        churn("comm (1 rank)", g_n / 1000, cycle_comm);
+    else
+        printf("# churn comm: skipped (%s)\n", cw_last_error_message());
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
+    *(void **)&mem_info = dlsym(rc.lib, "cuMemGetInfo_v2");
+    if (cw_module_load_image(&mod, cw_test_kernels_fatbin) != CW_SUCCESS ||
+        cw_module_get_kernel(mod, "cw_empty", &k_empty) != CW_SUCCESS ||
+        cw_module_get_kernel(mod, "cw_slow_write", &k_slow) != CW_SUCCESS ||
+        cw_stream_create(&busy, ctx, NULL) != CW_SUCCESS)
+        return -1;
+    unsigned long long p = 0;
+    if (rc.cuMemAlloc(&p, 64) != 0) return -1;
+    busy_word = p;
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    cw_stream_synchronize(busy);
+    rc.cuMemFree(busy_word);
+    cw_stream_destroy(&busy);
+    cw_module_destroy(&mod);
+    rc.cuCtxSetCurrent(NULL);
+    cw_context_destroy(&ctx);
+    return 0;
+}
+
+int main(void) {
+    int start = rawcuda_start(&rc);
+    if (start) return start;
+    g_n = env_long("CWT_CHURN_N", cwt_under_sanitizer() ? 50 : 1000);
+    g_seconds = env_long("CWT_CHURN_S", 600);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_churn_core),
+        cmocka_unit_test(test_churn_graphs_code_flow),
+        cmocka_unit_test(test_churn_partitions_and_comms),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
