@@ -1,6 +1,6 @@
 // cuweave jit layer: run-time compilation. Programs compiled by NVRTC
-// (program.cpp) behind the kernel cache, in memory and on disk (cache.cpp);
-// their code is loaded as modules by the kernel layer.
+// (program.cpp) behind the kernel cache, in memory (cache.cpp) and on disk
+// (disk.cpp); their code is loaded as modules by the kernel layer.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // cuweave jit layer: programs compiled by NVRTC behind the kernel cache, and
 // their code loaded as modules (jit.hpp). The NVRTC loader is the driver
-// layer's (driver/nvrtc.cpp), the cache is cache.cpp.
+// layer's (driver/nvrtc.cpp), the cache is cache.cpp (memory)
+// and disk.cpp (disk).
 #include <new>
 #include <pthread.h>
 #include <stdio.h>
