@@ -529,6 +529,7 @@ void cache_stats(cw_jit_stats *stats) {
     stats->disk_writes = g_jit.disk_writes.load();
     stats->disk_rejected = g_jit.disk_rejected.load();
     stats->evictions = g_jit.evictions.load();
+    stats->disk_untrusted = g_jit.disk_untrusted.load();
 }
 
 }  // namespace jit
