@@ -59,6 +59,7 @@ LIB_SRCS = \
 	src/graph/resident_loop.cpp \
 	src/graph/resident_trace.cpp \
 	src/jit/cache.cpp \
+	src/jit/disk.cpp \
 	src/jit/program.cpp \
 	src/jit/sha256.cpp \
 	src/kernel/launch.cpp \

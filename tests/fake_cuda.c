@@ -306,7 +306,8 @@ static pthread_t g_worker;
     X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
-    X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)
+    X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)     \
+    X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -2106,7 +2107,18 @@ FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *of
 /* ---- green contexts: the SM resource and the split only -------------------
  * Enough for cuweave's validation of partition sizes (132 SMs, partitions of
  * at least 8 in multiples of 8, at most 16 groups). Making a green context is
- * not modelled: cuDevResourceGenerateDesc reports CUDA_ERROR_NOT_SUPPORTED. */
+ * not modelled: cuDevResourceGenerateDesc reports CUDA_ERROR_NOT_SUPPORTED.
+ * It first checks the resources it is given, as the real driver reads them:
+ * `count` entries that lie within the result array of the last split with a
+ * result (cuDevSmResourceSplitByCount: the array's address and the groups
+ * it made are remembered), or that split's `remaining` with a count of 1.
+ * Anything else would read past the caller's array: it is not read, the
+ * call returns CUDA_ERROR_INVALID_VALUE and counts in
+ * fake_cuda_live("badresource"). Both entries count in fake_cuda_calls. */
+
+static const CUdevResource *g_split_result, *g_split_remaining;
+static unsigned g_split_groups;
+static long g_bad_resource;
 
 FAKE_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type) {
     if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -2123,12 +2135,13 @@ FAKE_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdev
 FAKE_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *groups, const CUdevResource *input,
                                               CUdevResource *remaining, unsigned flags, unsigned min_count) {
     (void)flags;
-    if (!groups || !input || input->type != CU_DEV_RESOURCE_TYPE_SM || min_count == 0) return CUDA_ERROR_INVALID_VALUE;
+    ENTER(cuDevSmResourceSplitByCount);
+    if (!groups || !input || input->type != CU_DEV_RESOURCE_TYPE_SM || min_count == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
     unsigned unit = (min_count + 7) / 8 * 8;
     unsigned possible = input->sm.smCount / unit;
     if (!result) {
         *groups = possible;
-        return CUDA_SUCCESS;
+        RETURN(CUDA_SUCCESS);
     }
     unsigned n = *groups < possible ? *groups : possible;
     for (unsigned i = 0; i < n; i++) {
@@ -2144,12 +2157,24 @@ FAKE_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *g
         remaining->sm.smCount = input->sm.smCount - n * unit;
     }
     *groups = n;
-    return CUDA_SUCCESS;
+    g_split_result = result;
+    g_split_groups = n;
+    g_split_remaining = remaining;
+    RETURN(CUDA_SUCCESS);
 }
 
 FAKE_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *resources, unsigned count) {
-    (void)desc, (void)resources, (void)count;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    (void)desc;
+    ENTER(cuDevResourceGenerateDesc);
+    const uintptr_t at = (uintptr_t)resources, base = (uintptr_t)g_split_result;
+    const int in_result = g_split_result && count > 0 && at >= base && (at - base) % sizeof(CUdevResource) == 0 &&
+                          (at - base) / sizeof(CUdevResource) + count <= g_split_groups;
+    const int is_remaining = g_split_remaining && resources == g_split_remaining && count == 1;
+    if (!in_result && !is_remaining) {
+        g_bad_resource++;
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    }
+    RETURN(CUDA_ERROR_NOT_SUPPORTED);
 }
 FAKE_API CUresult cuGreenCtxCreate(CUgreenCtx *green, CUdevResourceDesc desc, CUdevice dev, unsigned flags) {
     (void)green, (void)desc, (void)dev, (void)flags;
@@ -2783,7 +2808,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
  * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
  * (driver calls made from inside host functions), "orphans" (streams and
  * events still alive when their primary context's last retain went), "sticky"
- * (the sticky error, 0 if none). -1 for an unknown kind. */
+ * (the sticky error, 0 if none), "badresource" (cuDevResourceGenerateDesc
+ * calls given resources outside the last split's arrays). -1 for an unknown
+ * kind. */
 FAKE_API long fake_cuda_live(const char *kind) {
     long v = -1;
     if (!kind) return -1;
@@ -2810,6 +2837,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "library")) v = g_live_libs;
     else if (!strcmp(kind, "kernel")) v = g_live_kernels;
     else if (!strcmp(kind, "mempool")) v = g_live_mempools;
+    else if (!strcmp(kind, "badresource")) v = g_bad_resource;
     unlock();
     return v;
 }

@@ -15,6 +15,11 @@
  *  - six processes filling one entry at once all succeed and leave one whole
  *    file;
  *  - the size bound holds, oldest entries go first;
+ *  - trust (issue 25): a cache directory or entry file that group or others
+ *    can write, or that another user owns, is refused (a planted entry with
+ *    a valid hash is not loaded); directories the library makes are 0700;
+ *    a corrupt file is removed only if it is still the one read (a
+ *    writer's entry renamed into place in between survives);
  *  - without NVRTC the compile says so;
  *  - modules and built-ins need the library API (the fake has none).
  *
@@ -651,6 +656,316 @@ static void test_names_and_modules(void **state) {
     cw_program_destroy(&q);
 }
 
+/* ---- the disk cache's trust rules (issue 25, defect 9) ------------------------
+ * An entry file is trusted only in a directory owned by this user (or root)
+ * that group and others cannot write, and only when the file itself is owned
+ * by this user (or root), not writable by group or others, and a regular
+ * file; anything else is refused: not read (nor, for a directory, written),
+ * counted in disk_untrusted, and a WARNING in the log says why. */
+
+static char g_log[8192];
+
+static void log_to_buffer(void *user, cw_log_level level, const char *message) {
+    (void)user;
+    const size_t n = strlen(g_log);
+    if (level == CW_LOG_WARNING) snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
+}
+
+static void log_capture(int on) {
+    if (on) g_log[0] = '\0';
+    assert_cw_ok(cw_set_log_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
+}
+
+static long read_file(const char *path, unsigned char *buf, size_t cap) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    const ssize_t n = read(fd, buf, cap);
+    close(fd);
+    return (long)n;
+}
+
+/* Compiles src into dir (a trusted 0700 directory: the library writes the
+ * entry), then rewrites the entry's code to "EVILCUBIN..." with a matching
+ * SHA-256: what another user could plant, valid in every way the cache
+ * verifies. Writes the entry file's path into `path`, and checks that from a
+ * trusted directory the planted code IS loaded (so that the refusals below
+ * are the trust rules' doing, not a broken plant). */
+static void plant_entry(const char *dir, const char *src, char *path, size_t cap) {
+    use_dir(dir, 0);
+    cw_jit_cache_clear_memory();
+    cw_program *p = compile_with(src, NULL);
+    entry_file(dir, info_of(p).key, path, cap);
+    cw_program_destroy(&p);
+    unsigned char buf[4096];
+    const long n = read_file(path, buf, sizeof buf);
+    /* header 80 bytes (the payload's SHA-256 at 16), then the payload: u32
+     * is_ptx, u32 arch, u64 size, the code */
+    assert_true(n > 96 + 9 && n < (long)sizeof buf);
+    assert_memory_equal(buf + 96, "FAKECUBIN", 9);
+    memcpy(buf + 96, "EVIL", 4);
+    cwi_sha256(buf + 80, (size_t)n - 80, 0, buf + 16);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, (size_t)n, 0), n);
+    close(fd);
+    cw_jit_cache_clear_memory();
+    p = compile_with(src, NULL);
+    cw_program_info i = info_of(p);
+    assert_int_equal(i.source, CW_FROM_DISK);
+    assert_memory_equal(i.code, "EVILCUBIN", 9);
+    cw_program_destroy(&p);
+    cw_jit_cache_clear_memory();
+}
+
+/* The compile of src must not load the planted entry: NVRTC compiles it,
+ * disk_untrusted counts one refusal, nothing is found on or read from disk,
+ * and a warning names `where` and says `why`. Returns the stats' change. */
+static cw_jit_stats expect_refused(const char *what, const char *src, const char *where, const char *why) {
+    cw_jit_cache_clear_memory();
+    const cw_jit_stats s0 = stats();
+    const long c0 = nv_compiles();
+    log_capture(1);
+    cw_program *p = compile_with(src, NULL);
+    log_capture(0);
+    cw_program_info i = info_of(p);
+    if (i.source != CW_FROM_COMPILE || memcmp(i.code, "FAKECUBIN", 9) != 0)
+        fail_msg("%s: the planted entry was loaded (source %d, code \"%.9s\")", what, (int)i.source,
+                 (const char *)i.code);
+    cw_program_destroy(&p);
+    const cw_jit_stats s1 = stats();
+    cw_jit_stats d;
+    memset(&d, 0, sizeof d);
+    d.compiles = s1.compiles - s0.compiles;
+    d.disk_hits = s1.disk_hits - s0.disk_hits;
+    d.disk_writes = s1.disk_writes - s0.disk_writes;
+    d.disk_rejected = s1.disk_rejected - s0.disk_rejected;
+    d.disk_untrusted = s1.disk_untrusted - s0.disk_untrusted;
+    if (nv_compiles() != c0 + 1 || d.compiles != 1 || d.disk_hits != 0 || d.disk_rejected != 0 ||
+        d.disk_untrusted != 1)
+        fail_msg("%s: compiles %ld, disk hits %llu, rejected %llu, untrusted %llu (expected 1, 0, 0, 1)", what,
+                 nv_compiles() - c0, (unsigned long long)d.disk_hits, (unsigned long long)d.disk_rejected,
+                 (unsigned long long)d.disk_untrusted);
+    if (!strstr(g_log, where) || !strstr(g_log, why))
+        fail_msg("%s: the log does not name %s and say \"%s\": %s", what, where, why, g_log);
+    return d;
+}
+
+/* A directory that group or others can write is refused: the planted entry
+ * is not loaded, nothing is written there, the file is left as it was.
+ * Directories that only group or others can read are used. */
+static void test_disk_untrusted_dir(void **state) {
+    (void)state;
+    static const unsigned refused[] = {0777, 0770, 0707, 0730, 0703, 01777};
+    static const unsigned used[] = {0755, 0711};
+    const char *src = "extern \"C\" __global__ void planted_dir() {}\n";
+    for (size_t m = 0; m < sizeof refused / sizeof refused[0] + sizeof used / sizeof used[0]; m++) {
+        const int refuse = m < sizeof refused / sizeof refused[0];
+        const unsigned mode = refuse ? refused[m] : used[m - sizeof refused / sizeof refused[0]];
+        char dir[512], path[1024], what[128];
+        snprintf(what, sizeof what, "udir%04o", mode);
+        fresh_dir(dir, sizeof dir, what);
+        plant_entry(dir, src, path, sizeof path);
+        unsigned char before[4096], after[4096];
+        const long n = read_file(path, before, sizeof before);
+        assert_int_equal(chmod(dir, mode), 0);
+        if (refuse) {
+            snprintf(what, sizeof what, "directory mode %04o", mode);
+            cw_jit_stats d = expect_refused(what, src, dir, "writable by group or others");
+            if (d.disk_writes != 0) fail_msg("%s: %llu entries written into it", what, (unsigned long long)d.disk_writes);
+            assert_int_equal(read_file(path, after, sizeof after), n); /* neither removed nor replaced */
+            assert_memory_equal(after, before, (size_t)n);
+            assert_int_equal(count_files(dir, ".cwk", NULL), 1);
+            assert_false(has_tmp_files(dir));
+        } else {
+            cw_jit_cache_clear_memory();
+            cw_program *p = compile_with(src, NULL);
+            if (info_of(p).source != CW_FROM_DISK) fail_msg("directory mode %04o was not used", mode);
+            cw_program_destroy(&p);
+        }
+        chmod(dir, 0700);
+    }
+    cw_jit_cache_clear_memory();
+}
+
+/* An entry file that group or others can write is refused (not read, not
+ * removed as corrupt); the compile's write then replaces it with the
+ * library's own (mode 0600), which the next lookup loads. */
+static void test_disk_untrusted_file(void **state) {
+    (void)state;
+    static const unsigned refused[] = {0666, 0660, 0606, 0620, 0602};
+    static const unsigned used[] = {0644, 0400};
+    const char *src = "extern \"C\" __global__ void planted_file() {}\n";
+    for (size_t m = 0; m < sizeof refused / sizeof refused[0] + sizeof used / sizeof used[0]; m++) {
+        const int refuse = m < sizeof refused / sizeof refused[0];
+        const unsigned mode = refuse ? refused[m] : used[m - sizeof refused / sizeof refused[0]];
+        char dir[512], path[1024], what[128];
+        snprintf(what, sizeof what, "ufile%04o", mode);
+        fresh_dir(dir, sizeof dir, what);
+        plant_entry(dir, src, path, sizeof path);
+        assert_int_equal(chmod(path, mode), 0);
+        if (refuse) {
+            snprintf(what, sizeof what, "file mode %04o", mode);
+            cw_jit_stats d = expect_refused(what, src, path, "writable by group or others");
+            assert_int_equal(d.disk_writes, 1);
+            struct stat st;
+            assert_int_equal(stat(path, &st), 0);
+            assert_int_equal(st.st_mode & 07777, 0600);
+            assert_false(has_tmp_files(dir));
+        }
+        cw_jit_cache_clear_memory();
+        cw_program *p = compile_with(src, NULL);
+        cw_program_info i = info_of(p);
+        if (i.source != CW_FROM_DISK) fail_msg("file mode %04o: the next lookup was not a disk hit", mode);
+        /* refused: the library's own entry replaced it; used: the planted one */
+        assert_memory_equal(i.code, refuse ? "FAKECUBIN" : "EVILCUBIN", 9);
+        cw_program_destroy(&p);
+    }
+    cw_jit_cache_clear_memory();
+}
+
+/* A directory or file owned by another user (not root) is refused. Only
+ * root can give a file away: as root (CI) the test chowns to nobody (65534);
+ * otherwise it skips, saying so. */
+static void test_disk_foreign_owner(void **state) {
+    (void)state;
+    if (geteuid() != 0) {
+        printf("# skipped: making a file owned by another user needs root (euid %d)\n", (int)geteuid());
+        skip();
+    }
+    const char *src = "extern \"C\" __global__ void planted_owner() {}\n";
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "owner_dir");
+    plant_entry(dir, src, path, sizeof path);
+    if (chown(dir, 65534, 65534) != 0) {
+        printf("# skipped: chown to uid 65534 is not permitted here: %s\n", strerror(errno));
+        skip();
+    }
+    cw_jit_stats d = expect_refused("directory owned by uid 65534", src, dir, "owned by uid 65534");
+    assert_int_equal(d.disk_writes, 0);
+    assert_int_equal(chown(dir, 0, 0), 0);
+
+    fresh_dir(dir, sizeof dir, "owner_file");
+    plant_entry(dir, src, path, sizeof path);
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    d = expect_refused("file owned by uid 65534", src, path, "owned by uid 65534");
+    assert_int_equal(d.disk_writes, 1); /* replaced by the library's own */
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    cw_jit_cache_clear_memory();
+}
+
+/* Directories the library makes get mode 0700 whatever the umask. */
+static void test_disk_created_mode(void **state) {
+    (void)state;
+    char top[512], dir[600];
+    snprintf(top, sizeof top, "%s/made", g_root);
+    snprintf(dir, sizeof dir, "%s/a/b", top);
+    use_dir(dir, 0);
+    const mode_t old = umask(0277);
+    cw_program *p = compile_with("extern \"C\" __global__ void made_dir() {}\n", NULL);
+    umask(old);
+    cw_program_destroy(&p);
+    const char *made[] = {top, "a", "b"};
+    char path[700];
+    for (int i = 0; i < 3; i++) {
+        if (i == 0) snprintf(path, sizeof path, "%s", top);
+        else snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", made[i]);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        if ((st.st_mode & 07777) != 0700) fail_msg("%s was made with mode %04o, not 0700", path, st.st_mode & 07777);
+    }
+    assert_int_equal(count_files(dir, ".cwk", NULL), 1);
+    cw_jit_cache_clear_memory();
+}
+
+/* A rejected (corrupt) file is removed only if it is still the file that was
+ * read. The hook runs between the read and the removal: there the test does
+ * what a concurrent writer does (writes a whole good entry to a temporary
+ * file and renames it over the entry's name). The good entry must survive;
+ * with nobody in between, the corrupt file must go. */
+struct race {
+    const unsigned char *good;
+    long n;
+    int replace;
+    int calls[2];
+    ino_t planted;   /* the good file's inode, put in place in phase 0 */
+    ino_t seen;      /* what is at the path in phase 1 (0: nothing) */
+    int seen_good;   /* it is the good entry, byte for byte */
+};
+
+static void race_hook(int phase, const char *path, void *arg) {
+    struct race *r = arg;
+    r->calls[phase & 1]++;
+    struct stat st;
+    if (phase == 0 && r->replace) {
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.tmp.writer", path);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (fd < 0 || write(fd, r->good, (size_t)r->n) != r->n || close(fd) != 0 || rename(tmp, path) != 0) return;
+        if (stat(path, &st) == 0) r->planted = st.st_ino;
+    } else if (phase == 1) {
+        unsigned char buf[4096];
+        r->seen = stat(path, &st) == 0 ? st.st_ino : 0;
+        r->seen_good = r->seen && read_file(path, buf, sizeof buf) == r->n && memcmp(buf, r->good, (size_t)r->n) == 0;
+    }
+}
+
+static void test_disk_reject_race(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "race");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void raced(int *p) { p[0] = 7; }\n";
+    cw_jit_cache_clear_memory();
+    cw_program *p = compile_with(src, NULL);
+    entry_file(dir, info_of(p).key, path, sizeof path);
+    cw_program_destroy(&p);
+    unsigned char good[4096];
+    const long n = read_file(path, good, sizeof good);
+    assert_true(n > 100 && n < (long)sizeof good);
+    for (int replace = 1; replace >= 0; replace--) {
+        /* corrupt the entry: a flipped byte in the code */
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        unsigned char c = good[n - 3] ^ 0x40;
+        assert_int_equal(pwrite(fd, &c, 1, n - 3), 1);
+        close(fd);
+        struct race r;
+        memset(&r, 0, sizeof r);
+        r.good = good;
+        r.n = n;
+        r.replace = replace;
+        cw_jit_cache_clear_memory();
+        const cw_jit_stats s0 = stats();
+        cwi_jit_disk_hook(race_hook, &r);
+        p = compile_with(src, NULL);
+        cwi_jit_disk_hook(NULL, NULL);
+        assert_int_equal(info_of(p).source, CW_FROM_COMPILE);
+        cw_program_destroy(&p);
+        assert_int_equal(stats().disk_rejected - s0.disk_rejected, 1);
+        assert_int_equal(r.calls[0], 1);
+        assert_int_equal(r.calls[1], 1);
+        if (replace) {
+            assert_true(r.planted != 0);
+            if (!r.seen)
+                fail_msg("the writer's fresh entry (inode %lu), renamed into place after the corrupt file was "
+                         "read, was removed with it", (unsigned long)r.planted);
+            assert_int_equal(r.seen, r.planted);
+            assert_true(r.seen_good);
+        } else {
+            if (r.seen) fail_msg("the corrupt file (inode %lu) was not removed", (unsigned long)r.seen);
+        }
+        assert_false(has_tmp_files(dir));
+        /* and the entry on disk is whole: the next lookup loads it */
+        cw_jit_cache_clear_memory();
+        p = compile_with(src, NULL);
+        assert_int_equal(info_of(p).source, CW_FROM_DISK);
+        cw_program_destroy(&p);
+    }
+    cw_jit_cache_clear_memory();
+}
+
 /* SHA-256: the standard's test vectors, and the x86 SHA-instruction code
  * (where the CPU has it) equal to the portable code on 500 random inputs. */
 static void test_sha256(void **state) {
@@ -731,6 +1046,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_no_nvrtc),
         cmocka_unit_test(test_names_and_modules),
+        cmocka_unit_test(test_disk_untrusted_dir),
+        cmocka_unit_test(test_disk_untrusted_file),
+        cmocka_unit_test(test_disk_foreign_owner),
+        cmocka_unit_test(test_disk_created_mode),
+        cmocka_unit_test(test_disk_reject_race),
         cmocka_unit_test(test_sha256),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -397,6 +397,71 @@ static void test_partition_validation(void **state) {
     assert_null(set);
 }
 
+/* Issue 25, defect 2: partition sizes are bounded one by one by the
+ * device's SM count and summed in 64 bits. The sum was an unsigned with no
+ * bound per entry: {4294967288, 16} summed to 8 (one group of 8), passed,
+ * and reached cuDevResourceGenerateDesc with a count of 536870911 for a
+ * one-group array (the fake counts such a call in "badresource" instead of
+ * reading past the array). Each request below must be refused with
+ * CW_ERROR_INVALID_ARGUMENT whose detail contains `want`, before any
+ * descriptor is made; the valid ones at the end reach the driver. */
+static void test_partition_sizes_overflow(void **state) {
+    (void)state;
+    static const struct {
+        unsigned counts[3];
+        size_t n;
+        const char *want;
+    } refused[] = {
+        {{4294967288u, 16}, 2, "partition 0 asks for 4294967288 SMs; device 0 has 132"},
+        {{16, 4294967288u}, 2, "partition 1 asks for 4294967288 SMs; device 0 has 132"},
+        {{0}, 1, "sm_counts[i] > 0"},                                   /* zero */
+        {{16, 0}, 2, "sm_counts[i] > 0"},
+        {{133}, 1, "partition 0 asks for 133 SMs; device 0 has 132"},    /* one SM too many */
+        {{136}, 1, "partition 0 asks for 136 SMs; device 0 has 132"},    /* one group too many */
+        {{132}, 1, "multiples of 8"},                                   /* the exact SM count */
+        {{128, 8}, 2, "ask for 136 SMs"},                               /* 17 groups, 16 possible */
+        {{4294967295u}, 1, "partition 0 asks for 4294967295 SMs"},       /* UINT_MAX */
+        {{4294967295u, 4294967295u}, 2, "partition 0 asks for 4294967295 SMs"},
+        {{8, 4294967295u}, 2, "partition 1 asks for 4294967295 SMs"},
+        {{4294967288u, 8, 8}, 3, "partition 0 asks for 4294967288 SMs"}, /* 2^32 + 8 */
+        {{2147483648u, 2147483648u, 8}, 3, "partition 0 asks for 2147483648 SMs"}, /* 2^31 + 2^31 + 8 */
+        {{8, 2147483648u, 2147483656u}, 3, "partition 1 asks for 2147483648 SMs"}, /* 2^32 + 16 */
+        {{4294967168u, 128, 8}, 3, "partition 0 asks for 4294967168 SMs"}, /* 2^32 - 128 + 136 */
+    };
+    const long bad0 = fk.live("badresource");
+    for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
+        cw_partition_set *set = NULL;
+        const long desc0 = fk.calls("cuDevResourceGenerateDesc");
+        cw_clear_error();
+        const cw_status st = cw_partition_set_create(&set, 0, refused[c].counts, refused[c].n, -1);
+        const long descs = fk.calls("cuDevResourceGenerateDesc") - desc0;
+        const long bad = fk.live("badresource") - bad0;
+        if (st != CW_ERROR_INVALID_ARGUMENT || !strstr(cw_last_error_message(), refused[c].want) || descs != 0 ||
+            bad != 0 || set != NULL)
+            fail_msg("case %zu {%u, %u, %u} (n %zu): %s, %ld cuDevResourceGenerateDesc call(s), %ld beyond the "
+                     "split's array; detail: %s (expected CW_ERROR_INVALID_ARGUMENT with \"%s\", no descriptor)",
+                     c, refused[c].counts[0], refused[c].counts[1], refused[c].counts[2], refused[c].n,
+                     cw_status_name(st), descs, bad, cw_last_error_message(), refused[c].want);
+    }
+    /* the largest valid requests reach the driver with counts inside the
+     * split's array (the fake makes no green context: NOT_SUPPORTED there) */
+    static const struct {
+        unsigned counts[3];
+        size_t n;
+    } valid[] = {{{128}, 1}, {{8}, 1}, {{120, 8}, 2}, {{8, 8, 112}, 3}};
+    for (size_t c = 0; c < sizeof valid / sizeof valid[0]; c++) {
+        cw_partition_set *set = NULL;
+        const long desc0 = fk.calls("cuDevResourceGenerateDesc");
+        const cw_status st = cw_partition_set_create(&set, 0, valid[c].counts, valid[c].n, 0);
+        if (st != CW_ERROR_NOT_SUPPORTED || fk.calls("cuDevResourceGenerateDesc") != desc0 + 1 ||
+            fk.live("badresource") != bad0)
+            fail_msg("valid case %zu: %s, %ld beyond the split's array; detail: %s", c, cw_status_name(st),
+                     fk.live("badresource") - bad0, cw_last_error_message());
+        assert_string_equal(cw_last_error()->driver_call, "cuDevResourceGenerateDesc");
+        assert_null(set);
+    }
+}
+
 static void test_when_all_null_entry(void **state) {
     (void)state;
     cw_stream *s = new_stream();
@@ -2254,6 +2319,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         TEST(test_invalid_arguments),
         TEST(test_partition_validation),
+        TEST(test_partition_sizes_overflow),
         TEST(test_settings_defaults),
         TEST(test_stream_priority_and_flags),
         TEST(test_stream_wrap),

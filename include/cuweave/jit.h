@@ -30,9 +30,23 @@
  * $HOME/.cache/cuweave; CUWEAVE_CACHE_DIR=off turns the disk cache off. Each
  * file carries a SHA-256 of its contents and is written to a temporary file
  * and renamed, so a reader sees a whole entry or none; a file that does not
- * verify is never loaded: it is removed and the entry compiled and written
- * again. The disk cache is kept under a size bound (default 256 MiB) by
- * removing the least recently used entries. See docs/kernels.md.
+ * verify is never loaded: it is removed (only if it is still the file that
+ * was read: a concurrent writer's fresh entry is kept) and the entry
+ * compiled and written again. The disk cache is kept under a size bound
+ * (default 256 MiB) by removing the least recently used entries.
+ *
+ * Trust (as ssh's rule for its files): the cache directory, however it was
+ * named, and each entry file are used only when owned by the process's
+ * effective user (or root) and not writable by group or others; an entry
+ * must also be a regular file. A directory that fails is neither read nor
+ * written (what the memory cache lacks is compiled); a file that fails is not read (the
+ * compile's write then replaces it with the library's own, mode 0600).
+ * Each refusal counts in cw_jit_stats.disk_untrusted and is logged as a
+ * CW_LOG_WARNING saying why. Only the directory itself is checked, not its
+ * parents. Directories the library creates (the cache directory and missing
+ * parents, on the first write) get mode 0700; entry files 0600. A shared
+ * cache directory (group-writable, or another user's) is therefore not
+ * possible: give each user their own. See docs/kernels.md.
  */
 #ifndef CUWEAVE_JIT_H
 #define CUWEAVE_JIT_H
@@ -153,8 +167,15 @@ typedef struct cw_jit_cache_settings {
 /* Fills *s with the defaults (directory from the environment). NULL ignored. */
 CW_API void cw_jit_cache_settings_default(cw_jit_cache_settings *s);
 
-/* Changes the cache for later compiles (the directory is created on the
- * first write). Thread-safe. */
+/* Changes the cache for later compiles (the directory, with its missing
+ * parents, is created with mode 0700 on the first write). The directory,
+ * whether named here, by CUWEAVE_CACHE_DIR or by default, is used only
+ * while it belongs to this user (or root) and group and others cannot
+ * write it (see "Trust" above): an untrusted one is not refused here but
+ * at each lookup (a warning, disk_untrusted, a compile). Returns
+ * CW_SUCCESS or CW_ERROR_INVALID_ARGUMENT (s NULL, memory not 0 or 1,
+ * reserved bytes not 0, a dir of 944 characters or more).
+ * Thread-safe. */
 CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s);
 
 typedef struct cw_jit_stats {
@@ -162,9 +183,11 @@ typedef struct cw_jit_stats {
     uint64_t memory_hits;
     uint64_t disk_hits;
     uint64_t disk_writes;
-    uint64_t disk_rejected; /* entry files that did not verify (removed, never loaded) */
+    uint64_t disk_rejected; /* entry files that did not verify (never loaded; removed) */
     uint64_t evictions;     /* entry files removed to keep the size bound */
-    uint8_t reserved[16];
+    uint64_t disk_untrusted; /* lookups that refused the cache directory or an entry file
+                                (owner or mode: see cw_jit_cache_configure); nothing read */
+    uint8_t reserved[8];
 } cw_jit_stats;
 
 CW_API cw_status cw_jit_get_stats(cw_jit_stats *stats);

@@ -49,9 +49,12 @@ CW_API cw_status cw_green_query(int device, cw_green_caps *caps);
 /*
  * Splits device `device` into partitions of sm_counts[0..n-1] SMs (n >= 1),
  * plus a leftover partition of the SMs none of them takes (if any remain).
- * Each count must be at least caps.min_partition and a multiple of
- * caps.granularity, and their sum at most the device's SM count; otherwise
- * CW_ERROR_INVALID_ARGUMENT with a message that says what would fit.
+ * Each count must be at least caps.min_partition, at most caps.sm_count
+ * and a multiple of caps.granularity, and their sum (taken without
+ * overflow: counts that would wrap an unsigned are refused) at most what
+ * one split can give; otherwise CW_ERROR_INVALID_ARGUMENT with a message
+ * that names the partition at fault and says what would fit. n must be
+ * below 64.
  * default_index names the partition cw_partition_set_default returns: 0..n-1,
  * or -1 for the leftover one (then SMs must be left over).
  *

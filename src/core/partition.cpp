@@ -3,6 +3,7 @@
 #include "core/partition.hpp"
 
 #include <new>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,8 +77,15 @@ cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, 
     // How many groups one split can make (the driver's own answer).
     unsigned max_groups = 0;
     CW_CU(cuDevSmResourceSplitByCount, (nullptr, &max_groups, &input, nullptr, 0, unit));
-    unsigned sum = 0;
+    // Each entry no larger than the device, and the sum in 64 bits: n is
+    // below kMaxPartitions, so it cannot wrap (an unsigned sum did, and a
+    // wrapped sum let counts past the split's array through).
+    uint64_t sum = 0;
     for (size_t i = 0; i < n; i++) {
+        if (sm_counts[i] > total)
+            return fail(CW_ERROR_INVALID_ARGUMENT,
+                        "invalid argument: partition %zu asks for %u SMs; device %d has %u SMs", i, sm_counts[i],
+                        device, total);
         if (sm_counts[i] < min || sm_counts[i] % unit != 0)
             return fail(CW_ERROR_INVALID_ARGUMENT,
                         "invalid argument: partition %zu asks for %u SMs; device %d (%u SMs) makes partitions of "
@@ -87,12 +95,13 @@ cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, 
     }
     if (sum / unit > max_groups)
         return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "invalid argument: the partitions ask for %u SMs, but device %d has %u SMs of which at most %u "
+                    "invalid argument: the partitions ask for %llu SMs, but device %d has %u SMs of which at most %u "
                     "can be partitioned (%u groups of %u)",
-                    sum, device, total, max_groups * unit, max_groups, unit);
+                    (unsigned long long)sum, device, total, max_groups * unit, max_groups, unit);
 
-    // ONE split: sum/unit groups of `unit` SMs, the rest in `remaining`.
-    unsigned groups = sum / unit;
+    // ONE split: sum/unit groups of `unit` SMs, the rest in `remaining`
+    // (at most max_groups, checked above).
+    const unsigned groups = (unsigned)(sum / unit);
     CUdevResource *res = static_cast<CUdevResource *>(calloc(groups, sizeof(CUdevResource)));
     cw_partition_set *set = static_cast<cw_partition_set *>(calloc(1, sizeof(cw_partition_set)));
     if (set) {

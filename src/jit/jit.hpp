@@ -1,6 +1,6 @@
 // cuweave jit layer: run-time compilation. Programs compiled by NVRTC
-// (program.cpp) behind the kernel cache, in memory and on disk (cache.cpp);
-// their code is loaded as modules by the kernel layer.
+// (program.cpp) behind the kernel cache, in memory (cache.cpp) and on disk
+// (disk.cpp); their code is loaded as modules by the kernel layer.
 #pragma once
 
 #include <atomic>
@@ -87,9 +87,19 @@ JitEntry *memory_find(const Bytes &material);  // retained, or NULL
 void memory_put(const Bytes &material, JitEntry *e);
 void memory_clear();
 
-// The disk cache. dir: the directory (no trailing slash needed).
-enum class DiskResult { Hit, Miss, Rejected };
+// The disk cache. dir: the directory (no trailing slash needed). A
+// directory or entry file is used only when it is owned by this user (or
+// root) and not writable by group or others (ssh's rule); else it is
+// refused: not read, counted in disk_untrusted, a warning logged. Rejected:
+// the file did not verify (removed, if still the file read); FileRefused:
+// the entry file is not trusted (a write may replace it); DirRefused: the
+// directory is not trusted (do not write there either).
+enum class DiskResult { Hit, Miss, Rejected, FileRefused, DirRefused };
 DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out);
+// Writes the entry (through a temporary file renamed into place), making
+// the directory (mode 0700) and its missing parents if needed; refuses an
+// untrusted directory (CW_ERROR_NOT_PERMITTED). Then evicts down to
+// max_bytes.
 cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes);
 // Removes the least recently used entries until the directory holds at most
 // max_bytes of them; the entry `keep` (may be NULL) is removed last.
@@ -104,9 +114,17 @@ struct CacheConfig {
 void cache_config(CacheConfig *out);
 
 struct JitCounters {
-    std::atomic<uint64_t> compiles, memory_hits, disk_hits, disk_writes, disk_rejected, evictions;
+    std::atomic<uint64_t> compiles, memory_hits, disk_hits, disk_writes, disk_rejected, evictions, disk_untrusted;
 };
 extern JitCounters g_jit;
+
+// Test hook (src/testing/hooks.cpp, cwi_jit_disk_hook): when set, disk_load
+// calls it with an entry file's path once the file was read and did not
+// verify, right before (phase 0) and right after (phase 1) it removes the
+// file. Set only by tests, while no compile runs.
+using DiskHook = void (*)(int phase, const char *path, void *arg);
+extern DiskHook g_disk_hook;
+extern void *g_disk_hook_arg;
 
 // The cache's configuration (cw_jit_cache_configure; NULL dir: the default).
 cw_status cache_configure(const cw_jit_cache_settings *s);

@@ -1,6 +1,7 @@
 // cuweave jit layer: programs compiled by NVRTC behind the kernel cache, and
 // their code loaded as modules (jit.hpp). The NVRTC loader is the driver
-// layer's (driver/nvrtc.cpp), the cache is cache.cpp.
+// layer's (driver/nvrtc.cpp), the cache is cache.cpp (memory)
+// and disk.cpp (disk).
 #include <new>
 #include <pthread.h>
 #include <stdio.h>
@@ -209,7 +210,7 @@ cw_status program_compile(cw_context *ctx, const char *source, const cw_program_
     cache_config(&cfg);
     const bool cacheable = s->cache != CW_CACHE_NONE && !opts.reads_files;
     const bool use_memory = cacheable && cfg.memory;
-    const bool use_disk = cacheable && s->cache == CW_CACHE_DEFAULT && cfg.dir[0];
+    bool use_disk = cacheable && s->cache == CW_CACHE_DEFAULT && cfg.dir[0];
     if (use_memory) {
         JitEntry *e = memory_find(material);
         if (e) {
@@ -223,12 +224,14 @@ cw_status program_compile(cw_context *ctx, const char *source, const cw_program_
     sha256(material.data, material.size, key);
     if (use_disk) {
         JitEntry *e = nullptr;
-        if (disk_load(cfg.dir, key, &e) == DiskResult::Hit) {
+        const DiskResult dr = disk_load(cfg.dir, key, &e);
+        if (dr == DiskResult::Hit) {
             g_jit.disk_hits.fetch_add(1, std::memory_order_relaxed);
             if (use_memory) memory_put(material, e);
             set_log("", 0);
             return new_program(e, CW_FROM_DISK, true, out);
         }
+        if (dr == DiskResult::DirRefused) use_disk = false;  // an untrusted directory: not written either
     }
     JitEntry *e = nullptr;
     CW_TRY(nvrtc_compile(nv, source, s, opts, arch, &e));

@@ -1,10 +1,11 @@
 // cuweave testing: hooks that let tests look inside the layers (seam.h):
-// the handle registry, the hash of the kernel cache, a written-value
-// future's word, a resident loop's trace marks. Not exported from the
-// shared library (tests link libcuweave.a).
+// the handle registry, the hash of the kernel cache and its disk hook, a
+// written-value future's word, a resident loop's trace marks. Not exported
+// from the shared library (tests link libcuweave.a).
 #include "core/future.hpp"
 #include "core/handle.hpp"
 #include "graph/resident.hpp"
+#include "jit/jit.hpp"
 #include "jit/sha256.hpp"
 #include "testing/seam.h"
 
@@ -24,6 +25,11 @@ void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32])
 int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (!f || !cw::live(f)) return -1;
     return cw::core::future_word(f, word, armed) ? 0 : -1;
+}
+
+void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg) {
+    cw::jit::g_disk_hook_arg = arg;
+    cw::jit::g_disk_hook = fn;
 }
 
 int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {

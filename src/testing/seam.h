@@ -64,6 +64,11 @@ void cwi_handles_fail_next(int nth);
  * code on a CPU with SHA instructions. */
 void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]);
 
+/* The kernel disk cache: fn (NULL: none) is called with an entry file's
+ * path when a file was read and did not verify, right before (phase 0) and
+ * right after (phase 1) the cache removes it. Set it while no compile runs. */
+void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg);
+
 struct cw_future;
 int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
 
