@@ -1097,7 +1097,8 @@ static void test_pool_waiter_first(void **state) {
     cw_stream_pool_destroy(&p);
 }
 
-/* 16 threads lease, use and release streams of one pool for about a second. */
+/* 16 threads lease, use and release streams of one pool for about a second:
+ * no stream leased to two at once, none lost, nobody left waiting. */
 #define HAMMER_THREADS 16
 #define HAMMER_MAX 8
 
@@ -1142,8 +1143,11 @@ static void *hammer_main(void *arg) {
     const int me = a->id + 1;
     while (now_ms() < h->until_ms) {
         cw_stream *s = NULL;
-        cw_status st = (me & 1) ? cw_stream_pool_acquire(h->pool, &s)
-                                : cw_stream_pool_acquire_wait(h->pool, &s, 200000);
+        /* odd: no wait; 2, 6, 10, 14: waits of 5 us, which time out while
+         * releases hand streams to the queue; the others: 200 ms */
+        cw_status st = (me & 1)        ? cw_stream_pool_acquire(h->pool, &s)
+                       : (me & 3) == 2 ? cw_stream_pool_acquire_wait(h->pool, &s, 5)
+                                       : cw_stream_pool_acquire_wait(h->pool, &s, 200000);
         if (st == CW_ERROR_POOL_EXHAUSTED) {
             atomic_fetch_add(&h->exhausted, 1);
             sched_yield();
@@ -1174,12 +1178,12 @@ static void *hammer_main(void *arg) {
     return NULL;
 }
 
-static void test_pool_hammer(void **state) {
-    (void)state;
+/* max: the pool's max_streams (at most HAMMER_MAX) */
+static void run_hammer(unsigned max) {
     static struct hammer h; /* large; zeroed below */
     memset(&h, 0, sizeof h);
     pthread_mutex_init(&h.reg_mutex, NULL);
-    h.pool = new_pool(CW_POOL_LEASE, 1, HAMMER_MAX);
+    h.pool = new_pool(CW_POOL_LEASE, 1, max);
     h.shared = new_stream();
     const long waits0 = fk.waits();
     h.until_ms = now_ms() + 1000;
@@ -1192,7 +1196,8 @@ static void test_pool_hammer(void **state) {
     }
     for (int i = 0; i < HAMMER_THREADS; i++) pthread_join(t[i], NULL);
     long iters = atomic_load(&h.iterations);
-    printf("# hammer: %ld leases by %d threads, %ld exhausted, %ld timeouts, %d streams\n", iters, HAMMER_THREADS,
+    printf("# hammer (max %u): %ld leases by %d threads, %ld exhausted, %ld timeouts, %d streams\n", max, iters,
+           HAMMER_THREADS,
            (long)atomic_load(&h.exhausted), (long)atomic_load(&h.timeouts), atomic_load(&h.registered));
     if (atomic_load(&h.violations) != 0)
         fail_msg("%ld ownership violations: a stream was leased to two threads at once",
@@ -1200,10 +1205,11 @@ static void test_pool_hammer(void **state) {
     if (atomic_load(&h.errors) != 0)
         fail_msg("%ld calls failed (first: %s)", (long)atomic_load(&h.errors), cw_status_name(h.first_error));
     assert_true(iters >= HAMMER_THREADS * 10);
+    assert_int_equal(cwi_pool_waiting(h.pool), 0);
     assert_int_equal(fk.waits() - waits0, 2 * iters);
     cw_stream_pool_stats st;
     assert_cw_ok(cw_stream_pool_get_stats(h.pool, &st));
-    assert_true(st.created <= HAMMER_MAX);
+    assert_true(st.created <= max);
     assert_int_equal(st.leased, 0);
     assert_int_equal(st.idle, st.created);
     assert_int_equal(st.created, (size_t)atomic_load(&h.registered));
@@ -1216,6 +1222,14 @@ static void test_pool_hammer(void **state) {
     cw_stream_destroy(&h.shared);
     cw_stream_pool_destroy(&h.pool);
     pthread_mutex_destroy(&h.reg_mutex);
+}
+
+/* A pool of 8 (the waits are rare) and one of 2 (most acquires wait, and
+ * waits of 5 us time out while releases hand streams over). */
+static void test_pool_hammer(void **state) {
+    (void)state;
+    run_hammer(HAMMER_MAX);
+    run_hammer(2);
 }
 
 /* ---- ordering --------------------------------------------------------------- */
