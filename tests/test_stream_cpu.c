@@ -984,7 +984,186 @@ static void test_pool_named(void **state) {
     cw_stream_pool_destroy(&p);
 }
 
-/* 16 threads lease, use and release streams of one pool for about a second. */
+/* A named stream belongs to the pool's named table until release_owner.
+ * Released by cw_stream_pool_release (or joined as if forked) as well, it
+ * went back to the free list twice: once there, once more at release_owner,
+ * so two acquirers held the same stream. The mistaken release is refused
+ * and release_owner gives the stream back exactly once. */
+static void test_pool_named_double_release(void **state) {
+    (void)state;
+    cw_stream_pool *p = new_pool(CW_POOL_LEASE, 2, 0);
+    int owner;
+    cw_stream *named = NULL, *copy = NULL, *a = NULL, *b = NULL, *parent = new_stream();
+    assert_cw_ok(cw_stream_pool_named(p, &owner, "x", &named));
+    expect_stats(p, CW_POOL_LEASE, 2, 1, 1, 1);
+    /* the user's mistake: the named stream given back as if acquired */
+    copy = named;
+    cw_clear_error();
+    const cw_status released = cw_stream_pool_release(p, &copy);
+    char detail[300];
+    snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+    /* someone else acquires, then the owner's streams go back */
+    assert_cw_ok(cw_stream_pool_acquire(p, &a));
+    size_t n = 99;
+    assert_cw_ok(cw_stream_pool_release_owner(p, &owner, &n));
+    assert_cw_ok(cw_stream_pool_acquire(p, &b));
+    if (a == b)
+        fail_msg("two holders: cw_stream_pool_release of a named stream returned %s, then acquire gave stream %p, "
+                 "release_owner gave it back again (count %zu) and the next acquire gave the same stream %p",
+                 cw_status_name(released), (void *)a, n, (void *)b);
+    if (released != CW_ERROR_INVALID_STATE)
+        fail_msg("cw_stream_pool_release of a named stream returned %s, expected CW_ERROR_INVALID_STATE",
+                 cw_status_name(released));
+    assert_ptr_equal(copy, named); /* refused: the handle is left as it was */
+    assert_non_null(strstr(detail, "named"));
+    assert_int_equal(n, 1);
+    assert_true(a != named);
+    assert_ptr_equal(b, named); /* release_owner put it back, once */
+    expect_stats(p, CW_POOL_LEASE, 2, 2, 0, 0);
+    assert_cw_ok(cw_stream_pool_release(p, &a));
+    assert_cw_ok(cw_stream_pool_release(p, &b));
+    expect_stats(p, CW_POOL_LEASE, 2, 0, 2, 0);
+
+    /* joined as if it were a forked child: refused the same way, and the
+     * named stream is still the owner's */
+    assert_cw_ok(cw_stream_pool_named(p, &owner, "y", &named));
+    copy = named;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_stream_join(parent, &copy));
+    assert_ptr_equal(copy, named);
+    cw_stream *again = NULL;
+    assert_cw_ok(cw_stream_pool_named(p, &owner, "y", &again));
+    assert_ptr_equal(again, named);
+    assert_cw_ok(cw_stream_pool_acquire(p, &a));
+    assert_true(a != named);
+    assert_cw_ok(cw_stream_pool_release_owner(p, &owner, &n));
+    assert_int_equal(n, 1);
+    /* released by release_owner, the old handle is no longer leased */
+    copy = named;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_stream_pool_release(p, &copy));
+    assert_cw_ok(cw_stream_pool_acquire(p, &b));
+    assert_ptr_equal(b, named);
+    assert_cw_ok(cw_stream_pool_release(p, &a));
+    assert_cw_ok(cw_stream_pool_release(p, &b));
+    expect_stats(p, CW_POOL_LEASE, 2, 0, 2, 0);
+    cw_stream_destroy(&parent);
+    cw_stream_pool_destroy(&p);
+}
+
+/* Waiters are served first: a stream released while a thread waits in
+ * cw_stream_pool_acquire_wait goes to that thread, not to an acquire that
+ * comes after it. */
+struct waiter {
+    cw_stream_pool *pool;
+    int64_t timeout_us;
+    int give_back; /* release the stream at once */
+    atomic_int *served; /* counts the waiters served so far */
+    cw_stream *got;
+    cw_status st, release_st;
+    int rank; /* 1: served first */
+};
+
+static void *waiter_main(void *arg) {
+    struct waiter *w = (struct waiter *)arg;
+    w->st = cw_stream_pool_acquire_wait(w->pool, &w->got, w->timeout_us);
+    w->rank = atomic_fetch_add(w->served, 1) + 1;
+    if (w->give_back && w->st == CW_SUCCESS) {
+        cw_stream *s = w->got;
+        w->release_st = cw_stream_pool_release(w->pool, &s);
+    }
+    return NULL;
+}
+
+/* Waits (up to 10 s) until n threads wait in the pool. */
+static void expect_waiting(cw_stream_pool *p, int n) {
+    for (int i = 0; i < 10000 && cwi_pool_waiting(p) != n; i++) sleep_ms(1);
+    if (cwi_pool_waiting(p) != n) fail_msg("%d threads wait in the pool, expected %d", cwi_pool_waiting(p), n);
+}
+
+static void test_pool_waiter_first(void **state) {
+    (void)state;
+    cw_stream_pool *p = new_pool(CW_POOL_LEASE, 1, 1);
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_pool_acquire(p, &s));
+    cw_stream *const only = s;
+    assert_int_equal(cwi_pool_waiting(p), 0);
+    atomic_int served = 0;
+    /* A thread waits; this thread gives the stream back and acquires again,
+     * 1000 times: every acquire here starts after the waiter began to wait.
+     * Five rounds, each with a new waiter. */
+    int overtaken = 0, rounds = 0;
+    cw_status st = CW_SUCCESS;
+    for (rounds = 1; rounds <= 5 && overtaken == 0; rounds++) {
+        struct waiter w = {p, 20000000, 0, &served, NULL, CW_ERROR_INTERNAL, CW_ERROR_INTERNAL, 0};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+        expect_waiting(p, 1);
+        /* Let it fall asleep in the kernel (between giving up the pool's
+         * mutex and sleeping, a wake-up finds it at once). The old code let
+         * this thread win every race but now and then the first (1 run in 10
+         * here), hence the rounds; the fixed pool hands the stream over
+         * whenever the waiter runs. */
+        sleep_ms(50);
+        for (int i = 0; i < 1000; i++) {
+            assert_cw_ok(cw_stream_pool_release(p, &s));
+            st = cw_stream_pool_acquire(p, &s);
+            if (st != CW_SUCCESS) break;
+            overtaken++;
+        }
+        if (s) assert_cw_ok(cw_stream_pool_release(p, &s)); /* let the waiter have it at last */
+        pthread_join(t, NULL);
+        printf("# waiter-first, round %d: the waiter was overtaken %d times, then %s; the acquire after the last "
+               "release: %s\n",
+               rounds, overtaken, cw_status_name(w.st), cw_status_name(st));
+        assert_int_equal(w.st, CW_SUCCESS);
+        assert_ptr_equal(w.got, only);
+        s = w.got; /* this thread holds it again */
+    }
+    if (overtaken)
+        fail_msg("a thread waiting in cw_stream_pool_acquire_wait was overtaken %d times in a row by a thread "
+                 "that released and acquired again after it began to wait",
+                 overtaken);
+    assert_int_equal(st, CW_ERROR_POOL_EXHAUSTED);
+    expect_stats(p, CW_POOL_LEASE, 1, 1, 0, 0);
+    assert_int_equal(cwi_pool_waiting(p), 0);
+
+    /* Waiters are served in the order they began to wait: two of them,
+     * each giving the stream back at once, the second queued after the
+     * first; a third times out and leaves the queue. */
+    struct waiter w1 = {p, 20000000, 1, &served, NULL, CW_ERROR_INTERNAL, CW_ERROR_INTERNAL, 0};
+    struct waiter w2 = w1;
+    atomic_store(&served, 0);
+    pthread_t t1, t2;
+    assert_int_equal(pthread_create(&t1, NULL, waiter_main, &w1), 0);
+    expect_waiting(p, 1);
+    assert_int_equal(pthread_create(&t2, NULL, waiter_main, &w2), 0);
+    expect_waiting(p, 2);
+    cw_stream *late = NULL;
+    assert_cw(CW_ERROR_TIMEOUT, cw_stream_pool_acquire_wait(p, &late, 20000));
+    assert_null(late);
+    assert_int_equal(cwi_pool_waiting(p), 2);
+    assert_cw_ok(cw_stream_pool_release(p, &s));
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    assert_int_equal(w1.st, CW_SUCCESS);
+    assert_int_equal(w2.st, CW_SUCCESS);
+    assert_int_equal(w1.release_st, CW_SUCCESS);
+    assert_int_equal(w2.release_st, CW_SUCCESS);
+    assert_ptr_equal(w1.got, only);
+    assert_ptr_equal(w2.got, only);
+    if (w1.rank != 1 || w2.rank != 2)
+        fail_msg("the waiter queued first was served %s (ranks %d and %d)", w1.rank == 1 ? "first" : "second",
+                 w1.rank, w2.rank);
+    assert_int_equal(cwi_pool_waiting(p), 0);
+    expect_stats(p, CW_POOL_LEASE, 1, 0, 1, 0);
+    /* with nobody waiting, the free stream is taken on the fast path */
+    assert_cw_ok(cw_stream_pool_acquire(p, &s));
+    assert_ptr_equal(s, only);
+    assert_cw_ok(cw_stream_pool_release(p, &s));
+    cw_stream_pool_destroy(&p);
+}
+
+/* 16 threads lease, use and release streams of one pool for about a second:
+ * no stream leased to two at once, none lost, nobody left waiting. */
 #define HAMMER_THREADS 16
 #define HAMMER_MAX 8
 
@@ -1029,8 +1208,11 @@ static void *hammer_main(void *arg) {
     const int me = a->id + 1;
     while (now_ms() < h->until_ms) {
         cw_stream *s = NULL;
-        cw_status st = (me & 1) ? cw_stream_pool_acquire(h->pool, &s)
-                                : cw_stream_pool_acquire_wait(h->pool, &s, 200000);
+        /* odd: no wait; 2, 6, 10, 14: waits of 5 us, which time out while
+         * releases hand streams to the queue; the others: 200 ms */
+        cw_status st = (me & 1)        ? cw_stream_pool_acquire(h->pool, &s)
+                       : (me & 3) == 2 ? cw_stream_pool_acquire_wait(h->pool, &s, 5)
+                                       : cw_stream_pool_acquire_wait(h->pool, &s, 200000);
         if (st == CW_ERROR_POOL_EXHAUSTED) {
             atomic_fetch_add(&h->exhausted, 1);
             sched_yield();
@@ -1061,12 +1243,12 @@ static void *hammer_main(void *arg) {
     return NULL;
 }
 
-static void test_pool_hammer(void **state) {
-    (void)state;
+/* max: the pool's max_streams (at most HAMMER_MAX) */
+static void run_hammer(unsigned max) {
     static struct hammer h; /* large; zeroed below */
     memset(&h, 0, sizeof h);
     pthread_mutex_init(&h.reg_mutex, NULL);
-    h.pool = new_pool(CW_POOL_LEASE, 1, HAMMER_MAX);
+    h.pool = new_pool(CW_POOL_LEASE, 1, max);
     h.shared = new_stream();
     const long waits0 = fk.waits();
     h.until_ms = now_ms() + 1000;
@@ -1079,7 +1261,8 @@ static void test_pool_hammer(void **state) {
     }
     for (int i = 0; i < HAMMER_THREADS; i++) pthread_join(t[i], NULL);
     long iters = atomic_load(&h.iterations);
-    printf("# hammer: %ld leases by %d threads, %ld exhausted, %ld timeouts, %d streams\n", iters, HAMMER_THREADS,
+    printf("# hammer (max %u): %ld leases by %d threads, %ld exhausted, %ld timeouts, %d streams\n", max, iters,
+           HAMMER_THREADS,
            (long)atomic_load(&h.exhausted), (long)atomic_load(&h.timeouts), atomic_load(&h.registered));
     if (atomic_load(&h.violations) != 0)
         fail_msg("%ld ownership violations: a stream was leased to two threads at once",
@@ -1087,10 +1270,11 @@ static void test_pool_hammer(void **state) {
     if (atomic_load(&h.errors) != 0)
         fail_msg("%ld calls failed (first: %s)", (long)atomic_load(&h.errors), cw_status_name(h.first_error));
     assert_true(iters >= HAMMER_THREADS * 10);
+    assert_int_equal(cwi_pool_waiting(h.pool), 0);
     assert_int_equal(fk.waits() - waits0, 2 * iters);
     cw_stream_pool_stats st;
     assert_cw_ok(cw_stream_pool_get_stats(h.pool, &st));
-    assert_true(st.created <= HAMMER_MAX);
+    assert_true(st.created <= max);
     assert_int_equal(st.leased, 0);
     assert_int_equal(st.idle, st.created);
     assert_int_equal(st.created, (size_t)atomic_load(&h.registered));
@@ -1103,6 +1287,14 @@ static void test_pool_hammer(void **state) {
     cw_stream_destroy(&h.shared);
     cw_stream_pool_destroy(&h.pool);
     pthread_mutex_destroy(&h.reg_mutex);
+}
+
+/* A pool of 8 (the waits are rare) and one of 2 (most acquires wait, and
+ * waits of 5 us time out while releases hand streams over). */
+static void test_pool_hammer(void **state) {
+    (void)state;
+    run_hammer(HAMMER_MAX);
+    run_hammer(2);
 }
 
 /* ---- ordering --------------------------------------------------------------- */
@@ -2329,6 +2521,8 @@ int main(int argc, char **argv) {
         TEST(test_pool_single),
         TEST(test_serialize_env),
         TEST(test_pool_named),
+        TEST(test_pool_named_double_release),
+        TEST(test_pool_waiter_first),
         TEST(test_pool_hammer),
         TEST(test_stream_wait),
         TEST(test_fork_join),

@@ -179,23 +179,51 @@ CW_API void cw_stream_pool_destroy(cw_stream_pool **pool);
  * When none is free and max_streams are out, returns CW_ERROR_POOL_EXHAUSTED
  * at once. Round-robin and single modes: same as cw_stream_pool_next (the
  * stream is shared; release accepts it back and does nothing).
- * Free stream available: one CAS, no lock, no allocation. A new stream is
- * created (slow path) when none is free and the pool may grow.
+ * Free stream available and nobody waiting: one load and one CAS, no lock,
+ * no allocation. A new stream is created (slow path) when none is free and
+ * the pool may grow. While threads wait in cw_stream_pool_acquire_wait,
+ * released streams are theirs (see the guarantees below): acquire then takes
+ * the pool's lock and returns CW_ERROR_POOL_EXHAUSTED.
+ *
+ * Guarantees of a lease pool (every build, any architecture):
+ * - A stream is leased to at most one holder at a time, and is on the free
+ *   list at most once: a second release of a stream, a release of a named
+ *   stream and a join of one are refused (CW_ERROR_INVALID_STATE).
+ * - No lost wake-up: a stream released while a thread waits in
+ *   cw_stream_pool_acquire_wait reaches a waiter (the release and the
+ *   waiter's check of the free list are ordered by sequentially consistent
+ *   atomics, not by the processor's memory model).
+ * - Waiters first, in order: a released stream goes to the thread that has
+ *   waited longest (FIFO). A waiter is served before any acquire or
+ *   acquire_wait that starts after it began to wait; only the waiters that
+ *   began before it, and acquires already under way when it began (one
+ *   stream each), can take a stream before it. So it waits for at most
+ *   (waiters ahead of it + acquires then in progress + 1) releases.
+ * - Fairness costs throughput only when threads wait: each hand-off wakes
+ *   one waiter, where a barging pool would let the releasing thread take
+ *   the stream back at once.
  */
 CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out);
 
 /*
  * As cw_stream_pool_acquire, but waits up to timeout_us microseconds
- * (negative: forever) for a release when the pool is exhausted; then
- * CW_ERROR_TIMEOUT.
+ * (negative: forever; 0: no wait, as acquire) for a release when the pool
+ * is exhausted; then CW_ERROR_TIMEOUT. Waiters are served in the order they
+ * began to wait, before any acquire that starts later (guarantees above).
+ * A stream handed over as the wait times out is returned (CW_SUCCESS).
  */
 CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
 
 /*
- * Gives a leased stream back and sets *s to NULL. Lock-free; wakes a waiter
- * of cw_stream_pool_acquire_wait if there is one. Returns
+ * Gives a leased stream back and sets *s to NULL. Lock-free while nobody
+ * waits; when threads wait in cw_stream_pool_acquire_wait it takes the
+ * pool's lock and hands the stream to the one that waited longest. Returns
  * CW_ERROR_INVALID_ARGUMENT when the stream is not from this pool, and
- * CW_ERROR_INVALID_STATE when it is not leased (double release).
+ * CW_ERROR_INVALID_STATE (nothing changed, *s left as it was) when it is not
+ * leased (double release) or is a named stream (cw_stream_pool_named: the
+ * pool keeps it until cw_stream_pool_release_owner). A stale pointer to a
+ * stream that was released and has been leased again cannot be told from
+ * its new holder's: do not keep a stream after giving it back.
  */
 CW_API cw_status cw_stream_pool_release(cw_stream_pool *pool, cw_stream **s);
 
@@ -211,12 +239,23 @@ CW_API cw_status cw_stream_pool_next(cw_stream_pool *pool, cw_stream **out);
  * given (owner, name) takes a stream as acquire does and keeps it; later
  * calls return the same stream. owner is any pointer that identifies the
  * user (an operator, a thread); NULL is a valid owner. name: 1..63 bytes.
- * Takes a lock (named lookups are not a hot path).
+ * Takes a lock (named lookups are not a hot path). The stream is borrowed:
+ * the pool's named table holds it until cw_stream_pool_release_owner;
+ * cw_stream_pool_release and cw_stream_join refuse it
+ * (CW_ERROR_INVALID_STATE).
  */
 CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, const char *name,
                                       cw_stream **out);
 
-/* Gives back every named stream of owner. Returns how many in *count (may be NULL). */
+/*
+ * Gives back every named stream of owner (to the waiters of
+ * cw_stream_pool_acquire_wait first). Returns how many in *count (may be
+ * NULL). Each named stream goes back exactly once: a second call finds
+ * none. CW_ERROR_INVALID_STATE (the others still given back) for a stream
+ * the named table no longer held (not reachable through this API, which
+ * refuses every other way of giving a named stream back): it is dropped
+ * from the table and not put on the free list a second time.
+ */
 CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count);
 
 typedef struct cw_stream_pool_stats {

@@ -223,8 +223,7 @@ CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, c
 CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
     CW_ENTRY;
     CW_CHECK_HANDLE(pool);
-    core::pool_release_owner(pool, owner, count);
-    return CW_SUCCESS;
+    return core::pool_release_owner(pool, owner, count);
 }
 
 CW_API cw_status cw_stream_pool_get_context(const cw_stream_pool *pool, cw_context **ctx) {

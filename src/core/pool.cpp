@@ -20,15 +20,18 @@ cw_stream *slot(cw_stream_pool *p, uint32_t index) {
     return p->chunks[index / kChunk].load(std::memory_order_acquire)[index % kChunk];
 }
 
-// Lock-free pop from the free stack; NULL when empty.
+// Lock-free pop from the free stack; NULL when empty. Every load of
+// free_head here is seq_cst (the CAS's failure order too): a waiter's look
+// at the free list is the load half of the handshake with a release (see
+// "Waiting" below), and an acquire load there would not do.
 cw_stream *pop_free(cw_stream_pool *p) {
-    uint64_t head = p->free_head.load(std::memory_order_acquire);
+    uint64_t head = p->free_head.load(std::memory_order_seq_cst);
     for (;;) {
         uint32_t idx1 = static_cast<uint32_t>(head);
         if (idx1 == 0) return nullptr;
         cw_stream *s = slot(p, idx1 - 1);
         uint64_t next = ((head >> 32) + 1) << 32 | s->next_free.load(std::memory_order_relaxed);
-        if (p->free_head.compare_exchange_weak(head, next, std::memory_order_seq_cst, std::memory_order_acquire))
+        if (p->free_head.compare_exchange_weak(head, next, std::memory_order_seq_cst, std::memory_order_seq_cst))
             return s;
     }
 }
@@ -69,7 +72,7 @@ cw_status exhausted(cw_stream_pool *p) {
 }
 
 void lease(cw_stream_pool *p, cw_stream *s) {
-    s->leased.store(1, std::memory_order_relaxed);
+    s->leased.store(kLeased, std::memory_order_relaxed);
     p->leased.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -95,6 +98,82 @@ void destroy_streams(cw_stream_pool *p) {
     free(p->named);
 }
 
+// Waiting. A thread that finds no stream and may not grow the pool queues a
+// Ticket (FIFO, on its stack, under the mutex) and sleeps on the ticket's
+// condition variable until a stream is handed to it. Released streams go to
+// the queue first:
+//
+//   release:  push_free (seq_cst CAS on free_head)   [A]
+//             load waiters (seq_cst)                 [B]; > 0: lock, serve_waiters
+//   waiter:   (mutex held) enqueue, waiters += 1 (seq_cst RMW) [C]
+//             serve_waiters: pop_free, load free_head (seq_cst) [D]; then sleep
+//
+// This is a Dekker pair (store X, load Y | store Y, load X): no lost
+// wake-up needs that B sees C or D sees A. The C++ memory model promises
+// that only when all four are seq_cst: they are then in one total order S,
+// and either B comes before C in S, so A (before B) comes before D and D
+// reads A's push or a later change of free_head (a pop by someone else,
+// whose own release then goes through the same handshake), or C comes
+// before B and B reads a count of at least one, so the release takes the
+// mutex (the waiter holds it from C until it sleeps, which frees it
+// atomically) and hands the stream over. The old code loaded free_head at D
+// with acquire only: a seq_cst RMW followed by an acquire load is not
+// ordered store-to-load (on POWER the compilers put an lwsync there, which
+// lets the load pass the store; seq_cst gets a sync), so both sides could
+// read the old values: the release saw no waiter and did not wake it, the
+// waiter saw no stream and slept with one on the free list. x86 (every
+// locked instruction a full fence) cannot show it.
+//
+// Fairness: a waiter is queued at C; an acquire whose load of waiters (the
+// fast path's test, seq_cst) comes after C in S sees it and takes the slow
+// path, where the queue is served first and a newcomer queues behind. So a
+// waiter is overtaken only by the waiters queued before it and by acquires
+// that had already passed that test when it queued (one stream each).
+
+// Hands free streams to the queued waiters, oldest first, until one or the
+// other runs out. Caller holds p->mutex.
+void serve_waiters(cw_stream_pool *p) {
+    while (p->queue_head) {
+        cw_stream *s = pop_free(p);
+        if (!s) break;
+        Ticket *t = p->queue_head;
+        p->queue_head = t->next;
+        if (!p->queue_head) p->queue_tail = nullptr;
+        p->waiters.fetch_sub(1, std::memory_order_seq_cst);
+        lease(p, s);
+        t->stream = s;
+        pthread_cond_signal(&t->cond);  // t is unlinked: only its waiter reads it now
+    }
+}
+
+// Queues t last [C above]. Caller holds p->mutex.
+void enqueue(cw_stream_pool *p, Ticket *t) {
+    t->next = nullptr;
+    t->stream = nullptr;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (p->queue_tail) p->queue_tail->next = t;
+    else p->queue_head = t;
+    p->queue_tail = t;
+    p->waiters.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// Takes a ticket that was not served out of the queue. Caller holds p->mutex.
+void unqueue(cw_stream_pool *p, Ticket *t) {
+    Ticket *prev = nullptr;
+    for (Ticket *q = p->queue_head; q; prev = q, q = q->next) {
+        if (q != t) continue;
+        if (prev) prev->next = t->next;
+        else p->queue_head = t->next;
+        if (p->queue_tail == t) p->queue_tail = prev;
+        p->waiters.fetch_sub(1, std::memory_order_seq_cst);
+        return;
+    }
+}
+
 }  // namespace
 
 bool serialize_all() {
@@ -113,41 +192,50 @@ cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
         *out = p->fixed[i];
         return CW_SUCCESS;
     }
-    cw_stream *s = pop_free(p);
-    if (__builtin_expect(s != nullptr, 1)) {
-        lease(p, s);
-        *out = s;
-        return CW_SUCCESS;
+    // Fast path (lock-free, no allocation): nobody waits and a stream is
+    // free. While someone waits, free streams are theirs (see "Waiting").
+    if (__builtin_expect(p->waiters.load(std::memory_order_seq_cst) == 0, 1)) {
+        cw_stream *s = pop_free(p);
+        if (__builtin_expect(s != nullptr, 1)) {
+            lease(p, s);
+            *out = s;
+            return CW_SUCCESS;
+        }
     }
-    // Slow path: grow, or wait for a release.
+    // Slow path: the queue first, then a free stream, growth, or a wait.
     pthread_mutex_lock(&p->mutex);
-    p->waiters.fetch_add(1, std::memory_order_seq_cst);
+    serve_waiters(p);
+    cw_stream *s = nullptr;
+    bool handed = false;  // leased to us by serve_waiters
     cw_status st = CW_SUCCESS;
-    struct timespec until = deadline_after(timeout_us > 0 ? timeout_us : 0);
-    for (;;) {
-        s = pop_free(p);
-        if (s) break;
-        st = grow(p, &s);
-        if (st == CW_SUCCESS) break;
-        if (st != CW_ERROR_POOL_EXHAUSTED) break;
-        if (timeout_us == 0) {
-            st = exhausted(p);
-            break;
+    if (!p->queue_head) s = pop_free(p);
+    if (!s) st = grow(p, &s);
+    if (st == CW_ERROR_POOL_EXHAUSTED && timeout_us == 0) {
+        st = exhausted(p);
+    } else if (st == CW_ERROR_POOL_EXHAUSTED) {
+        Ticket t;
+        enqueue(p, &t);
+        serve_waiters(p);  // [D]: a stream pushed before the release saw us
+        struct timespec until = deadline_after(timeout_us > 0 ? timeout_us : 0);
+        while (!t.stream) {
+            int rc = timeout_us < 0 ? pthread_cond_wait(&t.cond, &p->mutex)
+                                    : pthread_cond_timedwait(&t.cond, &p->mutex, &until);
+            if (rc == ETIMEDOUT && !t.stream) {
+                unqueue(p, &t);
+                st = fail(CW_ERROR_TIMEOUT, "no stream was released within %lld us", (long long)timeout_us);
+                break;
+            }
         }
-        int rc = timeout_us < 0 ? pthread_cond_wait(&p->cond, &p->mutex)
-                                : pthread_cond_timedwait(&p->cond, &p->mutex, &until);
-        if (rc == ETIMEDOUT) {
-            s = pop_free(p);
-            if (!s) st = fail(CW_ERROR_TIMEOUT, "no stream was released within %lld us", (long long)timeout_us);
-            else st = CW_SUCCESS;
-            break;
+        if (t.stream) {
+            s = t.stream;
+            handed = true;
+            st = CW_SUCCESS;
         }
-        st = CW_SUCCESS;
+        pthread_cond_destroy(&t.cond);  // out of the queue: nobody signals it any more
     }
-    p->waiters.fetch_sub(1, std::memory_order_seq_cst);
     pthread_mutex_unlock(&p->mutex);
     if (st != CW_SUCCESS) return st;
-    lease(p, s);
+    if (!handed) lease(p, s);
     *out = s;
     return CW_SUCCESS;
 }
@@ -155,14 +243,20 @@ cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
 cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
     if (s->pool != p) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not from this pool");
     if (p->mode != CW_POOL_LEASE) return CW_SUCCESS;
-    if (s->leased.exchange(0, std::memory_order_acq_rel) != 1)
+    int was = kLeased;
+    if (!s->leased.compare_exchange_strong(was, kFree, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        if (was == kNamed)
+            return fail(CW_ERROR_INVALID_STATE,
+                        "the stream is a named stream of the pool (cw_stream_pool_named): the pool keeps it until "
+                        "cw_stream_pool_release_owner gives it back");
         return fail(CW_ERROR_INVALID_STATE, "the stream is not leased (released twice?)");
+    }
     p->leased.fetch_sub(1, std::memory_order_relaxed);
     s->in_capture = false;  // the next holder starts afresh
-    push_free(p, s);
-    if (__builtin_expect(p->waiters.load(std::memory_order_seq_cst) > 0, 0)) {
+    push_free(p, s);        // [A]
+    if (__builtin_expect(p->waiters.load(std::memory_order_seq_cst) > 0, 0)) {  // [B]
         pthread_mutex_lock(&p->mutex);
-        pthread_cond_broadcast(&p->cond);
+        serve_waiters(p);
         pthread_mutex_unlock(&p->mutex);
     }
     return CW_SUCCESS;
@@ -175,11 +269,6 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     cw_stream_pool *p = new (mem) cw_stream_pool();
     pthread_mutex_init(&p->mutex, nullptr);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
     p->ctx = ctx;
     p->internal = internal;
     p->mode = serialize_all() ? CW_POOL_SINGLE : set->mode;
@@ -211,7 +300,6 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
     if (st != CW_SUCCESS) {
         destroy_streams(p);
         pthread_mutex_destroy(&p->mutex);
-        pthread_cond_destroy(&p->cond);
         p->~cw_stream_pool();
         free(p);
         return st;
@@ -226,7 +314,6 @@ void pool_destroy(cw_stream_pool *p) {
     handle_retire(p);
     destroy_streams(p);
     pthread_mutex_destroy(&p->mutex);
-    pthread_cond_destroy(&p->cond);
     cw_context *ctx = p->ctx;
     bool internal = p->internal;
     p->~cw_stream_pool();
@@ -295,6 +382,8 @@ cw_status pool_named(cw_stream_pool *pool, const void *owner, const char *name, 
             n.owner = owner;
             snprintf(n.name, sizeof n.name, "%s", name);
             n.stream = s;
+            // The table holds it now: pool_release refuses it.
+            if (pool->mode == CW_POOL_LEASE) s->leased.store(kNamed, std::memory_order_relaxed);
             *out = s;
             pthread_mutex_unlock(&pool->mutex);
             return CW_SUCCESS;
@@ -305,27 +394,41 @@ cw_status pool_named(cw_stream_pool *pool, const void *owner, const char *name, 
     return fail(CW_ERROR_INTERNAL, "unreachable");
 }
 
-void pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
+cw_status pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count) {
     size_t released = 0;
+    bool stray = false;
     pthread_mutex_lock(&pool->mutex);
     for (size_t i = 0; i < pool->named_count;) {
-        if (pool->named[i].owner == owner) {
-            cw_stream *s = pool->named[i].stream;
-            pool->named[i] = pool->named[--pool->named_count];
-            if (pool->mode == CW_POOL_LEASE) {
-                // Inline release: the mutex is held, so wake waiters directly.
-                s->leased.store(0, std::memory_order_release);
-                pool->leased.fetch_sub(1, std::memory_order_relaxed);
-                push_free(pool, s);
-            }
-            released++;
-        } else {
+        if (pool->named[i].owner != owner) {
             i++;
+            continue;
         }
+        cw_stream *s = pool->named[i].stream;
+        pool->named[i] = pool->named[--pool->named_count];
+        if (pool->mode != CW_POOL_LEASE) {
+            released++;
+            continue;
+        }
+        // Only from the table's hold: a stream given back some other way is
+        // never pushed a second time.
+        int was = kNamed;
+        if (!s->leased.compare_exchange_strong(was, kFree, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            stray = true;
+            continue;
+        }
+        pool->leased.fetch_sub(1, std::memory_order_relaxed);
+        s->in_capture = false;
+        push_free(pool, s);
+        released++;
     }
-    if (released && pool->waiters.load(std::memory_order_seq_cst) > 0) pthread_cond_broadcast(&pool->cond);
+    // The mutex is held, so the queue is seen as it is: hand the streams over.
+    if (released) serve_waiters(pool);
     pthread_mutex_unlock(&pool->mutex);
     if (count) *count = released;
+    if (stray)
+        return fail(CW_ERROR_INVALID_STATE, "a named stream of this owner was no longer held by the pool's named "
+                                            "table: dropped from the table, not given back a second time");
+    return CW_SUCCESS;
 }
 
 void pool_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {

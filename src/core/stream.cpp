@@ -207,8 +207,11 @@ cw_status stream_join(cw_stream *parent, cw_stream **child) {
     }
     if (!c->pool || c->pool->mode != CW_POOL_LEASE)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the child was not made by cw_stream_fork");
-    if (!c->leased.load(std::memory_order_acquire))
-        return fail(CW_ERROR_INVALID_STATE, "the child has already been joined or released");
+    const int held = c->leased.load(std::memory_order_acquire);
+    if (held == kNamed)
+        return fail(CW_ERROR_INVALID_STATE, "the stream is a named stream of its pool (cw_stream_pool_named), not a "
+                                            "forked child: the pool keeps it until cw_stream_pool_release_owner");
+    if (held != kLeased) return fail(CW_ERROR_INVALID_STATE, "the child has already been joined or released");
     CW_TRY(stream_order(parent, c));
     c->in_capture = false;
     cw_stream_pool *pool = c->pool;

@@ -36,7 +36,7 @@ struct cw_stream {
     cw_stream_pool *pool;
     uint32_t index;                   // slot in the pool
     std::atomic<uint32_t> next_free;  // free-list link: index + 1, 0 = end
-    std::atomic<int> leased;
+    std::atomic<int> leased;          // lease pools: kFree, kLeased or kNamed (pool.hpp)
     cw::core::CaptureState cap;  // a capture begun on this stream
     bool in_capture;       // forked from a capturing stream and not yet joined
     uint64_t serial;       // unique in the process (an address can be reused by a later stream)

@@ -163,7 +163,7 @@ void pipeline_destroy(cw_pipeline *p) {
             (void)pool_release(op->internal_pool, op->internal);
             op->internal = nullptr;
         }
-        pool_release_owner(op_pool(op), op, nullptr);
+        (void)pool_release_owner(op_pool(op), op, nullptr);
         if (op->waiter) {
             future_destroy(op->waiter);
             op->waiter = nullptr;

@@ -1,9 +1,11 @@
 // cuweave testing: hooks that let tests look inside the layers (seam.h):
 // the handle registry, the hash of the kernel cache and its disk hook, a
-// written-value future's word, a resident loop's trace marks. Not exported
-// from the shared library (tests link libcuweave.a).
+// written-value future's word, a resident loop's trace marks, a stream
+// pool's waiters. Not exported from the shared library (tests link
+// libcuweave.a).
 #include "core/future.hpp"
 #include "core/handle.hpp"
+#include "core/pool.hpp"
 #include "graph/resident.hpp"
 #include "jit/jit.hpp"
 #include "jit/sha256.hpp"
@@ -35,6 +37,17 @@ void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void 
 int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {
     if (!r || !cw::live(r)) return -1;
     return cw::graphs::resident_trace_marks(r, marks, stages) ? 0 : -1;
+}
+
+int cwi_pool_waiting(cw_stream_pool *p) {
+    if (!p || !cw::live(p)) return -1;
+    // Under the pool's mutex: a waiter holds it from the moment it counts
+    // itself until it sleeps on the condition variable, so a count read here
+    // is of threads asleep (or woken and not yet running).
+    pthread_mutex_lock(&p->mutex);
+    int n = p->waiters.load(std::memory_order_seq_cst);
+    pthread_mutex_unlock(&p->mutex);
+    return n;
 }
 
 }  // extern "C"
