@@ -87,7 +87,10 @@ CW_API cw_status cw_future_poll(cw_future *f);
 /*
  * Blocks until the future completes or timeout_us microseconds pass
  * (negative: no limit; 0: checks once and returns CW_ERROR_TIMEOUT when not
- * complete). A WRITE_VALUE wait starts with a short spin that reads no clock
+ * complete). A timeout too large to represent as a point of the monotonic
+ * clock in nanoseconds (INT64_MAX, or anything past about 9.2e15 us less
+ * the uptime: some 292 years) also means no limit: it never ends the wait
+ * early. A WRITE_VALUE wait starts with a short spin that reads no clock
  * (256 turns, a few microseconds), so its timeout may end that much late.
  * Returns CW_SUCCESS, CW_ERROR_TIMEOUT, or the device error.
  * Any number of threads may wait.

@@ -187,7 +187,8 @@ CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out);
 /*
  * As cw_stream_pool_acquire, but waits up to timeout_us microseconds
  * (negative: forever) for a release when the pool is exhausted; then
- * CW_ERROR_TIMEOUT.
+ * CW_ERROR_TIMEOUT. Any positive value is waited in full, INT64_MAX
+ * included (no overflow ends it early).
  */
 CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
 

@@ -321,7 +321,8 @@ void reset_notification(cw_future *f) {
     f->cb_user = nullptr;
 }
 
-// Waits for the marker, at most timeout_us microseconds (negative: no limit).
+// Waits for the marker, at most timeout_us microseconds (negative, or too
+// large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_EVENT) {
         // Spins on cuEventQuery (the context made current once; a query
@@ -330,7 +331,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         CurrentGuard guard;
         CW_TRY(guard.enter(f->ctx->cu));
         const int64_t start = now_ns();
-        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
         int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
         int64_t sleep_ns = 2000;
@@ -375,7 +376,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         unsigned n = 0;
         while (static_cast<int32_t>(*word - want) < 0 && ++n < 256) cpu_relax();
         const int64_t start = now_ns();
-        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
         int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
         for (n = 1; static_cast<int32_t>(*word - want) < 0; n++) {
@@ -396,7 +397,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
     } else {
-        const int64_t deadline = timeout_us < 0 ? -1 : now_ns() + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(now_ns(), timeout_us);  // -1: no limit
         if (!marker_done(f)) {
             pthread_mutex_lock(&f->mutex);
             while (!marker_done(f)) {
