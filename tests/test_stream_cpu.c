@@ -1593,8 +1593,9 @@ static void test_future_no_driver_calls_in_callback(void **state) {
     if (!ran) fail_msg("the HOST_FUNC future's callback never ran");
     printf("# in the callback: poll(EVENT) %s (%s); %lu driver calls (seam), %ld (fake)\n",
            cw_status_name(p.poll_ev), p.poll_ev_detail, p.seam_calls, p.fake_calls);
-    printf("# afterwards: wait(EVENT) %s (%s); rearm + wait %s (%s)\n", cw_status_name(ev_wait), ev_detail,
-           cw_status_name(ev_again), rearm_detail);
+    printf("# afterwards: wait(EVENT) %s%s%s; rearm + wait %s%s%s\n", cw_status_name(ev_wait),
+           ev_wait ? ": " : "", ev_wait ? ev_detail : "", cw_status_name(ev_again), ev_again ? ": " : "",
+           ev_again ? rearm_detail : "");
     if (p.seam_calls != 0 || p.fake_calls != 0)
         fail_msg("the callback made %lu driver calls (seam; the fake counted %ld) on the driver's callback thread",
                  p.seam_calls, p.fake_calls);

@@ -98,20 +98,41 @@ void slab_put(cw_context *ctx, uint32_t slot) {
 constexpr unsigned kDefaultSpinUs = 200;
 constexpr int64_t kEventQueryGapNs = 500;  // EVENT waits: time between cuEventQuery calls while spinning
 
+// Set while this thread runs host_fn: the driver's callback thread, where
+// CUDA allows no driver call (cuLaunchHostFunc). The user callbacks it runs
+// may poll, set callbacks on and get fds of other futures: those paths make
+// no driver call while it is set, and refuse what needs one.
+thread_local bool t_in_host_fn __attribute__((tls_model("initial-exec"))) = false;
+
+cw_status refuse_in_host_fn(const char *what) {
+    return fail(CW_ERROR_NOT_PERMITTED,
+                "%s inside a HOST_FUNC future's callback: it runs on the driver's callback thread, where no CUDA "
+                "call is allowed (do it from another thread, or use a callback or an fd)",
+                what);
+}
+
+// Only a device fault is remembered (it is sticky: the marker never runs);
+// any other error of a query says nothing about the marker.
+bool is_fault(CUresult r) { return status_from_cu(r) == CW_ERROR_DEVICE_FAULT; }
+
 // EVENT: asks the driver whether the marker event has been reached, with
-// f's context current (the caller's restored). A fault counts as reached,
-// and is cached for outcome() to report.
+// f's context current (the caller's restored). A device fault counts as
+// reached, and is cached for outcome() to report; any other error counts as
+// not reached, and is not cached. On the driver's callback thread it asks
+// nothing: not reached, unless seen so or faulted before.
 bool event_reached(cw_future *f) {
     if (f->seen_done.load(std::memory_order_acquire)) return true;
+    if (t_in_host_fn) return f->fault.load(std::memory_order_acquire) != 0;
     CurrentGuard guard;
     if (guard.enter(f->ctx->cu) != CW_SUCCESS) return false;
     CUresult r = drv().cuEventQuery(f->ev);
     (void)guard.leave();
-    if (r == CUDA_ERROR_NOT_READY) return false;
-    if (r == CUDA_SUCCESS) f->seen_done.store(true, std::memory_order_release);
-    if (r != CUDA_SUCCESS && !f->fault.load(std::memory_order_acquire))
-        f->fault.store(fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker"),
-                       std::memory_order_release);
+    if (r == CUDA_SUCCESS) {
+        f->seen_done.store(true, std::memory_order_release);
+        return true;
+    }
+    if (!is_fault(r)) return false;
+    f->fault.store(CW_ERROR_DEVICE_FAULT, std::memory_order_release);
     return true;
 }
 
@@ -268,7 +289,9 @@ void host_fn(void *user) {
     pthread_mutex_lock(&f->mutex);
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
+    t_in_host_fn = true;  // the user's callback runs on the driver's thread
     notify(f, CW_SUCCESS);
+    t_in_host_fn = false;
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }
 
@@ -580,6 +603,7 @@ void futures_teardown(cw_context *ctx) {
 void future_destroy(cw_future *f) { future_free(f); }
 
 cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be created");
     if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
@@ -587,6 +611,7 @@ cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out) {
 }
 
 cw_status future_rearm(cw_future *f, cw_stream *s) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be rearmed");
     if (s->ctx->cu != f->ctx->cu)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
     if (capturing(s))
@@ -621,12 +646,19 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
 
 cw_status future_poll(cw_future *f) {
     if (marker_done(f)) return outcome(f);
+    if (t_in_host_fn) {
+        // Written-value and host-function futures answer from memory; the
+        // fault check (a driver call) is left to the watcher and the waiters.
+        if (f->kind == CW_FUTURE_EVENT) return refuse_in_host_fn("an EVENT future cannot be polled (cuEventQuery)");
+        return CW_ERROR_NOT_READY;
+    }
     CW_TRY(check_fault(f));
     return CW_ERROR_NOT_READY;
 }
 
 cw_status future_wait(cw_future *f, int64_t timeout_us) {
     if (marker_done(f)) return outcome(f);
+    if (t_in_host_fn) return refuse_in_host_fn("a future that has not completed cannot be waited for");
     if (timeout_us == 0) {
         CW_TRY(check_fault(f));
         return fail(CW_ERROR_TIMEOUT, "the future has not completed (timeout 0)");
@@ -678,6 +710,7 @@ cw_status future_get_fd(cw_future *f, int *fd) {
 }
 
 cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be created");
     for (size_t i = 0; i < n; i++) {
         if (streams[i]->ctx->cu != streams[0]->ctx->cu)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: streams[%zu] is on another context", i);
