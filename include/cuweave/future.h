@@ -149,10 +149,14 @@ CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx);
 
 /*
  * Destroys the future. If its marker has not completed yet, the destroy
- * waits for it (a marker holds on to the future's memory). When the context
- * faulted before a HOST_FUNC marker ran, the driver may still hold the
- * marker, so the future's memory (a few hundred bytes) is deliberately not
- * freed and a warning is logged. Sets *f to NULL; accepts NULL.
+ * waits for it (a marker holds on to the future's memory, and a WRITE_VALUE
+ * marker writes the future's word, which the next future may reuse). Only a
+ * device fault ends that wait early (the marker then never runs); another
+ * error of the driver's query does not. When the context faulted before a
+ * HOST_FUNC marker ran, the driver may still hold the marker, so the
+ * future's memory (a few hundred bytes) is deliberately not freed and a
+ * warning is logged. Sets *f to NULL; accepts NULL. Not inside a HOST_FUNC
+ * future's callback (see cw_future_fn).
  */
 CW_API void cw_future_destroy(cw_future **f);
 

@@ -458,6 +458,10 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     // A marker still queued will touch this memory: wait for it, unless the
     // context faulted (then it never runs, and the memory is left behind).
     // Quietly: the caller's error detail is not this loop's business.
+    // Only a device fault stops the wait: any other error of the query (a
+    // refusal, a passing failure) says nothing about a marker that may still
+    // be queued, and a written-value slot handed to the next future while its
+    // old marker is queued would complete that future early.
     bool faulted = f->fault.load(std::memory_order_acquire) != 0;
     int64_t sleep_ns = 1000, next_check = 0;
     while (!faulted && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
@@ -466,7 +470,11 @@ void future_free(cw_future *f, bool holds_ctx = true) {
             CurrentGuard guard;
             if (guard.enter(f->ctx->cu) == CW_SUCCESS) {
                 CUresult r = drv().cuEventQuery(f->ev);
-                faulted = r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY;
+                faulted = is_fault(r);
+                // EVENT: nothing queued points at the future (its event goes
+                // back to the pool, re-recorded by its next user): an error
+                // the driver keeps giving must not hold the destroy for good.
+                if (!faulted && f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) break;
             }
             next_check = t + 10000000;
         }
