@@ -664,10 +664,11 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
 cw_status future_poll(cw_future *f) {
     if (marker_done(f)) return outcome(f);
     if (t_in_host_fn) {
-        // Written-value and host-function futures answer from memory; the
-        // fault check (a driver call) is left to the watcher and the waiters.
+        // Written-value and host-function futures answer from memory (a
+        // fault already seen included); the fault check (a driver call) is
+        // left to the watcher and the waiters.
         if (f->kind == CW_FUTURE_EVENT) return refuse_in_host_fn("an EVENT future cannot be polled (cuEventQuery)");
-        return CW_ERROR_NOT_READY;
+        return f->fault.load(std::memory_order_acquire) ? outcome(f) : CW_ERROR_NOT_READY;
     }
     CW_TRY(check_fault(f));
     return CW_ERROR_NOT_READY;
