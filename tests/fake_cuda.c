@@ -133,8 +133,12 @@
  *
  * One mutex guards everything; host functions run without it held. Driver
  * calls made from inside a host function are counted
- * (fake_cuda_live("cbcalls")); blocking ones return CUDA_ERROR_NOT_PERMITTED
- * there (they would deadlock, and the real driver forbids them).
+ * (fake_cuda_live("cbcalls")) and refused with CUDA_ERROR_NOT_PERMITTED
+ * (CUDA forbids every CUDA call in a host function launched with
+ * cuLaunchHostFunc, and says it may fail them so; blocking ones would
+ * deadlock here), all but those that only touch the calling thread's state
+ * or static text: cuCtxGetCurrent, cuCtxSetCurrent, cuGetErrorName and
+ * cuGetErrorString (counted all the same).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -325,12 +329,23 @@ static long g_calls[F_COUNT];
 static void lock(void) { pthread_mutex_lock(&g_mu); }
 static void unlock(void) { pthread_mutex_unlock(&g_mu); }
 
-/* Counts the call (under the lock: callers hold it). */
-#define ENTER(name)                              \
-    do {                                         \
-        lock();                                  \
-        g_calls[F_##name]++;                     \
-        if (t_in_callback) g_cbcalls++;          \
+/* The entries a host function may call (see the top): the thread's current
+ * context and the error texts. */
+static int callback_may_call(int entry) {
+    return entry == F_cuCtxGetCurrent || entry == F_cuCtxSetCurrent || entry == F_cuGetErrorName ||
+           entry == F_cuGetErrorString;
+}
+
+/* Counts the call (under the lock: callers hold it); refuses one from a host
+ * function (callback_may_call). */
+#define ENTER(name)                                                   \
+    do {                                                              \
+        lock();                                                       \
+        g_calls[F_##name]++;                                          \
+        if (t_in_callback) {                                          \
+            g_cbcalls++;                                              \
+            if (!callback_may_call(F_##name)) RETURN(CUDA_ERROR_NOT_PERMITTED); \
+        }                                                             \
     } while (0)
 #define RETURN(r)    \
     do {             \

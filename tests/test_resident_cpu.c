@@ -901,6 +901,82 @@ static void test_fault_sweep(void **state) {
     g_sweep_trace = 0;
 }
 
+/* ---- the largest timeouts (issue 25) ------------------------------------
+ * Every resident timeout is a uint32_t of milliseconds: UINT32_MAX (about
+ * 49.7 days) must be a real wait, not one that wraps into the past. Waits
+ * for a request the fake never serves, with UINT32_MAX, are still waiting
+ * when the test tears the loop down (then: dropped, CW_ERROR_INVALID_STATE,
+ * not CW_ERROR_TIMEOUT); a teardown held back by the fake waits until it is
+ * released; destroy_timeout_ms UINT32_MAX stops the loop. */
+static void (*fake_hold)(int on);
+
+struct big_wait {
+    cw_resident *r;
+    uint64_t seq;
+    int many; /* cw_resident_wait_many, else cw_resident_wait_result */
+    cw_status st;
+    volatile int returned;
+};
+
+static void *big_wait_main(void *arg) {
+    struct big_wait *w = (struct big_wait *)arg;
+    w->st = w->many ? cw_resident_wait_many(&w->r, &w->seq, 1, UINT32_MAX)
+                    : cw_resident_wait_result(w->r, w->seq, UINT32_MAX);
+    __atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *big_tear_down_main(void *arg) {
+    struct big_wait *w = (struct big_wait *)arg;
+    w->st = cw_resident_tear_down(w->r, UINT32_MAX);
+    __atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_largest_timeouts(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.destroy_timeout_ms = UINT32_MAX;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t seq = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &seq));
+    struct big_wait w[2] = {{r, seq, 0, CW_ERROR_INTERNAL, 0}, {r, seq, 1, CW_ERROR_INTERNAL, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, big_wait_main, &w[i]), 0);
+    sleep_ms(50); /* a wait that would end early has ended by now */
+    const int early0 = __atomic_load_n(&w[0].returned, __ATOMIC_ACQUIRE);
+    const int early1 = __atomic_load_n(&w[1].returned, __ATOMIC_ACQUIRE);
+    assert_cw_ok(cw_resident_tear_down(r, UINT32_MAX));
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    assert_false(early0);
+    assert_false(early1);
+    assert_int_equal(w[0].st, CW_ERROR_INVALID_STATE); /* dropped, not timed out */
+    assert_int_equal(w[1].st, CW_ERROR_INVALID_STATE);
+
+    /* a teardown whose stream the fake holds busy waits for it */
+    fake_hold(1);
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw(CW_ERROR_TIMEOUT, cw_resident_tear_down(r, 0)); /* held: busy */
+    struct big_wait td = {r, 0, 0, CW_ERROR_INTERNAL, 0};
+    assert_int_equal(pthread_create(&t[0], NULL, big_tear_down_main, &td), 0);
+    sleep_ms(50);
+    const int early = __atomic_load_n(&td.returned, __ATOMIC_ACQUIRE);
+    fake_hold(0);
+    pthread_join(t[0], NULL);
+    assert_false(early);
+    assert_int_equal(td.st, CW_SUCCESS);
+
+    /* destroy with destroy_timeout_ms UINT32_MAX stops a launched loop */
+    assert_cw_ok(cw_resident_launch(r));
+    assert_cw_ok(cw_resident_destroy(&r));
+    assert_int_equal(leaks(before, "largest timeouts"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -912,7 +988,8 @@ int main(int argc, char **argv) {
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
         !(fake_last_prog = (long (*)(void))dlsym(lib, "fake_cuda_last_prog_edges")) ||
         !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
-        !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context"))) {
+        !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
+        !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -937,6 +1014,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
+        cmocka_unit_test(test_largest_timeouts),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

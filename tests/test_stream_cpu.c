@@ -809,6 +809,50 @@ static void test_pool_acquire_wait(void **state) {
     cw_stream_pool_destroy(&p);
 }
 
+struct huge_acquire {
+    cw_stream_pool *pool;
+    int64_t timeout_us;
+    cw_stream *got;
+    cw_status st;
+    atomic_int returned;
+};
+
+static void *huge_acquire_main(void *arg) {
+    struct huge_acquire *a = (struct huge_acquire *)arg;
+    a->st = cw_stream_pool_acquire_wait(a->pool, &a->got, a->timeout_us);
+    atomic_store(&a->returned, 1);
+    return NULL;
+}
+
+/* A timeout too large to represent means no limit (as for futures): with
+ * the pool exhausted, a wait with each huge timeout is still waiting when
+ * the test releases a stream, and then gets it. */
+static void test_pool_acquire_wait_huge_timeout(void **state) {
+    (void)state;
+    static const int64_t huge[] = {INT64_MAX, INT64_MAX / 1000 + 1, INT64_MAX / 1000, INT64_MAX / 2};
+    cw_stream_pool *p = new_pool(CW_POOL_LEASE, 1, 1);
+    cw_stream *held = NULL;
+    assert_cw_ok(cw_stream_pool_acquire(p, &held));
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        struct huge_acquire a = {p, huge[i], NULL, CW_ERROR_INTERNAL, 0};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, huge_acquire_main, &a), 0);
+        sleep_ms(50); /* a wait that would end early has ended by now */
+        const int early = atomic_load(&a.returned);
+        cw_stream *expected = held;
+        assert_cw_ok(cw_stream_pool_release(p, &held));
+        pthread_join(t, NULL);
+        if (early)
+            fail_msg("cw_stream_pool_acquire_wait(%lld us) returned %s while the pool was exhausted",
+                     (long long)huge[i], cw_status_name(a.st));
+        assert_int_equal(a.st, CW_SUCCESS);
+        assert_ptr_equal(a.got, expected);
+        held = a.got;
+    }
+    assert_cw_ok(cw_stream_pool_release(p, &held));
+    cw_stream_pool_destroy(&p);
+}
+
 static void test_pool_round_robin(void **state) {
     (void)state;
     const long live0 = fk.live("stream");
@@ -1661,6 +1705,246 @@ static void test_future_fault(void **state) {
     assert_true(now_ms() - t0 < 5000);
     fk.fault(0);
     cw_stream_destroy(&s);
+}
+
+/* ---- issue 25: huge timeouts, the driver's callback thread, a destroyed
+ * written-value future's slot -------------------------------------------- */
+
+/* Timeouts that are too large to represent as a clock reading: INT64_MAX,
+ * the first value whose microseconds overflow as nanoseconds, the last that
+ * does not (its sum with the clock does), and two more. */
+static const int64_t k_huge_us[] = {INT64_MAX, INT64_MAX / 1000 + 1, INT64_MAX / 1000, INT64_MAX / 2,
+                                    (int64_t)10000000000000000};
+#define N_HUGE ((int)(sizeof k_huge_us / sizeof k_huge_us[0]))
+
+struct huge_wait {
+    cw_future *f;
+    int64_t timeout_us;
+    cw_status st;
+    char detail[256];
+    atomic_int returned;
+};
+
+static void *huge_wait_main(void *arg) {
+    struct huge_wait *w = (struct huge_wait *)arg;
+    w->st = cw_future_wait(w->f, w->timeout_us);
+    snprintf(w->detail, sizeof w->detail, "%s", cw_last_error_message());
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+/* A timeout too large to represent means no limit: waits with each huge
+ * timeout, on threads, on a marker the fake holds back, are all still
+ * waiting when the marker is released, and then succeed (observed by state:
+ * none has returned when the test releases the marker). */
+static void test_future_wait_huge_timeout(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    fk.hold(1);
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, kind));
+    assert_cw_ok(cw_future_set_spin(f, 10)); /* to the sleeping part soon */
+    struct huge_wait w[N_HUGE];
+    pthread_t t[N_HUGE];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < N_HUGE; i++) {
+        w[i].f = f;
+        w[i].timeout_us = k_huge_us[i];
+        w[i].st = CW_ERROR_INTERNAL;
+        assert_int_equal(pthread_create(&t[i], NULL, huge_wait_main, &w[i]), 0);
+    }
+    sleep_ms(100); /* a wait that would end early has ended by now */
+    int early = -1;
+    for (int i = 0; i < N_HUGE && early < 0; i++)
+        if (atomic_load(&w[i].returned)) early = i;
+    fk.hold(0);
+    for (int i = 0; i < N_HUGE; i++) pthread_join(t[i], NULL);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+    if (early >= 0)
+        fail_msg("cw_future_wait(f, %lld) returned %s while the marker was held: %s", (long long)w[early].timeout_us,
+                 cw_status_name(w[early].st), w[early].detail);
+    for (int i = 0; i < N_HUGE; i++)
+        if (w[i].st != CW_SUCCESS)
+            fail_msg("cw_future_wait(f, %lld) returned %s after the release: %s", (long long)w[i].timeout_us,
+                     cw_status_name(w[i].st), w[i].detail);
+}
+
+/* What a HOST_FUNC future's callback saw of other futures. */
+struct probe {
+    cw_stream *s;
+    cw_future *ev, *wv;
+    unsigned long seam_calls; /* driver calls the callback made (the seam, its thread) */
+    long fake_calls;          /* the fake's count of calls from its callback thread */
+    cw_status poll_ev, poll_wv, wait_ev, wait_wv, set_cb_ev, get_fd_ev, rearm_wv;
+    char poll_ev_detail[300];
+    int fd;
+    struct cb_record ev_rec;
+    atomic_int done;
+};
+
+static void probe_cb(void *user, cw_future *f, cw_status st) {
+    struct probe *p = (struct probe *)user;
+    (void)f;
+    (void)st;
+    const unsigned long c0 = cwi_seam_thread_calls();
+    const long k0 = fk.live("cbcalls");
+    p->poll_ev = cw_future_poll(p->ev);
+    snprintf(p->poll_ev_detail, sizeof p->poll_ev_detail, "%s", cw_last_error_message());
+    p->poll_wv = cw_future_poll(p->wv);
+    p->wait_ev = cw_future_wait(p->ev, 0);
+    p->wait_wv = cw_future_wait(p->wv, 1000);
+    p->set_cb_ev = cw_future_set_callback(p->ev, record_cb, &p->ev_rec);
+    p->get_fd_ev = cw_future_get_fd(p->ev, &p->fd);
+    p->rearm_wv = cw_future_rearm(p->wv, p->s);
+    p->seam_calls = cwi_seam_thread_calls() - c0;
+    p->fake_calls = fk.live("cbcalls") - k0;
+    atomic_store(&p->done, 1);
+}
+
+/* Inside a HOST_FUNC future's callback (the driver's callback thread, where
+ * CUDA allows no call: the fake refuses them with CUDA_ERROR_NOT_PERMITTED)
+ * cuweave makes no driver call. Polling an EVENT future there needs
+ * cuEventQuery, so it is refused with CW_ERROR_NOT_PERMITTED, and that
+ * refusal is not remembered: the EVENT future completes, rearms and
+ * completes again. A WRITE_VALUE future answers from its word; waiting and
+ * rearming are refused; a callback and an fd set there on the EVENT future
+ * are served by the watcher thread. */
+static void test_future_no_driver_calls_in_callback(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    struct probe p;
+    memset(&p, 0, sizeof p);
+    p.s = s;
+    p.fd = -1;
+    p.ev_rec.status = CW_ERROR_INTERNAL;
+    fk.hold(1);
+    cw_future *hf = NULL;
+    assert_cw_ok(cw_future_create(&p.ev, s, CW_FUTURE_EVENT)); /* reached before hf's callback runs */
+    assert_cw_ok(cw_future_create(&hf, s, CW_FUTURE_HOST_FUNC));
+    assert_cw_ok(cw_future_create(&p.wv, s, CW_FUTURE_WRITE_VALUE)); /* reached after it */
+    assert_cw_ok(cw_future_set_callback(hf, probe_cb, &p));
+    fk.hold(0);
+    for (double end = now_ms() + 5000; !atomic_load(&p.done) && now_ms() < end;) sleep_ms(1);
+    const int ran = atomic_load(&p.done);
+    assert_cw_ok(cw_future_wait(hf, 5000000));
+    /* the EVENT future is as good as before: complete, rearmed, complete */
+    const cw_status ev_wait = cw_future_wait(p.ev, 5000000);
+    char ev_detail[300];
+    snprintf(ev_detail, sizeof ev_detail, "%s", cw_last_error_message());
+    const int ev_cb_ran = wait_calls(&p.ev_rec, 1, 5000);
+    const cw_status ev_rearm = cw_future_rearm(p.ev, s);
+    char rearm_detail[300];
+    snprintf(rearm_detail, sizeof rearm_detail, "%s", cw_last_error_message());
+    const cw_status ev_again = ev_rearm == CW_SUCCESS ? cw_future_wait(p.ev, 5000000) : ev_rearm;
+    struct pollfd pfd = {p.fd, POLLIN, 0};
+    const int fd_ready = p.fd >= 0 && poll(&pfd, 1, 5000) == 1;
+    assert_cw_ok(cw_future_wait(p.wv, 5000000));
+    assert_true(fk.drain(5000));
+    cw_future_destroy(&hf);
+    cw_future_destroy(&p.ev);
+    cw_future_destroy(&p.wv);
+    cwi_seam_disable();
+    cw_stream_destroy(&s);
+    if (!ran) fail_msg("the HOST_FUNC future's callback never ran");
+    printf("# in the callback: poll(EVENT) %s (%s); %lu driver calls (seam), %ld (fake)\n",
+           cw_status_name(p.poll_ev), p.poll_ev_detail, p.seam_calls, p.fake_calls);
+    printf("# afterwards: wait(EVENT) %s%s%s; rearm + wait %s%s%s\n", cw_status_name(ev_wait),
+           ev_wait ? ": " : "", ev_wait ? ev_detail : "", cw_status_name(ev_again), ev_again ? ": " : "",
+           ev_again ? rearm_detail : "");
+    if (p.seam_calls != 0 || p.fake_calls != 0)
+        fail_msg("the callback made %lu driver calls (seam; the fake counted %ld) on the driver's callback thread",
+                 p.seam_calls, p.fake_calls);
+    if (ev_wait != CW_SUCCESS)
+        fail_msg("the EVENT future polled in the callback later waited with %s: %s", cw_status_name(ev_wait),
+                 ev_detail);
+    if (ev_again != CW_SUCCESS)
+        fail_msg("the EVENT future polled in the callback could not be rearmed: %s: %s", cw_status_name(ev_again),
+                 rearm_detail);
+    assert_int_equal(p.poll_ev, CW_ERROR_NOT_PERMITTED);
+    assert_non_null(strstr(p.poll_ev_detail, "callback"));
+    assert_int_equal(p.poll_wv, CW_ERROR_NOT_READY);
+    assert_int_equal(p.wait_ev, CW_ERROR_NOT_PERMITTED);
+    assert_int_equal(p.wait_wv, CW_ERROR_NOT_PERMITTED);
+    assert_int_equal(p.rearm_wv, CW_ERROR_NOT_PERMITTED);
+    assert_int_equal(p.set_cb_ev, CW_SUCCESS);
+    assert_int_equal(p.get_fd_ev, CW_SUCCESS);
+    assert_true(ev_cb_ran);
+    assert_int_equal(atomic_load(&p.ev_rec.calls), 1);
+    assert_int_equal(p.ev_rec.status, CW_SUCCESS);
+    assert_false(pthread_equal(p.ev_rec.thread, pthread_self()));
+    assert_true(fd_ready);
+}
+
+struct destroyer {
+    cw_future *f;
+    atomic_int done;
+};
+
+static void *destroy_main(void *arg) {
+    struct destroyer *d = (struct destroyer *)arg;
+    cw_future_destroy(&d->f);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+/* A cuEventQuery error that is not a device fault (here
+ * CUDA_ERROR_NOT_PERMITTED, injected) while a WRITE_VALUE future is
+ * destroyed with its marker still queued must not hand its word's slot to
+ * the next future: the old marker would then write the slot under the new
+ * future, which would report completion while its own work is still held. */
+static void test_future_destroy_query_error(void **state) {
+    (void)state;
+    set_current(g_other);
+    cw_stream *s = new_stream(), *s2 = new_stream();
+    volatile uint32_t *gate = NULL;
+    set_current(g_primary);
+    assert_cu_ok(fk.cuMemHostAlloc((void **)&gate, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    set_current(g_other);
+    fk.hold(1);
+    struct destroyer d;
+    memset(&d, 0, sizeof d);
+    assert_cw_ok(cw_future_create(&d.f, s, CW_FUTURE_WRITE_VALUE));
+    volatile unsigned *old_word = NULL;
+    unsigned armed = 0;
+    assert_int_equal(cwi_future_word(d.f, &old_word, &armed), 0);
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_fail(cwi_seam_entry("cuEventQuery"), 1, 800 /* CUDA_ERROR_NOT_PERMITTED */);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, destroy_main, &d), 0);
+    for (double end = now_ms() + 5000; !cwi_seam_fired() && now_ms() < end;) sleep_ms(1);
+    assert_true(cwi_seam_fired());
+    /* a destroy that takes the error for a fault returns now; one that waits
+     * for the marker returns once it is released */
+    for (double end = now_ms() + 200; !atomic_load(&d.done) && now_ms() < end;) sleep_ms(1);
+    /* the new future's marker is held on s2 behind a gate the test opens */
+    assert_cu_ok(fk.cuStreamWaitValue32(handle_of(s2), (CUdeviceptr)(uintptr_t)gate, 1, CU_STREAM_WAIT_VALUE_EQ));
+    cw_future *nf = NULL;
+    assert_cw_ok(cw_future_create(&nf, s2, CW_FUTURE_WRITE_VALUE));
+    volatile unsigned *new_word = NULL;
+    assert_int_equal(cwi_future_word(nf, &new_word, &armed), 0);
+    fk.hold(0); /* the old marker runs; the gate holds the new one */
+    pthread_join(t, NULL);
+    cw_status qs = CW_ERROR_NOT_READY;
+    for (double end = now_ms() + 5000; (qs = cw_stream_query(s)) == CW_ERROR_NOT_READY && now_ms() < end;)
+        sleep_ms(1);
+    const cw_status early = cw_future_poll(nf);
+    __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+    assert_cw_ok(cw_future_wait(nf, 5000000));
+    cw_future_destroy(&nf);
+    cwi_seam_disable();
+    assert_true(fk.drain(5000));
+    set_current(g_primary);
+    assert_cu_ok(fk.cuMemFreeHost((void *)gate));
+    set_current(g_other);
+    cw_stream_destroy(&s);
+    cw_stream_destroy(&s2);
+    assert_int_equal(qs, CW_SUCCESS);
+    if (early != CW_ERROR_NOT_READY)
+        fail_msg("the new WRITE_VALUE future (%s the destroyed one's slot) reported %s while its marker was still "
+                 "held: the destroyed future's marker completed it",
+                 new_word == old_word ? "given" : "not given", cw_status_name(early));
 }
 
 static void test_when_all(void **state) {
@@ -2556,6 +2840,12 @@ int main(int argc, char **argv) {
         TEST_K(test_future_rearm_right_after_wait, k_event),
         TEST_K(test_future_rearm_right_after_wait, k_host),
         TEST(test_when_all_null_entry),
+        TEST_K(test_future_wait_huge_timeout, k_host),
+        TEST_K(test_future_wait_huge_timeout, k_write),
+        TEST_K(test_future_wait_huge_timeout, k_event),
+        TEST(test_pool_acquire_wait_huge_timeout),
+        TEST(test_future_no_driver_calls_in_callback),
+        TEST(test_future_destroy_query_error),
         TEST(test_fault_injection),
     };
     /* CWT_FILTER=pattern runs only the matching tests (cmocka's filter) */

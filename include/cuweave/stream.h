@@ -208,9 +208,11 @@ CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out);
 /*
  * As cw_stream_pool_acquire, but waits up to timeout_us microseconds
  * (negative: forever; 0: no wait, as acquire) for a release when the pool
- * is exhausted; then CW_ERROR_TIMEOUT. Waiters are served in the order they
- * began to wait, before any acquire that starts later (guarantees above).
- * A stream handed over as the wait times out is returned (CW_SUCCESS).
+ * is exhausted; then CW_ERROR_TIMEOUT. Any positive value is waited in
+ * full, INT64_MAX included (no overflow ends it early). Waiters are served
+ * in the order they began to wait, before any acquire that starts later
+ * (guarantees above). A stream handed over as the wait times out is
+ * returned (CW_SUCCESS).
  */
 CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
 

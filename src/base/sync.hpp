@@ -15,6 +15,15 @@ inline int64_t now_ns() {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+// The clock reading (now_ns) timeout_us microseconds after start_ns, or -1
+// for no limit: a negative timeout, and one too large to represent (one that
+// would end past INT64_MAX ns of the clock, some 292 years of uptime) mean no
+// limit. Never overflows (timeout_us * 1000 would, past 9.2e15 us).
+inline int64_t deadline_after_us(int64_t start_ns, int64_t timeout_us) {
+    if (timeout_us < 0 || timeout_us > (INT64_MAX - start_ns) / 1000) return -1;
+    return start_ns + timeout_us * 1000;
+}
+
 // A pause for spin loops (no-op where the CPU has no such hint).
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

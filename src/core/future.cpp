@@ -98,28 +98,58 @@ void slab_put(cw_context *ctx, uint32_t slot) {
 constexpr unsigned kDefaultSpinUs = 200;
 constexpr int64_t kEventQueryGapNs = 500;  // EVENT waits: time between cuEventQuery calls while spinning
 
+// Set while this thread runs host_fn: the driver's callback thread, where
+// CUDA allows no driver call (cuLaunchHostFunc). The user callbacks it runs
+// may poll, set callbacks on and get fds of other futures: those paths make
+// no driver call while it is set, and refuse what needs one.
+thread_local bool t_in_host_fn __attribute__((tls_model("initial-exec"))) = false;
+
+cw_status refuse_in_host_fn(const char *what) {
+    return fail(CW_ERROR_NOT_PERMITTED,
+                "%s inside a HOST_FUNC future's callback: it runs on the driver's callback thread, where no CUDA "
+                "call is allowed (do it from another thread, or use a callback or an fd)",
+                what);
+}
+
+// Only a device fault is remembered (it is sticky: the marker never runs);
+// any other error of a query says nothing about the marker.
+bool is_fault(CUresult r) { return status_from_cu(r) == CW_ERROR_DEVICE_FAULT; }
+
 // EVENT: asks the driver whether the marker event has been reached, with
-// f's context current (the caller's restored). A fault counts as reached,
-// and is cached for outcome() to report.
+// f's context current (the caller's restored). A device fault counts as
+// reached, and is cached for outcome() to report; any other error counts as
+// not reached, and is not cached. On the driver's callback thread it asks
+// nothing: not reached, unless seen so or faulted before.
 bool event_reached(cw_future *f) {
     if (f->seen_done.load(std::memory_order_acquire)) return true;
+    if (t_in_host_fn) return f->fault.load(std::memory_order_acquire) != 0;
     CurrentGuard guard;
     if (guard.enter(f->ctx->cu) != CW_SUCCESS) return false;
     CUresult r = drv().cuEventQuery(f->ev);
     (void)guard.leave();
-    if (r == CUDA_ERROR_NOT_READY) return false;
-    if (r == CUDA_SUCCESS) f->seen_done.store(true, std::memory_order_release);
-    if (r != CUDA_SUCCESS && !f->fault.load(std::memory_order_acquire))
-        f->fault.store(fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker"),
-                       std::memory_order_release);
+    if (r == CUDA_SUCCESS) {
+        f->seen_done.store(true, std::memory_order_release);
+        return true;
+    }
+    if (!is_fault(r)) return false;
+    f->fault.store(CW_ERROR_DEVICE_FAULT, std::memory_order_release);
     return true;
 }
+
+// A WRITE_VALUE word as the host sees it, read with acquire order (as the
+// resident loop reads its words): once it shows the marker, the results of
+// the work before the marker are visible to this thread's later reads. A
+// plain (volatile) load would do on x86, where every load is an acquire
+// load; on a weakly ordered host (Grace, aarch64) later reads could be
+// satisfied before it and see stale results. On x86 this compiles to the
+// same single mov as the volatile load (objdump of the spin: no fence).
+inline uint32_t load_word(const volatile uint32_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
 // True when the marker of the current arming has been reached.
 inline bool marker_done(cw_future *f) {
     if (f->kind == CW_FUTURE_EVENT) return event_reached(f);
     uint32_t want = f->armed.load(std::memory_order_acquire);
-    uint32_t have = f->kind == CW_FUTURE_WRITE_VALUE ? *f->word : f->done.load(std::memory_order_acquire);
+    uint32_t have = f->kind == CW_FUTURE_WRITE_VALUE ? load_word(f->word) : f->done.load(std::memory_order_acquire);
     return static_cast<int32_t>(have - want) >= 0;
 }
 
@@ -268,7 +298,9 @@ void host_fn(void *user) {
     pthread_mutex_lock(&f->mutex);
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
+    t_in_host_fn = true;  // the user's callback runs on the driver's thread
     notify(f, CW_SUCCESS);
+    t_in_host_fn = false;
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }
 
@@ -321,7 +353,8 @@ void reset_notification(cw_future *f) {
     f->cb_user = nullptr;
 }
 
-// Waits for the marker, at most timeout_us microseconds (negative: no limit).
+// Waits for the marker, at most timeout_us microseconds (negative, or too
+// large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_EVENT) {
         // Spins on cuEventQuery (the context made current once; a query
@@ -330,7 +363,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         CurrentGuard guard;
         CW_TRY(guard.enter(f->ctx->cu));
         const int64_t start = now_ns();
-        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
         int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
         int64_t sleep_ns = 2000;
@@ -373,12 +406,12 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         const uint32_t want = f->armed.load(std::memory_order_acquire);
         const volatile uint32_t *word = f->word;
         unsigned n = 0;
-        while (static_cast<int32_t>(*word - want) < 0 && ++n < 256) cpu_relax();
+        while (static_cast<int32_t>(load_word(word) - want) < 0 && ++n < 256) cpu_relax();
         const int64_t start = now_ns();
-        const int64_t deadline = timeout_us < 0 ? -1 : start + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
         int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        for (n = 1; static_cast<int32_t>(*word - want) < 0; n++) {
+        for (n = 1; static_cast<int32_t>(load_word(word) - want) < 0; n++) {
             cpu_relax();
             if ((n & 1023) == 0 && now_ns() >= spin_until) break;
         }
@@ -396,7 +429,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
     } else {
-        const int64_t deadline = timeout_us < 0 ? -1 : now_ns() + timeout_us * 1000;
+        const int64_t deadline = deadline_after_us(now_ns(), timeout_us);  // -1: no limit
         if (!marker_done(f)) {
             pthread_mutex_lock(&f->mutex);
             while (!marker_done(f)) {
@@ -434,6 +467,10 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     // A marker still queued will touch this memory: wait for it, unless the
     // context faulted (then it never runs, and the memory is left behind).
     // Quietly: the caller's error detail is not this loop's business.
+    // Only a device fault stops the wait: any other error of the query (a
+    // refusal, a passing failure) says nothing about a marker that may still
+    // be queued, and a written-value slot handed to the next future while its
+    // old marker is queued would complete that future early.
     bool faulted = f->fault.load(std::memory_order_acquire) != 0;
     int64_t sleep_ns = 1000, next_check = 0;
     while (!faulted && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
@@ -442,7 +479,11 @@ void future_free(cw_future *f, bool holds_ctx = true) {
             CurrentGuard guard;
             if (guard.enter(f->ctx->cu) == CW_SUCCESS) {
                 CUresult r = drv().cuEventQuery(f->ev);
-                faulted = r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY;
+                faulted = is_fault(r);
+                // EVENT: nothing queued points at the future (its event goes
+                // back to the pool, re-recorded by its next user): an error
+                // the driver keeps giving must not hold the destroy for good.
+                if (!faulted && f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) break;
             }
             next_check = t + 10000000;
         }
@@ -579,6 +620,7 @@ void futures_teardown(cw_context *ctx) {
 void future_destroy(cw_future *f) { future_free(f); }
 
 cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be created");
     if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
@@ -586,6 +628,7 @@ cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out) {
 }
 
 cw_status future_rearm(cw_future *f, cw_stream *s) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be rearmed");
     if (s->ctx->cu != f->ctx->cu)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not on the future's context");
     if (capturing(s))
@@ -620,12 +663,20 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
 
 cw_status future_poll(cw_future *f) {
     if (marker_done(f)) return outcome(f);
+    if (t_in_host_fn) {
+        // Written-value and host-function futures answer from memory (a
+        // fault already seen included); the fault check (a driver call) is
+        // left to the watcher and the waiters.
+        if (f->kind == CW_FUTURE_EVENT) return refuse_in_host_fn("an EVENT future cannot be polled (cuEventQuery)");
+        return f->fault.load(std::memory_order_acquire) ? outcome(f) : CW_ERROR_NOT_READY;
+    }
     CW_TRY(check_fault(f));
     return CW_ERROR_NOT_READY;
 }
 
 cw_status future_wait(cw_future *f, int64_t timeout_us) {
     if (marker_done(f)) return outcome(f);
+    if (t_in_host_fn) return refuse_in_host_fn("a future that has not completed cannot be waited for");
     if (timeout_us == 0) {
         CW_TRY(check_fault(f));
         return fail(CW_ERROR_TIMEOUT, "the future has not completed (timeout 0)");
@@ -677,6 +728,7 @@ cw_status future_get_fd(cw_future *f, int *fd) {
 }
 
 cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out) {
+    if (t_in_host_fn) return refuse_in_host_fn("a future cannot be created");
     for (size_t i = 0; i < n; i++) {
         if (streams[i]->ctx->cu != streams[0]->ctx->cu)
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: streams[%zu] is on another context", i);

@@ -46,7 +46,7 @@ cw_status future_create(cw_stream *s, cw_future_kind kind, cw_future **out);
 cw_status future_rearm(cw_future *f, cw_stream *s);
 // CW_SUCCESS once complete, CW_ERROR_NOT_READY before; a device fault.
 cw_status future_poll(cw_future *f);
-// Waits at most timeout_us microseconds (negative: no limit).
+// Waits at most timeout_us microseconds (negative or too large: no limit).
 cw_status future_wait(cw_future *f, int64_t timeout_us);
 cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user);
 cw_status future_get_fd(cw_future *f, int *fd);

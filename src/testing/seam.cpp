@@ -17,6 +17,9 @@ std::atomic<unsigned long> g_ok[DRV_ENTRY_COUNT];
 std::atomic<unsigned long> g_all_calls{0};
 std::atomic<unsigned long long> g_ns[DRV_ENTRY_COUNT];
 std::atomic<int> g_timing{0};
+// Calls made through the seam by this thread (never reset): for counting the
+// calls of one stretch of code on one thread (cwi_seam_thread_calls).
+thread_local unsigned long t_thread_calls = 0;
 
 unsigned long long mono_ns() {
     struct timespec ts;
@@ -34,6 +37,7 @@ std::atomic<int> g_fired{0};
 bool should_fail(int id, CUresult *result) {
     g_calls[id].fetch_add(1, std::memory_order_relaxed);
     g_all_calls.fetch_add(1, std::memory_order_relaxed);
+    t_thread_calls++;
     int target = g_fail_id.load(std::memory_order_acquire);
     if (target == -2 || (target != -1 && target != id)) return false;
     unsigned long n = g_fail_seen.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -135,6 +139,8 @@ unsigned long cwi_seam_calls(int id) {
     if (id < 0 || id >= DRV_ENTRY_COUNT) return 0;
     return g_calls[id].load();
 }
+
+unsigned long cwi_seam_thread_calls(void) { return t_thread_calls; }
 
 unsigned long cwi_seam_successes(int id) {
     if (id == -1) {

@@ -49,12 +49,11 @@ unsigned long long cwi_seam_ns(int id);
 /* Calls and successful calls of entry id since enable/reset (-1: all entries). */
 unsigned long cwi_seam_calls(int id);
 unsigned long cwi_seam_successes(int id);
+/* Driver calls the calling thread has made through the seam while it was
+ * enabled (all entries; never reset): the difference of two readings counts
+ * the calls of the code between them on this thread only. */
+unsigned long cwi_seam_thread_calls(void);
 
-/*
- * Diagnostics for benchmarks: the host view of a WRITE_VALUE future's word
- * and the sequence number its current marker writes. Returns 0 on success,
- * -1 for a future of the other kind.
- */
 /* The handle registry: live handles of every kind, and a fault (the nth
  * next reservation of room fails with CW_ERROR_OUT_OF_MEMORY; 0 disarms). */
 size_t cwi_handles_live(void);
@@ -69,6 +68,14 @@ void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32])
  * right after (phase 1) the cache removes it. Set it while no compile runs. */
 void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg);
 
+/*
+ * Diagnostics for benchmarks and tests: the host view of a WRITE_VALUE
+ * future's word and the sequence number its current marker writes. Returns
+ * 0 on success, -1 for a future of the other kind. Read the word with an
+ * acquire load (__atomic_load_n(word, __ATOMIC_ACQUIRE)), as cuweave does:
+ * on a weakly ordered host (aarch64) a plain load lets later reads of the
+ * work's results run ahead of it.
+ */
 struct cw_future;
 int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
 
