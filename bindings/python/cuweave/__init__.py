@@ -39,6 +39,34 @@ def errors():
     return _errors.classes()
 
 
+_INT64_MAX = (1 << 63) - 1
+_UINT32_MAX = (1 << 32) - 1
+
+
+def _timeout_us(timeout):
+    """Seconds (None or negative: no limit) as the int64_t microseconds of
+    the C calls (negative: no limit). A value too large for them is no limit,
+    never a wrapped one (ctypes would keep the low 64 bits)."""
+    if timeout is None or timeout < 0:
+        return -1
+    if timeout != timeout:
+        raise ValueError("timeout is NaN")
+    us = timeout * 1e6
+    return _INT64_MAX if us >= _INT64_MAX else int(us)
+
+
+def _timeout_ms(timeout):
+    """Seconds (None: the longest wait) as the uint32_t milliseconds of the
+    resident loop's calls: clamped to 0 .. 2^32 - 1 ms (about 49.7 days),
+    never wrapped (ctypes would keep the low 32 bits)."""
+    if timeout is None:
+        return _UINT32_MAX
+    if timeout != timeout:
+        raise ValueError("timeout is NaN")
+    ms = timeout * 1000
+    return 0 if ms <= 0 else _UINT32_MAX if ms >= _UINT32_MAX else int(ms)
+
+
 def error_class(name):
     """The exception class of a C status name, e.g. 'CW_ERROR_NO_DRIVER'."""
     for cls in _errors.classes().values():
@@ -301,7 +329,7 @@ class Future(_Handle):
 
     def wait(self, timeout=None):
         """Blocks until complete; timeout in seconds (None: no limit)."""
-        lib.cw_future_wait(self.handle, -1 if timeout is None else int(timeout * 1e6))
+        lib.cw_future_wait(self.handle, _timeout_us(timeout))
 
     def rearm(self, stream):
         lib.cw_future_rearm(self.handle, stream.handle)
@@ -724,7 +752,7 @@ class Resident(_Handle):
 
     def next_input(self, timeout=1.0):
         v = ctypes.c_ulonglong()
-        lib.cw_resident_next_input(self.handle, int(timeout * 1000), ctypes.byref(v))
+        lib.cw_resident_next_input(self.handle, _timeout_ms(timeout), ctypes.byref(v))
         return v.value
 
     def data_ready(self):
@@ -739,10 +767,10 @@ class Resident(_Handle):
         return bool(v.value)
 
     def wait_result(self, seq, timeout=1.0):
-        lib.cw_resident_wait_result(self.handle, seq, int(timeout * 1000))
+        lib.cw_resident_wait_result(self.handle, seq, _timeout_ms(timeout))
 
     def tear_down(self, timeout=1.0):
-        lib.cw_resident_tear_down(self.handle, int(timeout * 1000))
+        lib.cw_resident_tear_down(self.handle, _timeout_ms(timeout))
 
     def settings(self):
         """The loop's settings, as a dict named as in cw_resident_settings."""
@@ -944,7 +972,7 @@ def wait_many(loops, seqs, timeout=1.0):
     if len(seqs) != n:
         raise ValueError("%d loops but %d sequence numbers" % (n, len(seqs)))
     q = (ctypes.c_uint64 * max(n, 1))(*seqs)
-    lib.cw_resident_wait_many(arr, q, n, min(max(int(timeout * 1000), 0), 0xFFFFFFFF))
+    lib.cw_resident_wait_many(arr, q, n, _timeout_ms(timeout))
 
 
 # ---- collectives through NCCL (cuweave/collective.h) --------------------------

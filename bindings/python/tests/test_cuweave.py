@@ -66,6 +66,31 @@ class TestLibrary(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(FAKE), "the fake driver is not built")
+class TestTimeouts(unittest.TestCase):
+    """Seconds become the C calls' units without wrapping (issue 25): ctypes
+    keeps only the low bits of a Python int, so 2**32 ms used to become 0."""
+
+    def test_microseconds(self):
+        us = cuweave._timeout_us
+        self.assertEqual(us(None), -1)
+        self.assertEqual(us(-5), -1)
+        self.assertEqual(us(0), 0)
+        self.assertEqual(us(1.5), 1500000)
+        self.assertEqual(us(9.3e12), (1 << 63) - 1)  # 9.3e18 us: past INT64_MAX
+        self.assertEqual(us(1e300), (1 << 63) - 1)
+        self.assertEqual(us(float("inf")), (1 << 63) - 1)
+        self.assertRaises(ValueError, us, float("nan"))
+
+    def test_milliseconds(self):
+        ms = cuweave._timeout_ms
+        self.assertEqual(ms(None), 0xFFFFFFFF)
+        self.assertEqual(ms(-1), 0)
+        self.assertEqual(ms(0.25), 250)
+        self.assertEqual(ms(4294967.296), 0xFFFFFFFF)  # 2**32 ms: wrapped to 0 before
+        self.assertEqual(ms(1e300), 0xFFFFFFFF)
+        self.assertRaises(ValueError, ms, float("nan"))
+
+
 class TestWithFakeDriver(unittest.TestCase):
     def setUp(self):
         self.ctx = cuweave.Context(0)
