@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -318,6 +319,126 @@ static void test_threads(void **state) {
     assert_int_equal(cwi_handles_live(), live0);
 }
 
+/* The registry's memory stays flat under create/destroy churn: 100,000
+ * streams made and destroyed one at a time while 9 timers stay live. Each
+ * destroyed stream's memory is then taken by a malloc of its size, as an
+ * application's own allocations would (and as ASan's quarantine does), so
+ * that every stream has a new address. The old registry left a removed
+ * entry behind for each address and, each time they filled 3/4 of the
+ * table, rebuilt a table of the same size, keeping the old one for
+ * lookups: memory grew without bound. */
+static void test_registry_memory_flat(void **state) {
+    (void)state;
+    enum { KEEP = 9, CYCLES = 100000, WARM = 1000 };
+    const size_t live0 = cwi_handles_live();
+    cw_timer *keep[KEEP] = {0};
+    for (int i = 0; i < KEEP; i++) assert_cw_ok(cw_timer_create(&keep[i], ctx));
+    void **hold = calloc(CYCLES, sizeof *hold);
+    assert_non_null(hold);
+    size_t warm = 0, most = 0;
+    for (int i = 0; i < CYCLES; i++) {
+        if (i == WARM) warm = cwi_handles_bytes();
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+        const size_t size = malloc_usable_size(s);
+        cw_stream_destroy(&s);
+        hold[i] = malloc(size);
+        size_t b = cwi_handles_bytes();
+        if (b > most) most = b;
+    }
+    const size_t end = cwi_handles_bytes();
+    printf("# registry bytes with %zu handles live: %zu after %d create/destroy cycles, %zu after %d "
+           "(the most seen: %zu)\n",
+           cwi_handles_live(), warm, WARM, end, CYCLES, most);
+    for (int i = 0; i < CYCLES; i++) free(hold[i]);
+    free(hold);
+    float ms;
+    for (int i = 0; i < KEEP; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(keep[i], &ms));
+    for (int i = 0; i < KEEP; i++) cw_timer_destroy(&keep[i]);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_int_equal(end, warm);
+    assert_int_equal(most, warm);
+}
+
+/* Threads looking up their own live handles while they and others create
+ * and destroy: a live handle is never refused (a lookup racing a removal
+ * that moves entries retries under the registry's lock), a destroyed one
+ * always is, and the live count is exact at the end. Two more threads
+ * make and drop bursts of 300 handles, so the table also grows under the
+ * lookups. Runs under ThreadSanitizer in CI. */
+enum { OWN = 48, OWN_ROUNDS = 1500, BURST = 300, BURSTS = 6 };
+typedef struct owner {
+    int refused_live, accepted_stale, errors;
+    unsigned long lookups;
+} owner;
+
+static void *owner_main(void *arg) {
+    owner *o = arg;
+    cw_timer *t[OWN] = {0};
+    float ms;
+    for (int i = 0; i < OWN; i++)
+        if (cw_timer_create(&t[i], ctx) != CW_SUCCESS) o->errors++;
+    for (int r = 0; r < OWN_ROUNDS && !o->errors; r++) {
+        const int j = (r * 7) % OWN;
+        cw_timer *stale = t[j];
+        cw_timer_destroy(&t[j]);
+        if (cw_timer_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) o->accepted_stale++;
+        if (cw_timer_create(&t[j], ctx) != CW_SUCCESS) {
+            o->errors++;
+            break;
+        }
+        for (int i = 0; i < OWN; i++) {
+            /* Live and never started: CW_ERROR_INVALID_STATE, never INVALID_HANDLE. */
+            if (cw_timer_elapsed_ms(t[i], &ms) != CW_ERROR_INVALID_STATE) o->refused_live++;
+            o->lookups++;
+        }
+    }
+    for (int i = 0; i < OWN; i++) cw_timer_destroy(&t[i]);
+    return NULL;
+}
+
+static void *burst_main(void *arg) {
+    owner *o = arg;
+    cw_stream **s = calloc(BURST, sizeof *s);
+    for (int b = 0; b < BURSTS; b++) {
+        for (int i = 0; i < BURST; i++)
+            if (cw_stream_create(&s[i], ctx, NULL) != CW_SUCCESS) o->errors++;
+        for (int i = 0; i < BURST; i++) {
+            if (s[i] && cw_stream_query(s[i]) != CW_SUCCESS) o->refused_live++;
+            o->lookups++;
+        }
+        for (int i = 0; i < BURST; i++) cw_stream_destroy(&s[i]);
+    }
+    free(s);
+    return NULL;
+}
+
+static void test_threads_own_handles(void **state) {
+    (void)state;
+    enum { OWNERS = 4, BURSTERS = 2 };
+    const size_t live0 = cwi_handles_live();
+    pthread_t th[OWNERS + BURSTERS];
+    owner o[OWNERS + BURSTERS];
+    memset(o, 0, sizeof o);
+    for (int i = 0; i < OWNERS + BURSTERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, i < OWNERS ? owner_main : burst_main, &o[i]), 0);
+    owner sum = {0, 0, 0, 0};
+    for (int i = 0; i < OWNERS + BURSTERS; i++) {
+        pthread_join(th[i], NULL);
+        sum.refused_live += o[i].refused_live;
+        sum.accepted_stale += o[i].accepted_stale;
+        sum.errors += o[i].errors;
+        sum.lookups += o[i].lookups;
+    }
+    printf("# %lu lookups of live handles from %d threads: %d refused; %d stale handles accepted; %d errors\n",
+           sum.lookups, OWNERS + BURSTERS, sum.refused_live, sum.accepted_stale, sum.errors);
+    assert_int_equal(sum.errors, 0);
+    assert_int_equal(sum.refused_live, 0);
+    assert_int_equal(sum.accepted_stale, 0);
+    assert_int_equal(sum.lookups, (unsigned long)OWNERS * OWN_ROUNDS * OWN + (unsigned long)BURSTERS * BURSTS * BURST);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -363,6 +484,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_registry_full),
         cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_registry_memory_flat),
+        cmocka_unit_test(test_threads_own_handles),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

@@ -64,6 +64,9 @@ bool handle_live(const void *h, uint32_t kind);
 void handle_retire(void *h);
 // Live handles of every kind (for tests).
 size_t handles_live();
+// Bytes of every table the registry holds, the current one and those kept
+// for lookups (for tests).
+size_t handles_bytes();
 // Test hook: the nth next reservation fails with CW_ERROR_OUT_OF_MEMORY.
 void handle_registry_fail_next(int n);
 

@@ -181,6 +181,14 @@ size_t handles_live() {
     return g_reg.live;
 }
 
+size_t handles_bytes() {
+    SpinLock lock(g_reg.lock);
+    size_t bytes = 0;
+    for (const Table *t = g_reg.table.load(std::memory_order_relaxed); t; t = t->older)
+        bytes += sizeof(Table) + t->cap * (sizeof(std::atomic<uintptr_t>) + sizeof(std::atomic<uint32_t>));
+    return bytes;
+}
+
 void handle_registry_fail_next(int n) {
     SpinLock lock(g_reg.lock);
     g_reg.fail_next = n;

@@ -12,6 +12,8 @@ extern "C" {
 
 size_t cwi_handles_live(void) { return cw::core::handles_live(); }
 
+size_t cwi_handles_bytes(void) { return cw::core::handles_bytes(); }
+
 void cwi_handles_fail_next(int nth) { cw::core::handle_registry_fail_next(nth); }
 
 void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {

@@ -59,6 +59,9 @@ unsigned long cwi_seam_successes(int id);
  * next reservation of room fails with CW_ERROR_OUT_OF_MEMORY; 0 disarms). */
 size_t cwi_handles_live(void);
 void cwi_handles_fail_next(int nth);
+/* Bytes the registry holds: its table and the older tables it keeps for
+ * lookups that may still read them. */
+size_t cwi_handles_bytes(void);
 
 /* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
  * code on a CPU with SHA instructions. */
