@@ -360,6 +360,36 @@ static void test_registry_memory_flat(void **state) {
     assert_int_equal(most, warm);
 }
 
+/* A removal moves entries back (no tombstones): one that moves the handle a
+ * lookup is probing for behind it must not make the lookup refuse a live
+ * handle. The hook makes that race happen at once for each of 3,000 live
+ * timers; every one is found, some only by the look again under the lock
+ * (without it they were refused: the test fails). */
+static void test_lookup_racing_move(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    const size_t live0 = cwi_handles_live();
+    cw_timer **t = calloc(N, sizeof *t);
+    for (int i = 0; i < N; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    int how[3] = {0, 0, 0};
+    for (int i = 0; i < N; i++) {
+        int r = cwi_handles_lookup_racing_move(t[i]);
+        assert_true(r >= 0 && r <= 2);
+        how[r]++;
+    }
+    printf("# %d live timers looked up while an entry moved under the lookup: %d found at once, %d by the look "
+           "again under the lock, %d refused\n",
+           N, how[1], how[2], how[0]);
+    float ms;
+    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t[i], &ms));
+    assert_int_equal(cwi_handles_live(), live0 + N);
+    for (int i = 0; i < N; i++) cw_timer_destroy(&t[i]);
+    free(t);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_int_equal(how[0], 0);
+    assert_true(how[2] > 0); /* the race did happen */
+}
+
 /* Threads looking up their own live handles while they and others create
  * and destroy: a live handle is never refused (a lookup racing a removal
  * that moves entries retries under the registry's lock), a destroyed one
@@ -485,6 +515,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_registry_memory_flat),
+        cmocka_unit_test(test_lookup_racing_move),
         cmocka_unit_test(test_threads_own_handles),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
