@@ -390,6 +390,59 @@ static void test_lookup_racing_move(void **state) {
     assert_true(how[2] > 0); /* the race did happen */
 }
 
+/* A stale copy of a destroyed handle, destroyed after a new object of its
+ * kind was made: the new object is made at another address (the destroyed
+ * one's memory is held back), so the stale destroy is refused and the new
+ * object stays live. Before, malloc gave the new object the destroyed one's
+ * address and the stale destroy destroyed it. */
+#define STALE_DESTROY(type, make, destroy, use_ok)                                                           \
+    do {                                                                                                     \
+        type *a = NULL, *b = NULL;                                                                           \
+        assert_cw_ok(make(&a));                                                                              \
+        type *stale = a;                                                                                     \
+        destroy(&a);                                                                                         \
+        assert_cw_ok(make(&b));                                                                              \
+        const int same = (void *)stale == (void *)b;                                                         \
+        void *was = (void *)stale;                                                                           \
+        cw_clear_error();                                                                                    \
+        destroy(&stale); /* the stale copy */                                                                \
+        const cw_status refused = cw_last_error()->status;                                                   \
+        const cw_status after = use_ok(b); /* the new one: live and usable */                               \
+        printf("# %s: destroyed %p, the next one made at %s; destroying the stale copy: %s; the new one "    \
+               "then: %s\n",                                                                                 \
+               #type, was, same ? "the same address" : "another address", cw_status_name(refused),          \
+               cw_status_name(after));                                                                       \
+        assert_null(stale);                                                                                  \
+        assert_int_equal(refused, CW_ERROR_INVALID_HANDLE);                                                  \
+        assert_cw_ok(after);                                                                                 \
+        assert_false(same);                                                                                  \
+        destroy(&b);                                                                                         \
+    } while (0)
+
+static cw_status make_stream(cw_stream **s) { return cw_stream_create(s, ctx, NULL); }
+static cw_status make_timer(cw_timer **t) { return cw_timer_create(t, ctx); }
+static cw_status make_graph(cw_graph **g) { return cw_graph_create(g, ctx); }
+static cw_status make_pipeline(cw_pipeline **p) { return cw_pipeline_create(p, ctx, NULL); }
+static cw_status use_timer(cw_timer *t) { return cw_timer_start(t, NULL); }
+static cw_status use_graph(cw_graph *g) {
+    cw_graph_info gi;
+    return cw_graph_get_info(g, &gi);
+}
+static cw_status use_pipeline(cw_pipeline *p) {
+    cw_pipeline_stats st;
+    return cw_pipeline_get_stats(p, &st);
+}
+
+static void test_stale_destroy_after_reuse(void **state) {
+    (void)state;
+    const size_t live0 = cwi_handles_live();
+    STALE_DESTROY(cw_stream, make_stream, cw_stream_destroy, cw_stream_query);
+    STALE_DESTROY(cw_timer, make_timer, cw_timer_destroy, use_timer);
+    STALE_DESTROY(cw_graph, make_graph, cw_graph_destroy, use_graph);
+    STALE_DESTROY(cw_pipeline, make_pipeline, cw_pipeline_destroy, use_pipeline);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 /* Threads looking up their own live handles while they and others create
  * and destroy: a live handle is never refused (a lookup racing a removal
  * that moves entries retries under the registry's lock), a destroyed one
@@ -514,6 +567,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_registry_full),
         cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_stale_destroy_after_reuse),
         cmocka_unit_test(test_registry_memory_flat),
         cmocka_unit_test(test_lookup_racing_move),
         cmocka_unit_test(test_threads_own_handles),
