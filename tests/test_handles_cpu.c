@@ -2,15 +2,19 @@
  * Handle safety against the fake driver: a destroyed, foreign or garbage
  * handle given to any call is refused with CW_ERROR_INVALID_HANDLE without
  * its memory being read (the registry of live handles, src/core/registry.cpp), a
- * second destroy is harmless, a handle of one kind passed as another is
- * refused, the registry grows past thousands of handles and gives their room
- * back, a registry that cannot grow makes creation fail cleanly, and lookups
- * from several threads while others create and destroy see only live
- * handles (run under ThreadSanitizer in CI).
+ * second destroy is harmless, even after a new object of the kind was made
+ * (the destroyed object's memory is held in a quarantine of the last N
+ * freed, so the new one is elsewhere) and up to the exact limit, a handle
+ * of one kind passed as another is refused, the registry grows past
+ * thousands of handles and gives their room back, its memory stays flat
+ * under create/destroy churn, a registry that cannot grow makes creation
+ * fail cleanly, and lookups from several threads while others create and
+ * destroy never refuse a live handle nor accept a stale one (run under
+ * ThreadSanitizer in CI).
  *
  * "Not read" is what ASan checks here: every stale handle below points at
- * freed heap memory, so a check that read the handle's tag would be a
- * heap-use-after-free in the sanitizer build.
+ * heap memory that is freed or held poisoned in the quarantine, so a check
+ * that read the handle's tag would be reported in the sanitizer build.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -412,7 +416,6 @@ static void test_lookup_racing_move(void **state) {
                "then: %s\n",                                                                                 \
                #type, was, same ? "the same address" : "another address", cw_status_name(refused),          \
                cw_status_name(after));                                                                       \
-        assert_null(stale);                                                                                  \
         assert_int_equal(refused, CW_ERROR_INVALID_HANDLE);                                                  \
         assert_cw_ok(after);                                                                                 \
         assert_false(same);                                                                                  \
@@ -423,7 +426,8 @@ static cw_status make_stream(cw_stream **s) { return cw_stream_create(s, ctx, NU
 static cw_status make_timer(cw_timer **t) { return cw_timer_create(t, ctx); }
 static cw_status make_graph(cw_graph **g) { return cw_graph_create(g, ctx); }
 static cw_status make_pipeline(cw_pipeline **p) { return cw_pipeline_create(p, ctx, NULL); }
-static cw_status use_timer(cw_timer *t) { return cw_timer_start(t, NULL); }
+static cw_stream *use_stream; /* for timers */
+static cw_status use_timer(cw_timer *t) { return cw_timer_start(t, use_stream); }
 static cw_status use_graph(cw_graph *g) {
     cw_graph_info gi;
     return cw_graph_get_info(g, &gi);
@@ -436,10 +440,47 @@ static cw_status use_pipeline(cw_pipeline *p) {
 static void test_stale_destroy_after_reuse(void **state) {
     (void)state;
     const size_t live0 = cwi_handles_live();
+    assert_cw_ok(cw_stream_create(&use_stream, ctx, NULL));
     STALE_DESTROY(cw_stream, make_stream, cw_stream_destroy, cw_stream_query);
     STALE_DESTROY(cw_timer, make_timer, cw_timer_destroy, use_timer);
     STALE_DESTROY(cw_graph, make_graph, cw_graph_destroy, use_graph);
     STALE_DESTROY(cw_pipeline, make_pipeline, cw_pipeline_destroy, use_pipeline);
+    assert_cw_ok(cw_stream_synchronize(use_stream));
+    cw_stream_destroy(&use_stream);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
+/* The limit, exactly: a destroyed handle's memory is held while fewer than
+ * N (cwi_handles_quarantine) handle objects have been freed after it, and
+ * a stale copy is refused; the Nth frees it, and from then on a new object
+ * may be made at its address (the stale copy would then be that object). */
+static void test_quarantine_limit(void **state) {
+    (void)state;
+    const size_t n = cwi_handles_quarantine();
+    assert_true(n >= 1);
+    const size_t live0 = cwi_handles_live();
+    cw_timer **t = calloc(n + 1, sizeof *t);
+    for (size_t i = 0; i <= n; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    cw_timer *stale = t[0];
+    cw_timer_destroy(&t[0]);
+    assert_true(cwi_handles_held(stale));
+    float ms;
+    for (size_t i = 1; i < n; i++) cw_timer_destroy(&t[i]); /* n - 1 later frees */
+    assert_true(cwi_handles_held(stale));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_elapsed_ms(stale, &ms));
+    cw_timer *u = NULL;
+    assert_cw_ok(cw_timer_create(&u, ctx));
+    assert_ptr_not_equal(u, stale); /* its memory is held: nothing can be made there */
+    cw_timer_destroy(&t[n]); /* the nth later free: it goes */
+    assert_false(cwi_handles_held(stale));
+    cw_timer *v = NULL;
+    assert_cw_ok(cw_timer_create(&v, ctx));
+    printf("# a destroyed timer's memory held through %zu later frees, freed by the %zu-th; the next timer made "
+           "%s\n",
+           n - 1, n, (void *)v == (void *)stale ? "at its address (malloc reused it)" : "elsewhere");
+    cw_timer_destroy(&u);
+    cw_timer_destroy(&v);
+    free(t);
     assert_int_equal(cwi_handles_live(), live0);
 }
 
@@ -568,6 +609,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_stale_destroy_after_reuse),
+        cmocka_unit_test(test_quarantine_limit),
         cmocka_unit_test(test_registry_memory_flat),
         cmocka_unit_test(test_lookup_racing_move),
         cmocka_unit_test(test_threads_own_handles),

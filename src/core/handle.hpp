@@ -77,6 +77,17 @@ namespace core {
 bool handle_live(const void *h, unsigned kind);
 // Removes h (whose tag, its first 4 bytes, is then set dead).
 void handle_retire(void *h);
+// Frees the memory of a destroyed handle object (after handle_retire and
+// its destructor; instead of free()), late: the memory of the last
+// kHandleQuarantine handle objects freed is held, the oldest freed when
+// another comes. So no new object takes a destroyed handle's address, and
+// a stale copy of the handle stays refused, until kHandleQuarantine more
+// handle objects (of any kind, the library's own included) have been freed
+// after it. Memory from malloc/calloc only; NULL does nothing.
+constexpr size_t kHandleQuarantine = 256;
+void handle_free(void *object);
+// True while object's memory is held (for tests).
+bool handle_held(const void *object);
 // Live handles of every kind (for tests).
 size_t handles_live();
 // Bytes of every table the registry holds, the current one and those kept

@@ -19,6 +19,15 @@
 // moves: a miss is an error path (or a race with a removal), so the lock
 // costs nothing on the way to a live handle.
 //
+// The memory of destroyed handle objects goes through a quarantine: the
+// last kHandleQuarantine freed are held (in a ring, oldest first out), so
+// that a destroyed handle's address is not reused by a new object, and a
+// stale copy of the handle stays refused, until that many more handle
+// objects have been freed. What it holds at exit is reachable from a
+// global, so leak checkers do not report it. Under ASan the held memory is
+// poisoned, under valgrind marked inaccessible (where its header is found
+// at build time), so a read through a stale handle is still reported.
+//
 // A table that grows is replaced by a new array; the old one is kept, never
 // freed, because a lookup that started on it may still be reading it. It is
 // not written again. Tables only double, so what is kept is less than the
@@ -30,6 +39,25 @@
 
 #include "base/sync.hpp"
 #include "core/handle.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CW_REGISTRY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CW_REGISTRY_ASAN 1
+#endif
+#endif
+#if defined(CW_REGISTRY_ASAN)
+#include <malloc.h>
+#include <sanitizer/asan_interface.h>
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <malloc.h>
+#include <valgrind/memcheck.h>
+#define CW_REGISTRY_VALGRIND 1
+#endif
+#endif
 
 namespace cw {
 namespace core {
@@ -47,6 +75,13 @@ struct Table {
     const std::atomic<uint64_t> *slots() const { return reinterpret_cast<const std::atomic<uint64_t> *>(this + 1); }
 };
 static_assert(sizeof(Table) % alignof(std::atomic<uint64_t>) == 0, "the slots are aligned");
+
+struct Quarantine {
+    std::atomic<int> lock{0};
+    void *held[kHandleQuarantine];  // a ring; held[next] is the oldest once full
+    size_t next = 0;
+};
+Quarantine g_quarantine;
 
 struct Registry {
     std::atomic<int> lock{0};
@@ -257,6 +292,41 @@ void handle_retire(void *h) {
     if (at < 0) return;
     remove_at(t, (size_t)at);
     g_reg.live--;
+}
+
+void handle_free(void *object) {
+    if (!object) return;
+#if defined(CW_REGISTRY_ASAN) || defined(CW_REGISTRY_VALGRIND)
+    const size_t bytes = malloc_usable_size(object);
+#endif
+#if defined(CW_REGISTRY_ASAN)
+    ASAN_POISON_MEMORY_REGION(object, bytes);
+#endif
+#if defined(CW_REGISTRY_VALGRIND)
+    VALGRIND_MAKE_MEM_NOACCESS(object, bytes);
+#endif
+    void *oldest;
+    {
+        SpinLock lock(g_quarantine.lock);
+        oldest = g_quarantine.held[g_quarantine.next];
+        g_quarantine.held[g_quarantine.next] = object;
+        g_quarantine.next = (g_quarantine.next + 1) % kHandleQuarantine;
+    }
+    if (!oldest) return;
+#if defined(CW_REGISTRY_ASAN)
+    ASAN_UNPOISON_MEMORY_REGION(oldest, malloc_usable_size(oldest));
+#endif
+#if defined(CW_REGISTRY_VALGRIND)
+    VALGRIND_MAKE_MEM_UNDEFINED(oldest, malloc_usable_size(oldest));
+#endif
+    free(oldest);
+}
+
+bool handle_held(const void *object) {
+    SpinLock lock(g_quarantine.lock);
+    for (size_t i = 0; i < kHandleQuarantine; i++)
+        if (g_quarantine.held[i] == object) return object != nullptr;
+    return false;
 }
 
 size_t handles_live() {

@@ -68,6 +68,11 @@ size_t cwi_handles_bytes(void);
  * 1 when the lock-free probe found it, 2 when the lookup found it only by
  * looking again under the registry's lock. */
 int cwi_handles_lookup_racing_move(const void *h);
+/* The quarantine of destroyed handle objects' memory: how many it holds
+ * (the memory of a destroyed handle is freed when that many more have been
+ * freed after it), and 1 while the memory at object is held. */
+size_t cwi_handles_quarantine(void);
+int cwi_handles_held(const void *object);
 
 /* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
  * code on a CPU with SHA instructions. */
