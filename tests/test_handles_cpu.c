@@ -2,18 +2,23 @@
  * Handle safety against the fake driver: a destroyed, foreign or garbage
  * handle given to any call is refused with CW_ERROR_INVALID_HANDLE without
  * its memory being read (the registry of live handles, src/core/registry.cpp), a
- * second destroy is harmless, a handle of one kind passed as another is
- * refused, the registry grows past thousands of handles and gives their room
- * back, a registry that cannot grow makes creation fail cleanly, and lookups
- * from several threads while others create and destroy see only live
- * handles (run under ThreadSanitizer in CI).
+ * second destroy is harmless, even after a new object of the kind was made
+ * (the destroyed object's memory is held in a quarantine of the last N
+ * freed, so the new one is elsewhere) and up to the exact limit, a handle
+ * of one kind passed as another is refused, the registry grows past
+ * thousands of handles and gives their room back, its memory stays flat
+ * under create/destroy churn, a registry that cannot grow makes creation
+ * fail cleanly, and lookups from several threads while others create and
+ * destroy never refuse a live handle nor accept a stale one (run under
+ * ThreadSanitizer in CI).
  *
  * "Not read" is what ASan checks here: every stale handle below points at
- * freed heap memory, so a check that read the handle's tag would be a
- * heap-use-after-free in the sanitizer build.
+ * heap memory that is freed or held poisoned in the quarantine, so a check
+ * that read the handle's tag would be reported in the sanitizer build.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -318,6 +323,246 @@ static void test_threads(void **state) {
     assert_int_equal(cwi_handles_live(), live0);
 }
 
+/* The registry's memory stays flat under create/destroy churn: 100,000
+ * streams made and destroyed one at a time while 9 timers stay live. Each
+ * destroyed stream's memory is then taken by a malloc of its size, as an
+ * application's own allocations would (and as ASan's quarantine does), so
+ * that every stream has a new address. The old registry left a removed
+ * entry behind for each address and, each time they filled 3/4 of the
+ * table, rebuilt a table of the same size, keeping the old one for
+ * lookups: memory grew without bound. */
+static void test_registry_memory_flat(void **state) {
+    (void)state;
+    enum { KEEP = 9, CYCLES = 100000, WARM = 1000 };
+    const size_t live0 = cwi_handles_live();
+    cw_timer *keep[KEEP] = {0};
+    for (int i = 0; i < KEEP; i++) assert_cw_ok(cw_timer_create(&keep[i], ctx));
+    void **hold = calloc(CYCLES, sizeof *hold);
+    assert_non_null(hold);
+    size_t warm = 0, most = 0;
+    for (int i = 0; i < CYCLES; i++) {
+        if (i == WARM) warm = cwi_handles_bytes();
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+        const size_t size = malloc_usable_size(s);
+        cw_stream_destroy(&s);
+        hold[i] = malloc(size);
+        size_t b = cwi_handles_bytes();
+        if (b > most) most = b;
+    }
+    const size_t end = cwi_handles_bytes();
+    printf("# registry bytes with %zu handles live: %zu after %d create/destroy cycles, %zu after %d "
+           "(the most seen: %zu)\n",
+           cwi_handles_live(), warm, WARM, end, CYCLES, most);
+    for (int i = 0; i < CYCLES; i++) free(hold[i]);
+    free(hold);
+    float ms;
+    for (int i = 0; i < KEEP; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(keep[i], &ms));
+    for (int i = 0; i < KEEP; i++) cw_timer_destroy(&keep[i]);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_int_equal(end, warm);
+    assert_int_equal(most, warm);
+}
+
+/* A removal moves entries back (no tombstones): one that moves the handle a
+ * lookup is probing for behind it must not make the lookup refuse a live
+ * handle. The hook makes that race happen at once for each of 3,000 live
+ * timers; every one is found, some only by the look again under the lock
+ * (without it they were refused: the test fails). */
+static void test_lookup_racing_move(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    const size_t live0 = cwi_handles_live();
+    cw_timer **t = calloc(N, sizeof *t);
+    for (int i = 0; i < N; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    int how[3] = {0, 0, 0};
+    for (int i = 0; i < N; i++) {
+        int r = cwi_handles_lookup_racing_move(t[i]);
+        assert_true(r >= 0 && r <= 2);
+        how[r]++;
+    }
+    printf("# %d live timers looked up while an entry moved under the lookup: %d found at once, %d by the look "
+           "again under the lock, %d refused\n",
+           N, how[1], how[2], how[0]);
+    float ms;
+    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t[i], &ms));
+    assert_int_equal(cwi_handles_live(), live0 + N);
+    for (int i = 0; i < N; i++) cw_timer_destroy(&t[i]);
+    free(t);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_int_equal(how[0], 0);
+    assert_true(how[2] > 0); /* the race did happen */
+}
+
+/* A stale copy of a destroyed handle, destroyed after a new object of its
+ * kind was made: the new object is made at another address (the destroyed
+ * one's memory is held back), so the stale destroy is refused and the new
+ * object stays live. Before, malloc gave the new object the destroyed one's
+ * address and the stale destroy destroyed it. */
+#define STALE_DESTROY(type, make, destroy, use_ok)                                                           \
+    do {                                                                                                     \
+        type *a = NULL, *b = NULL;                                                                           \
+        assert_cw_ok(make(&a));                                                                              \
+        type *stale = a;                                                                                     \
+        destroy(&a);                                                                                         \
+        assert_cw_ok(make(&b));                                                                              \
+        const int same = (void *)stale == (void *)b;                                                         \
+        void *was = (void *)stale;                                                                           \
+        cw_clear_error();                                                                                    \
+        destroy(&stale); /* the stale copy */                                                                \
+        const cw_status refused = cw_last_error()->status;                                                   \
+        const cw_status after = use_ok(b); /* the new one: live and usable */                               \
+        printf("# %s: destroyed %p, the next one made at %s; destroying the stale copy: %s; the new one "    \
+               "then: %s\n",                                                                                 \
+               #type, was, same ? "the same address" : "another address", cw_status_name(refused),          \
+               cw_status_name(after));                                                                       \
+        assert_int_equal(refused, CW_ERROR_INVALID_HANDLE);                                                  \
+        assert_cw_ok(after);                                                                                 \
+        assert_false(same);                                                                                  \
+        destroy(&b);                                                                                         \
+    } while (0)
+
+static cw_status make_stream(cw_stream **s) { return cw_stream_create(s, ctx, NULL); }
+static cw_status make_timer(cw_timer **t) { return cw_timer_create(t, ctx); }
+static cw_status make_graph(cw_graph **g) { return cw_graph_create(g, ctx); }
+static cw_status make_pipeline(cw_pipeline **p) { return cw_pipeline_create(p, ctx, NULL); }
+static cw_stream *use_stream; /* for timers */
+static cw_status use_timer(cw_timer *t) { return cw_timer_start(t, use_stream); }
+static cw_status use_graph(cw_graph *g) {
+    cw_graph_info gi;
+    return cw_graph_get_info(g, &gi);
+}
+static cw_status use_pipeline(cw_pipeline *p) {
+    cw_pipeline_stats st;
+    return cw_pipeline_get_stats(p, &st);
+}
+
+static void test_stale_destroy_after_reuse(void **state) {
+    (void)state;
+    const size_t live0 = cwi_handles_live();
+    assert_cw_ok(cw_stream_create(&use_stream, ctx, NULL));
+    STALE_DESTROY(cw_stream, make_stream, cw_stream_destroy, cw_stream_query);
+    STALE_DESTROY(cw_timer, make_timer, cw_timer_destroy, use_timer);
+    STALE_DESTROY(cw_graph, make_graph, cw_graph_destroy, use_graph);
+    STALE_DESTROY(cw_pipeline, make_pipeline, cw_pipeline_destroy, use_pipeline);
+    assert_cw_ok(cw_stream_synchronize(use_stream));
+    cw_stream_destroy(&use_stream);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
+/* The limit, exactly: a destroyed handle's memory is held while fewer than
+ * N (cwi_handles_quarantine) handle objects have been freed after it, and
+ * a stale copy is refused; the Nth frees it, and from then on a new object
+ * may be made at its address (the stale copy would then be that object). */
+static void test_quarantine_limit(void **state) {
+    (void)state;
+    const size_t n = cwi_handles_quarantine();
+    assert_true(n >= 1);
+    const size_t live0 = cwi_handles_live();
+    cw_timer **t = calloc(n + 1, sizeof *t);
+    for (size_t i = 0; i <= n; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    cw_timer *stale = t[0];
+    cw_timer_destroy(&t[0]);
+    assert_true(cwi_handles_held(stale));
+    float ms;
+    for (size_t i = 1; i < n; i++) cw_timer_destroy(&t[i]); /* n - 1 later frees */
+    assert_true(cwi_handles_held(stale));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_elapsed_ms(stale, &ms));
+    cw_timer *u = NULL;
+    assert_cw_ok(cw_timer_create(&u, ctx));
+    assert_ptr_not_equal(u, stale); /* its memory is held: nothing can be made there */
+    cw_timer_destroy(&t[n]); /* the nth later free: it goes */
+    assert_false(cwi_handles_held(stale));
+    cw_timer *v = NULL;
+    assert_cw_ok(cw_timer_create(&v, ctx));
+    printf("# a destroyed timer's memory held through %zu later frees, freed by the %zu-th; the next timer made "
+           "%s\n",
+           n - 1, n, (void *)v == (void *)stale ? "at its address (malloc reused it)" : "elsewhere");
+    cw_timer_destroy(&u);
+    cw_timer_destroy(&v);
+    free(t);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
+/* Threads looking up their own live handles while they and others create
+ * and destroy: a live handle is never refused (a lookup racing a removal
+ * that moves entries retries under the registry's lock), a destroyed one
+ * always is, and the live count is exact at the end. Two more threads
+ * make and drop bursts of 300 handles, so the table also grows under the
+ * lookups. Runs under ThreadSanitizer in CI. */
+enum { OWN = 48, OWN_ROUNDS = 1500, BURST = 300, BURSTS = 6 };
+typedef struct owner {
+    int refused_live, accepted_stale, errors;
+    unsigned long lookups;
+} owner;
+
+static void *owner_main(void *arg) {
+    owner *o = arg;
+    cw_timer *t[OWN] = {0};
+    float ms;
+    for (int i = 0; i < OWN; i++)
+        if (cw_timer_create(&t[i], ctx) != CW_SUCCESS) o->errors++;
+    for (int r = 0; r < OWN_ROUNDS && !o->errors; r++) {
+        const int j = (r * 7) % OWN;
+        cw_timer *stale = t[j];
+        cw_timer_destroy(&t[j]);
+        if (cw_timer_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) o->accepted_stale++;
+        if (cw_timer_create(&t[j], ctx) != CW_SUCCESS) {
+            o->errors++;
+            break;
+        }
+        for (int i = 0; i < OWN; i++) {
+            /* Live and never started: CW_ERROR_INVALID_STATE, never INVALID_HANDLE. */
+            if (cw_timer_elapsed_ms(t[i], &ms) != CW_ERROR_INVALID_STATE) o->refused_live++;
+            o->lookups++;
+        }
+    }
+    for (int i = 0; i < OWN; i++) cw_timer_destroy(&t[i]);
+    return NULL;
+}
+
+static void *burst_main(void *arg) {
+    owner *o = arg;
+    cw_stream **s = calloc(BURST, sizeof *s);
+    for (int b = 0; b < BURSTS; b++) {
+        for (int i = 0; i < BURST; i++)
+            if (cw_stream_create(&s[i], ctx, NULL) != CW_SUCCESS) o->errors++;
+        for (int i = 0; i < BURST; i++) {
+            if (s[i] && cw_stream_query(s[i]) != CW_SUCCESS) o->refused_live++;
+            o->lookups++;
+        }
+        for (int i = 0; i < BURST; i++) cw_stream_destroy(&s[i]);
+    }
+    free(s);
+    return NULL;
+}
+
+static void test_threads_own_handles(void **state) {
+    (void)state;
+    enum { OWNERS = 4, BURSTERS = 2 };
+    const size_t live0 = cwi_handles_live();
+    pthread_t th[OWNERS + BURSTERS];
+    owner o[OWNERS + BURSTERS];
+    memset(o, 0, sizeof o);
+    for (int i = 0; i < OWNERS + BURSTERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, i < OWNERS ? owner_main : burst_main, &o[i]), 0);
+    owner sum = {0, 0, 0, 0};
+    for (int i = 0; i < OWNERS + BURSTERS; i++) {
+        pthread_join(th[i], NULL);
+        sum.refused_live += o[i].refused_live;
+        sum.accepted_stale += o[i].accepted_stale;
+        sum.errors += o[i].errors;
+        sum.lookups += o[i].lookups;
+    }
+    printf("# %lu lookups of live handles from %d threads: %d refused; %d stale handles accepted; %d errors\n",
+           sum.lookups, OWNERS + BURSTERS, sum.refused_live, sum.accepted_stale, sum.errors);
+    assert_int_equal(sum.errors, 0);
+    assert_int_equal(sum.refused_live, 0);
+    assert_int_equal(sum.accepted_stale, 0);
+    assert_int_equal(sum.lookups, (unsigned long)OWNERS * OWN_ROUNDS * OWN + (unsigned long)BURSTERS * BURSTS * BURST);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -363,6 +608,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_registry_full),
         cmocka_unit_test(test_registry_sweep),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_stale_destroy_after_reuse),
+        cmocka_unit_test(test_quarantine_limit),
+        cmocka_unit_test(test_registry_memory_flat),
+        cmocka_unit_test(test_lookup_racing_move),
+        cmocka_unit_test(test_threads_own_handles),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

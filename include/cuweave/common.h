@@ -13,6 +13,19 @@
  *    (cw_last_error()).
  *  - Arguments are checked before anything else: an invalid argument gives
  *    CW_ERROR_INVALID_ARGUMENT even on a machine without a CUDA driver.
+ *  - Handles are pointers to the library's objects. A call given a handle
+ *    that is not a live object of its type (a pointer to anything else, a
+ *    handle of another type, a destroyed one) refuses it with
+ *    CW_ERROR_INVALID_HANDLE without reading its memory (NULL:
+ *    CW_ERROR_INVALID_ARGUMENT); a destroy of such a handle does nothing
+ *    and records CW_ERROR_INVALID_HANDLE in the detail. For a destroyed
+ *    handle this holds until 256 more objects (of any type, including
+ *    those the library makes and frees itself, such as a pool's streams)
+ *    have been freed after it: the library holds the memory of the last
+ *    256 objects freed, so no new object can be made at a destroyed one's
+ *    address before then. After that a new object of the same type may be
+ *    made at that address, and a stale copy of the destroyed handle then
+ *    names it. Do not use a handle after destroying it.
  *  - The library never prints, never calls abort() or exit() (except in a
  *    build configured with debug_abort, see docs/errors.md), and never lets
  *    a C++ exception cross the API.

@@ -149,7 +149,7 @@ void buffer_free(cw_buffer *b) {
     }
     context_release(b->ctx);
     b->~cw_buffer();
-    free(b);
+    handle_free(b);
 }
 
 
@@ -288,7 +288,7 @@ cw_status buffer_alloc(cw_stream *s, size_t bytes, cw_buffer **out) {
         context_release(b->ctx);
         handle_retire(b);
         b->~cw_buffer();
-        free(b);
+        handle_free(b);
         return st;
     }
     *out = b;

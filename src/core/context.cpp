@@ -64,7 +64,7 @@ void context_free(void *owner) {
                 ctx->ordinal, r);
     }
     ctx->~cw_context();
-    free(ctx);
+    handle_free(ctx);
 }
 
 cw_context *new_context() {

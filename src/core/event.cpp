@@ -185,7 +185,7 @@ void timer_destroy(cw_timer *t) {
     drv().cuEventDestroy(t->start);
     drv().cuEventDestroy(t->stop);
     cw_context *ctx = t->ctx;
-    free(t);
+    handle_free(t);
     context_release(ctx);
 }
 

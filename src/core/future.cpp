@@ -506,7 +506,7 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     pthread_mutex_destroy(&f->mutex);
     pthread_cond_destroy(&f->cond);
     f->~cw_future();
-    free(f);
+    handle_free(f);
     if (holds_ctx) context_release(ctx);
 }
 

@@ -5,8 +5,9 @@
 // with (its first 4 bytes, for debuggers) and the name errors use. A public
 // handle is valid when its address is in the registry with its kind: checks
 // never read the handle's memory, so a destroyed, foreign or garbage pointer
-// is refused (CW_ERROR_INVALID_HANDLE) in every build. Lookups take no lock;
-// creation and destruction a short one.
+// is refused (CW_ERROR_INVALID_HANDLE) in every build. Lookups of live
+// handles take no lock (a miss looks again under it); creation and
+// destruction a short one.
 #pragma once
 
 #include <stddef.h>
@@ -44,13 +45,25 @@ namespace cw {
 
 constexpr uint32_t kTagDead = 0xdeadc0deu;  // a destroyed object's first word
 
-// The tag and name of each kind: HandleKind<cw_stream>::tag, ::name.
+// Each registered kind's index, from 1 (the registry keeps it with the
+// address, in a slot's top byte).
+enum HandleKindIndex : unsigned {
+    kKindNone = 0,
+#define CW_HANDLE_INDEX_(type, t) kKind_##type,
+    CW_HANDLE_KINDS(CW_HANDLE_INDEX_)
+#undef CW_HANDLE_INDEX_
+    kKindEnd
+};
+static_assert(kKindEnd <= 256, "a kind's index fits in a byte");
+
+// The tag, index and name of each kind: HandleKind<cw_stream>::tag, ::index, ::name.
 template <class T>
 struct HandleKind;
 #define CW_HANDLE_KIND_(type, t)                       \
     template <>                                        \
     struct HandleKind<type> {                          \
         static constexpr uint32_t tag = t;             \
+        static constexpr unsigned index = kKind_##type; \
         static constexpr const char *name = #type;     \
     };
 CW_HANDLE_KINDS(CW_HANDLE_KIND_)
@@ -58,12 +71,34 @@ CW_HANDLE_KINDS(CW_HANDLE_KIND_)
 
 namespace core {
 
-// True when h is in the registry with this kind.
-bool handle_live(const void *h, uint32_t kind);
+// True when h is in the registry with this kind (HandleKind<T>::index). A
+// live handle is never refused, even while others are created and
+// destroyed; a destroyed one is refused once its destroy has returned.
+bool handle_live(const void *h, unsigned kind);
 // Removes h (whose tag, its first 4 bytes, is then set dead).
 void handle_retire(void *h);
+// Frees the memory of a destroyed handle object (after handle_retire and
+// its destructor; instead of free()), late: the memory of the last
+// kHandleQuarantine handle objects freed is held, the oldest freed when
+// another comes. So no new object takes a destroyed handle's address, and
+// a stale copy of the handle stays refused, until kHandleQuarantine more
+// handle objects (of any kind, the library's own included) have been freed
+// after it. Memory from malloc/calloc only; NULL does nothing.
+constexpr size_t kHandleQuarantine = 256;
+void handle_free(void *object);
+// True while object's memory is held (for tests).
+bool handle_held(const void *object);
 // Live handles of every kind (for tests).
 size_t handles_live();
+// Bytes of every table the registry holds, the current one and those kept
+// for lookups (for tests).
+size_t handles_bytes();
+// Test hook: looks h up (with its registered kind) while, once the lookup
+// has read h's first slot, the entry there is removed and put back (which
+// moves h behind the lookup when h was placed past its first slot).
+// 0: refused; 1: found without the lock; 2: found by the look again under
+// the lock.
+int handle_lookup_racing_move(const void *h);
 // Test hook: the nth next reservation fails with CW_ERROR_OUT_OF_MEMORY.
 void handle_registry_fail_next(int n);
 
@@ -80,11 +115,11 @@ class HandleRoom {
     cw_status reserve(unsigned n = 1);
     template <class T>
     void publish(T *h) {
-        publish_kind(h, HandleKind<T>::tag);
+        publish_kind(h, HandleKind<T>::tag, HandleKind<T>::index);
     }
 
   private:
-    void publish_kind(void *h, uint32_t kind);
+    void publish_kind(void *h, uint32_t tag, unsigned kind);
     unsigned held_ = 0;
 };
 
@@ -93,7 +128,7 @@ class HandleRoom {
 // True when h is a live handle of its kind (never reads *h).
 template <class T>
 inline bool live(const T *h) {
-    return core::handle_live(h, HandleKind<T>::tag);
+    return core::handle_live(h, HandleKind<T>::index);
 }
 template <class T>
 inline const char *kind_name(const T *) {

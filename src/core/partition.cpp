@@ -38,7 +38,7 @@ void free_set(cw_partition_set *set) {
         if (set->parts[i]) context_release(set->parts[i]);
     free(set->parts);
     free(set->sms);
-    free(set);
+    handle_free(set);
 }
 
 }  // namespace

@@ -317,7 +317,7 @@ void pool_destroy(cw_stream_pool *p) {
     cw_context *ctx = p->ctx;
     bool internal = p->internal;
     p->~cw_stream_pool();
-    free(p);
+    handle_free(p);
     if (!internal) context_release(ctx);
 }
 

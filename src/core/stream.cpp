@@ -95,7 +95,7 @@ void stream_free(cw_stream *s) {
     event_put(ctx, s->ev);
     bool holds = s->holds_ctx;
     s->~cw_stream();
-    free(s);
+    handle_free(s);
     if (holds) context_release(ctx);
 }
 

@@ -69,7 +69,7 @@ void operator_free(cw_operator *op) {
     handle_retire(op);
     op->io.tag = kTagDead;
     op->~cw_operator();
-    free(op);
+    handle_free(op);
 }
 
 cw_status add_port(cw_operator *op, const char *name, const cw_port_settings *settings, bool input) {
@@ -182,7 +182,7 @@ void pipeline_destroy(cw_pipeline *p) {
     context_release(p->ctx);
     handle_retire(p);
     p->~cw_pipeline();
-    free(p);
+    handle_free(p);
 }
 
 cw_status pipeline_add(cw_pipeline *p, cw_operator *op) {

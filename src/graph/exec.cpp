@@ -68,7 +68,7 @@ void exec_destroy(cw_graph_exec *e) {
     if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuGraphExecDestroy failed with CUresult %d", current_api(), r);
     cw_context *ctx = e->ctx;
     e->~cw_graph_exec();
-    free(e);
+    handle_free(e);
     context_release(ctx);
 }
 

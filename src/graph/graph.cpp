@@ -68,7 +68,7 @@ void graph_destroy(cw_graph *g) {
         if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuGraphDestroy failed with CUresult %d", current_api(), r);
     }
     handle_retire(g);
-    free(g);
+    handle_free(g);
     if (top) context_release(ctx);
 }
 

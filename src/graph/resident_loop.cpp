@@ -137,7 +137,7 @@ void resident_free(cw_resident *r) {
     cw_context *ctx = r->ctx;
     handle_retire(r);
     r->~cw_resident();
-    free(r);
+    handle_free(r);
     if (ctx) context_release(ctx);
 }
 

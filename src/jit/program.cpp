@@ -252,7 +252,7 @@ cw_status program_compile(cw_context *ctx, const char *source, const cw_program_
 void program_destroy(cw_program *p) {
     handle_retire(p);
     entry_release(p->entry);
-    free(p);
+    handle_free(p);
 }
 
 cw_status program_lowered_name(const cw_program *p, const char *expr, const char **lowered) {

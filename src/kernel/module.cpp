@@ -41,7 +41,7 @@ void module_free(cw_module *m) {
         cw_kernel *next = k->next;
         handle_retire(k);
         free(k->name);
-        free(k);
+        handle_free(k);
         k = next;
     }
     for (size_t i = 0; i < m->n_names; i++) {
@@ -53,7 +53,7 @@ void module_free(cw_module *m) {
     CUresult r = drv().cuLibraryUnload(m->cu);
     if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuLibraryUnload failed with CUresult %d", current_api(), r);
     m->~cw_module();
-    free(m);
+    handle_free(m);
 }
 
 void free_names(char **ex, char **lo, size_t n) {

@@ -244,7 +244,7 @@ void comm_destroy(cw_comm *c) {
         }
     }
     for (int i = 0; i < c->n; i++) context_release(c->ctx[i]);
-    free(c);
+    handle_free(c);
 }
 
 cw_status group_begin() {

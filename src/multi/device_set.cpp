@@ -13,7 +13,7 @@ using namespace core;
 void device_set_close(cw_device_set *set) {
     for (int i = 0; i < set->count; i++) context_release(set->ctx[i]);
     handle_retire(set);
-    free(set);
+    handle_free(set);
 }
 
 cw_status device_set_open(const int *devices, int count, cw_device_set **out) {

@@ -15,6 +15,14 @@ extern "C" {
 
 size_t cwi_handles_live(void) { return cw::core::handles_live(); }
 
+size_t cwi_handles_bytes(void) { return cw::core::handles_bytes(); }
+
+size_t cwi_handles_quarantine(void) { return cw::core::kHandleQuarantine; }
+
+int cwi_handles_held(const void *object) { return cw::core::handle_held(object) ? 1 : 0; }
+
+int cwi_handles_lookup_racing_move(const void *h) { return cw::core::handle_lookup_racing_move(h); }
+
 void cwi_handles_fail_next(int nth) { cw::core::handle_registry_fail_next(nth); }
 
 void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {

@@ -58,6 +58,20 @@ unsigned long cwi_seam_thread_calls(void);
  * next reservation of room fails with CW_ERROR_OUT_OF_MEMORY; 0 disarms). */
 size_t cwi_handles_live(void);
 void cwi_handles_fail_next(int nth);
+/* Bytes the registry holds: its table and the older tables it keeps for
+ * lookups that may still read them. */
+size_t cwi_handles_bytes(void);
+/* Looks the live handle h up while, once the lookup has read the first
+ * slot it probes, the entry there (when another) is removed and put back:
+ * a removal that moves h behind the lookup. Returns 0 when h is refused,
+ * 1 when the lock-free probe found it, 2 when the lookup found it only by
+ * looking again under the registry's lock. */
+int cwi_handles_lookup_racing_move(const void *h);
+/* The quarantine of destroyed handle objects' memory: how many it holds
+ * (the memory of a destroyed handle is freed when that many more have been
+ * freed after it), and 1 while the memory at object is held. */
+size_t cwi_handles_quarantine(void);
+int cwi_handles_held(const void *object);
 
 /* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
  * code on a CPU with SHA instructions. */
