@@ -1,0 +1,562 @@
+/*
+ * Model-based stress of every kind of handle against the fake CUDA driver
+ * (issue 25, item 2). Several threads run random sequences of create, use,
+ * destroy, wait and stale-handle calls over every kind of object the fake
+ * can make; each call's status is checked against a simple model of what
+ * must hold:
+ *
+ *  - a call on a live object of the thread's own succeeds, with the values
+ *    the model predicts (a buffer's size and references, a pool's leases,
+ *    a loop's request numbers, a pipeline's iteration count);
+ *  - a call on a stale copy of a destroyed handle, while the library still
+ *    holds its memory (cwi_handles_held: it is not reused for another
+ *    object), is refused with CW_ERROR_INVALID_HANDLE and changes nothing;
+ *  - shared objects (a lease pool of 3 streams, one context) stay
+ *    consistent: every lease released, none lost;
+ *  - at the end every object is gone: the count of live handles and every
+ *    live count of the fake driver (streams, events, host and device
+ *    memory, graphs, execs, libraries) are those of the start, and per kind
+ *    the creates equal the destroys.
+ *
+ * Environment: CWT_MODEL_SEED (default 20261126; "random": from the clock,
+ * printed), CWT_MODEL_THREADS (default 4), CWT_MODEL_S (seconds, default
+ * 2), CWT_MODEL_OPS (most calls per thread, default 1000000). The seed and
+ * the counts are printed, so any run can be replayed (the interleaving of
+ * threads is the one thing a seed does not fix).
+ *
+ * Links libcuweave.a for the test hooks; the fake's path is argv[1].
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+#include "fakelive.h"
+#include "testing/seam.h"
+
+static int (*fake_drain)(int timeout_ms);
+static cw_context *ctx;             /* the model's context, made for the run */
+static cw_stream_pool *shared_pool; /* lease pool of 3 streams, shared by every thread */
+
+enum Kind {
+    K_STREAM,
+    K_POOL,
+    K_TIMER,
+    K_FUTURE,
+    K_BUFFER,
+    K_GRAPH,
+    K_EXEC,
+    K_MODULE,
+    K_PROGRAM,
+    K_RESIDENT,
+    K_PIPELINE,
+    K_CONTEXT,
+    K_DEVSET,
+    K_COUNT
+};
+static const char *const kind_names[K_COUNT] = {"stream",  "pool",     "timer",   "future", "buffer",
+                                                "graph",   "exec",     "module",  "program", "resident",
+                                                "pipeline", "context", "device set"};
+
+enum { SLOTS = 4, STALE = 16 };
+
+typedef struct {
+    void *h[K_COUNT][SLOTS];
+    long aux[K_COUNT][SLOTS];    /* what the model knows: a buffer's size, a loop's last request */
+    void *stale[STALE];          /* copies of destroyed handles */
+    int stale_kind[STALE];
+    int nstale;
+    unsigned long long rng;
+    long ops, created[K_COUNT], destroyed[K_COUNT], stale_checked, stale_skipped, leases, errors;
+    cw_stream *own;              /* a stream the thread keeps (work to wait for) */
+} Thread;
+
+static atomic_int g_stop;
+/* Loading code is refused while a resident loop runs (docs/resident.md):
+ * module loads and a loop's launch (its first build loads code) take this
+ * lock, so that the model knows no loop runs when code loads. */
+static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
+static long g_max_ops;
+static const char *const k_source = "extern \"C\" __global__ void model_k(int *p) { *p = 1; }";
+
+static unsigned rnd(Thread *t, unsigned n) {
+    t->rng ^= t->rng << 13;
+    t->rng ^= t->rng >> 7;
+    t->rng ^= t->rng << 17;
+    return (unsigned)(t->rng % n);
+}
+
+#define EXPECT(t, cond, ...)                                                                                 \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            printf("# model: " __VA_ARGS__);                                                                 \
+            printf(" (%s)\n", cw_last_error_message());                                                      \
+            (t)->errors++;                                                                                   \
+        }                                                                                                    \
+    } while (0)
+
+static cw_status noop_compute(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s = NULL;
+    return cw_io_receive_stream(io, NULL, &s);
+}
+
+/* ---- create, use, destroy per kind ---------------------------------------------- */
+
+static void create(Thread *t, int k, int i) {
+    void **h = &t->h[k][i];
+    cw_status st = CW_SUCCESS;
+    switch (k) {
+    case K_STREAM: st = cw_stream_create((cw_stream **)h, ctx, NULL); break;
+    case K_POOL: {
+        cw_stream_pool_settings ps;
+        cw_stream_pool_settings_default(&ps);
+        ps.max_streams = 2;
+        st = cw_stream_pool_create((cw_stream_pool **)h, ctx, &ps);
+        break;
+    }
+    case K_TIMER: st = cw_timer_create((cw_timer **)h, ctx); break;
+    case K_FUTURE: st = cw_future_create((cw_future **)h, t->own, (cw_future_kind)rnd(t, 3)); break;
+    case K_BUFFER:
+        t->aux[k][i] = 64 + 64 * rnd(t, 8);
+        st = cw_buffer_alloc((cw_buffer **)h, t->own, (size_t)t->aux[k][i]);
+        break;
+    case K_GRAPH: st = cw_graph_create((cw_graph **)h, ctx); break;
+    case K_EXEC: {
+        cw_graph *g = NULL;
+        st = cw_graph_create(&g, ctx);
+        if (st == CW_SUCCESS) st = cw_graph_add_empty(g, NULL, 0, NULL);
+        if (st == CW_SUCCESS) st = cw_graph_instantiate((cw_graph_exec **)h, g, 0);
+        cw_graph_destroy(&g);
+        break;
+    }
+    case K_MODULE: {
+        cw_program *p = NULL;
+        st = cw_program_compile(&p, ctx, k_source, NULL);
+        pthread_mutex_lock(&g_load_lock);
+        if (st == CW_SUCCESS) st = cw_module_load((cw_module **)h, p);
+        pthread_mutex_unlock(&g_load_lock);
+        cw_program_destroy(&p);
+        break;
+    }
+    case K_PROGRAM: st = cw_program_compile((cw_program **)h, ctx, k_source, NULL); break;
+    case K_RESIDENT: {
+        cw_resident_settings rs;
+        cw_resident_settings_default(&rs);
+        rs.unroll = 1;
+        t->aux[k][i] = 0;
+        st = cw_resident_create((cw_resident **)h, ctx, &rs);
+        break;
+    }
+    case K_PIPELINE: {
+        cw_operator_ops ops;
+        memset(&ops, 0, sizeof ops);
+        ops.compute = noop_compute;
+        cw_operator *op = NULL;
+        st = cw_pipeline_create((cw_pipeline **)h, ctx, NULL);
+        if (st == CW_SUCCESS) st = cw_operator_create(&op, "op", &ops, NULL, NULL);
+        if (st == CW_SUCCESS) st = cw_pipeline_add((cw_pipeline *)*h, op);
+        if (st != CW_SUCCESS) cw_operator_destroy(&op);
+        t->aux[k][i] = 0;
+        break;
+    }
+    case K_CONTEXT: st = cw_context_create((cw_context **)h, 0); break;
+    case K_DEVSET: st = cw_device_set_open((cw_device_set **)h, NULL, 0); break;
+    }
+    EXPECT(t, st == CW_SUCCESS && *h, "creating a %s: %s", kind_names[k], cw_status_name(st));
+    if (st == CW_SUCCESS) t->created[k]++;
+}
+
+static void use(Thread *t, int k, int i) {
+    void *h = t->h[k][i];
+    cw_status st = CW_SUCCESS;
+    switch (k) {
+    case K_STREAM:
+        st = cw_stream_wait((cw_stream *)h, t->own);
+        if (st == CW_SUCCESS) st = cw_stream_synchronize((cw_stream *)h);
+        break;
+    case K_POOL: {
+        cw_stream *a = NULL, *b = NULL, *c = NULL;
+        st = cw_stream_pool_acquire((cw_stream_pool *)h, &a);
+        if (st == CW_SUCCESS) st = cw_stream_pool_acquire((cw_stream_pool *)h, &b);
+        if (st == CW_SUCCESS) {
+            cw_status third = cw_stream_pool_acquire((cw_stream_pool *)h, &c);
+            EXPECT(t, third == CW_ERROR_POOL_EXHAUSTED, "a third lease of a pool of 2: %s", cw_status_name(third));
+        }
+        if (a) cw_stream_pool_release((cw_stream_pool *)h, &a);
+        if (b) cw_stream_pool_release((cw_stream_pool *)h, &b);
+        cw_stream_pool_stats ps;
+        if (st == CW_SUCCESS) st = cw_stream_pool_get_stats((cw_stream_pool *)h, &ps);
+        if (st == CW_SUCCESS) EXPECT(t, ps.leased == 0, "a pool with %zu leases out after releasing all", ps.leased);
+        break;
+    }
+    case K_TIMER:
+        st = cw_timer_start((cw_timer *)h, t->own);
+        if (st == CW_SUCCESS) st = cw_timer_stop((cw_timer *)h, t->own);
+        break;
+    case K_FUTURE:
+        st = cw_future_wait((cw_future *)h, -1);
+        if (st == CW_SUCCESS) st = cw_future_rearm((cw_future *)h, t->own);
+        break;
+    case K_BUFFER: {
+        cw_buffer_info bi;
+        st = cw_buffer_use((cw_buffer *)h, t->own);
+        if (st == CW_SUCCESS) st = cw_buffer_get_info((cw_buffer *)h, &bi);
+        if (st == CW_SUCCESS)
+            EXPECT(t, bi.bytes == (size_t)t->aux[k][i] && bi.refs == 1, "a buffer of %zu bytes, %u refs (want %ld, 1)",
+                   bi.bytes, bi.refs, t->aux[k][i]);
+        break;
+    }
+    case K_GRAPH: {
+        cw_graph_info gi;
+        st = cw_graph_add_empty((cw_graph *)h, NULL, 0, NULL);
+        if (st == CW_SUCCESS) st = cw_graph_get_info((cw_graph *)h, &gi);
+        break;
+    }
+    case K_EXEC: st = cw_graph_exec_launch((cw_graph_exec *)h, t->own); break;
+    case K_MODULE: {
+        cw_kernel *kern = NULL;
+        st = cw_module_get_kernel((cw_module *)h, "model_k", &kern);
+        break;
+    }
+    case K_PROGRAM: {
+        cw_program_info pi;
+        st = cw_program_get_info((cw_program *)h, &pi);
+        if (st == CW_SUCCESS) EXPECT(t, pi.size > 0, "a program of %zu bytes", pi.size);
+        break;
+    }
+    case K_RESIDENT: {
+        /* The fake serves no request: launch, ring, tear down; the request is dropped. */
+        cw_resident *r = (cw_resident *)h;
+        uint64_t seq = 0;
+        pthread_mutex_lock(&g_load_lock);
+        st = cw_resident_launch(r);
+        if (st == CW_SUCCESS) st = cw_resident_data_ready(r, &seq);
+        if (st == CW_SUCCESS) EXPECT(t, (long)seq == t->aux[k][i] + 1, "request %llu, want %ld", (unsigned long long)seq,
+                                     t->aux[k][i] + 1);
+        if (st == CW_SUCCESS) t->aux[k][i] = (long)seq;
+        if (st == CW_SUCCESS) st = cw_resident_tear_down(r, 5000);
+        pthread_mutex_unlock(&g_load_lock);
+        int ready = 0;
+        cw_status dropped = cw_resident_result_ready(r, seq, &ready);
+        EXPECT(t, dropped == CW_ERROR_INVALID_STATE, "a dropped request: %s", cw_status_name(dropped));
+        break;
+    }
+    case K_PIPELINE: {
+        cw_pipeline_stats ps;
+        st = cw_pipeline_run((cw_pipeline *)h, 1);
+        if (st == CW_SUCCESS) t->aux[k][i]++;
+        if (st == CW_SUCCESS) st = cw_pipeline_get_stats((cw_pipeline *)h, &ps);
+        if (st == CW_SUCCESS)
+            EXPECT(t, (long)ps.iterations == t->aux[k][i], "a pipeline with %llu iterations, want %ld",
+                   (unsigned long long)ps.iterations, t->aux[k][i]);
+        break;
+    }
+    case K_CONTEXT: {
+        int dev = -1;
+        st = cw_context_get_device((cw_context *)h, &dev);
+        if (st == CW_SUCCESS) EXPECT(t, dev == 0, "a context of device %d", dev);
+        break;
+    }
+    case K_DEVSET: {
+        int n = 0;
+        st = cw_device_set_size((cw_device_set *)h, &n);
+        if (st == CW_SUCCESS) EXPECT(t, n == 2, "a set of %d devices (the fake has 2)", n);
+        break;
+    }
+    }
+    EXPECT(t, st == CW_SUCCESS, "using a %s: %s", kind_names[k], cw_status_name(st));
+}
+
+static void destroy(Thread *t, int k, int i) {
+    void *h = t->h[k][i];
+    switch (k) {
+    case K_STREAM: cw_stream_destroy((cw_stream **)&t->h[k][i]); break;
+    case K_POOL: cw_stream_pool_destroy((cw_stream_pool **)&t->h[k][i]); break;
+    case K_TIMER: cw_timer_destroy((cw_timer **)&t->h[k][i]); break;
+    case K_FUTURE: cw_future_destroy((cw_future **)&t->h[k][i]); break;
+    case K_BUFFER: cw_buffer_release((cw_buffer **)&t->h[k][i]); break;
+    case K_GRAPH: cw_graph_destroy((cw_graph **)&t->h[k][i]); break;
+    case K_EXEC: cw_graph_exec_destroy((cw_graph_exec **)&t->h[k][i]); break;
+    case K_MODULE: cw_module_destroy((cw_module **)&t->h[k][i]); break;
+    case K_PROGRAM: cw_program_destroy((cw_program **)&t->h[k][i]); break;
+    case K_RESIDENT: {
+        cw_status st = cw_resident_destroy((cw_resident **)&t->h[k][i]);
+        EXPECT(t, st == CW_SUCCESS, "destroying a resident loop: %s", cw_status_name(st));
+        break;
+    }
+    case K_PIPELINE: cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]); break;
+    case K_CONTEXT: cw_context_destroy((cw_context **)&t->h[k][i]); break;
+    case K_DEVSET: cw_device_set_close((cw_device_set **)&t->h[k][i]); break;
+    }
+    EXPECT(t, t->h[k][i] == NULL, "a %s's handle left set by its destroy", kind_names[k]);
+    t->destroyed[k]++;
+    const int s = t->nstale < STALE ? t->nstale++ : (int)rnd(t, STALE);
+    t->stale[s] = h;
+    t->stale_kind[s] = k;
+}
+
+/* A call through a stale handle: refused while its memory is held. Only
+ * calls that change nothing: should the memory be released and reused
+ * between the check and the call, they must not harm the new owner. */
+static void use_stale(Thread *t) {
+    if (t->nstale == 0) return;
+    const int s = (int)rnd(t, (unsigned)t->nstale);
+    void *h = t->stale[s];
+    if (!cwi_handles_held(h)) {
+        t->stale_skipped++;
+        return;
+    }
+    cw_context *c = NULL;
+    cw_status st = CW_SUCCESS;
+    switch (t->stale_kind[s]) {
+    case K_STREAM: st = cw_stream_get_context((cw_stream *)h, &c); break;
+    case K_POOL: st = cw_stream_pool_get_context((cw_stream_pool *)h, &c); break;
+    case K_TIMER: st = cw_timer_get_context((cw_timer *)h, &c); break;
+    case K_FUTURE: st = cw_future_get_context((cw_future *)h, &c); break;
+    case K_BUFFER: st = cw_buffer_get_context((cw_buffer *)h, &c); break;
+    case K_GRAPH: st = cw_graph_get_context((cw_graph *)h, &c); break;
+    case K_EXEC: st = cw_graph_exec_get_context((cw_graph_exec *)h, &c); break;
+    case K_MODULE: {
+        cw_kernel *kern = NULL;
+        st = cw_module_get_kernel((cw_module *)h, "model_k", &kern);
+        break;
+    }
+    case K_PROGRAM: {
+        cw_program_info pi;
+        st = cw_program_get_info((cw_program *)h, &pi);
+        break;
+    }
+    case K_RESIDENT: st = cw_resident_get_context((cw_resident *)h, &c); break;
+    case K_PIPELINE: st = cw_pipeline_get_context((cw_pipeline *)h, &c); break;
+    case K_CONTEXT: {
+        int dev = 0;
+        st = cw_context_get_device((cw_context *)h, &dev);
+        break;
+    }
+    case K_DEVSET: {
+        int n = 0;
+        st = cw_device_set_size((cw_device_set *)h, &n);
+        break;
+    }
+    }
+    if (!cwi_handles_held(h)) { /* released meanwhile: the answer may be a new object's */
+        t->stale_skipped++;
+        return;
+    }
+    t->stale_checked++;
+    EXPECT(t, st == CW_ERROR_INVALID_HANDLE, "a stale %s answered %s", kind_names[t->stale_kind[s]],
+           cw_status_name(st));
+}
+
+/* A lease of the shared pool, waited for: released at once. */
+static void lease_shared(Thread *t) {
+    cw_stream *s = NULL;
+    cw_status st = cw_stream_pool_acquire_wait(shared_pool, &s, -1);
+    EXPECT(t, st == CW_SUCCESS && s, "a lease of the shared pool: %s", cw_status_name(st));
+    if (st != CW_SUCCESS) return;
+    t->leases++;
+    st = cw_stream_wait(s, t->own);
+    EXPECT(t, st == CW_SUCCESS, "ordering a leased stream: %s", cw_status_name(st));
+    st = cw_stream_pool_release(shared_pool, &s);
+    EXPECT(t, st == CW_SUCCESS && !s, "releasing a lease: %s", cw_status_name(st));
+}
+
+static void *run(void *arg) {
+    Thread *t = (Thread *)arg;
+    if (cw_stream_create(&t->own, ctx, NULL) != CW_SUCCESS) {
+        t->errors++;
+        return NULL;
+    }
+    while (!atomic_load(&g_stop) && t->ops < g_max_ops) {
+        t->ops++;
+        const unsigned what = rnd(t, 100);
+        if (what < 5) {
+            use_stale(t);
+        } else if (what < 10) {
+            lease_shared(t);
+        } else {
+            const int k = (int)rnd(t, K_COUNT), i = (int)rnd(t, SLOTS);
+            if (!t->h[k][i])
+                create(t, k, i);
+            else if (what < 60)
+                use(t, k, i);
+            else
+                destroy(t, k, i);
+        }
+    }
+    /* Streams last: their stale copies are the ones tried once every thread
+     * has stopped (test_model), while their memory is still held. */
+    for (int k = K_COUNT - 1; k >= 0; k--)
+        for (int i = 0; i < SLOTS; i++)
+            if (t->h[k][i]) destroy(t, k, i);
+    cw_stream_synchronize(t->own);
+    cw_stream_destroy(&t->own);
+    return NULL;
+}
+
+static void test_model(void **state) {
+    (void)state;
+    const char *seed_env = getenv("CWT_MODEL_SEED");
+    unsigned long long seed = 20261126ull;
+    if (seed_env && strcmp(seed_env, "random") == 0)
+        seed = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+    else if (seed_env && *seed_env)
+        seed = strtoull(seed_env, NULL, 0);
+    const int nthreads = getenv("CWT_MODEL_THREADS") ? atoi(getenv("CWT_MODEL_THREADS")) : 4;
+    const double seconds = getenv("CWT_MODEL_S") ? atof(getenv("CWT_MODEL_S")) : 2.0;
+    g_max_ops = getenv("CWT_MODEL_OPS") ? atol(getenv("CWT_MODEL_OPS")) : 1000000;
+    assert_true(nthreads >= 1 && nthreads <= 64);
+
+    /* The model's context and shared pool are made here and go at the end,
+     * so that what they pooled (events, streams, memory) goes too and the
+     * fake's counts can be compared with those of before. */
+    long before[NKINDS];
+    snapshot(before);
+    const long libs0 = fake_live("library"), kernels0 = fake_live("kernel"), mempools0 = fake_live("mempool");
+    const long primary0 = fake_live("primary0"), primary1 = fake_live("primary1");
+    const size_t live0 = cwi_handles_live();
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 3;
+    assert_cw_ok(cw_context_create(&ctx, 0));
+    assert_cw_ok(cw_stream_pool_create(&shared_pool, ctx, &pss));
+
+    Thread *th = calloc((size_t)nthreads, sizeof(Thread));
+    pthread_t *id = calloc((size_t)nthreads, sizeof(pthread_t));
+    assert_non_null(th);
+    assert_non_null(id);
+    atomic_store(&g_stop, 0);
+    for (int i = 0; i < nthreads; i++) {
+        th[i].rng = seed * 0x9e3779b97f4a7c15ull + (unsigned long long)i * 0xbf58476d1ce4e5b9ull + 1;
+        assert_int_equal(pthread_create(&id[i], NULL, run, &th[i]), 0);
+    }
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < nthreads; i++) pthread_join(id[i], NULL);
+
+    /* One thread, everything else still: a stale destroy while held is
+     * refused (the threads' stale streams, and one made here for sure). */
+    long refused = 0, tried = 0;
+    {
+        cw_stream *s1 = NULL, *copy;
+        assert_cw_ok(cw_stream_create(&s1, ctx, NULL));
+        copy = s1;
+        cw_stream_destroy(&s1);
+        cw_stream *s2 = NULL;
+        assert_cw_ok(cw_stream_create(&s2, ctx, NULL));
+        assert_true(cwi_handles_held(copy));
+        tried++;
+        cw_stream_destroy(&copy);
+        refused += cw_last_error()->status == CW_ERROR_INVALID_HANDLE;
+        assert_cw_ok(cw_stream_synchronize(s2)); /* the new one untouched */
+        cw_stream_destroy(&s2);
+    }
+    for (int i = 0; i < nthreads; i++)
+        for (int s = 0; s < th[i].nstale; s++) {
+            if (th[i].stale_kind[s] != K_STREAM || !cwi_handles_held(th[i].stale[s])) continue;
+            cw_stream *stale = (cw_stream *)th[i].stale[s];
+            tried++;
+            cw_stream_destroy(&stale);
+            refused += cw_last_error()->status == CW_ERROR_INVALID_HANDLE;
+        }
+
+    long ops = 0, errors = 0, checked = 0, skipped = 0, leases = 0, created[K_COUNT] = {0}, destroyed[K_COUNT] = {0};
+    for (int i = 0; i < nthreads; i++) {
+        ops += th[i].ops;
+        errors += th[i].errors;
+        checked += th[i].stale_checked;
+        skipped += th[i].stale_skipped;
+        leases += th[i].leases;
+        for (int k = 0; k < K_COUNT; k++) {
+            created[k] += th[i].created[k];
+            destroyed[k] += th[i].destroyed[k];
+        }
+    }
+    printf("# model: seed %llu, %d threads, %.1f s: %ld calls, %ld stale handles refused (%ld not checked: "
+           "their memory was reused), %ld shared leases, %ld of %ld stale stream destroys refused; made and "
+           "destroyed:",
+           seed, nthreads, seconds, ops, checked, skipped, leases, refused, tried);
+    for (int k = 0; k < K_COUNT; k++) printf(" %s %ld/%ld", kind_names[k], created[k], destroyed[k]);
+    printf("; %ld wrong\n", errors);
+
+    assert_int_equal(errors, 0);
+    assert_int_equal(refused, tried);
+    for (int k = 0; k < K_COUNT; k++) assert_int_equal(created[k], destroyed[k]);
+    cw_stream_pool_stats ps;
+    assert_cw_ok(cw_stream_pool_get_stats(shared_pool, &ps));
+    assert_int_equal(ps.leased, 0);
+    assert_true(ps.created <= 3);
+    cw_stream_pool_destroy(&shared_pool);
+    cw_context_destroy(&ctx);
+    assert_int_equal(cwi_handles_live(), live0);
+    assert_int_equal(fake_live("primary0"), primary0);
+    assert_int_equal(fake_live("primary1"), primary1);
+    assert_int_equal(leaks(before, "the model run"), 0);
+    assert_int_equal(fake_live("library"), libs0);
+    assert_int_equal(fake_live("kernel") - kernels0, 0);
+    assert_int_equal(fake_live("mempool"), mempools0);
+    free(th);
+    free(id);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    /* The fake NVRTC beside the fake driver, and a kernel cache of its own. */
+    char nvrtc[4096];
+    snprintf(nvrtc, sizeof nvrtc, "%s", argv[1]);
+    char *slash = strrchr(nvrtc, '/');
+    snprintf(slash ? slash + 1 : nvrtc, sizeof nvrtc - (size_t)(slash ? slash + 1 - nvrtc : 0), "libfakenvrtc.so");
+    setenv("CUWEAVE_LIBNVRTC", nvrtc, 1);
+    setenv("CUWEAVE_CACHE_DIR", "off", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain"))) {
+        printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    live_drain = fake_drain;
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        return 1;
+    }
+    /* Warm what is made once per process and kept (the built-in kernels and
+     * the resident loop's own, the compiled program in the memory cache),
+     * on a context that goes before the model runs. */
+    cw_stream *w = NULL, *child = NULL;
+    cw_buffer *wb = NULL;
+    cw_future *wf = NULL;
+    cw_resident *wr = NULL;
+    cw_program *wp = NULL;
+    cw_device_set *ds = NULL;
+    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(w, &child) || cw_stream_join(w, &child) ||
+        cw_buffer_alloc(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_WRITE_VALUE) ||
+        cw_future_wait(wf, -1) || cw_resident_create(&wr, ctx, NULL) ||
+        cw_program_compile(&wp, ctx, k_source, NULL) || cw_device_set_open(&ds, NULL, 0)) {
+        printf("FAIL: warming up: %s\n", cw_last_error_message());
+        return 1;
+    }
+    cw_buffer_release(&wb);
+    cw_future_destroy(&wf);
+    cw_resident_destroy(&wr);
+    cw_program_destroy(&wp);
+    cw_device_set_close(&ds);
+    cw_stream_synchronize(w);
+    cw_stream_destroy(&w);
+    cw_context_destroy(&ctx);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
