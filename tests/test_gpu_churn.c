@@ -21,7 +21,9 @@
  * how many cycles it made. Each kind prints one "# churn" line; host memory
  * must not grow by more than 8 MiB from the end of its first tenth to its
  * end, device memory not by more than 64 MiB over the kind, and the count
- * of live handles must come back.
+ * of live handles must come back. CWT_FILTER picks one of the three groups
+ * (test_churn_core, test_churn_graphs_code_flow,
+ * test_churn_partitions_and_comms).
  *
  * Links libcuweave.a (the count of live handles comes from the test hooks,
  * src/testing/seam.h). Exits 77 without a GPU.
@@ -380,6 +382,7 @@ int main(void) {
     if (start) return start;
     g_n = env_long("CWT_CHURN_N", cwt_under_sanitizer() ? 50 : 1000);
     g_seconds = env_long("CWT_CHURN_S", 600);
+    cwt_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_churn_core),
         cmocka_unit_test(test_churn_graphs_code_flow),
