@@ -107,6 +107,8 @@ bool serialize_all() {
     return v == 1;
 }
 
+void serialize_forget() { g_serialize.store(-1, std::memory_order_release); }
+
 cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
     if (p->mode != CW_POOL_LEASE) {
         uint32_t i = p->mode == CW_POOL_SINGLE ? 0 : static_cast<uint32_t>(p->rr.fetch_add(1, std::memory_order_relaxed) % p->fixed_count);

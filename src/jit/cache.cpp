@@ -529,6 +529,23 @@ bool read_all(int fd, void *p, size_t n) {
 
 }  // namespace
 
+JitEntry *file_decode(const uint8_t *buf, size_t n, const uint8_t key[32]) {
+    if (n < kHeader || n - kHeader > kMaxPayload) return nullptr;
+    uint32_t schema;
+    uint64_t size;
+    memcpy(&schema, buf + 4, 4);
+    memcpy(&size, buf + 8, 8);
+    if (memcmp(buf, "CWKC", 4) != 0 || schema != kJitSchema || size != (uint64_t)(n - kHeader) ||
+        memcmp(buf + 48, key, 32) != 0)
+        return nullptr;
+    uint8_t digest[32];
+    sha256(buf + kHeader, (size_t)size, digest);
+    if (memcmp(digest, buf + 16, 32) != 0) return nullptr;
+    JitEntry *e = entry_decode(buf + kHeader, (size_t)size);
+    if (e) memcpy(e->key, key, 32);
+    return e;
+}
+
 DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out) {
     char path[1200];
     entry_path(dir, key, path, sizeof path);
@@ -542,39 +559,21 @@ DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out) {
         good = buf && read_all(fd, buf, (size_t)st.st_size);
     }
     close(fd);
-    JitEntry *e = nullptr;
-    if (good) {
-        uint32_t schema;
-        uint64_t size;
-        memcpy(&schema, buf + 4, 4);
-        memcpy(&size, buf + 8, 8);
-        uint8_t digest[32];
-        good = memcmp(buf, "CWKC", 4) == 0 && schema == kJitSchema && size == (uint64_t)st.st_size - kHeader &&
-               memcmp(buf + 48, key, 32) == 0;
-        if (good) {
-            sha256(buf + kHeader, (size_t)size, digest);
-            good = memcmp(digest, buf + 16, 32) == 0;
-        }
-        if (good) {
-            e = entry_decode(buf + kHeader, (size_t)size);
-            good = e != nullptr;
-        }
-    }
+    JitEntry *e = good ? file_decode(buf, (size_t)st.st_size, key) : nullptr;
     free(buf);
-    if (!good) {
+    if (!e) {
         // Never loaded: removed, so that the entry is compiled and written again.
         unlink(path);
         g_jit.disk_rejected.fetch_add(1, std::memory_order_relaxed);
         log(CW_LOG_WARNING, "cuweave: kernel cache entry %s did not verify; removed", path);
         return DiskResult::Rejected;
     }
-    memcpy(e->key, key, 32);
     utimensat(AT_FDCWD, path, nullptr, 0);  // most recently used
     *out = e;
     return DiskResult::Hit;
 }
 
-cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
+cw_status file_encode(const JitEntry *e, Bytes *out) {
     Bytes payload;
     CW_TRY(entry_encode(e, &payload));
     uint8_t header[kHeader];
@@ -585,6 +584,15 @@ cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
     memcpy(header + 8, &size, 8);
     sha256(payload.data, payload.size, header + 16);
     memcpy(header + 48, e->key, 32);
+    out->put(header, sizeof header);
+    out->put(payload.data, payload.size);
+    if (!out->ok) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return CW_SUCCESS;
+}
+
+cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
+    Bytes file;
+    CW_TRY(file_encode(e, &file));
     if (!mkdirs(dir)) return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot create %s: %s", dir, strerror(errno));
     char path[1200], tmp[1300];
     entry_path(dir, e->key, path, sizeof path);
@@ -592,7 +600,7 @@ cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter.fetch_add(1));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot create %s: %s", tmp, strerror(errno));
-    bool ok = write_all(fd, header, sizeof header) && write_all(fd, payload.data, payload.size);
+    bool ok = write_all(fd, file.data, file.size);
     ok = (close(fd) == 0) && ok;
     // rename is atomic: readers see the old file, the new one, or none
     if (!ok || rename(tmp, path) != 0) {

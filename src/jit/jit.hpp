@@ -87,6 +87,14 @@ JitEntry *memory_find(const Bytes &material);  // retained, or NULL
 void memory_put(const Bytes &material, JitEntry *e);
 void memory_clear();
 
+// A cache file's bytes: a header ("CWKC", schema, payload size, SHA-256 of
+// the payload, key), then the payload. file_encode makes what disk_store
+// writes; file_decode checks what disk_load read (size bounds, magic,
+// schema, length, key, SHA-256, then entry_decode) and returns the entry
+// with its key, or NULL when anything does not verify.
+cw_status file_encode(const JitEntry *e, Bytes *out);
+JitEntry *file_decode(const uint8_t *p, size_t n, const uint8_t key[32]);
+
 // The disk cache. dir: the directory (no trailing slash needed).
 enum class DiskResult { Hit, Miss, Rejected };
 DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out);
