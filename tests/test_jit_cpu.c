@@ -422,6 +422,15 @@ static void test_option_rules(void **state) {
     cw_program_settings_default(&ps);
     ps.reserved[0] = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    /* a cache mode out of the enum's range, as a C caller may store it
+     * (found by tests/fuzz/fuzz_settings: read as the enum type it was
+     * undefined behaviour, which UBSan reports) */
+    const int bad_modes[] = {3, 7, -1};
+    for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+        cw_program_settings_default(&ps);
+        memcpy(&ps.cache, &bad_modes[i], sizeof bad_modes[i]);
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    }
     cw_program_settings_default(&ps);
     ps.n_options = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
