@@ -530,6 +530,62 @@ static void test_disk_integrity(void **state) {
     cw_program_destroy(&p);
 }
 
+/* Sets byte `at` of a cache file to v and makes its SHA-256 right again
+ * (header: "CWKC", schema, size, SHA-256 at 16, key at 48; payload at 80). */
+static void rewrite_byte(const char *path, long at, unsigned char v) {
+    const long n = file_size(path);
+    assert_true(n > at && n > 80);
+    unsigned char *f = malloc((size_t)n);
+    int fd = open(path, O_RDWR);
+    assert_true(f && fd >= 0 && pread(fd, f, (size_t)n, 0) == n);
+    f[at] = v;
+    cwi_sha256(f + 80, (size_t)n - 80, 0, f + 16);
+    assert_int_equal(pwrite(fd, f, (size_t)n, 0), n);
+    close(fd);
+    free(f);
+}
+
+/* Files whose hash verifies but whose payload the writer never makes (found
+ * by tests/fuzz/fuzz_cache_file): is_ptx neither 0 nor 1, a NUL byte inside
+ * PTX, inside a name expression, inside a lowered name. Never loaded:
+ * removed, compiled, written again. */
+static void test_disk_malformed(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "malformed");
+    use_dir(dir, 0);
+    const char *src = "template <class T> __global__ void mal(T *x) {}\n";
+    const char *exprs[] = {"mal<int>"};
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.name_expressions = exprs;
+    ps.n_name_expressions = 1;
+    for (int round = 0; round < 4; round++) {
+        ps.output_ptx = round == 1;
+        ps.arch = round == 1 ? 80 : 0;
+        cw_program *p = compile_with(src, &ps);
+        cw_program_info pi = info_of(p);
+        entry_file(dir, pi.key, path, sizeof path);
+        const long code_end = 96 + (long)pi.size; /* then u32 count, u64 length, the name, u64, the lowered name */
+        const long at = round == 0 ? 80 : round == 1 ? 97 : round == 2 ? code_end + 12 + 3 : code_end + 12 + 8 + 8 + 5;
+        rewrite_byte(path, at, round == 0 ? 2 : 0);
+        cw_jit_cache_clear_memory();
+        const cw_jit_stats s0 = stats();
+        cw_program *q = compile_with(src, &ps);
+        if (info_of(q).source != CW_FROM_COMPILE) fail_msg("round %d: a malformed entry was loaded", round);
+        assert_int_equal(stats().disk_rejected - s0.disk_rejected, 1);
+        const char *low = NULL;
+        assert_cw_ok(cw_program_lowered_name(q, "mal<int>", &low));
+        assert_string_equal(low, "_Zfake_mal_int_");
+        cw_program_destroy(&q);
+        cw_jit_cache_clear_memory();
+        q = compile_with(src, &ps); /* written again, whole: it loads */
+        assert_int_equal(info_of(q).source, CW_FROM_DISK);
+        cw_program_destroy(&q);
+        cw_program_destroy(&p);
+    }
+}
+
 /* A second process finds the entry on disk and never asks NVRTC to compile. */
 static void test_second_process(void **state) {
     (void)state;
@@ -735,6 +791,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_option_rules),
         cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_disk_integrity),
+        cmocka_unit_test(test_disk_malformed),
         cmocka_unit_test(test_second_process),
         cmocka_unit_test(test_concurrent_fill),
         cmocka_unit_test(test_eviction),

@@ -353,9 +353,9 @@ struct Reader {
         take(&v, 8);
         return v;
     }
-    char *str() {
+    char *str() {  // NULL and !ok when it holds a NUL (the writer's are C strings)
         uint64_t k = u64();
-        if (!ok || k > n) {
+        if (!ok || k > n || memchr(p, 0, (size_t)k)) {
             ok = false;
             return nullptr;
         }
@@ -372,10 +372,13 @@ JitEntry *entry_decode(const uint8_t *p, size_t n) {
     Reader r{p, n};
     JitEntry *e = entry_new();
     if (!e) return nullptr;
-    e->is_ptx = (int)r.u32();
+    // Only what entry_encode writes: is_ptx 0 or 1, PTX without a NUL byte,
+    // names not empty, nothing left over.
+    const uint32_t is_ptx = r.u32();
+    e->is_ptx = (int)is_ptx;
     e->arch = (int)r.u32();
     uint64_t size = r.u64();
-    if (!r.ok || size > r.n || size == 0) {
+    if (!r.ok || is_ptx > 1 || size > r.n || size == 0 || (is_ptx && memchr(r.p, 0, (size_t)size))) {
         entry_release(e);
         return nullptr;
     }
@@ -402,6 +405,7 @@ JitEntry *entry_decode(const uint8_t *p, size_t n) {
         for (uint32_t i = 0; i < names && r.ok; i++) {
             e->exprs[i] = r.str();
             e->lowered[i] = r.str();
+            if (e->exprs[i] && !e->exprs[i][0]) r.ok = false;
         }
     }
     if (!r.ok || r.n != 0) {
