@@ -776,6 +776,13 @@ static void test_pool_round_robin(void **state) {
     assert_cw_ok(cw_stream_pool_get_stats(q, &st));
     assert_int_equal(st.created, 4);
     cw_stream_pool_destroy(&q);
+    /* max_streams is a lease setting: a round-robin pool makes its whole set
+     * whatever it says (found by tests/fuzz/fuzz_settings: the pool was
+     * refused with CW_ERROR_POOL_EXHAUSTED and no detail) */
+    q = new_pool(CW_POOL_ROUND_ROBIN, 6, 2);
+    assert_cw_ok(cw_stream_pool_get_stats(q, &st));
+    assert_int_equal(st.created, 6);
+    cw_stream_pool_destroy(&q);
     cw_stream_pool_destroy(&p);
     assert_int_equal(fk.live("stream"), live0);
 }

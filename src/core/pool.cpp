@@ -187,7 +187,7 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
     p->mode = serialize_all() ? CW_POOL_SINGLE : set->mode;
     p->flags = set->flags;
     p->priority = clamp_priority(ctx, set->priority);
-    p->max = set->max_streams;
+    p->max = p->mode == CW_POOL_LEASE ? set->max_streams : 0;  // a lease setting only
     cw_status st = CW_SUCCESS;
     if (p->mode == CW_POOL_LEASE) {
         // Streams made up front go on the free list.
