@@ -326,6 +326,22 @@ static void test_key_canonical(void **state) {
     assert_string_not_equal(k[0], k[3]); /* another value */
     assert_string_not_equal(k[4], k[5]); /* define then undefine is not undefine then define */
     assert_string_not_equal(k[0], k[4]);
+    /* a value in its own entry is trimmed as entries are, and an entry that
+     * is an option once trimmed is not a value (found by
+     * tests/fuzz/fuzz_options: canonical options were not a fixed point) */
+    const char *o7[] = {" -DX=1", "--std", " c++17 ", "-lineinfo", "-D", "\tY"};
+    const char *o8[] = {"-DX=1", "-std=c++17", "-D", " -lineinfo", "-DY"};
+    const char *o9[] = {"-DX=1", "-std=c++17", "-D", "-lineinfo", "-DY"};
+    ps.options = o7;
+    ps.n_options = 6;
+    key_of(src, &ps, k[6]);
+    assert_string_equal(k[0], k[6]);
+    ps.options = o8;
+    ps.n_options = 5;
+    key_of(src, &ps, k[6]);
+    ps.options = o9;
+    key_of(src, &ps, k[7]);
+    assert_string_equal(k[6], k[7]);
 
     /* headers: content matters, order does not */
     const char *hsrc = "#include \"a.h\"\n#include \"b.h\"\nextern \"C\" __global__ void k3() { A; B; }\n";

@@ -192,12 +192,18 @@ cw_status canonical_options(const char *const *opts, size_t n, CanonOptions *out
                 value_len = len - nl - 1;
             }
         }
-        // a value in the next entry
-        if (!value && in(name, kTakesValue, CW_COUNT_OF(kTakesValue)) && i + 1 < n && opts[i + 1] &&
-            opts[i + 1][0] != '-' && opts[i + 1][0] != '\0') {
-            value = opts[i + 1];
-            value_len = strlen(value);
-            i++;
+        // a value in the next entry, trimmed as entries are (one that is empty
+        // or an option once trimmed is no value)
+        if (!value && in(name, kTakesValue, CW_COUNT_OF(kTakesValue)) && i + 1 < n && opts[i + 1]) {
+            const char *v = opts[i + 1];
+            while (*v == ' ' || *v == '\t') v++;
+            size_t vl = strlen(v);
+            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) vl--;
+            if (vl && v[0] != '-') {
+                value = v;
+                value_len = vl;
+                i++;
+            }
         }
         if (in(name, kRefused, CW_COUNT_OF(kRefused))) {
             if (strcmp(name, "--gpu-architecture") == 0)
