@@ -602,6 +602,35 @@ static void test_disk_malformed(void **state) {
     }
 }
 
+/* A cache directory from the environment too long for the cache's paths
+ * (944 bytes or more, which cw_jit_cache_configure refuses) turns the disk
+ * cache off: it was cut to 1023 bytes (a directory nobody named) or kept
+ * (too long for the paths of eviction). Found by tests/fuzz/fuzz_env. */
+static void test_env_dir_too_long(void **state) {
+    (void)state;
+    const char *src = "extern \"C\" __global__ void far_away() {}\n";
+    const size_t lengths[] = {980, 1100};
+    for (size_t i = 0; i < 2; i++) {
+        char dir[1300], top[600];
+        snprintf(top, sizeof top, "%s/long%zu", g_root, i);
+        snprintf(dir, sizeof dir, "%s", top);
+        while (strlen(dir) < lengths[i]) strcat(dir, "/0123456789012345678901234567890123456789");
+        dir[lengths[i]] = '\0';
+        setenv("CUWEAVE_CACHE_DIR", dir, 1);
+        cw_jit_cache_settings cs;
+        cw_jit_cache_settings_default(&cs); /* dir NULL: read from the environment */
+        assert_cw_ok(cw_jit_cache_configure(&cs));
+        const cw_jit_stats s0 = stats();
+        cw_program *p = compile_with(src, NULL);
+        if (stats().disk_writes != s0.disk_writes) fail_msg("%zu bytes: the cache was written", lengths[i]);
+        struct stat st;
+        assert_int_not_equal(stat(top, &st), 0); /* nothing made */
+        cw_program_destroy(&p);
+        cw_jit_cache_clear_memory();
+    }
+    setenv("CUWEAVE_CACHE_DIR", g_root, 1);
+}
+
 /* A second process finds the entry on disk and never asks NVRTC to compile. */
 static void test_second_process(void **state) {
     (void)state;
@@ -808,6 +837,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_disk_integrity),
         cmocka_unit_test(test_disk_malformed),
+        cmocka_unit_test(test_env_dir_too_long),
         cmocka_unit_test(test_second_process),
         cmocka_unit_test(test_concurrent_fill),
         cmocka_unit_test(test_eviction),

@@ -27,7 +27,8 @@
  * NVRTC's version, the driver's version and a schema number. First in
  * memory (process-wide), then on disk: one file per entry under
  * $CUWEAVE_CACHE_DIR, else $XDG_CACHE_HOME/cuweave, else
- * $HOME/.cache/cuweave; CUWEAVE_CACHE_DIR=off turns the disk cache off. Each
+ * $HOME/.cache/cuweave; CUWEAVE_CACHE_DIR=off turns the disk cache off, and
+ * so does a directory of 944 bytes or more (a warning is logged). Each
  * file carries a SHA-256 of its contents and is written to a temporary file
  * and renamed, so a reader sees a whole entry or none; a file that does not
  * verify is never loaded: it is removed and the entry compiled and written
@@ -154,7 +155,9 @@ typedef struct cw_jit_cache_settings {
 CW_API void cw_jit_cache_settings_default(cw_jit_cache_settings *s);
 
 /* Changes the cache for later compiles (the directory is created on the
- * first write). Thread-safe. */
+ * first write). Returns CW_SUCCESS, or CW_ERROR_INVALID_ARGUMENT (s NULL,
+ * memory not 0 or 1, nonzero reserved bytes, a dir of 944 bytes or more).
+ * Thread-safe. */
 CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s);
 
 typedef struct cw_jit_stats {

@@ -124,7 +124,7 @@ CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s) {
     CW_CHECK_ARG(s != NULL);
     CW_CHECK_ARG(s->memory == 0 || s->memory == 1);
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
-    CW_CHECK_ARG(s->dir == NULL || strlen(s->dir) < sizeof(jit::CacheConfig::dir) - 80);
+    CW_CHECK_ARG(s->dir == NULL || strlen(s->dir) < jit::kDirMax);
     return jit::cache_configure(s);
 }
 

@@ -704,41 +704,55 @@ std::mutex g_cfg_mutex;
 bool g_cfg_set = false;
 CacheConfig g_cfg;
 
-void default_dir(char *out, size_t cap) {
+// The directory the environment names (out: "" for none); false when it is
+// too long for the cache's paths (kDirMax): then none, never a shortened one.
+bool default_dir(char *out, size_t cap) {
     const char *env = getenv("CUWEAVE_CACHE_DIR");
-    if (env) {
-        if (*env == '\0' || strcmp(env, "off") == 0)
-            out[0] = '\0';
-        else
-            snprintf(out, cap, "%s", env);
-        return;
-    }
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    if (xdg && *xdg == '/')
-        snprintf(out, cap, "%s/cuweave", xdg);
+    int n = 0;
+    if (env)
+        n = *env == '\0' || strcmp(env, "off") == 0 ? snprintf(out, cap, "%s", "") : snprintf(out, cap, "%s", env);
+    else if (xdg && *xdg == '/')
+        n = snprintf(out, cap, "%s/cuweave", xdg);
     else if (home && *home)
-        snprintf(out, cap, "%s/.cache/cuweave", home);
+        n = snprintf(out, cap, "%s/.cache/cuweave", home);
     else
         out[0] = '\0';
+    if (n < 0 || (size_t)n >= kDirMax || (size_t)n >= cap) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+void warn_dir_too_long() {
+    log(CW_LOG_WARNING,
+        "cuweave: the kernel cache directory from the environment is %zu bytes or longer; the disk cache is off",
+        kDirMax);
 }
 }  // namespace
 
 void cache_config(CacheConfig *out) {
-    std::lock_guard<std::mutex> lock(g_cfg_mutex);
-    if (!g_cfg_set) {
-        default_dir(g_cfg.dir, sizeof g_cfg.dir);
-        g_cfg.max_bytes = 256ull << 20;
-        g_cfg.memory = true;
-        g_cfg_set = true;
+    bool fits = true;
+    {
+        std::lock_guard<std::mutex> lock(g_cfg_mutex);
+        if (!g_cfg_set) {
+            fits = default_dir(g_cfg.dir, sizeof g_cfg.dir);
+            g_cfg.max_bytes = 256ull << 20;
+            g_cfg.memory = true;
+            g_cfg_set = true;
+        }
+        *out = g_cfg;
     }
-    *out = g_cfg;
+    if (!fits) warn_dir_too_long();
 }
 
 cw_status cache_configure(const cw_jit_cache_settings *s) {
     CacheConfig c;
-    if (s->dir == nullptr)
-        default_dir(c.dir, sizeof c.dir);
+    if (s->dir == nullptr) {
+        if (!default_dir(c.dir, sizeof c.dir)) warn_dir_too_long();
+    }
     else if (s->dir[0] == '\0' || strcmp(s->dir, "off") == 0)
         c.dir[0] = '\0';
     else

@@ -109,6 +109,10 @@ struct CacheConfig {
     uint64_t max_bytes;
     bool memory;
 };
+// A directory name must be shorter than this: the cache's paths (1200 bytes)
+// hold it, '/' and any file name. cw_jit_cache_configure refuses a longer
+// one; one from the environment turns the disk cache off.
+constexpr size_t kDirMax = 944;
 void cache_config(CacheConfig *out);
 
 struct JitCounters {
