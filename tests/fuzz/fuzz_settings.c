@@ -171,6 +171,10 @@ static void fuzz_stream(struct input *in) {
 static void fuzz_pool(struct input *in) {
     cw_stream_pool_settings s;
     take(in, &s, sizeof s);
+    /* a pool makes its reserved streams at once: counts the API accepts
+     * (65536 at most) are folded to 16 at most, or a run would take seconds;
+     * larger ones are kept (refused) */
+    if (s.reserved_streams <= 65536) s.reserved_streams %= 17;
     const unsigned mode = raw_enum(&s.mode);
     const int valid = mode <= CW_POOL_SINGLE && (s.flags & ~CW_STREAM_BLOCKING) == 0 &&
                       (mode != CW_POOL_LEASE || s.max_streams == 0 || s.reserved_streams <= s.max_streams) &&
@@ -222,7 +226,9 @@ static void fuzz_resident_create(struct input *in) {
 static void fuzz_resident_configure(struct input *in) {
     cw_resident_settings s;
     take(in, &s, sizeof s);
-    const int valid = resident_valid(&s) && s.input_slots == 0;
+    /* the loop's input layout and priority are fixed (it was made with the
+     * defaults: no input slots, the default priority) */
+    const int valid = resident_valid(&s) && s.input_slots == 0 && s.use_default_priority == 1;
     expect(cw_resident_configure(loop, &s), valid ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT,
            "cw_resident_configure");
     if (!valid) return;
