@@ -195,6 +195,7 @@ static void fuzz_pool(struct input *in) {
 }
 
 static int resident_valid(const cw_resident_settings *s) {
+    if (s->input_slots && s->input_bytes > SIZE_MAX / s->input_slots) return 0; /* a setting out of range */
     const unsigned sleep_mode = raw_enum(&s->sleep_mode), gate = raw_enum(&s->gate);
     return s->sleep_interval_us <= 1000000 && s->spin_us <= 1000000 && sleep_mode <= CW_RESIDENT_SLEEP_ADAPTIVE &&
            gate <= CW_RESIDENT_GATE_KERNELS && (s->sync_with_host == 0 || s->sync_with_host == 1) &&
