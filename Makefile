@@ -7,6 +7,10 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
+#   make fuzz CC=clang CXX=clang++ O=build-fuzz   the libFuzzer targets of
+#                   tests/fuzz/ and the library built for them (ASan, UBSan,
+#                   coverage): give them an output directory of their own
+#                   (docs/testing.md; tools/fuzz.sh builds with meson and runs them)
 #
 # Output goes to $(O) (default build-make).
 
@@ -113,6 +117,7 @@ FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_m
 CPP_TESTS = test_cpp
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
+FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
@@ -146,6 +151,12 @@ BUILTIN_ORIGIN = ptx compute_80 (checked in)
 else
 BUILTIN_IMAGE = $(O)/ptx/cuweave_kernels.fatbin
 BUILTIN_ORIGIN = cubin sm_80 sm_90 + ptx compute_80 compute_90 (nvcc at build time)
+endif
+# make fuzz: the library and the targets with the sanitizers and libFuzzer's
+# coverage (clang only).
+ifneq ($(filter fuzz,$(MAKECMDGOALS)),)
+FUZZ_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LIB_CXXFLAGS += $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Wno-unknown-warning-option
 endif
 SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
@@ -246,6 +257,18 @@ $(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
 
+# The libFuzzer targets (make fuzz, above), the seed corpora's maker, and the
+# fakes next to them.
+fuzz: $(FUZZ_TARGETS:%=$(O)/tests/%) $(O)/tests/make_seeds $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so
+$(FUZZ_TARGETS:%=$(O)/tests/%): $(O)/tests/%: tests/fuzz/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -Iinclude -Isrc -c $< -o $@.o
+	$(CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $@.o -o $@ $(STATIC) $(LIBS_PRIVATE)
+$(O)/tests/make_seeds: tests/fuzz/make_seeds.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(FUZZ_FLAGS) -Iinclude -c $< -o $@.o
+	$(CXX) $(FUZZ_FLAGS) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE)
+
 $(O)/tests/cuda_abi: tests/cuda_abi.cpp src/driver/cuda_min.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
@@ -305,5 +328,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: all lib examples tests benches headers check example install clean FORCE
+.PHONY: all lib examples tests benches headers check example install clean fuzz FORCE
 FORCE:

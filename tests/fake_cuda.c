@@ -94,7 +94,10 @@
  *    fake_cuda_fault(0) disarms and clears the sticky error;
  *  - host memory (cuMemHostAlloc = calloc, device pointer = host address)
  *    and device memory (malloc; of whichever device, one address space) are
- *    tracked: a stream write or copy to memory that is not (or no longer)
+ *    tracked; one allocation larger than the device's memory (80 GiB), or
+ *    than FAKE_CUDA_MEM_LIMIT bytes when that is set (read once, at the
+ *    first allocation; the fuzzers set it), fails with
+ *    CUDA_ERROR_OUT_OF_MEMORY without asking malloc; a stream write or copy to memory that is not (or no longer)
  *    allocated counts as a bad access and faults like a real GPU would
  *    (fake_cuda_live("badaccess"));
  *  - peer access (always present, no feature): two different devices can
@@ -1526,6 +1529,17 @@ FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     RETURN(CUDA_SUCCESS);
 }
 
+/* The largest allocation the fake makes (FAKE_CUDA_MEM_LIMIT, else 80 GiB). */
+static size_t alloc_limit(void) {
+    static size_t limit;
+    if (!limit) {
+        const char *env = getenv("FAKE_CUDA_MEM_LIMIT");
+        unsigned long long v = env && *env ? strtoull(env, NULL, 10) : 0;
+        limit = v ? (size_t)v : (size_t)80 << 30;
+    }
+    return limit;
+}
+
 static CUresult track_alloc(void *p, size_t bytes, int host) {
     struct alloc *m = (struct alloc *)malloc(sizeof *m);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1562,6 +1576,7 @@ FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     NEED_INIT();
     if (!pp || bytes == 0 || (flags & ~7u)) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (bytes > alloc_limit()) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     void *p = calloc(1, bytes);
     if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     if (track_alloc(p, bytes, 1) != CUDA_SUCCESS) {
@@ -1595,6 +1610,7 @@ FAKE_API CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytes) {
     NEED_INIT();
     if (!dptr || bytes == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (bytes > alloc_limit()) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     void *p = malloc(bytes);
     if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {
@@ -1887,6 +1903,7 @@ FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmem
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
     if (s->cap) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (bytes > alloc_limit()) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     void *p = malloc(bytes);
     if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {

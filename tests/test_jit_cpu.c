@@ -331,6 +331,22 @@ static void test_key_canonical(void **state) {
     assert_string_not_equal(k[0], k[3]); /* another value */
     assert_string_not_equal(k[4], k[5]); /* define then undefine is not undefine then define */
     assert_string_not_equal(k[0], k[4]);
+    /* a value in its own entry is trimmed as entries are, and an entry that
+     * is an option once trimmed is not a value (found by
+     * tests/fuzz/fuzz_options: canonical options were not a fixed point) */
+    const char *o7[] = {" -DX=1", "--std", " c++17 ", "-lineinfo", "-D", "\tY"};
+    const char *o8[] = {"-DX=1", "-std=c++17", "-D", " -lineinfo", "-DY"};
+    const char *o9[] = {"-DX=1", "-std=c++17", "-D", "-lineinfo", "-DY"};
+    ps.options = o7;
+    ps.n_options = 6;
+    key_of(src, &ps, k[6]);
+    assert_string_equal(k[0], k[6]);
+    ps.options = o8;
+    ps.n_options = 5;
+    key_of(src, &ps, k[6]);
+    ps.options = o9;
+    key_of(src, &ps, k[7]);
+    assert_string_equal(k[6], k[7]);
 
     /* headers: content matters, order does not */
     const char *hsrc = "#include \"a.h\"\n#include \"b.h\"\nextern \"C\" __global__ void k3() { A; B; }\n";
@@ -427,6 +443,15 @@ static void test_option_rules(void **state) {
     cw_program_settings_default(&ps);
     ps.reserved[0] = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    /* a cache mode out of the enum's range, as a C caller may store it
+     * (found by tests/fuzz/fuzz_settings: read as the enum type it was
+     * undefined behaviour, which UBSan reports) */
+    const int bad_modes[] = {3, 7, -1};
+    for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+        cw_program_settings_default(&ps);
+        memcpy(&ps.cache, &bad_modes[i], sizeof bad_modes[i]);
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
+    }
     cw_program_settings_default(&ps);
     ps.n_options = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_compile(&p, ctx, src, &ps));
@@ -524,6 +549,91 @@ static void test_disk_integrity(void **state) {
     }
     assert_false(has_tmp_files(dir));
     cw_program_destroy(&p);
+}
+
+/* Sets byte `at` of a cache file to v and makes its SHA-256 right again
+ * (header: "CWKC", schema, size, SHA-256 at 16, key at 48; payload at 80). */
+static void rewrite_byte(const char *path, long at, unsigned char v) {
+    const long n = file_size(path);
+    assert_true(n > at && n > 80);
+    unsigned char *f = malloc((size_t)n);
+    int fd = open(path, O_RDWR);
+    assert_true(f && fd >= 0 && pread(fd, f, (size_t)n, 0) == n);
+    f[at] = v;
+    cwi_sha256(f + 80, (size_t)n - 80, 0, f + 16);
+    assert_int_equal(pwrite(fd, f, (size_t)n, 0), n);
+    close(fd);
+    free(f);
+}
+
+/* Files whose hash verifies but whose payload the writer never makes (found
+ * by tests/fuzz/fuzz_cache_file): is_ptx neither 0 nor 1, a NUL byte inside
+ * PTX, inside a name expression, inside a lowered name. Never loaded:
+ * removed, compiled, written again. */
+static void test_disk_malformed(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "malformed");
+    use_dir(dir, 0);
+    const char *src = "template <class T> __global__ void mal(T *x) {}\n";
+    const char *exprs[] = {"mal<int>"};
+    cw_program_settings ps;
+    cw_program_settings_default(&ps);
+    ps.name_expressions = exprs;
+    ps.n_name_expressions = 1;
+    for (int round = 0; round < 4; round++) {
+        ps.output_ptx = round == 1;
+        ps.arch = round == 1 ? 80 : 0;
+        cw_program *p = compile_with(src, &ps);
+        cw_program_info pi = info_of(p);
+        entry_file(dir, pi.key, path, sizeof path);
+        const long code_end = 96 + (long)pi.size; /* then u32 count, u64 length, the name, u64, the lowered name */
+        const long at = round == 0 ? 80 : round == 1 ? 97 : round == 2 ? code_end + 12 + 3 : code_end + 12 + 8 + 8 + 5;
+        rewrite_byte(path, at, round == 0 ? 2 : 0);
+        cw_jit_cache_clear_memory();
+        const cw_jit_stats s0 = stats();
+        cw_program *q = compile_with(src, &ps);
+        if (info_of(q).source != CW_FROM_COMPILE) fail_msg("round %d: a malformed entry was loaded", round);
+        assert_int_equal(stats().disk_rejected - s0.disk_rejected, 1);
+        const char *low = NULL;
+        assert_cw_ok(cw_program_lowered_name(q, "mal<int>", &low));
+        assert_string_equal(low, "_Zfake_mal_int_");
+        cw_program_destroy(&q);
+        cw_jit_cache_clear_memory();
+        q = compile_with(src, &ps); /* written again, whole: it loads */
+        assert_int_equal(info_of(q).source, CW_FROM_DISK);
+        cw_program_destroy(&q);
+        cw_program_destroy(&p);
+    }
+}
+
+/* A cache directory from the environment too long for the cache's paths
+ * (944 bytes or more, which cw_jit_cache_configure refuses) turns the disk
+ * cache off: it was cut to 1023 bytes (a directory nobody named) or kept
+ * (too long for the paths of eviction). Found by tests/fuzz/fuzz_env. */
+static void test_env_dir_too_long(void **state) {
+    (void)state;
+    const char *src = "extern \"C\" __global__ void far_away() {}\n";
+    const size_t lengths[] = {980, 1100};
+    for (size_t i = 0; i < 2; i++) {
+        char dir[1300], top[600];
+        snprintf(top, sizeof top, "%s/long%zu", g_root, i);
+        snprintf(dir, sizeof dir, "%s", top);
+        while (strlen(dir) < lengths[i]) strcat(dir, "/0123456789012345678901234567890123456789");
+        dir[lengths[i]] = '\0';
+        setenv("CUWEAVE_CACHE_DIR", dir, 1);
+        cw_jit_cache_settings cs;
+        cw_jit_cache_settings_default(&cs); /* dir NULL: read from the environment */
+        assert_cw_ok(cw_jit_cache_configure(&cs));
+        const cw_jit_stats s0 = stats();
+        cw_program *p = compile_with(src, NULL);
+        if (stats().disk_writes != s0.disk_writes) fail_msg("%zu bytes: the cache was written", lengths[i]);
+        struct stat st;
+        assert_int_not_equal(stat(top, &st), 0); /* nothing made */
+        cw_program_destroy(&p);
+        cw_jit_cache_clear_memory();
+    }
+    setenv("CUWEAVE_CACHE_DIR", g_root, 1);
 }
 
 /* A second process finds the entry on disk and never asks NVRTC to compile. */
@@ -1041,6 +1151,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_option_rules),
         cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_disk_integrity),
+        cmocka_unit_test(test_disk_malformed),
+        cmocka_unit_test(test_env_dir_too_long),
         cmocka_unit_test(test_second_process),
         cmocka_unit_test(test_concurrent_fill),
         cmocka_unit_test(test_eviction),

@@ -885,6 +885,13 @@ static void test_pool_round_robin(void **state) {
     assert_cw_ok(cw_stream_pool_get_stats(q, &st));
     assert_int_equal(st.created, 4);
     cw_stream_pool_destroy(&q);
+    /* max_streams is a lease setting: a round-robin pool makes its whole set
+     * whatever it says (found by tests/fuzz/fuzz_settings: the pool was
+     * refused with CW_ERROR_POOL_EXHAUSTED and no detail) */
+    q = new_pool(CW_POOL_ROUND_ROBIN, 6, 2);
+    assert_cw_ok(cw_stream_pool_get_stats(q, &st));
+    assert_int_equal(st.created, 6);
+    cw_stream_pool_destroy(&q);
     cw_stream_pool_destroy(&p);
     assert_int_equal(fk.live("stream"), live0);
 }
@@ -2356,6 +2363,15 @@ static void test_graph_build(void **state) {
     cw_cond_settings_default(&cset);
     cset.reserved[3] = 1;
     EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, &cset, NULL, 0, NULL, &body, NULL));
+    /* a type out of the enum's range, as a C caller may store it (found by
+     * tests/fuzz/fuzz_settings: read as the enum type it was undefined
+     * behaviour, which UBSan reports) */
+    const int bad_types[] = {2, 17, -1};
+    for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
+        cw_cond_settings_default(&cset);
+        memcpy(&cset.type, &bad_types[i], sizeof bad_types[i]);
+        EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, &cset, NULL, 0, NULL, &body, NULL));
+    }
     EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, NULL, NULL, 0, NULL, NULL, NULL));
 
     CUgraph gh = NULL;

@@ -38,6 +38,7 @@ compare "static-link tests" "$(meson_list tests/meson.build static_tests)" "$(ma
 compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
+compare "fuzz targets" "$(meson_list tests/fuzz/meson.build fuzz_targets)" "$(make_list FUZZ_TARGETS)"
 
 # Every source file on disk is built, every example too.
 on_disk=$(ls src/*/*.cpp | sort)

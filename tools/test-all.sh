@@ -3,7 +3,9 @@
 # Makefile and runs every test with each; then runs the CPU tests again
 # built with AddressSanitizer + UndefinedBehaviorSanitizer, built with
 # ThreadSanitizer, and under valgrind memcheck; builds libcuweave.so with
-# libstdc++ linked in (both builds' option) and checks that it needs none.
+# libstdc++ linked in (both builds' option) and checks that it needs none;
+# builds the libFuzzer targets with clang and runs each for FUZZ_SECONDS
+# (default 20) over its corpus (tools/fuzz.sh).
 # GPU tests run where there is a GPU and skip (exit 77) where there is none.
 # Ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
@@ -100,6 +102,17 @@ if command -v valgrind >/dev/null 2>&1; then
     done
 else
     failed=$((failed + 1)); steps_failed="$steps_failed valgrind-missing"
+fi
+
+step "libFuzzer targets (clang, ASan + UBSan): tools/fuzz.sh, ${FUZZ_SECONDS:-20} s each"
+if command -v clang >/dev/null 2>&1; then
+    sh tools/fuzz.sh "${FUZZ_SECONDS:-20}" 2>&1 | tee build/fuzz.log
+    p=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' build/fuzz.log | tail -1)
+    set -- $p
+    if [ $# -eq 2 ]; then pass=$((pass + $1)); failed=$((failed + $2));
+    else failed=$((failed + 1)); steps_failed="$steps_failed fuzz"; fi
+else
+    failed=$((failed + 1)); steps_failed="$steps_failed clang-missing"
 fi
 
 echo

@@ -27,7 +27,8 @@
  * NVRTC's version, the driver's version and a schema number. First in
  * memory (process-wide), then on disk: one file per entry under
  * $CUWEAVE_CACHE_DIR, else $XDG_CACHE_HOME/cuweave, else
- * $HOME/.cache/cuweave; CUWEAVE_CACHE_DIR=off turns the disk cache off. Each
+ * $HOME/.cache/cuweave; CUWEAVE_CACHE_DIR=off turns the disk cache off, and
+ * so does a directory of 944 bytes or more (a warning is logged). Each
  * file carries a SHA-256 of its contents and is written to a temporary file
  * and renamed, so a reader sees a whole entry or none; a file that does not
  * verify is never loaded: it is removed (only if it is still the file that

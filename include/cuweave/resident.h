@@ -195,12 +195,13 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
 CW_API cw_status cw_resident_destroy(cw_resident **r);
 
 /*
- * Changes the settings (input_slots and input_bytes excepted: they are fixed
- * at creation). The settings are built into the loop's graph at launch, so
- * they can change only while the loop is not launched:
- * CW_ERROR_INVALID_STATE while it is ("tear the loop down first").
- * CW_ERROR_INVALID_ARGUMENT for a value out of range or a different input
- * layout.
+ * Changes the settings (input_slots, input_bytes and the loop's stream
+ * priority excepted: they are fixed at creation; use_default_priority, and
+ * priority where it is 0, must be as they were). The settings are built
+ * into the loop's graph at launch, so they can change only while the loop
+ * is not launched: CW_ERROR_INVALID_STATE while it is ("tear the loop down
+ * first"). CW_ERROR_INVALID_ARGUMENT for a value out of range, a different
+ * input layout or a different priority.
  */
 CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_settings *settings);
 

@@ -149,7 +149,8 @@ typedef struct cw_stream_pool_settings {
     int priority;           /* default 0, clamped as in cw_stream_create */
     unsigned reserved_streams; /* lease: streams created up front (default 1);
                                   round-robin: the fixed set size (default 4, 0 means 4) */
-    unsigned max_streams;   /* lease: at most this many streams (0 = unbounded, default) */
+    unsigned max_streams;   /* lease: at most this many streams (0 = unbounded, default);
+                               the other modes ignore it */
     uint8_t reserved[44];
 } cw_stream_pool_settings;
 

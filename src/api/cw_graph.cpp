@@ -139,8 +139,9 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
     cw_cond_settings def;
     defaults(&def);
     const cw_cond_settings *s = settings ? settings : &def;
-    CW_CHECK_ARG(s->type == CW_COND_IF || s->type == CW_COND_WHILE);
-    CW_CHECK_ARG(s->with_else == 0 || (s->with_else == 1 && s->type == CW_COND_IF));
+    const unsigned type = api::raw_enum(s->type);
+    CW_CHECK_ARG(type == CW_COND_IF || type == CW_COND_WHILE);
+    CW_CHECK_ARG(s->with_else == 0 || (s->with_else == 1 && type == CW_COND_IF));
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     CW_TRY(check_deps(deps, ndeps));
     return graphs::add_conditional(g, handle, s, deps, ndeps, node, body, else_body);

@@ -34,7 +34,8 @@ cw_status check_settings(const cw_program_settings *s) {
             return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: name_expressions[%zu] is empty", i);
     CW_CHECK_ARG(s->arch >= 0 && s->arch < 1000);
     CW_CHECK_ARG(s->output_ptx == 0 || s->output_ptx == 1);
-    CW_CHECK_ARG(s->cache == CW_CACHE_DEFAULT || s->cache == CW_CACHE_MEMORY_ONLY || s->cache == CW_CACHE_NONE);
+    const unsigned cache = api::raw_enum(s->cache);
+    CW_CHECK_ARG(cache == CW_CACHE_DEFAULT || cache == CW_CACHE_MEMORY_ONLY || cache == CW_CACHE_NONE);
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     return CW_SUCCESS;
 }
@@ -123,7 +124,7 @@ CW_API cw_status cw_jit_cache_configure(const cw_jit_cache_settings *s) {
     CW_CHECK_ARG(s != NULL);
     CW_CHECK_ARG(s->memory == 0 || s->memory == 1);
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
-    CW_CHECK_ARG(s->dir == NULL || strlen(s->dir) < sizeof(jit::CacheConfig::dir) - 80);
+    CW_CHECK_ARG(s->dir == NULL || strlen(s->dir) < jit::kDirMax);
     return jit::cache_configure(s);
 }
 

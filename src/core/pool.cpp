@@ -186,6 +186,8 @@ bool serialize_all() {
     return v == 1;
 }
 
+void serialize_forget() { g_serialize.store(-1, std::memory_order_release); }
+
 cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
     if (p->mode != CW_POOL_LEASE) {
         uint32_t i = p->mode == CW_POOL_SINGLE ? 0 : static_cast<uint32_t>(p->rr.fetch_add(1, std::memory_order_relaxed) % p->fixed_count);
@@ -274,7 +276,7 @@ cw_status pool_new(cw_context *ctx, const cw_stream_pool_settings *set, bool int
     p->mode = serialize_all() ? CW_POOL_SINGLE : set->mode;
     p->flags = set->flags;
     p->priority = clamp_priority(ctx, set->priority);
-    p->max = set->max_streams;
+    p->max = p->mode == CW_POOL_LEASE ? set->max_streams : 0;  // a lease setting only
     cw_status st = CW_SUCCESS;
     if (p->mode == CW_POOL_LEASE) {
         // Streams made up front go on the free list.

@@ -90,6 +90,9 @@ cw_status fork_pool(cw_context *ctx, cw_stream_pool **out);
 
 // True when CUWEAVE_SERIALIZE=1 (read once).
 bool serialize_all();
+// Forgets the value read: the next serialize_all reads the environment again
+// (the fuzzing hooks of the testing layer).
+void serialize_forget();
 
 }  // namespace core
 }  // namespace cw

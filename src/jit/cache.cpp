@@ -185,12 +185,18 @@ cw_status canonical_options(const char *const *opts, size_t n, CanonOptions *out
                 value_len = len - nl - 1;
             }
         }
-        // a value in the next entry
-        if (!value && in(name, kTakesValue, CW_COUNT_OF(kTakesValue)) && i + 1 < n && opts[i + 1] &&
-            opts[i + 1][0] != '-' && opts[i + 1][0] != '\0') {
-            value = opts[i + 1];
-            value_len = strlen(value);
-            i++;
+        // a value in the next entry, trimmed as entries are (one that is empty
+        // or an option once trimmed is no value)
+        if (!value && in(name, kTakesValue, CW_COUNT_OF(kTakesValue)) && i + 1 < n && opts[i + 1]) {
+            const char *v = opts[i + 1];
+            while (*v == ' ' || *v == '\t') v++;
+            size_t vl = strlen(v);
+            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) vl--;
+            if (vl && v[0] != '-') {
+                value = v;
+                value_len = vl;
+                i++;
+            }
         }
         if (in(name, kRefused, CW_COUNT_OF(kRefused))) {
             if (strcmp(name, "--gpu-architecture") == 0)
@@ -346,9 +352,9 @@ struct Reader {
         take(&v, 8);
         return v;
     }
-    char *str() {
+    char *str() {  // NULL and !ok when it holds a NUL (the writer's are C strings)
         uint64_t k = u64();
-        if (!ok || k > n) {
+        if (!ok || k > n || memchr(p, 0, (size_t)k)) {
             ok = false;
             return nullptr;
         }
@@ -365,10 +371,13 @@ JitEntry *entry_decode(const uint8_t *p, size_t n) {
     Reader r{p, n};
     JitEntry *e = entry_new();
     if (!e) return nullptr;
-    e->is_ptx = (int)r.u32();
+    // Only what entry_encode writes: is_ptx 0 or 1, PTX without a NUL byte,
+    // names not empty, nothing left over.
+    const uint32_t is_ptx = r.u32();
+    e->is_ptx = (int)is_ptx;
     e->arch = (int)r.u32();
     uint64_t size = r.u64();
-    if (!r.ok || size > r.n || size == 0) {
+    if (!r.ok || is_ptx > 1 || size > r.n || size == 0 || (is_ptx && memchr(r.p, 0, (size_t)size))) {
         entry_release(e);
         return nullptr;
     }
@@ -395,6 +404,7 @@ JitEntry *entry_decode(const uint8_t *p, size_t n) {
         for (uint32_t i = 0; i < names && r.ok; i++) {
             e->exprs[i] = r.str();
             e->lowered[i] = r.str();
+            if (e->exprs[i] && !e->exprs[i][0]) r.ok = false;
         }
     }
     if (!r.ok || r.n != 0) {
@@ -474,41 +484,55 @@ std::mutex g_cfg_mutex;
 bool g_cfg_set = false;
 CacheConfig g_cfg;
 
-void default_dir(char *out, size_t cap) {
+// The directory the environment names (out: "" for none); false when it is
+// too long for the cache's paths (kDirMax): then none, never a shortened one.
+bool default_dir(char *out, size_t cap) {
     const char *env = getenv("CUWEAVE_CACHE_DIR");
-    if (env) {
-        if (*env == '\0' || strcmp(env, "off") == 0)
-            out[0] = '\0';
-        else
-            snprintf(out, cap, "%s", env);
-        return;
-    }
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    if (xdg && *xdg == '/')
-        snprintf(out, cap, "%s/cuweave", xdg);
+    int n = 0;
+    if (env)
+        n = *env == '\0' || strcmp(env, "off") == 0 ? snprintf(out, cap, "%s", "") : snprintf(out, cap, "%s", env);
+    else if (xdg && *xdg == '/')
+        n = snprintf(out, cap, "%s/cuweave", xdg);
     else if (home && *home)
-        snprintf(out, cap, "%s/.cache/cuweave", home);
+        n = snprintf(out, cap, "%s/.cache/cuweave", home);
     else
         out[0] = '\0';
+    if (n < 0 || (size_t)n >= kDirMax || (size_t)n >= cap) {
+        out[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+void warn_dir_too_long() {
+    log(CW_LOG_WARNING,
+        "cuweave: the kernel cache directory from the environment is %zu bytes or longer; the disk cache is off",
+        kDirMax);
 }
 }  // namespace
 
 void cache_config(CacheConfig *out) {
-    std::lock_guard<std::mutex> lock(g_cfg_mutex);
-    if (!g_cfg_set) {
-        default_dir(g_cfg.dir, sizeof g_cfg.dir);
-        g_cfg.max_bytes = 256ull << 20;
-        g_cfg.memory = true;
-        g_cfg_set = true;
+    bool fits = true;
+    {
+        std::lock_guard<std::mutex> lock(g_cfg_mutex);
+        if (!g_cfg_set) {
+            fits = default_dir(g_cfg.dir, sizeof g_cfg.dir);
+            g_cfg.max_bytes = 256ull << 20;
+            g_cfg.memory = true;
+            g_cfg_set = true;
+        }
+        *out = g_cfg;
     }
-    *out = g_cfg;
+    if (!fits) warn_dir_too_long();
 }
 
 cw_status cache_configure(const cw_jit_cache_settings *s) {
     CacheConfig c;
-    if (s->dir == nullptr)
-        default_dir(c.dir, sizeof c.dir);
+    if (s->dir == nullptr) {
+        if (!default_dir(c.dir, sizeof c.dir)) warn_dir_too_long();
+    }
     else if (s->dir[0] == '\0' || strcmp(s->dir, "off") == 0)
         c.dir[0] = '\0';
     else

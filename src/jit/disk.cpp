@@ -161,22 +161,46 @@ JitEntry *read_entry(int fd, const struct stat &st, const uint8_t key[32]) {
         free(buf);
         return nullptr;
     }
-    uint32_t schema;
-    uint64_t size;
-    memcpy(&schema, buf + 4, 4);
-    memcpy(&size, buf + 8, 8);
-    JitEntry *e = nullptr;
-    if (memcmp(buf, "CWKC", 4) == 0 && schema == kJitSchema && size == (uint64_t)st.st_size - kHeader &&
-        memcmp(buf + 48, key, 32) == 0) {
-        uint8_t digest[32];
-        sha256(buf + kHeader, (size_t)size, digest);
-        if (memcmp(digest, buf + 16, 32) == 0) e = entry_decode(buf + kHeader, (size_t)size);
-    }
+    JitEntry *e = file_decode(buf, (size_t)st.st_size, key);
     free(buf);
     return e;
 }
 
 }  // namespace
+
+JitEntry *file_decode(const uint8_t *buf, size_t n, const uint8_t key[32]) {
+    if (n < kHeader || n - kHeader > kMaxPayload) return nullptr;
+    uint32_t schema;
+    uint64_t size;
+    memcpy(&schema, buf + 4, 4);
+    memcpy(&size, buf + 8, 8);
+    if (memcmp(buf, "CWKC", 4) != 0 || schema != kJitSchema || size != (uint64_t)(n - kHeader) ||
+        memcmp(buf + 48, key, 32) != 0)
+        return nullptr;
+    uint8_t digest[32];
+    sha256(buf + kHeader, (size_t)size, digest);
+    if (memcmp(digest, buf + 16, 32) != 0) return nullptr;
+    JitEntry *e = entry_decode(buf + kHeader, (size_t)size);
+    if (e) memcpy(e->key, key, 32);
+    return e;
+}
+
+cw_status file_encode(const JitEntry *e, Bytes *out) {
+    Bytes payload;
+    CW_TRY(entry_encode(e, &payload));
+    uint8_t header[kHeader];
+    memcpy(header, "CWKC", 4);
+    const uint32_t schema = kJitSchema;
+    const uint64_t size = payload.size;
+    memcpy(header + 4, &schema, 4);
+    memcpy(header + 8, &size, 8);
+    sha256(payload.data, payload.size, header + 16);
+    memcpy(header + 48, e->key, 32);
+    out->put(header, sizeof header);
+    out->put(payload.data, payload.size);
+    if (!out->ok) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return CW_SUCCESS;
+}
 
 DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out) {
     const int dfd = open_dir(dir);
@@ -219,7 +243,6 @@ DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out) {
                            : "another process removed it");
         return DiskResult::Rejected;
     }
-    memcpy(e->key, key, 32);
     futimens(fd, nullptr);  // most recently used
     close(fd);
     close(dfd);
@@ -228,16 +251,8 @@ DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out) {
 }
 
 cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
-    Bytes payload;
-    CW_TRY(entry_encode(e, &payload));
-    uint8_t header[kHeader];
-    memcpy(header, "CWKC", 4);
-    const uint32_t schema = kJitSchema;
-    const uint64_t size = payload.size;
-    memcpy(header + 4, &schema, 4);
-    memcpy(header + 8, &size, 8);
-    sha256(payload.data, payload.size, header + 16);
-    memcpy(header + 48, e->key, 32);
+    Bytes file;
+    CW_TRY(file_encode(e, &file));
     if (!mkdirs(dir)) return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot create %s: %s", dir, strerror(errno));
     const int dfd = open_dir(dir);
     if (dfd == -2)
@@ -253,7 +268,7 @@ cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
         close(dfd);
         return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot create %s/%s: %s", dir, tmp, strerror(err));
     }
-    bool ok = write_all(fd, header, sizeof header) && write_all(fd, payload.data, payload.size);
+    bool ok = write_all(fd, file.data, file.size);
     ok = (close(fd) == 0) && ok;
     // rename is atomic: readers see the old file, the new one, or none
     if (!ok || renameat(dfd, tmp, dfd, name) != 0) {

@@ -87,6 +87,14 @@ JitEntry *memory_find(const Bytes &material);  // retained, or NULL
 void memory_put(const Bytes &material, JitEntry *e);
 void memory_clear();
 
+// A cache file's bytes: a header ("CWKC", schema, payload size, SHA-256 of
+// the payload, key), then the payload. file_encode makes what disk_store
+// writes; file_decode checks what disk_load read (size bounds, magic,
+// schema, length, key, SHA-256, then entry_decode) and returns the entry
+// with its key, or NULL when anything does not verify.
+cw_status file_encode(const JitEntry *e, Bytes *out);
+JitEntry *file_decode(const uint8_t *p, size_t n, const uint8_t key[32]);
+
 // The disk cache. dir: the directory (no trailing slash needed). A
 // directory or entry file is used only when it is owned by this user (or
 // root) and not writable by group or others (ssh's rule); else it is
@@ -111,6 +119,10 @@ struct CacheConfig {
     uint64_t max_bytes;
     bool memory;
 };
+// A directory name must be shorter than this: the cache's paths (1200 bytes)
+// hold it, '/' and any file name. cw_jit_cache_configure refuses a longer
+// one; one from the environment turns the disk cache off.
+constexpr size_t kDirMax = 944;
 void cache_config(CacheConfig *out);
 
 struct JitCounters {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define CW_SHA_NI 1
 #endif
@@ -72,9 +73,13 @@ __attribute__((target("sha,sse4.1,ssse3"))) void block_shani(uint32_t *h, const 
 }
 
 bool have_shani() {
+    // CPUID, not __builtin_cpu_supports: clang 14 does not know "sha" there.
     static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+        unsigned a, b, c, d;
+        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+        const bool sse = (c & bit_SSE4_1) && (c & bit_SSSE3);
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        return sse && (b & bit_SHA) != 0;
     }();
     return has;
 }

@@ -1,8 +1,13 @@
 // cuweave testing: hooks that let tests look inside the layers (seam.h):
 // the handle registry, the hash of the kernel cache and its disk hook, a
 // written-value future's word, a resident loop's trace marks, a stream
-// pool's waiters. Not exported from the shared library (tests link
-// libcuweave.a).
+// pool's waiters, and the parsers of outside input for the fuzzers
+// (tests/fuzz/): the kernel cache's file reader, the NVRTC option
+// canonicaliser, the environment variables. Not exported from the shared
+// library (tests link libcuweave.a).
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "core/future.hpp"
 #include "core/handle.hpp"
 #include "core/pool.hpp"
@@ -56,6 +61,63 @@ int cwi_pool_waiting(cw_stream_pool *p) {
     int n = p->waiters.load(std::memory_order_seq_cst);
     pthread_mutex_unlock(&p->mutex);
     return n;
+}
+
+int cwi_cache_file_read(const void *file, size_t n, const unsigned char key[32], unsigned char **again,
+                        size_t *again_n) {
+    *again = nullptr;
+    *again_n = 0;
+    cw::jit::JitEntry *e = cw::jit::file_decode(static_cast<const uint8_t *>(file), n, key);
+    if (!e) return 0;
+    cw::jit::Bytes out;
+    const cw_status st = cw::jit::file_encode(e, &out);
+    cw::jit::entry_release(e);
+    if (st != CW_SUCCESS) return -1;
+    *again = out.data;  // the caller frees it
+    *again_n = out.size;
+    out.data = nullptr;
+    return 1;
+}
+
+int cwi_canonical_options(const char *const *opts, size_t n, char ***out, size_t *out_n, int *reads_files) {
+    *out = nullptr;
+    *out_n = 0;
+    *reads_files = 0;
+    cw::jit::CanonOptions c;
+    const cw_status st = cw::jit::canonical_options(opts, n, &c);
+    if (st != CW_SUCCESS) return st;
+    *out = c.opts;  // the caller frees them (cwi_free_strings)
+    *out_n = c.n;
+    *reads_files = c.reads_files;
+    c.opts = nullptr;
+    c.n = 0;
+    return CW_SUCCESS;
+}
+
+void cwi_free_strings(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+void cwi_cache_dir_from_env(char *out, size_t cap) {
+    cw::jit::CacheConfig was;
+    cw::jit::cache_config(&was);
+    cw_jit_cache_settings s;
+    memset(&s, 0, sizeof s);
+    s.memory = 1;
+    cw::jit::cache_configure(&s);  // dir NULL: read from the environment
+    cw::jit::CacheConfig now;
+    cw::jit::cache_config(&now);
+    snprintf(out, cap, "%s", now.dir);
+    s.dir = was.dir[0] ? was.dir : "off";
+    s.max_bytes = was.max_bytes;
+    s.memory = was.memory ? 1 : 0;
+    cw::jit::cache_configure(&s);
+}
+
+int cwi_serialize_from_env(void) {
+    cw::core::serialize_forget();
+    return cw::core::serialize_all() ? 1 : 0;
 }
 
 }  // extern "C"

@@ -105,6 +105,31 @@ int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **mark
 struct cw_stream_pool;
 int cwi_pool_waiting(struct cw_stream_pool *p);
 
+/* ---- for the fuzzers (tests/fuzz/) ---- */
+
+/* The kernel cache's file reader (what disk_load does with a file's bytes:
+ * size bounds, magic, schema, length, key, SHA-256, the payload) on the n
+ * bytes at file, asked for `key` (32 bytes). Returns 1 when it accepts
+ * them: then *again (malloc'ed; free it) holds the file the cache's writer
+ * makes of the entry read, *again_n bytes long; 0 when it rejects them;
+ * -1 when the writer failed (out of memory). */
+int cwi_cache_file_read(const void *file, size_t n, const unsigned char key[32], unsigned char **again,
+                        size_t *again_n);
+
+/* The NVRTC option canonicaliser of the kernel cache on n option strings.
+ * Returns its cw_status; on success *out holds *out_n canonical options
+ * (free them with cwi_free_strings) and *reads_files whether one of them
+ * reads the file system. */
+int cwi_canonical_options(const char *const *opts, size_t n, char ***out, size_t *out_n, int *reads_files);
+void cwi_free_strings(char **v, size_t n);
+
+/* The kernel cache directory as the environment gives it now
+ * (CUWEAVE_CACHE_DIR, XDG_CACHE_HOME, HOME), copied to out; "" when the
+ * disk cache is off. The configuration in force is kept. */
+void cwi_cache_dir_from_env(char *out, size_t cap);
+/* CUWEAVE_SERIALIZE read again: 1 when it makes every pool single. */
+int cwi_serialize_from_env(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,197 @@
+/*
+ * Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/,
+ * committed; docs/testing.md): cache files made by the library's own writer
+ * (compiles through the fake driver and the fake NVRTC), the option lists of
+ * tests/test_jit_cpu.c, environment values, and every settings struct as its
+ * _default function fills it. Not a fuzz target: a plain program, built with
+ * them.
+ *
+ * Usage: make_seeds CORPUS_DIR (with CUWEAVE_LIBCUDA and CUWEAVE_LIBNVRTC
+ * naming the fakes, or the fakes next to this program).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cuweave/cuweave.h"
+
+static const char *g_out;
+
+static void put(const char *target, const char *name, const void *a, size_t an, const void *b, size_t bn) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", g_out, target);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", g_out, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(a, 1, an, f) != an || (bn && fwrite(b, 1, bn, f) != bn) || fclose(f) != 0) {
+        fprintf(stderr, "make_seeds: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* An option list as fuzz_options reads it: entries separated by NUL bytes. */
+static void put_options(const char *name, const char *const *v, size_t n) {
+    char buf[512];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(buf + len, v[i], strlen(v[i]) + 1);
+        len += strlen(v[i]) + 1;
+    }
+    put("fuzz_options", name, buf, len - 1, NULL, 0);
+}
+
+static void put_env(const char *name, unsigned which, const char *values, size_t n) {
+    unsigned char head[2] = {(unsigned char)which, 0};
+    put("fuzz_env", name, head, 2, values, n);
+}
+
+static void fake_next_to(const char *self, const char *var, const char *file) {
+    if (getenv(var)) return;
+    char buf[4096], path[4200];
+    snprintf(buf, sizeof buf, "%s", self);
+    snprintf(path, sizeof path, "%s/%s", dirname(buf), file);
+    setenv(var, path, 1);
+}
+
+/* The .cwk file in dir (the only one). */
+static void put_cache_file(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[4096] = "";
+    while (d && (de = readdir(d)))
+        if (strstr(de->d_name, ".cwk")) snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (d) closedir(d);
+    FILE *f = path[0] ? fopen(path, "rb") : NULL;
+    static unsigned char buf[65536];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    if (n < 80) {
+        fprintf(stderr, "make_seeds: no cache file in %s\n", dir);
+        exit(1);
+    }
+    unlink(path);
+    char fname[64];
+    const unsigned char whole = 0, payload = 1;
+    snprintf(fname, sizeof fname, "%s-file", name);
+    put("fuzz_cache_file", fname, &whole, 1, buf, n);
+    snprintf(fname, sizeof fname, "%s-payload", name);
+    put("fuzz_cache_file", fname, &payload, 1, buf + 80, n - 80);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+        return 2;
+    }
+    g_out = argv[1];
+    mkdir(g_out, 0755);
+    fake_next_to(argv[0], "CUWEAVE_LIBCUDA", "libfakecuda.so");
+    fake_next_to(argv[0], "CUWEAVE_LIBNVRTC", "libfakenvrtc.so");
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    cw_context *ctx = NULL;
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
+        fprintf(stderr, "make_seeds: %s\n", cw_last_error_message());
+        return 1;
+    }
+
+    /* cache files: a cubin, PTX with a name, a cubin with two names and a header */
+    char dir[] = "/tmp/cuweave-seeds-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    cw_jit_cache_settings cs;
+    cw_jit_cache_settings_default(&cs);
+    cs.dir = dir;
+    cs.memory = 0;
+    if (cw_jit_cache_configure(&cs) != CW_SUCCESS) return 1;
+    const char *exprs[] = {"scale<float>", "scale<int>"};
+    const char *opts[] = {"-std=c++17", "-DN=4"};
+    cw_header hdr = {"n.h", "#define M 2\n"};
+    for (int k = 0; k < 3; k++) {
+        cw_program_settings ps;
+        cw_program_settings_default(&ps);
+        ps.output_ptx = k == 1;
+        ps.arch = k == 1 ? 80 : 0;
+        ps.name_expressions = exprs;
+        ps.n_name_expressions = (size_t)k;
+        ps.options = k == 2 ? opts : NULL;
+        ps.n_options = k == 2 ? 2 : 0;
+        ps.headers = k == 2 ? &hdr : NULL;
+        ps.n_headers = k == 2 ? 1 : 0;
+        cw_program *p = NULL;
+        if (cw_program_compile(&p, ctx, "template <class T> __global__ void scale(T *x) {}\n", &ps) != CW_SUCCESS) {
+            fprintf(stderr, "make_seeds: %s\n", cw_last_error_message());
+            return 1;
+        }
+        cw_program_destroy(&p);
+        put_cache_file(dir, k == 0 ? "cubin" : k == 1 ? "ptx-name" : "cubin-names-header");
+    }
+    rmdir(dir);
+
+    /* option lists (tests/test_jit_cpu.c) */
+    const char *o1[] = {"-DX=1", "-std=c++17", "-lineinfo", "-DY"};
+    const char *o2[] = {"--generate-line-info", "--std", "c++17", "-DY", "--define-macro=X=1"};
+    const char *o3[] = {" -DX=1 ", "--std=c++17", "-lineinfo", "-lineinfo", "-D", "Y"};
+    const char *o4[] = {"-UX", "-DX=1", "-I/usr/include", "-include", "a.h", "-arch=sm_80"};
+    const char *o5[] = {"--time=/tmp/t.csv", "-pch", "c++17", "-maxrregcount", "32", "-use_fast_math", "-G"};
+    put_options("defines-std-lineinfo", o1, 4);
+    put_options("long-forms-separate-values", o2, 5);
+    put_options("spaces-repeats", o3, 6);
+    put_options("macros-paths-arch", o4, 6);
+    put_options("refused-and-values", o5, 7);
+
+    /* environment values (bits: CUWEAVE_CACHE_DIR, XDG_CACHE_HOME, HOME, CUWEAVE_SERIALIZE) */
+    put_env("cache-dir", 1, "/tmp/cw-cache", 13);
+    put_env("cache-dir-off", 1, "off", 3);
+    put_env("xdg-home", 6, "/home/u/.cache\0/home/u", 23);
+    put_env("home-serialize", 12, "/home/u\0" "1", 9);
+
+    /* every settings struct as its _default function fills it (the kind byte
+     * of fuzz_settings first; selectors of pointer fields 0) */
+    unsigned char z[4] = {0};
+    cw_stream_settings s0;
+    cw_stream_settings_default(&s0);
+    cw_stream_pool_settings s1;
+    cw_stream_pool_settings_default(&s1);
+    cw_resident_settings s2;
+    cw_resident_settings_default(&s2);
+    cw_program_settings s4;
+    cw_program_settings_default(&s4);
+    s4.name = NULL;
+    cw_jit_cache_settings s5;
+    cw_jit_cache_settings_default(&s5);
+    cw_cond_settings s6;
+    cw_cond_settings_default(&s6);
+    cw_operator_settings s7;
+    cw_operator_settings_default(&s7);
+    cw_pipeline_settings s8;
+    cw_pipeline_settings_default(&s8);
+    cw_port_settings s9;
+    cw_port_settings_default(&s9);
+    const struct {
+        const char *name;
+        unsigned char kind;
+        const void *s;
+        size_t n;
+    } st[] = {
+        {"stream", 0, &s0, sizeof s0},         {"pool", 1, &s1, sizeof s1},
+        {"resident-create", 2, &s2, sizeof s2}, {"resident-configure", 3, &s2, sizeof s2},
+        {"program", 4, &s4, sizeof s4},         {"jit-cache", 5, &s5, sizeof s5},
+        {"cond", 6, &s6, sizeof s6},           {"operator", 7, &s7, sizeof s7},
+        {"pipeline", 8, &s8, sizeof s8},       {"port-input", 9, &s9, sizeof s9},
+        {"port-output", 10, &s9, sizeof s9},
+    };
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        unsigned char buf[512];
+        buf[0] = st[i].kind;
+        memcpy(buf + 1, st[i].s, st[i].n);
+        memcpy(buf + 1 + st[i].n, z, sizeof z);
+        put("fuzz_settings", st[i].name, buf, 1 + st[i].n + sizeof z, NULL, 0);
+    }
+    cw_context_destroy(&ctx);
+    printf("make_seeds: corpora written under %s\n", g_out);
+    return 0;
+}
