@@ -21,9 +21,11 @@
  * how many cycles it made. Each kind prints one "# churn" line; host memory
  * must not grow by more than 8 MiB from the end of its first tenth to its
  * end, device memory not by more than 64 MiB over the kind, and the count
- * of live handles must come back. CWT_FILTER picks one of the three groups
- * (test_churn_core, test_churn_graphs_code_flow,
- * test_churn_partitions_and_comms).
+ * of live handles must come back. Partition sets are measured beside the
+ * raw driver making and destroying the same two green contexts: what the
+ * driver itself keeps per green context is allowed to them, and no more.
+ * CWT_FILTER picks one of the three groups (test_churn_core,
+ * test_churn_graphs_code_flow, test_churn_partitions_and_comms).
  *
  * Links libcuweave.a (the count of live handles comes from the test hooks,
  * src/testing/seam.h). Exits 77 without a GPU.
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #include "cwtest.h"
+#include "driver/cuda_min.h"
 #include "kernels/test_kernels_fatbin.h"
 #include "rawcuda.h"
 #include "testing/seam.h"
@@ -93,35 +96,68 @@ static void keep_busy(void) {
     }
 }
 
-/* Runs `cycle` n times (or until the time bound), measuring what a kind
- * leaves behind. Returns the cycles made. */
-static long churn(const char *kind, long n, void (*cycle)(long i)) {
+/* What one kind's churn left behind. */
+typedef struct {
+    long done;      /* cycles made */
+    long host_kib;  /* resident set growth from the end of the first tenth */
+    long dev_mib;   /* device free bytes lost over the whole run (-1: unknown) */
+    size_t live0, live1;
+} churn_growth;
+
+/* Runs `cycle` n times (or until the time bound) and measures what the kind
+ * leaves behind; asserts nothing. */
+static churn_growth churn_measure(const char *kind, long n, void (*cycle)(long i)) {
     if (n < 3) n = 3;
-    const size_t live0 = cwi_handles_live();
+    /* One cycle first: what a kind makes once and keeps (the context's own
+     * pools and release stream, the built-in kernels, NVRTC's first load)
+     * is not what this measures. */
+    cycle(0);
+    assert_cw_ok(cw_context_synchronize(ctx));
+    churn_growth g = {0, 0, -1, cwi_handles_live(), 0};
     const long dev0 = device_free_mib();
     const double t0 = now_s(), until = t0 + (double)g_seconds;
-    long rss_warm = -1, done = 0;
+    long rss_warm = -1;
     for (long i = 0; i < n && now_s() < until; i++) {
         keep_busy();
         cycle(i);
-        done++;
+        g.done++;
         if (i == n / 10) rss_warm = rss_kib();
     }
     assert_cw_ok(cw_stream_synchronize(busy));
     assert_cw_ok(cw_context_synchronize(ctx));
     const double dt = now_s() - t0;
     const long rss1 = rss_kib(), dev1 = device_free_mib();
-    const size_t live1 = cwi_handles_live();
+    g.live1 = cwi_handles_live();
     if (rss_warm < 0) rss_warm = rss1;
-    printf("# churn %-14s %8ld cycles%s in %7.1f s (%7.2f us each): host %ld -> %ld KiB, device free %ld -> %ld MiB, "
+    g.host_kib = rss1 - rss_warm;
+    if (dev0 >= 0 && dev1 >= 0) g.dev_mib = dev0 - dev1;
+    printf("# churn %-16s %8ld cycles%s in %7.1f s (%7.2f us each): host %ld -> %ld KiB, device free %ld -> %ld MiB, "
            "live handles %zu -> %zu\n",
-           kind, done, done < n ? " (time bound)" : "", dt, dt / (double)done * 1e6, rss_warm, rss1, dev0, dev1,
-           live0, live1);
+           kind, g.done, g.done < n ? " (time bound)" : "", dt, dt / (double)g.done * 1e6, rss_warm, rss1, dev0, dev1,
+           g.live0, g.live1);
     fflush(stdout);
-    assert_int_equal(live1, live0);
-    assert_true(rss1 - rss_warm < 8 * 1024);
-    if (dev0 >= 0 && dev1 >= 0) assert_true(dev0 - dev1 < 64);
-    return done;
+    return g;
+}
+
+/* Churns one kind and asserts it left nothing: the live handles are those
+ * of before, host memory grew by less than 8 MiB and device memory by less
+ * than 64 MiB, beyond what `allow` (the raw driver doing the same work, or
+ * NULL) grew per cycle. */
+static long churn_within(const char *kind, long n, void (*cycle)(long i), const churn_growth *allow) {
+    const churn_growth g = churn_measure(kind, n, cycle);
+    long host_allow = 8 * 1024, dev_allow = 64;
+    if (allow && allow->done > 0) {
+        if (allow->host_kib > 0) host_allow += allow->host_kib * g.done / allow->done;
+        if (allow->dev_mib > 0) dev_allow += allow->dev_mib * g.done / allow->done;
+    }
+    assert_int_equal(g.live1, g.live0);
+    assert_true(g.host_kib < host_allow);
+    if (g.dev_mib >= 0) assert_true(g.dev_mib < dev_allow);
+    return g.done;
+}
+
+static long churn(const char *kind, long n, void (*cycle)(long i)) {
+    return churn_within(kind, n, cycle, NULL);
 }
 
 /* ---- one cycle of each kind ---------------------------------------------------- */
@@ -300,6 +336,36 @@ static void cycle_partition(long i) {
     assert_cw_ok(cw_partition_set_destroy(&set));
 }
 
+/* The same two green contexts made and destroyed with the raw driver (the
+ * partition and the leftover of one split): what the driver itself keeps
+ * per green context, the reference for cuweave's partition sets. */
+static struct {
+    CUresult (*get_res)(CUdevice, CUdevResource *, CUdevResourceType);
+    CUresult (*split)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned, unsigned);
+    CUresult (*gen)(CUdevResourceDesc *, CUdevResource *, unsigned);
+    CUresult (*create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
+    CUresult (*destroy)(CUgreenCtx);
+} raw_green;
+
+static void cycle_raw_green(long i) {
+    (void)i;
+    CUdevResource input, part, rest;
+    memset(&input, 0, sizeof input);
+    memset(&part, 0, sizeof part);
+    memset(&rest, 0, sizeof rest);
+    assert_int_equal(raw_green.get_res(0, &input, CU_DEV_RESOURCE_TYPE_SM), 0);
+    unsigned groups = 1;
+    assert_int_equal(raw_green.split(&part, &groups, &input, &rest, 0, g_part_sms), 0);
+    CUdevResourceDesc d1 = NULL, d2 = NULL;
+    CUgreenCtx g1 = NULL, g2 = NULL;
+    assert_int_equal(raw_green.gen(&d1, &part, 1), 0);
+    assert_int_equal(raw_green.create(&g1, d1, 0, CU_GREEN_CTX_DEFAULT_STREAM), 0);
+    assert_int_equal(raw_green.gen(&d2, &rest, 1), 0);
+    assert_int_equal(raw_green.create(&g2, d2, 0, CU_GREEN_CTX_DEFAULT_STREAM), 0);
+    assert_int_equal(raw_green.destroy(g2), 0);
+    assert_int_equal(raw_green.destroy(g1), 0);
+}
+
 static void cycle_comm(long i) {
     (void)i;
     cw_comm *c = NULL;
@@ -339,7 +405,18 @@ static void test_churn_partitions_and_comms(void **state) {
     assert_cw_ok(cw_green_query(0, &caps));
     if (caps.supported) {
         g_part_sms = caps.min_partition > caps.granularity ? caps.min_partition : caps.granularity;
-        churn("partition set", g_n / 100, cycle_partition);
+        *(void **)&raw_green.get_res = dlsym(rc.lib, "cuDeviceGetDevResource");
+        *(void **)&raw_green.split = dlsym(rc.lib, "cuDevSmResourceSplitByCount");
+        *(void **)&raw_green.gen = dlsym(rc.lib, "cuDevResourceGenerateDesc");
+        *(void **)&raw_green.create = dlsym(rc.lib, "cuGreenCtxCreate");
+        *(void **)&raw_green.destroy = dlsym(rc.lib, "cuGreenCtxDestroy");
+        /* The raw driver's own two green contexts first: what it keeps per
+         * green context is allowed to cuweave's partition set too, and no
+         * more. */
+        churn_growth raw = {0, 0, -1, 0, 0};
+        if (raw_green.get_res && raw_green.split && raw_green.gen && raw_green.create && raw_green.destroy)
+            raw = churn_measure("raw green ctx x2", g_n / 100, cycle_raw_green);
+        churn_within("partition set", g_n / 100, cycle_partition, &raw);
     } else {
         printf("# churn partition set: skipped (no green contexts)\n");
     }
