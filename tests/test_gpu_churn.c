@@ -26,7 +26,8 @@
  * end, device memory not by more than 64 MiB over the kind, and the count
  * of live handles must come back. Partition sets are measured beside the
  * raw driver making and destroying the same two green contexts: what the
- * driver itself keeps per green context is allowed to them, and no more.
+ * driver itself keeps per green context is allowed to them, and no more;
+ * communicators likewise beside NCCL's own.
  * CWT_FILTER picks one of the three groups (test_churn_core,
  * test_churn_graphs_code_flow, test_churn_partitions_and_comms).
  *
@@ -124,7 +125,9 @@ static churn_growth churn_measure(const char *kind, long n, void (*cycle)(long i
         keep_busy();
         cycle(i);
         g.done++;
-        if (i == n / 10) rss_warm = rss_kib();
+        /* The host baseline: after the first tenth of the cycles or of the
+         * time bound, whichever comes first. */
+        if (rss_warm < 0 && (i >= n / 10 || now_s() - t0 >= (double)g_seconds / 10)) rss_warm = rss_kib();
     }
     assert_cw_ok(cw_stream_synchronize(busy));
     assert_cw_ok(cw_context_synchronize(ctx));
@@ -369,6 +372,23 @@ static void cycle_raw_green(long i) {
     assert_int_equal(raw_green.destroy(g1), 0);
 }
 
+/* The same one-rank communicator made and destroyed with NCCL itself: the
+ * reference for what NCCL keeps of each. */
+static struct {
+    void *lib;
+    int (*init_all)(void **comms, int n, const int *devs);
+    int (*destroy)(void *comm);
+} raw_nccl;
+
+static void cycle_raw_nccl(long i) {
+    (void)i;
+    void *comm = NULL;
+    const int dev = 0;
+    assert_int_equal(raw_nccl.init_all(&comm, 1, &dev), 0);
+    assert_int_equal(raw_nccl.destroy(comm), 0);
+    assert_int_equal(rc.cuCtxSetCurrent(cuctx), 0);
+}
+
 static void cycle_comm(long i) {
     (void)i;
     cw_comm *c = NULL;
@@ -425,8 +445,18 @@ static void test_churn_partitions_and_comms(void **state) {
         printf("# churn partition set: skipped (no green contexts)\n");
     }
     int v = 0;
-    if (cw_nccl_version(&v) == CW_SUCCESS)
-        churn("comm (1 rank)", g_n / 1000, cycle_comm);
+    if (cw_nccl_version(&v) == CW_SUCCESS) {
+        churn_growth raw = {0, 0, -1, 0, 0};
+        raw_nccl.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        if (raw_nccl.lib) {
+            *(void **)&raw_nccl.init_all = dlsym(raw_nccl.lib, "ncclCommInitAll");
+            *(void **)&raw_nccl.destroy = dlsym(raw_nccl.lib, "ncclCommDestroy");
+            if (raw_nccl.init_all && raw_nccl.destroy)
+                raw = churn_measure("raw nccl comm", g_n / 1000, cycle_raw_nccl);
+        }
+        churn_within("comm (1 rank)", g_n / 1000, cycle_comm, &raw);
+        if (raw_nccl.lib) dlclose(raw_nccl.lib);
+    }
     else
         printf("# churn comm: skipped (%s)\n", cw_last_error_message());
 }
