@@ -17,7 +17,7 @@
  * heavy kinds, whose creation costs milliseconds of driver work, do fewer:
  * modules N/10, resident loops N/100, partition sets N/100 but at most
  * 1000 (the driver never gives back what a green context took: about
- * 3.4 MB of host and 8 MiB of device memory per pair on driver 580, so
+ * 3.3 MiB of host and 8 MiB of device memory per pair on driver 580, so
  * 10000 of them fill an H100), NCCL communicators N/1000 (at least 3 of
  * each). CWT_CHURN_S (default 600)
  * bounds the seconds per kind: a kind that reaches it stops there and says
