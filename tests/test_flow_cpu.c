@@ -1040,18 +1040,25 @@ static void test_device_fault_named(void **state) {
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
     g_fault_at = 2;
     cw_status st = cw_pipeline_run(p, 10);
-    char msg[600];
+    char msg[600], call[64];
     snprintf(msg, sizeof msg, "%s", cw_last_error_message());
+    snprintf(call, sizeof call, "%s", cw_last_error()->driver_call);
+    const int cu = cw_last_error()->cu_result;
     printf("# %s\n", msg);
     cw_pipeline_stats pst;
     assert_cw_ok(cw_pipeline_get_stats(p, &pst));
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
+    /* both name the driver call that saw the fault, and its CUresult */
+    assert_true(cw_last_error()->driver_call[0] != 0);
+    assert_int_equal(cw_last_error()->cu_result, 700); /* CUDA_ERROR_ILLEGAL_ADDRESS */
     cw_pipeline_destroy(&p); /* with the device faulted: returns, frees */
     assert_null(p);
     fake_fault(0);
     assert_true(fake_drain(2000));
     g_fault_at = -1;
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_true(call[0] != 0);
+    assert_int_equal(cu, 700);
     assert_non_null(strstr(msg, "iteration 2"));
     assert_non_null(strstr(msg, "'B'"));
     assert_int_equal(pst.iterations, 3);
@@ -1351,10 +1358,15 @@ static void test_port_memory_under_run(void **state) {
 
 /* ---- fault injection ------------------------------------------------------- */
 
+static char g_sweep_call[64]; /* the detail of the scenario's failure */
+static int g_sweep_cu;
+
 static cw_status sweep_scenario(void) {
     diamond g;
     cw_status st = diamond_build(&g, NULL, 64);
     if (st == CW_SUCCESS) st = cw_pipeline_run(g.p, 2);
+    snprintf(g_sweep_call, sizeof g_sweep_call, "%s", st ? cw_last_error()->driver_call : "");
+    g_sweep_cu = st ? cw_last_error()->cu_result : 0;
     cw_pipeline_destroy(&g.p);
     fake_drain(2000);
     return st;
@@ -1401,6 +1413,13 @@ static void test_fault_sweep(void **state) {
             }
         } else {
             handled++;
+            /* every failure names the driver call and its CUresult, those
+             * inside an operator's compute included */
+            if (st == CW_ERROR_OUT_OF_MEMORY && (strcmp(g_sweep_call, entry) || g_sweep_cu != 2)) {
+                printf("# call %lu (%s) failing: the detail names '%s' (CUresult %d)\n", k, entry, g_sweep_call,
+                       g_sweep_cu);
+                bad++;
+            }
         }
         if (leaks(before, entry)) {
             bad++;
@@ -1447,6 +1466,55 @@ static void test_error_names_public_call(void **state) {
         assert_int_equal(e->cu_result, 2);
     }
     assert_int_equal(leaks(before, "failed pipeline creations"), 0);
+}
+
+/* A driver call that fails inside an operator's compute (cw_io_alloc's
+ * allocation, cw_io_receive_stream's wait for an upstream stream) is
+ * reported by cw_pipeline_run with the driver call and its CUresult in the
+ * detail, not only in the message; with one thread and with worker threads
+ * (where compute runs on another thread than cw_pipeline_run). */
+static void test_compute_failure_detail(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    const struct {
+        const char *entry;
+        int result;
+        cw_status status;
+        const char *inside; /* the public call compute made */
+    } cases[] = {
+        {"cuMemAllocFromPoolAsync", 2 /* CUDA_ERROR_OUT_OF_MEMORY */, CW_ERROR_OUT_OF_MEMORY, "cw_io_alloc"},
+        {"cuStreamWaitEvent", 1 /* CUDA_ERROR_INVALID_VALUE */, CW_ERROR_DRIVER, "cw_io_receive_stream"},
+    };
+    for (unsigned threads = 1; threads <= 3; threads += 2)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cw_pipeline_settings ps;
+            cw_pipeline_settings_default(&ps);
+            ps.threads = threads;
+            diamond g;
+            diamond_init(&g, &ps, 64);
+            assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+            cwi_seam_reset();
+            cwi_seam_fail(cwi_seam_entry(cases[i].entry), 1, cases[i].result);
+            const cw_status st = cw_pipeline_run(g.p, 1);
+            const int fired = cwi_seam_fired();
+            cwi_seam_reset();
+            cwi_seam_disable();
+            assert_true(fired);
+            const cw_error_info *e = cw_last_error();
+            printf("# %s failing in compute (%u threads): %s\n", cases[i].entry, threads, e->message);
+            assert_int_equal(st, cases[i].status);
+            assert_int_equal(e->status, cases[i].status);
+            assert_string_equal(e->function, "cw_pipeline_run");
+            assert_non_null(strstr(e->message, "(compute)"));
+            assert_non_null(strstr(e->message, cases[i].inside));
+            assert_string_equal(e->driver_call, cases[i].entry);
+            assert_int_equal(e->cu_result, cases[i].result);
+            assert_true(e->cu_name[0] != 0);
+            cw_pipeline_destroy(&g.p);
+            assert_true(fake_drain(2000));
+        }
+    assert_int_equal(leaks(before, "driver failures inside compute"), 0);
 }
 
 int main(int argc, char **argv) {
@@ -1503,6 +1571,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_error_names_public_call),
+        cmocka_unit_test(test_compute_failure_detail),
         cmocka_unit_test(test_fault_sweep),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

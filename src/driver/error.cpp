@@ -44,8 +44,9 @@ void deliver(cw_log_level level, const char *message) {
     fn(user, level, message);
 }
 
-// Fills the thread's detail. `text` is the specific part of the message.
-cw_status record(cw_status status, CUresult cu, const char *call, const char *text) {
+// Fills the thread's detail. `text` is the specific part of the message;
+// `plain`: the whole of it (it names the failed call itself).
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text, bool plain = false) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -61,7 +62,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
             snprintf(d.cu_name, sizeof d.cu_name, "CUresult %d", cu);
         copy_text(d.cu_string, sizeof d.cu_string, str ? str : "unrecognised error code");
     }
-    if (call && cu != CUDA_SUCCESS)
+    if (call && cu != CUDA_SUCCESS && !plain)
         snprintf(d.message, sizeof d.message, "%s: %s failed with %s (%s)%s%s", d.function,
                  d.driver_call, d.cu_name, d.cu_string, text && *text ? ": " : "", text ? text : "");
     else
@@ -130,6 +131,17 @@ cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {
     cw_status st = record(CW_ERROR_COMPILE, CUDA_SUCCESS, nullptr, text);
     copy_text(t_detail.driver_call, sizeof t_detail.driver_call, call);
     return st;
+}
+
+cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, const char *fmt, ...) noexcept {
+    char text[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    const bool driver = cu_result != 0 && driver_call && driver_call[0];
+    return record(status, driver ? static_cast<CUresult>(cu_result) : CUDA_SUCCESS, driver ? driver_call : nullptr,
+                  text, true);
 }
 
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept {

@@ -38,6 +38,14 @@ cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr)
 // Records a failed NVRTC call.
 cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) noexcept;
 
+// Records a failure whose cause was recorded earlier, perhaps on another
+// thread (an operator's compute on an executor thread), and reported now by
+// the call that saw it: the status, the driver call and its CUresult of
+// that detail (cause.driver_call "" and cause.cu_result 0 when none), and a
+// printf-style message that already says what failed.
+cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, const char *fmt, ...) noexcept
+    __attribute__((format(printf, 4, 5)));
+
 // Invalid argument: the failed check's expression goes into the message. In a
 // build configured with CW_DEBUG_ABORT this prints it and aborts.
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept;

@@ -256,7 +256,10 @@ void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_statu
     if (!p->failed.load(std::memory_order_relaxed)) {
         p->fail_status = st;
         const cw_error_info &e = last_error();
-        const char *what = e.status == st && e.message[0] ? e.message : status_text(st);
+        const bool ours = e.status == st && e.message[0];  // the detail of this failure (this thread's)
+        const char *what = ours ? e.message : status_text(st);
+        p->fail_cu = ours ? e.cu_result : 0;
+        copy_text(p->fail_call, sizeof p->fail_call, ours ? e.driver_call : "");
         int n = snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
         const uint64_t ran = op->ran.load(std::memory_order_relaxed);
         if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
@@ -311,10 +314,14 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
                                         !mark_finished(p->ended[m].mark));
                     if (open) list_name(names, sizeof names, &len, op->name);
                 }
-                st = fail(CW_ERROR_DEVICE_FAULT,
-                          "the device faulted (%s) in iteration %llu or before: the work of operators %s was not "
-                          "seen finished",
-                          last_error().cu_name, (unsigned long long)e.iteration, names);
+                const cw_error_info &why = last_error();
+                char call[64], cu_name[64];
+                copy_text(call, sizeof call, why.driver_call);
+                copy_text(cu_name, sizeof cu_name, why.cu_name);
+                st = fail_cause(CW_ERROR_DEVICE_FAULT, why.cu_result, call,
+                                "the device faulted (%s) in iteration %llu or before: the work of operators %s was "
+                                "not seen finished",
+                                cu_name, (unsigned long long)e.iteration, names);
             }
         }
         mark_release(e.mark);
@@ -352,6 +359,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     p->failed.store(false, std::memory_order_relaxed);
     p->fail_status = CW_SUCCESS;
     p->fail_msg[0] = '\0';
+    p->fail_cu = 0;
+    p->fail_call[0] = '\0';
     size_t n = p->ops.size();
     std::atomic<uint64_t> iteration{0};
     cw::Vec<pthread_t> workers;
@@ -412,7 +421,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     end_iteration(p);
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
-    if (p->failed.load(std::memory_order_acquire)) return fail(p->fail_status, "%s", p->fail_msg);
+    if (p->failed.load(std::memory_order_acquire))
+        return fail_cause(p->fail_status, p->fail_cu, p->fail_call, "%s", p->fail_msg);
     return CW_SUCCESS;
 }
 
@@ -422,9 +432,14 @@ cw_status pipeline_synchronize(cw_pipeline *p) {
         cw_operator *op = p->ops[p->topo[k]];
         for (Mark *m : op->call_marks) {
             cw_status st = mark_wait(m);
-            if (st != CW_SUCCESS)
-                return fail(st, "operator '%s': its last compute call's work (or earlier work) failed: %s", op->name,
-                            last_error().message);
+            if (st != CW_SUCCESS) {
+                const cw_error_info &why = last_error();
+                char call[64];
+                copy_text(call, sizeof call, why.driver_call);
+                return fail_cause(st, why.cu_result, call,
+                                  "operator '%s': its last compute call's work (or earlier work) failed: %s",
+                                  op->name, why.message);
+            }
         }
     }
     return CW_SUCCESS;
