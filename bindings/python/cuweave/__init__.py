@@ -696,7 +696,7 @@ class Buffer(_Handle):
 
 def resident_device_header():
     """The text of cuweave/resident_device.h, to give NVRTC as a header."""
-    return lib.cw_resident_device_header().decode()
+    return lib.cw_resident_get_device_header().decode()
 
 
 class Resident(_Handle):
@@ -780,7 +780,7 @@ class Resident(_Handle):
 
     def stats(self):
         st = ResidentStats()
-        lib.cw_resident_get_stats(self.handle, ctypes.byref(st))
+        lib.cw_resident_get_info(self.handle, ctypes.byref(st))
         return {name: getattr(st, name) for name, _ in ResidentStats._fields_ if name != "reserved"}
 
     def close(self):

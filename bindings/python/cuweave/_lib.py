@@ -278,9 +278,9 @@ _SIGNATURES = [
     ("cw_resident_next_input", ctypes.c_int,
      [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
     ("cw_resident_tear_down", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32], True),
-    ("cw_resident_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
+    ("cw_resident_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
     ("cw_resident_get_settings", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
-    ("cw_resident_device_header", ctypes.c_char_p, [], False),
+    ("cw_resident_get_device_header", ctypes.c_char_p, [], False),
     # buffers and copies
     ("cw_buffer_alloc", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),
     ("cw_buffer_retain", ctypes.c_int, [ctypes.c_void_p], True),
