@@ -66,6 +66,9 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 #endif
 
+/* A device address (CUdeviceptr): 64 bits on every platform CUDA supports. */
+typedef uint64_t cw_devptr;
+
 /*
  * The status list. Each entry: X(NAME, value, description). Values are
  * pinned: a value is never reused or renumbered.

@@ -601,7 +601,7 @@ class Buffer(_Handle):
     recorded (used_by(Stream.wrap(ctx, their_stream))) before close, or the
     memory may be reused under it."""
 
-    _destroy = lib.cw_buffer_release
+    _destroy = lib.cw_buffer_destroy
 
     def __init__(self, stream, shape, dtype="uint8"):
         shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
@@ -615,7 +615,7 @@ class Buffer(_Handle):
         self.nbytes = count * int(self.typestr[2:])
         if self.nbytes == 0:
             raise ValueError("a buffer holds at least one byte")
-        super().__init__(_new(lib.cw_buffer_alloc, stream.handle, self.nbytes), keep=(stream.context,))
+        super().__init__(_new(lib.cw_buffer_create, stream.handle, self.nbytes), keep=(stream.context,))
         self.context = stream.context
         self._stream = stream
 
@@ -844,7 +844,7 @@ class DeviceSet(_Handle):
     borrowed from the set: it keeps the set alive, and is closed with the set
     (objects already made on it keep the context alive, as in C)."""
 
-    _destroy = lib.cw_device_set_close
+    _destroy = lib.cw_device_group_destroy
 
     def __init__(self, devices=None):
         if devices is None:
@@ -854,7 +854,7 @@ class DeviceSet(_Handle):
             if not devices:
                 raise ValueError("an empty device list (None means every visible device)")
             arr, n = (ctypes.c_int * len(devices))(*devices), len(devices)
-        super().__init__(_new(lib.cw_device_set_open, arr, n))
+        super().__init__(_new(lib.cw_device_group_create, arr, n))
         self._contexts = _BorrowedContexts()
 
     def __len__(self):
@@ -936,7 +936,7 @@ def pool_share(owner, peer):
     """Opens the buffers of `owner`'s pool (made on its streams, now and
     later) to kernels on `peer`'s device, read and write; also enables peer
     access (peer -> owner). NotSupportedError where the topology says no."""
-    lib.cw_buffer_pool_share(owner.handle, peer.handle)
+    lib.cw_context_share_buffer_pool(owner.handle, peer.handle)
 
 
 def _handles(objs):

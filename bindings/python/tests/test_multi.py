@@ -136,7 +136,7 @@ class MultiCases:
             self.assertEqual(e.status, 1)
             self.assertEqual(e.name, "CW_ERROR_INVALID_ARGUMENT")
             self.assertIs(type(e), cuweave.error_class("CW_ERROR_INVALID_ARGUMENT"))
-            self.assertEqual(e.detail["function"], "cw_device_set_open")
+            self.assertEqual(e.detail["function"], "cw_device_group_create")
             self.assertIn("both device", str(e))
         with self.assertRaises(cuweave.InvalidArgumentError):
             cuweave.DeviceSet([0, 2])  # out of range
