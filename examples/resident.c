@@ -2,7 +2,7 @@
  * The GPU-resident loop driven by the host: one graph launched once, then
  * 1000 requests, each with its own input. The workload is a kernel compiled
  * with NVRTC that includes <cuweave/resident_device.h> (handed to NVRTC from
- * memory by cw_resident_get_device_header()) to find its request number and
+ * memory by cw_builtin_get_resident_header()) to find its request number and
  * input slot. Two input slots: the host fills the slot of request n+1 while
  * request n runs. Prints the round trip seen by the host and the
  * per-iteration time the GPU measured.
@@ -100,7 +100,7 @@ int main(void) {
     TRY(cw_stream_create(&s, ctx, NULL));
 
     /* the workload kernel, with the device header from memory */
-    cw_header header = {"cuweave/resident_device.h", cw_resident_get_device_header()};
+    cw_header header = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
     cw_program_settings ps;
     cw_program_settings_default(&ps);
     ps.name = "square.cu";

@@ -93,7 +93,7 @@ int main(void) {
     TRY(cw_context_get_handle(ctx, &cu));
     TRY(cw_stream_create(&s, ctx, NULL));
     TRY(cw_stream_create(&input, ctx, NULL));
-    cw_header header = {"cuweave/resident_device.h", cw_resident_get_device_header()};
+    cw_header header = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
     cw_program_settings ps;
     cw_program_settings_default(&ps);
     ps.name = "handler.cu";

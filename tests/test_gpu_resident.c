@@ -1222,7 +1222,7 @@ static void test_two_loops_two_partitions(void **state) {
  * header. */
 static void test_device_header_text(void **state) {
     (void)state;
-    const char *t = cw_resident_get_device_header();
+    const char *t = cw_builtin_get_resident_header();
     assert_non_null(t);
     assert_non_null(strstr(t, "cw_resident_mark_data_ready"));
     assert_non_null(strstr(t, "typedef struct cw_resident_ctl"));

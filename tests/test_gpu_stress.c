@@ -191,7 +191,7 @@ static void test_soak_resident(void **state) {
     rs.gate = CW_RESIDENT_GATE_KERNELS;
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &rs));
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     /* output and staging in mapped pinned memory: the host reads and writes them directly */
     unsigned *out = NULL, *stage = NULL;
@@ -218,7 +218,7 @@ static void test_soak_resident(void **state) {
     const double t0 = now_s();
     long bad = 0;
     for (long i = 1; i <= n; i++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 2000, &slot));
         const unsigned v = (unsigned)i * 2654435761u;
         *stage = v;

@@ -173,10 +173,9 @@ CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const c
  * Destroys an operator that was not added to a pipeline (ops.destroy is
  * called) and sets *op to NULL; accepts NULL and *op NULL. An operator
  * added to a pipeline belongs to it and goes with it: then *op is set to
- * NULL, the operator stays in its pipeline, and the detail says
- * CW_ERROR_INVALID_STATE, logged at CW_LOG_WARNING. A handle that is not a
- * live operator is ignored: *op is set to NULL, the detail says
- * CW_ERROR_INVALID_HANDLE, logged at CW_LOG_WARNING.
+ * NULL, the operator stays in its pipeline, and a CW_LOG_WARNING is
+ * logged. A handle that is not a live operator is ignored: *op is set to
+ * NULL and a CW_LOG_WARNING logged. Neither changes cw_last_error.
  *
  * Returns: nothing.
  */
@@ -276,8 +275,8 @@ CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw
  * a compute or start callback), the run is asked to stop
  * (cw_pipeline_stop) and the pipeline is destroyed by cw_pipeline_run as it
  * returns; the handle is dead at once. A handle that is not a live
- * pipeline is ignored: *p is set to NULL, the detail says
- * CW_ERROR_INVALID_HANDLE, logged at CW_LOG_WARNING.
+ * pipeline is ignored: *p is set to NULL and a CW_LOG_WARNING logged
+ * (cw_last_error is left as it was).
  *
  * Returns: nothing.
  */

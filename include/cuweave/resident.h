@@ -211,8 +211,8 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
  *  - While another loop runs in the process, freeing would wait for it:
  *    then the handle is gone at once and the memory and graph are freed
  *    when the last running loop is seen to stop.
- * A handle that is not a live loop is ignored: *r is set to NULL, the
- * detail says CW_ERROR_INVALID_HANDLE, logged at CW_LOG_WARNING.
+ * A handle that is not a live loop is ignored: *r is set to NULL and a
+ * CW_LOG_WARNING logged; cw_last_error is left as it was.
  *
  * Returns: nothing.
  */
@@ -626,10 +626,12 @@ CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info);
 /*
  * The text of include/cuweave/resident_device.h, for NVRTC programs: pass
  * it as an in-memory header named "cuweave/resident_device.h" (cw_header).
+ * Library-wide (it needs no loop and no driver): built into the library,
+ * as the built-in kernels are (cw_builtin_*).
  *
  * Returns: the text, static (owned by the library); never NULL.
  */
-CW_API const char *cw_resident_get_device_header(void);
+CW_API const char *cw_builtin_get_resident_header(void);
 
 #ifdef __cplusplus
 }

@@ -63,12 +63,12 @@ CW_API void cw_operator_destroy(cw_operator **op) {
     cw_operator *o = *op;
     *op = nullptr;
     if (!live(o)) {
-        (void)fail_warning(CW_ERROR_INVALID_HANDLE, "not a live cw_operator; nothing destroyed");
+        cw::log(CW_LOG_WARNING, "%s: *op is not a live cw_operator; nothing destroyed", current_api());
         return;
     }
     if (o->owner) {
-        (void)fail_warning(CW_ERROR_INVALID_STATE,
-                           "operator '%s' belongs to a pipeline: it goes with the pipeline; nothing destroyed", o->name);
+        cw::log(CW_LOG_WARNING, "%s: operator '%s' belongs to a pipeline: it goes with the pipeline; nothing destroyed",
+                current_api(), o->name);
         return;
     }
     flow::operator_free(o);
@@ -112,7 +112,7 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
     cw_pipeline *p = *pp;
     *pp = nullptr;
     if (!live(p)) {
-        (void)fail_warning(CW_ERROR_INVALID_HANDLE, "not a live cw_pipeline; nothing destroyed");
+        cw::log(CW_LOG_WARNING, "%s: *p is not a live cw_pipeline; nothing destroyed", current_api());
         return;
     }
     flow::pipeline_destroy_when_idle(p);

@@ -81,7 +81,7 @@ CW_API void cw_resident_destroy(cw_resident **pr) {
     cw_resident *r = *pr;
     *pr = nullptr;
     if (!live(r)) {
-        (void)fail_warning(CW_ERROR_INVALID_HANDLE, "not a live cw_resident; nothing destroyed");
+        cw::log(CW_LOG_WARNING, "%s: *r is not a live cw_resident; nothing destroyed", current_api());
         return;
     }
     graphs::resident_destroy(r);
@@ -226,6 +226,6 @@ CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info) {
     return graphs::resident_info(r, info);
 }
 
-CW_API const char *cw_resident_get_device_header(void) { return kResidentDeviceHeader; }
+CW_API const char *cw_builtin_get_resident_header(void) { return kResidentDeviceHeader; }
 
 }  // extern "C"

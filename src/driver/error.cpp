@@ -44,11 +44,9 @@ void deliver(cw_log_level level, const char *message) {
     fn(user, level, message);
 }
 
-// Fills the thread's detail and logs it at `level`. `text` is the specific
-// part of the message; `plain`: the whole of it (it names the failed call
-// itself).
-cw_status record(cw_status status, CUresult cu, const char *call, const char *text, bool plain = false,
-                 cw_log_level level = CW_LOG_ERROR) {
+// Fills the thread's detail. `text` is the specific part of the message;
+// `plain`: the whole of it (it names the failed call itself).
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text, bool plain = false) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -76,7 +74,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
     d.info.driver_call = d.driver_call;
     d.info.function = d.function;
     d.info.message = d.message;
-    deliver(level, d.message);
+    deliver(CW_LOG_ERROR, d.message);
     return status;
 }
 
@@ -133,15 +131,6 @@ cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {
     cw_status st = record(CW_ERROR_COMPILE, CUDA_SUCCESS, nullptr, text);
     copy_text(t_detail.driver_call, sizeof t_detail.driver_call, call);
     return st;
-}
-
-cw_status fail_warning(cw_status status, const char *fmt, ...) noexcept {
-    char text[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    return record(status, CUDA_SUCCESS, nullptr, text, false, CW_LOG_WARNING);
 }
 
 cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, const char *fmt, ...) noexcept {

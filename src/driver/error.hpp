@@ -38,11 +38,6 @@ cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr)
 // Records a failed NVRTC call.
 cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) noexcept;
 
-// Records a misuse a call tolerates as fail() records a failure, logged at
-// CW_LOG_WARNING instead of CW_LOG_ERROR: a destroy given a handle that is
-// not live (ignored; the destroy never fails).
-cw_status fail_warning(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
-
 // Records a failure whose cause was recorded earlier, perhaps on another
 // thread (an operator's compute on an executor thread), and reported now by
 // the call that saw it: the status, the driver call and its CUresult of

@@ -143,7 +143,7 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
 
 // The text of <cuweave/resident_device.h>, for NVRTC programs: an in-memory
 // header named "cuweave/resident_device.h" (cw_header).
-inline const char *resident_device_header() noexcept { return cw_resident_get_device_header(); }
+inline const char *resident_device_header() noexcept { return cw_builtin_get_resident_header(); }
 
 }  // namespace cw
 
