@@ -119,7 +119,7 @@ static void test_templated_kernel(void **state) {
     printf("# compiled axpb for sm_%d: %zu bytes of cubin (%s)\n", pi.arch, pi.size,
            pi.source == CW_FROM_COMPILE ? "NVRTC" : pi.source == CW_FROM_DISK ? "disk cache" : "memory cache");
     const char *low = NULL;
-    assert_cw_ok(cw_program_lowered_name(p, "axpb<int>", &low));
+    assert_cw_ok(cw_program_get_lowered_name(p, "axpb<int>", &low));
     assert_non_null(strstr(low, "axpb"));
     cw_module *m = NULL;
     assert_cw_ok(cw_module_load(&m, p));
@@ -183,9 +183,9 @@ static void test_compile_error_log(void **state) {
     cw_program *p = NULL;
     assert_cw(CW_ERROR_COMPILE, cw_program_compile(&p, ctx, bad, &ps));
     assert_null(p);
-    printf("# the log: %s", cw_compile_log());
-    assert_non_null(strstr(cw_compile_log(), "broken.cu(3)"));
-    assert_non_null(strstr(cw_compile_log(), "error"));
+    printf("# the log: %s", cw_jit_get_compile_log());
+    assert_non_null(strstr(cw_jit_get_compile_log(), "broken.cu(3)"));
+    assert_non_null(strstr(cw_jit_get_compile_log(), "error"));
     assert_non_null(strstr(cw_last_error_message(), "broken.cu(3)"));
 }
 
@@ -367,7 +367,7 @@ static void test_one_module_many_contexts(void **state) {
  * in a graph made there. */
 static void test_builtins_on_partition(void **state) {
     (void)state;
-    printf("# built-in kernels: %s\n", cw_builtin_origin());
+    printf("# built-in kernels: %s\n", cw_builtin_get_origin());
     cw_partition_set *set = NULL;
     cw_context *where = ctx;
     CUcontext wcu = cuctx;
@@ -380,10 +380,10 @@ static void test_builtins_on_partition(void **state) {
         printf("# no green contexts: the built-ins run on the primary context\n");
     }
     cw_kernel *fill = NULL, *wr = NULL, *ts = NULL, *sc = NULL;
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_FILL_U32, &fill));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_WRITE_U32, &wr));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &ts));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_SET_COND, &sc));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_FILL_U32, &fill));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_WRITE_U32, &wr));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_TIMESTAMP, &ts));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_SET_COND, &sc));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, where, NULL));
     const uint64_t n = 1u << 20;
@@ -426,11 +426,15 @@ static void test_builtins_on_partition(void **state) {
         cw_graph *g = NULL, *body = NULL;
         assert_cw_ok(cw_graph_create(&g, where));
         cw_cond_handle h = 0;
-        assert_cw_ok(cw_graph_cond_create(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
-        assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+        assert_cw_ok(cw_graph_add_cond_handle(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
+        assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
         void *cargs[] = {&h, &flag};
         assert_cw_ok(cw_kernel_launch(sc, s, &lc, cargs));
-        assert_cw_ok(cw_capture_end(s, NULL));
+        {
+            cw_graph *got = NULL; /* the graph captured into, no new ownership */
+            assert_cw_ok(cw_capture_end(&got, s));
+            assert_ptr_equal(got, g);
+        }
         cw_graph_node *after = NULL;
         size_t ns = 0;
         assert_cw_ok(cw_graph_get_sinks(g, &after, 1, &ns));
@@ -438,11 +442,15 @@ static void test_builtins_on_partition(void **state) {
         cw_cond_settings_default(&cs);
         cs.type = CW_COND_IF;
         assert_cw_ok(cw_graph_add_conditional(g, h, &cs, &after, 1, NULL, &body, NULL));
-        assert_cw_ok(cw_capture_begin_to(s, body, CW_CAPTURE_GLOBAL));
+        assert_cw_ok(cw_capture_begin(s, body, CW_CAPTURE_GLOBAL));
         uint32_t seventy_seven = 77;
         void *wargs[] = {&out, &seventy_seven};
         assert_cw_ok(cw_kernel_launch(wr, s, &lc, wargs));
-        assert_cw_ok(cw_capture_end(s, NULL));
+        {
+            cw_graph *got = NULL; /* the graph captured into, no new ownership */
+            assert_cw_ok(cw_capture_end(&got, s));
+            assert_ptr_equal(got, body);
+        }
         cw_graph_exec *e = NULL;
         assert_cw_ok(cw_graph_instantiate(&e, g, 0));
         for (int round = 0; round < 2; round++) {

@@ -417,13 +417,13 @@ class _Capture:
         self.stream, self.mode, self.graph = stream, mode, None
 
     def __enter__(self):
-        lib.cw_capture_begin(self.stream.handle, self.mode)
+        lib.cw_capture_begin(self.stream.handle, None, self.mode)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         out = ctypes.c_void_p()
         try:
-            lib.cw_capture_end(self.stream.handle, ctypes.byref(out))
+            lib.cw_capture_end(ctypes.byref(out), self.stream.handle)
         except _errors.CuweaveError:
             if exc_type is None:
                 raise
@@ -461,7 +461,7 @@ class GraphExec(_Handle):
 
 def compile_log():
     """The NVRTC log of this thread's last compile (also after a failure)."""
-    log = lib.cw_compile_log()
+    log = lib.cw_jit_get_compile_log()
     return log.decode("utf-8", "replace") if log else ""
 
 
