@@ -10,6 +10,11 @@
  *  - PTX output loads and runs (the driver JITs it);
  *  - one module load serves the primary context and a green partition;
  *  - launch attributes: a thread-block cluster and a launch priority;
+ *  - images are checked at load (4 KiB of garbage refused by
+ *    cw_module_load_image, not at the first kernel lookup), and launches
+ *    against the kernel's parameters (NULL args for a kernel that has
+ *    parameters, and wrong cfg.arg_sizes, are CW_ERROR_INVALID_ARGUMENT,
+ *    not the driver's error; on a driver that lists parameters, 12.4+);
  *  - the built-in kernels (fill, write, timestamp, set a graph condition)
  *    run on a green partition, the last inside a graph's IF node.
  *
@@ -363,6 +368,68 @@ static void test_one_module_many_contexts(void **state) {
     cw_module_destroy(&m);
 }
 
+/* 0.2: cw_module_load_image refuses what the driver would refuse, at load
+ * (the lazily loading driver took 4 KiB of garbage; the error came from
+ * cw_module_get_kernel), and cw_kernel_launch checks the arguments against
+ * the kernel's parameters in C (NULL args reached the driver, which
+ * answered CW_ERROR_DRIVER). */
+static void test_checked_load_and_launch(void **state) {
+    (void)state;
+    unsigned char *junk = malloc(4096);
+    assert_non_null(junk);
+    unsigned seed = 4096;
+    for (size_t i = 0; i < 4096; i++) junk[i] = (unsigned char)(rand_r(&seed) | 1);
+    junk[0] = 0x3f;
+    junk[4095] = 0;
+    cw_module *m = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load_image(&m, junk));
+    assert_null(m);
+    assert_non_null(strstr(cw_last_error_message(), "not a cubin"));
+    free(junk);
+
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    cw_kernel *k = NULL;
+    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &k)); /* (int *p, int v) */
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    dptr p = 0;
+    cur();
+    assert_cu_ok(rc.cuMemAlloc(&p, 4));
+    assert_cu_ok(rc.cuMemsetD32(p, 0, 1));
+    assert_cu_ok(rc.cuCtxSynchronize());
+    int v = 4;
+    void *args[] = {&p, &v};
+    cw_launch_config lc;
+    cw_launch_config_default(&lc);
+    size_t n = 0;
+    const int listed = cw_kernel_get_params(k, ctx, &n, NULL, 0) == CW_SUCCESS;
+    if (listed) {
+        assert_int_equal(n, 2);
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
+        assert_non_null(strstr(cw_last_error_message(), "args is NULL"));
+        const size_t wrong[] = {8, 8};
+        lc.arg_sizes = wrong;
+        lc.n_args = 2;
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
+        lc.n_args = 1;
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
+    } else {
+        printf("# this driver cannot list parameters (before 12.4): launches go unchecked\n");
+    }
+    const size_t right[] = {8, 4};
+    lc.arg_sizes = right;
+    lc.n_args = 2;
+    assert_cw_ok(cw_kernel_launch(k, s, &lc, args)); /* the refused ones launched nothing: 0 * 3 + 4 */
+    assert_cw_ok(cw_stream_synchronize(s));
+    int got = -1;
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(&got, p, sizeof got));
+    assert_cu_ok(rc.cuMemFree(p));
+    assert_int_equal(got, 4);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 /* The built-in kernels run on a green partition; SET_COND drives an IF node
  * in a graph made there. */
 static void test_builtins_on_partition(void **state) {
@@ -494,6 +561,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_second_process_from_disk),
         cmocka_unit_test(test_ptx_output),
         cmocka_unit_test(test_one_module_many_contexts),
+        cmocka_unit_test(test_checked_load_and_launch),
         cmocka_unit_test(test_builtins_on_partition),
     };
     int r = cmocka_run_group_tests(tests, group_setup, group_teardown);
