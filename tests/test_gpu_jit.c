@@ -136,7 +136,7 @@ static void test_templated_kernel(void **state) {
     assert_ptr_equal(ki, again);
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_get_kernel(m, "axpb<double>", &again));
     size_t count = 0, sizes[8] = {0};
-    cw_status st = cw_kernel_get_params(ki, ctx, &count, sizes, 8);
+    cw_status st = cw_kernel_get_params(ki, ctx, sizes, 8, &count);
     if (st == CW_SUCCESS) {
         assert_int_equal(count, 4);
         assert_int_equal(sizes[0], 8);
@@ -402,7 +402,7 @@ static void test_checked_load_and_launch(void **state) {
     cw_launch_config lc;
     cw_launch_config_default(&lc);
     size_t n = 0;
-    const int listed = cw_kernel_get_params(k, ctx, &n, NULL, 0) == CW_SUCCESS;
+    const int listed = cw_kernel_get_params(k, ctx, NULL, 0, &n) == CW_SUCCESS;
     if (listed) {
         assert_int_equal(n, 2);
         assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));

@@ -228,7 +228,7 @@ static void test_launch_checks_arguments(void **state) {
 
     /* cw_kernel_get_params agrees */
     size_t n = 0, sizes[4] = {0};
-    assert_cw_ok(cw_kernel_get_params(k, ctx, &n, sizes, 4));
+    assert_cw_ok(cw_kernel_get_params(k, ctx, sizes, 4, &n));
     assert_int_equal(n, 2);
     assert_int_equal(sizes[0], 8);
     assert_int_equal(sizes[1], 4);

@@ -316,7 +316,7 @@ static void test_jit_without_driver(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_get_lowered_name(NULL, "f", &low));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load(&m, NULL));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_get_kernel(NULL, "f", &k));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_get_params(NULL, NULL, &n, NULL, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_get_params(NULL, NULL, NULL, 0, &n));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(NULL, NULL, &lc, NULL));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_get_handle(NULL, &h));
     cw_program_destroy(NULL);

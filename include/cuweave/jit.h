@@ -377,8 +377,10 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx);
 
 /*
  * The kernel's parameters as the driver knows them (cuKernelGetParamInfo,
- * CUDA 12.4): *count, and the size in bytes of the first `cap` of them in
- * sizes (may be NULL when cap is 0). The driver loads kernels into a context
+ * CUDA 12.4): the size in bytes of the first `cap` of them in sizes (may
+ * be NULL when cap is 0), and their number in *count (as
+ * cw_graph_get_sinks: the buffer, its capacity, then the count). The
+ * driver loads kernels into a context
  * lazily and can list parameters only once it has: the kernel is loaded into
  * ctx (a context it will run on) first.
  *
@@ -394,7 +396,7 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx);
  *                              or list its parameters, or could not make ctx
  *                              current (detail: the call).
  */
-CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap);
+CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *sizes, size_t cap, size_t *count);
 
 typedef struct cw_launch_config {
     unsigned grid[3];        /* blocks; 0 is read as 1 */

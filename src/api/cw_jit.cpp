@@ -188,7 +188,7 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
     return kernels::kernel_preload(k, ctx);
 }
 
-CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap) {
+CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *sizes, size_t cap, size_t *count) {
     CW_ENTRY;
     CW_CHECK_HANDLE(k);
     CW_CHECK_HANDLE(ctx);

@@ -528,9 +528,9 @@ class Kernel:
     def param_sizes(self, context):
         if self._sizes is None:
             n = ctypes.c_size_t()
-            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), None, 0)
+            lib.cw_kernel_get_params(self._ptr, context.handle, None, 0, ctypes.byref(n))
             sizes = (ctypes.c_size_t * max(n.value, 1))()
-            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), sizes, n.value)
+            lib.cw_kernel_get_params(self._ptr, context.handle, sizes, n.value, ctypes.byref(n))
             self._sizes = [sizes[i] for i in range(n.value)]
         return self._sizes
 

@@ -103,7 +103,7 @@ class kernel {
     // kernel is loaded into ctx to ask.
     int param_count(const context &ctx) const noexcept {
         size_t n = 0;
-        return cw_kernel_get_params(k_, ctx.get(), &n, nullptr, 0) == CW_SUCCESS ? (int)n : -1;
+        return cw_kernel_get_params(k_, ctx.get(), nullptr, 0, &n) == CW_SUCCESS ? (int)n : -1;
     }
     // Loads the kernel into ctx now (before any resident loop is launched:
     // loading waits until no kernel runs on the device).
