@@ -2288,6 +2288,12 @@ static void test_graph_build(void **state) {
     assert_ptr_equal(out, g); /* the same graph, still the caller's own: destroyed once, below */
     assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
     write_word(s, &w[1], 2);
+    /* out is needed after a capture into a graph too (0.1 took NULL there);
+     * refused, the capture goes on */
+    EXPECT_INVALID(cw_capture_end, cw_capture_end(NULL, s));
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_ACTIVE);
     out = NULL;
     assert_cw_ok(cw_capture_end(&out, s));
     assert_ptr_equal(out, g);
