@@ -45,7 +45,8 @@ void deliver(cw_log_level level, const char *message) {
 }
 
 // Fills the thread's detail. `text` is the specific part of the message.
-cw_status record(cw_status status, CUresult cu, const char *call, const char *text) {
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text,
+                 cw_log_level level = CW_LOG_ERROR) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -73,7 +74,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
     d.info.driver_call = d.driver_call;
     d.info.function = d.function;
     d.info.message = d.message;
-    deliver(CW_LOG_ERROR, d.message);
+    deliver(level, d.message);
     return status;
 }
 
@@ -90,6 +91,15 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept {
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     return record(status, CUDA_SUCCESS, nullptr, text);
+}
+
+void ignored(cw_status status, const char *fmt, ...) noexcept {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    record(status, CUDA_SUCCESS, nullptr, text, CW_LOG_WARNING);
 }
 
 namespace {
