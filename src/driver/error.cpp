@@ -44,9 +44,11 @@ void deliver(cw_log_level level, const char *message) {
     fn(user, level, message);
 }
 
-// Fills the thread's detail. `text` is the specific part of the message;
-// `plain`: the whole of it (it names the failed call itself).
-cw_status record(cw_status status, CUresult cu, const char *call, const char *text, bool plain = false) {
+// Fills the thread's detail and logs it at `level`. `text` is the specific
+// part of the message; `plain`: the whole of it (it names the failed call
+// itself).
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text,
+                 cw_log_level level = CW_LOG_ERROR, bool plain = false) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -74,7 +76,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
     d.info.driver_call = d.driver_call;
     d.info.function = d.function;
     d.info.message = d.message;
-    deliver(CW_LOG_ERROR, d.message);
+    deliver(level, d.message);
     return status;
 }
 
@@ -91,6 +93,15 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept {
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     return record(status, CUDA_SUCCESS, nullptr, text);
+}
+
+void ignored(cw_status status, const char *fmt, ...) noexcept {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    record(status, CUDA_SUCCESS, nullptr, text, CW_LOG_WARNING);
 }
 
 namespace {
@@ -141,7 +152,7 @@ cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, c
     va_end(ap);
     const bool driver = cu_result != 0 && driver_call && driver_call[0];
     return record(status, driver ? static_cast<CUresult>(cu_result) : CUDA_SUCCESS, driver ? driver_call : nullptr,
-                  text, true);
+                  text, CW_LOG_ERROR, true);
 }
 
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept {

@@ -31,6 +31,11 @@ const char *current_api() noexcept;
 // Records a failure without a driver call. printf-style message.
 cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
+// For a call that cannot fail (a destroy) and ignores what it was given (a
+// handle that is not live): records the detail as fail() does, but logs it
+// as a CW_LOG_WARNING, not an error (docs/api-convention.md).
+void ignored(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
+
 // Records a failed driver call and returns the status it maps to. `what`
 // (may be NULL) adds context to the message.
 cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr) noexcept;
