@@ -1449,6 +1449,51 @@ static void test_error_names_public_call(void **state) {
     assert_int_equal(leaks(before, "failed pipeline creations"), 0);
 }
 
+/* CUDA_ERROR_NOT_READY from a driver call of cw_pipeline_run (none of them a
+ * query the run answers for) is a failure: CW_ERROR_DRIVER naming the call
+ * and its CUresult, never CW_ERROR_NOT_READY ("not finished yet, ask
+ * again"). Every driver call of a run fails in turn. */
+static void test_not_ready_is_a_failure(void **state) {
+    (void)state;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    unsigned long failed = 0, problems = 0;
+    for (unsigned long k = 1;; k++) {
+        diamond g;
+        assert_cw_ok(diamond_build(&g, NULL, 64));
+        cwi_seam_reset();
+        cwi_seam_fail(-1, k, 600 /* CUDA_ERROR_NOT_READY */);
+        cw_clear_error();
+        const cw_status st = cw_pipeline_run(g.p, 2);
+        const int fired = cwi_seam_fired();
+        const char *entry = "";
+        for (int id = 0; id < cwi_seam_entry_count(); id++)
+            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        const cw_error_info *e = cw_last_error();
+        if (fired && st != CW_SUCCESS) {
+            failed++;
+            if (st != CW_ERROR_DRIVER || e->cu_result != 600 || strcmp(e->driver_call, entry) != 0 ||
+                strcmp(e->function, "cw_pipeline_run") != 0) {
+                printf("# call %lu (%s) failing with CUDA_ERROR_NOT_READY: returned %s, detail: function '%s', "
+                       "driver_call '%s', cu_result %d: %s\n",
+                       k, entry, cw_status_name(st), e->function, e->driver_call, e->cu_result, e->message);
+                problems++;
+            }
+        }
+        cwi_seam_reset();
+        cw_pipeline_destroy(&g.p);
+        fake_drain(2000);
+        if (!fired) {
+            assert_cw_ok(st);
+            break;
+        }
+    }
+    cwi_seam_disable();
+    printf("# cw_pipeline_run: %lu driver calls failed with CUDA_ERROR_NOT_READY, %lu reported otherwise\n", failed,
+           problems);
+    assert_true(failed > 0);
+    assert_int_equal(problems, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1504,6 +1549,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_not_ready_is_a_failure),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

@@ -2708,6 +2708,105 @@ static void test_fault_injection(void **state) {
     printf("# fault injection: %zu scenarios, %lu failures handled, 0 leaks\n", n, handled);
 }
 
+/* ---- status mapping: CUDA_ERROR_NOT_READY ------------------------------------
+ * CW_ERROR_NOT_READY means "not finished yet, ask again" and comes only from
+ * calls that ask. A CUDA_ERROR_NOT_READY from any other driver call is a
+ * failure: CW_ERROR_DRIVER, with the call and its CUresult in the detail
+ * (a caller told CW_ERROR_NOT_READY would retry a failed creation). */
+
+enum { NR_STREAM, NR_TIMER, NR_FUTURE_HOST, NR_FUTURE_WRITE, NR_FUTURE_EVENT, NR_COUNT };
+static const char *const k_nr_names[NR_COUNT] = {"cw_stream_create", "cw_timer_create", "cw_future_create",
+                                                 "cw_future_create", "cw_future_create"};
+
+/* Makes the scenario's object (on a fresh context, so that what a context
+ * makes on first use, its event pool and futures' slab, is swept too). */
+static cw_status nr_create(int which, cw_context *c, cw_stream *s, void **made) {
+    if (which == NR_STREAM) return cw_stream_create((cw_stream **)made, c, NULL);
+    if (which == NR_TIMER) return cw_timer_create((cw_timer **)made, c);
+    const cw_future_kind kind = which == NR_FUTURE_HOST    ? CW_FUTURE_HOST_FUNC
+                                : which == NR_FUTURE_WRITE ? CW_FUTURE_WRITE_VALUE
+                                                           : CW_FUTURE_EVENT;
+    return cw_future_create((cw_future **)made, s, kind);
+}
+
+/* Destroys it, with no fault armed. */
+static void nr_destroy(int which, void **made) {
+    if (which == NR_STREAM) {
+        cw_stream_destroy((cw_stream **)made);
+    } else if (which == NR_TIMER) {
+        cw_timer_destroy((cw_timer **)made);
+    } else if (*made) {
+        assert_cw_ok(cw_future_wait((cw_future *)*made, 1000000));
+        cw_future_destroy((cw_future **)made);
+    }
+}
+
+static void test_not_ready_is_not_a_query_answer(void **state) {
+    (void)state;
+    int problems = 0;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    for (int which = 0; which < NR_COUNT; which++) {
+        unsigned long failed = 0;
+        for (unsigned long k = 1;; k++) {
+            cw_context *c = NULL;
+            cw_stream *s = NULL;
+            assert_cw_ok(cw_context_create(&c, 0));
+            if (which >= NR_FUTURE_HOST) assert_cw_ok(cw_stream_create(&s, c, NULL));
+            cwi_seam_reset();
+            cwi_seam_fail(-1, k, CUDA_ERROR_NOT_READY);
+            cw_clear_error();
+            void *made = NULL;
+            const cw_status st = nr_create(which, c, s, &made);
+            const int fired = cwi_seam_fired();
+            const char *entry = "";
+            for (int id = 0; id < cwi_seam_entry_count(); id++)
+                if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+            const cw_error_info e = *cw_last_error();
+            char call[64], fn[64];
+            snprintf(call, sizeof call, "%s", e.driver_call);
+            snprintf(fn, sizeof fn, "%s", e.function);
+            cwi_seam_reset();
+            nr_destroy(which, &made);
+            cw_stream_destroy(&s);
+            cw_context_destroy(&c);
+            if (!fired) {
+                assert_cw_ok(st);
+                break;
+            }
+            if (st == CW_SUCCESS) continue; /* a release or a restore whose failure is absorbed */
+            failed++;
+            if (st != CW_ERROR_DRIVER || e.cu_result != CUDA_ERROR_NOT_READY || strcmp(call, entry) != 0 ||
+                strcmp(fn, k_nr_names[which]) != 0) {
+                printf("# %s, call %lu (%s) failing with CUDA_ERROR_NOT_READY: returned %s, detail: function "
+                       "'%s', driver_call '%s', cu_result %d\n",
+                       k_nr_names[which], k, entry, cw_status_name(st), fn, call, e.cu_result);
+                problems++;
+            }
+        }
+        printf("# %s (scenario %d): %lu driver calls failed with CUDA_ERROR_NOT_READY\n", k_nr_names[which], which,
+               failed);
+        if (failed == 0) fail_msg("%s: no driver call failed", k_nr_names[which]);
+    }
+    cwi_seam_disable();
+    /* The queries still answer CW_ERROR_NOT_READY while work is queued. */
+    cw_stream *s = new_stream();
+    fk.hold(1);
+    cw_future *fw = NULL, *fe = NULL;
+    assert_cw_ok(cw_future_create(&fw, s, CW_FUTURE_WRITE_VALUE));
+    assert_cw_ok(cw_future_create(&fe, s, CW_FUTURE_EVENT));
+    assert_cw(CW_ERROR_NOT_READY, cw_stream_query(s));
+    assert_cw(CW_ERROR_NOT_READY, cw_future_poll(fw));
+    assert_cw(CW_ERROR_NOT_READY, cw_future_poll(fe));
+    fk.hold(0);
+    assert_cw_ok(cw_future_wait(fw, 1000000));
+    assert_cw_ok(cw_future_wait(fe, 1000000));
+    assert_cw_ok(cw_stream_query(s));
+    cw_future_destroy(&fw);
+    cw_future_destroy(&fe);
+    cw_stream_destroy(&s);
+    if (problems) fail_msg("%d calls turned CUDA_ERROR_NOT_READY into something else (listed above)", problems);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 /* Every object knows its context (and through it its device): pools,
@@ -2863,6 +2962,7 @@ int main(int argc, char **argv) {
         TEST(test_future_no_driver_calls_in_callback),
         TEST(test_future_destroy_query_error),
         TEST(test_fault_injection),
+        TEST(test_not_ready_is_not_a_query_answer),
     };
     /* CWT_FILTER=pattern runs only the matching tests (cmocka's filter) */
     cwt_filter_from_env();

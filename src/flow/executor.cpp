@@ -257,6 +257,8 @@ void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_statu
         p->fail_status = st;
         const cw_error_info &e = last_error();
         const char *what = e.status == st && e.message[0] ? e.message : status_text(st);
+        p->fail_cu = e.status == st ? e.cu_result : 0;
+        copy_text(p->fail_call, sizeof p->fail_call, e.status == st ? e.driver_call : "");
         int n = snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
         const uint64_t ran = op->ran.load(std::memory_order_relaxed);
         if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
@@ -352,6 +354,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     p->failed.store(false, std::memory_order_relaxed);
     p->fail_status = CW_SUCCESS;
     p->fail_msg[0] = '\0';
+    p->fail_cu = 0;
+    p->fail_call[0] = '\0';
     size_t n = p->ops.size();
     std::atomic<uint64_t> iteration{0};
     cw::Vec<pthread_t> workers;
@@ -412,7 +416,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     end_iteration(p);
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
-    if (p->failed.load(std::memory_order_acquire)) return fail(p->fail_status, "%s", p->fail_msg);
+    if (p->failed.load(std::memory_order_acquire))
+        return fail_from(p->fail_status, p->fail_cu, p->fail_call, "%s", p->fail_msg);
     return CW_SUCCESS;
 }
 

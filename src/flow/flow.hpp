@@ -139,6 +139,8 @@ struct cw_pipeline {
     std::atomic<bool> failed;  // set (with fail_msg) under mu; read without it
     cw_status fail_status;
     char fail_msg[512];
+    int fail_cu;           // the failing driver call's CUresult (0: none), from the detail
+    char fail_call[64];    // and its name, passed on in cw_pipeline_run's detail
 };
 
 
