@@ -93,8 +93,8 @@ static void test_invalid_arguments(void **state) {
     EXPECT_INVALID(cw_context_get_handle, cw_context_get_handle(NULL, NULL));
     EXPECT_INVALID(cw_context_get_priority_range, cw_context_get_priority_range(NULL, &a, &b));
     EXPECT_INVALID(cw_context_synchronize, cw_context_synchronize(NULL));
-    EXPECT_INVALID(cw_set_log_callback, cw_set_log_callback(NULL, NULL, (cw_log_level)7));
-    EXPECT_INVALID(cw_set_log_callback, cw_set_log_callback(NULL, NULL, (cw_log_level)-1));
+    EXPECT_INVALID(cw_log_set_callback, cw_log_set_callback(NULL, NULL, (cw_log_level)7));
+    EXPECT_INVALID(cw_log_set_callback, cw_log_set_callback(NULL, NULL, (cw_log_level)-1));
     EXPECT_INVALID(cw_nvrtc_version, cw_nvrtc_version(NULL, NULL));
     {
         cw_partition_set *set = NULL;
@@ -168,7 +168,7 @@ static void test_clear_error(void **state) {
 static void test_success_keeps_detail(void **state) {
     (void)state;
     cw_device_count(NULL);
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_ARGUMENT);
     assert_string_equal(cw_last_error()->function, "cw_device_count");
 }
@@ -216,14 +216,14 @@ static void test_log_callback(void **state) {
     (void)state;
     struct log_capture cap;
     memset(&cap, 0, sizeof cap);
-    assert_cw_ok(cw_set_log_callback(capture_log, &cap, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(capture_log, &cap, CW_LOG_ERROR));
     cw_context_create(NULL, 3);
     assert_int_equal(cap.calls, 1);
     assert_int_equal(cap.level, CW_LOG_ERROR);
     assert_string_equal(cap.message, cw_last_error_message());
     assert_true(pthread_equal(cap.thread, pthread_self()));
     /* removed: no more calls */
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_DEBUG));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_DEBUG));
     cw_context_create(NULL, 3);
     assert_int_equal(cap.calls, 1);
 }

@@ -242,12 +242,12 @@ static void run_diamond(unsigned threads) {
     assert_cw_ok(cw_pipeline_connect(p, "D", "out", "C", "in_d"));
     struct timespec t0, t1;
     moves_seen seen = {0, 0};
-    assert_cw_ok(cw_set_log_callback(count_moves, &seen, CW_LOG_INFO));
+    assert_cw_ok(cw_log_set_callback(count_moves, &seen, CW_LOG_INFO));
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_cw_ok(cw_pipeline_run(p, ITS));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     assert_cw_ok(cw_pipeline_synchronize(p));
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     unsigned *host = malloc((size_t)ITS * N * 4);
     assert_cw_ok(cw_copy_to_host(s0, host, d.results, (size_t)ITS * N * 4));
     assert_cw_ok(cw_stream_synchronize(s0));

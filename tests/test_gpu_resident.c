@@ -610,9 +610,9 @@ static void test_overlap_chain(void **state) {
         volatile unsigned *o = (volatile unsigned *)outh;
         assert_cw_ok(cw_resident_set_workload_fn(r, capture_chain, &c));
         g_overlap_note[0] = 0;
-        assert_cw_ok(cw_set_log_callback(overlap_log, NULL, CW_LOG_DEBUG));
+        assert_cw_ok(cw_log_set_callback(overlap_log, NULL, CW_LOG_DEBUG));
         cw_status launched = cw_resident_launch(r);
-        assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_WARNING));
+        assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_WARNING));
         assert_cw_ok(launched);
         if (overlap) printf("# %s\n", g_overlap_note[0] ? g_overlap_note : "no note on overlap was logged");
         assert_int_equal(c.calls, 8);

@@ -783,7 +783,7 @@ static void log_to_buffer(void *user, cw_log_level level, const char *message) {
 
 static void log_capture(int on) {
     if (on) g_log[0] = '\0';
-    assert_cw_ok(cw_set_log_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
+    assert_cw_ok(cw_log_set_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
 }
 
 static long read_file(const char *path, unsigned char *buf, size_t cap) {

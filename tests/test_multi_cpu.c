@@ -188,10 +188,10 @@ static void run_two_device_pipeline(LogSeen *seen) {
     assert_cw_ok(cw_pipeline_add(p, stage_op("C", &c, NULL)));
     assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
-    assert_cw_ok(cw_set_log_callback(log_seen, seen, CW_LOG_INFO));
+    assert_cw_ok(cw_log_set_callback(log_seen, seen, CW_LOG_INFO));
     assert_cw_ok(cw_pipeline_run(p, kIters));
     assert_cw_ok(cw_pipeline_synchronize(p));
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     assert_int_equal(b.wrong_device, 0);
     assert_int_equal(c.wrong_device, 0);
     int wrong = 0;

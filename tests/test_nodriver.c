@@ -355,7 +355,7 @@ static void test_driverless_functions(void **state) {
     assert_true(strlen(cw_status_string(CW_ERROR_NO_DRIVER)) > 0);
     assert_int_equal(cw_version(), CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH));
     assert_true(cw_version_api() > 0 || CW_API_VERSION_MINOR == 0);
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     cw_clear_error();
     assert_int_equal(cw_last_error()->status, CW_SUCCESS);
 }

@@ -64,7 +64,7 @@ inline const char *status_string(cw_status s) noexcept { return cw_status_string
 // The process-wide log callback: a C function and its user pointer (fn
 // nullptr removes it), messages up to max_level.
 inline detail::void_ret set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
-    return detail::done(cw_set_log_callback(fn, user, max_level));
+    return detail::done(cw_log_set_callback(fn, user, max_level));
 }
 // ... or a function object called as f(cw_log_level, const char *message). It
 // is used by reference: it must outlive its installation (remove it with
@@ -76,9 +76,9 @@ inline detail::void_ret set_log_callback(F &f, cw_log_level max_level = CW_LOG_W
             detail::call_quietly(*static_cast<F *>(user), level, message);
         }
     };
-    return detail::done(cw_set_log_callback(&tramp::call, detail::user_ptr(f), max_level));
+    return detail::done(cw_log_set_callback(&tramp::call, detail::user_ptr(f), max_level));
 }
-inline void remove_log_callback() noexcept { (void)cw_set_log_callback(nullptr, nullptr, CW_LOG_ERROR); }
+inline void remove_log_callback() noexcept { (void)cw_log_set_callback(nullptr, nullptr, CW_LOG_ERROR); }
 
 }  // namespace cw
 
