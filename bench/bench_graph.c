@@ -108,7 +108,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
     printf("device 0: %s, driver %d.%d, commit %s, %s\n", info.name, drv / 1000, drv % 1000 / 10, commit, date);
     void *module = NULL;

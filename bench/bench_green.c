@@ -106,7 +106,7 @@ static void kctx_load(kctx *k, const char *name, cw_context *ctx, unsigned sms, 
     k->ctx = ctx;
     k->sms = sms;
     k->hog_blocks = (unsigned)hog_per_sm * sms;
-    CW_CHECK(cw_context_get_handle(ctx, &k->cu));
+    k->cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_small", &k->f_small));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_hog", &k->f_hog));
@@ -322,8 +322,9 @@ int main(void) {
      * green contexts retain it) */
     cw_context *primary = NULL;
     CW_CHECK(cw_context_create(&primary, 0));
-    int least = 0, greatest = 0;
-    CW_CHECK(cw_context_get_priority_range(primary, &least, &greatest));
+    cw_context_info primary_info;
+    CW_CHECK(cw_context_get_info(primary, &primary_info));
+    const int least = primary_info.least_priority, greatest = primary_info.greatest_priority;
     const unsigned small_sizes[] = {SMALL_SMS};
     cw_partition_set *set = NULL;
     unsigned long long tc = now_ns();

@@ -674,7 +674,7 @@ int main(void) {
         CW_CHECK(cw_device_set_context(set, d, &x->ctx));
         CW_CHECK(cw_device_set_ordinal(set, d, &x->ord));
         CW_CHECK(cw_device_get_info(x->ord, &x->info));
-        CW_CHECK(cw_context_get_handle(x->ctx, &x->cu));
+        x->cu = bench_cu_context(x->ctx);
     }
     int enabled = 0;
     CW_CHECK(cw_device_set_enable_peers(set, &enabled));
@@ -846,7 +846,9 @@ int main(void) {
     ar[1].warm = AR_WARMUP_LARGE;
     if (nccl_open(nccl_why, sizeof nccl_why)) {
         NCCL_CHECK(nc.GetVersion(&nccl_ver));
-        CW_CHECK(cw_nccl_version(&cw_nccl_ver));
+        cw_versions versions;
+        CW_CHECK(cw_get_versions(&versions));
+        cw_nccl_ver = versions.nccl;
         const int ords[2] = {g[0].ord, g[1].ord};
         NCCL_CHECK(nc.CommInitAll(ncc, 2, ords));
         cw_context *const ctxs[2] = {g[0].ctx, g[1].ctx};

@@ -204,7 +204,7 @@ static void kset_load(kset *k, const char *name, cw_context *ctx) {
     k->ctx = ctx;
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
-    CW_CHECK(cw_context_get_handle(ctx, &k->cu));
+    k->cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_op_load", &k->f_load));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_op_mul", &k->f_mul));
@@ -748,7 +748,7 @@ static void child_run(int fd, size_t iters) {
     cw_context *ctx = NULL;
     CUcontext cu = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cu));
+    cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cu));
     host_alloc();
     kset k;
@@ -1103,7 +1103,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
     int cc_major = 0;
     CU_CHECK(rc.cuDeviceGetAttribute(&cc_major, 75 /* COMPUTE_CAPABILITY_MAJOR */, 0));

@@ -583,8 +583,10 @@ int main(void) {
                         "cuMemcpyDtoHAsync_v2 or cuKernelGetFunction\n");
         return 1;
     }
-    int nvmaj = 0, nvmin = 0;
-    if (cw_nvrtc_version(&nvmaj, &nvmin) != CW_SUCCESS) {
+    cw_versions versions;
+    CW_CHECK(cw_get_versions(&versions));
+    const int nvmaj = versions.nvrtc_major, nvmin = versions.nvrtc_minor;
+    if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
         return 77;
     }
@@ -612,7 +614,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
 
     /* the kernel: compiled once, loaded once, the same for every variant */

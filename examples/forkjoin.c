@@ -155,8 +155,10 @@ int main(void) {
     CUdeviceptr_ buf = 0;
     unsigned long long stamps[8] = {0}; /* start, end of P0, A, B, P1 (GPU ns) */
 
+    cw_context_info ctx_info;
     CW_TRY(cw_context_create(&ctx, 0));
-    CW_TRY(cw_context_get_handle(ctx, &cuctx));
+    CW_TRY(cw_context_get_info(ctx, &ctx_info));
+    cuctx = ctx_info.handle;
     CW_TRY(cw_stream_create(&parent, ctx, NULL)); /* non-blocking, priority 0 */
     CW_TRY(cw_timer_create(&timer, ctx));
 

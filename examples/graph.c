@@ -112,8 +112,10 @@ int main(void) {
     dptr buf = 0; /* x, count, limit */
     int x = 0, expect = 0, count = 0;
 
+    cw_context_info ctx_info;
     CW_TRY(cw_context_create(&ctx, 0));
-    CW_TRY(cw_context_get_handle(ctx, &cuctx));
+    CW_TRY(cw_context_get_info(ctx, &ctx_info));
+    cuctx = ctx_info.handle;
     CW_TRY(cw_stream_create(&s, ctx, NULL));
     CU_TRY(cu.cuCtxPushCurrent(cuctx));
     pushed = 1;

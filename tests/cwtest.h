@@ -61,6 +61,21 @@ static inline void sleep_ms(int ms) {
  * For binaries whose every test needs a GPU: returns 1 when cuweave can use
  * one; otherwise prints why and returns 0 (the caller exits 77).
  */
+/* Fields of a context's info (0.2 has no getter of their own beside
+ * cw_context_get_info); the status is cw_context_get_info's. */
+static inline cw_status cwt_context_handle(const cw_context *ctx, CUcontext *out) {
+    cw_context_info i;
+    cw_status st = cw_context_get_info(ctx, &i);
+    if (st == CW_SUCCESS) *out = i.handle;
+    return st;
+}
+static inline cw_status cwt_context_device(const cw_context *ctx, int *out) {
+    cw_context_info i;
+    cw_status st = cw_context_get_info(ctx, &i);
+    if (st == CW_SUCCESS) *out = i.device;
+    return st;
+}
+
 static inline int cwt_have_gpu(void) {
     cw_status st = cw_init();
     int n = 0;

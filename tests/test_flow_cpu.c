@@ -381,7 +381,7 @@ static void test_stream_rules(void **state) {
     fake_ctx_set(NULL);
     long waits = fake_calls("cuStreamWaitEvent") - waits0;
     CUcontext mine = NULL;
-    assert_cw_ok(cw_context_get_handle(ctx, &mine));
+    assert_cw_ok(cwt_context_handle(ctx, &mine));
     for (int i = 0; i < 5; i++) {
         /* each operator has its own internal stream, kept across calls */
         assert_non_null(g.a.got[i]);

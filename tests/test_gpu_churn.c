@@ -172,9 +172,9 @@ static void cycle_context(long i) {
     (void)i;
     cw_context *c = NULL;
     assert_cw_ok(cw_context_create(&c, 0));
-    cw_context_kind kind;
-    assert_cw_ok(cw_context_get_kind(c, &kind));
-    assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(c, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
     cw_context_destroy(&c);
 }
 
@@ -444,8 +444,8 @@ static void test_churn_partitions_and_comms(void **state) {
     } else {
         printf("# churn partition set: skipped (no green contexts)\n");
     }
-    int v = 0;
-    if (cw_nccl_version(&v) == CW_SUCCESS) {
+    cw_versions vs;
+    if (cw_get_versions(&vs) == CW_SUCCESS && vs.nccl > 0) {
         churn_growth raw = {0, 0, -1, 0, 0};
         raw_nccl.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
         if (raw_nccl.lib) {
@@ -463,7 +463,7 @@ static void test_churn_partitions_and_comms(void **state) {
 
 static int group_setup(void **state) {
     (void)state;
-    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     *(void **)&mem_info = dlsym(rc.lib, "cuMemGetInfo_v2");
     if (cw_module_load_image(&mod, cw_test_kernels_fatbin) != CW_SUCCESS ||

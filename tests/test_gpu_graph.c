@@ -78,7 +78,7 @@ static int host_mul_add(int x, int v) { return x * 3 + v; }
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_mul_add", &k_mul_add) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_stamp", &k_stamp) != 0) return -1;
@@ -471,7 +471,7 @@ static void test_graph_on_partition(void **state) {
     cw_context *part = NULL;
     assert_cw_ok(cw_partition_set_get(set, 0, &part));
     CUcontext pcu = NULL;
-    assert_cw_ok(cw_context_get_handle(part, &pcu));
+    assert_cw_ok(cwt_context_handle(part, &pcu));
     /* the kernels must be loaded in the partition's context */
     void *pmod = NULL, *pk = NULL;
     assert_cu_ok(rc.cuCtxSetCurrent(pcu));

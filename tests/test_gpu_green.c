@@ -41,7 +41,7 @@ typedef struct kmod {
 /* Loads the test kernels into ctx's CUcontext (made current for it). */
 static void kmod_load(kmod *m, cw_context *ctx) {
     memset(m, 0, sizeof *m);
-    assert_cw_ok(cw_context_get_handle(ctx, &m->cu));
+    assert_cw_ok(cwt_context_handle(ctx, &m->cu));
     assert_non_null(m->cu);
     assert_cu_ok(rc.cuCtxSetCurrent(m->cu));
     assert_cu_ok(rawcuda_kernel(&rc, &m->module, cw_test_kernels_fatbin, "cw_smid", &m->k_smid));
@@ -203,15 +203,12 @@ static void test_partition_sizes(void **state) {
     for (size_t i = 0; i < 3; i++) {
         assert_cw_ok(cw_partition_set_get(set, i, &parts[i]));
         assert_non_null(parts[i]);
-        cw_context_kind kind = CW_CONTEXT_PRIMARY;
-        int dev = -1;
-        assert_cw_ok(cw_context_get_kind(parts[i], &kind));
-        assert_int_equal(kind, CW_CONTEXT_GREEN);
-        assert_cw_ok(cw_context_get_device(parts[i], &dev));
-        assert_int_equal(dev, 0);
-        CUcontext h = NULL;
-        assert_cw_ok(cw_context_get_handle(parts[i], &h));
-        assert_non_null(h);
+        cw_context_info ci;
+        assert_cw_ok(cw_context_get_info(parts[i], &ci));
+        assert_int_equal(ci.kind, CW_CONTEXT_GREEN);
+        assert_int_equal(ci.device, 0);
+        assert_non_null(ci.handle);
+        assert_int_equal(ci.sm_count, info[i].sm_count); /* the partition's SMs, not the device's */
     }
     assert_ptr_not_equal(parts[0], parts[1]);
     assert_ptr_not_equal(parts[1], parts[2]);

@@ -122,7 +122,7 @@ static void launch1(void *fn, CUstream h, void **args) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce", "cw_spin_add",
                            "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store"};
@@ -155,7 +155,7 @@ static cw_graph *capture(cw_context *c, const step *steps, int n) {
     assert_cw_ok(cw_stream_create(&s, c, NULL));
     assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
     CUcontext cu = NULL;
-    assert_cw_ok(cw_context_get_handle(c, &cu));
+    assert_cw_ok(cwt_context_handle(c, &cu));
     assert_cu_ok(rc.cuCtxSetCurrent(cu));
     for (int i = 0; i < n; i++) assert_cu_ok(rawcuda_launch1(&rc, steps[i].fn, hnd(s), steps[i].args));
     cw_graph *g = NULL;
@@ -880,7 +880,7 @@ static CUcontext ccu;
 static void child_begin(void) {
     CHILD_CHECK(rawcuda_open(&rc));
     CHILD_CHECK(cw_context_create(&cctx, 0) == CW_SUCCESS);
-    CHILD_CHECK(cw_context_get_handle(cctx, &ccu) == CW_SUCCESS);
+    CHILD_CHECK(cwt_context_handle(cctx, &ccu) == CW_SUCCESS);
     CHILD_CHECK(rc.cuCtxSetCurrent(ccu) == 0);
 }
 

@@ -92,8 +92,11 @@ static void stamp(CUstream h, dptr out, long long ns) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
-    if (cw_context_get_priority_range(ctx, &least_prio, &greatest_prio) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    cw_context_info ci;
+    if (cw_context_get_info(ctx, &ci) != CW_SUCCESS) return -1;
+    least_prio = ci.least_priority;
+    greatest_prio = ci.greatest_priority;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_slow_write", &k_slow_write) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_copy_int", &k_copy_int) != 0) return -1;

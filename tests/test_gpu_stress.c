@@ -255,7 +255,7 @@ static void test_soak_resident(void **state) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     return rc.cuCtxSetCurrent(cuctx) == 0 ? 0 : -1;
 }
 

@@ -90,8 +90,8 @@ static void test_destroyed_handles_are_refused(void **state) {
     cw_pipeline_stats pst;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_pipeline_get_stats(p_copy, &pst));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_resident_is_launched(r_copy, &flag));
-    int dev = -1;
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_device(c2_copy, &dev));
+    cw_context_info ci;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(c2_copy, &ci));
 
     /* A second destroy through the copy: harmless, refused in the detail. */
     cw_clear_error();
@@ -129,8 +129,8 @@ static void test_foreign_and_confused_handles(void **state) {
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)(uintptr_t)~(uintptr_t)15));
 
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
-    int dev = -1;
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_device((cw_context *)s, &dev));
+    cw_context_info ci;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info((cw_context *)s, &ci));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query((cw_stream *)ctx));
     cw_pipeline_stats pst;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_pipeline_get_stats((cw_pipeline *)s, &pst));

@@ -208,8 +208,8 @@ static int group_setup(void **state) {
     void *lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
     if (!lib) {
         /* NVRTC is opened lazily: ask for its version once */
-        int ma = 0;
-        if (cw_nvrtc_version(&ma, NULL) != CW_SUCCESS || ma != 13) return -1;
+        cw_versions v;
+        if (cw_get_versions(&v) != CW_SUCCESS || v.nvrtc_major != 13) return -1;
         lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
     }
     if (!lib) return -1;

@@ -257,9 +257,10 @@ static void use(Thread *t, int k, int i) {
         break;
     }
     case K_CONTEXT: {
-        int dev = -1;
-        st = cw_context_get_device((cw_context *)h, &dev);
-        if (st == CW_SUCCESS) EXPECT(t, dev == 0, "a context of device %d", dev);
+        cw_context_info ci;
+        ci.device = -1;
+        st = cw_context_get_info((cw_context *)h, &ci);
+        if (st == CW_SUCCESS) EXPECT(t, ci.device == 0, "a context of device %d", ci.device);
         break;
     }
     case K_DEVSET: {
@@ -334,8 +335,8 @@ static void use_stale(Thread *t) {
     case K_RESIDENT: st = cw_resident_get_context((cw_resident *)h, &c); break;
     case K_PIPELINE: st = cw_pipeline_get_context((cw_pipeline *)h, &c); break;
     case K_CONTEXT: {
-        int dev = 0;
-        st = cw_context_get_device((cw_context *)h, &dev);
+        cw_context_info ci;
+        st = cw_context_get_info((cw_context *)h, &ci);
         break;
     }
     case K_DEVSET: {

@@ -49,13 +49,13 @@ static void test_device_set(void **state) {
     for (int i = 0; i < 2; i++) {
         cw_context *c = NULL;
         assert_cw_ok(cw_device_set_context(set, i, &c));
-        assert_cw_ok(cw_context_get_device(c, &dev));
+        assert_cw_ok(cwt_context_device(c, &dev));
         assert_int_equal(dev, i);
         assert_cw_ok(cw_device_set_ordinal(set, i, &dev));
         assert_int_equal(dev, i);
-        cw_context_kind kind;
-        assert_cw_ok(cw_context_get_kind(c, &kind));
-        assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+        cw_context_info ci;
+        assert_cw_ok(cw_context_get_info(c, &ci));
+        assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
     }
     cw_context *c = NULL;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_context(set, 2, &c));
@@ -71,7 +71,7 @@ static void test_device_set(void **state) {
     assert_cw_ok(cw_device_set_ordinal(set, 0, &dev));
     assert_int_equal(dev, 1);
     assert_cw_ok(cw_device_set_context(set, 0, &c));
-    assert_cw_ok(cw_context_get_device(c, &dev));
+    assert_cw_ok(cwt_context_device(c, &dev));
     assert_int_equal(dev, 1);
     cw_device_set_close(&set);
 
@@ -128,7 +128,7 @@ static cw_status stage_compute(cw_io *io, void *user) {
     cw_context *bctx = NULL;
     int dev = -1;
     cw_buffer_get_context(m.buffer, &bctx);
-    cw_context_get_device(bctx, &dev);
+    cwt_context_device(bctx, &dev);
     if (dev != st->device) st->wrong_device++;
     if ((r = cw_io_receive_stream(io, "in", &s)) != CW_SUCCESS) return r;
     unsigned long long p;
@@ -377,9 +377,9 @@ static void test_collectives(void **state) {
     (void)state;
     long before[NKINDS];
     snapshot(before);
-    int version = 0;
-    assert_cw_ok(cw_nccl_version(&version));
-    assert_int_equal(version, 22703);
+    cw_versions versions;
+    assert_cw_ok(cw_get_versions(&versions));
+    assert_int_equal(versions.nccl, 22703);
     long p0 = fake_live("primary0");
     cw_comm *comm = NULL;
     assert_cw_ok(cw_comm_create(&comm, g_ctx, 2));

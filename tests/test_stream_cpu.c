@@ -152,7 +152,7 @@ static int setup_ctx(void **state) {
     set_current(NULL);
     g_base = snap();
     if (cw_context_create(&g_ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(g_ctx, &g_primary) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(g_ctx, &g_primary) != CW_SUCCESS) return -1;
     g_other = fk.other_context();
     return 0;
 }
@@ -2807,6 +2807,41 @@ static void test_not_ready_is_not_a_query_answer(void **state) {
     if (problems) fail_msg("%d calls turned CUDA_ERROR_NOT_READY into something else (listed above)", problems);
 }
 
+/* cw_context_get_info: what 0.1's four getters gave, and the SM count, with
+ * no driver call; reserved bytes zeroed. */
+static void test_context_info(void **state) {
+    (void)state;
+    cw_context_info ci;
+    memset(&ci, 0x5a, sizeof ci);
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    assert_cw_ok(cw_context_get_info(g_ctx, &ci));
+    assert_int_equal(cwi_seam_calls(-1), 0);
+    cwi_seam_disable();
+    assert_int_equal(ci.device, 0);
+    assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
+    assert_ptr_equal(ci.handle, g_primary);
+    assert_int_equal(ci.least_priority, 0);
+    assert_int_equal(ci.greatest_priority, -5);
+    assert_int_equal(ci.sm_count, 132);
+    for (size_t i = 0; i < sizeof ci.reserved; i++) assert_int_equal(ci.reserved[i], 0);
+    /* a wrapped context: the host's */
+    cw_context *ext = NULL;
+    assert_cw_ok(cw_context_wrap(&ext, g_other));
+    assert_cw_ok(cw_context_get_info(ext, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_EXTERNAL);
+    assert_ptr_equal(ci.handle, g_other);
+    assert_int_equal(ci.device, 0);
+    assert_int_equal(ci.sm_count, 132);
+    cw_context_destroy(&ext);
+    /* refusals; *info untouched */
+    ci.device = 77;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_context_get_info(g_ctx, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_context_get_info(NULL, &ci));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info((cw_context *)&ci, &ci));
+    assert_int_equal(ci.device, 77);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 /* Every object knows its context (and through it its device): pools,
@@ -2848,7 +2883,7 @@ static void test_objects_know_their_context(void **state) {
         assert_cw_ok(cw_graph_exec_get_context(e, &got));
         assert_ptr_equal(got, c);
         int dev = -1;
-        assert_cw_ok(cw_context_get_device(got, &dev));
+        assert_cw_ok(cwt_context_device(got, &dev));
         assert_int_equal(dev, 0);
         /* a NULL out pointer and a foreign handle are refused */
         assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_get_context(g, NULL));
@@ -2901,9 +2936,9 @@ int main(int argc, char **argv) {
     }
     /* The device as the fake describes it. */
     cw_device_info info;
-    int version = 0;
+    cw_versions versions;
     if (cw_device_get_info(0, &info) != CW_SUCCESS || strcmp(info.name, "cuweave fake device") != 0 ||
-        cw_driver_version(&version) != CW_SUCCESS || version != 13000) {
+        cw_get_versions(&versions) != CW_SUCCESS || versions.driver != 13000) {
         printf("FAIL: not the fake driver: %s\n", cw_last_error_message());
         return 1;
     }
@@ -2963,6 +2998,7 @@ int main(int argc, char **argv) {
         TEST(test_future_destroy_query_error),
         TEST(test_fault_injection),
         TEST(test_not_ready_is_not_a_query_answer),
+        TEST(test_context_info),
     };
     /* CWT_FILTER=pattern runs only the matching tests (cmocka's filter) */
     cwt_filter_from_env();

@@ -27,6 +27,13 @@
  *    address before then. After that a new object of the same type may be
  *    made at that address, and a stale copy of the destroyed handle then
  *    names it. Do not use a handle after destroying it.
+ *  - Each function's comment ends in a Returns block listing the statuses
+ *    it returns. CW_ERROR_DRIVER there stands for any failed driver call:
+ *    the detail names the call (driver_call) and its CUresult (cu_result),
+ *    and a CUresult that has a status of its own gives that status instead
+ *    (CUDA_ERROR_OUT_OF_MEMORY: CW_ERROR_OUT_OF_MEMORY, a sticky device
+ *    error: CW_ERROR_DEVICE_FAULT, ...; docs/errors.md has the table).
+ *    CW_ERROR_NOT_READY comes only from calls that ask whether work is done.
  *  - The library never prints, never calls abort() or exit() (except in a
  *    build configured with debug_abort, see docs/errors.md), and never lets
  *    a C++ exception cross the API.

@@ -64,14 +64,6 @@ typedef struct cw_program cw_program;
 typedef struct cw_module cw_module;
 typedef struct cw_kernel cw_kernel;
 
-/*
- * Loads NVRTC if needed and writes its version. Either pointer may be NULL,
- * not both. Needs no CUDA driver.
- * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, or CW_ERROR_NO_NVRTC (the
- * detail says which library was tried and why it failed). Thread-safe.
- */
-CW_API cw_status cw_nvrtc_version(int *major, int *minor);
-
 /* ---- programs ----------------------------------------------------------- */
 
 /* A header supplied in memory: `#include "name"` in the source finds it. */

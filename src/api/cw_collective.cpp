@@ -21,12 +21,6 @@ cw_status check_op(cw_reduce_op op) {
 
 extern "C" {
 
-CW_API cw_status cw_nccl_version(int *version) {
-    CW_ENTRY;
-    CW_CHECK_ARG(version != NULL);
-    return multi::nccl_version(version);
-}
-
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);

@@ -157,11 +157,11 @@ static void fuzz_stream(struct input *in) {
     cw_stream *st = NULL;
     expect(cw_stream_create(&st, ctx, &s), valid ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT, "cw_stream_create");
     if (!st) return;
-    int least = 0, greatest = 0;
+    cw_context_info ci;
     cw_stream_info info;
-    if (cw_context_get_priority_range(ctx, &least, &greatest) != CW_SUCCESS ||
-        cw_stream_get_info(st, &info) != CW_SUCCESS)
+    if (cw_context_get_info(ctx, &ci) != CW_SUCCESS || cw_stream_get_info(st, &info) != CW_SUCCESS)
         die("no stream info");
+    const int least = ci.least_priority, greatest = ci.greatest_priority;
     const int want = s.priority > least ? least : s.priority < greatest ? greatest : s.priority;
     if (info.priority != want) die("priority %d asked, %d given, %d expected", s.priority, info.priority, want);
     if (info.flags != s.flags || !info.owned || info.from_pool) die("stream info does not match the settings");

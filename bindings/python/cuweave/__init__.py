@@ -94,10 +94,17 @@ def device_count():
     return n.value
 
 
+def versions():
+    """The versions of cuweave (release and ABI, packed), the CUDA driver,
+    NVRTC and NCCL, as a dict; 0 for a library that is absent."""
+    v = _lib.Versions()
+    lib.cw_get_versions(ctypes.byref(v))
+    return {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+
+
 def driver_version():
-    v = ctypes.c_int()
-    lib.cw_driver_version(ctypes.byref(v))
-    return v.value
+    """The CUDA driver's version (13000 for 13.0); 0 without a driver."""
+    return versions()["driver"]
 
 
 class _Handle:
@@ -172,17 +179,18 @@ class Context(_Handle):
     def wrap(cls, cu_context):
         return cls(_ptr=_new(lib.cw_context_wrap, ctypes.c_void_p(cu_context)))
 
+    def _info(self):
+        i = _lib.ContextInfo()
+        lib.cw_context_get_info(self.handle, ctypes.byref(i))
+        return i
+
     @property
     def device(self):
-        d = ctypes.c_int()
-        lib.cw_context_get_device(self.handle, ctypes.byref(d))
-        return d.value
+        return self._info().device
 
     @property
     def cu_context(self):
-        h = ctypes.c_void_p()
-        lib.cw_context_get_handle(self.handle, ctypes.byref(h))
-        return h.value or 0
+        return self._info().handle or 0
 
     def synchronize(self):
         lib.cw_context_synchronize(self.handle)
@@ -1023,10 +1031,8 @@ def _enum(cls, value):
 
 def nccl_version():
     """NCCL's version code (22703 for 2.27.3), opening NCCL if need be (the
-    path in CUWEAVE_LIBNCCL, else libnccl.so.2); NotSupportedError without it."""
-    v = ctypes.c_int()
-    lib.cw_nccl_version(ctypes.byref(v))
-    return v.value
+    path in CUWEAVE_LIBNCCL, else libnccl.so.2); 0 without it."""
+    return versions()["nccl"]
 
 
 class Comm(_Handle):

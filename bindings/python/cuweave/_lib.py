@@ -54,6 +54,30 @@ class ErrorInfo(ctypes.Structure):
     ]
 
 
+class Versions(ctypes.Structure):
+    _fields_ = [
+        ("cuweave", ctypes.c_uint),
+        ("api", ctypes.c_uint),
+        ("driver", ctypes.c_int),
+        ("nvrtc_major", ctypes.c_int),
+        ("nvrtc_minor", ctypes.c_int),
+        ("nccl", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 40),
+    ]
+
+
+class ContextInfo(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("kind", ctypes.c_int),
+        ("handle", ctypes.c_void_p),
+        ("least_priority", ctypes.c_int),
+        ("greatest_priority", ctypes.c_int),
+        ("sm_count", ctypes.c_uint),
+        ("reserved", ctypes.c_uint8 * 36),
+    ]
+
+
 class StreamSettings(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint), ("priority", ctypes.c_int), ("reserved", ctypes.c_uint8 * 56)]
 
@@ -189,20 +213,18 @@ def _check(result, func, args):
 # (name, restype, argtypes, checked): checked calls raise on a non-zero status.
 _SIGNATURES = [
     ("cw_version", ctypes.c_uint, [], False),
-    ("cw_version_api", ctypes.c_uint, [], False),
+    ("cw_get_versions", ctypes.c_int, [ctypes.POINTER(Versions)], True),
     ("cw_status_name", ctypes.c_char_p, [ctypes.c_int], False),
     ("cw_status_string", ctypes.c_char_p, [ctypes.c_int], False),
     ("cw_last_error", ctypes.POINTER(ErrorInfo), [], False),
     ("cw_clear_error", None, [], False),
     ("cw_init", ctypes.c_int, [], True),
-    ("cw_driver_version", ctypes.c_int, [c_int_p], True),
     ("cw_driver_has", ctypes.c_int, [ctypes.c_int], False),
     ("cw_device_count", ctypes.c_int, [c_int_p], True),
     ("cw_context_create", ctypes.c_int, [c_void_pp, ctypes.c_int], True),
     ("cw_context_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
     ("cw_context_destroy", None, [c_void_pp], False),
-    ("cw_context_get_device", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
-    ("cw_context_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_context_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ContextInfo)], True),
     ("cw_context_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
     ("cw_stream_settings_default", None, [ctypes.POINTER(StreamSettings)], False),
     ("cw_stream_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(StreamSettings)], True),
@@ -310,7 +332,6 @@ _SIGNATURES = [
     ("cw_resident_wait_many", ctypes.c_int,
      [c_void_pp, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint32], True),
     # collectives through NCCL (collective.h)
-    ("cw_nccl_version", ctypes.c_int, [c_int_p], True),
     ("cw_comm_create", ctypes.c_int, [c_void_pp, c_void_pp, ctypes.c_int], True),
     ("cw_comm_destroy", None, [c_void_pp], False),
     ("cw_comm_size", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
