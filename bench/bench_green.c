@@ -25,7 +25,7 @@
  *   b)  hog and small kernel both on the primary context, default priority
  *   c)  as b), the small kernel on a stream of the greatest priority
  *   d)  small kernel on its own 16-SM partition, hog on the leftover
- *       partition: cw_partition_set_create(&set, 0, {16}, 1, -1)
+ *       partition: cw_partition_group_create(&set, 0, {16}, 1, -1)
  *
  * Each scenario runs at least N_FAST (a, a2, d) or N_SLOW (b, c) round
  * trips and at least IDLE_MIN_S / HOGGED_MIN_S seconds, at most CAP_S.
@@ -306,8 +306,8 @@ int main(void) {
     int setup = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
     if (setup != 0) return setup;
 
-    cw_green_caps caps;
-    CW_CHECK(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    CW_CHECK(cw_partition_get_caps(0, &caps));
     if (!caps.supported) {
         printf("SKIP: device 0 (%s) or its driver has no green contexts\n", info.name);
         return 77;
@@ -326,16 +326,21 @@ int main(void) {
     CW_CHECK(cw_context_get_info(primary, &primary_info));
     const int least = primary_info.least_priority, greatest = primary_info.greatest_priority;
     const unsigned small_sizes[] = {SMALL_SMS};
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     unsigned long long tc = now_ns();
-    CW_CHECK(cw_partition_set_create(&set, 0, small_sizes, 1, -1));
+    CW_CHECK(cw_partition_group_create(&set, 0, small_sizes, 1, -1));
     const double set_ms = (double)(now_ns() - tc) / 1e6;
     cw_context *part = NULL, *left = NULL;
-    CW_CHECK(cw_partition_set_get(set, 0, &part));
-    CW_CHECK(cw_partition_set_default(set, &left));
+    cw_partition_group_info ginfo;
+    cw_partition_info part_info;
+    CW_CHECK(cw_partition_group_get_info(set, &ginfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &part_info));
+    part = part_info.context;
+    CW_CHECK(cw_partition_group_get_partition(set, ginfo.default_index, &part_info));
+    left = part_info.context;
     cw_partition_info pinfo, linfo;
-    CW_CHECK(cw_partition_set_info(set, 0, &pinfo));
-    CW_CHECK(cw_partition_set_info(set, 1, &linfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &pinfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 1, &linfo));
 
     kctx kp, kg, kl;
     kctx_load(&kp, "primary", primary, (unsigned)info.sm_count, 1);
@@ -485,7 +490,7 @@ int main(void) {
     cw_stream_destroy(&s_hog_p);
     cw_stream_destroy(&s_small_g);
     cw_stream_destroy(&s_hog_l);
-    CW_CHECK(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
     cw_context_destroy(&primary);
     free(samples);
     return 0;

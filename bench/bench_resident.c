@@ -940,8 +940,8 @@ typedef struct part_result {
 
 static void run_partition(part_result *pr, const cw_device_info *info, size_t iters) {
     memset(pr, 0, sizeof *pr);
-    cw_green_caps caps;
-    CW_CHECK(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    CW_CHECK(cw_partition_get_caps(0, &caps));
     if (!caps.supported) {
         snprintf(pr->skip, sizeof pr->skip, "device 0 (%s) or its driver has no green contexts", info->name);
         return;
@@ -954,19 +954,24 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
                  caps.sm_count, small);
         return;
     }
-    cw_partition_set *set = NULL;
-    cw_status st = cw_partition_set_create(&set, 0, &small, 1, -1);
+    cw_partition_group *set = NULL;
+    cw_status st = cw_partition_group_create(&set, 0, &small, 1, -1);
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        snprintf(pr->skip, sizeof pr->skip, "cw_partition_set_create: %s", cw_last_error_message());
+        snprintf(pr->skip, sizeof pr->skip, "cw_partition_group_create: %s", cw_last_error_message());
         return;
     }
     CW_CHECK(st);
     cw_context *part = NULL, *left = NULL;
-    CW_CHECK(cw_partition_set_get(set, 0, &part));
-    CW_CHECK(cw_partition_set_default(set, &left));
+    cw_partition_group_info ginfo;
+    cw_partition_info part_info;
+    CW_CHECK(cw_partition_group_get_info(set, &ginfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &part_info));
+    part = part_info.context;
+    CW_CHECK(cw_partition_group_get_partition(set, ginfo.default_index, &part_info));
+    left = part_info.context;
     cw_partition_info pinfo, linfo;
-    CW_CHECK(cw_partition_set_info(set, 0, &pinfo));
-    CW_CHECK(cw_partition_set_info(set, 1, &linfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &pinfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 1, &linfo));
     pr->small_sms = pinfo.sm_count;
     pr->left_sms = linfo.sm_count;
 
@@ -1033,7 +1038,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_stream_destroy(&hs);
     kset_unload(&kg);
     kset_unload(&kl);
-    CW_CHECK(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 /* ---- output ------------------------------------------------------------------------ */

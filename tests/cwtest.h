@@ -76,6 +76,15 @@ static inline cw_status cwt_context_device(const cw_context *ctx, int *out) {
     return st;
 }
 
+/* The context of a group's partition `index` (borrowed from the group); the
+ * status is cw_partition_group_get_partition's. */
+static inline cw_status cwt_partition(const cw_partition_group *g, size_t index, cw_context **out) {
+    cw_partition_info i;
+    cw_status st = cw_partition_group_get_partition(g, index, &i);
+    if (st == CW_SUCCESS) *out = i.context;
+    return st;
+}
+
 static inline int cwt_have_gpu(void) {
     cw_status st = cw_init();
     int n = 0;

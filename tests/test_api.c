@@ -97,19 +97,19 @@ static void test_invalid_arguments(void **state) {
     EXPECT_INVALID(cw_log_set_callback, cw_log_set_callback(NULL, NULL, (cw_log_level)7));
     EXPECT_INVALID(cw_log_set_callback, cw_log_set_callback(NULL, NULL, (cw_log_level)-1));
     {
-        cw_partition_set *set = NULL;
+        cw_partition_group *set = NULL;
         const unsigned counts[] = {16, 8};
         const unsigned zero[] = {16, 0};
-        cw_green_caps caps;
-        EXPECT_INVALID(cw_green_query, cw_green_query(0, NULL));
-        EXPECT_INVALID(cw_green_query, cw_green_query(-1, &caps));
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(NULL, 0, counts, 2, -1));
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, -1, counts, 2, -1));
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, NULL, 2, -1));
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 0, -1)); /* no partitions */
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, zero, 2, -1));   /* a zero count */
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 2, 2));  /* default out of range */
-        EXPECT_INVALID(cw_partition_set_create, cw_partition_set_create(&set, 0, counts, 2, -2));
+        cw_partition_caps caps;
+        EXPECT_INVALID(cw_partition_get_caps, cw_partition_get_caps(0, NULL));
+        EXPECT_INVALID(cw_partition_get_caps, cw_partition_get_caps(-1, &caps));
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(NULL, 0, counts, 2, -1));
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, -1, counts, 2, -1));
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, 0, NULL, 2, -1));
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, 0, counts, 0, -1)); /* no partitions */
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, 0, zero, 2, -1));   /* a zero count */
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, 0, counts, 2, 2));  /* default out of range */
+        EXPECT_INVALID(cw_partition_group_create, cw_partition_group_create(&set, 0, counts, 2, -2));
         assert_null(set);
     }
 #undef EXPECT_INVALID

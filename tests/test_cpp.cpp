@@ -313,24 +313,24 @@ static void test_errors(void **) {
 #endif
 }
 
-// The fake cannot make green contexts: creating a set fails cleanly with
-// the driver's answer, and an empty partition_set wrapper destroys nothing.
+// The fake cannot make green contexts: creating a group fails cleanly with
+// the driver's answer, and an empty partition_group wrapper destroys nothing.
 static void test_partition_set_error(void **) {
     const unsigned sizes[] = {16};
 #ifdef CW_HPP_NO_EXCEPTIONS
-    cw::result<cw::partition_set> r = cw::partition_set::create(0, sizes, 1, -1);
+    cw::result<cw::partition_group> r = cw::partition_group::create(0, sizes, 1, -1);
     assert_int_equal(r.code(), CW_ERROR_NOT_SUPPORTED);
 #else
     cw_status got = CW_SUCCESS;
     try {
-        cw::partition_set p = cw::partition_set::create(0, sizes, 1, -1);
+        cw::partition_group p = cw::partition_group::create(0, sizes, 1, -1);
         (void)p;
     } catch (const cw::error &e) {
         got = e.status();
     }
     assert_int_equal(got, CW_ERROR_NOT_SUPPORTED);
 #endif
-    cw::partition_set empty;
+    cw::partition_group empty;
     assert_false(static_cast<bool>(empty));
 }
 
@@ -471,7 +471,7 @@ constexpr bool move_only_nothrow() {
            std::is_nothrow_destructible<T>::value && std::is_nothrow_default_constructible<T>::value;
 }
 static_assert(move_only_nothrow<cw::context>(), "context");
-static_assert(move_only_nothrow<cw::partition_set>(), "partition_set");
+static_assert(move_only_nothrow<cw::partition_group>(), "partition_group");
 static_assert(move_only_nothrow<cw::stream>(), "stream");
 static_assert(move_only_nothrow<cw::stream_pool>(), "stream_pool");
 static_assert(move_only_nothrow<cw::lease>(), "lease");
@@ -502,7 +502,7 @@ template <class T>
 constexpr bool handle_sized() {
     return sizeof(T) == sizeof(handle_and_flag);
 }
-static_assert(handle_sized<cw::context>() && handle_sized<cw::partition_set>() && handle_sized<cw::stream>() &&
+static_assert(handle_sized<cw::context>() && handle_sized<cw::partition_group>() && handle_sized<cw::stream>() &&
                   handle_sized<cw::stream_pool>() && handle_sized<cw::timer>() && handle_sized<cw::future>() &&
                   handle_sized<cw::graph>() && handle_sized<cw::graph_exec>() && handle_sized<cw::resident>() &&
                   handle_sized<cw::program>() && handle_sized<cw::module>() && handle_sized<cw::buffer>() &&
@@ -613,7 +613,7 @@ static void test_library(void **) {
     cw::clear_error();
     assert_int_equal(cw::error_detail().status, CW_SUCCESS);
     assert_string_equal(cw::error_message(), "");
-    cw_green_caps caps = VAL(cw::green_query(0));
+    cw_partition_caps caps = VAL(cw::partition_caps(0));
     // the fake reports the SM resource (132 SMs, groups of 8) but cannot make
     // a green context (test_partition_set_error)
     assert_int_equal(caps.supported, 1);
@@ -1005,14 +1005,12 @@ static void test_pipeline_more(void **) {
     expect_no_leaks(before, "pipelines");
 }
 
-// The partition set's calls on a set the fake cannot make: each reports the
-// error, nothing crashes.
+// The partition group's calls on a group the fake cannot make: each reports
+// the error, nothing crashes.
 static void test_partition_calls_on_empty_set(void **) {
-    cw::partition_set empty;
-    unsigned ids[4];
-    assert_int_equal(STATUS_OF(empty.sm_ids(0, ids, 4)), CW_ERROR_INVALID_ARGUMENT);
-    assert_int_equal(STATUS_OF(empty.request_workqueues(0, 2)), CW_ERROR_INVALID_ARGUMENT);
+    cw::partition_group empty;
     assert_int_equal(STATUS_OF(empty.info(0)), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(STATUS_OF(empty.group_info()), CW_ERROR_INVALID_ARGUMENT);
     assert_int_equal(empty.size(), 0);
     cw::clear_error();
 }

@@ -331,15 +331,15 @@ static void cycle_device_set(long i) {
 static unsigned g_part_sms;
 static void cycle_partition(long i) {
     (void)i;
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, &g_part_sms, 1, 0));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, &g_part_sms, 1, 0));
     cw_context *pc = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &pc));
+    assert_cw_ok(cwt_partition(set, 0, &pc));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, pc, NULL));
     launch(k_empty, s, NULL);
     cw_stream_destroy(&s);
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 /* The same two green contexts made and destroyed with the raw driver (the
@@ -424,8 +424,8 @@ static void test_churn_graphs_code_flow(void **state) {
 
 static void test_churn_partitions_and_comms(void **state) {
     (void)state;
-    cw_green_caps caps;
-    assert_cw_ok(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    assert_cw_ok(cw_partition_get_caps(0, &caps));
     if (caps.supported) {
         g_part_sms = caps.min_partition > caps.granularity ? caps.min_partition : caps.granularity;
         *(void **)&raw_green.get_res = dlsym(rc.lib, "cuDeviceGetDevResource");

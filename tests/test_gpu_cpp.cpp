@@ -1,5 +1,5 @@
 // GPU: every C++ wrapper used once against the real driver. The first test:
-// context, partition_set (green contexts), stream (on the primary context
+// context, partition_group (green contexts), stream (on the primary context
 // and on a partition), stream_pool and lease, timer, future of both kinds,
 // capture, graph (a conditional body included), graph_exec, program, module,
 // kernel (typed launches, and the argument check refusing a wrong count or
@@ -143,37 +143,22 @@ static void test_wrappers_on_gpu(void **) {
     assert_int_equal(rc.cuMemFree(buf), 0);
     assert_int_equal(rc.cuCtxSetCurrent(nullptr), 0);
 
-    cw_green_caps caps = cw::green_query(0);
+    cw_partition_caps caps = cw::partition_caps(0);
     if (!caps.supported) {
-        printf("# green contexts unsupported: partition_set not exercised\n");
+        printf("# green contexts unsupported: partition_group not exercised\n");
         return;
     }
     const unsigned sizes[] = {caps.min_partition > caps.granularity ? caps.min_partition : caps.granularity};
-    cw::partition_set parts = cw::partition_set::create(0, sizes, 1, -1);
+    cw::partition_group parts = cw::partition_group::create(0, sizes, 1, -1);
     assert_int_equal(parts.size(), 2);
     cw::context fast = parts.at(0);
     assert_false(fast.owns());
     assert_int_equal(fast.kind(), CW_CONTEXT_GREEN);
     assert_int_equal(parts.sm_count(0), sizes[0]);
     assert_int_equal(parts.info(1).leftover, 1);
-    // CUDA 13.0 reports no SM ids and has no work-queue resource: either
-    // answer is allowed, nothing else
-    unsigned ids[256];
-    cw_status got = CW_SUCCESS;
-    try {
-        size_t n = parts.sm_ids(0, ids, 256);
-        assert_int_equal(n, sizes[0]);
-    } catch (const cw::error &e) {
-        got = e.status();
-    }
-    assert_true(got == CW_SUCCESS || got == CW_ERROR_NOT_SUPPORTED);
-    got = CW_SUCCESS;
-    try {
-        parts.request_workqueues(0, 2);
-    } catch (const cw::error &e) {
-        got = e.status();
-    }
-    assert_true(got == CW_SUCCESS || got == CW_ERROR_NOT_SUPPORTED);
+    assert_ptr_equal(parts.info(0).context, fast.get());
+    assert_int_equal(parts.group_info().default_index, 1);
+    assert_ptr_equal(parts.default_partition().get(), parts.at(1).get());
     {
         cw::stream g = cw::stream::create(fast);
         g.wait(a);  // across contexts of one device
@@ -181,7 +166,7 @@ static void test_wrappers_on_gpu(void **) {
         f.wait(5000000);
     }
     printf("# C++ wrappers: context, stream, timer, future x2, pool+lease, capture, graph, graph_exec, "
-           "partition_set {%u} used on the GPU\n",
+           "partition_group {%u} used on the GPU\n",
            sizes[0]);
 }
 

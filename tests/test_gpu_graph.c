@@ -465,11 +465,11 @@ static void test_if_else_and_children(void **state) {
 static void test_graph_on_partition(void **state) {
     (void)state;
     if (!cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) skip();
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     const unsigned counts[] = {16};
-    assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
+    assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
     cw_context *part = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &part));
+    assert_cw_ok(cwt_partition(set, 0, &part));
     CUcontext pcu = NULL;
     assert_cw_ok(cwt_context_handle(part, &pcu));
     /* the kernels must be loaded in the partition's context */
@@ -505,7 +505,7 @@ static void test_graph_on_partition(void **state) {
     assert_cu_ok(rc.cuMemFree(p));
     assert_cu_ok(rc.cuModuleUnload(pmod));
     assert_cu_ok(rc.cuCtxSetCurrent(NULL));
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 int main(void) {

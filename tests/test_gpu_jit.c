@@ -334,11 +334,11 @@ static void test_one_module_many_contexts(void **state) {
     cw_stream_destroy(&s);
 
     if (cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) {
-        cw_partition_set *set = NULL;
+        cw_partition_group *set = NULL;
         const unsigned counts[] = {16};
-        assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
+        assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
         cw_context *part = NULL;
-        assert_cw_ok(cw_partition_set_get(set, 0, &part));
+        assert_cw_ok(cwt_partition(set, 0, &part));
         CUcontext pcu = NULL;
         assert_cw_ok(cwt_context_handle(part, &pcu));
         cw_stream *ps = NULL;
@@ -357,7 +357,7 @@ static void test_one_module_many_contexts(void **state) {
         assert_cu_ok(rc.cuMemFree(p));
         assert_cu_ok(rc.cuCtxSetCurrent(NULL));
         cw_stream_destroy(&ps);
-        assert_cw_ok(cw_partition_set_destroy(&set));
+        cw_partition_group_destroy(&set);
     }
     cw_module_destroy(&m);
 }
@@ -367,13 +367,13 @@ static void test_one_module_many_contexts(void **state) {
 static void test_builtins_on_partition(void **state) {
     (void)state;
     printf("# built-in kernels: %s\n", cw_builtin_origin());
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     cw_context *where = ctx;
     CUcontext wcu = cuctx;
     if (cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) {
         const unsigned counts[] = {16};
-        assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
-        assert_cw_ok(cw_partition_set_get(set, 0, &where));
+        assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
+        assert_cw_ok(cwt_partition(set, 0, &where));
         assert_cw_ok(cwt_context_handle(where, &wcu));
     } else {
         printf("# no green contexts: the built-ins run on the primary context\n");
@@ -465,7 +465,7 @@ static void test_builtins_on_partition(void **state) {
     assert_cu_ok(rc.cuMemFree(out));
     assert_cu_ok(rc.cuCtxSetCurrent(NULL));
     cw_stream_destroy(&s);
-    if (set) assert_cw_ok(cw_partition_set_destroy(&set));
+    if (set) cw_partition_group_destroy(&set);
 }
 
 int main(int argc, char **argv) {

@@ -1106,22 +1106,22 @@ static void test_two_loops_two_partitions(void **state) {
     }
     signal(SIGALRM, two_loops_watchdog);
     alarm(60);
-    cw_green_caps caps;
-    if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {
+    cw_partition_caps caps;
+    if (cw_partition_get_caps(0, &caps) != CW_SUCCESS || !caps.supported) {
         alarm(0);
         skip();
         return;
     }
     unsigned counts[2] = {16, 16};
-    cw_partition_set *ps = NULL;
-    assert_cw_ok(cw_partition_set_create(&ps, 0, counts, 2, 0));
+    cw_partition_group *ps = NULL;
+    assert_cw_ok(cw_partition_group_create(&ps, 0, counts, 2, 0));
     cw_resident *r[2] = {NULL, NULL};
     void *outh[2] = {NULL, NULL};
     dptr logs[2];
     const unsigned n = requests(1000, 1000);
     for (int i = 0; i < 2; i++) {
         cw_context *pc = NULL;
-        assert_cw_ok(cw_partition_set_get(ps, (size_t)i, &pc));
+        assert_cw_ok(cwt_partition(ps, (size_t)i, &pc));
         cw_resident_settings set = spin_settings();
         set.input_slots = 1;
         set.input_bytes = 4;
@@ -1203,7 +1203,7 @@ static void test_two_loops_two_partitions(void **state) {
         dfree(logs[i]);
         assert_cu_ok(rc.cuMemFreeHost(outh[i]));
     }
-    assert_cw_ok(cw_partition_set_destroy(&ps));
+    cw_partition_group_destroy(&ps);
     alarm(0);
 }
 

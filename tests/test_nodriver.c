@@ -229,26 +229,20 @@ static void test_graph_calls_without_driver(void **state) {
  * refuse NULL before anything else. */
 static void test_partition_calls_without_driver(void **state) {
     (void)state;
-    cw_green_caps caps;
+    cw_partition_caps caps;
     memset(&caps, 0x5a, sizeof caps);
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     const unsigned counts[] = {16};
-    expect_no_driver(cw_green_query(0, &caps), "cw_green_query");
+    expect_no_driver(cw_partition_get_caps(0, &caps), "cw_partition_get_caps");
     assert_int_equal(caps.supported, 0x5a5a5a5a);
-    expect_no_driver(cw_partition_set_create(&set, 0, counts, 1, -1), "cw_partition_set_create");
+    expect_no_driver(cw_partition_group_create(&set, 0, counts, 1, -1), "cw_partition_group_create");
     assert_null(set);
-    size_t n = 0;
-    cw_context *ctx = NULL;
+    cw_partition_group_info ginfo;
     cw_partition_info info;
-    unsigned ids[4];
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_count(NULL, &n));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_get(NULL, 0, &ctx));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_default(NULL, &ctx));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_info(NULL, 0, &info));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_sm_ids(NULL, 0, ids, 4, &n));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_request_workqueues(NULL, 0, 1));
-    assert_cw_ok(cw_partition_set_destroy(NULL));
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_get_info(NULL, &ginfo));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_get_partition(NULL, 0, &info));
+    cw_partition_group_destroy(NULL);
+    cw_partition_group_destroy(&set);
 }
 
 static void test_features_absent(void **state) {

@@ -45,6 +45,7 @@ static struct {
     long (*waits)(void);
     long (*calls)(const char *entry);
     CUcontext (*other_context)(void);
+    void (*green)(int on);
     CUresult (*cuCtxGetCurrent)(CUcontext *);
     CUresult (*cuCtxSetCurrent)(CUcontext);
     CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
@@ -76,6 +77,7 @@ static int load_fake(const char *path) {
     FK_SYM_(waits, "fake_cuda_waits")
     FK_SYM_(calls, "fake_cuda_calls")
     FK_SYM_(other_context, "fake_cuda_other_context")
+    FK_SYM_(green, "fake_cuda_green")
     FK_SYM_(cuCtxGetCurrent, "cuCtxGetCurrent")
     FK_SYM_(cuCtxSetCurrent, "cuCtxSetCurrent")
     FK_SYM_(cuStreamCreateWithPriority, "cuStreamCreateWithPriority")
@@ -362,36 +364,36 @@ static void test_invalid_arguments(void **state) {
  * with a message that says what the device offers. */
 static void test_partition_validation(void **state) {
     (void)state;
-    cw_green_caps caps;
+    cw_partition_caps caps;
     memset(&caps, 0xee, sizeof caps);
-    assert_cw_ok(cw_green_query(0, &caps));
+    assert_cw_ok(cw_partition_get_caps(0, &caps));
     assert_int_equal(caps.supported, 1);
     assert_int_equal(caps.sm_count, 132);
     assert_int_equal(caps.min_partition, 8);
     assert_int_equal(caps.granularity, 8);
     assert_int_equal(caps.workqueues, 0);
 
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     const unsigned not_multiple[] = {12};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, not_multiple, 1, -1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, not_multiple, 1, -1));
     assert_non_null(strstr(cw_last_error_message(), "132 SMs"));
     assert_non_null(strstr(cw_last_error_message(), "multiples of 8"));
     const unsigned too_small[] = {16, 4};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, too_small, 2, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, too_small, 2, 0));
     assert_non_null(strstr(cw_last_error_message(), "partition 1 asks for 4 SMs"));
     const unsigned too_many[] = {128, 16};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, too_many, 2, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, too_many, 2, 0));
     assert_non_null(strstr(cw_last_error_message(), "ask for 144 SMs"));
     assert_non_null(strstr(cw_last_error_message(), "at most 128"));
     /* all 16 groups taken and 4 SMs left over is fine for the validation;
      * 128 + 8 is not */
     const unsigned exactly_full[] = {128, 8};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, exactly_full, 2, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, exactly_full, 2, 0));
     assert_null(set);
     /* a valid request reaches the driver; the fake cannot make green
      * contexts, so it fails there, cleanly (the teardown checks for leaks) */
     const unsigned ok[] = {16, 8};
-    cw_status st = cw_partition_set_create(&set, 0, ok, 2, -1);
+    cw_status st = cw_partition_group_create(&set, 0, ok, 2, -1);
     assert_int_equal(st, CW_ERROR_NOT_SUPPORTED);
     assert_string_equal(cw_last_error()->driver_call, "cuDevResourceGenerateDesc");
     assert_null(set);
@@ -430,10 +432,10 @@ static void test_partition_sizes_overflow(void **state) {
     };
     const long bad0 = fk.live("badresource");
     for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
-        cw_partition_set *set = NULL;
+        cw_partition_group *set = NULL;
         const long desc0 = fk.calls("cuDevResourceGenerateDesc");
         cw_clear_error();
-        const cw_status st = cw_partition_set_create(&set, 0, refused[c].counts, refused[c].n, -1);
+        const cw_status st = cw_partition_group_create(&set, 0, refused[c].counts, refused[c].n, -1);
         const long descs = fk.calls("cuDevResourceGenerateDesc") - desc0;
         const long bad = fk.live("badresource") - bad0;
         if (st != CW_ERROR_INVALID_ARGUMENT || !strstr(cw_last_error_message(), refused[c].want) || descs != 0 ||
@@ -450,9 +452,9 @@ static void test_partition_sizes_overflow(void **state) {
         size_t n;
     } valid[] = {{{128}, 1}, {{8}, 1}, {{120, 8}, 2}, {{8, 8, 112}, 3}};
     for (size_t c = 0; c < sizeof valid / sizeof valid[0]; c++) {
-        cw_partition_set *set = NULL;
+        cw_partition_group *set = NULL;
         const long desc0 = fk.calls("cuDevResourceGenerateDesc");
-        const cw_status st = cw_partition_set_create(&set, 0, valid[c].counts, valid[c].n, 0);
+        const cw_status st = cw_partition_group_create(&set, 0, valid[c].counts, valid[c].n, 0);
         if (st != CW_ERROR_NOT_SUPPORTED || fk.calls("cuDevResourceGenerateDesc") != desc0 + 1 ||
             fk.live("badresource") != bad0)
             fail_msg("valid case %zu: %s, %ld beyond the split's array; detail: %s", c, cw_status_name(st),
@@ -2842,6 +2844,97 @@ static void test_context_info(void **state) {
     assert_int_equal(ci.device, 77);
 }
 
+/* ---- partition groups ---------------------------------------------------------
+ * With the fake's green contexts on (fake_cuda_green): a group of {16, 8}
+ * and the leftover; destroyed while a stream made on partition 1 lives. The
+ * stream goes on working (work enqueued, queried, waited for, ordered with
+ * another context's stream); partitions 0 and 2 go with the group, the
+ * fake's green context of partition 1 only when that stream is destroyed;
+ * nothing is orphaned or leaked. */
+static void test_partition_group_outlived(void **state) {
+    (void)state;
+    fk.green(1);
+    const long green0 = fk.live("green"), orphans0 = fk.live("orphans");
+    cw_partition_group *g = NULL;
+    const unsigned sizes[] = {16, 8};
+    assert_cw_ok(cw_partition_group_create(&g, 0, sizes, 2, 0));
+    assert_int_equal(fk.live("green"), green0 + 3);
+    cw_partition_group_info gi;
+    memset(&gi, 0x5a, sizeof gi);
+    assert_cw_ok(cw_partition_group_get_info(g, &gi));
+    assert_int_equal(gi.count, 3);
+    assert_int_equal(gi.default_index, 0);
+    assert_int_equal(gi.device, 0);
+    for (size_t k = 0; k < sizeof gi.reserved; k++) assert_int_equal(gi.reserved[k], 0);
+    cw_partition_info pi[3];
+    const unsigned want_sms[3] = {16, 8, 132 - 24};
+    for (size_t i = 0; i < 3; i++) {
+        memset(&pi[i], 0x5a, sizeof pi[i]);
+        assert_cw_ok(cw_partition_group_get_partition(g, i, &pi[i]));
+        assert_int_equal(pi[i].sm_count, want_sms[i]);
+        assert_int_equal(pi[i].leftover, i == 2);
+        assert_int_equal(pi[i].is_default, i == 0);
+        for (size_t k = 0; k < sizeof pi[i].reserved; k++) assert_int_equal(pi[i].reserved[k], 0);
+        cw_context_info ci;
+        assert_cw_ok(cw_context_get_info(pi[i].context, &ci));
+        assert_int_equal(ci.kind, CW_CONTEXT_GREEN);
+        assert_int_equal(ci.sm_count, want_sms[i]);
+        assert_int_equal(ci.device, 0);
+    }
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_get_partition(g, 3, &pi[0]));
+    /* a partition's context is borrowed: destroying it nulls the pointer only */
+    cw_context *borrowed = pi[0].context;
+    cw_context_destroy(&borrowed);
+    assert_null(borrowed);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_int_equal(fk.live("green"), green0 + 3);
+
+    set_current(g_other);
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, pi[1].context, NULL));
+    cw_partition_group_destroy(&g);
+    assert_null(g);
+    /* partitions 0 and 2 are gone; 1 stays for its stream */
+    assert_int_equal(fk.live("green"), green0 + 1);
+    assert_int_equal(fk.live("orphans"), orphans0);
+    cw_context_info ci;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(pi[0].context, &ci));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(pi[2].context, &ci));
+    assert_cw_ok(cw_context_get_info(pi[1].context, &ci));
+    assert_int_equal(ci.sm_count, 8);
+
+    /* the stream works: work enqueued on it runs, in order with others */
+    cw_stream *p = new_stream();
+    fk.hold(1);
+    cw_future *f = NULL, *h = NULL;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_WRITE_VALUE));
+    assert_cw_ok(cw_future_create(&h, s, CW_FUTURE_HOST_FUNC));
+    assert_cw(CW_ERROR_NOT_READY, cw_stream_query(s));
+    assert_cw_ok(cw_stream_wait(p, s));
+    fk.hold(0);
+    assert_cw_ok(cw_future_wait(f, 2000000));
+    assert_cw_ok(cw_future_wait(h, 2000000));
+    assert_cw_ok(cw_stream_synchronize(p));
+    volatile uint32_t *w = host_words(1);
+    write_word(s, w, 7);
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 7);
+    free_words(w);
+    assert_cw_ok(cw_stream_query(s));
+    cw_future_destroy(&f);
+    cw_future_destroy(&h);
+    assert_ptr_equal(current(), g_other);
+    assert_int_equal(fk.live("green"), green0 + 1);
+
+    /* the last object on partition 1: its green context goes with it */
+    cw_stream_destroy(&s);
+    assert_int_equal(fk.live("green"), green0);
+    assert_int_equal(fk.live("orphans"), orphans0);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(pi[1].context, &ci));
+    cw_stream_destroy(&p);
+    fk.green(0);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 /* Every object knows its context (and through it its device): pools,
@@ -2999,6 +3092,7 @@ int main(int argc, char **argv) {
         TEST(test_fault_injection),
         TEST(test_not_ready_is_not_a_query_answer),
         TEST(test_context_info),
+        TEST(test_partition_group_outlived),
     };
     /* CWT_FILTER=pattern runs only the matching tests (cmocka's filter) */
     cwt_filter_from_env();

@@ -20,7 +20,7 @@ import enum
 import weakref
 
 from . import _errors, _lib
-from ._lib import (BufferInfo, GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
+from ._lib import (BufferInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
                    StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
@@ -170,7 +170,7 @@ class Context(_Handle):
     _destroy = lib.cw_context_destroy
 
     def __init__(self, device=0, _ptr=None, _owner=None):
-        if _owner is not None:  # a partition's context: the set owns it
+        if _owner is not None:  # a partition's context: borrowed from its group
             self._borrow(_ptr, (_owner,))
             return
         super().__init__(_ptr if _ptr is not None else _new(lib.cw_context_create, device))
@@ -384,40 +384,35 @@ class Timer(_Handle):
         return ms.value
 
 
-def green_query(device=0):
-    """What green contexts the device supports: a dict of cw_green_caps."""
-    c = GreenCaps()
-    lib.cw_green_query(device, ctypes.byref(c))
-    return {name: getattr(c, name) for name, _ in GreenCaps._fields_ if name != "reserved"}
+def partition_caps(device=0):
+    """What green contexts the device supports: a dict of cw_partition_caps."""
+    c = PartitionCaps()
+    lib.cw_partition_get_caps(device, ctypes.byref(c))
+    return {name: getattr(c, name) for name, _ in PartitionCaps._fields_ if name != "reserved"}
 
 
-class PartitionSet(_Handle):
+class PartitionGroup(_Handle):
     """Disjoint SM partitions of a device made by one split (green contexts):
-    PartitionSet([16, 8]) has partitions 0 and 1 and the leftover one last.
-    context(i) is partition i's Context (owned by the set)."""
+    PartitionGroup([16, 8]) has partitions 0 and 1 and the leftover one last.
+    context(i) is partition i's Context (borrowed from the group; it keeps the
+    group object alive). Closing the group never fails: a partition on which
+    objects live stays until they are closed."""
 
-    _destroy = lib.cw_partition_set_destroy
+    _destroy = lib.cw_partition_group_destroy
 
     def __init__(self, sm_counts, device=0, default=-1):
         arr = (ctypes.c_uint * len(sm_counts))(*sm_counts)
-        super().__init__(_new(lib.cw_partition_set_create, device, arr, len(sm_counts), default))
+        super().__init__(_new(lib.cw_partition_group_create, device, arr, len(sm_counts), default))
 
     def __len__(self):
-        n = ctypes.c_size_t()
-        lib.cw_partition_set_count(self.handle, ctypes.byref(n))
-        return n.value
+        i = _lib.PartitionGroupInfo()
+        lib.cw_partition_group_get_info(self.handle, ctypes.byref(i))
+        return i.count
 
     def context(self, index):
-        return Context(_ptr=_get(lib.cw_partition_set_get, self.handle, ctypes.c_size_t(index)), _owner=self)
-
-    def close(self):
-        """Destroys the set; raises InvalidStateError (and keeps it) while objects
-        made on its partitions are alive. Idempotent."""
-        if self._ptr.value:
-            st = lib.cw_partition_set_destroy(ctypes.byref(self._ptr))
-            if st != 0:
-                raise _errors.from_status(st, last_error())
-        self._finalizer.detach()
+        i = _lib.PartitionInfo()
+        lib.cw_partition_group_get_partition(self.handle, ctypes.c_size_t(index), ctypes.byref(i))
+        return Context(_ptr=i.context, _owner=self)
 
 
 class _Capture:

@@ -184,13 +184,32 @@ class BufferInfo(ctypes.Structure):
     ]
 
 
-class GreenCaps(ctypes.Structure):
+class PartitionCaps(ctypes.Structure):
     _fields_ = [
         ("supported", ctypes.c_int),
         ("sm_count", ctypes.c_uint),
         ("min_partition", ctypes.c_uint),
         ("granularity", ctypes.c_uint),
         ("workqueues", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class PartitionGroupInfo(ctypes.Structure):
+    _fields_ = [
+        ("count", ctypes.c_size_t),
+        ("default_index", ctypes.c_size_t),
+        ("device", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class PartitionInfo(ctypes.Structure):
+    _fields_ = [
+        ("context", ctypes.c_void_p),
+        ("sm_count", ctypes.c_uint),
+        ("leftover", ctypes.c_int),
+        ("is_default", ctypes.c_int),
         ("reserved", ctypes.c_uint8 * 44),
     ]
 
@@ -253,12 +272,13 @@ _SIGNATURES = [
     ("cw_timer_stop", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_timer_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
     # green partitions
-    ("cw_green_query", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(GreenCaps)], True),
-    ("cw_partition_set_create", ctypes.c_int,
+    ("cw_partition_get_caps", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(PartitionCaps)], True),
+    ("cw_partition_group_create", ctypes.c_int,
      [c_void_pp, ctypes.c_int, ctypes.POINTER(ctypes.c_uint), ctypes.c_size_t, ctypes.c_int], True),
-    ("cw_partition_set_destroy", ctypes.c_int, [c_void_pp], False),  # status checked by PartitionSet.close
-    ("cw_partition_set_count", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], True),
-    ("cw_partition_set_get", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, c_void_pp], True),
+    ("cw_partition_group_destroy", None, [c_void_pp], False),
+    ("cw_partition_group_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PartitionGroupInfo)], True),
+    ("cw_partition_group_get_partition", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(PartitionInfo)], True),
     # graphs
     ("cw_capture_begin", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int], True),
     ("cw_capture_end", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
