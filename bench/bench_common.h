@@ -48,6 +48,13 @@ static inline CUcontext bench_cu_context(const cw_context *ctx) {
     return info.handle;
 }
 
+/* The driver stream of a cw_stream (its info's handle); exits on failure. */
+static inline CUstream bench_cu_stream(const cw_stream *s) {
+    cw_stream_info info;
+    CW_CHECK(cw_stream_get_info(s, &info));
+    return info.handle;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);

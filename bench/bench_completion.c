@@ -297,7 +297,7 @@ int main(void) {
     void *module = NULL;
     CU_CHECK(rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_empty", &fn_empty));
     CW_CHECK(cw_stream_create(&s, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(s, &hs));
+    hs = bench_cu_stream(s);
 
     CU_CHECK(rc.cuEventCreate(&raw_ev, 0x2 /* CU_EVENT_DISABLE_TIMING */));
     void *hp = NULL;

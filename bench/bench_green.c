@@ -185,7 +185,7 @@ static void *hog_main(void *arg) {
 static void hog_start(hog *g, kctx *k, cw_stream *s) {
     memset(g, 0, sizeof *g);
     g->k = k;
-    CW_CHECK(cw_stream_get_handle(s, &g->h));
+    g->h = bench_cu_stream(s);
     atomic_init(&g->stop, 0);
     atomic_init(&g->launched, 0);
     if (pthread_create(&g->thread, NULL, hog_main, g) != 0) {
@@ -238,7 +238,7 @@ static double *samples;
  * samples and min_s seconds, at most CAP_S seconds. */
 static void small_run(result *out, const char *name, kctx *k, cw_stream *s, size_t target, double min_s) {
     CUstream h = NULL;
-    CW_CHECK(cw_stream_get_handle(s, &h));
+    h = bench_cu_stream(s);
     void *args[] = {&k->counter};
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     for (int i = 0; i < WARMUP; i++) {

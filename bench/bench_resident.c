@@ -226,7 +226,7 @@ static void kset_load(kset *k, const char *name, cw_context *ctx) {
     CU_CHECK(rc.cuCtxSynchronize());
     CU_CHECK(rc.cuCtxSetCurrent(prev));
     CW_CHECK(cw_stream_create(&k->cap, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(k->cap, &k->cap_h));
+    k->cap_h = bench_cu_stream(k->cap);
 }
 
 /* Checks that every hog launch ran, then frees and unloads. */
@@ -311,9 +311,10 @@ static int wl_used;
  * loop's graph), launched raw on s's CUstream with the loop's context current. */
 static cw_status wl_capture(cw_stream *s, void *user) {
     const wl *w = user;
-    CUstream h = NULL;
-    cw_status st = cw_stream_get_handle(s, &h);
+    cw_stream_info si;
+    cw_status st = cw_stream_get_info(s, &si);
     if (st != CW_SUCCESS) return st;
+    CUstream h = si.handle;
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
     CU_CHECK(rc.cuCtxSetCurrent(w->k->cu));
@@ -663,7 +664,7 @@ static void hog_start(hog *g, kset *k, cw_stream *s, unsigned blocks) {
     memset(g, 0, sizeof *g);
     g->k = k;
     g->blocks = blocks;
-    CW_CHECK(cw_stream_get_handle(s, &g->h));
+    g->h = bench_cu_stream(s);
     atomic_init(&g->stop, 0);
     atomic_init(&g->launched, 0);
     if (pthread_create(&g->thread, NULL, hog_main, g) != 0) {

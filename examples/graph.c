@@ -81,9 +81,9 @@ static int cu_open(void) {
 static void *k_mul_add, *k_set_cond, *k_while_body;
 
 static int launch(void *fn, cw_stream *s, void **args) {
-    CUstream h = NULL;
-    if (cw_stream_get_handle(s, &h) != CW_SUCCESS) return -1;
-    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, h, args, NULL);
+    cw_stream_info info; /* the driver stream: no driver call to read it */
+    if (cw_stream_get_info(s, &info) != CW_SUCCESS) return -1;
+    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, info.handle, args, NULL);
 }
 
 static int mul_add(cw_stream *s, dptr x, int v) {

@@ -76,6 +76,27 @@ static inline cw_status cwt_context_device(const cw_context *ctx, int *out) {
     return st;
 }
 
+/* Fields of a stream's info, as for contexts above (cw_stream_get_info's
+ * status). */
+static inline cw_status cwt_stream_handle(const cw_stream *s, CUstream *out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.handle;
+    return st;
+}
+static inline cw_status cwt_stream_context(const cw_stream *s, cw_context **out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.context;
+    return st;
+}
+static inline cw_status cwt_stream_device(const cw_stream *s, int *out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.device;
+    return st;
+}
+
 /* The context of a group's partition `index` (borrowed from the group); the
  * status is cw_partition_group_get_partition's. */
 static inline cw_status cwt_partition(const cw_partition_group *g, size_t index, cw_context **out) {

@@ -128,7 +128,7 @@ static cw_status top_compute(cw_io *io, void *user) {
     if (t->sleep_us) usleep((useconds_t)t->sleep_us);
     if (t->fail_at && (int)it + 1 == t->fail_at) {
         cw_stream *x = NULL;
-        return cw_stream_pool_acquire(NULL, &x); /* a real error with a detail */
+        return cw_stream_pool_acquire(&x, NULL, 0); /* a real error with a detail */
     }
     if (t->stop_at && (int)it + 1 == t->stop_at) cw_pipeline_stop(t->pipe);
     for (int k = 0; k < MAXP && t->out[k] && !t->no_emit; k++) {
@@ -408,7 +408,7 @@ static void test_stream_rules(void **state) {
     /* the ordering is on the GPU: B, D, C (twice) wait per iteration */
     assert_int_equal(waits, 5 * 4);
     int dev = -1;
-    assert_cw_ok(cw_stream_get_device(g.c.got[0], &dev));
+    assert_cw_ok(cwt_stream_device(g.c.got[0], &dev));
     assert_int_equal(dev, 0);
     cw_pipeline_stats st;
     assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
@@ -478,11 +478,11 @@ static void test_fallbacks(void **state) {
     cw_pipeline_stats st;
     assert_cw_ok(cw_pipeline_get_stats(p, &st));
     assert_int_equal(st.fallbacks, 3 * 2); /* D and E, each iteration */
-    cw_stream_pool_stats pst;
-    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    cw_stream_pool_info pst;
+    assert_cw_ok(cw_stream_pool_get_info(one, &pst));
     assert_int_equal(pst.leased, 1);
     cw_pipeline_destroy(&p);
-    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    assert_cw_ok(cw_stream_pool_get_info(one, &pst));
     assert_int_equal(pst.leased, 0); /* given back */
     cw_stream_pool_destroy(&one);
     assert_int_equal(leaks(before, "the fallbacks"), 0);
@@ -582,7 +582,7 @@ static void test_manual_calls(void **state) {
     assert_int_equal(sink.errs[4], CW_ERROR_INVALID_STATE);    /* not resident */
     assert_int_equal(sink.errs[5], CW_ERROR_INVALID_STATE);    /* no port memory */
     assert_int_equal(sink.errs[6], CW_ERROR_INVALID_ARGUMENT);
-    cw_stream_pool_stats pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
+    cw_stream_pool_info pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
     (void)pst;
     cw_pipeline_destroy(&p);
 

@@ -192,7 +192,7 @@ static void cycle_pool(long i) {
     cw_stream_pool *p = NULL;
     assert_cw_ok(cw_stream_pool_create(&p, ctx, NULL));
     cw_stream *s = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(p, &s));
+    assert_cw_ok(cw_stream_pool_acquire(&s, p, 0));
     assert_cw_ok(cw_stream_wait(s, busy));
     launch(k_empty, s, NULL);
     assert_cw_ok(cw_stream_pool_release(p, &s));

@@ -268,8 +268,8 @@ static void test_cross_device_order(void **state) {
         words[0] = 0;
         words[1] = -1;
         CUstream h0 = NULL, h1 = NULL;
-        assert_cw_ok(cw_stream_get_handle(s[0], &h0));
-        assert_cw_ok(cw_stream_get_handle(s[1], &h1));
+        assert_cw_ok(cwt_stream_handle(s[0], &h0));
+        assert_cw_ok(cwt_stream_handle(s[1], &h1));
         assert_cu_ok(rc.cuCtxSetCurrent(cu[0]));
         assert_cu_ok(rawcuda_kernel(&rc, &mod[0], cw_test_kernels_fatbin, "cw_slow_write", &writer));
         int value = 1000 + round;

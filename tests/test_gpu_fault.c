@@ -68,7 +68,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static void launch(cw_stream *s, void *fn, void **args) {
     CUstream h = NULL;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     cur();
     assert_cu_ok(rawcuda_launch1(&rc, fn, h, args));
 }

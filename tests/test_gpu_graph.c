@@ -31,7 +31,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -149,7 +149,7 @@ static void test_chain_matches_direct(void **state) {
     cw_stream_pool *pool = NULL;
     cw_stream *leased = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, NULL));
-    assert_cw_ok(cw_stream_pool_acquire(pool, &leased));
+    assert_cw_ok(cw_stream_pool_acquire(&leased, pool, 0));
     dset(p, 1);
     assert_cw_ok(cw_graph_exec_launch(e, leased));
     assert_cw_ok(cw_stream_synchronize(leased));
@@ -192,8 +192,8 @@ static void test_fork_join_capture_order(void **state) {
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
     stamp(hnd(s), t + 0 * 16, 10 * MS);
-    assert_cw_ok(cw_stream_fork(s, &b));
-    assert_cw_ok(cw_stream_fork(s, &c));
+    assert_cw_ok(cw_stream_fork(&b, s));
+    assert_cw_ok(cw_stream_fork(&c, s));
     stamp(hnd(b), t + 1 * 16, 20 * MS);
     stamp(hnd(c), t + 2 * 16, 20 * MS);
     assert_cw_ok(cw_stream_join(s, &b));

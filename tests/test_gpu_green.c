@@ -61,7 +61,7 @@ static void kmod_unload(kmod *m) {
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -314,9 +314,9 @@ static void test_pool_on_partition(void **state) {
     cw_stream_pool *pool = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, a, NULL));
     cw_stream *ps = NULL, *ls = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(pool, &ps));
+    assert_cw_ok(cw_stream_pool_acquire(&ps, pool, 0));
     cw_context *back = NULL;
-    assert_cw_ok(cw_stream_get_context(ps, &back));
+    assert_cw_ok(cwt_stream_context(ps, &back));
     assert_ptr_equal(back, a);
     assert_cw_ok(cw_stream_create(&ls, left, NULL));
 

@@ -175,7 +175,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = cw_io_receive_stream(io, ports[i], &s))) return st;
     }
     int sdev = -1;
-    cw_stream_get_device(s, &sdev);
+    cwt_stream_device(s, &sdev);
     if (sdev != o->device) o->d->wrong_device++;
     if (o->which == 1 || o->which == 2) {
         cw_buffer *b = NULL;

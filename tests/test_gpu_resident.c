@@ -66,7 +66,7 @@ static unsigned requests(unsigned full, unsigned few) {
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -912,7 +912,7 @@ static void other_streams_child(void) {
     cw_stream *s = NULL;
     CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
     CUstream h = NULL;
-    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    CHILD_CHECK(cwt_stream_handle(s, &h) == CW_SUCCESS);
     dptr p = 0;
     CHILD_CHECK(rc.cuMemAlloc(&p, 4) == 0);
     int one = 1;
@@ -1042,7 +1042,7 @@ static void hog_child(void) {
     cw_stream *s = NULL;
     CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
     CUstream h = NULL;
-    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    CHILD_CHECK(cwt_stream_handle(s, &h) == CW_SUCCESS);
     dptr sink = 0;
     CHILD_CHECK(rc.cuMemAlloc(&sink, 8) == 0);
     long long ns = 200 * MS;

@@ -79,8 +79,8 @@ static void test_destroyed_handles_are_refused(void **state) {
     int flag = 0;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query(s_copy));
     assert_non_null(strstr(cw_last_error_message(), "not a live cw_stream"));
-    cw_stream_pool_stats ps;
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_pool_get_stats(pool_copy, &ps));
+    cw_stream_pool_info ps;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_pool_get_info(pool_copy, &ps));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_start(t_copy, NULL));
     cw_graph_info gi;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_get_info(g_copy, &gi));
@@ -148,14 +148,14 @@ static void test_many_handles(void **state) {
     for (int i = 0; i < N; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
     assert_int_equal(cwi_handles_live(), live0 + N);
     float ms = 0;
-    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t[i], &ms)); /* live, never started */
+    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_get_elapsed_ms(t[i], &ms)); /* live, never started */
     /* Destroy every other one: the rest stay valid, the destroyed are refused. */
     cw_timer **copy = calloc(N, sizeof *copy);
     memcpy(copy, t, N * sizeof *t);
     for (int i = 0; i < N; i += 2) cw_timer_destroy(&t[i]);
     int refused = 0, valid = 0;
     for (int i = 0; i < N; i++) {
-        cw_status st = cw_timer_elapsed_ms(copy[i], &ms);
+        cw_status st = cw_timer_get_elapsed_ms(copy[i], &ms);
         if (st == CW_ERROR_INVALID_HANDLE) refused++;
         else if (st == CW_ERROR_INVALID_STATE) valid++; /* live, but never started */
     }
@@ -294,7 +294,7 @@ static void *churn_main(void *arg) {
         cw_timer *stale = t;
         cw_timer_destroy(&t);
         float ms;
-        if (cw_timer_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) c->bad++;
+        if (cw_timer_get_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) c->bad++;
     }
     return NULL;
 }
@@ -357,7 +357,7 @@ static void test_registry_memory_flat(void **state) {
     for (int i = 0; i < CYCLES; i++) free(hold[i]);
     free(hold);
     float ms;
-    for (int i = 0; i < KEEP; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(keep[i], &ms));
+    for (int i = 0; i < KEEP; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_get_elapsed_ms(keep[i], &ms));
     for (int i = 0; i < KEEP; i++) cw_timer_destroy(&keep[i]);
     assert_int_equal(cwi_handles_live(), live0);
     assert_int_equal(end, warm);
@@ -385,7 +385,7 @@ static void test_lookup_racing_move(void **state) {
            "again under the lock, %d refused\n",
            N, how[1], how[2], how[0]);
     float ms;
-    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t[i], &ms));
+    for (int i = 0; i < N; i++) assert_cw(CW_ERROR_INVALID_STATE, cw_timer_get_elapsed_ms(t[i], &ms));
     assert_int_equal(cwi_handles_live(), live0 + N);
     for (int i = 0; i < N; i++) cw_timer_destroy(&t[i]);
     free(t);
@@ -467,7 +467,7 @@ static void test_quarantine_limit(void **state) {
     float ms;
     for (size_t i = 1; i < n; i++) cw_timer_destroy(&t[i]); /* n - 1 later frees */
     assert_true(cwi_handles_held(stale));
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_elapsed_ms(stale, &ms));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_get_elapsed_ms(stale, &ms));
     cw_timer *u = NULL;
     assert_cw_ok(cw_timer_create(&u, ctx));
     assert_ptr_not_equal(u, stale); /* its memory is held: nothing can be made there */
@@ -506,14 +506,14 @@ static void *owner_main(void *arg) {
         const int j = (r * 7) % OWN;
         cw_timer *stale = t[j];
         cw_timer_destroy(&t[j]);
-        if (cw_timer_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) o->accepted_stale++;
+        if (cw_timer_get_elapsed_ms(stale, &ms) != CW_ERROR_INVALID_HANDLE) o->accepted_stale++;
         if (cw_timer_create(&t[j], ctx) != CW_SUCCESS) {
             o->errors++;
             break;
         }
         for (int i = 0; i < OWN; i++) {
             /* Live and never started: CW_ERROR_INVALID_STATE, never INVALID_HANDLE. */
-            if (cw_timer_elapsed_ms(t[i], &ms) != CW_ERROR_INVALID_STATE) o->refused_live++;
+            if (cw_timer_get_elapsed_ms(t[i], &ms) != CW_ERROR_INVALID_STATE) o->refused_live++;
             o->lookups++;
         }
     }
@@ -589,7 +589,7 @@ int main(int argc, char **argv) {
     cw_future *wf = NULL;
     cw_resident *wr = NULL;
     cw_pipeline *wp = NULL;
-    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(w, &child) || cw_stream_join(w, &child) ||
+    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(&child, w) || cw_stream_join(w, &child) ||
         cw_buffer_alloc(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_HOST_FUNC) ||
         cw_future_wait(wf, 1000000) || cw_resident_create(&wr, ctx, NULL) || cw_pipeline_create(&wp, ctx, NULL)) {
         printf("FAIL: warming up: %s\n", cw_last_error_message());

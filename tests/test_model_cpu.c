@@ -181,16 +181,16 @@ static void use(Thread *t, int k, int i) {
         break;
     case K_POOL: {
         cw_stream *a = NULL, *b = NULL, *c = NULL;
-        st = cw_stream_pool_acquire((cw_stream_pool *)h, &a);
-        if (st == CW_SUCCESS) st = cw_stream_pool_acquire((cw_stream_pool *)h, &b);
+        st = cw_stream_pool_acquire(&a, (cw_stream_pool *)h, 0);
+        if (st == CW_SUCCESS) st = cw_stream_pool_acquire(&b, (cw_stream_pool *)h, 0);
         if (st == CW_SUCCESS) {
-            cw_status third = cw_stream_pool_acquire((cw_stream_pool *)h, &c);
+            cw_status third = cw_stream_pool_acquire(&c, (cw_stream_pool *)h, 0);
             EXPECT(t, third == CW_ERROR_POOL_EXHAUSTED, "a third lease of a pool of 2: %s", cw_status_name(third));
         }
         if (a) cw_stream_pool_release((cw_stream_pool *)h, &a);
         if (b) cw_stream_pool_release((cw_stream_pool *)h, &b);
-        cw_stream_pool_stats ps;
-        if (st == CW_SUCCESS) st = cw_stream_pool_get_stats((cw_stream_pool *)h, &ps);
+        cw_stream_pool_info ps;
+        if (st == CW_SUCCESS) st = cw_stream_pool_get_info((cw_stream_pool *)h, &ps);
         if (st == CW_SUCCESS) EXPECT(t, ps.leased == 0, "a pool with %zu leases out after releasing all", ps.leased);
         break;
     }
@@ -314,11 +314,13 @@ static void use_stale(Thread *t) {
     }
     cw_context *c = NULL;
     cw_status st = CW_SUCCESS;
+    cw_stream_pool_info pi;
+    float ms = 0;
     switch (t->stale_kind[s]) {
-    case K_STREAM: st = cw_stream_get_context((cw_stream *)h, &c); break;
-    case K_POOL: st = cw_stream_pool_get_context((cw_stream_pool *)h, &c); break;
-    case K_TIMER: st = cw_timer_get_context((cw_timer *)h, &c); break;
-    case K_FUTURE: st = cw_future_get_context((cw_future *)h, &c); break;
+    case K_STREAM: st = cwt_stream_context((cw_stream *)h, &c); break;
+    case K_POOL: st = cw_stream_pool_get_info((cw_stream_pool *)h, &pi); break;
+    case K_TIMER: st = cw_timer_get_elapsed_ms((cw_timer *)h, &ms); break;
+    case K_FUTURE: st = cw_future_poll((cw_future *)h); break;
     case K_BUFFER: st = cw_buffer_get_context((cw_buffer *)h, &c); break;
     case K_GRAPH: st = cw_graph_get_context((cw_graph *)h, &c); break;
     case K_EXEC: st = cw_graph_exec_get_context((cw_graph_exec *)h, &c); break;
@@ -357,7 +359,7 @@ static void use_stale(Thread *t) {
 /* A lease of the shared pool, waited for: released at once. */
 static void lease_shared(Thread *t) {
     cw_stream *s = NULL;
-    cw_status st = cw_stream_pool_acquire_wait(shared_pool, &s, -1);
+    cw_status st = cw_stream_pool_acquire(&s, shared_pool, -1);
     EXPECT(t, st == CW_SUCCESS && s, "a lease of the shared pool: %s", cw_status_name(st));
     if (st != CW_SUCCESS) return;
     t->leases++;
@@ -489,8 +491,8 @@ static void test_model(void **state) {
     assert_int_equal(errors, 0);
     assert_int_equal(refused, tried);
     for (int k = 0; k < K_COUNT; k++) assert_int_equal(created[k], destroyed[k]);
-    cw_stream_pool_stats ps;
-    assert_cw_ok(cw_stream_pool_get_stats(shared_pool, &ps));
+    cw_stream_pool_info ps;
+    assert_cw_ok(cw_stream_pool_get_info(shared_pool, &ps));
     assert_int_equal(ps.leased, 0);
     assert_true(ps.created <= 3);
     cw_stream_pool_destroy(&shared_pool);
@@ -541,7 +543,7 @@ int main(int argc, char **argv) {
     cw_resident *wr = NULL;
     cw_program *wp = NULL;
     cw_device_set *ds = NULL;
-    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(w, &child) || cw_stream_join(w, &child) ||
+    if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(&child, w) || cw_stream_join(w, &child) ||
         cw_buffer_alloc(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_WRITE_VALUE) ||
         cw_future_wait(wf, -1) || cw_resident_create(&wr, ctx, NULL) ||
         cw_program_compile(&wp, ctx, k_source, NULL) || cw_device_set_open(&ds, NULL, 0)) {

@@ -409,8 +409,8 @@ static void test_collectives(void **state) {
     /* float32 sum, out of place, on cuweave streams. */
     assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
     CUstream h0, h1;
-    assert_cw_ok(cw_stream_get_handle(s[0], &h0));
-    assert_cw_ok(cw_stream_get_handle(s[1], &h1));
+    assert_cw_ok(cwt_stream_handle(s[0], &h0));
+    assert_cw_ok(cwt_stream_handle(s[1], &h1));
     assert_ptr_equal(nccl_last_stream(0), h0);
     assert_ptr_equal(nccl_last_stream(1), h1);
     for (int r = 0; r < 2; r++) {
@@ -894,7 +894,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         cw_stream *s = NULL, *child = NULL;
         cw_buffer *b = NULL;
-        if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(s, &child) != CW_SUCCESS ||
+        if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(&child, s) != CW_SUCCESS ||
             cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_alloc(&b, s, 64) != CW_SUCCESS) {
             printf("FAIL: warming device %d: %s\n", i, cw_last_error_message());
             return 1;

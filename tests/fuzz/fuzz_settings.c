@@ -183,13 +183,13 @@ static void fuzz_pool(struct input *in) {
     expect(cw_stream_pool_create(&p, ctx, &s), valid ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT,
            "cw_stream_pool_create");
     if (!p) return;
-    cw_stream_pool_stats stats;
-    if (cw_stream_pool_get_stats(p, &stats) != CW_SUCCESS) die("no pool stats");
+    cw_stream_pool_info stats;
+    if (cw_stream_pool_get_info(p, &stats) != CW_SUCCESS) die("no pool stats");
     if (raw_enum(&stats.mode) != mode) die("pool mode %u asked, %u in force", mode, raw_enum(&stats.mode));
     if (mode == CW_POOL_LEASE && stats.created != s.reserved_streams)
         die("%u streams reserved, %zu created", s.reserved_streams, stats.created);
     cw_stream *st = NULL;
-    expect(cw_stream_pool_acquire(p, &st), CW_SUCCESS, "cw_stream_pool_acquire (a new pool)");
+    expect(cw_stream_pool_acquire(&st, p, 0), CW_SUCCESS, "cw_stream_pool_acquire (a new pool)");
     expect(cw_stream_pool_release(p, &st), CW_SUCCESS, "cw_stream_pool_release");
     cw_stream_pool_destroy(&p);
 }

@@ -20,7 +20,7 @@ import enum
 import weakref
 
 from . import _errors, _lib
-from ._lib import (BufferInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolStats, ProgramSettings, ResidentSettings, ResidentStats,
+from ._lib import (BufferInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo, ProgramSettings, ResidentSettings, ResidentStats,
                    StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
@@ -240,9 +240,9 @@ class Stream(_Handle):
 
     @property
     def cu_stream(self):
-        h = ctypes.c_void_p()
-        lib.cw_stream_get_handle(self.handle, ctypes.byref(h))
-        return h.value or 0
+        i = _lib.StreamInfo()
+        lib.cw_stream_get_info(self.handle, ctypes.byref(i))
+        return i.handle or 0
 
     def __cuda_stream__(self):
         """The stream protocol CuPy, PyTorch and cuda.core read: (0, CUstream)."""
@@ -306,15 +306,17 @@ class StreamPool(_Handle):
         super().__init__(_new(lib.cw_stream_pool_create, context.handle, ctypes.byref(s)), keep=(context,))
         self.context = context
 
-    def acquire(self):
-        return Lease(self, _get(lib.cw_stream_pool_acquire, self.handle))
+    def acquire(self, timeout_us=0):
+        """A lease; waits up to timeout_us for a release when the pool is
+        exhausted (0: PoolExhaustedError at once; negative: no limit)."""
+        return Lease(self, _new(lib.cw_stream_pool_acquire, self.handle, ctypes.c_int64(timeout_us)))
 
     def next(self):
-        return Stream(self.context, _ptr=_get(lib.cw_stream_pool_next, self.handle), _borrowed=True)
+        return Stream(self.context, _ptr=_get(lib.cw_stream_pool_get_next, self.handle), _borrowed=True)
 
     def stats(self):
-        st = PoolStats()
-        lib.cw_stream_pool_get_stats(self.handle, ctypes.byref(st))
+        st = PoolInfo()
+        lib.cw_stream_pool_get_info(self.handle, ctypes.byref(st))
         return {"mode": st.mode, "created": st.created, "leased": st.leased, "idle": st.idle, "named": st.named}
 
 
@@ -380,7 +382,7 @@ class Timer(_Handle):
 
     def elapsed_ms(self):
         ms = ctypes.c_float()
-        lib.cw_timer_elapsed_ms(self.handle, ctypes.byref(ms))
+        lib.cw_timer_get_elapsed_ms(self.handle, ctypes.byref(ms))
         return ms.value
 
 

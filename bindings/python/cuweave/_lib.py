@@ -93,14 +93,29 @@ class PoolSettings(ctypes.Structure):
     ]
 
 
-class PoolStats(ctypes.Structure):
+class StreamInfo(ctypes.Structure):
     _fields_ = [
-        ("mode", ctypes.c_int),
+        ("handle", ctypes.c_void_p),
+        ("context", ctypes.c_void_p),
+        ("device", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("owned", ctypes.c_int),
+        ("from_pool", ctypes.c_int),
+        ("is_null", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
+class PoolInfo(ctypes.Structure):
+    _fields_ = [
+        ("context", ctypes.c_void_p),
         ("created", ctypes.c_size_t),
         ("leased", ctypes.c_size_t),
         ("idle", ctypes.c_size_t),
         ("named", ctypes.c_size_t),
-        ("reserved", ctypes.c_uint8 * 32),
+        ("mode", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 28),
     ]
 
 
@@ -249,17 +264,17 @@ _SIGNATURES = [
     ("cw_stream_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(StreamSettings)], True),
     ("cw_stream_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_stream_destroy", None, [c_void_pp], False),
-    ("cw_stream_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(StreamInfo)], True),
     ("cw_stream_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
     ("cw_stream_query", ctypes.c_int, [ctypes.c_void_p], False),
     ("cw_stream_wait", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_stream_pool_settings_default", None, [ctypes.POINTER(PoolSettings)], False),
     ("cw_stream_pool_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(PoolSettings)], True),
     ("cw_stream_pool_destroy", None, [c_void_pp], False),
-    ("cw_stream_pool_acquire", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_acquire", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_int64], True),
     ("cw_stream_pool_release", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
-    ("cw_stream_pool_next", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
-    ("cw_stream_pool_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PoolStats)], True),
+    ("cw_stream_pool_get_next", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PoolInfo)], True),
     ("cw_future_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_int], True),
     ("cw_future_rearm", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_future_poll", ctypes.c_int, [ctypes.c_void_p], False),
@@ -270,7 +285,7 @@ _SIGNATURES = [
     ("cw_timer_destroy", None, [c_void_pp], False),
     ("cw_timer_start", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_timer_stop", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_timer_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
+    ("cw_timer_get_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
     # green partitions
     ("cw_partition_get_caps", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(PartitionCaps)], True),
     ("cw_partition_group_create", ctypes.c_int,

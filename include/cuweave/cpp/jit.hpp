@@ -81,9 +81,9 @@ class kernel {
     detail::void_ret launch_with(const stream &s, const cw_launch_config &c, const Args &...args) const {
         static_assert(detail::all_trivially_copyable<Args...>::value, "kernel arguments must be trivially copyable");
         const size_t sizes[] = {sizeof(Args)..., 0};
-        cw_context *c_ctx = nullptr;
-        (void)cw_stream_get_context(s.get(), &c_ctx);
-        cw_status st = check(c_ctx, sizes, sizeof...(Args));
+        cw_stream_info s_info{};
+        (void)cw_stream_get_info(s.get(), &s_info);
+        cw_status st = check(s_info.context, sizes, sizeof...(Args));
         if (st != CW_SUCCESS) return fail_args(st);
         void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
         return detail::done(cw_kernel_launch(k_, s.get(), &c, ptrs));
