@@ -15,7 +15,7 @@
  *
  * CWT_CHURN_N (default 1000; the soak run: 1000000) cycles per light kind;
  * heavy kinds, whose creation costs milliseconds of driver work, do fewer:
- * modules N/10, resident loops N/100, partition sets N/100 but at most
+ * modules N/10, resident loops N/100, partition groups N/100 but at most
  * 1000 (the driver never gives back what a green context took: about
  * 3.3 MiB of host and 8 MiB of device memory per pair on driver 580, so
  * 10000 of them fill an H100), NCCL communicators N/1000 (at least 3 of
@@ -344,7 +344,7 @@ static void cycle_partition(long i) {
 
 /* The same two green contexts made and destroyed with the raw driver (the
  * partition and the leftover of one split): what the driver itself keeps
- * per green context, the reference for cuweave's partition sets. */
+ * per green context, the reference for cuweave's partition groups. */
 static struct {
     CUresult (*get_res)(CUdevice, CUdevResource *, CUdevResourceType);
     CUresult (*split)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned, unsigned);
@@ -434,15 +434,15 @@ static void test_churn_partitions_and_comms(void **state) {
         *(void **)&raw_green.create = dlsym(rc.lib, "cuGreenCtxCreate");
         *(void **)&raw_green.destroy = dlsym(rc.lib, "cuGreenCtxDestroy");
         /* The raw driver's own two green contexts first: what it keeps per
-         * green context is allowed to cuweave's partition set too, and no
+         * green context is allowed to cuweave's partition group too, and no
          * more. */
         churn_growth raw = {0, 0, -1, 0, 0};
         const long parts = g_n / 100 < 1000 ? g_n / 100 : 1000;
         if (raw_green.get_res && raw_green.split && raw_green.gen && raw_green.create && raw_green.destroy)
             raw = churn_measure("raw green ctx x2", parts, cycle_raw_green);
-        churn_within("partition set", parts, cycle_partition, &raw);
+        churn_within("partition group", parts, cycle_partition, &raw);
     } else {
-        printf("# churn partition set: skipped (no green contexts)\n");
+        printf("# churn partition group: skipped (no green contexts)\n");
     }
     cw_versions vs;
     if (cw_get_versions(&vs) == CW_SUCCESS && vs.nccl > 0) {

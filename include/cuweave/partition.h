@@ -16,7 +16,7 @@
  * Threading: the driver lets a green context be current on one thread at a
  * time, and calls that create objects on a partition make it current for
  * their duration. Create objects on one partition from one thread at a time;
- * using them (launches, cw_stream_wait, pool acquire/release/next, futures)
+ * using them (launches, cw_stream_wait, pool acquire/release/get_next, futures)
  * needs no current context and is free of that rule.
  */
 #ifndef CUWEAVE_PARTITION_H
