@@ -69,7 +69,7 @@ LIB_SRCS = \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
 	src/multi/collective.cpp \
-	src/multi/device_set.cpp \
+	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
 	src/testing/hooks.cpp \
 	src/testing/seam.cpp

@@ -3,8 +3,9 @@
  * NCCL called directly) doing the same work, measured in one run on devices
  * 0 and 1 (include/cuweave/multi.h, include/cuweave/collective.h).
  *
- * Setup: a cw_device_set of devices 0 and 1 (their primary contexts); peer
- * access enabled between them with cw_device_set_enable_peers (it serves both
+ * Setup: a cw_device_group of devices 0 and 1 (their primary contexts); peer
+ * access enabled between them where the topology allows it
+ * (cw_device_get_peer_info, cw_context_enable_peer each way; it serves both
  * sides: the raw side uses the same primary contexts); per device a cuweave
  * stream (cw_stream_create) and a raw stream (cuStreamCreateWithPriority,
  * non-blocking) in that context, and two 256 MiB buffers `a` and `b`
@@ -28,7 +29,7 @@
  *     printed, not subtracted). The source device's context is current on the
  *     thread throughout, for both sides.
  *
- *  2) Resident loops: one cw_resident per GPU, made on the set's context of
+ *  2) Resident loops: one cw_resident per GPU, made on the group's context of
  *     its device, configured as bench_resident's a): gated by kernels
  *     (CW_RESIDENT_GATE_KERNELS), its workload the three guarded operators
  *     cw_gop_load -> cw_gop_mul -> cw_gop_store (tests/kernels, one thread
@@ -41,8 +42,9 @@
  *     return of the wait:
  *       a) GPU0's loop alone: cw_resident_data_ready + cw_resident_wait_result
  *       b) GPU1's loop alone: the same
- *       c) both together: cw_resident_data_ready_many (both doorbells) +
- *          cw_resident_wait_many (both results), from one thread
+ *       c) both together: cw_resident_data_ready on each (both doorbells),
+ *          then cw_resident_wait_result on each (both results), from one
+ *          thread
  *     "Alone" means the other loop is not launched: each of a), b), c) owns
  *     the GPUs for a block (its loops launched at the start of the block and
  *     torn down at its end), RT_BLOCKS blocks with the three in a fresh
@@ -53,7 +55,7 @@
  *  3) All-reduce through NCCL, float32 sum, out of place (send = a, recv =
  *     b, so the values do not change from one repetition to the next),
  *     1 MiB and 256 MiB per rank: cw_comm_all_reduce (a cw_comm from
- *     cw_comm_create over the set's contexts, the cuweave streams) against
+ *     cw_comm_create over the group's contexts, the cuweave streams) against
  *     NCCL called directly (opened here: $CUWEAVE_LIBNCCL, else
  *     libnccl.so.2; its own communicators from ncclCommInitAll; the raw
  *     streams; ncclGroupStart, ncclAllReduce per rank with the rank's context
@@ -148,7 +150,7 @@ static rc_result (*p_cuEventElapsedTime)(float *, CUevent, CUevent);
 typedef struct gpu {
     int ord;
     cw_device_info info;
-    cw_context *ctx; /* borrowed from the set */
+    cw_context *ctx; /* borrowed from the group */
     CUcontext cu;    /* its primary context */
     dptr a, b;       /* BIG_BYTES each: copy source / destination; all-reduce send / recv */
     cw_stream *cs;   /* the cuweave stream */
@@ -165,7 +167,7 @@ typedef struct gpu {
 } gpu;
 
 static gpu g[2];
-static cw_device_set *set;
+static cw_device_group *set;
 
 static void use(int d) { CU_CHECK(rc.cuCtxSetCurrent(g[d].cu)); }
 
@@ -404,13 +406,12 @@ static double rt_one(int d) {
 /* c): one round trip through both loops at once; microseconds. */
 static double rt_both(void) {
     const unsigned v0 = next_v++, v1 = next_v++;
-    cw_resident *const loops[2] = {g[0].loop, g[1].loop};
     uint64_t seqs[2] = {0, 0};
     const unsigned long long t0 = now_ns();
     *(volatile unsigned *)g[0].in = v0;
     *(volatile unsigned *)g[1].in = v1;
-    CW_CHECK(cw_resident_data_ready_many(loops, 2, seqs));
-    CW_CHECK(cw_resident_wait_many(loops, seqs, 2, RT_WAIT_MS));
+    for (int d = 0; d < 2; d++) CW_CHECK(cw_resident_data_ready(g[d].loop, &seqs[d]));
+    for (int d = 0; d < 2; d++) CW_CHECK(cw_resident_wait_result(g[d].loop, seqs[d], RT_WAIT_MS));
     const unsigned long long t1 = now_ns();
     rt_check(0, v0);
     rt_check(1, v1);
@@ -512,7 +513,7 @@ static nccl_comm ncc[2];
 /* Issues one all-reduce of `count` floats (send a, recv b) on both ranks. */
 static void ar_issue(int variant, size_t count) {
     if (variant == V_CW) {
-        const unsigned long long send[2] = {g[0].a, g[1].a}, recv[2] = {g[0].b, g[1].b};
+        const cw_devptr send[2] = {g[0].a, g[1].a}, recv[2] = {g[0].b, g[1].b};
         cw_stream *const streams[2] = {g[0].cs, g[1].cs};
         CW_CHECK(cw_comm_all_reduce(cwc, send, recv, count, CW_FLOAT32, CW_SUM, streams));
     } else {
@@ -638,7 +639,7 @@ int main(void) {
            "     stream of the source device, same buffers; raw events; %d copies per variant after %d warm-ups,\n"
            "     alternating; and the host enqueue cost of a %d-byte copy (%d calls per variant)\n"
            "  2) resident loops (bench_resident's a): gate kernels, cw_gop_* inline, unroll 16, spin), one per GPU:\n"
-           "     GPU0 alone, GPU1 alone, both together (data_ready_many + wait_many); %zu round trips each after\n"
+           "     GPU0 alone, GPU1 alone, both together (data_ready x2, then wait_result x2); %zu round trips each after\n"
            "     %d warm-up ones, in %d blocks; out == (v+1)*3+7 checked every round trip\n"
            "  3) all-reduce float32 sum over both GPUs (1 MiB, 256 MiB): cw_comm_all_reduce vs NCCL directly;\n"
            "     %d / %d repetitions after %d / %d warm-ups, alternating; events from rank 0's start to the later\n"
@@ -667,24 +668,30 @@ int main(void) {
         return 1;
     }
 
-    /* ---- setup: the set, peers, streams, events, buffers ---- */
+    /* ---- setup: the group, peers, streams, events, buffers ---- */
     const int devs[2] = {0, 1};
-    CW_CHECK(cw_device_set_open(&set, devs, 2));
+    CW_CHECK(cw_device_group_create(&set, devs, 2));
+    cw_device_group_info gi;
+    CW_CHECK(cw_device_group_get_info(set, &gi));
     for (int d = 0; d < 2; d++) {
         gpu *x = &g[d];
-        CW_CHECK(cw_device_set_context(set, d, &x->ctx));
-        CW_CHECK(cw_device_set_ordinal(set, d, &x->ord));
+        x->ctx = gi.contexts[d];
+        x->ord = gi.devices[d];
         CW_CHECK(cw_device_get_info(x->ord, &x->info));
         x->cu = bench_cu_context(x->ctx);
     }
+    /* Peer access each way where the topology allows it. */
     int enabled = 0;
-    CW_CHECK(cw_device_set_enable_peers(set, &enabled));
     cw_peer_info pi[2];
     int peer_on[2] = {0, 0};
-    CW_CHECK(cw_device_get_peer_info(g[0].ord, g[1].ord, &pi[0]));
-    CW_CHECK(cw_device_get_peer_info(g[1].ord, g[0].ord, &pi[1]));
-    CW_CHECK(cw_context_peer_enabled(g[0].ctx, g[1].ctx, &peer_on[0]));
-    CW_CHECK(cw_context_peer_enabled(g[1].ctx, g[0].ctx, &peer_on[1]));
+    for (int k = 0; k < 2; k++) {
+        CW_CHECK(cw_device_get_peer_info(g[k].ord, g[1 - k].ord, &pi[k]));
+        if (pi[k].can_access) {
+            CW_CHECK(cw_context_enable_peer(g[k].ctx, g[1 - k].ctx));
+            peer_on[k] = 1;
+            enabled++;
+        }
+    }
 
     for (int d = 0; d < 2; d++) {
         gpu *x = &g[d];
@@ -706,7 +713,7 @@ int main(void) {
            g[0].ord, g[0].info.sm_count, g[0].info.cc_major, g[0].info.cc_minor, g[1].info.name, g[1].ord,
            g[1].info.sm_count, g[1].info.cc_major, g[1].info.cc_minor);
     printf("driver %d.%d, commit %s, %s\n", drv / 1000, drv % 1000 / 10, commit, date);
-    printf("peer access: cw_device_set_enable_peers enabled %d ordered pair(s)\n", enabled);
+    printf("peer access: cw_context_enable_peer enabled %d ordered pair(s)\n", enabled);
     for (int k = 0; k < 2; k++)
         printf("  GPU%d -> GPU%d: can_access %d, perf_rank %d, native_atomics %d; enabled %d\n", k, 1 - k,
                pi[k].can_access, pi[k].perf_rank, pi[k].native_atomics, peer_on[k]);
@@ -939,7 +946,7 @@ int main(void) {
     }
     if (host_page) CU_CHECK(rc.cuMemFreeHost(host_page));
     CU_CHECK(rc.cuCtxSetCurrent(NULL));
-    cw_device_set_close(&set);
+    cw_device_group_destroy(&set);
     if (failed) {
         fprintf(stderr, "%s: FAILED: a result was wrong (see above)\n", BENCH_NAME);
         return 1;

@@ -328,9 +328,9 @@ static void video_init(cw_context *ctx, int sm_count) {
         g_v.raw_ref[h] = p;
         CU_CHECK(rc.cuMemHostAlloc(&p, g_v.bytes, 0));
         g_v.raw_dis[h] = p;
-        CW_CHECK(cw_host_alloc(ctx, g_v.bytes, &p));
+        CW_CHECK(cw_host_alloc(&p, ctx, g_v.bytes));
         g_v.cw_ref[h] = p;
-        CW_CHECK(cw_host_alloc(ctx, g_v.bytes, &p));
+        CW_CHECK(cw_host_alloc(&p, ctx, g_v.bytes));
         g_v.cw_dis[h] = p;
         memcpy(g_v.raw_ref[h], ref, g_v.bytes);
         memcpy(g_v.raw_dis[h], dis, g_v.bytes);
@@ -347,8 +347,8 @@ static void video_free(cw_context *ctx) {
     for (int h = 0; h < HOST_FRAMES; h++) {
         CU_CHECK(rc.cuMemFreeHost(g_v.raw_ref[h]));
         CU_CHECK(rc.cuMemFreeHost(g_v.raw_dis[h]));
-        cw_host_free(ctx, g_v.cw_ref[h]);
-        cw_host_free(ctx, g_v.cw_dis[h]);
+        cw_host_free(ctx, (void **)&g_v.cw_ref[h]);
+        cw_host_free(ctx, (void **)&g_v.cw_dis[h]);
     }
 }
 
@@ -503,14 +503,14 @@ static cw_status frame_of(cw_io *io, const cwstate *P, long *f, long *r) {
 }
 
 /* The device address of the buffer of the message on `port`. */
-static cw_status input_ptr(cw_io *io, const char *port, unsigned long long *p) {
+static cw_status input_ptr(cw_io *io, const char *port, cw_devptr *p) {
     cw_message m;
     TRY(cw_io_receive(io, port, &m));
     return cw_buffer_get_ptr(m.buffer, p);
 }
 
 /* A fresh buffer on the operator's stream, and its address for writing. */
-static cw_status output_buffer(cw_io *io, size_t bytes, cw_buffer **b, unsigned long long *p) {
+static cw_status output_buffer(cw_io *io, size_t bytes, cw_buffer **b, cw_devptr *p) {
     TRY(cw_io_alloc(io, bytes, b));
     return cw_buffer_get_writable(*b, p);
 }
@@ -523,7 +523,7 @@ static cw_status diamond_op_fill(cw_io *io, void *user) {
     cw_stream *s;
     TRY(cw_io_receive_stream(io, NULL, &s));
     cw_buffer *b;
-    unsigned long long out;
+    cw_devptr out;
     TRY(output_buffer(io, g_d.bytes, &b, &out));
     unsigned n = g_d.n, value = d_value(f);
     long long ns = 0;
@@ -538,7 +538,7 @@ static cw_status diamond_op_scale(cw_io *io, void *user) {
     const opuser *u = user;
     cw_stream *s;
     TRY(cw_io_receive_stream(io, "in", &s));
-    unsigned long long in, out;
+    cw_devptr in, out;
     TRY(input_ptr(io, "in", &in));
     cw_buffer *b;
     TRY(output_buffer(io, g_d.bytes, &b, &out));
@@ -559,7 +559,7 @@ static cw_status diamond_op_sum(cw_io *io, void *user) {
     cw_stream *s, *s2;
     TRY(cw_io_receive_stream(io, "b", &s));
     TRY(cw_io_receive_stream(io, "d", &s2)); /* the same stream, now behind D too */
-    unsigned long long b, d, c;
+    cw_devptr b, d, c;
     TRY(input_ptr(io, "b", &b));
     TRY(input_ptr(io, "d", &d));
     cw_buffer *cb; /* not emitted: the pipeline frees it after this call's work */
@@ -587,7 +587,7 @@ static cw_status video_op_upload(cw_io *io, void *user) {
     cw_stream *s;
     TRY(cw_io_receive_stream(io, NULL, &s));
     cw_buffer *b;
-    unsigned long long out;
+    cw_devptr out;
     TRY(output_buffer(io, g_v.bytes, &b, &out));
     const int h = host_of(f);
     TRY(cw_copy_to_device(s, out, u->role == 0 ? g_v.cw_ref[h] : g_v.cw_dis[h], g_v.bytes));
@@ -599,7 +599,7 @@ static cw_status video_op_blur(cw_io *io, void *user) {
     (void)user;
     cw_stream *s;
     TRY(cw_io_receive_stream(io, "in", &s));
-    unsigned long long in, out;
+    cw_devptr in, out;
     TRY(input_ptr(io, "in", &in));
     cw_buffer *b;
     TRY(output_buffer(io, g_v.bytes, &b, &out));
@@ -618,7 +618,7 @@ static cw_status video_op_sad(cw_io *io, void *user) {
     cw_stream *s, *s2;
     TRY(cw_io_receive_stream(io, "ref", &s));
     TRY(cw_io_receive_stream(io, "dis", &s2));
-    unsigned long long a, b;
+    cw_devptr a, b;
     TRY(input_ptr(io, "ref", &a));
     TRY(input_ptr(io, "dis", &b));
     unsigned long long res = P->V->dres + (unsigned long long)r * sizeof(uint64_t);
@@ -699,16 +699,18 @@ static void variant_setup(variant *V, cw_context *ctx, cw_stream *aux, int nbuf,
     if (V->id == V_CW) {
         /* result words: a cw_buffer allocated on aux, complete before any
          * pipeline stream touches it (the synchronize below) */
-        cw_status st = cw_buffer_alloc(&V->dres_buf, aux, rbytes);
+        cw_status st = cw_buffer_create(&V->dres_buf, aux, rbytes);
         if (st == CW_ERROR_NOT_SUPPORTED) {
             printf("SKIP: no stream-ordered memory pools on this device: %s\n", cw_last_error_message());
             exit(0);
         }
         CW_CHECK(st);
-        CW_CHECK(cw_buffer_get_writable(V->dres_buf, &V->dres));
+        cw_devptr dres = 0;
+        CW_CHECK(cw_buffer_get_writable(V->dres_buf, &dres));
+        V->dres = dres;
         CW_CHECK(cw_stream_synchronize(aux));
         void *p = NULL;
-        CW_CHECK(cw_host_alloc(ctx, rbytes, &p));
+        CW_CHECK(cw_host_alloc(&p, ctx, rbytes));
         V->hres = p;
         if (is_video)
             video_pipeline(V, ctx);
@@ -743,9 +745,9 @@ static void variant_teardown(variant *V, cw_context *ctx) {
             CW_CHECK(cw_buffer_use(V->dres_buf, V->P.sink));
         }
         cw_pipeline_destroy(&V->p);
-        cw_buffer_release(&V->dres_buf);
+        cw_buffer_destroy(&V->dres_buf);
         V->dres = 0;
-        cw_host_free(ctx, V->hres);
+        cw_host_free(ctx, (void **)&V->hres);
     } else {
         for (int i = 0; i < V->ns; i++) {
             CU_CHECK(rc.cuStreamSynchronize(V->s[i]));

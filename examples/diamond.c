@@ -94,7 +94,7 @@ static const char *k_source =
 /* What the operators share. */
 typedef struct shared {
     cw_kernel *produce, *transform, *combine;
-    unsigned long long stamps;      /* device: ITERATIONS x STAMPS words */
+    cw_devptr stamps;                /* device: ITERATIONS x STAMPS words */
     unsigned *result;               /* page-locked: ITERATIONS x N */
     unsigned long long *host_stamps; /* page-locked: ITERATIONS x STAMPS */
     int bad_stream;                 /* C got two different streams */
@@ -135,7 +135,7 @@ static cw_status a_compute(cw_io *io, void *user) {
     OP_TRY(cw_io_receive_stream(io, NULL, &s)); /* the internal stream, no ordering */
     cw_buffer *b;
     OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &b)); /* on s; the call holds it until compute returns */
-    unsigned long long out, stamp = sh->stamps + (unsigned long long)it * STAMPS * 8 + 0 * 8;
+    cw_devptr out, stamp = sh->stamps + (cw_devptr)it * STAMPS * 8 + 0 * 8;
     OP_TRY(cw_buffer_get_writable(b, &out));
     unsigned n = N;
     unsigned long long spin = A_NS;
@@ -158,7 +158,7 @@ static cw_status branch_compute(cw_io *io, void *user) {
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* own stream, waits for A's on the GPU */
     cw_buffer *o;
     OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &o));
-    unsigned long long in, out, stamp = br->sh->stamps + (unsigned long long)it * STAMPS * 8 + br->slot * 8;
+    cw_devptr in, out, stamp = br->sh->stamps + (cw_devptr)it * STAMPS * 8 + br->slot * 8;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &in)); /* shared by B and D: read-only */
     OP_TRY(cw_buffer_get_writable(o, &out));
     unsigned n = N, mul = br->mul, add = br->add;
@@ -189,8 +189,8 @@ static cw_status c_compute(cw_io *io, void *user) {
     }
     cw_buffer *o;
     OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &o));
-    unsigned long long bp, dp, out, row = sh->stamps + (unsigned long long)it * STAMPS * 8;
-    unsigned long long stamp = row + 6 * 8;
+    cw_devptr bp, dp, out, row = sh->stamps + (cw_devptr)it * STAMPS * 8;
+    cw_devptr stamp = row + 6 * 8;
     OP_TRY(cw_buffer_get_ptr(mb.buffer, &bp));
     OP_TRY(cw_buffer_get_ptr(md.buffer, &dp));
     OP_TRY(cw_buffer_get_writable(o, &out));
@@ -305,13 +305,13 @@ int main(void) {
      * memory is usable from every stream. It lives across the whole run
      * (released below, when the pipeline's streams are idle). */
     static unsigned long long zero[ITERATIONS * STAMPS];
-    TRY(cw_buffer_alloc(&stamps, s, sizeof zero));
+    TRY(cw_buffer_create(&stamps, s, sizeof zero));
     TRY(cw_buffer_get_writable(stamps, &sh.stamps));
     TRY(cw_copy_to_device(s, sh.stamps, zero, sizeof zero));
     TRY(cw_buffer_use(stamps, s));
     TRY(cw_stream_synchronize(s));
-    TRY(cw_host_alloc(ctx, (size_t)ITERATIONS * N * sizeof(unsigned), (void **)&sh.result));
-    TRY(cw_host_alloc(ctx, sizeof zero, (void **)&sh.host_stamps));
+    TRY(cw_host_alloc((void **)&sh.result, ctx, (size_t)ITERATIONS * N * sizeof(unsigned)));
+    TRY(cw_host_alloc((void **)&sh.host_stamps, ctx, sizeof zero));
 
     /* the pipeline: its own lease pool, every compute call on this thread */
     TRY(cw_pipeline_create(&p, ctx, NULL));
@@ -348,9 +348,9 @@ out:
      * iteration: nothing of the pipeline still runs. After a failure, wait. */
     if (!ok && ctx) cw_context_synchronize(ctx);
     cw_pipeline_destroy(&p);
-    cw_buffer_release(&stamps);
-    cw_host_free(ctx, sh.result);
-    cw_host_free(ctx, sh.host_stamps);
+    cw_buffer_destroy(&stamps);
+    cw_host_free(ctx, (void **)&sh.result);
+    cw_host_free(ctx, (void **)&sh.host_stamps);
     cw_module_destroy(&mod);
     cw_program_destroy(&prog);
     cw_stream_destroy(&s);

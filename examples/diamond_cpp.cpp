@@ -222,7 +222,7 @@ bool run() {
     // usable from every stream. It lives across the whole run.
     cw::host_buffer host_stamps = cw::host_buffer::alloc(ctx, ITERATIONS * STAMPS * 8);
     cw::host_buffer result = cw::host_buffer::alloc(ctx, ITERATIONS * N * sizeof(unsigned));
-    cw::buffer stamps = cw::buffer::alloc(s, host_stamps.size());
+    cw::buffer stamps = cw::buffer::create(s, host_stamps.size());
     sh.stamps = stamps.writable();
     cw::copy_to_device(s, sh.stamps, host_stamps.data(), host_stamps.size());
     stamps.used_by(s);

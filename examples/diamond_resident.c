@@ -75,7 +75,7 @@ static const char *k_source =
 
 typedef struct shared {
     cw_kernel *produce, *transform, *combine;
-    unsigned long long result; /* device: N words that C writes */
+    cw_devptr result;          /* device: N words that C writes */
     unsigned captures[4];      /* compute calls of A, B, D, C (one per copy of the iteration) */
     int bad_stream;
 } shared;
@@ -252,11 +252,11 @@ int main(void) {
 
     /* C's result buffer (usable from every stream once hs is synchronized) and
      * page-locked host memory for the copies */
-    TRY(cw_buffer_alloc(&result, hs, N * sizeof(unsigned)));
+    TRY(cw_buffer_create(&result, hs, N * sizeof(unsigned)));
     TRY(cw_buffer_get_writable(result, &sh.result));
     TRY(cw_stream_synchronize(hs));
-    TRY(cw_host_alloc(ctx, IN_WORDS * sizeof(unsigned), (void **)&host_in));
-    TRY(cw_host_alloc(ctx, N * sizeof(unsigned), (void **)&host_out));
+    TRY(cw_host_alloc((void **)&host_in, ctx, IN_WORDS * sizeof(unsigned)));
+    TRY(cw_host_alloc((void **)&host_out, ctx, N * sizeof(unsigned)));
 
     /* The loop: default settings (CW_RESIDENT_GATE_NODE: plain kernels), two
      * input slots, and adaptive sleep: after each request it keeps checking
@@ -336,9 +336,9 @@ out:
     }
     cw_pipeline_destroy(&p);
     if (hs) cw_stream_synchronize(hs);
-    cw_buffer_release(&result);
-    cw_host_free(ctx, host_in);
-    cw_host_free(ctx, host_out);
+    cw_buffer_destroy(&result);
+    cw_host_free(ctx, (void **)&host_in);
+    cw_host_free(ctx, (void **)&host_out);
     cw_module_destroy(&mod);
     cw_program_destroy(&prog);
     cw_stream_destroy(&hs);

@@ -1,10 +1,10 @@
 /*
  * Several GPUs of one host (cuweave/multi.h, cuweave/collective.h):
  *
- *  1. a device set: the primary context of every visible device, in ordinal
- *     order; the peer topology of each ordered pair (cw_device_get_peer_info);
- *     peer access enabled wherever the topology allows it
- *     (cw_device_set_enable_peers);
+ *  1. a device group: the primary context of every visible device, in
+ *     ordinal order; the peer topology of each ordered pair
+ *     (cw_device_get_peer_info); peer access enabled wherever the topology
+ *     allows it (a loop of cw_context_enable_peer over those pairs);
  *  2. a buffer moved from GPU 0 to GPU 1: allocated and filled on a stream of
  *     GPU 0, then a stream of GPU 1 is ordered after GPU 0's stream
  *     (cw_stream_wait works across devices: an event, no CPU wait) and copies
@@ -51,11 +51,12 @@ enum {
     } while (0)
 
 /* Prints the topology of every ordered pair. Returns 1 on success. */
-static int print_topology(const cw_device_set *set, int n) {
+static int print_topology(const cw_device_group_info *g) {
+    const int n = g->count;
     for (int a = 0; a < n; a++) {
-        int da = -1;
+        int da = g->devices[a];
         cw_device_info info;
-        if (cw_device_set_ordinal(set, a, &da) != CW_SUCCESS || cw_device_get_info(da, &info) != CW_SUCCESS) {
+        if (cw_device_get_info(da, &info) != CW_SUCCESS) {
             fprintf(stderr, "multi_gpu: member %d: %s\n", a, cw_last_error_message());
             return 0;
         }
@@ -66,10 +67,9 @@ static int print_topology(const cw_device_set *set, int n) {
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             if (a == b) continue;
-            int da = -1, db = -1;
+            int da = g->devices[a], db = g->devices[b];
             cw_peer_info pi;
-            if (cw_device_set_ordinal(set, a, &da) != CW_SUCCESS || cw_device_set_ordinal(set, b, &db) != CW_SUCCESS ||
-                cw_device_get_peer_info(da, db, &pi) != CW_SUCCESS) {
+            if (cw_device_get_peer_info(da, db, &pi) != CW_SUCCESS) {
                 fprintf(stderr, "multi_gpu: peer info %d -> %d: %s\n", a, b, cw_last_error_message());
                 return 0;
             }
@@ -82,14 +82,34 @@ static int print_topology(const cw_device_set *set, int n) {
     return 1;
 }
 
-/* Part 2: a buffer of GPU 0 copied to GPU 1 after GPU 0's stream. Returns 1
- * when every word arrived. */
-static int peer_copy(cw_context *ctx0, cw_context *ctx1) {
+/* Peer access for every ordered pair of the group's devices that the
+ * topology allows (cw_context_enable_peer is idempotent: enabling a pair
+ * twice is fine). Pairs that cannot are skipped. *enabled: the ordered pairs
+ * that have access now. Returns 1 on success. */
+static int enable_peers(const cw_device_group_info *g, int *enabled) {
+    *enabled = 0;
+    for (int a = 0; a < g->count; a++)
+        for (int b = 0; b < g->count; b++) {
+            cw_peer_info pi;
+            if (a == b) continue;
+            if (cw_device_get_peer_info(g->devices[a], g->devices[b], &pi) != CW_SUCCESS ||
+                (pi.can_access && cw_context_enable_peer(g->contexts[a], g->contexts[b]) != CW_SUCCESS)) {
+                fprintf(stderr, "multi_gpu: peer access %d -> %d: %s\n", a, b, cw_last_error_message());
+                return 0;
+            }
+            if (pi.can_access) (*enabled)++;
+        }
+    return 1;
+}
+
+/* Part 2: a buffer of GPU 0 copied to GPU 1 after GPU 0's stream (direct:
+ * GPU 1 has peer access to GPU 0). Returns 1 when every word arrived. */
+static int peer_copy(cw_context *ctx0, cw_context *ctx1, int direct) {
     const size_t bytes = (size_t)COPY_WORDS * sizeof(unsigned);
-    int ok = 0, direct = 0;
+    int ok = 0;
     cw_stream *s0 = NULL, *s1 = NULL;
     cw_buffer *src = NULL, *dst = NULL;
-    unsigned long long psrc = 0, pdst = 0;
+    cw_devptr psrc = 0, pdst = 0;
     unsigned *host = malloc(bytes), *back = malloc(bytes);
     if (!host || !back) {
         fprintf(stderr, "multi_gpu: out of host memory\n");
@@ -101,18 +121,17 @@ static int peer_copy(cw_context *ctx0, cw_context *ctx1) {
     CW_TRY(cw_stream_create(&s0, ctx0, NULL));
     CW_TRY(cw_stream_create(&s1, ctx1, NULL));
     /* The source: allocated and filled in stream order on GPU 0. */
-    CW_TRY(cw_buffer_alloc(&src, s0, bytes));
+    CW_TRY(cw_buffer_create(&src, s0, bytes));
     CW_TRY(cw_buffer_get_writable(src, &psrc));
     CW_TRY(cw_copy_to_device(s0, psrc, host, bytes));
     /* The destination, on GPU 1. */
-    CW_TRY(cw_buffer_alloc(&dst, s1, bytes));
+    CW_TRY(cw_buffer_create(&dst, s1, bytes));
     CW_TRY(cw_buffer_get_writable(dst, &pdst));
     /* GPU 1's stream waits for GPU 0's fill on the GPU, then copies. */
     CW_TRY(cw_stream_wait(s1, s0));
-    CW_TRY(cw_buffer_copy(s1, dst, src));
+    CW_TRY(cw_buffer_copy(dst, src, s1));
     CW_TRY(cw_copy_to_host(s1, back, pdst, bytes));
     CW_TRY(cw_stream_synchronize(s1));
-    CW_TRY(cw_context_peer_enabled(ctx1, ctx0, &direct));
 
     long wrong = 0;
     for (unsigned i = 0; i < COPY_WORDS; i++)
@@ -127,8 +146,8 @@ fail:
      * allocation, and cw_buffer_copy's use of both). */
     if (s0) cw_stream_synchronize(s0);
     if (s1) cw_stream_synchronize(s1);
-    cw_buffer_release(&src);
-    cw_buffer_release(&dst);
+    cw_buffer_destroy(&src);
+    cw_buffer_destroy(&dst);
     cw_stream_destroy(&s0);
     cw_stream_destroy(&s1);
     free(host);
@@ -138,7 +157,8 @@ fail:
 
 /* Part 3: an all-reduce (sum) through NCCL over every member. Returns 1 when
  * every element of every rank is right, or when NCCL is not there. */
-static int all_reduce(const cw_device_set *set, int n) {
+static int all_reduce(const cw_device_group_info *g) {
+    const int n = g->count;
     cw_versions versions;
     cw_status st = cw_get_versions(&versions);
     if (st != CW_SUCCESS) {
@@ -156,21 +176,19 @@ static int all_reduce(const cw_device_set *set, int n) {
     const size_t bytes = (size_t)REDUCE_COUNT * sizeof(float);
     int ok = 0;
     cw_comm *comm = NULL;
-    cw_context *ctxs[CW_MAX_DEVICES] = {NULL};
     cw_stream *streams[CW_MAX_DEVICES] = {NULL};
     cw_buffer *bufs[CW_MAX_DEVICES] = {NULL};
-    unsigned long long ptrs[CW_MAX_DEVICES] = {0};
+    cw_devptr ptrs[CW_MAX_DEVICES] = {0};
     float *host = malloc(bytes);
     if (!host) {
         fprintf(stderr, "multi_gpu: out of host memory\n");
         goto fail;
     }
 
-    for (int r = 0; r < n; r++) CW_TRY(cw_device_set_context(set, r, &ctxs[r]));
-    CW_TRY(cw_comm_create(&comm, ctxs, n)); /* rank r on member r's device */
+    CW_TRY(cw_comm_create(&comm, g->contexts, n)); /* rank r on member r's device */
     for (int r = 0; r < n; r++) {
-        CW_TRY(cw_stream_create(&streams[r], ctxs[r], NULL));
-        CW_TRY(cw_buffer_alloc(&bufs[r], streams[r], bytes));
+        CW_TRY(cw_stream_create(&streams[r], g->contexts[r], NULL));
+        CW_TRY(cw_buffer_create(&bufs[r], streams[r], bytes));
         CW_TRY(cw_buffer_get_writable(bufs[r], &ptrs[r]));
         for (int i = 0; i < REDUCE_COUNT; i++) host[i] = (float)(r + 1);
         CW_TRY(cw_copy_to_device(streams[r], ptrs[r], host, bytes));
@@ -198,7 +216,7 @@ static int all_reduce(const cw_device_set *set, int n) {
 fail:
     for (int r = 0; r < n; r++)
         if (streams[r]) cw_stream_synchronize(streams[r]);
-    for (int r = 0; r < n; r++) cw_buffer_release(&bufs[r]);
+    for (int r = 0; r < n; r++) cw_buffer_destroy(&bufs[r]);
     cw_comm_destroy(&comm);
     for (int r = 0; r < n; r++) cw_stream_destroy(&streams[r]);
     free(host);
@@ -209,7 +227,7 @@ int main(void) {
     /* Before anything can load NCCL: no NVLink multicast on these machines. */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
 
-    printf("multi_gpu: a device set, peer access, a peer copy and an NCCL all-reduce over every GPU\n");
+    printf("multi_gpu: a device group, peer access, a peer copy and an NCCL all-reduce over every GPU\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
@@ -221,35 +239,36 @@ int main(void) {
     }
 
     int ok = 0, n = 0, enabled = 0;
-    cw_device_set *set = NULL;
-    cw_context *ctx0 = NULL, *ctx1 = NULL;
+    cw_device_group *set = NULL;
+    cw_device_group_info gi;
 
-    st = cw_device_set_open(&set, NULL, 0); /* every visible device */
+    st = cw_device_group_create(&set, NULL, 0); /* every visible device */
     if (st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
         return 0;
     }
     CW_TRY(st);
-    CW_TRY(cw_device_set_size(set, &n));
+    CW_TRY(cw_device_group_get_info(set, &gi));
+    n = gi.count;
     if (n < 2) {
         printf("this example needs at least two GPUs; this machine has %d: nothing to do\n", n);
-        cw_device_set_close(&set);
+        cw_device_group_destroy(&set);
         return 0;
     }
-    if (!print_topology(set, n)) goto fail;
+    if (!print_topology(&gi)) goto fail;
 
-    CW_TRY(cw_device_set_enable_peers(set, &enabled));
+    if (!enable_peers(&gi, &enabled)) goto fail;
     printf("peer access enabled for %d of %d ordered pairs%s\n", enabled, n * (n - 1),
            enabled < n * (n - 1) ? " (the others copy through host memory)" : "");
 
-    CW_TRY(cw_device_set_context(set, 0, &ctx0));
-    CW_TRY(cw_device_set_context(set, 1, &ctx1));
-    if (!peer_copy(ctx0, ctx1)) goto fail;
-    if (!all_reduce(set, n)) goto fail;
+    cw_peer_info p10;
+    CW_TRY(cw_device_get_peer_info(gi.devices[1], gi.devices[0], &p10));
+    if (!peer_copy(gi.contexts[0], gi.contexts[1], p10.can_access)) goto fail;
+    if (!all_reduce(&gi)) goto fail;
     ok = 1;
 
 fail:
-    cw_device_set_close(&set);
+    cw_device_group_destroy(&set);
     printf("%s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -58,7 +58,7 @@ bool run() {
     (void)square.param_count(ctx); // and ask for its parameters before the capture
 
     // memory: the output on the device, the input and the result page-locked
-    cw::buffer out = cw::buffer::alloc(s, N * sizeof(unsigned));
+    cw::buffer out = cw::buffer::create(s, N * sizeof(unsigned));
     const unsigned long long out_ptr = out.writable();
     s.synchronize(); // allocated on s: usable by the loop's own streams once s has got there
     cw::host_buffer in = cw::host_buffer::alloc(ctx, N * sizeof(unsigned));

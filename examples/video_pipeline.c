@@ -170,14 +170,14 @@ static cw_status source_compute(cw_io *io, void *user) {
     /* One buffer for both pictures, allocated on the picture's stream (not
      * cw_io_alloc: that one allocates on the internal stream). */
     cw_buffer *b = NULL;
-    OP_TRY(cw_buffer_alloc(&b, ps, 2 * (size_t)PIXELS));
-    unsigned long long d;
+    OP_TRY(cw_buffer_create(&b, ps, 2 * (size_t)PIXELS));
+    cw_devptr d;
     cw_status st = cw_buffer_get_writable(b, &d);
     if (st == CW_SUCCESS) st = cw_copy_to_device(ps, d, stage, 2 * (size_t)PIXELS);
     if (st == CW_SUCCESS) st = cw_io_set_output_stream(io, "frames", ps);
     if (st == CW_SUCCESS) st = cw_io_emit(io, "frames", &sh->frame_no[n], b);
     /* the message holds its own reference; the pipeline records ps as a use */
-    cw_buffer_release(&b);
+    cw_buffer_destroy(&b);
     return st;
 }
 
@@ -190,7 +190,7 @@ static cw_status blur_compute(cw_io *io, void *user) {
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* waits for the upload on the GPU */
     cw_buffer *o;
     OP_TRY(cw_io_alloc(io, 2 * (size_t)PIXELS, &o));
-    unsigned long long src, dst;
+    cw_devptr src, dst;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &src));
     OP_TRY(cw_buffer_get_writable(o, &dst));
     unsigned w = W, h = H;
@@ -215,7 +215,7 @@ static cw_status sad_compute(cw_io *io, void *user) {
     OP_TRY(cw_io_receive_stream(io, "in", &s));
     cw_buffer *o;
     OP_TRY(cw_io_alloc(io, sizeof(uint64_t), &o));
-    unsigned long long pics, out;
+    cw_devptr pics, out;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &pics));
     OP_TRY(cw_buffer_get_writable(o, &out));
     /* zero the word: fill(uint32_t *dst, uint32_t value, uint64_t count) */
@@ -226,7 +226,7 @@ static cw_status sad_compute(cw_io *io, void *user) {
     cw_launch_config_default(&lc);
     lc.block[0] = 32;
     OP_TRY(cw_kernel_launch(sh->fill, s, &lc, fill_args));
-    unsigned long long dis = pics + PIXELS;
+    cw_devptr dis = pics + PIXELS;
     unsigned n = PIXELS;
     void *args[] = {&pics, &dis, &n, &out};
     lc.grid[0] = 264; /* a couple of waves on most GPUs; the loop covers the rest */
@@ -243,7 +243,7 @@ static cw_status sink_compute(cw_io *io, void *user) {
     unsigned n = *(const unsigned *)m.value;
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* behind the sad kernel */
-    unsigned long long word;
+    cw_devptr word;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &word));
     OP_TRY(cw_copy_to_host(s, &sh->metric[n], word, sizeof(uint64_t)));
     OP_TRY(cw_stream_synchronize(s));
@@ -316,9 +316,9 @@ int main(void) {
     TRY(cw_kernel_preload(sh.blur, ctx));
     TRY(cw_kernel_preload(sh.sad, ctx));
     TRY(cw_kernel_preload(sh.fill, ctx));
-    TRY(cw_host_alloc(ctx, 2 * (size_t)PIXELS, (void **)&sh.staging[0]));
-    TRY(cw_host_alloc(ctx, 2 * (size_t)PIXELS, (void **)&sh.staging[1]));
-    TRY(cw_host_alloc(ctx, FRAMES * sizeof(uint64_t), (void **)&sh.metric));
+    TRY(cw_host_alloc((void **)&sh.staging[0], ctx, 2 * (size_t)PIXELS));
+    TRY(cw_host_alloc((void **)&sh.staging[1], ctx, 2 * (size_t)PIXELS));
+    TRY(cw_host_alloc((void **)&sh.metric, ctx, FRAMES * sizeof(uint64_t)));
 
     TRY(cw_pipeline_create(&p, ctx, NULL));
     TRY(add_op(p, "source", source_compute, &sh, NULL, "frames"));
@@ -362,9 +362,9 @@ out:
     if (!ok && ctx) cw_context_synchronize(ctx);
     cw_pipeline_destroy(&p);
     free(scratch);
-    cw_host_free(ctx, sh.staging[0]);
-    cw_host_free(ctx, sh.staging[1]);
-    cw_host_free(ctx, sh.metric);
+    cw_host_free(ctx, (void **)&sh.staging[0]);
+    cw_host_free(ctx, (void **)&sh.staging[1]);
+    cw_host_free(ctx, (void **)&sh.metric);
     cw_module_destroy(&mod);
     cw_program_destroy(&prog);
     cw_context_destroy(&ctx);

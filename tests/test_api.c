@@ -136,9 +136,10 @@ static void test_foreign_handle_refused(void **state) {
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_synchronize(fake));
     /* destroy of a foreign handle nulls the pointer and frees nothing */
     cw_context *p = fake;
+    cw_clear_error();
     cw_context_destroy(&p);
     assert_null(p);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* ignored with a warning */
 }
 
 static void test_destroy_accepts_null(void **state) {

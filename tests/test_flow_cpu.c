@@ -42,6 +42,18 @@ static void expect_detail(const char *a, const char *b) {
     if (b && !strstr(m, b)) fail_msg("detail '%s' lacks '%s'", m, b);
 }
 
+/* What the log callback received: messages per level, the last one. */
+typedef struct LogTally {
+    int warnings, errors;
+    char last[512];
+} LogTally;
+static void log_tally(void *user, cw_log_level level, const char *msg) {
+    LogTally *t = user;
+    if (level == CW_LOG_WARNING) t->warnings++;
+    if (level == CW_LOG_ERROR) t->errors++;
+    snprintf(t->last, sizeof t->last, "%s", msg);
+}
+
 /* ---- a configurable test operator --------------------------------------- */
 
 enum { MAXP = 4, MAXIT = 64 };
@@ -648,10 +660,10 @@ static void test_buffers(void **state) {
     assert_cw_ok(cw_stream_create(&s2, ctx, NULL));
     long devmem0 = fake_live("devmem");
     cw_buffer *b = NULL;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_alloc(&b, s1, 0));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_alloc(NULL, s1, 4));
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_alloc(&b, (cw_stream *)ctx, 4));
-    assert_cw_ok(cw_buffer_alloc(&b, s1, 4096));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_create(&b, s1, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_create(NULL, s1, 4));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_create(&b, (cw_stream *)ctx, 4));
+    assert_cw_ok(cw_buffer_create(&b, s1, 4096));
     assert_int_equal(fake_live("devmem"), devmem0 + 1);
     assert_int_equal(fake_live("mempool"), 1); /* the context's pool, made once */
     cw_buffer_info info;
@@ -660,20 +672,19 @@ static void test_buffers(void **state) {
     assert_int_equal(info.refs, 1);
     assert_int_equal(info.uses, 1); /* the allocation */
     assert_int_equal(info.device, 0);
-    unsigned long long p = 0, w = 0;
+    assert_ptr_equal(info.context, ctx); /* 0.2: cw_buffer_get_context's answer */
+    for (size_t i = 0; i < sizeof info.reserved; i++) assert_int_equal(info.reserved[i], 0);
+    cw_devptr p = 0, w = 0;
     assert_cw_ok(cw_buffer_get_ptr(b, &p));
     assert_cw_ok(cw_buffer_get_writable(b, &w));
     assert_true(p != 0 && p == w && p == info.dptr);
-    cw_context *bc = NULL;
-    assert_cw_ok(cw_buffer_get_context(b, &bc));
-    assert_ptr_equal(bc, ctx);
     /* shared: read-only */
     assert_cw_ok(cw_buffer_retain(b));
     assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_get_writable(b, &w));
     expect_detail("shared (2 references)", NULL);
     assert_cw_ok(cw_buffer_get_ptr(b, &p));
     cw_buffer *second = b;
-    cw_buffer_release(&second);
+    cw_buffer_destroy(&second);
     assert_null(second);
     assert_cw_ok(cw_buffer_get_writable(b, &w));
     /* uses: one event per stream (a later use on the same stream replaces
@@ -695,7 +706,7 @@ static void test_buffers(void **state) {
     assert_cw_ok(cw_buffer_use(b, s1));
     waits0 = fake_calls("cuStreamWaitEvent");
     long frees0 = fake_calls("cuMemFreeAsync");
-    cw_buffer_release(&b);
+    cw_buffer_destroy(&b);
     assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 8); /* one per pending use */
     assert_int_equal(fake_calls("cuMemFreeAsync") - frees0, 1);
     assert_int_equal(fake_live("devmem"), devmem0 + 1); /* queued, not freed */
@@ -706,18 +717,29 @@ static void test_buffers(void **state) {
     /* handle errors */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_retain(NULL));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_retain((cw_buffer *)s1));
+    /* destroy of what is not a live buffer: ignored, nulled, a warning (no error) */
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
     cw_buffer *foreign = (cw_buffer *)s1;
-    cw_buffer_release(&foreign);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
-    cw_buffer_release(NULL);
-    cw_buffer_release(&b); /* NULL inside */
+    cw_buffer_destroy(&foreign);
+    assert_null(foreign);
+    assert_int_equal(tally.warnings, 1);
+    assert_int_equal(tally.errors, 0);
+    assert_non_null(strstr(tally.last, "cw_buffer_destroy: *b is not a live cw_buffer"));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_stream_query(s1)); /* the stream was left alone */
+    cw_buffer_destroy(NULL);
+    cw_buffer_destroy(&b); /* NULL inside */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_use(NULL, s1));
     /* copies and page-locked memory */
     void *host = NULL;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_host_alloc(ctx, 0, &host));
-    assert_cw_ok(cw_host_alloc(ctx, 64, &host));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_host_alloc(&host, ctx, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_host_alloc(NULL, ctx, 64));
+    assert_null(host);
+    assert_cw_ok(cw_host_alloc(&host, ctx, 64));
     assert_int_equal(((unsigned char *)host)[63], 0);
-    assert_cw_ok(cw_buffer_alloc(&b, s1, 64));
+    assert_cw_ok(cw_buffer_create(&b, s1, 64));
     assert_cw_ok(cw_buffer_get_ptr(b, &p));
     memset(host, 7, 64);
     assert_cw_ok(cw_copy_to_device(s1, p, host, 64));
@@ -730,9 +752,29 @@ static void test_buffers(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_copy_to_device(s1, 0, host, 4));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_copy_to_host(s1, NULL, p, 4));
     assert_cw_ok(cw_buffer_use(b, s1));
-    cw_buffer_release(&b);
-    cw_host_free(ctx, host);
+    cw_buffer_destroy(&b);
+    /* cw_host_free nulls the caller's pointer, and accepts NULL and a NULL *p */
+    long pinned = fake_live("hostmem");
+    cw_host_free(ctx, &host);
+    assert_null(host);
+    assert_int_equal(fake_live("hostmem"), pinned - 1);
+    cw_host_free(ctx, &host);
     cw_host_free(ctx, NULL);
+    assert_int_equal(fake_live("hostmem"), pinned - 1);
+    /* with a context that is not live: ignored (not freed), nulled, a warning */
+    assert_cw_ok(cw_host_alloc(&host, ctx, 16));
+    void *kept = host;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_host_free((cw_context *)s1, &host);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_null(host);
+    assert_int_equal(tally.warnings, 1);
+    assert_int_equal(tally.errors, 0);
+    assert_non_null(strstr(tally.last, "cw_host_free: ctx is not a live cw_context"));
+    assert_int_equal(fake_live("hostmem"), pinned);
+    cw_host_free(ctx, &kept);
+    assert_int_equal(fake_live("hostmem"), pinned - 1);
     for (int i = 0; i < 9; i++) cw_stream_destroy(&more[i]);
     cw_stream_destroy(&s1);
     cw_stream_destroy(&s2);
@@ -781,7 +823,7 @@ static void test_pipeline_records_uses(void **state) {
         assert_cw_ok(cw_buffer_get_info(k.kept, &info));
         assert_int_equal(info.refs, 1);
         assert_int_equal(info.uses, 2); /* A's stream, K's stream */
-        cw_buffer_release(&k.kept); /* back to the cache: not freed */
+        cw_buffer_destroy(&k.kept); /* back to the cache: not freed */
         assert_true(fake_drain(2000));
         assert_int_equal(fake_live("devmem"), devmem0 + 2);
         cw_pipeline_stats st;
@@ -797,7 +839,7 @@ static void test_pipeline_records_uses(void **state) {
             fake_hold(0);
             assert_cw_ok(held);
             assert_int_equal(allocs, 2 + 1);
-            cw_buffer_release(&k.kept); /* K kept one of these too */
+            cw_buffer_destroy(&k.kept); /* K kept one of these too */
         }
         cw_pipeline_destroy(&p); /* the cache's buffers are freed */
         assert_true(fake_drain(2000));
@@ -1525,11 +1567,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 8; k++)
         if (cw_stream_create(&s[k], ctx, NULL)) return 1;
     for (int i = 0; i < 24; i++) {
-        if (cw_buffer_alloc(&b[i], s[0], 8)) return 1;
+        if (cw_buffer_create(&b[i], s[0], 8)) return 1;
         for (int k = 1; k < 8; k++)
             if (cw_buffer_use(b[i], s[k])) return 1;
     }
-    for (int i = 0; i < 24; i++) cw_buffer_release(&b[i]);
+    for (int i = 0; i < 24; i++) cw_buffer_destroy(&b[i]);
     for (int k = 0; k < 8; k++) cw_stream_destroy(&s[k]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_names_ports),

@@ -218,14 +218,14 @@ static void cycle_future(long i) {
 
 static void cycle_buffer(long i) {
     cw_buffer *b = NULL;
-    assert_cw_ok(cw_buffer_alloc(&b, busy, 4096 + (size_t)(i % 4) * 4096));
-    unsigned long long p = 0;
+    assert_cw_ok(cw_buffer_create(&b, busy, 4096 + (size_t)(i % 4) * 4096));
+    cw_devptr p = 0;
     assert_cw_ok(cw_buffer_get_ptr(b, &p));
     int v = (int)i;
     long long ns = 0;
     void *args[] = {&p, &v, &ns};
     launch(k_slow, busy, args);
-    cw_buffer_release(&b); /* freed after the kernel, in stream order */
+    cw_buffer_destroy(&b); /* freed after the kernel, in stream order */
 }
 
 static void cycle_graph(long i) {
@@ -317,15 +317,15 @@ static void cycle_resident(long i) {
     assert_cw_ok(cw_resident_destroy(&r));
 }
 
-static void cycle_device_set(long i) {
+static void cycle_device_group(long i) {
     (void)i;
-    cw_device_set *set = NULL;
+    cw_device_group *set = NULL;
     const int dev0 = 0;
-    assert_cw_ok(cw_device_set_open(&set, &dev0, 1));
-    int n = 0;
-    assert_cw_ok(cw_device_set_size(set, &n));
-    assert_int_equal(n, 1);
-    cw_device_set_close(&set);
+    assert_cw_ok(cw_device_group_create(&set, &dev0, 1));
+    cw_device_group_info gi;
+    assert_cw_ok(cw_device_group_get_info(set, &gi));
+    assert_int_equal(gi.count, 1);
+    cw_device_group_destroy(&set);
 }
 
 static unsigned g_part_sms;
@@ -407,7 +407,7 @@ static void test_churn_core(void **state) {
     churn("timer", g_n, cycle_timer);
     churn("future", g_n, cycle_future);
     churn("buffer", g_n, cycle_buffer);
-    churn("device set", g_n, cycle_device_set);
+    churn("device group", g_n, cycle_device_group);
 }
 
 static void test_churn_graphs_code_flow(void **state) {

@@ -248,7 +248,7 @@ static void test_more_wrappers_on_gpu(void **) {
     cw::host_buffer back = cw::host_buffer::alloc(ctx, n * sizeof(unsigned));
     cw::host_buffer in = cw::host_buffer::alloc(ctx, n * sizeof(unsigned));
     assert_int_equal(in.device_ptr(), (unsigned long long)(uintptr_t)in.data());
-    cw::buffer buf = cw::buffer::alloc(a, n * sizeof(unsigned));
+    cw::buffer buf = cw::buffer::create(a, n * sizeof(unsigned));
     assert_ptr_equal(buf.context().get(), ctx.get());
     assert_int_equal(buf.info().bytes, n * sizeof(unsigned));
     unsigned *d = dev<unsigned>(buf.writable());

@@ -40,8 +40,8 @@ static cw_status launch(cw_kernel *k, cw_stream *s, unsigned grid, void **args) 
     return cw_kernel_launch(k, s, &cfg, args);
 }
 
-static unsigned long long ptr_of(cw_buffer *b) {
-    unsigned long long p = 0;
+static cw_devptr ptr_of(cw_buffer *b) {
+    cw_devptr p = 0;
     cw_buffer_get_ptr(b, &p);
     return p;
 }
@@ -71,7 +71,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = cw_io_receive_stream(io, NULL, &s))) return st;
         cw_buffer *b = NULL;
         if ((st = cw_io_alloc(io, N * 4, &b))) return st;
-        unsigned long long p = 0;
+        cw_devptr p = 0;
         if ((st = cw_buffer_get_writable(b, &p))) return st;
         unsigned value = (unsigned)it * 1000u + 1u;
         long long ns = A_NS;
@@ -85,7 +85,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = cw_io_receive_stream(io, "in", &s))) return st;
         cw_buffer *b = NULL;
         if ((st = cw_io_alloc(io, N * 4, &b))) return st;
-        unsigned long long in = ptr_of(m.buffer), out = 0;
+        cw_devptr in = ptr_of(m.buffer), out = 0;
         if ((st = cw_buffer_get_writable(b, &out))) return st;
         unsigned mul = o->which == 1 ? 2 : 3, add = o->which == 1 ? 1 : 5;
         long long ns = BD_NS;
@@ -138,8 +138,8 @@ static void run_diamond(unsigned threads) {
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     dia d = {0};
     cw_buffer *stamps = NULL, *results = NULL;
-    assert_cw_ok(cw_buffer_alloc(&stamps, s, ITS * 4 * 16));
-    assert_cw_ok(cw_buffer_alloc(&results, s, (size_t)ITS * N * 4));
+    assert_cw_ok(cw_buffer_create(&stamps, s, ITS * 4 * 16));
+    assert_cw_ok(cw_buffer_create(&results, s, (size_t)ITS * N * 4));
     d.stamps = ptr_of(stamps);
     d.results = ptr_of(results);
     assert_cw_ok(cw_stream_synchronize(s));
@@ -153,8 +153,8 @@ static void run_diamond(unsigned threads) {
     assert_cw_ok(cw_stream_wait(s, d.c_stream));
     unsigned *host = NULL;
     unsigned long long *st = NULL;
-    assert_cw_ok(cw_host_alloc(ctx, (size_t)ITS * N * 4, (void **)&host));
-    assert_cw_ok(cw_host_alloc(ctx, ITS * 4 * 16, (void **)&st));
+    assert_cw_ok(cw_host_alloc((void **)&host, ctx, (size_t)ITS * N * 4));
+    assert_cw_ok(cw_host_alloc((void **)&st, ctx, ITS * 4 * 16));
     assert_cw_ok(cw_copy_to_host(s, host, d.results, (size_t)ITS * N * 4));
     assert_cw_ok(cw_copy_to_host(s, st, d.stamps, ITS * 4 * 16));
     assert_cw_ok(cw_stream_synchronize(s));
@@ -184,12 +184,12 @@ static void run_diamond(unsigned threads) {
         assert_true(host_ms < ITS * A_NS / 1e6);
     }
     cw_pipeline_destroy(&p);
-    cw_host_free(ctx, host);
-    cw_host_free(ctx, st);
+    cw_host_free(ctx, (void **)&host);
+    cw_host_free(ctx, (void **)&st);
     assert_cw_ok(cw_buffer_use(stamps, s));
     assert_cw_ok(cw_buffer_use(results, s));
-    cw_buffer_release(&stamps);
-    cw_buffer_release(&results);
+    cw_buffer_destroy(&stamps);
+    cw_buffer_destroy(&results);
     cw_stream_destroy(&s);
 }
 
@@ -306,7 +306,7 @@ static cw_status race_src(cw_io *io, void *user) {
     cw_stream *s = NULL;
     cw_status st;
     if ((st = cw_io_receive_stream(io, NULL, &s)) || (st = cw_io_alloc(io, N * 4, &b))) return st;
-    unsigned long long p = 0;
+    cw_devptr p = 0;
     if ((st = cw_buffer_get_writable(b, &p))) return st;
     r->addr[it % RACE_FRAMES] = p;
     unsigned n = N, value = (unsigned)it * 1000u;
@@ -353,10 +353,10 @@ static void test_sink_race(void **state) {
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     race r = {0};
     cw_buffer *sums = NULL;
-    assert_cw_ok(cw_buffer_alloc(&sums, s, RACE_FRAMES * 8));
+    assert_cw_ok(cw_buffer_create(&sums, s, RACE_FRAMES * 8));
     r.sums = ptr_of(sums);
     unsigned long long *host = NULL;
-    assert_cw_ok(cw_host_alloc(ctx, RACE_FRAMES * 8, (void **)&host));
+    assert_cw_ok(cw_host_alloc((void **)&host, ctx, RACE_FRAMES * 8));
     assert_cw_ok(cw_copy_to_device(s, r.sums, host, RACE_FRAMES * 8)); /* zeroes */
     assert_cw_ok(cw_stream_synchronize(s));
     cw_pipeline *p = NULL;
@@ -385,8 +385,8 @@ static void test_sink_race(void **state) {
     /* once the sink is done, memory is reused: run again after the GPU caught up */
     cw_pipeline_destroy(&p);
     assert_cw_ok(cw_buffer_use(sums, s));
-    cw_buffer_release(&sums);
-    cw_host_free(ctx, host);
+    cw_buffer_destroy(&sums);
+    cw_host_free(ctx, (void **)&host);
     cw_stream_destroy(&s);
 }
 
@@ -422,7 +422,7 @@ static cw_status wi_reader(cw_io *io, void *user) {
 
 static int run_wait_inputs(int wait) {
     wi w = {0};
-    assert_cw_ok(cw_host_alloc(ctx, ITS * sizeof(int), (void **)&w.host));
+    assert_cw_ok(cw_host_alloc((void **)&w.host, ctx, ITS * sizeof(int)));
     cw_pipeline *p = NULL;
     assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
     cw_operator_ops so = {NULL, wi_src, NULL, NULL, {0}}, ro = {NULL, wi_reader, NULL, NULL, {0}};
@@ -442,7 +442,7 @@ static int run_wait_inputs(int wait) {
     int right = 0;
     for (int i = 0; i < ITS; i++) right += w.seen[i] == i + 100;
     cw_pipeline_destroy(&p);
-    cw_host_free(ctx, w.host);
+    cw_host_free(ctx, (void **)&w.host);
     return right;
 }
 
@@ -522,9 +522,9 @@ static void test_resident_diamond(void **state) {
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     cw_buffer *in = NULL, *out = NULL, *stamps = NULL;
-    assert_cw_ok(cw_buffer_alloc(&in, s, RN * 4));
-    assert_cw_ok(cw_buffer_alloc(&out, s, RN * 4));
-    assert_cw_ok(cw_buffer_alloc(&stamps, s, 4 * 16));
+    assert_cw_ok(cw_buffer_create(&in, s, RN * 4));
+    assert_cw_ok(cw_buffer_create(&out, s, RN * 4));
+    assert_cw_ok(cw_buffer_create(&stamps, s, 4 * 16));
     rdia ops[4];
     for (int i = 0; i < 4; i++) ops[i] = (rdia){ptr_of(in), ptr_of(out), ptr_of(stamps), i};
     cw_pipeline *p = NULL;
@@ -567,9 +567,9 @@ static void test_resident_diamond(void **state) {
     assert_cw_ok(cw_resident_launch(r));
     unsigned *hin = NULL, *hout = NULL;
     unsigned long long *hst = NULL;
-    assert_cw_ok(cw_host_alloc(ctx, RN * 4, (void **)&hin));
-    assert_cw_ok(cw_host_alloc(ctx, RN * 4, (void **)&hout));
-    assert_cw_ok(cw_host_alloc(ctx, 4 * 16, (void **)&hst));
+    assert_cw_ok(cw_host_alloc((void **)&hin, ctx, RN * 4));
+    assert_cw_ok(cw_host_alloc((void **)&hout, ctx, RN * 4));
+    assert_cw_ok(cw_host_alloc((void **)&hst, ctx, 4 * 16));
     long wrong = 0;
     int overlapped = 0, ordered = 0;
     /* an iteration takes milliseconds under memcheck and seconds under
@@ -603,13 +603,13 @@ static void test_resident_diamond(void **state) {
     if (!cwt_under_sanitizer()) assert_true(overlapped >= REQUESTS * 9 / 10); /* the tool serializes kernels */
     assert_cw_ok(cw_resident_destroy(&r)); /* the loop before the pipeline */
     cw_pipeline_destroy(&p);
-    cw_host_free(ctx, hin);
-    cw_host_free(ctx, hout);
-    cw_host_free(ctx, hst);
+    cw_host_free(ctx, (void **)&hin);
+    cw_host_free(ctx, (void **)&hout);
+    cw_host_free(ctx, (void **)&hst);
     cw_buffer *all[] = {in, out, stamps};
     for (int i = 0; i < 3; i++) {
         assert_cw_ok(cw_buffer_use(all[i], s));
-        cw_buffer_release(&all[i]);
+        cw_buffer_destroy(&all[i]);
     }
     cw_stream_destroy(&s);
 }

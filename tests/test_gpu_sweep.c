@@ -102,9 +102,9 @@ static cw_status sc_graph(void) {
     TRY(cw_stream_create(&s, ctx, NULL));
     cw_graph *g = NULL;
     cw_graph_exec *e = NULL;
-    unsigned long long p = 0;
+    cw_devptr p = 0;
     cw_buffer *b = NULL;
-    cw_status st = cw_buffer_alloc(&b, s, 1024);
+    cw_status st = cw_buffer_create(&b, s, 1024);
     if (!st) st = cw_buffer_get_ptr(b, &p);
     if (!st) st = cw_stream_synchronize(s);
     if (!st) st = cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL);
@@ -125,7 +125,7 @@ static cw_status sc_graph(void) {
     cw_graph_exec_destroy(&e);
     cw_graph_destroy(&g);
     if (b) (void)cw_buffer_use(b, s);
-    cw_buffer_release(&b);
+    cw_buffer_destroy(&b);
     cw_stream_destroy(&s);
     return st;
 }
@@ -135,16 +135,16 @@ static cw_status sc_buffers(void) {
     TRY(cw_stream_create(&s, ctx, NULL));
     cw_buffer *b = NULL;
     void *host = NULL;
-    unsigned long long p = 0;
-    cw_status st = cw_host_alloc(ctx, 4096, &host);
-    if (!st) st = cw_buffer_alloc(&b, s, 4096);
+    cw_devptr p = 0;
+    cw_status st = cw_host_alloc(&host, ctx, 4096);
+    if (!st) st = cw_buffer_create(&b, s, 4096);
     if (!st) st = cw_buffer_get_ptr(b, &p);
     if (!st) st = cw_copy_to_device(s, p, host, 4096);
     if (!st) st = cw_copy_to_host(s, host, p, 4096);
     if (!st) st = cw_buffer_use(b, s);
     if (!st) st = cw_stream_synchronize(s);
-    cw_buffer_release(&b);
-    cw_host_free(ctx, host);
+    cw_buffer_destroy(&b);
+    cw_host_free(ctx, &host);
     (void)cw_stream_synchronize(s);
     cw_stream_destroy(&s);
     return st;
@@ -184,7 +184,7 @@ static cw_status sc_program(void) {
  * tool then aborts it (tools/probes/synccheck_cond.cu shows this with
  * plain CUDA): cw_pl_fill here drew that report. */
 static cw_status res_fn(cw_stream *s, void *user) {
-    unsigned long long p = *(unsigned long long *)user;
+    cw_devptr p = *(cw_devptr *)user;
     int v = 5;
     void *args[] = {&p, &v};
     cw_launch_config c;
@@ -192,7 +192,7 @@ static cw_status res_fn(cw_stream *s, void *user) {
     return cw_kernel_launch(g_mul_add, s, &c, args);
 }
 
-static unsigned long long g_res_word;
+static cw_devptr g_res_word;
 static cw_status sc_resident(void) {
     cw_resident_settings rs;
     cw_resident_settings_default(&rs);
@@ -221,7 +221,7 @@ static cw_status pl_compute(cw_io *io, void *user) {
     TRY(cw_io_receive_stream(io, who[0] == 'A' ? NULL : "in", &s));
     cw_buffer *b = NULL;
     TRY(cw_io_alloc(io, 1024, &b));
-    unsigned long long p = 0;
+    cw_devptr p = 0;
     TRY(cw_buffer_get_writable(b, &p));
     unsigned n = 256, v = 1;
     long long ns = 0;
@@ -360,11 +360,11 @@ int main(void) {
     (void)cw_jit_cache_configure(&js);
     cw_stream *s = NULL;
     cw_buffer *b = NULL;
-    if (cw_stream_create(&s, ctx, NULL) || cw_buffer_alloc(&b, s, 8) || cw_buffer_get_ptr(b, &g_res_word)) return 1;
+    if (cw_stream_create(&s, ctx, NULL) || cw_buffer_create(&b, s, 8) || cw_buffer_get_ptr(b, &g_res_word)) return 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_sweep)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     (void)cw_buffer_use(b, s);
-    cw_buffer_release(&b);
+    cw_buffer_destroy(&b);
     cw_stream_destroy(&s);
     cw_module_destroy(&g_mod);
     cw_context_destroy(&ctx);

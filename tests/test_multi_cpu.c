@@ -2,12 +2,12 @@
  * Several devices against the fake driver (tests/fake_cuda.c with
  * FAKE_CUDA_DEVICES=2, whose device memory is host memory) and the fake NCCL
  * (tests/fake_nccl.c, libfakenccl.so beside the fake driver, which computes
- * collectives on that memory): device sets, peer access, peer copies, pools
+ * collectives on that memory): device groups, peer access, peer copies, pools
  * opened to peers, a pipeline whose operators sit on two devices (data moved
  * and checked), several resident loops' calls, and collectives with their
  * sums checked. Every scenario ends with the fake's live counts where they
  * started. Last, a fault-injection sweep over two multi-device scenarios (a
- * device set's peers, copies and pool sharing; the two-device pipeline):
+ * device group's peers, copies and pool sharing; the two-device pipeline):
  * every driver call failed in turn with each of three results, each run
  * returning an error or absorbing it, leaking nothing, and a clean run after
  * it still right. The same behaviour on two real GPUs: test_gpu_multi.
@@ -27,70 +27,157 @@ static CUcontext (*fake_other)(void);
 static int (*fake_ctx_get)(CUcontext *);
 static int (*fake_ctx_set)(CUcontext);
 static int (*nccl_live)(void);
+static long (*nccl_calls)(const char *entry);
 static void (*nccl_fail)(const char *entry, int result);
 static void *(*nccl_last_stream)(int device);
 static char g_fake_nccl[4096];
 
-static cw_device_set *g_set;
+static cw_device_group *g_set;
 static cw_context *g_ctx[2];
 
-/* ---- device sets ---------------------------------------------------------- */
+/* What the log callback received: messages per level, the last one. */
+typedef struct LogTally {
+    int warnings, errors;
+    char last[512];
+} LogTally;
+static void log_tally(void *user, cw_log_level level, const char *msg) {
+    LogTally *t = user;
+    if (level == CW_LOG_WARNING) t->warnings++;
+    if (level == CW_LOG_ERROR) t->errors++;
+    snprintf(t->last, sizeof t->last, "%s", msg);
+}
 
-static void test_device_set(void **state) {
+/* Peer access for every ordered pair of a group's devices that the topology
+ * allows (what 0.1's cw_device_set_enable_peers did): *enabled pairs. */
+static cw_status enable_all_peers(const cw_device_group *g, int *enabled) {
+    cw_device_group_info gi;
+    cw_status st = cw_device_group_get_info(g, &gi);
+    int pairs = 0;
+    for (int a = 0; a < gi.count && st == CW_SUCCESS; a++)
+        for (int b = 0; b < gi.count && st == CW_SUCCESS; b++) {
+            if (a == b) continue;
+            cw_peer_info pi;
+            st = cw_device_get_peer_info(gi.devices[a], gi.devices[b], &pi);
+            if (st == CW_SUCCESS && pi.can_access) {
+                st = cw_context_enable_peer(gi.contexts[a], gi.contexts[b]);
+                if (st == CW_SUCCESS) pairs++;
+            }
+        }
+    *enabled = pairs;
+    return st;
+}
+
+/* ---- device groups -------------------------------------------------------- */
+
+static void test_device_group(void **state) {
     (void)state;
     long p0 = fake_live("primary0"), p1 = fake_live("primary1");
-    cw_device_set *set = NULL;
-    assert_cw_ok(cw_device_set_open(&set, NULL, 0));
-    int n = 0, dev = -1;
-    assert_cw_ok(cw_device_set_size(set, &n));
-    assert_int_equal(n, 2);
+    cw_device_group *set = NULL;
+    assert_cw_ok(cw_device_group_create(&set, NULL, 0));
+    int dev = -1;
+    cw_device_group_info gi;
+    memset(&gi, 0xab, sizeof gi);
+    assert_cw_ok(cw_device_group_get_info(set, &gi));
+    assert_int_equal(gi.count, 2);
     assert_int_equal(fake_live("primary0"), p0 + 1);
     assert_int_equal(fake_live("primary1"), p1 + 1);
     for (int i = 0; i < 2; i++) {
-        cw_context *c = NULL;
-        assert_cw_ok(cw_device_set_context(set, i, &c));
+        cw_context *c = gi.contexts[i];
         assert_cw_ok(cwt_context_device(c, &dev));
         assert_int_equal(dev, i);
-        assert_cw_ok(cw_device_set_ordinal(set, i, &dev));
-        assert_int_equal(dev, i);
+        assert_int_equal(gi.devices[i], i);
         cw_context_info ci;
         assert_cw_ok(cw_context_get_info(c, &ci));
         assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
     }
-    cw_context *c = NULL;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_context(set, 2, &c));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_context(set, -1, &c));
-    cw_device_set_close(&set);
+    /* the entries past count and the reserved bytes are zero */
+    for (int i = 2; i < CW_MAX_DEVICES; i++) {
+        assert_int_equal(gi.devices[i], 0);
+        assert_null(gi.contexts[i]);
+    }
+    for (size_t i = 0; i < sizeof gi.reserved; i++) assert_int_equal(gi.reserved[i], 0);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_group_get_info(set, NULL));
+    cw_device_group_destroy(&set);
     assert_null(set);
     assert_int_equal(fake_live("primary0"), p0);
     assert_int_equal(fake_live("primary1"), p1);
 
     /* A list keeps its order. */
     int rev[2] = {1, 0};
-    assert_cw_ok(cw_device_set_open(&set, rev, 2));
-    assert_cw_ok(cw_device_set_ordinal(set, 0, &dev));
+    assert_cw_ok(cw_device_group_create(&set, rev, 2));
+    assert_cw_ok(cw_device_group_get_info(set, &gi));
+    assert_int_equal(gi.count, 2);
+    assert_int_equal(gi.devices[0], 1);
+    assert_int_equal(gi.devices[1], 0);
+    assert_cw_ok(cwt_context_device(gi.contexts[0], &dev));
     assert_int_equal(dev, 1);
-    assert_cw_ok(cw_device_set_context(set, 0, &c));
-    assert_cw_ok(cwt_context_device(c, &dev));
-    assert_int_equal(dev, 1);
-    cw_device_set_close(&set);
+    cw_device_group_destroy(&set);
 
     /* Bad lists are refused with the culprit named, nothing retained. */
     int dup[3] = {0, 1, 0};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_open(&set, dup, 3));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_group_create(&set, dup, 3));
     assert_non_null(strstr(cw_last_error_message(), "devices[0] and devices[2] are both device 0"));
     int far[1] = {2};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_set_open(&set, far, 1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_group_create(&set, far, 1));
     assert_non_null(strstr(cw_last_error_message(), "there are 2 devices"));
     assert_null(set);
     assert_int_equal(fake_live("primary0"), p0);
     assert_int_equal(fake_live("primary1"), p1);
     /* A foreign handle is refused, not used. */
     uint32_t junk[16] = {0};
-    cw_device_set *bad = (cw_device_set *)junk;
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_device_set_size(bad, &n));
-    cw_device_set_close(&bad);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    cw_device_group *bad = (cw_device_group *)junk;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_device_group_get_info(bad, &gi));
+}
+
+/* The destroy contract: a handle that is not live is ignored, the caller's
+ * variable nulled, and a warning logged (no error); NULL and a NULL handle
+ * do nothing. 0.1's cw_device_set_close and cw_comm_destroy left the
+ * variable as it was and logged an error. */
+static void test_destroy_not_live(void **state) {
+    (void)state;
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    uint32_t junk[16] = {0};
+    cw_device_group *bad = (cw_device_group *)junk;
+    cw_device_group_destroy(&bad);
+    assert_null(bad);
+    assert_int_equal(tally.warnings, 1);
+    assert_int_equal(tally.errors, 0);
+    assert_non_null(strstr(tally.last, "cw_device_group_destroy: *g is not a live cw_device_group"));
+    /* a destroyed one: the same */
+    cw_device_group *g = NULL, *stale;
+    assert_cw_ok(cw_device_group_create(&g, NULL, 0));
+    stale = g;
+    cw_device_group_destroy(&g);
+    assert_null(g);
+    cw_device_group_destroy(&stale);
+    assert_null(stale);
+    assert_int_equal(tally.warnings, 2);
+    /* a communicator */
+    cw_comm *c = NULL, *cstale;
+    assert_cw_ok(cw_comm_create(&c, g_ctx, 2));
+    cstale = c;
+    cw_comm_destroy(&c);
+    assert_null(c);
+    assert_int_equal(nccl_live(), 0);
+    cw_comm_destroy(&cstale);
+    assert_null(cstale);
+    assert_int_equal(tally.warnings, 3);
+    assert_non_null(strstr(tally.last, "cw_comm_destroy: *c is not a live cw_comm"));
+    cw_comm *cbad = (cw_comm *)g_ctx[0]; /* a live handle of another kind */
+    cw_comm_destroy(&cbad);
+    assert_null(cbad);
+    assert_int_equal(tally.warnings, 4);
+    assert_int_equal(tally.errors, 0);
+    cw_device_group_destroy(NULL);
+    cw_device_group_destroy(&g);
+    cw_comm_destroy(NULL);
+    cw_comm_destroy(&c);
+    assert_int_equal(tally.warnings, 4);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    int dev = -1;
+    assert_cw_ok(cwt_context_device(g_ctx[0], &dev)); /* left alone */
 }
 
 /* ---- a pipeline over two devices ---------------------------------------------- */
@@ -116,7 +203,7 @@ static cw_status stage_compute(cw_io *io, void *user) {
         if (r != CW_SUCCESS) return r;
         if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
         for (int i = 0; i < kWords; i++) host[i] = (uint32_t)(it * 100000 + (uint64_t)i);
-        unsigned long long p;
+        cw_devptr p;
         if ((r = cw_buffer_get_writable(b, &p)) != CW_SUCCESS) return r;
         if ((r = cw_copy_to_device(s, p, host, sizeof host)) != CW_SUCCESS) return r;
         if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r; /* host is a local */
@@ -125,13 +212,13 @@ static cw_status stage_compute(cw_io *io, void *user) {
     cw_message m;
     cw_status r = cw_io_receive(io, "in", &m);
     if (r != CW_SUCCESS) return r;
-    cw_context *bctx = NULL;
+    cw_buffer_info bi;
     int dev = -1;
-    cw_buffer_get_context(m.buffer, &bctx);
-    cwt_context_device(bctx, &dev);
-    if (dev != st->device) st->wrong_device++;
+    cw_buffer_get_info(m.buffer, &bi);
+    cwt_context_device(bi.context, &dev);
+    if (dev != st->device || bi.device != st->device) st->wrong_device++;
     if ((r = cw_io_receive_stream(io, "in", &s)) != CW_SUCCESS) return r;
-    unsigned long long p;
+    cw_devptr p;
     cw_buffer_get_ptr(m.buffer, &p);
     if (st->role == 1) {
         /* Add 1000 to every word (a host round trip stands in for a kernel). */
@@ -139,7 +226,7 @@ static cw_status stage_compute(cw_io *io, void *user) {
         if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r;
         for (int i = 0; i < kWords; i++) host[i] += 1000;
         if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
-        unsigned long long q;
+        cw_devptr q;
         if ((r = cw_buffer_get_writable(b, &q)) != CW_SUCCESS) return r;
         if ((r = cw_copy_to_device(s, q, host, sizeof host)) != CW_SUCCESS) return r;
         if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r;
@@ -236,27 +323,22 @@ static void test_peers(void **state) {
     assert_int_equal(pi.can_access, 1);
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_get_peer_info(0, 2, &pi));
 
-    int on = -1;
-    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[1], &on));
-    assert_int_equal(on, 0);
-    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[0], &on));
-    assert_int_equal(on, 1);
     long peers = fake_live("peers"), opened = fake_calls("cuMemPoolSetAccess");
+    long enables = fake_calls("cuCtxEnablePeerAccess");
     int enabled = -1;
-    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    assert_cw_ok(enable_all_peers(g_set, &enabled));
     assert_int_equal(enabled, 2);
+    assert_int_equal(fake_calls("cuCtxEnablePeerAccess"), enables + 2);
     assert_int_equal(fake_live("peers"), peers + 2);
     /* Each context's buffer pool (made when warming up) is opened to the
      * other device too: a pool's memory is not covered by context peer access. */
     assert_int_equal(fake_calls("cuMemPoolSetAccess"), opened + 2);
-    assert_cw_ok(cw_context_peer_enabled(g_ctx[0], g_ctx[1], &on));
-    assert_int_equal(on, 1);
-    assert_cw_ok(cw_context_peer_enabled(g_ctx[1], g_ctx[0], &on));
-    assert_int_equal(on, 1);
-    /* Again: no new pair, no error (cuweave knows; the driver is not asked). */
-    long enables = fake_calls("cuCtxEnablePeerAccess");
-    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    /* Again: idempotent, no new pair, no error (cuweave knows; the driver is
+     * not asked). */
+    enables = fake_calls("cuCtxEnablePeerAccess");
+    assert_cw_ok(enable_all_peers(g_set, &enabled));
     assert_int_equal(enabled, 2);
+    assert_cw_ok(cw_context_enable_peer(g_ctx[0], g_ctx[1]));
     assert_int_equal(fake_calls("cuCtxEnablePeerAccess"), enables);
     assert_int_equal(fake_live("peers"), peers + 2);
     /* One device is not a peer pair. */
@@ -289,10 +371,10 @@ static void test_copies(void **state) {
     uint32_t host[64], back[64];
     for (int i = 0; i < 64; i++) host[i] = 0xabc00000u + (uint32_t)i;
     cw_buffer *a = NULL, *b = NULL, *small = NULL;
-    assert_cw_ok(cw_buffer_alloc(&a, s0, sizeof host));
-    assert_cw_ok(cw_buffer_alloc(&b, s1, sizeof host));
-    assert_cw_ok(cw_buffer_alloc(&small, s1, 16));
-    unsigned long long pa, pb;
+    assert_cw_ok(cw_buffer_create(&a, s0, sizeof host));
+    assert_cw_ok(cw_buffer_create(&b, s1, sizeof host));
+    assert_cw_ok(cw_buffer_create(&small, s1, 16));
+    cw_devptr pa, pb;
     assert_cw_ok(cw_buffer_get_writable(a, &pa));
     assert_cw_ok(cw_buffer_get_writable(b, &pb));
     assert_cw_ok(cw_copy_to_device(s0, pa, host, sizeof host));
@@ -314,24 +396,24 @@ static void test_copies(void **state) {
     uint32_t zero[64] = {0};
     assert_cw_ok(cw_copy_to_device(s0, pa, zero, sizeof zero));
     assert_cw_ok(cw_stream_wait(s0, s1));
-    assert_cw_ok(cw_buffer_copy(s0, a, b));
+    assert_cw_ok(cw_buffer_copy(a, b, s0));
     assert_cw_ok(cw_copy_to_host(s0, back, pa, sizeof back));
     assert_cw_ok(cw_stream_synchronize(s0));
     assert_memory_equal(back, host, sizeof host);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(s0, small, a));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(small, a, s0));
     assert_non_null(strstr(cw_last_error_message(), "dst holds 16 bytes"));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(s0, a, a));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(a, a, s0));
     assert_cw_ok(cw_buffer_retain(b));
-    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_copy(s0, b, a)); /* b is shared now */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_copy(b, a, s0)); /* b is shared now */
     cw_buffer *extra = b;
-    cw_buffer_release(&extra);
+    cw_buffer_destroy(&extra);
 
     /* A use by a stream of another device is allowed (a peer reading it). */
     assert_cw_ok(cw_buffer_use(a, s1));
 
-    cw_buffer_release(&a);
-    cw_buffer_release(&b);
-    cw_buffer_release(&small);
+    cw_buffer_destroy(&a);
+    cw_buffer_destroy(&b);
+    cw_buffer_destroy(&small);
     cw_stream_destroy(&s0);
     cw_stream_destroy(&s1);
     assert_false(leaks(before, "peer copies"));
@@ -340,35 +422,15 @@ static void test_copies(void **state) {
 static void test_pool_share(void **state) {
     (void)state;
     long calls = fake_calls("cuMemPoolSetAccess");
-    assert_cw_ok(cw_buffer_pool_share(g_ctx[0], g_ctx[1]));
+    assert_cw_ok(cw_context_share_buffer_pool(g_ctx[0], g_ctx[1]));
     assert_int_equal(fake_calls("cuMemPoolSetAccess"), calls + 1);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_pool_share(g_ctx[1], g_ctx[1]));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_context_share_buffer_pool(g_ctx[1], g_ctx[1]));
     assert_int_equal(fake_calls("cuMemPoolSetAccess"), calls + 1);
-}
-
-/* ---- several resident loops: the argument and state checks --------------------------- */
-
-static void test_resident_many_refusals(void **state) {
-    (void)state;
-    cw_resident *r[2] = {NULL, NULL};
-    for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_create(&r[i], g_ctx[i], NULL));
-    uint64_t seqs[2] = {7, 7};
-    /* Not launched: refused, naming which. */
-    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready_many(r, 2, seqs));
-    assert_non_null(strstr(cw_last_error_message(), "loops[0]: "));
-    assert_int_equal(seqs[0], 7);
-    cw_resident *mixed[2] = {r[0], NULL};
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_data_ready_many(mixed, 2, seqs));
-    assert_non_null(strstr(cw_last_error_message(), "loops[1] is NULL"));
-    seqs[0] = seqs[1] = 1;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_wait_many(r, seqs, 2, 0)); /* never requested */
-    assert_non_null(strstr(cw_last_error_message(), "loops[0]: "));
-    for (int i = 0; i < 2; i++) assert_cw_ok(cw_resident_destroy(&r[i]));
 }
 
 /* ---- collectives through the fake NCCL ------------------------------------------------ */
 
-static void fill(cw_stream *s, unsigned long long p, const void *v, size_t bytes) {
+static void fill(cw_stream *s, cw_devptr p, const void *v, size_t bytes) {
     assert_cw_ok(cw_copy_to_device(s, p, v, bytes));
     assert_cw_ok(cw_stream_synchronize(s));
 }
@@ -385,21 +447,24 @@ static void test_collectives(void **state) {
     assert_cw_ok(cw_comm_create(&comm, g_ctx, 2));
     assert_int_equal(nccl_live(), 2);
     assert_int_equal(fake_live("primary0"), p0); /* references, not retains */
-    int n = 0;
-    assert_cw_ok(cw_comm_size(comm, &n));
-    assert_int_equal(n, 2);
-    cw_context *c = NULL;
-    assert_cw_ok(cw_comm_get_context(comm, 1, &c));
-    assert_ptr_equal(c, g_ctx[1]);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_get_context(comm, 2, &c));
+    cw_comm_info ci;
+    memset(&ci, 0xab, sizeof ci);
+    assert_cw_ok(cw_comm_get_info(comm, &ci));
+    assert_int_equal(ci.size, 2);
+    assert_ptr_equal(ci.contexts[0], g_ctx[0]);
+    assert_ptr_equal(ci.contexts[1], g_ctx[1]);
+    for (int i = 2; i < CW_MAX_DEVICES; i++) assert_null(ci.contexts[i]);
+    for (size_t i = 0; i < sizeof ci.reserved; i++) assert_int_equal(ci.reserved[i], 0);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_get_info(comm, NULL));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_comm_get_info((cw_comm *)g_ctx[0], &ci));
 
     cw_stream *s[2];
     cw_buffer *buf[2];
-    unsigned long long send[2], recv[2];
+    cw_devptr send[2], recv[2];
     enum { kCount = 1000 };
     for (int r = 0; r < 2; r++) {
         assert_cw_ok(cw_stream_create(&s[r], g_ctx[r], NULL));
-        assert_cw_ok(cw_buffer_alloc(&buf[r], s[r], 2 * kCount * sizeof(float)));
+        assert_cw_ok(cw_buffer_create(&buf[r], s[r], 2 * kCount * sizeof(float)));
         assert_cw_ok(cw_buffer_get_writable(buf[r], &send[r]));
         recv[r] = send[r] + kCount * sizeof(float);
         float v[kCount];
@@ -423,7 +488,7 @@ static void test_collectives(void **state) {
         assert_int_equal(wrong, 0);
     }
     /* Broadcast from rank 1 (send[0] unread). */
-    unsigned long long bsend[2] = {0, send[1]};
+    cw_devptr bsend[2] = {0, send[1]};
     assert_cw_ok(cw_comm_broadcast(comm, bsend, recv, kCount, CW_FLOAT32, 1, s));
     for (int r = 0; r < 2; r++) {
         float out[kCount];
@@ -461,17 +526,26 @@ static void test_collectives(void **state) {
         assert_int_equal(out[1], 10);
     }
 
-    /* Refusals, each naming the culprit; nothing reaches NCCL. */
+    /* Refusals, each naming the culprit; nothing reaches NCCL: the array
+     * calls check every rank before issuing any part (a refused last rank
+     * leaves the first one unissued, which a loop of _rank calls in a group
+     * cannot do: why both forms are kept). */
+    long issued = nccl_calls("ncclAllReduce");
+    cw_stream *last_bad[2] = {s[0], s[0]};
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, last_bad));
+    assert_non_null(strstr(cw_last_error_message(), "rank 1 is on device 0"));
+    assert_int_equal(nccl_calls("ncclAllReduce"), issued);
     cw_stream *swapped[2] = {s[1], s[0]};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, swapped));
     assert_non_null(strstr(cw_last_error_message(), "rank 0 is on device 1"));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, (cw_dtype)42, CW_SUM, s));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, (cw_reduce_op)9, s));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_broadcast(comm, send, recv, kCount, CW_FLOAT32, 2, s));
-    unsigned long long zero[2] = {0, 0};
+    cw_devptr zero[2] = {0, 0};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, zero, kCount, CW_FLOAT32, CW_SUM, s));
     assert_non_null(strstr(cw_last_error_message(), "recv[0] is 0"));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce_rank(comm, 2, send[0], recv[0], 1, CW_FLOAT32, CW_SUM, s[0]));
+    assert_int_equal(nccl_calls("ncclAllReduce"), issued);
     /* count 0 does nothing. */
     assert_cw_ok(cw_comm_all_reduce(comm, send, recv, 0, CW_FLOAT32, CW_SUM, s));
 
@@ -482,7 +556,7 @@ static void test_collectives(void **state) {
     assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
 
     for (int r = 0; r < 2; r++) {
-        cw_buffer_release(&buf[r]);
+        cw_buffer_destroy(&buf[r]);
         cw_stream_destroy(&s[r]);
     }
     cw_comm_destroy(&comm);
@@ -517,13 +591,13 @@ static void test_collective_refusals(void **state) {
  * absorb it. */
 static unsigned long g_release_at;
 
-/* A device set of its own (fresh cw_context handles, so enabling peers asks
+/* A device group of its own (fresh cw_context handles, so enabling peers asks
  * the driver: the fake's primary contexts have the pairs already, and its
  * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is success), a stream and a buffer
  * on each device, data there and back across devices, the data checked, a
  * pool shared; everything released, the contexts' own pools and streams
  * with them. *wrong counts what came out wrong (meaningful on success). */
-static cw_status sc_device_set(int *wrong) {
+static cw_status sc_device_group(int *wrong) {
     enum { kN = 64 };
     uint32_t host[kN], zero[kN], back[kN];
     for (int i = 0; i < kN; i++) {
@@ -531,33 +605,35 @@ static cw_status sc_device_set(int *wrong) {
         zero[i] = 0;
         back[i] = 0xffffffffu;
     }
-    cw_device_set *set = NULL;
+    cw_device_group *set = NULL;
     cw_context *c[2] = {NULL, NULL};
     cw_stream *s[2] = {NULL, NULL};
     cw_buffer *b[2] = {NULL, NULL};
-    unsigned long long p[2] = {0, 0};
+    cw_devptr p[2] = {0, 0};
     int enabled = -1;
-    cw_status st = cw_device_set_open(&set, NULL, 0);
-    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_device_set_context(set, i, &c[i]);
-    if (st == CW_SUCCESS) st = cw_device_set_enable_peers(set, &enabled);
+    cw_device_group_info gi;
+    cw_status st = cw_device_group_create(&set, NULL, 0);
+    if (st == CW_SUCCESS) st = cw_device_group_get_info(set, &gi);
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) c[i] = gi.contexts[i];
+    if (st == CW_SUCCESS) st = enable_all_peers(set, &enabled);
     if (st == CW_SUCCESS && enabled != 2) (*wrong)++;
     for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_stream_create(&s[i], c[i], NULL);
-    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_buffer_alloc(&b[i], s[i], sizeof host);
+    for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_buffer_create(&b[i], s[i], sizeof host);
     for (int i = 0; i < 2 && st == CW_SUCCESS; i++) st = cw_buffer_get_writable(b[i], &p[i]);
     if (st == CW_SUCCESS) st = cw_copy_to_device(s[0], p[0], host, sizeof host);
     if (st == CW_SUCCESS) st = cw_stream_wait(s[1], s[0]);       /* device 1 after device 0's write */
-    if (st == CW_SUCCESS) st = cw_buffer_copy(s[1], b[1], b[0]); /* to device 1 */
+    if (st == CW_SUCCESS) st = cw_buffer_copy(b[1], b[0], s[1]); /* to device 1 */
     if (st == CW_SUCCESS) st = cw_stream_wait(s[0], s[1]);       /* b[0] rewritten after that read */
     if (st == CW_SUCCESS) st = cw_copy_to_device(s[0], p[0], zero, sizeof zero);
     if (st == CW_SUCCESS) st = cw_copy_peer(s[0], p[0], c[0], p[1], c[1], sizeof host); /* back */
     if (st == CW_SUCCESS) st = cw_copy_to_host(s[0], back, p[0], sizeof back);
     if (st == CW_SUCCESS) st = cw_stream_synchronize(s[0]);
     if (st == CW_SUCCESS && memcmp(back, host, sizeof host) != 0) (*wrong)++;
-    if (st == CW_SUCCESS) st = cw_buffer_pool_share(c[0], c[1]);
+    if (st == CW_SUCCESS) st = cw_context_share_buffer_pool(c[0], c[1]);
     g_release_at = cwi_seam_calls(-1);
-    for (int i = 0; i < 2; i++) cw_buffer_release(&b[i]);
+    for (int i = 0; i < 2; i++) cw_buffer_destroy(&b[i]);
     for (int i = 0; i < 2; i++) cw_stream_destroy(&s[i]);
-    cw_device_set_close(&set);
+    cw_device_group_destroy(&set);
     fake_drain(2000); /* copies from and into this frame are done */
     return st;
 }
@@ -579,7 +655,7 @@ static cw_status stage_add(cw_pipeline *p, const char *name, Stage *stage, cw_st
     return st;
 }
 
-/* run_two_device_pipeline for two iterations, on the process's device set
+/* run_two_device_pipeline for two iterations, on the process's device group
  * (peers enabled): A (device 0) -> B (device 1, adds 1000) -> C (device 0). */
 static cw_status sc_pipeline(int *wrong) {
     enum { kRuns = 2 };
@@ -687,7 +763,7 @@ typedef struct SweepCase {
 } SweepCase;
 
 static const SweepCase k_sweep[] = {
-    {"device set: peers, copies, pool share", sc_device_set},
+    {"device group: peers, copies, pool share", sc_device_group},
     {"two-device pipeline, 2 iterations", sc_pipeline},
 };
 
@@ -696,16 +772,16 @@ static const SweepCase k_sweep[] = {
  * release, which returns nothing; a fallback taken) and is then right;
  * nothing is left behind (the fake drained); a clean run afterwards is
  * right and leaves nothing either. */
-/* A device set whose second device cannot be opened: the detail names
- * cw_device_set_open (and which device), with the driver call and CUresult. */
+/* A device group whose second device cannot be opened: the detail names
+ * cw_device_group_create (and which device), with the driver call and CUresult. */
 static void test_error_names_public_call(void **state) {
     (void)state;
     long p0 = fake_live("primary0"), p1 = fake_live("primary1");
     assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
     cwi_seam_reset();
     cwi_seam_fail(cwi_seam_entry("cuDevicePrimaryCtxRetain"), 2, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
-    cw_device_set *set = NULL;
-    const cw_status st = cw_device_set_open(&set, NULL, 0);
+    cw_device_group *set = NULL;
+    const cw_status st = cw_device_group_create(&set, NULL, 0);
     const int fired = cwi_seam_fired();
     cwi_seam_reset();
     cwi_seam_disable();
@@ -713,8 +789,8 @@ static void test_error_names_public_call(void **state) {
     assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
     assert_null(set);
     const cw_error_info *e = cw_last_error();
-    printf("# the second device failing in cw_device_set_open: %s\n", e->message);
-    assert_string_equal(e->function, "cw_device_set_open");
+    printf("# the second device failing in cw_device_group_create: %s\n", e->message);
+    assert_string_equal(e->function, "cw_device_group_create");
     assert_string_equal(e->driver_call, "cuDevicePrimaryCtxRetain");
     assert_int_equal(e->cu_result, 2);
     assert_non_null(strstr(e->message, "devices[1]"));
@@ -728,9 +804,9 @@ static void test_fault_sweep_multi(void **state) {
     static const cw_status expected[3] = {CW_ERROR_OUT_OF_MEMORY, CW_ERROR_DEVICE_FAULT, CW_ERROR_NOT_PERMITTED};
     static long entries[kMaxEntries];
     assert_true(cwi_seam_entry_count() <= kMaxEntries);
-    /* the process's set has its peers (test_peers did it; again asks no driver) */
+    /* the process's group has its peers (test_peers did it; again asks no driver) */
     int enabled = 0;
-    assert_cw_ok(cw_device_set_enable_peers(g_set, &enabled));
+    assert_cw_ok(enable_all_peers(g_set, &enabled));
     assert_int_equal(enabled, 2);
     CUcontext home = NULL;
     assert_int_equal(fake_ctx_get(&home), 0);
@@ -876,18 +952,21 @@ int main(int argc, char **argv) {
         !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
         !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent")) ||
         !(nccl_live = (int (*)(void))dlsym(nccl, "fake_nccl_live")) ||
+        !(nccl_calls = (long (*)(const char *))dlsym(nccl, "fake_nccl_calls")) ||
         !(nccl_fail = (void (*)(const char *, int))dlsym(nccl, "fake_nccl_fail")) ||
         !(nccl_last_stream = (void *(*)(int))dlsym(nccl, "fake_nccl_last_stream"))) {
         printf("FAIL: cannot load %s and %s\n", argv[1], g_fake_nccl);
         return 1;
     }
     live_drain = fake_drain;
-    if (cw_init() != CW_SUCCESS || cw_device_set_open(&g_set, NULL, 0) != CW_SUCCESS ||
-        cw_device_set_context(g_set, 0, &g_ctx[0]) != CW_SUCCESS ||
-        cw_device_set_context(g_set, 1, &g_ctx[1]) != CW_SUCCESS) {
+    cw_device_group_info gi;
+    if (cw_init() != CW_SUCCESS || cw_device_group_create(&g_set, NULL, 0) != CW_SUCCESS ||
+        cw_device_group_get_info(g_set, &gi) != CW_SUCCESS || gi.count != 2) {
         printf("FAIL: cuweave could not open two fake devices: %s\n", cw_last_error_message());
         return 1;
     }
+    g_ctx[0] = gi.contexts[0];
+    g_ctx[1] = gi.contexts[1];
     /* Warm each context's event pool, fork pool, release stream and buffer
      * pool (made on first use, kept with the context) so that live counts
      * compare like with like. */
@@ -895,28 +974,28 @@ int main(int argc, char **argv) {
         cw_stream *s = NULL, *child = NULL;
         cw_buffer *b = NULL;
         if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(&child, s) != CW_SUCCESS ||
-            cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_alloc(&b, s, 64) != CW_SUCCESS) {
+            cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_create(&b, s, 64) != CW_SUCCESS) {
             printf("FAIL: warming device %d: %s\n", i, cw_last_error_message());
             return 1;
         }
-        cw_buffer_release(&b);
+        cw_buffer_destroy(&b);
         cw_stream_synchronize(s);
         cw_stream_destroy(&s);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_device_set),
+        cmocka_unit_test(test_device_group),
         cmocka_unit_test(test_pipeline_two_devices_staged),
         cmocka_unit_test(test_peers),
         cmocka_unit_test(test_pipeline_two_devices_direct),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_pool_share),
-        cmocka_unit_test(test_resident_many_refusals),
         cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_destroy_not_live),
         cmocka_unit_test(test_collective_refusals),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_fault_sweep_multi),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    cw_device_set_close(&g_set);
+    cw_device_group_destroy(&g_set);
     return failed;
 }

@@ -432,20 +432,23 @@ static void test_flow_without_driver(void **state) {
 
     cw_buffer_info bi;
     void *host = NULL;
-    EXPECT_INVALID_ND(cw_buffer_alloc, cw_buffer_alloc(&b, NULL, 16));
+    cw_devptr dp = 0;
+    EXPECT_INVALID_ND(cw_buffer_create, cw_buffer_create(&b, NULL, 16));
     EXPECT_INVALID_ND(cw_buffer_retain, cw_buffer_retain(NULL));
     EXPECT_INVALID_ND(cw_buffer_use, cw_buffer_use(NULL, NULL));
-    EXPECT_INVALID_ND(cw_buffer_get_ptr, cw_buffer_get_ptr(NULL, &d));
-    EXPECT_INVALID_ND(cw_buffer_get_writable, cw_buffer_get_writable(NULL, &d));
+    EXPECT_INVALID_ND(cw_buffer_get_ptr, cw_buffer_get_ptr(NULL, &dp));
+    EXPECT_INVALID_ND(cw_buffer_get_writable, cw_buffer_get_writable(NULL, &dp));
     EXPECT_INVALID_ND(cw_buffer_get_info, cw_buffer_get_info(NULL, &bi));
-    EXPECT_INVALID_ND(cw_buffer_get_context, cw_buffer_get_context(NULL, &c));
     EXPECT_INVALID_ND(cw_copy_to_device, cw_copy_to_device(NULL, 0, NULL, 0));
     EXPECT_INVALID_ND(cw_copy_to_host, cw_copy_to_host(NULL, NULL, 0, 0));
-    EXPECT_INVALID_ND(cw_host_alloc, cw_host_alloc(NULL, 16, &host));
-    cw_buffer_release(&b);
-    cw_buffer_release(NULL);
+    EXPECT_INVALID_ND(cw_host_alloc, cw_host_alloc(&host, NULL, 16));
+    EXPECT_INVALID_ND(cw_host_alloc, cw_host_alloc(NULL, NULL, 16));
+    cw_buffer_destroy(&b);
+    cw_buffer_destroy(NULL);
     cw_host_free(NULL, NULL);
+    cw_host_free(NULL, &host);
     assert_null(host);
+    assert_int_equal(dp, 0);
 }
 
 static void *init_thread(void *arg) {
@@ -517,41 +520,29 @@ static void test_resident_without_driver(void **state) {
  * absent with CW_ERROR_NOT_SUPPORTED, naming the path. */
 static void test_multi_without_driver(void **state) {
     (void)state;
-    cw_device_set *set = NULL;
-    cw_context *ctx = NULL;
-    int n = -3;
-    expect_no_driver(cw_device_set_open(&set, NULL, 0), "cw_device_set_open");
-    assert_null(set);
+    cw_device_group *group = NULL;
+    expect_no_driver(cw_device_group_create(&group, NULL, 0), "cw_device_group_create");
+    assert_null(group);
     int devs[2] = {0, 1};
-    expect_no_driver(cw_device_set_open(&set, devs, 2), "cw_device_set_open");
-    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(NULL, NULL, 0));
-    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, NULL, 2));
-    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, devs, -1));
-    EXPECT_INVALID_ND(cw_device_set_open, cw_device_set_open(&set, devs, CW_MAX_DEVICES + 1));
-    cw_device_set_close(NULL);
-    cw_device_set_close(&set);
-    EXPECT_INVALID_ND(cw_device_set_size, cw_device_set_size(NULL, &n));
-    EXPECT_INVALID_ND(cw_device_set_context, cw_device_set_context(NULL, 0, &ctx));
-    EXPECT_INVALID_ND(cw_device_set_ordinal, cw_device_set_ordinal(NULL, 0, &n));
-    EXPECT_INVALID_ND(cw_device_set_enable_peers, cw_device_set_enable_peers(NULL, &n));
-    assert_int_equal(n, -3);
+    expect_no_driver(cw_device_group_create(&group, devs, 2), "cw_device_group_create");
+    EXPECT_INVALID_ND(cw_device_group_create, cw_device_group_create(NULL, NULL, 0));
+    EXPECT_INVALID_ND(cw_device_group_create, cw_device_group_create(&group, NULL, 2));
+    EXPECT_INVALID_ND(cw_device_group_create, cw_device_group_create(&group, devs, -1));
+    EXPECT_INVALID_ND(cw_device_group_create, cw_device_group_create(&group, devs, CW_MAX_DEVICES + 1));
+    cw_device_group_destroy(NULL);
+    cw_device_group_destroy(&group);
+    cw_device_group_info gi;
+    gi.count = -3;
+    EXPECT_INVALID_ND(cw_device_group_get_info, cw_device_group_get_info(NULL, &gi));
+    assert_int_equal(gi.count, -3);
     cw_peer_info pi;
     expect_no_driver(cw_device_get_peer_info(0, 1, &pi), "cw_device_get_peer_info");
     EXPECT_INVALID_ND(cw_device_get_peer_info, cw_device_get_peer_info(0, 1, NULL));
     EXPECT_INVALID_ND(cw_device_get_peer_info, cw_device_get_peer_info(-1, 1, &pi));
     EXPECT_INVALID_ND(cw_context_enable_peer, cw_context_enable_peer(NULL, NULL));
-    EXPECT_INVALID_ND(cw_context_peer_enabled, cw_context_peer_enabled(NULL, NULL, &n));
     EXPECT_INVALID_ND(cw_copy_peer, cw_copy_peer(NULL, 1, NULL, 2, NULL, 16));
     EXPECT_INVALID_ND(cw_buffer_copy, cw_buffer_copy(NULL, NULL, NULL));
-    EXPECT_INVALID_ND(cw_buffer_pool_share, cw_buffer_pool_share(NULL, NULL));
-    uint64_t seqs[2] = {1, 1};
-    EXPECT_INVALID_ND(cw_resident_data_ready_many, cw_resident_data_ready_many(NULL, 2, seqs));
-    cw_resident *loops[2] = {NULL, NULL};
-    EXPECT_INVALID_ND(cw_resident_data_ready_many, cw_resident_data_ready_many(loops, 2, seqs));
-    EXPECT_INVALID_ND(cw_resident_wait_many, cw_resident_wait_many(loops, NULL, 2, 0));
-    EXPECT_INVALID_ND(cw_resident_wait_many, cw_resident_wait_many(loops, seqs, 2, 0));
-    assert_cw_ok(cw_resident_data_ready_many(NULL, 0, NULL));
-    assert_cw_ok(cw_resident_wait_many(NULL, NULL, 0, 0));
+    EXPECT_INVALID_ND(cw_context_share_buffer_pool, cw_context_share_buffer_pool(NULL, NULL));
 
     /* NCCL */
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_group_begin());
@@ -566,9 +557,11 @@ static void test_multi_without_driver(void **state) {
     assert_null(comm);
     cw_comm_destroy(NULL);
     cw_comm_destroy(&comm);
-    EXPECT_INVALID_ND(cw_comm_size, cw_comm_size(NULL, &n));
-    EXPECT_INVALID_ND(cw_comm_get_context, cw_comm_get_context(NULL, 0, &ctx));
-    unsigned long long a[1] = {1};
+    cw_comm_info ci;
+    ci.size = -3;
+    EXPECT_INVALID_ND(cw_comm_get_info, cw_comm_get_info(NULL, &ci));
+    assert_int_equal(ci.size, -3);
+    cw_devptr a[1] = {1};
     cw_stream *ss[1] = {NULL};
     EXPECT_INVALID_ND(cw_comm_all_reduce, cw_comm_all_reduce(NULL, a, a, 1, CW_FLOAT32, CW_SUM, ss));
     EXPECT_INVALID_ND(cw_comm_broadcast, cw_comm_broadcast(NULL, a, a, 1, CW_FLOAT32, 0, ss));

@@ -913,15 +913,13 @@ static void (*fake_hold)(int on);
 struct big_wait {
     cw_resident *r;
     uint64_t seq;
-    int many; /* cw_resident_wait_many, else cw_resident_wait_result */
     cw_status st;
     volatile int returned;
 };
 
 static void *big_wait_main(void *arg) {
     struct big_wait *w = (struct big_wait *)arg;
-    w->st = w->many ? cw_resident_wait_many(&w->r, &w->seq, 1, UINT32_MAX)
-                    : cw_resident_wait_result(w->r, w->seq, UINT32_MAX);
+    w->st = cw_resident_wait_result(w->r, w->seq, UINT32_MAX);
     __atomic_store_n(&w->returned, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -945,7 +943,7 @@ static void test_largest_timeouts(void **state) {
     assert_cw_ok(cw_resident_launch(r));
     uint64_t seq = 0;
     assert_cw_ok(cw_resident_data_ready(r, &seq));
-    struct big_wait w[2] = {{r, seq, 0, CW_ERROR_INTERNAL, 0}, {r, seq, 1, CW_ERROR_INTERNAL, 0}};
+    struct big_wait w[2] = {{r, seq, CW_ERROR_INTERNAL, 0}, {r, seq, CW_ERROR_INTERNAL, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, big_wait_main, &w[i]), 0);
     sleep_ms(50); /* a wait that would end early has ended by now */
@@ -962,7 +960,7 @@ static void test_largest_timeouts(void **state) {
     fake_hold(1);
     assert_cw_ok(cw_resident_launch(r));
     assert_cw(CW_ERROR_TIMEOUT, cw_resident_tear_down(r, 0)); /* held: busy */
-    struct big_wait td = {r, 0, 0, CW_ERROR_INTERNAL, 0};
+    struct big_wait td = {r, 0, CW_ERROR_INTERNAL, 0};
     assert_int_equal(pthread_create(&t[0], NULL, big_tear_down_main, &td), 0);
     sleep_ms(50);
     const int early = __atomic_load_n(&td.returned, __ATOMIC_ACQUIRE);

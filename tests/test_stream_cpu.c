@@ -703,9 +703,10 @@ static void test_pool_lease(void **state) {
     /* a pool stream is not destroyed by cw_stream_destroy: the caller's
      * pointer is nulled (the destroy contract), the stream stays leased */
     cw_stream *keep = b;
+    cw_clear_error();
     cw_stream_destroy(&keep);
     assert_null(keep);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* nothing failed: a warning only */
     assert_int_equal(fk.live("stream"), live0 + 3);
     cw_stream_info binfo;
     assert_cw_ok(cw_stream_get_info(b, &binfo));
@@ -2876,9 +2877,10 @@ static void test_partition_group_outlived(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_get_partition(g, 3, &pi[0]));
     /* a partition's context is borrowed: destroying it nulls the pointer only */
     cw_context *borrowed = pi[0].context;
+    cw_clear_error();
     cw_context_destroy(&borrowed);
     assert_null(borrowed);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS);
     assert_int_equal(fk.live("green"), green0 + 3);
 
     set_current(g_other);
@@ -2988,9 +2990,9 @@ static void test_stream_info(void **state) {
 }
 
 /* The destroy contract: NULL-safe, the caller's pointer nulled, never fails;
- * a handle that is not live (or not the caller's to destroy) is ignored,
- * recorded in the detail and logged at CW_LOG_WARNING, not CW_LOG_ERROR
- * (nothing failed). */
+ * a handle that is not live (or not the caller's to destroy) is ignored and
+ * logged at CW_LOG_WARNING, not CW_LOG_ERROR, and the thread's detail is
+ * left as it was (nothing failed that the caller must handle). */
 static int g_log_levels[4];
 static void count_levels(void *user, cw_log_level level, const char *message) {
     (void)user;
@@ -3003,37 +3005,36 @@ static void test_destroy_ignores_and_warns(void **state) {
     uint64_t junk[64];
     memset(junk, 0xab, sizeof junk);
     assert_cw_ok(cw_log_set_callback(count_levels, NULL, CW_LOG_DEBUG));
-#define EXPECT_IGNORED(type, destroy, handle, want)                                    \
+#define EXPECT_IGNORED(type, destroy, handle)                                          \
     do {                                                                               \
         memset(g_log_levels, 0, sizeof g_log_levels);                                  \
         cw_clear_error();                                                              \
         type *h_ = (type *)(handle);                                                   \
         destroy(&h_);                                                                  \
         assert_null(h_);                                                               \
-        assert_int_equal(cw_last_error()->status, want);                               \
-        assert_string_equal(cw_last_error()->function, #destroy);                      \
+        assert_int_equal(cw_last_error()->status, CW_SUCCESS);                         \
         if (g_log_levels[CW_LOG_WARNING] != 1 || g_log_levels[CW_LOG_ERROR] != 0)      \
             fail_msg("%s of a handle it cannot destroy: %d warning(s), %d error(s) logged, " \
                      "expected 1 warning", #destroy, g_log_levels[CW_LOG_WARNING],     \
                      g_log_levels[CW_LOG_ERROR]);                                      \
     } while (0)
-    EXPECT_IGNORED(cw_stream, cw_stream_destroy, junk, CW_ERROR_INVALID_HANDLE);
-    EXPECT_IGNORED(cw_stream_pool, cw_stream_pool_destroy, junk, CW_ERROR_INVALID_HANDLE);
-    EXPECT_IGNORED(cw_timer, cw_timer_destroy, junk, CW_ERROR_INVALID_HANDLE);
-    EXPECT_IGNORED(cw_future, cw_future_destroy, junk, CW_ERROR_INVALID_HANDLE);
-    EXPECT_IGNORED(cw_context, cw_context_destroy, junk, CW_ERROR_INVALID_HANDLE);
-    EXPECT_IGNORED(cw_partition_group, cw_partition_group_destroy, junk, CW_ERROR_INVALID_HANDLE);
+    EXPECT_IGNORED(cw_stream, cw_stream_destroy, junk);
+    EXPECT_IGNORED(cw_stream_pool, cw_stream_pool_destroy, junk);
+    EXPECT_IGNORED(cw_timer, cw_timer_destroy, junk);
+    EXPECT_IGNORED(cw_future, cw_future_destroy, junk);
+    EXPECT_IGNORED(cw_context, cw_context_destroy, junk);
+    EXPECT_IGNORED(cw_partition_group, cw_partition_group_destroy, junk);
     /* destroyed already (a stale copy) */
     cw_stream *s = new_stream(), *stale = s;
     cw_stream_destroy(&s);
     assert_null(s);
-    EXPECT_IGNORED(cw_stream, cw_stream_destroy, stale, CW_ERROR_INVALID_HANDLE);
+    EXPECT_IGNORED(cw_stream, cw_stream_destroy, stale);
     /* a pool's stream: not the caller's to destroy */
     cw_stream_pool *pool = NULL;
     cw_stream *leased = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, g_ctx, NULL));
     assert_cw_ok(cw_stream_pool_acquire(&leased, pool, 0));
-    EXPECT_IGNORED(cw_stream, cw_stream_destroy, leased, CW_ERROR_INVALID_STATE);
+    EXPECT_IGNORED(cw_stream, cw_stream_destroy, leased);
     assert_cw_ok(cw_stream_pool_release(pool, &leased)); /* still leased, still usable */
     cw_stream_pool_destroy(&pool);
 #undef EXPECT_IGNORED

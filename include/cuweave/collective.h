@@ -10,7 +10,7 @@
  * A communicator (cw_comm) holds one NCCL rank per context, all in this
  * process (ncclCommInitAll): rank i is ctxs[i]. NCCL runs on each device's
  * primary context (it uses the CUDA runtime), so the contexts must be
- * primary ones (cw_context_create, or a cw_device_set).
+ * primary ones (cw_context_create, or a cw_device_group's).
  *
  * Ordering: a collective is enqueued on the cuweave streams given, one per
  * rank, each a stream of that rank's device, and orders with everything else
@@ -63,63 +63,139 @@ typedef enum cw_reduce_op { CW_SUM = 0, CW_PROD = 1, CW_MAX = 2, CW_MIN = 3, CW_
 
 /*
  * Makes a communicator of n ranks, rank i on ctxs[i] (ncclCommInitAll; it
- * can take a second or more). Returns CW_SUCCESS;
- * CW_ERROR_INVALID_ARGUMENT (n < 1 or above CW_MAX_DEVICES, ctxs NULL, a
- * NULL entry, a context that is not a primary one, two on one device: the
- * detail names the index); CW_ERROR_INVALID_HANDLE; CW_ERROR_NOT_SUPPORTED
- * (no NCCL); CW_ERROR_OUT_OF_MEMORY; CW_ERROR_DRIVER (NCCL failed: its
- * error text is in the detail). Nothing is left made on failure.
+ * can take a second or more). The communicator holds a reference to each
+ * context; destroy it with cw_comm_destroy. Nothing is left made on
+ * failure.
+ * Returns:
+ *   CW_SUCCESS                 *out is the new communicator.
+ *   CW_ERROR_INVALID_ARGUMENT  out or ctxs is NULL; n < 1 or above
+ *                              CW_MAX_DEVICES; a NULL entry, a context that
+ *                              is not a primary one, two on one device (the
+ *                              detail names the index).
+ *   CW_ERROR_INVALID_HANDLE    an entry is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     NCCL could not be loaded (the detail says
+ *                              why).
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DRIVER            NCCL failed (its error text is in the
+ *                              detail).
  */
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n);
 
-/* Destroys the communicator (ncclCommDestroy of each rank) after the work
- * already enqueued; sets *c to NULL; accepts NULL. The contexts' references
- * held by the communicator are dropped. */
+/*
+ * Destroys the communicator (ncclCommDestroy of each rank) after the work
+ * already enqueued, and drops its references to the contexts; sets *c to
+ * NULL; accepts NULL and a NULL *c. A handle that is not a live
+ * communicator is ignored (logged at CW_LOG_WARNING; *c is still set to
+ * NULL). A failure of NCCL is logged (CW_LOG_ERROR).
+ * Returns: nothing.
+ */
 CW_API void cw_comm_destroy(cw_comm **c);
 
-/* The number of ranks. */
-CW_API cw_status cw_comm_size(const cw_comm *c, int *n);
-
-/* Rank `rank`'s context (borrowed). */
-CW_API cw_status cw_comm_get_context(const cw_comm *c, int rank, cw_context **ctx);
+typedef struct cw_comm_info {
+    int size;                             /* ranks */
+    cw_context *contexts[CW_MAX_DEVICES]; /* rank i's context (borrowed: valid while the communicator
+                                             lives), i < size */
+    uint8_t reserved[64];
+} cw_comm_info;
 
 /*
- * All-reduce over every rank: recv[i] (count elements of dtype, device
- * memory of rank i) receives op over all ranks' send[i]; send[i] == recv[i]
- * is in place. Enqueued on streams[i] for each rank, in one NCCL group.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (a NULL array, a 0 address,
- * an unknown dtype or op, a stream of another device than its rank's: the
- * detail names the rank); CW_ERROR_INVALID_HANDLE; CW_ERROR_DRIVER (NCCL's
- * error, in the detail). count 0 does nothing.
+ * Fills *info: the number of ranks and each rank's context (the entries
+ * from size on are NULL). No NCCL or driver call.
+ * Returns:
+ *   CW_SUCCESS                 *info is filled.
+ *   CW_ERROR_INVALID_ARGUMENT  c or info is NULL.
+ *   CW_ERROR_INVALID_HANDLE    c is not a live communicator.
  */
-CW_API cw_status cw_comm_all_reduce(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                    size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams);
+CW_API cw_status cw_comm_get_info(const cw_comm *c, cw_comm_info *info);
 
 /*
- * Broadcast: every rank's recv[i] receives the root's send[root] (count
- * elements). Only send[root] is read (the others may be 0). Enqueued on
- * streams[i], in one NCCL group. Errors as cw_comm_all_reduce, and
- * CW_ERROR_INVALID_ARGUMENT for a root out of range.
+ * All-reduce over every rank from one thread: recv[i] (count elements of
+ * dtype, device memory of rank i) receives op over all ranks' send[i];
+ * send[i] == recv[i] is in place. Enqueued on streams[i] for each rank, in
+ * one NCCL group. Every rank's arguments are checked before any part is
+ * issued, so a refusal leaves nothing queued for any rank (unlike a loop of
+ * cw_comm_all_reduce_rank calls in a group, whose parts issued before a
+ * refused one would still run at cw_comm_group_end and wait forever for
+ * the missing part). count 0 does nothing (the arguments are still
+ * checked).
+ * Returns:
+ *   CW_SUCCESS                 every rank's part is enqueued.
+ *   CW_ERROR_INVALID_ARGUMENT  c, send, recv or streams is NULL; a 0
+ *                              address; an unknown dtype or op; a NULL
+ *                              stream, a stream of another device than its
+ *                              rank's, or a wrapped legacy stream (the
+ *                              detail names the rank).
+ *   CW_ERROR_INVALID_HANDLE    c or a stream is not live.
+ *   CW_ERROR_DRIVER            NCCL failed (its error, in the detail).
  */
-CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                   size_t count, cw_dtype dtype, int root, cw_stream *const *streams);
+CW_API cw_status cw_comm_all_reduce(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
+                                    cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams);
 
 /*
- * One rank's part of an all-reduce or a broadcast, for one host thread per
- * rank (each thread calls for its rank), or for one thread between
+ * Broadcast from one thread: every rank's recv[i] receives the root's
+ * send[root] (count elements). Only send[root] is read (the others may be
+ * 0). Enqueued on streams[i], in one NCCL group, after every rank's
+ * arguments are checked (as cw_comm_all_reduce).
+ * Returns: as cw_comm_all_reduce, and CW_ERROR_INVALID_ARGUMENT for a root
+ * out of range.
+ */
+CW_API cw_status cw_comm_broadcast(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
+                                   cw_dtype dtype, int root, cw_stream *const *streams);
+
+/*
+ * One rank's part of an all-reduce, for one host thread per rank (each
+ * thread calls for its rank), or for one thread between
  * cw_comm_group_begin and cw_comm_group_end. Outside a group, one thread
  * calling for several ranks in turn would deadlock inside NCCL: use the
- * array calls then. For the broadcast, send is read at the root only.
+ * array call then. Inside a group, a part that cuweave refuses (its
+ * arguments) never reaches NCCL, so the parts issued before it still run
+ * at cw_comm_group_end and wait for it forever: check every rank's
+ * arguments first, or use cw_comm_all_reduce. count 0 does nothing.
+ * Returns:
+ *   CW_SUCCESS                 the rank's part is enqueued (inside a group:
+ *                              queued until cw_comm_group_end).
+ *   CW_ERROR_INVALID_ARGUMENT  c or s is NULL; rank out of range; send or
+ *                              recv is 0; an unknown dtype or op; s is on
+ *                              another device than the rank's, or wraps a
+ *                              legacy stream.
+ *   CW_ERROR_INVALID_HANDLE    c or s is not live.
+ *   CW_ERROR_DRIVER            NCCL failed (its error, in the detail).
  */
-CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                         size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *s);
-CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                        size_t count, cw_dtype dtype, int root, cw_stream *s);
+CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
+                                         cw_dtype dtype, cw_reduce_op op, cw_stream *s);
 
-/* ncclGroupStart / ncclGroupEnd: the _rank calls between them are issued
- * together at the end. Per thread; they nest. CW_ERROR_NOT_SUPPORTED
- * without NCCL; CW_ERROR_DRIVER for NCCL's error at the end. */
+/*
+ * One rank's part of a broadcast from root, with the rules of
+ * cw_comm_all_reduce_rank. send is read at the root only (may be 0
+ * elsewhere).
+ * Returns: as cw_comm_all_reduce_rank, and CW_ERROR_INVALID_ARGUMENT for a
+ * root out of range.
+ */
+CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
+                                        cw_dtype dtype, int root, cw_stream *s);
+
+/*
+ * ncclGroupStart: the _rank calls made until the matching
+ * cw_comm_group_end are issued together at its end. Per thread; groups
+ * nest (only the outermost end issues).
+ * Returns:
+ *   CW_SUCCESS                 the group is open on this thread.
+ *   CW_ERROR_NOT_SUPPORTED     NCCL could not be loaded.
+ *   CW_ERROR_DRIVER            NCCL failed (its error, in the detail).
+ */
 CW_API cw_status cw_comm_group_begin(void);
+
+/*
+ * ncclGroupEnd: closes the group cw_comm_group_begin opened on this thread
+ * (the outermost one issues the calls made in it). A part NCCL refused
+ * inside the group fails the group: its other parts are withdrawn.
+ * Returns:
+ *   CW_SUCCESS                 the group is closed (and, outermost, issued).
+ *   CW_ERROR_NOT_SUPPORTED     NCCL could not be loaded.
+ *   CW_ERROR_DRIVER            NCCL failed: no group open on this thread,
+ *                              or a part of the group was refused (its
+ *                              error, in the detail).
+ */
 CW_API cw_status cw_comm_group_end(void);
 
 #ifdef __cplusplus

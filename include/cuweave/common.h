@@ -18,8 +18,8 @@
  *    handle of another type, a destroyed one) refuses it with
  *    CW_ERROR_INVALID_HANDLE without reading its memory (NULL:
  *    CW_ERROR_INVALID_ARGUMENT); a destroy of such a handle does nothing
- *    but set the caller's pointer to NULL, records CW_ERROR_INVALID_HANDLE
- *    in the detail and logs it at CW_LOG_WARNING. For a destroyed
+ *    but set the caller's pointer to NULL and log a warning
+ *    (CW_LOG_WARNING; the thread's detail is left as it was). For a destroyed
  *    handle this holds until 256 more objects (of any type, including
  *    those the library makes and frees itself, such as a pool's streams)
  *    have been freed after it: the library holds the memory of the last

@@ -80,9 +80,9 @@ CW_API cw_status cw_context_wrap(cw_context **out, CUcontext ctx);
  * the last object made on it is gone; an external one is left untouched. A
  * partition's context (CW_CONTEXT_GREEN) is borrowed from its
  * cw_partition_group, not the caller's to destroy: *ctx is set to NULL and
- * nothing else happens (the detail records CW_ERROR_INVALID_STATE, logged at
- * CW_LOG_WARNING). A handle that is not a live context is ignored the same
- * way (CW_ERROR_INVALID_HANDLE). A failing release is reported through the
+ * nothing else happens but a warning (CW_LOG_WARNING; the thread's detail
+ * is left as it was). A handle that is not a live context is ignored the
+ * same way. A failing release is reported through the
  * log callback. While a GPU-resident loop runs in the process, the release
  * (which frees memory and would wait for the loop) happens when the last
  * running loop stops.

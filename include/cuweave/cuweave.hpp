@@ -16,8 +16,8 @@
 // futures (callbacks, fds, when_all), graphs, executable graphs, captures,
 // the resident loop, programs, modules, kernels (with a typed launch), the
 // jit cache, buffers, page-locked host memory and copies, several devices
-// (device sets, peer access, peer copies, pools shared with peers, several
-// resident loops at once), NCCL collectives (communicators, groups), and
+// (device groups, peer access, peer copies, pools shared with peers), NCCL
+// collectives (communicators, groups), and
 // operators and pipelines (a base class for operator authors). Settings
 // stay the C structs: cw::defaults<cw_..._settings>() gives one filled with
 // defaults.
@@ -67,7 +67,7 @@ static_assert(sizeof(module) == sizeof(detail::handle_and_flag), "module is the 
 static_assert(sizeof(resident) == sizeof(detail::handle_and_flag), "resident is the handle plus ownership");
 static_assert(sizeof(buffer) == sizeof(detail::handle_and_flag), "buffer is the handle plus ownership");
 static_assert(sizeof(pipeline) == sizeof(detail::handle_and_flag), "pipeline is the handle plus ownership");
-static_assert(sizeof(device_set) == sizeof(detail::handle_and_flag), "device_set is the handle plus ownership");
+static_assert(sizeof(device_group) == sizeof(detail::handle_and_flag), "device_group is the handle plus ownership");
 static_assert(sizeof(comm) == sizeof(detail::handle_and_flag), "comm is the handle plus ownership");
 static_assert(sizeof(comm_group) == sizeof(bool), "comm_group is whether it is open");
 static_assert(sizeof(io) == sizeof(void *), "io is the handle");
@@ -106,9 +106,9 @@ static_assert(std::is_nothrow_move_constructible<context>::value && std::is_noth
                   std::is_nothrow_move_constructible<timer>::value && std::is_nothrow_move_assignable<timer>::value &&
                   std::is_nothrow_move_constructible<future>::value && std::is_nothrow_move_assignable<future>::value,
               "contexts, partition groups, pools, timers and futures move without throwing");
-static_assert(std::is_nothrow_move_constructible<device_set>::value && std::is_nothrow_move_assignable<device_set>::value &&
+static_assert(std::is_nothrow_move_constructible<device_group>::value && std::is_nothrow_move_assignable<device_group>::value &&
                   std::is_nothrow_move_constructible<comm>::value && std::is_nothrow_move_assignable<comm>::value,
-              "device sets and communicators move without throwing");
+              "device groups and communicators move without throwing");
 static_assert(!std::is_copy_constructible<comm_group>::value && !std::is_copy_assignable<comm_group>::value &&
                   std::is_nothrow_move_constructible<comm_group>::value &&
                   std::is_nothrow_move_assignable<comm_group>::value,

@@ -208,8 +208,8 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
  * HOST_FUNC marker ran, the driver may still hold the marker, so the
  * future's memory (a few hundred bytes) is deliberately not freed and a
  * warning is logged. Sets *f to NULL; accepts NULL and a pointer to NULL;
- * never fails. A handle that is not a live future is ignored (the detail
- * records CW_ERROR_INVALID_HANDLE, logged at CW_LOG_WARNING). Not inside a
+ * never fails. A handle that is not a live future is ignored (logged at
+ * CW_LOG_WARNING; the thread's detail is left as it was). Not inside a
  * HOST_FUNC future's callback (see cw_future_fn).
  *
  * Returns: nothing.

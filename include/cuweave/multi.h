@@ -3,8 +3,8 @@
  *
  * The model (docs/multi-gpu.md): one cw_context per device, and everything
  * made on a context (streams, pools, events, buffers, resident loops) lives
- * on that context's device. Nothing assumes device 0. A device set opens the
- * primary contexts of a list of devices (or of every visible one) in one
+ * on that context's device. Nothing assumes device 0. A device group opens
+ * the primary contexts of a list of devices (or of every visible one) in one
  * call and hands out their contexts.
  *
  * Ordering across devices needs no new call: cw_stream_wait(dst, src) with
@@ -21,11 +21,11 @@
  *    is possible, staged through host memory by the driver when it is not;
  *  - buffers of one device's stream-ordered pool are opened to another
  *    device's kernels when peer access is enabled (cw_context_enable_peer),
- *    or explicitly (cw_buffer_pool_share, cuMemPoolSetAccess).
+ *    or explicitly (cw_context_share_buffer_pool, cuMemPoolSetAccess).
  *
- * Resident loops: one per device, each made on its device's context; the
- * calls at the end ring several loops' doorbells and wait for all their
- * results from one host thread.
+ * Resident loops: one per device, each made on its device's context; one
+ * host thread rings their doorbells (cw_resident_data_ready on each) and
+ * then waits for each result (cw_resident_wait_result), in two loops.
  *
  * Collectives (all-reduce, broadcast) go through NCCL: cuweave/collective.h.
  *
@@ -37,64 +37,69 @@
 #include "cuweave/buffer.h"
 #include "cuweave/common.h"
 #include "cuweave/context.h"
-#include "cuweave/resident.h"
 #include "cuweave/stream.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- device sets ---------------------------------------------------------- */
+/* ---- device groups -------------------------------------------------------- */
 
-typedef struct cw_device_set cw_device_set;
+typedef struct cw_device_group cw_device_group;
 
-/* The most devices a set holds. */
+/* The most devices a group holds. */
 #define CW_MAX_DEVICES 64
 
 /*
  * Opens the primary context (cw_context_create) of each device ordinal in
- * devices[0..count): the set's member i is devices[i]. count 0 (devices
+ * devices[0..count): the group's member i is devices[i]. count 0 (devices
  * then ignored, may be NULL): every visible device, in ordinal order, at
- * most CW_MAX_DEVICES. On failure nothing is left retained and *out is
- * untouched.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (out NULL; count negative or
- * above CW_MAX_DEVICES; devices NULL with count > 0; an ordinal out of range
- * or given twice: the detail names it); CW_ERROR_NO_DEVICE (count 0 and no
- * device visible); CW_ERROR_OUT_OF_MEMORY; or what cw_context_create returns.
+ * most CW_MAX_DEVICES. The group holds a reference to each context; destroy
+ * it with cw_device_group_destroy. On failure nothing is left retained and
+ * *out is untouched.
+ * Returns:
+ *   CW_SUCCESS                 *out is the new group.
+ *   CW_ERROR_INVALID_ARGUMENT  out is NULL; count is negative or above
+ *                              CW_MAX_DEVICES; devices is NULL with
+ *                              count > 0; an ordinal is out of range or
+ *                              given twice (the detail names it).
+ *   CW_ERROR_NO_DEVICE         count is 0 and no device is visible.
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory, or the driver could not
+ *                              make a primary context.
+ *   CW_ERROR_NO_DRIVER         libcuda could not be loaded.
+ *   CW_ERROR_NOT_SUPPORTED     the driver is older than CUDA 12.0 or lacks
+ *                              an entry point cuweave needs.
+ *   CW_ERROR_DRIVER            another driver failure (detail: the call,
+ *                              and which devices[i]).
  */
-CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int count);
+CW_API cw_status cw_device_group_create(cw_device_group **out, const int *devices, int count);
 
 /*
- * Drops the set's reference to each context and frees the set; sets *set to
- * NULL (so a second close through the same variable does nothing). Accepts
- * NULL and a NULL *set; a handle that is not a live set is refused
- * (CW_ERROR_INVALID_HANDLE in the detail) and left alone. Objects made on
- * the contexts keep them alive (context.h).
+ * Drops the group's reference to each context and frees the group; sets *g
+ * to NULL. Accepts NULL and a NULL *g. A handle that is not a live group is
+ * ignored (logged at CW_LOG_WARNING; *g is still set to NULL). Objects made
+ * on the contexts keep them alive (context.h).
+ * Returns: nothing.
  */
-CW_API void cw_device_set_close(cw_device_set **set);
+CW_API void cw_device_group_destroy(cw_device_group **g);
 
-/* How many devices the set holds. */
-CW_API cw_status cw_device_set_size(const cw_device_set *set, int *count);
+typedef struct cw_device_group_info {
+    int count;                             /* members */
+    int devices[CW_MAX_DEVICES];           /* member i's device ordinal (i < count) */
+    cw_context *contexts[CW_MAX_DEVICES];  /* member i's context (borrowed: valid while the group lives,
+                                              and after that while objects made on it live) */
+    uint8_t reserved[64];
+} cw_device_group_info;
 
 /*
- * The context of member `index` (borrowed: valid while the set is open, and
- * after that while objects made on it live). CW_ERROR_INVALID_ARGUMENT for
- * an index out of range.
+ * Fills *info: the members, their device ordinals and their contexts (the
+ * entries from count on are zero). No driver call.
+ * Returns:
+ *   CW_SUCCESS                 *info is filled.
+ *   CW_ERROR_INVALID_ARGUMENT  g or info is NULL.
+ *   CW_ERROR_INVALID_HANDLE    g is not a live group.
  */
-CW_API cw_status cw_device_set_context(const cw_device_set *set, int index, cw_context **ctx);
-
-/* The device ordinal of member `index`. */
-CW_API cw_status cw_device_set_ordinal(const cw_device_set *set, int index, int *device);
-
-/*
- * Enables peer access between every ordered pair of the set's devices whose
- * topology allows it (cw_context_enable_peer for each). Pairs that cannot
- * are skipped, not an error. *enabled (may be NULL) receives how many
- * ordered pairs now have access (n * (n - 1) when every pair can).
- * Returns CW_SUCCESS or the first failing enable's error (pairs enabled
- * before it stay enabled).
- */
-CW_API cw_status cw_device_set_enable_peers(cw_device_set *set, int *enabled);
+CW_API cw_status cw_device_group_get_info(const cw_device_group *g, cw_device_group_info *info);
 
 /* ---- peers ----------------------------------------------------------------- */
 
@@ -102,40 +107,55 @@ typedef struct cw_peer_info {
     int can_access;     /* 1: kernels on `device` can access `peer`'s memory once enabled */
     int perf_rank;      /* the driver's relative rank of the link (lower is faster); 0 when none */
     int native_atomics; /* 1: every CUDA atomic works over the link */
-    int reserved[5];
+    uint8_t reserved[20];
 } cw_peer_info;
 
 /*
  * What the topology allows from `device` to `peer` (ordinals)
  * (cuDeviceCanAccessPeer, cuDeviceGetP2PAttribute). device == peer: a
  * device always reaches its own memory (can_access 1, rank 0, atomics 1).
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (info NULL, an ordinal out
- * of range); what cw_init returns.
+ * No context is made. To enable every pair a group's topology allows:
+ *
+ *   for (int a = 0; a < gi.count; a++)
+ *       for (int b = 0; b < gi.count; b++) {
+ *           cw_peer_info pi;
+ *           if (a == b) continue;
+ *           cw_device_get_peer_info(gi.devices[a], gi.devices[b], &pi);
+ *           if (pi.can_access) cw_context_enable_peer(gi.contexts[a], gi.contexts[b]);
+ *       }
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info is filled.
+ *   CW_ERROR_INVALID_ARGUMENT  info is NULL; an ordinal is negative or
+ *                              not below the device count.
+ *   CW_ERROR_NO_DRIVER         libcuda could not be loaded.
+ *   CW_ERROR_NOT_SUPPORTED     the driver is older than CUDA 12.0, lacks an
+ *                              entry point cuweave needs, or has no peer
+ *                              access entries (device != peer).
+ *   CW_ERROR_DRIVER            another driver failure (detail: the call).
  */
 CW_API cw_status cw_device_get_peer_info(int device, int peer, cw_peer_info *info);
 
 /*
  * Lets kernels and copies of ctx's device access memory of peer's device
  * (cuCtxEnablePeerAccess, made with ctx current), and opens peer's buffer
- * pool (cw_buffer_alloc memory on peer's streams) to ctx's device too, now
+ * pool (cw_buffer_create memory on peer's streams) to ctx's device too, now
  * or when the pool is made (cuMemPoolSetAccess: a stream-ordered pool's
  * memory is not covered by context peer access). One direction: enable
- * (peer, ctx) too for the other. Enabling a pair already enabled (by
- * cuweave or by anyone) succeeds; a second enable of a pair through
- * cuweave asks nothing of the driver.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (both on one device);
- * CW_ERROR_INVALID_HANDLE; CW_ERROR_NOT_SUPPORTED (the topology does not
- * allow it, or the driver has no peer entries); the driver's error (too
- * many peers, say).
+ * (peer, ctx) too for the other. Idempotent: enabling a pair already
+ * enabled (by cuweave or by anyone) succeeds, and a second enable of a
+ * pair through cuweave asks nothing of the driver.
+ * Returns:
+ *   CW_SUCCESS                 ctx's device reaches peer's memory.
+ *   CW_ERROR_INVALID_ARGUMENT  ctx or peer is NULL; both are on one device.
+ *   CW_ERROR_INVALID_HANDLE    ctx or peer is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     the topology does not allow it, the driver
+ *                              has no peer entries, or (the pool) no
+ *                              cuMemPoolSetAccess.
+ *   CW_ERROR_DRIVER            another driver failure, too many peers say
+ *                              (detail: the call).
  */
 CW_API cw_status cw_context_enable_peer(cw_context *ctx, cw_context *peer);
-
-/*
- * *enabled = 1 when peer access from ctx's device to peer's device was
- * enabled (or found enabled) through cw_context_enable_peer in this
- * process, else 0; 1 for two contexts of one device. No driver call.
- */
-CW_API cw_status cw_context_peer_enabled(const cw_context *ctx, const cw_context *peer, int *enabled);
 
 /*
  * Copies bytes from src (device memory of src_ctx's device) to dst (device
@@ -143,11 +163,20 @@ CW_API cw_status cw_context_peer_enabled(const cw_context *ctx, const cw_context
  * a stream of either device. Work on other streams orders with
  * cw_stream_wait as usual. Any two devices: directly when peer access is
  * possible, else staged through host memory by the driver. bytes 0 does
- * nothing. Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (dst or src 0);
- * CW_ERROR_INVALID_HANDLE; CW_ERROR_NOT_SUPPORTED (no peer copy entry); the
- * driver's error.
+ * nothing (dst and src are then not checked).
+ * Returns:
+ *   CW_SUCCESS                 the copy is enqueued.
+ *   CW_ERROR_INVALID_ARGUMENT  s, dst_ctx or src_ctx is NULL; dst or src
+ *                              is 0 with bytes > 0.
+ *   CW_ERROR_INVALID_HANDLE    s, dst_ctx or src_ctx is not live.
+ *   CW_ERROR_NOT_SUPPORTED     the driver has no cuMemcpyPeerAsync.
+ *   CW_ERROR_DEVICE_FAULT      s's context faulted earlier.
+ *   CW_ERROR_CAPTURE           s is being captured and the driver cannot
+ *                              record this copy.
+ *   CW_ERROR_DRIVER            another driver failure, an address the
+ *                              driver refuses included (detail: the call).
  */
-CW_API cw_status cw_copy_peer(cw_stream *s, unsigned long long dst, cw_context *dst_ctx, unsigned long long src,
+CW_API cw_status cw_copy_peer(cw_stream *s, cw_devptr dst, cw_context *dst_ctx, cw_devptr src,
                               cw_context *src_ctx, size_t bytes);
 
 /*
@@ -155,45 +184,40 @@ CW_API cw_status cw_copy_peer(cw_stream *s, unsigned long long dst, cw_context *
  * whatever devices they are on (cuMemcpyPeerAsync), and records the use of
  * both by s (so neither is freed under the copy). dst must be writable
  * (held by one reference: cw_buffer_get_writable's rule).
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (dst smaller than src, dst
- * == src); CW_ERROR_INVALID_STATE (dst shared); CW_ERROR_INVALID_HANDLE;
- * the driver's error.
+ * Returns:
+ *   CW_SUCCESS                 the copy is enqueued and both uses recorded.
+ *   CW_ERROR_INVALID_ARGUMENT  dst, src or s is NULL; dst is smaller than
+ *                              src; dst == src.
+ *   CW_ERROR_INVALID_HANDLE    dst, src or s is not live.
+ *   CW_ERROR_INVALID_STATE     dst is shared (more than one reference).
+ *   CW_ERROR_NOT_PERMITTED     s is being captured (a use recorded in a
+ *                              graph would not order the free).
+ *   CW_ERROR_NOT_SUPPORTED     the driver has no cuMemcpyPeerAsync.
+ *   CW_ERROR_OUT_OF_MEMORY     no memory for the uses' event (the copy,
+ *                              enqueued, is waited for before returning).
+ *   CW_ERROR_DEVICE_FAULT      s's context faulted, or an older use could
+ *                              not be waited for.
+ *   CW_ERROR_DRIVER            another driver failure (detail: the call).
  */
-CW_API cw_status cw_buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src);
+CW_API cw_status cw_buffer_copy(cw_buffer *dst, cw_buffer *src, cw_stream *s);
 
 /*
- * Opens the buffers of owner's stream-ordered pool (cw_buffer_alloc on a
+ * Opens the buffers of owner's stream-ordered pool (cw_buffer_create on a
  * stream of owner) to kernels running on peer's device, read and write
  * (cuMemPoolSetAccess), for buffers already made and made later. Needs
  * peer access to be possible; it also enables it (cw_context_enable_peer
- * (peer, owner)). Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (one
- * device); CW_ERROR_NOT_SUPPORTED (the topology does not allow it, or no
- * memory pools); the driver's error.
+ * (peer, owner)). Idempotent.
+ * Returns:
+ *   CW_SUCCESS                 peer's device reaches owner's buffers.
+ *   CW_ERROR_INVALID_ARGUMENT  owner or peer is NULL; both are on one
+ *                              device.
+ *   CW_ERROR_INVALID_HANDLE    owner or peer is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     the topology does not allow it, or the
+ *                              driver has no memory pools or peer entries.
+ *   CW_ERROR_OUT_OF_MEMORY     the pool could not be made.
+ *   CW_ERROR_DRIVER            another driver failure (detail: the call).
  */
-CW_API cw_status cw_buffer_pool_share(cw_context *owner, cw_context *peer);
-
-/* ---- several resident loops --------------------------------------------------- */
-
-/*
- * Rings the doorbell of each of loops[0..n) once (cw_resident_data_ready on
- * each, in order): n host writes, no driver call. seqs (may be NULL) gets
- * each request's number. The loops may be on any devices, one per device or
- * several on one. Stops at the first loop that refuses: the detail names its
- * index, and the loops before it were rung (their seqs are filled).
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (loops NULL with n > 0, a
- * NULL entry); CW_ERROR_INVALID_HANDLE; CW_ERROR_INVALID_STATE (a loop not
- * launched, or with a data-ready handler).
- */
-CW_API cw_status cw_resident_data_ready_many(cw_resident *const *loops, size_t n, uint64_t *seqs);
-
-/*
- * Waits until every loops[i] has finished request seqs[i], all within one
- * timeout_ms (0: checks each once). Returns CW_SUCCESS, or the first failure
- * of cw_resident_wait_result (CW_ERROR_TIMEOUT, CW_ERROR_DEVICE_FAULT,
- * CW_ERROR_INVALID_STATE) with a detail that names the loop's index.
- */
-CW_API cw_status cw_resident_wait_many(cw_resident *const *loops, const uint64_t *seqs, size_t n,
-                                       uint32_t timeout_ms);
+CW_API cw_status cw_context_share_buffer_pool(cw_context *owner, cw_context *peer);
 
 #ifdef __cplusplus
 }

@@ -98,8 +98,8 @@ CW_API cw_status cw_partition_group_create(cw_partition_group **out, int device,
  * objects live (streams, pools, timers, futures, graphs, ...) stays, and
  * those objects keep working, until the last of them is destroyed (green
  * contexts are reference counted as every context is). A handle that is not
- * a live group is ignored (the detail records CW_ERROR_INVALID_HANDLE,
- * logged at CW_LOG_WARNING).
+ * a live group is ignored (logged at CW_LOG_WARNING; the thread's detail is
+ * left as it was).
  *
  * Returns: nothing.
  */

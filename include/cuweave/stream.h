@@ -88,10 +88,10 @@ CW_API cw_status cw_stream_wrap(cw_stream **out, cw_context *ctx, CUstream strea
  * or drops a wrapper made by cw_stream_wrap (the CUstream is left alone).
  * Sets *s to NULL; accepts NULL and a pointer to NULL; never fails. A stream
  * of a pool is not the caller's to destroy (give a leased one back with
- * cw_stream_pool_release): *s is set to NULL and nothing else happens (the
- * detail records CW_ERROR_INVALID_STATE, logged at CW_LOG_WARNING). A handle
- * that is not a live stream is ignored the same way
- * (CW_ERROR_INVALID_HANDLE). A failing cuStreamDestroy is logged.
+ * cw_stream_pool_release): *s is set to NULL and nothing else happens but a
+ * warning (CW_LOG_WARNING; the thread's detail is left as it was). A handle
+ * that is not a live stream is ignored the same way. A failing
+ * cuStreamDestroy is logged.
  *
  * Returns: nothing.
  */
@@ -259,8 +259,8 @@ CW_API cw_status cw_stream_pool_create(cw_stream_pool **out, cw_context *ctx,
  * Destroys the pool and all its streams (work already enqueued completes).
  * Streams still leased become invalid: release them first. Sets *pool to
  * NULL; accepts NULL and a pointer to NULL; never fails. A handle that is
- * not a live pool is ignored (the detail records CW_ERROR_INVALID_HANDLE,
- * logged at CW_LOG_WARNING). Not to be called while another thread uses the
+ * not a live pool is ignored (logged at CW_LOG_WARNING; the thread's detail
+ * is left as it was). Not to be called while another thread uses the
  * pool.
  *
  * Returns: nothing.
@@ -431,7 +431,7 @@ CW_API cw_status cw_timer_create(cw_timer **out, cw_context *ctx);
 /*
  * Destroys the timer and its events. Sets *t to NULL; accepts NULL and a
  * pointer to NULL; never fails. A handle that is not a live timer is ignored
- * (the detail records CW_ERROR_INVALID_HANDLE, logged at CW_LOG_WARNING).
+ * (logged at CW_LOG_WARNING; the thread's detail is left as it was).
  *
  * Returns: nothing.
  */

@@ -7,7 +7,9 @@ using namespace cw;
 
 extern "C" {
 
-CW_API cw_status cw_buffer_alloc(cw_buffer **out, cw_stream *s, size_t bytes) {
+static_assert(sizeof(cw_buffer_info) == 64, "cw_buffer_info keeps its 0.1 size");
+
+CW_API cw_status cw_buffer_create(cw_buffer **out, cw_stream *s, size_t bytes) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_HANDLE(s);
@@ -22,13 +24,13 @@ CW_API cw_status cw_buffer_retain(cw_buffer *b) {
     return CW_SUCCESS;
 }
 
-CW_API void cw_buffer_release(cw_buffer **b) {
+CW_API void cw_buffer_destroy(cw_buffer **b) {
     CW_ENTRY;
     if (!b || !*b) return;
     cw_buffer *x = *b;
     *b = nullptr;
     if (!live(x)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "b is not a live cw_buffer");
+        log(CW_LOG_WARNING, "%s: *b is not a live cw_buffer; nothing destroyed", current_api());
         return;
     }
     core::buffer_release(x);
@@ -41,7 +43,7 @@ CW_API cw_status cw_buffer_use(cw_buffer *b, cw_stream *s) {
     return core::buffer_use(b, s);
 }
 
-CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, unsigned long long *dptr) {
+CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_HANDLE(b);
     CW_CHECK_ARG(dptr != NULL);
@@ -49,7 +51,7 @@ CW_API cw_status cw_buffer_get_ptr(const cw_buffer *b, unsigned long long *dptr)
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_buffer_get_writable(cw_buffer *b, unsigned long long *dptr) {
+CW_API cw_status cw_buffer_get_writable(cw_buffer *b, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_HANDLE(b);
     CW_CHECK_ARG(dptr != NULL);
@@ -69,15 +71,7 @@ CW_API cw_status cw_buffer_get_info(const cw_buffer *b, cw_buffer_info *info) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_buffer_get_context(const cw_buffer *b, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(b);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = b->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_copy_to_device(cw_stream *s, unsigned long long dst, const void *src, size_t bytes) {
+CW_API cw_status cw_copy_to_device(cw_stream *s, cw_devptr dst, const void *src, size_t bytes) {
     CW_ENTRY;
     CW_CHECK_HANDLE(s);
     if (bytes == 0) return CW_SUCCESS;
@@ -85,7 +79,7 @@ CW_API cw_status cw_copy_to_device(cw_stream *s, unsigned long long dst, const v
     return core::copy_to_device(s, dst, src, bytes);
 }
 
-CW_API cw_status cw_copy_to_host(cw_stream *s, void *dst, unsigned long long src, size_t bytes) {
+CW_API cw_status cw_copy_to_host(cw_stream *s, void *dst, cw_devptr src, size_t bytes) {
     CW_ENTRY;
     CW_CHECK_HANDLE(s);
     if (bytes == 0) return CW_SUCCESS;
@@ -93,22 +87,24 @@ CW_API cw_status cw_copy_to_host(cw_stream *s, void *dst, unsigned long long src
     return core::copy_to_host(s, dst, src, bytes);
 }
 
-CW_API cw_status cw_host_alloc(cw_context *ctx, size_t bytes, void **out) {
+CW_API cw_status cw_host_alloc(void **out, cw_context *ctx, size_t bytes) {
     CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
     CW_CHECK_HANDLE(ctx);
     CW_CHECK_ARG(bytes > 0);
-    CW_CHECK_ARG(out != NULL);
     return core::host_alloc(ctx, bytes, out);
 }
 
-CW_API void cw_host_free(cw_context *ctx, void *p) {
+CW_API void cw_host_free(cw_context *ctx, void **p) {
     CW_ENTRY;
-    if (!p) return;
+    if (!p || !*p) return;
+    void *mem = *p;
+    *p = nullptr;
     if (!live(ctx)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "ctx is not a live cw_context");
+        log(CW_LOG_WARNING, "%s: ctx is not a live cw_context; the memory at %p is not freed", current_api(), mem);
         return;
     }
-    (void)core::host_free(ctx, p);
+    (void)core::host_free(ctx, mem);
 }
 
 }  // extern "C"

@@ -19,6 +19,8 @@ cw_status check_op(cw_reduce_op op) {
 
 }  // namespace
 
+static_assert(sizeof(void *) != 8 || sizeof(cw_comm_info) == 584, "cw_comm_info: 584 bytes on LP64");
+
 extern "C" {
 
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
@@ -34,33 +36,24 @@ CW_API void cw_comm_destroy(cw_comm **pc) {
     CW_ENTRY;
     if (!pc || !*pc) return;
     cw_comm *c = *pc;
+    *pc = nullptr;
     if (!live(c)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "*c is not a live cw_comm");
+        log(CW_LOG_WARNING, "%s: *c is not a live cw_comm; nothing destroyed", current_api());
         return;
     }
-    *pc = nullptr;
     multi::comm_destroy(c);
 }
 
-CW_API cw_status cw_comm_size(const cw_comm *c, int *n) {
+CW_API cw_status cw_comm_get_info(const cw_comm *c, cw_comm_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(c);
-    CW_CHECK_ARG(n != NULL);
-    *n = c->n;
+    CW_CHECK_ARG(info != NULL);
+    multi::comm_info(c, info);
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_comm_get_context(const cw_comm *c, int rank, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(c);
-    CW_CHECK_ARG(ctx != NULL);
-    CW_TRY(multi::check_rank(c, rank, "rank"));
-    *ctx = c->ctx[rank];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_comm_all_reduce(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                    size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) {
+CW_API cw_status cw_comm_all_reduce(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
+                                    cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) {
     CW_ENTRY;
     CW_CHECK_HANDLE(c);
     CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
@@ -69,8 +62,8 @@ CW_API cw_status cw_comm_all_reduce(cw_comm *c, const unsigned long long *send, 
     return multi::collective_all(c, send, recv, count, dtype, op, -1, streams);
 }
 
-CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, const unsigned long long *recv,
-                                   size_t count, cw_dtype dtype, int root, cw_stream *const *streams) {
+CW_API cw_status cw_comm_broadcast(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
+                                   cw_dtype dtype, int root, cw_stream *const *streams) {
     CW_ENTRY;
     CW_CHECK_HANDLE(c);
     CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
@@ -79,8 +72,8 @@ CW_API cw_status cw_comm_broadcast(cw_comm *c, const unsigned long long *send, c
     return multi::collective_all(c, send, recv, count, dtype, CW_SUM, root, streams);
 }
 
-CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                         size_t count, cw_dtype dtype, cw_reduce_op op, cw_stream *s) {
+CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
+                                         cw_dtype dtype, cw_reduce_op op, cw_stream *s) {
     CW_ENTRY;
     CW_CHECK_HANDLE(c);
     CW_TRY(check_dtype(dtype));
@@ -88,8 +81,8 @@ CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, unsigned long lon
     return multi::collective_rank(c, rank, send, recv, count, dtype, op, -1, s);
 }
 
-CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv,
-                                        size_t count, cw_dtype dtype, int root, cw_stream *s) {
+CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
+                                        cw_dtype dtype, int root, cw_stream *s) {
     CW_ENTRY;
     CW_CHECK_HANDLE(c);
     CW_TRY(check_dtype(dtype));

@@ -26,14 +26,14 @@ CW_API void cw_context_destroy(cw_context **pctx) {
     cw_context *ctx = *pctx;
     *pctx = NULL;
     if (!live(ctx)) {
-        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_context; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_context; nothing destroyed", current_api());
         return;
     }
     if (ctx->kind == CW_CONTEXT_GREEN) {
         // Partitions are borrowed from their group, which holds their
         // reference (cw_partition_group_destroy drops it).
-        ignored(CW_ERROR_INVALID_STATE,
-                "a partition's context is borrowed from its cw_partition_group; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: a partition's context is borrowed from its cw_partition_group; nothing destroyed",
+            current_api());
         return;
     }
     core::context_release(ctx);

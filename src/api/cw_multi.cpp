@@ -1,66 +1,41 @@
-// cuweave api: include/cuweave/multi.h (device sets, peers, copies between
-// devices, several resident loops at once).
+// cuweave api: include/cuweave/multi.h (device groups, peers, copies between
+// devices).
 #include "api/api.hpp"
-#include "base/sync.hpp"
-#include "graph/resident.hpp"
 #include "multi/multi.hpp"
 
 using namespace cw;
 
+static_assert(sizeof(cw_peer_info) == 32, "cw_peer_info keeps its 0.1 size");
+static_assert(sizeof(void *) != 8 || sizeof(cw_device_group_info) == 840, "cw_device_group_info: 840 bytes on LP64");
+
 extern "C" {
 
-CW_API cw_status cw_device_set_open(cw_device_set **out, const int *devices, int count) {
+CW_API cw_status cw_device_group_create(cw_device_group **out, const int *devices, int count) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(count >= 0 && count <= CW_MAX_DEVICES);
     CW_CHECK_ARG(devices != NULL || count == 0);
-    return multi::device_set_open(devices, count, out);
+    return multi::device_group_create(devices, count, out);
 }
 
-CW_API void cw_device_set_close(cw_device_set **pset) {
+CW_API void cw_device_group_destroy(cw_device_group **pg) {
     CW_ENTRY;
-    if (!pset || !*pset) return;
-    cw_device_set *set = *pset;
-    if (!live(set)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "*set is not a live cw_device_set");
+    if (!pg || !*pg) return;
+    cw_device_group *g = *pg;
+    *pg = nullptr;
+    if (!live(g)) {
+        log(CW_LOG_WARNING, "%s: *g is not a live cw_device_group; nothing destroyed", current_api());
         return;
     }
-    *pset = nullptr;
-    multi::device_set_close(set);
+    multi::device_group_destroy(g);
 }
 
-CW_API cw_status cw_device_set_size(const cw_device_set *set, int *count) {
+CW_API cw_status cw_device_group_get_info(const cw_device_group *g, cw_device_group_info *info) {
     CW_ENTRY;
-    CW_CHECK_HANDLE(set);
-    CW_CHECK_ARG(count != NULL);
-    *count = set->count;
+    CW_CHECK_HANDLE(g);
+    CW_CHECK_ARG(info != NULL);
+    multi::device_group_info(g, info);
     return CW_SUCCESS;
-}
-
-CW_API cw_status cw_device_set_context(const cw_device_set *set, int index, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(set);
-    CW_CHECK_ARG(ctx != NULL);
-    if (index < 0 || index >= set->count)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "index %d, but the set holds %d devices", index, set->count);
-    *ctx = set->ctx[index];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_device_set_ordinal(const cw_device_set *set, int index, int *device) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(set);
-    CW_CHECK_ARG(device != NULL);
-    if (index < 0 || index >= set->count)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "index %d, but the set holds %d devices", index, set->count);
-    *device = set->ordinal[index];
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_device_set_enable_peers(cw_device_set *set, int *enabled) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(set);
-    return multi::device_set_enable_peers(set, enabled);
 }
 
 CW_API cw_status cw_device_get_peer_info(int device, int peer, cw_peer_info *info) {
@@ -77,17 +52,8 @@ CW_API cw_status cw_context_enable_peer(cw_context *ctx, cw_context *peer) {
     return multi::context_enable_peer(ctx, peer);
 }
 
-CW_API cw_status cw_context_peer_enabled(const cw_context *ctx, const cw_context *peer, int *enabled) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(ctx);
-    CW_CHECK_HANDLE(peer);
-    CW_CHECK_ARG(enabled != NULL);
-    *enabled = multi::peer_enabled(ctx, peer);
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_copy_peer(cw_stream *s, unsigned long long dst, cw_context *dst_ctx, unsigned long long src,
-                              cw_context *src_ctx, size_t bytes) {
+CW_API cw_status cw_copy_peer(cw_stream *s, cw_devptr dst, cw_context *dst_ctx, cw_devptr src, cw_context *src_ctx,
+                              size_t bytes) {
     CW_ENTRY;
     CW_CHECK_HANDLE(s);
     CW_CHECK_HANDLE(dst_ctx);
@@ -97,11 +63,11 @@ CW_API cw_status cw_copy_peer(cw_stream *s, unsigned long long dst, cw_context *
     return multi::copy_peer(s, dst, dst_ctx, src, src_ctx, bytes);
 }
 
-CW_API cw_status cw_buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src) {
+CW_API cw_status cw_buffer_copy(cw_buffer *dst, cw_buffer *src, cw_stream *s) {
     CW_ENTRY;
-    CW_CHECK_HANDLE(s);
     CW_CHECK_HANDLE(dst);
     CW_CHECK_HANDLE(src);
+    CW_CHECK_HANDLE(s);
     CW_CHECK_ARG(dst != src);
     if (dst->bytes < src->bytes)
         return fail(CW_ERROR_INVALID_ARGUMENT, "dst holds %zu bytes, src %zu", dst->bytes, src->bytes);
@@ -111,37 +77,11 @@ CW_API cw_status cw_buffer_copy(cw_stream *s, cw_buffer *dst, cw_buffer *src) {
     return core::buffer_copy(s, dst, src);
 }
 
-CW_API cw_status cw_buffer_pool_share(cw_context *owner, cw_context *peer) {
+CW_API cw_status cw_context_share_buffer_pool(cw_context *owner, cw_context *peer) {
     CW_ENTRY;
     CW_CHECK_HANDLE(owner);
     CW_CHECK_HANDLE(peer);
     return multi::buffer_pool_share(owner, peer);
-}
-
-CW_API cw_status cw_resident_data_ready_many(cw_resident *const *loops, size_t n, uint64_t *seqs) {
-    CW_ENTRY;
-    CW_CHECK_ARG(loops != NULL || n == 0);
-    for (size_t i = 0; i < n; i++) CW_CHECK_HANDLE_AT(loops, i);
-    for (size_t i = 0; i < n; i++)
-        if (graphs::resident_data_ready(loops[i], seqs ? &seqs[i] : nullptr) != CW_SUCCESS)
-            return prefix_error("loops[%zu]", i);
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_resident_wait_many(cw_resident *const *loops, const uint64_t *seqs, size_t n,
-                                       uint32_t timeout_ms) {
-    CW_ENTRY;
-    CW_CHECK_ARG((loops != NULL && seqs != NULL) || n == 0);
-    for (size_t i = 0; i < n; i++) CW_CHECK_HANDLE_AT(loops, i);
-    // One deadline for all: each wait gets what is left of it (a loop whose
-    // result is already there costs one check).
-    const int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000;
-    for (size_t i = 0; i < n; i++) {
-        int64_t left = deadline - now_ns();
-        uint32_t ms = left <= 0 ? 0 : (uint32_t)((left + 999999) / 1000000);
-        if (graphs::resident_wait_result(loops[i], seqs[i], ms) != CW_SUCCESS) return prefix_error("loops[%zu]", i);
-    }
-    return CW_SUCCESS;
 }
 
 }  // extern "C"

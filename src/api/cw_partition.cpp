@@ -35,7 +35,7 @@ CW_API void cw_partition_group_destroy(cw_partition_group **pgroup) {
     cw_partition_group *group = *pgroup;
     *pgroup = NULL;
     if (!live(group)) {
-        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_partition_group; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_partition_group; nothing destroyed", current_api());
         return;
     }
     core::partition_group_destroy(group);

@@ -57,13 +57,14 @@ CW_API void cw_stream_destroy(cw_stream **ps) {
     cw_stream *s = *ps;
     *ps = NULL;
     if (!live(s)) {
-        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_stream; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_stream; nothing destroyed", current_api());
         return;
     }
     if (s->pool) {
-        ignored(CW_ERROR_INVALID_STATE,
-                "the stream belongs to a pool, which keeps it (give a leased one back with "
-                "cw_stream_pool_release); nothing destroyed");
+        log(CW_LOG_WARNING,
+            "%s: the stream belongs to a pool, which keeps it (give a leased one back with "
+            "cw_stream_pool_release); nothing destroyed",
+            current_api());
         return;
     }
     core::stream_free(s);
@@ -142,7 +143,7 @@ CW_API void cw_stream_pool_destroy(cw_stream_pool **pp) {
     cw_stream_pool *p = *pp;
     *pp = NULL;
     if (!live(p) || p->internal) {
-        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_stream_pool; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_stream_pool; nothing destroyed", current_api());
         return;
     }
     core::pool_destroy(p);
@@ -213,7 +214,7 @@ CW_API void cw_timer_destroy(cw_timer **pt) {
     cw_timer *t = *pt;
     *pt = NULL;
     if (!live(t)) {
-        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_timer; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_timer; nothing destroyed", current_api());
         return;
     }
     core::timer_destroy(t);

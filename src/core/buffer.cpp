@@ -319,6 +319,7 @@ void buffer_info(const cw_buffer *b, cw_buffer_info *info) {
         info->uses = (unsigned)b->nuses;
     }
     info->device = b->ctx->ordinal;
+    info->context = b->ctx;
 }
 
 cw_status copy_to_device(cw_stream *s, CUdeviceptr dst, const void *src, size_t bytes) {

@@ -31,7 +31,7 @@
     X(cw_graph_exec, 0x43574558u)    /* CWEX */           \
     X(cw_resident, 0x43575253u)      /* CWRS */           \
     X(cw_program, 0x43575052u)       /* CWPR */           \
-    X(cw_device_set, 0x43574453u)    /* CWDS */           \
+    X(cw_device_group, 0x43574447u)  /* CWDG */           \
     X(cw_comm, 0x4357434du)          /* CWCM */           \
     X(cw_operator, 0x43574f50u)      /* CWOP */           \
     X(cw_pipeline, 0x43575049u)      /* CWPI */           \

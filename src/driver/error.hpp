@@ -38,11 +38,6 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((f
 cw_status fail_from(cw_status status, int cu_result, const char *call, const char *fmt, ...) noexcept
     __attribute__((format(printf, 4, 5)));
 
-// Records the detail of a call that does not fail (a destroy given a handle
-// it cannot destroy: ignored) and logs it at CW_LOG_WARNING, not
-// CW_LOG_ERROR: the call did what its contract says.
-void ignored(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
-
 // Records a failed driver call and returns the status it maps to. `what`
 // (may be NULL) adds context to the message.
 cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr) noexcept;

@@ -154,7 +154,7 @@ cw_status move_inputs(cw_io *io, int pi) {
             else
                 log(CW_LOG_WARNING, "connection '%s.%s' -> '%s.%s' moves buffers from device %d to device %d "
                     "without peer access: the driver stages each copy through host memory "
-                    "(cw_context_enable_peer or cw_device_set_enable_peers makes it direct where the topology allows)",
+                    "(cw_context_enable_peer(consumer, producer) makes it direct where the topology allows)",
                     src->name, src->ports[c.from_port].name, io->op->name, pt.name, from->ordinal, home->ordinal);
         }
     }

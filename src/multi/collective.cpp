@@ -128,8 +128,8 @@ cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
 
 
 // Issues one rank's part (all-reduce when root < 0, else broadcast).
-cw_status issue(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count, cw_dtype dtype,
-                cw_reduce_op op, int root, cw_stream *s) {
+cw_status issue(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype, cw_reduce_op op,
+                int root, cw_stream *s) {
     const Nccl *n = c->nccl;
     ncclResult_t r;
     const char *call;
@@ -155,8 +155,8 @@ cw_status check_rank(const cw_comm *c, int rank, const char *what) {
 }
 
 // Every rank's part in one NCCL group.
-cw_status collective_all(cw_comm *c, const unsigned long long *send, const unsigned long long *recv, size_t count,
-                         cw_dtype dtype, cw_reduce_op op, int root, cw_stream *const *streams) {
+cw_status collective_all(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype,
+                         cw_reduce_op op, int root, cw_stream *const *streams) {
     for (int i = 0; i < c->n; i++) {
         CW_TRY(check_rank_stream(c, i, streams[i]));
         if (recv[i] == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "recv[%d] is 0", i);
@@ -176,8 +176,8 @@ cw_status collective_all(cw_comm *c, const unsigned long long *send, const unsig
     return st;
 }
 
-cw_status collective_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
-                          cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s) {
+cw_status collective_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype,
+                          cw_reduce_op op, int root, cw_stream *s) {
     CW_TRY(check_rank(c, rank, "rank"));
     CW_TRY(check_rank_stream(c, rank, s));
     CW_CHECK_ARG(recv != 0);
@@ -245,6 +245,12 @@ void comm_destroy(cw_comm *c) {
     }
     for (int i = 0; i < c->n; i++) context_release(c->ctx[i]);
     handle_free(c);
+}
+
+void comm_info(const cw_comm *c, cw_comm_info *info) {
+    memset(info, 0, sizeof *info);
+    info->size = c->n;
+    for (int i = 0; i < c->n; i++) info->contexts[i] = c->ctx[i];
 }
 
 cw_status group_begin() {

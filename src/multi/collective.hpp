@@ -32,15 +32,16 @@ cw_status nccl_version(int *version);
 // all in this process (ncclCommInitAll).
 cw_status comm_create(cw_context *const *ctxs, int n, cw_comm **out);
 void comm_destroy(cw_comm *c);
+void comm_info(const cw_comm *c, cw_comm_info *info);
 // A rank (or root) of the communicator; `what` names it in the detail.
 cw_status check_rank(const cw_comm *c, int rank, const char *what);
 // Every rank's part in one NCCL group: all-reduce (root < 0) or broadcast
 // from root; send, recv and streams hold one entry per rank.
-cw_status collective_all(cw_comm *c, const unsigned long long *send, const unsigned long long *recv, size_t count,
-                         cw_dtype dtype, cw_reduce_op op, int root, cw_stream *const *streams);
+cw_status collective_all(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype,
+                         cw_reduce_op op, int root, cw_stream *const *streams);
 // One rank's part (the caller groups the ranks' calls).
-cw_status collective_rank(cw_comm *c, int rank, unsigned long long send, unsigned long long recv, size_t count,
-                          cw_dtype dtype, cw_reduce_op op, int root, cw_stream *s);
+cw_status collective_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype,
+                          cw_reduce_op op, int root, cw_stream *s);
 cw_status group_begin();
 cw_status group_end();
 

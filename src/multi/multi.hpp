@@ -1,5 +1,5 @@
-// cuweave multi layer: several GPUs in one process. Device sets (a primary
-// context per device), peer access and peer copies (device_set.cpp,
+// cuweave multi layer: several GPUs in one process. Device groups (a primary
+// context per device), peer access and peer copies (device_group.cpp,
 // peer.cpp); collectives through NCCL opened at run time (collective.hpp).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include "core/context.hpp"
 #include "cuweave/multi.h"
 
-struct cw_device_set {
+struct cw_device_group {
     uint32_t tag;
     int count;
     int ordinal[CW_MAX_DEVICES];
@@ -19,12 +19,10 @@ namespace multi {
 
 // The primary contexts of `devices` (count of them; count 0: every visible
 // device, up to CW_MAX_DEVICES). A device that cannot be opened is named
-// ("devices[i]: ...") and closes the ones opened before it.
-cw_status device_set_open(const int *devices, int count, cw_device_set **out);
-void device_set_close(cw_device_set *set);
-// Peer access between every pair of the set's devices that allows it;
-// *enabled (may be NULL) the pairs enabled.
-cw_status device_set_enable_peers(cw_device_set *set, int *enabled);
+// ("devices[i]: ...") and releases the ones opened before it.
+cw_status device_group_create(const int *devices, int count, cw_device_group **out);
+void device_group_destroy(cw_device_group *g);
+void device_group_info(const cw_device_group *g, cw_device_group_info *info);
 
 // CW_ERROR_NOT_SUPPORTED when the driver lacks the peer-access entries.
 cw_status need_peer_entries();
@@ -32,8 +30,6 @@ cw_status peer_info(int device, int peer, cw_peer_info *info);
 // ctx's device reads and writes peer's memory (idempotent); peer's buffer
 // pool is opened to ctx's device too (now, or when the pool is made).
 cw_status context_enable_peer(cw_context *ctx, cw_context *peer);
-// Through cuweave: peer access from ctx to peer was enabled.
-bool peer_enabled(const cw_context *ctx, const cw_context *peer);
 cw_status copy_peer(cw_stream *s, CUdeviceptr dst, cw_context *dst_ctx, CUdeviceptr src, cw_context *src_ctx,
                     size_t bytes);
 // peer's device reads and writes the buffers of owner's pool.

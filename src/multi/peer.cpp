@@ -65,11 +65,6 @@ cw_status context_enable_peer(cw_context *ctx, cw_context *peer) {
     return CW_SUCCESS;
 }
 
-bool peer_enabled(const cw_context *ctx, const cw_context *peer) {
-    if (ctx->device == peer->device) return true;
-    return (ctx->peers.load(std::memory_order_acquire) & device_bit(peer)) != 0;
-}
-
 cw_status copy_peer(cw_stream *s, CUdeviceptr dst, cw_context *dst_ctx, CUdeviceptr src, cw_context *src_ctx,
                     size_t bytes) {
     if (!drv().cuMemcpyPeerAsync) return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuMemcpyPeerAsync");

@@ -9,8 +9,7 @@ Covers so far: library and devices, contexts, streams (with the
 __cuda_stream__ protocol), stream pools and leases, futures (awaitable with
 asyncio through their eventfd), timers, graphs, NVRTC programs and
 kernels, the GPU-resident loop, device buffers, and several devices: device
-sets, peer access and copies, several resident loops at once, and NCCL
-collectives (Comm).
+groups, peer access and copies, and NCCL collectives (Comm).
 """
 
 import asyncio
@@ -20,8 +19,8 @@ import enum
 import weakref
 
 from . import _errors, _lib
-from ._lib import (BufferInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo, ProgramSettings, ResidentSettings, ResidentStats,
-                   StreamSettings, last_error, lib)
+from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
+                   ProgramSettings, ResidentSettings, ResidentStats, StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
 
@@ -197,16 +196,9 @@ class Context(_Handle):
 
     def enable_peer(self, peer):
         """Lets this context's device access `peer`'s device's memory (one
-        direction; its buffer pool included). Enabling a pair twice is fine;
-        NotSupportedError where the topology does not allow it."""
+        direction; its buffer pool included). Idempotent: enabling a pair
+        twice is fine; NotSupportedError where the topology does not allow it."""
         lib.cw_context_enable_peer(self.handle, peer.handle)
-
-    def peer_enabled(self, peer):
-        """True when access to `peer`'s device was enabled through cuweave in
-        this process (always for two contexts of one device). No driver call."""
-        v = ctypes.c_int()
-        lib.cw_context_peer_enabled(self.handle, peer.handle, ctypes.byref(v))
-        return bool(v.value)
 
 
 class Stream(_Handle):
@@ -606,7 +598,7 @@ class Buffer(_Handle):
     recorded (used_by(Stream.wrap(ctx, their_stream))) before close, or the
     memory may be reused under it."""
 
-    _destroy = lib.cw_buffer_release
+    _destroy = lib.cw_buffer_destroy
 
     def __init__(self, stream, shape, dtype="uint8"):
         shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
@@ -620,13 +612,13 @@ class Buffer(_Handle):
         self.nbytes = count * int(self.typestr[2:])
         if self.nbytes == 0:
             raise ValueError("a buffer holds at least one byte")
-        super().__init__(_new(lib.cw_buffer_alloc, stream.handle, self.nbytes), keep=(stream.context,))
+        super().__init__(_new(lib.cw_buffer_create, stream.handle, self.nbytes), keep=(stream.context,))
         self.context = stream.context
         self._stream = stream
 
     @property
     def ptr(self):
-        p = ctypes.c_ulonglong()
+        p = ctypes.c_uint64()
         lib.cw_buffer_get_ptr(self.handle, ctypes.byref(p))
         return p.value
 
@@ -683,7 +675,7 @@ class Buffer(_Handle):
             raise TypeError("copy_from takes a Buffer (cuweave.copy_peer takes addresses)")
         _wait_writer(stream, src)
         _wait_writer(stream, self)
-        lib.cw_buffer_copy(stream.handle, self.handle, src.handle)
+        lib.cw_buffer_copy(self.handle, src.handle, stream.handle)
         self._stream = stream
 
     @property
@@ -822,7 +814,7 @@ def _wait_writer(stream, buf):
 
 
 class _BorrowedContexts:
-    """The Context objects an owner (a DeviceSet) hands out: one per member,
+    """The Context objects an owner (a DeviceGroup) hands out: one per member,
     each keeping the owner alive; made unusable (closed) when the owner is
     closed, since the handles are only valid while it is open."""
 
@@ -842,14 +834,15 @@ class _BorrowedContexts:
         self._made.clear()
 
 
-class DeviceSet(_Handle):
+class DeviceGroup(_Handle):
     """The primary contexts of several devices, opened in one call:
-    DeviceSet() takes every visible device, DeviceSet([2, 0]) those ordinals
-    in that order (member i is devices[i]). context(i) is member i's Context,
-    borrowed from the set: it keeps the set alive, and is closed with the set
-    (objects already made on it keep the context alive, as in C)."""
+    DeviceGroup() takes every visible device, DeviceGroup([2, 0]) those
+    ordinals in that order (member i is devices[i]). context(i) is member i's
+    Context, borrowed from the group: it keeps the group alive, and is closed
+    with the group (objects already made on it keep the context alive, as in
+    C). Peer access: Context.enable_peer for each pair peer_info allows."""
 
-    _destroy = lib.cw_device_set_close
+    _destroy = lib.cw_device_group_destroy
 
     def __init__(self, devices=None):
         if devices is None:
@@ -859,40 +852,43 @@ class DeviceSet(_Handle):
             if not devices:
                 raise ValueError("an empty device list (None means every visible device)")
             arr, n = (ctypes.c_int * len(devices))(*devices), len(devices)
-        super().__init__(_new(lib.cw_device_set_open, arr, n))
+        super().__init__(_new(lib.cw_device_group_create, arr, n))
         self._contexts = _BorrowedContexts()
 
+    def _info(self):
+        i = DeviceGroupInfo()
+        lib.cw_device_group_get_info(self.handle, ctypes.byref(i))
+        return i
+
+    def _member(self, info, index):
+        index = int(index)
+        if not 0 <= index < info.count:
+            raise error_class("CW_ERROR_INVALID_ARGUMENT")(
+                "member %d, but the group holds %d devices" % (index, info.count))
+        return index
+
     def __len__(self):
-        n = ctypes.c_int()
-        lib.cw_device_set_size(self.handle, ctypes.byref(n))
-        return n.value
+        return self._info().count
 
     def context(self, index):
-        ptr = _get(lib.cw_device_set_context, self.handle, int(index))
-        return self._contexts.get(int(index), ptr, self)
+        i = self._info()
+        index = self._member(i, index)
+        return self._contexts.get(index, i.contexts[index], self)
 
     def ordinal(self, index):
-        d = ctypes.c_int()
-        lib.cw_device_set_ordinal(self.handle, int(index), ctypes.byref(d))
-        return d.value
+        i = self._info()
+        return i.devices[self._member(i, index)]
 
     def contexts(self):
         """Every member's Context, in member order."""
         return [self.context(i) for i in range(len(self))]
 
     def ordinals(self):
-        return [self.ordinal(i) for i in range(len(self))]
-
-    def enable_peers(self):
-        """Enables peer access between every ordered pair of the set's devices
-        the topology allows (the others are skipped); returns how many ordered
-        pairs now have it (n * (n - 1) when all can)."""
-        n = ctypes.c_int()
-        lib.cw_device_set_enable_peers(self.handle, ctypes.byref(n))
-        return n.value
+        i = self._info()
+        return [i.devices[k] for k in range(i.count)]
 
     def close(self):
-        """Closes the set and the Context objects it handed out. Idempotent."""
+        """Destroys the group and the Context objects it handed out. Idempotent."""
         self._contexts.invalidate()
         self._finalizer()
 
@@ -937,47 +933,16 @@ def copy_peer(stream, dst, dst_ctx, src, src_ctx, nbytes):
         dst.written_on(stream)
 
 
-def pool_share(owner, peer):
+def share_buffer_pool(owner, peer):
     """Opens the buffers of `owner`'s pool (made on its streams, now and
     later) to kernels on `peer`'s device, read and write; also enables peer
     access (peer -> owner). NotSupportedError where the topology says no."""
-    lib.cw_buffer_pool_share(owner.handle, peer.handle)
+    lib.cw_context_share_buffer_pool(owner.handle, peer.handle)
 
 
 def _handles(objs):
     objs = list(objs)
     return (ctypes.c_void_p * max(len(objs), 1))(*[o.handle.value for o in objs]), len(objs)
-
-
-def data_ready_many(loops):
-    """Rings each Resident loop's doorbell once, in order; returns the
-    requests' sequence numbers. On failure (the message names the loop's
-    index) the exception's .seqs holds those of the loops rung before it."""
-    arr, n = _handles(loops)
-    seqs = (ctypes.c_uint64 * max(n, 1))()
-    try:
-        lib.cw_resident_data_ready_many(arr, n, seqs)
-    except CuweaveError as exc:
-        rung = []
-        for i in range(n):
-            if not seqs[i]:  # requests are numbered from 1
-                break
-            rung.append(seqs[i])
-        exc.seqs = rung
-        raise
-    return [seqs[i] for i in range(n)]
-
-
-def wait_many(loops, seqs, timeout=1.0):
-    """Waits until every loops[i] has finished request seqs[i], all within
-    one timeout in seconds (0: checks each once); TimeoutError (the message
-    names the loop's index), DeviceFaultError, InvalidStateError."""
-    arr, n = _handles(loops)
-    seqs = [int(q) for q in seqs]
-    if len(seqs) != n:
-        raise ValueError("%d loops but %d sequence numbers" % (n, len(seqs)))
-    q = (ctypes.c_uint64 * max(n, 1))(*seqs)
-    lib.cw_resident_wait_many(arr, q, n, _timeout_ms(timeout))
 
 
 # ---- collectives through NCCL (cuweave/collective.h) --------------------------
@@ -1035,7 +1000,7 @@ def nccl_version():
 class Comm(_Handle):
     """An NCCL communicator with one rank per Context, all in this process:
     rank i is contexts[i] (primary contexts of distinct devices: Context(n)
-    or a DeviceSet's). Collectives take, per rank, a device address (an int),
+    or a DeviceGroup's). Collectives take, per rank, a device address (an int),
     a Buffer or an object with __cuda_array_interface__, and a Stream of that
     rank's device; they are enqueued on those streams in one NCCL group.
     Buffers are ordered after their last writer and their uses recorded."""
@@ -1048,11 +1013,14 @@ class Comm(_Handle):
         super().__init__(_new(lib.cw_comm_create, arr, n), keep=contexts)
         self._contexts = contexts
 
+    def _info(self):
+        i = CommInfo()
+        lib.cw_comm_get_info(self.handle, ctypes.byref(i))
+        return i
+
     @property
     def size(self):
-        n = ctypes.c_int()
-        lib.cw_comm_size(self.handle, ctypes.byref(n))
-        return n.value
+        return self._info().size
 
     def __len__(self):
         return self.size
@@ -1063,11 +1031,15 @@ class Comm(_Handle):
 
     def context(self, rank):
         """Rank `rank`'s Context (the one given at creation)."""
-        ptr = _get(lib.cw_comm_get_context, self.handle, int(rank))
+        i = self._info()
+        rank = int(rank)
+        if not 0 <= rank < i.size:
+            raise error_class("CW_ERROR_INVALID_ARGUMENT")("rank %d, but the communicator has %d ranks" % (rank, i.size))
+        ptr = i.contexts[rank]
         for ctx in self._contexts:
             if ctx._ptr.value == ptr:
                 return ctx
-        # the one given was closed (a closed DeviceSet's): the comm still holds the context
+        # the one given was closed (a closed DeviceGroup's): the comm still holds the context
         return Context(_ptr=ptr, _owner=self)
 
     def _collective(self, fn, send, recv, count, dtype, arg, streams, reads):
@@ -1084,8 +1056,8 @@ class Comm(_Handle):
                 if used and isinstance(b, Buffer) and nbytes > b.nbytes:
                     raise ValueError("rank %d: %d elements of %s exceed a %d-byte buffer" %
                                      (i, count, dtype.name, b.nbytes))
-        s_arr = (ctypes.c_ulonglong * n)(*[_address(b) for b in send])
-        r_arr = (ctypes.c_ulonglong * n)(*[_address(b) for b in recv])
+        s_arr = (ctypes.c_uint64 * n)(*[_address(b) for b in send])
+        r_arr = (ctypes.c_uint64 * n)(*[_address(b) for b in recv])
         st_arr, _ = _handles(streams)
         for i in range(n):
             if reads(i):

@@ -190,12 +190,13 @@ class ResidentStats(ctypes.Structure):
 
 class BufferInfo(ctypes.Structure):
     _fields_ = [
-        ("dptr", ctypes.c_ulonglong),
+        ("dptr", ctypes.c_uint64),
         ("bytes", ctypes.c_size_t),
         ("refs", ctypes.c_uint),
         ("uses", ctypes.c_uint),
         ("device", ctypes.c_int),
-        ("reserved", ctypes.c_uint8 * 36),
+        ("context", ctypes.c_void_p),
+        ("reserved", ctypes.c_uint8 * 24),
     ]
 
 
@@ -234,7 +235,27 @@ class PeerInfo(ctypes.Structure):
         ("can_access", ctypes.c_int),
         ("perf_rank", ctypes.c_int),
         ("native_atomics", ctypes.c_int),
-        ("reserved", ctypes.c_int * 5),
+        ("reserved", ctypes.c_uint8 * 20),
+    ]
+
+
+MAX_DEVICES = 64  # CW_MAX_DEVICES
+
+
+class DeviceGroupInfo(ctypes.Structure):
+    _fields_ = [
+        ("count", ctypes.c_int),
+        ("devices", ctypes.c_int * MAX_DEVICES),
+        ("contexts", ctypes.c_void_p * MAX_DEVICES),
+        ("reserved", ctypes.c_uint8 * 64),
+    ]
+
+
+class CommInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_int),
+        ("contexts", ctypes.c_void_p * MAX_DEVICES),
+        ("reserved", ctypes.c_uint8 * 64),
     ]
 
 
@@ -339,43 +360,35 @@ _SIGNATURES = [
     ("cw_resident_get_settings", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
     ("cw_resident_device_header", ctypes.c_char_p, [], False),
     # buffers and copies
-    ("cw_buffer_alloc", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),
+    ("cw_buffer_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),
     ("cw_buffer_retain", ctypes.c_int, [ctypes.c_void_p], True),
-    ("cw_buffer_release", None, [c_void_pp], False),
+    ("cw_buffer_destroy", None, [c_void_pp], False),
     ("cw_buffer_use", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_buffer_get_ptr", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
-    ("cw_buffer_get_writable", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_buffer_get_ptr", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], True),
+    ("cw_buffer_get_writable", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], True),
     ("cw_buffer_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(BufferInfo)], True),
-    ("cw_copy_to_device", ctypes.c_int, [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_size_t], True),
-    ("cw_copy_to_host", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_size_t], True),
+    ("cw_copy_to_device", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t], True),
+    ("cw_copy_to_host", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t], True),
     # several devices (multi.h)
-    ("cw_device_set_open", ctypes.c_int, [c_void_pp, c_int_p, ctypes.c_int], True),
-    ("cw_device_set_close", None, [c_void_pp], False),
-    ("cw_device_set_size", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
-    ("cw_device_set_context", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_void_pp], True),
-    ("cw_device_set_ordinal", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_int_p], True),
-    ("cw_device_set_enable_peers", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_device_group_create", ctypes.c_int, [c_void_pp, c_int_p, ctypes.c_int], True),
+    ("cw_device_group_destroy", None, [c_void_pp], False),
+    ("cw_device_group_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(DeviceGroupInfo)], True),
     ("cw_device_get_peer_info", ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(PeerInfo)], True),
     ("cw_context_enable_peer", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_context_peer_enabled", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, c_int_p], True),
     ("cw_copy_peer", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_size_t],
+     [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
      True),
     ("cw_buffer_copy", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_buffer_pool_share", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_resident_data_ready_many", ctypes.c_int, [c_void_pp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)], True),
-    ("cw_resident_wait_many", ctypes.c_int,
-     [c_void_pp, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint32], True),
+    ("cw_context_share_buffer_pool", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     # collectives through NCCL (collective.h)
     ("cw_comm_create", ctypes.c_int, [c_void_pp, c_void_pp, ctypes.c_int], True),
     ("cw_comm_destroy", None, [c_void_pp], False),
-    ("cw_comm_size", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
-    ("cw_comm_get_context", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, c_void_pp], True),
+    ("cw_comm_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(CommInfo)], True),
     ("cw_comm_all_reduce", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
       ctypes.c_int, ctypes.c_int, c_void_pp], True),
     ("cw_comm_broadcast", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+     [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
       ctypes.c_int, ctypes.c_int, c_void_pp], True),
 ]
 

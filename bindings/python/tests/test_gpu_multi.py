@@ -1,6 +1,7 @@
 """GPU, two devices or more: the several-device bindings on real GPUs.
 Buffers copied from device 0 to device 1 and back with Buffer.copy_from,
-first staged (no peer access), then direct (after DeviceSet.enable_peers),
+first staged (no peer access), then direct (after Context.enable_peer each
+way the topology allows),
 every value read back; and, when NCCL is found, an all-reduce and a
 broadcast through Comm with every value checked. Skipped with fewer than
 two GPUs (NCCL parts: without NCCL).
@@ -47,14 +48,16 @@ def floats(values):
 class TestTwoGpus(unittest.TestCase):
     def test_copies_staged_then_direct(self):
         pattern = floats([float(i % 4093) * 0.25 for i in range(N)])
-        with cuweave.DeviceSet([0, 1]) as ds:
+        with cuweave.DeviceGroup([0, 1]) as ds:
             s0, s1 = cuweave.Stream(ds.context(0)), cuweave.Stream(ds.context(1))
             b0 = cuweave.Buffer(s0, N, "float32")
             b1 = cuweave.Buffer(s1, N, "float32")
             self.assertEqual((b0.info()["device"], b1.info()["device"]), (0, 1))
             for direct in (False, True):
                 if direct:
-                    self.assertGreaterEqual(ds.enable_peers(), 0)
+                    for a, b in ((0, 1), (1, 0)):
+                        if cuweave.peer_info(ds.ordinal(a), ds.ordinal(b)).can_access:
+                            ds.context(a).enable_peer(ds.context(b))
                 b0.copy_from_host(s0, pattern)
                 b1.copy_from_host(s1, bytes(b1.nbytes))
                 s1.wait(s0)
@@ -68,7 +71,7 @@ class TestTwoGpus(unittest.TestCase):
 
     @unittest.skipUnless(_have_nccl(), "needs NCCL")
     def test_all_reduce_and_broadcast(self):
-        with cuweave.DeviceSet([0, 1]) as ds:
+        with cuweave.DeviceGroup([0, 1]) as ds:
             streams = [cuweave.Stream(c) for c in ds.contexts()]
             send, recv = [], []
             for r, s in enumerate(streams):

@@ -2,9 +2,10 @@
 cuweave/collective.h) against the fake driver with two devices
 (FAKE_CUDA_DEVICES=2) and the fake NCCL (tests/fake_nccl.c, which performs
 the collectives on the host: the fake's device memory is host memory):
-device sets, peer queries and access, peer and buffer copies across devices,
-pools shared, several resident loops at once, the communicator's all-reduce
-and broadcast with their results read back, and the errors.
+device groups, peer queries and access, peer and buffer copies across
+devices, pools shared, several resident loops served from one thread, the
+communicator's all-reduce and broadcast with their results read back, and the
+errors.
 
 The fake driver reads its device count once per process, at the first
 cuInit, and test_cuweave.py (imported first by discovery) has it initialised
@@ -67,6 +68,18 @@ def child_env(**extra):
     return mark
 
 
+def enable_all_peers(group):
+    """Peer access for every ordered pair of the group the topology allows
+    (what 0.1's DeviceSet.enable_peers did); the pairs enabled."""
+    pairs = 0
+    for a, ca in enumerate(group.contexts()):
+        for b, cb in enumerate(group.contexts()):
+            if a != b and cuweave.peer_info(group.ordinal(a), group.ordinal(b)).can_access:
+                ca.enable_peer(cb)
+                pairs += 1
+    return pairs
+
+
 def floats(values):
     return struct.pack("<%df" % len(values), *values)
 
@@ -91,11 +104,11 @@ class MultiCases:
     def two_streams(self, ds):
         return cuweave.Stream(ds.context(0)), cuweave.Stream(ds.context(1))
 
-    # ---- device sets ----
+    # ---- device groups ----
 
-    def test_device_set_of_every_device(self):
+    def test_device_group_of_every_device(self):
         self.assertEqual(cuweave.device_count(), 2)
-        with cuweave.DeviceSet() as ds:
+        with cuweave.DeviceGroup() as ds:
             self.assertEqual(len(ds), 2)
             self.assertEqual(ds.ordinals(), [0, 1])
             c0, c1 = ds.contexts()
@@ -109,15 +122,15 @@ class MultiCases:
             with self.assertRaises(cuweave.InvalidArgumentError):
                 ds.ordinal(-1)
         self.assertTrue(ds.closed)
-        self.assertTrue(c0.closed)  # borrowed: closed with the set
+        self.assertTrue(c0.closed)  # borrowed: closed with the group
         with self.assertRaises(ValueError):
             c0.handle
         ds.close()  # idempotent
         self.assertEqual(self.live("primary0"), 0)
         self.assertEqual(self.live("primary1"), 0)
 
-    def test_device_set_with_a_list_and_objects_outliving_it(self):
-        ds = cuweave.DeviceSet([1, 0])
+    def test_device_group_with_a_list_and_objects_outliving_it(self):
+        ds = cuweave.DeviceGroup([1, 0])
         self.assertEqual((ds.ordinal(0), ds.ordinal(1)), (1, 0))
         self.assertEqual((ds.context(0).device, ds.context(1).device), (1, 0))
         s = cuweave.Stream(ds.context(0))  # keeps device 1's context alive in C
@@ -128,20 +141,20 @@ class MultiCases:
         s.close()
         self.assertEqual(self.live("primary1"), 0)
 
-    def test_device_set_errors(self):
+    def test_device_group_errors(self):
         for devices in ([0, 0], [1, 0, 1]):
             with self.assertRaises(cuweave.InvalidArgumentError) as cm:
-                cuweave.DeviceSet(devices)
+                cuweave.DeviceGroup(devices)
             e = cm.exception
             self.assertEqual(e.status, 1)
             self.assertEqual(e.name, "CW_ERROR_INVALID_ARGUMENT")
             self.assertIs(type(e), cuweave.error_class("CW_ERROR_INVALID_ARGUMENT"))
-            self.assertEqual(e.detail["function"], "cw_device_set_open")
+            self.assertEqual(e.detail["function"], "cw_device_group_create")
             self.assertIn("both device", str(e))
         with self.assertRaises(cuweave.InvalidArgumentError):
-            cuweave.DeviceSet([0, 2])  # out of range
+            cuweave.DeviceGroup([0, 2])  # out of range
         with self.assertRaises(ValueError):
-            cuweave.DeviceSet([])
+            cuweave.DeviceGroup([])
         self.assertEqual(self.live("primary0"), 0)  # nothing left retained
         self.assertEqual(self.live("primary1"), 0)
 
@@ -157,47 +170,43 @@ class MultiCases:
     @child_env(FAKE_CUDA_NO_PEER="1")
     def test_peer_info_without_topology_access(self):
         self.assertFalse(cuweave.peer_info(0, 1).can_access)
-        with cuweave.DeviceSet() as ds:
-            self.assertEqual(ds.enable_peers(), 0)  # skipped, not an error
+        with cuweave.DeviceGroup() as ds:
+            self.assertEqual(enable_all_peers(ds), 0)  # skipped, not an error
             with self.assertRaises(cuweave.NotSupportedError):
                 ds.context(0).enable_peer(ds.context(1))
 
-    def test_enable_peers_and_peer_enabled(self):
-        with cuweave.DeviceSet() as ds:
+    def test_enable_peers_idempotent(self):
+        with cuweave.DeviceGroup() as ds:
             c0, c1 = ds.contexts()
-            self.assertFalse(c0.peer_enabled(c1))
-            self.assertTrue(c0.peer_enabled(c0))
-            self.assertEqual(ds.enable_peers(), 2)
-            self.assertTrue(c0.peer_enabled(c1))
-            self.assertTrue(c1.peer_enabled(c0))
+            self.assertEqual(self.live("peers"), 0)
+            self.assertEqual(enable_all_peers(ds), 2)
             self.assertEqual(self.live("peers"), 2)
-            self.assertEqual(ds.enable_peers(), 2)  # again: nothing new
+            self.assertEqual(enable_all_peers(ds), 2)  # again: nothing new
             c0.enable_peer(c1)  # already enabled: fine
             self.assertEqual(self.live("peers"), 2)
 
     def test_context_enable_peer_one_direction(self):
         a, b = cuweave.Context(0), cuweave.Context(1)
         a.enable_peer(b)
-        self.assertTrue(a.peer_enabled(b))
-        self.assertFalse(b.peer_enabled(a))
+        self.assertEqual(self.live("peers"), 1)
         with self.assertRaises(cuweave.InvalidArgumentError):
             a.enable_peer(cuweave.Context(0))  # one device
         a.close()
         b.close()
 
-    def test_pool_share(self):
-        with cuweave.DeviceSet() as ds:
+    def test_share_buffer_pool(self):
+        with cuweave.DeviceGroup() as ds:
             c0, c1 = ds.contexts()
-            cuweave.pool_share(c0, c1)
-            self.assertTrue(c1.peer_enabled(c0))  # it enables (peer, owner)
+            cuweave.share_buffer_pool(c0, c1)
+            self.assertEqual(self.live("peers"), 1)  # it enables (peer, owner)
             with self.assertRaises(cuweave.InvalidArgumentError):
-                cuweave.pool_share(c0, c0)
+                cuweave.share_buffer_pool(c0, c0)
 
     # ---- copies across devices ----
 
     def test_buffer_copy_from_across_devices(self):
-        with cuweave.DeviceSet() as ds:
-            ds.enable_peers()
+        with cuweave.DeviceGroup() as ds:
+            enable_all_peers(ds)
             s0, s1 = self.two_streams(ds)
             b0 = cuweave.Buffer(s0, self.N, "float32")
             data = floats([i * 0.5 for i in range(self.N)])
@@ -228,7 +237,7 @@ class MultiCases:
         self.assertEqual(self.live("badaccess"), 0)
 
     def test_copy_peer_raw_addresses_and_buffers(self):
-        with cuweave.DeviceSet() as ds:
+        with cuweave.DeviceGroup() as ds:
             c0, c1 = ds.contexts()
             s0, s1 = self.two_streams(ds)
             b0 = cuweave.Buffer(s0, self.N, "float32")
@@ -262,7 +271,7 @@ class MultiCases:
     # ---- several resident loops ----
 
     def test_resident_loops_on_two_devices(self):
-        with cuweave.DeviceSet() as ds:
+        with cuweave.DeviceGroup() as ds:
             loops, streams = [], []
             for ctx in ds.contexts():
                 s = cuweave.Stream(ctx)
@@ -278,19 +287,14 @@ class MultiCases:
                 r.build()
             for r in loops:
                 r.launch()
-            self.assertEqual(cuweave.data_ready_many(loops), [1, 1])
-            self.assertEqual(cuweave.data_ready_many(loops[::-1]), [2, 2])
-            self.assertEqual(cuweave.data_ready_many([]), [])
-            with self.assertRaises(cuweave.TimeoutError) as cm:  # the fake serves nothing
-                cuweave.wait_many(loops, [1, 1], timeout=0.01)
-            self.assertIn("loops[0]", str(cm.exception))
-            with self.assertRaises(cuweave.InvalidStateError) as cm:
-                cuweave.data_ready_many([loops[1], idle])
-            self.assertIn("loops[1]", str(cm.exception))
-            self.assertEqual(cm.exception.seqs, [3])  # loops[1] was rung before the refusal
-            with self.assertRaises(ValueError):
-                cuweave.wait_many(loops, [1])
-            cuweave.wait_many([], [])
+            # one thread rings both doorbells, then waits for both results
+            self.assertEqual([r.data_ready() for r in loops], [1, 1])
+            self.assertEqual([r.data_ready() for r in loops[::-1]], [2, 2])
+            with self.assertRaises(cuweave.TimeoutError):  # the fake serves nothing
+                loops[0].wait_result(1, timeout=0.01)
+            self.assertEqual(loops[1].data_ready(), 3)
+            with self.assertRaises(cuweave.InvalidStateError):
+                idle.data_ready()  # not launched
             self.assertEqual([r.stats()["requested"] for r in loops], [2, 3])
             for r in loops + [idle]:
                 r.close()
@@ -303,7 +307,7 @@ class MultiCases:
         self.assertEqual(cuweave.nccl_version(), 22703)
 
     def test_comm_all_reduce_float32(self):
-        with cuweave.DeviceSet() as ds:
+        with cuweave.DeviceGroup() as ds:
             ctxs = ds.contexts()
             streams = list(self.two_streams(ds))
             send, recv = [], []
@@ -353,7 +357,7 @@ class MultiCases:
                 b.close()
 
     def test_comm_broadcast(self):
-        with cuweave.DeviceSet() as ds:
+        with cuweave.DeviceGroup() as ds:
             streams = list(self.two_streams(ds))
             root_data = floats([7.0 + i for i in range(self.N)])
             src = cuweave.Buffer(streams[1], self.N, "float32")
@@ -372,9 +376,9 @@ class MultiCases:
             for b in recv + [src] + streams:
                 b.close()
 
-    def test_comm_outlives_its_device_set(self):
+    def test_comm_outlives_its_device_group(self):
         nccl = ctypes.CDLL(FAKE_NCCL)  # the library cuweave opened: its live count
-        ds = cuweave.DeviceSet()
+        ds = cuweave.DeviceGroup()
         streams = list(self.two_streams(ds))
         bufs = [cuweave.Buffer(s, self.N, "float32") for s in streams]
         comm = cuweave.Comm(ds.contexts())
@@ -404,8 +408,8 @@ class MultiCases:
     @child_env(CUWEAVE_LIBNCCL="/nonexistent/libnccl.so.2")
     def test_no_nccl(self):
         self.assertEqual(cuweave.nccl_version(), 0)  # absent: 0, not an error
-        with cuweave.DeviceSet() as ds:  # everything else still works
-            self.assertEqual(ds.enable_peers(), 2)
+        with cuweave.DeviceGroup() as ds:  # everything else still works
+            self.assertEqual(enable_all_peers(ds), 2)
             with self.assertRaises(cuweave.NotSupportedError) as cm:
                 cuweave.Comm(ds.contexts())
             self.assertIn("nonexistent", str(cm.exception))

@@ -14,12 +14,12 @@ namespace cw {
 
 // A reference to a cw_buffer: the owning wrapper drops its reference in its
 // destructor (the memory goes after every recorded use, buffer.h).
-class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
+class buffer : public detail::handle<cw_buffer, cw_buffer_destroy> {
   public:
     using handle::handle;
-    static detail::ret<buffer> alloc(const stream &s, size_t bytes) {
+    static detail::ret<buffer> create(const stream &s, size_t bytes) {
         cw_buffer *b = nullptr;
-        cw_status st = cw_buffer_alloc(&b, s.get(), bytes);
+        cw_status st = cw_buffer_create(&b, s.get(), bytes);
         return detail::make(st, buffer(b, true));
     }
     // Borrows a buffer (one a message carries, say): no reference taken.
@@ -29,14 +29,14 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
         cw_status st = cw_buffer_retain(get());
         return detail::make(st, buffer(st == CW_SUCCESS ? get() : nullptr, true));
     }
-    unsigned long long ptr() const noexcept {
-        unsigned long long p = 0;
+    cw_devptr ptr() const noexcept {
+        cw_devptr p = 0;
         (void)cw_buffer_get_ptr(get(), &p);
         return p;
     }
     // The address for writing: only while this is the one reference.
-    detail::ret<unsigned long long> writable() const {
-        unsigned long long p = 0;
+    detail::ret<cw_devptr> writable() const {
+        cw_devptr p = 0;
         cw_status st = cw_buffer_get_writable(get(), &p);
         return detail::make(st, std::move(p));
     }
@@ -56,13 +56,13 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
     // writable: the one reference) on s, whatever devices the two are on
     // (cw_buffer_copy); both are recorded as used by s.
     detail::void_ret copy_from(const stream &s, const buffer &src) const {
-        return detail::done(cw_buffer_copy(s.get(), get(), src.get()));
+        return detail::done(cw_buffer_copy(get(), src.get(), s.get()));
     }
-    // The buffer's context, borrowed.
+    // The buffer's context, borrowed (cw_buffer_info.context).
     cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_buffer_get_context(get(), &c);
-        return cw::context::wrap(c);
+        cw_buffer_info i{};
+        (void)cw_buffer_get_info(get(), &i);
+        return cw::context::wrap(i.context);
     }
 };
 
@@ -71,10 +71,10 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_release> {
 // reached the copy (a future, or s.synchronize()). From page-locked memory
 // (cw::host_buffer) the copy is asynchronous: leave the host memory alone
 // until then.
-inline detail::void_ret copy_to_device(const stream &s, unsigned long long dst, const void *src, size_t bytes) {
+inline detail::void_ret copy_to_device(const stream &s, cw_devptr dst, const void *src, size_t bytes) {
     return detail::done(cw_copy_to_device(s.get(), dst, src, bytes));
 }
-inline detail::void_ret copy_to_host(const stream &s, void *dst, unsigned long long src, size_t bytes) {
+inline detail::void_ret copy_to_host(const stream &s, void *dst, cw_devptr src, size_t bytes) {
     return detail::done(cw_copy_to_host(s.get(), dst, src, bytes));
 }
 
@@ -88,7 +88,7 @@ class host_buffer {
     host_buffer() noexcept = default;
     static detail::ret<host_buffer> alloc(const context &ctx, size_t bytes) {
         void *p = nullptr;
-        cw_status s = cw_host_alloc(ctx.get(), bytes, &p);
+        cw_status s = cw_host_alloc(&p, ctx.get(), bytes);
         return detail::make(s, s == CW_SUCCESS ? host_buffer(ctx.get(), p, bytes) : host_buffer());
     }
     ~host_buffer() { reset(); }
@@ -112,15 +112,13 @@ class host_buffer {
     }
     size_t size() const noexcept { return n_; }
     // The device address of the memory (the same address).
-    unsigned long long device_ptr() const noexcept {
-        return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p_));
-    }
+    cw_devptr device_ptr() const noexcept { return static_cast<cw_devptr>(reinterpret_cast<uintptr_t>(p_)); }
     // The context it was allocated with, borrowed.
     cw_context *context_handle() const noexcept { return ctx_; }
     explicit operator bool() const noexcept { return p_ != nullptr; }
     // Frees now (the free waits for running resident loops, host_free in buffer.h).
     void reset() noexcept {
-        if (p_) cw_host_free(ctx_, p_);
+        if (p_) cw_host_free(ctx_, &p_);
         forget();
     }
     // Gives the memory up; the caller frees it with cw_host_free (with the

@@ -31,47 +31,47 @@ class comm : public detail::handle<cw_comm, cw_comm_destroy> {
         cw_context *const v[] = {first.get(), rest.get()...};
         return create(v, static_cast<int>(1 + sizeof...(C)));
     }
-    // ... or on a device set's members (rank i: member i).
-    static detail::ret<comm> create(const device_set &set) {
-        cw_context *v[CW_MAX_DEVICES] = {};
-        const int n = set.size();
-        for (int i = 0; i < n && i < CW_MAX_DEVICES; i++) v[i] = set.context(i).get();
-        return create(v, n);
+    // ... or on a device group's members (rank i: member i).
+    static detail::ret<comm> create(const device_group &group) {
+        const cw_device_group_info g = group.info();
+        return create(g.contexts, g.count);
     }
     // Borrows a cw_comm: never destroyed.
     static comm wrap(cw_comm *c) noexcept { return comm(c, false); }
 
-    // The number of ranks (0 for an empty wrapper).
-    int size() const noexcept {
-        int n = 0;
-        (void)cw_comm_size(get(), &n);
-        return n;
+    // The ranks and their contexts (cw_comm_get_info; zeroed for an empty
+    // wrapper).
+    cw_comm_info info() const noexcept {
+        cw_comm_info i{};
+        (void)cw_comm_get_info(get(), &i);
+        return i;
     }
+    // The number of ranks (0 for an empty wrapper).
+    int size() const noexcept { return info().size; }
     // Rank `rank`'s context, borrowed (empty for a rank out of range).
     cw::context context(int rank) const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_comm_get_context(get(), rank, &c);
-        return cw::context::wrap(c);
+        const cw_comm_info i = info();
+        return cw::context::wrap(rank >= 0 && rank < i.size ? i.contexts[rank] : nullptr);
     }
     // Every rank at once (arrays of size() entries, one NCCL group): recv[i]
     // gets op over every send[i] (send[i] == recv[i]: in place), on streams[i].
-    detail::void_ret all_reduce(const unsigned long long *send, const unsigned long long *recv, size_t count,
-                                cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) const {
+    detail::void_ret all_reduce(const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype,
+                                cw_reduce_op op, cw_stream *const *streams) const {
         return detail::done(cw_comm_all_reduce(get(), send, recv, count, dtype, op, streams));
     }
     // Every recv[i] gets send[root] (the other sends may be 0).
-    detail::void_ret broadcast(const unsigned long long *send, const unsigned long long *recv, size_t count,
-                               cw_dtype dtype, int root, cw_stream *const *streams) const {
+    detail::void_ret broadcast(const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype, int root,
+                               cw_stream *const *streams) const {
         return detail::done(cw_comm_broadcast(get(), send, recv, count, dtype, root, streams));
     }
     // One rank's part: from that rank's own thread, or for several ranks
     // inside a cw::comm_group (else NCCL deadlocks).
-    detail::void_ret all_reduce_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
-                                     cw_dtype dtype, cw_reduce_op op, const stream &s) const {
+    detail::void_ret all_reduce_rank(int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype,
+                                     cw_reduce_op op, const stream &s) const {
         return detail::done(cw_comm_all_reduce_rank(get(), rank, send, recv, count, dtype, op, s.get()));
     }
-    detail::void_ret broadcast_rank(int rank, unsigned long long send, unsigned long long recv, size_t count,
-                                    cw_dtype dtype, int root, const stream &s) const {
+    detail::void_ret broadcast_rank(int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype, int root,
+                                    const stream &s) const {
         return detail::done(cw_comm_broadcast_rank(get(), rank, send, recv, count, dtype, root, s.get()));
     }
 };
