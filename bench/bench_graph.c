@@ -132,9 +132,9 @@ int main(void) {
         CU_CHECK(rc.cuGraphUpload(raw_exec, raw_s));
         /* cuweave capture */
         cw_graph *g = NULL;
-        CW_CHECK(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+        CW_CHECK(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
         launch_chain(cw_h, chain_n);
-        CW_CHECK(cw_capture_end(s, &g));
+        CW_CHECK(cw_capture_end(&g, s));
         CW_CHECK(cw_graph_instantiate(&cw_exec, g, 0));
         CW_CHECK(cw_graph_exec_upload(cw_exec, s));
         CU_CHECK(rc.cuCtxSynchronize());

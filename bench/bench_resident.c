@@ -277,9 +277,9 @@ static cw_graph *capture_ops(kset *k) {
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     cw_graph *g = NULL;
-    CW_CHECK(cw_capture_begin(k->cap, CW_CAPTURE_GLOBAL));
+    CW_CHECK(cw_capture_begin(k->cap, NULL, CW_CAPTURE_GLOBAL));
     launch_ops(k, k->cap_h);
-    CW_CHECK(cw_capture_end(k->cap, &g));
+    CW_CHECK(cw_capture_end(&g, k->cap));
     CU_CHECK(rc.cuCtxSetCurrent(prev));
     return g;
 }

@@ -628,7 +628,7 @@ int main(void) {
         printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
         return 77;
     }
-    if (st == CW_ERROR_COMPILE) fprintf(stderr, "bench_vmaf: NVRTC log:\n%s\n", cw_compile_log());
+    if (st == CW_ERROR_COMPILE) fprintf(stderr, "bench_vmaf: NVRTC log:\n%s\n", cw_jit_get_compile_log());
     CW_CHECK(st);
     cw_module *mod = NULL;
     st = cw_module_load(&mod, prog);

@@ -226,7 +226,7 @@ int main(void) {
         if ((expr) != CW_SUCCESS) {                                              \
             fprintf(stderr, "diamond_resident: %s\n", cw_last_error_message());  \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                     \
-                fprintf(stderr, "%s", cw_compile_log());                         \
+                fprintf(stderr, "%s", cw_jit_get_compile_log());                         \
             goto out;                                                            \
         }                                                                        \
     } while (0)

@@ -128,10 +128,10 @@ int main(void) {
     CU_TRY(cu.cuMemcpyHtoD(buf, zeros, sizeof zeros));
 
     /* 1. capture: the kernels are recorded, not run */
-    CW_TRY(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    CW_TRY(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     CU_TRY(mul_add(s, buf, 1));
     CU_TRY(mul_add(s, buf, 2));
-    CW_TRY(cw_capture_end(s, &g));
+    CW_TRY(cw_capture_end(&g, s));
     CW_TRY(cw_graph_instantiate(&e, g, 0));
     CW_TRY(cw_graph_exec_upload(e, s));
 
@@ -148,10 +148,10 @@ int main(void) {
 
     /* 3. update: same shape, new argument */
     cw_graph_destroy(&g);
-    CW_TRY(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    CW_TRY(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     CU_TRY(mul_add(s, buf, 1));
     CU_TRY(mul_add(s, buf, 5));
-    CW_TRY(cw_capture_end(s, &g));
+    CW_TRY(cw_capture_end(&g, s));
     cw_graph_update_info ui;
     CW_TRY(cw_graph_exec_update(e, g, &ui));
     CU_TRY(cu.cuMemcpyHtoD(buf, zeros, sizeof(int)));
@@ -171,23 +171,24 @@ int main(void) {
     }
     {
         cw_cond_handle h = 0;
+        cw_graph *got = NULL; /* what cw_capture_end hands back: the graph captured into */
         dptr cnt = buf + sizeof(int), lim = buf + 2 * sizeof(int);
         const int limit = 42;
         CU_TRY(cu.cuMemcpyHtoD(lim, &limit, sizeof limit));
         CW_TRY(cw_graph_create(&loop, ctx));
-        CW_TRY(cw_graph_cond_create(loop, 1, CW_COND_RESET_EACH_LAUNCH, &h));
-        CW_TRY(cw_capture_begin_to(s, loop, CW_CAPTURE_GLOBAL));
+        CW_TRY(cw_graph_add_cond_handle(loop, 1, CW_COND_RESET_EACH_LAUNCH, &h));
+        CW_TRY(cw_capture_begin(s, loop, CW_CAPTURE_GLOBAL));
         void *set_args[] = {&h, &lim};
         CU_TRY(launch(k_set_cond, s, set_args));
-        CW_TRY(cw_capture_end(s, NULL));
+        CW_TRY(cw_capture_end(&got, s)); /* got == loop, still ours: destroyed once, at the end */
         cw_graph_node *after = NULL;
         size_t n = 0;
         CW_TRY(cw_graph_get_sinks(loop, &after, 1, &n));
         CW_TRY(cw_graph_add_conditional(loop, h, NULL /* WHILE */, &after, 1, NULL, &body, NULL));
-        CW_TRY(cw_capture_begin_to(s, body, CW_CAPTURE_GLOBAL));
+        CW_TRY(cw_capture_begin(s, body, CW_CAPTURE_GLOBAL));
         void *body_args[] = {&h, &cnt, &lim};
         CU_TRY(launch(k_while_body, s, body_args));
-        CW_TRY(cw_capture_end(s, NULL));
+        CW_TRY(cw_capture_end(&got, s)); /* got == body, owned by its node */
         CW_TRY(cw_graph_instantiate(&le, loop, 0));
         CW_TRY(cw_graph_exec_launch(le, s));
         CW_TRY(cw_stream_synchronize(s));

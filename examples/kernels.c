@@ -75,7 +75,7 @@ int main(void) {
         if ((expr) != CW_SUCCESS) {                                        \
             fprintf(stderr, "kernels: %s\n", cw_last_error_message());     \
             if (cw_last_error()->status == CW_ERROR_COMPILE)               \
-                fprintf(stderr, "%s", cw_compile_log());                   \
+                fprintf(stderr, "%s", cw_jit_get_compile_log());                   \
             goto out;                                                      \
         }                                                                  \
     } while (0)
@@ -111,7 +111,7 @@ int main(void) {
 
     TRY(cw_module_load(&m, p));
     TRY(cw_module_get_kernel(m, "scale<float>", &scale));
-    TRY(cw_builtin_kernel(CW_BUILTIN_FILL_U32, &fill));
+    TRY(cw_builtin_get_kernel(CW_BUILTIN_FILL_U32, &fill));
 
     if (set_current(cu) != 0 || mem_alloc(&buf, N * sizeof(float)) != 0) goto out;
     /* fill with 2.0f (bits 0x40000000) using the built-in kernel, then scale by 3 */

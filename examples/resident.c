@@ -89,7 +89,7 @@ int main(void) {
         if ((expr) != CW_SUCCESS) {                                        \
             fprintf(stderr, "resident: %s\n", cw_last_error_message());    \
             if (cw_last_error()->status == CW_ERROR_COMPILE)               \
-                fprintf(stderr, "%s", cw_compile_log());                   \
+                fprintf(stderr, "%s", cw_jit_get_compile_log());                   \
             goto out;                                                      \
         }                                                                  \
     } while (0)
@@ -131,9 +131,9 @@ int main(void) {
     cw_launch_config_default(&lc);
     lc.block[0] = N;
     void *args[] = {&ctl, &out};
-    TRY(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    TRY(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     TRY(cw_kernel_launch(square, s, &lc, args));
-    TRY(cw_capture_end(s, &g));
+    TRY(cw_capture_end(&g, s));
     TRY(cw_resident_set_workload(r, g));
     TRY(cw_resident_launch(r));
 

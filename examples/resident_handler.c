@@ -83,7 +83,7 @@ int main(void) {
         if ((expr) != CW_SUCCESS) {                                               \
             fprintf(stderr, "resident_handler: %s\n", cw_last_error_message());   \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                      \
-                fprintf(stderr, "%s", cw_compile_log());                          \
+                fprintf(stderr, "%s", cw_jit_get_compile_log());                          \
             goto out;                                                             \
         }                                                                         \
     } while (0)
@@ -123,13 +123,13 @@ int main(void) {
     cw_launch_config lc;
     cw_launch_config_default(&lc);
     void *ready_args[] = {&ctl, &arrived, &taken};
-    TRY(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    TRY(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     TRY(cw_kernel_launch(ready, s, &lc, ready_args));
-    TRY(cw_capture_end(s, &hg));
+    TRY(cw_capture_end(&hg, s));
     void *process_args[] = {&ctl, &sum};
-    TRY(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    TRY(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     TRY(cw_kernel_launch(process, s, &lc, process_args));
-    TRY(cw_capture_end(s, &wg));
+    TRY(cw_capture_end(&wg, s));
     TRY(cw_resident_set_handler(r, hg));
     TRY(cw_resident_set_workload(r, wg));
     TRY(cw_resident_launch(r));

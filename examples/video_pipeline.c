@@ -299,7 +299,7 @@ int main(void) {
         if ((expr) != CW_SUCCESS) {                                            \
             fprintf(stderr, "video_pipeline: %s\n", cw_last_error_message());  \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                   \
-                fprintf(stderr, "%s", cw_compile_log());                       \
+                fprintf(stderr, "%s", cw_jit_get_compile_log());                       \
             goto out;                                                          \
         }                                                                      \
     } while (0)
@@ -312,7 +312,7 @@ int main(void) {
     TRY(cw_module_load(&mod, prog));
     TRY(cw_module_get_kernel(mod, "blur3", &sh.blur));
     TRY(cw_module_get_kernel(mod, "sad", &sh.sad));
-    TRY(cw_builtin_kernel(CW_BUILTIN_FILL_U32, &sh.fill));
+    TRY(cw_builtin_get_kernel(CW_BUILTIN_FILL_U32, &sh.fill));
     TRY(cw_kernel_preload(sh.blur, ctx));
     TRY(cw_kernel_preload(sh.sad, ctx));
     TRY(cw_kernel_preload(sh.fill, ctx));

@@ -15,12 +15,21 @@
  * comma-separated list, read once, at the first cuGetProcAddress_v2 (or
  * fake_cuda_features) call; "all" turns every feature on. With a feature off
  * its entries are reported as not found, so the probes see an older driver.
- *  - "library": cuLibraryLoadData (any non-NULL image; options ignored),
- *    cuLibraryUnload, cuLibraryGetKernel (any name; the same name gives the
- *    same kernel again), cuKernelGetFunction (needs a current context),
- *    cuKernelGetParamInfo (CUDA_ERROR_INVALID_VALUE for every index: no
- *    parameter information, so callers see zero parameters) and
- *    cuLaunchKernelEx. A launch (cuLaunchKernelEx or cuLaunchKernel, of a
+ *  - "library": cuLibraryLoadData (options ignored; the image is checked
+ *    the way the real driver tells images apart, as when it loads eagerly:
+ *    a cubin is 64-bit little-endian ELF for EM_CUDA (190), a fatbin starts
+ *    with the magic 0xBA55ED50 and version 1 (or is nvcc's wrapper of one,
+ *    magic 0x466243B1), PTX is text whose first directive after blanks and
+ *    comments is .version; the fake NVRTC's "FAKECUBIN" and "//FAKEPTX"
+ *    code stands for a cubin and PTX; anything else is refused with
+ *    CUDA_ERROR_INVALID_IMAGE), cuLibraryUnload, cuLibraryGetKernel (any
+ *    name; the same name gives the same kernel again),
+ *    cuKernelGetFunction (needs a current context), cuKernelGetParamInfo
+ *    (a kernel whose name ends in "#" and parameter sizes separated by
+ *    commas, "fill#8,4,8", has those parameters, laid out as a compiler
+ *    would (each at an offset aligned to its size, at most 8); any other
+ *    kernel has none: CUDA_ERROR_INVALID_VALUE for every index, as past the
+ *    last one) and cuLaunchKernelEx. A launch (cuLaunchKernelEx or cuLaunchKernel, of a
  *    kernel's function or of a CUkernel cast to CUfunction) is a work item
  *    that does nothing, in stream order; during a capture it is recorded as
  *    a kernel node, replayed (as a no-op item) by graph launches. A launch
@@ -2041,12 +2050,45 @@ FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, v
                          config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream));
 }
 
+/* The image is one the driver loads (see the top comment). Reads byte by
+ * byte, so that text shorter than a magic is not read past its NUL. */
+static int image_starts(const unsigned char *b, const char *magic, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (unsigned char)magic[i]) return 0;
+    return 1;
+}
+
+static int image_valid(const void *code) {
+    const unsigned char *b = (const unsigned char *)code;
+    if (image_starts(b, "\x7f" "ELF", 4)) return b[4] == 2 && b[5] == 1 && (b[18] | b[19] << 8) == 190;
+    if (image_starts(b, "\x50\xed\x55\xba", 4)) return (b[4] | b[5] << 8) == 1 && (b[6] | b[7] << 8) >= 16;
+    if (image_starts(b, "\xb1\x43\x62\x46", 4)) return (b[4] == 1 || b[4] == 2) && !b[5] && !b[6] && !b[7];
+    if (image_starts(b, "FAKECUBIN", 9) || image_starts(b, "//FAKEPTX", 9)) return 1; /* the fake NVRTC's code */
+    size_t i = 0;
+    for (;;) {
+        while (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == '\f' || b[i] == '\v') i++;
+        if (b[i] == '/' && b[i + 1] == '/') {
+            while (b[i] && b[i] != '\n') i++;
+        } else if (b[i] == '/' && b[i + 1] == '*') {
+            i += 2;
+            while (b[i] && !(b[i] == '*' && b[i + 1] == '/')) i++;
+            if (!b[i]) return 0;
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    return strncmp((const char *)b + i, ".version", 8) == 0 &&
+           (b[i + 8] == ' ' || b[i + 8] == '\t' || b[i + 8] == '\n' || b[i + 8] == '\r');
+}
+
 FAKE_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jit_options, void **jit_values,
                                     unsigned n_jit, CUlibraryOption *lib_options, void **lib_values, unsigned n_lib) {
     (void)jit_options, (void)jit_values, (void)n_jit, (void)lib_options, (void)lib_values, (void)n_lib;
     ENTER(cuLibraryLoadData);
     NEED_INIT();
     if (!lib || !code) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!image_valid(code)) RETURN(CUDA_ERROR_INVALID_IMAGE);
     struct CUlib_st *l = (struct CUlib_st *)calloc(1, sizeof *l);
     if (!l) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     l->magic = MAGIC_LIB;
@@ -2132,12 +2174,30 @@ FAKE_API CUresult cuFuncGetAttribute(int *value, int attrib, CUfunction f) {
     RETURN(CUDA_SUCCESS);
 }
 
+/* Parameters from the kernel's name: "name#8,4,8" (see the top comment). */
 FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size) {
-    (void)index, (void)offset, (void)size;
     ENTER(cuKernelGetParamInfo);
     NEED_INIT();
-    if (!kernel_of(kernel)) RETURN(CUDA_ERROR_INVALID_HANDLE);
-    RETURN(CUDA_ERROR_INVALID_VALUE); /* no parameter information: every index is past the end */
+    struct CUkern_st *k = kernel_of(kernel);
+    if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!offset) RETURN(CUDA_ERROR_INVALID_VALUE);
+    const char *p = strrchr(k->name, '#');
+    size_t at = 0;
+    for (size_t i = 0; p && p[1]; i++) {
+        char *end = NULL;
+        const unsigned long n = strtoul(p + 1, &end, 10);
+        if (end == p + 1 || n == 0) break; /* malformed: no more parameters */
+        const size_t align = n < 8 ? n : 8;
+        at = (at + align - 1) / align * align;
+        if (i == index) {
+            *offset = at;
+            if (size) *size = n;
+            RETURN(CUDA_SUCCESS);
+        }
+        at += n;
+        p = *end == ',' ? end : NULL;
+    }
+    RETURN(CUDA_ERROR_INVALID_VALUE); /* past the last parameter */
 }
 
 /* ---- green contexts -------------------------------------------------------
@@ -3075,11 +3135,15 @@ FAKE_API long fake_cuda_waits(void) {
     return v;
 }
 
-/* Number of calls of a driver entry ("cuEventRecord") so far, -1 if unknown. */
+/* Number of calls of a driver entry ("cuEventRecord") so far, -1 if unknown; "*": of every entry. */
 FAKE_API long fake_cuda_calls(const char *entry) {
     long v = -1;
     if (!entry) return -1;
     lock();
+    if (!strcmp(entry, "*")) { /* every entry's calls together */
+        v = 0;
+        for (int i = 0; i < F_COUNT; i++) v += g_calls[i];
+    }
     for (int i = 0; i < F_COUNT; i++)
         if (!strcmp(g_entry_names[i], entry)) v = g_calls[i];
     unlock();

@@ -225,7 +225,7 @@ static void test_graphs(void **) {
         OK(e.upload(s));
         OK(e.launch(s));
         OK(s.synchronize());
-        assert_int_equal(e.stats().launches, 1);
+        assert_int_equal(e.info().launches, 1);
         cw_graph_update_info ui = VAL(e.update(parent));
         assert_int_equal(ui.kind, CW_GRAPH_UPDATED_IN_PLACE);
         // moves
@@ -1379,7 +1379,7 @@ static int run_group(const char *fake, bool features) {
         // first loop is made
         for (int b = 0; b < CW_BUILTIN_COUNT; b++) {
             cw_kernel *k = nullptr;
-            if (cw_builtin_kernel((cw_builtin)b, &k) != CW_SUCCESS) {
+            if (cw_builtin_get_kernel((cw_builtin)b, &k) != CW_SUCCESS) {
                 printf("FAIL: built-in kernel %d: %s\n", b, cw_last_error_message());
                 return 1;
             }

@@ -232,10 +232,10 @@ static void cycle_graph(long i) {
     (void)i;
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     launch(k_empty, s, NULL);
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     assert_cw_ok(cw_stream_wait(s, busy));

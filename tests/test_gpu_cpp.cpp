@@ -82,7 +82,7 @@ static void test_wrappers_on_gpu(void **) {
     exec.upload(a);
     exec.launch(a);
     a.synchronize();
-    assert_int_equal(exec.stats().launches, 1);
+    assert_int_equal(exec.info().launches, 1);
     assert_int_equal(exec.update(parent).kind, CW_GRAPH_UPDATED_IN_PLACE);
 
     // kernels: a built-in launched with typed arguments, checked against its

@@ -124,10 +124,10 @@ static void test_chain_matches_direct(void **state) {
 
     dset(p, 1);
     dset(q, 0);
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     enqueue_chain(hnd(s), p, q, n);
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     assert_int_equal(dget(q), 0); /* captured, not run */
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(g, &gi));
@@ -172,8 +172,8 @@ static void test_chain_matches_direct(void **state) {
     unlink(path);
     assert_non_null(strstr(buf, "digraph"));
 
-    cw_graph_exec_stats st;
-    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
+    cw_graph_exec_info st;
+    assert_cw_ok(cw_graph_exec_get_info(e, &st));
     assert_int_equal(st.launches, 3);
     cw_graph_exec_destroy(&e);
     cw_graph_destroy(&g);
@@ -190,7 +190,7 @@ static void test_fork_join_capture_order(void **state) {
     dptr t = dalloc(8 * sizeof(unsigned long long));
     cw_stream *s = NULL, *b = NULL, *c = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     stamp(hnd(s), t + 0 * 16, 10 * MS);
     assert_cw_ok(cw_stream_fork(&b, s));
     assert_cw_ok(cw_stream_fork(&c, s));
@@ -200,7 +200,7 @@ static void test_fork_join_capture_order(void **state) {
     assert_cw_ok(cw_stream_join(s, &c));
     stamp(hnd(s), t + 3 * 16, 1 * MS);
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(g, &gi));
     assert_int_equal(gi.nodes, 4);
@@ -237,9 +237,9 @@ static void test_update_changes_argument(void **state) {
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 5);
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     cw_graph_destroy(&g);
@@ -248,9 +248,9 @@ static void test_update_changes_argument(void **state) {
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(dget(p), 5);
 
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 7);
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_update_info ui;
     assert_cw_ok(cw_graph_exec_update(e, g, &ui));
     cw_graph_destroy(&g);
@@ -260,10 +260,10 @@ static void test_update_changes_argument(void **state) {
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(dget(p), 7);
 
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 7);
     mul_add(hnd(s), p, 2);
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     assert_cw_ok(cw_graph_exec_update(e, g, &ui));
     cw_graph_destroy(&g);
     assert_int_equal(ui.kind, CW_GRAPH_REINSTANTIATED);
@@ -275,8 +275,8 @@ static void test_update_changes_argument(void **state) {
     assert_cw_ok(cw_graph_exec_launch(e, s));
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(dget(p), host_mul_add(host_mul_add(0, 7), 2));
-    cw_graph_exec_stats st;
-    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
+    cw_graph_exec_info st;
+    assert_cw_ok(cw_graph_exec_get_info(e, &st));
     assert_int_equal(st.updates_in_place, 1);
     assert_int_equal(st.reinstantiations, 1);
     cw_graph_exec_destroy(&e);
@@ -291,7 +291,7 @@ static void test_invalidated_capture(void **state) {
     dptr p = dalloc(4);
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 1);
     assert_cw(CW_ERROR_CAPTURE, cw_stream_synchronize(s));
     cw_capture_state cs = CW_CAPTURE_NONE;
@@ -299,7 +299,7 @@ static void test_invalidated_capture(void **state) {
     assert_int_equal(cs, CW_CAPTURE_INVALIDATED);
     cw_graph *g = NULL;
     cw_clear_error();
-    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
     printf("# %s\n", cw_last_error_message());
     assert_non_null(strstr(cw_last_error_message(), "invalidated by cw_stream_synchronize"));
@@ -311,9 +311,9 @@ static void test_invalidated_capture(void **state) {
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(dget(p), 7);
     /* and captures again */
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 1);
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     assert_cw_ok(cw_graph_exec_launch(e, s));
@@ -338,15 +338,19 @@ static void test_while_runs_n_times(void **state) {
     cw_graph *g = NULL, *body = NULL, *no_else = (cw_graph *)0x1;
     assert_cw_ok(cw_graph_create(&g, ctx));
     cw_cond_handle h = 0;
-    assert_cw_ok(cw_graph_cond_create(g, 1, CW_COND_RESET_EACH_LAUNCH, &h));
+    assert_cw_ok(cw_graph_add_cond_handle(g, 1, CW_COND_RESET_EACH_LAUNCH, &h));
     /* the setter, captured into g; then the WHILE node after it */
-    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
     {
         void *args[] = {&h, &limit};
         cur();
         assert_cu_ok(rawcuda_launch1(&rc, k_set_cond, hnd(s), args));
     }
-    assert_cw_ok(cw_capture_end(s, NULL));
+    {
+        cw_graph *got = NULL; /* the graph captured into, no new ownership */
+        assert_cw_ok(cw_capture_end(&got, s));
+        assert_ptr_equal(got, g);
+    }
     cw_graph_node *after[1] = {NULL};
     size_t nsinks = 0;
     assert_cw_ok(cw_graph_get_sinks(g, after, 1, &nsinks));
@@ -360,16 +364,23 @@ static void test_while_runs_n_times(void **state) {
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(body, &gi));
     assert_int_equal(gi.is_body, 1);
-    cw_graph_destroy(&body); /* refused: the node owns it */
-    assert_non_null(body);
+    cw_graph *body_copy = body;
+    cw_graph_destroy(&body); /* left alone: the node owns it; only the pointer goes */
+    assert_null(body);
+    body = body_copy;
+    assert_cw_ok(cw_graph_get_info(body, &gi));
     /* the body, captured */
-    assert_cw_ok(cw_capture_begin_to(s, body, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, body, CW_CAPTURE_GLOBAL));
     {
         void *args[] = {&h, &count, &limit};
         cur();
         assert_cu_ok(rawcuda_launch1(&rc, k_while_body, hnd(s), args));
     }
-    assert_cw_ok(cw_capture_end(s, NULL));
+    {
+        cw_graph *got = NULL; /* the graph captured into, no new ownership */
+        assert_cw_ok(cw_capture_end(&got, s));
+        assert_ptr_equal(got, body);
+    }
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     const int limits[] = {5, 1, 0, 1000, 3};
@@ -400,23 +411,27 @@ static void test_if_else_and_children(void **state) {
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     cw_graph *chain = NULL;
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 10);
-    assert_cw_ok(cw_capture_end(s, &chain));
+    assert_cw_ok(cw_capture_end(&chain, s));
     cw_graph *g = NULL, *then_body = NULL, *else_body = NULL;
     assert_cw_ok(cw_graph_create(&g, ctx));
     cw_graph_node *first = NULL;
     assert_cw_ok(cw_graph_add_child(g, chain, NULL, 0, &first));
     cw_graph_destroy(&chain); /* the child is a copy */
     cw_cond_handle h = 0;
-    assert_cw_ok(cw_graph_cond_create(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
-    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL)); /* after the child */
+    assert_cw_ok(cw_graph_add_cond_handle(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
+    assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL)); /* after the child */
     {
         void *args[] = {&h, &flag};
         cur();
         assert_cu_ok(rawcuda_launch1(&rc, k_set_cond, hnd(s), args));
     }
-    assert_cw_ok(cw_capture_end(s, NULL));
+    {
+        cw_graph *got = NULL; /* the graph captured into, no new ownership */
+        assert_cw_ok(cw_capture_end(&got, s));
+        assert_ptr_equal(got, g);
+    }
     cw_graph_node *after[1];
     size_t n = 0;
     assert_cw_ok(cw_graph_get_sinks(g, after, 1, &n));
@@ -430,12 +445,20 @@ static void test_if_else_and_children(void **state) {
     cset.with_else = 1;
     assert_cw_ok(cw_graph_add_conditional(g, h, &cset, after, 1, NULL, &then_body, &else_body));
     assert_non_null(else_body);
-    assert_cw_ok(cw_capture_begin_to(s, then_body, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, then_body, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 1);
-    assert_cw_ok(cw_capture_end(s, NULL));
-    assert_cw_ok(cw_capture_begin_to(s, else_body, CW_CAPTURE_GLOBAL));
+    {
+        cw_graph *got = NULL; /* the graph captured into, no new ownership */
+        assert_cw_ok(cw_capture_end(&got, s));
+        assert_ptr_equal(got, then_body);
+    }
+    assert_cw_ok(cw_capture_begin(s, else_body, CW_CAPTURE_GLOBAL));
     mul_add(hnd(s), p, 2);
-    assert_cw_ok(cw_capture_end(s, NULL));
+    {
+        cw_graph *got = NULL; /* the graph captured into, no new ownership */
+        assert_cw_ok(cw_capture_end(&got, s));
+        assert_ptr_equal(got, else_body);
+    }
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     dset(p, 0);
@@ -482,14 +505,14 @@ static void test_graph_on_partition(void **state) {
     assert_cu_ok(rc.cuMemcpyHtoD(p, &zero, 4));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, part, NULL));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     for (int v = 1; v <= 3; v++) {
         void *args[] = {&p, &v};
         assert_cu_ok(rc.cuCtxSetCurrent(pcu));
         assert_cu_ok(rawcuda_launch1(&rc, pk, hnd(s), args));
     }
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g, 0));
     assert_cw_ok(cw_graph_exec_launch(e, s));

@@ -10,6 +10,11 @@
  *  - PTX output loads and runs (the driver JITs it);
  *  - one module load serves the primary context and a green partition;
  *  - launch attributes: a thread-block cluster and a launch priority;
+ *  - images are checked at load (4 KiB of garbage refused by
+ *    cw_module_load_image, not at the first kernel lookup), and launches
+ *    against the kernel's parameters (NULL args for a kernel that has
+ *    parameters, and wrong cfg.arg_sizes, are CW_ERROR_INVALID_ARGUMENT,
+ *    not the driver's error; on a driver that lists parameters, 12.4+);
  *  - the built-in kernels (fill, write, timestamp, set a graph condition)
  *    run on a green partition, the last inside a graph's IF node.
  *
@@ -118,7 +123,7 @@ static void test_templated_kernel(void **state) {
     printf("# compiled axpb for sm_%d: %zu bytes of cubin (%s)\n", pi.arch, pi.size,
            pi.source == CW_FROM_COMPILE ? "NVRTC" : pi.source == CW_FROM_DISK ? "disk cache" : "memory cache");
     const char *low = NULL;
-    assert_cw_ok(cw_program_lowered_name(p, "axpb<int>", &low));
+    assert_cw_ok(cw_program_get_lowered_name(p, "axpb<int>", &low));
     assert_non_null(strstr(low, "axpb"));
     cw_module *m = NULL;
     assert_cw_ok(cw_module_load(&m, p));
@@ -130,7 +135,7 @@ static void test_templated_kernel(void **state) {
     assert_ptr_equal(ki, again);
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_get_kernel(m, "axpb<double>", &again));
     size_t count = 0, sizes[8] = {0};
-    cw_status st = cw_kernel_get_params(ki, ctx, &count, sizes, 8);
+    cw_status st = cw_kernel_get_params(ki, ctx, sizes, 8, &count);
     if (st == CW_SUCCESS) {
         assert_int_equal(count, 4);
         assert_int_equal(sizes[0], 8);
@@ -182,9 +187,9 @@ static void test_compile_error_log(void **state) {
     cw_program *p = NULL;
     assert_cw(CW_ERROR_COMPILE, cw_program_compile(&p, ctx, bad, &ps));
     assert_null(p);
-    printf("# the log: %s", cw_compile_log());
-    assert_non_null(strstr(cw_compile_log(), "broken.cu(3)"));
-    assert_non_null(strstr(cw_compile_log(), "error"));
+    printf("# the log: %s", cw_jit_get_compile_log());
+    assert_non_null(strstr(cw_jit_get_compile_log(), "broken.cu(3)"));
+    assert_non_null(strstr(cw_jit_get_compile_log(), "error"));
     assert_non_null(strstr(cw_last_error_message(), "broken.cu(3)"));
 }
 
@@ -362,11 +367,73 @@ static void test_one_module_many_contexts(void **state) {
     cw_module_destroy(&m);
 }
 
+/* 0.2: cw_module_load_image refuses what the driver would refuse, at load
+ * (the lazily loading driver took 4 KiB of garbage; the error came from
+ * cw_module_get_kernel), and cw_kernel_launch checks the arguments against
+ * the kernel's parameters in C (NULL args reached the driver, which
+ * answered CW_ERROR_DRIVER). */
+static void test_checked_load_and_launch(void **state) {
+    (void)state;
+    unsigned char *junk = malloc(4096);
+    assert_non_null(junk);
+    unsigned seed = 4096;
+    for (size_t i = 0; i < 4096; i++) junk[i] = (unsigned char)(rand_r(&seed) | 1);
+    junk[0] = 0x3f;
+    junk[4095] = 0;
+    cw_module *m = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load_image(&m, junk));
+    assert_null(m);
+    assert_non_null(strstr(cw_last_error_message(), "not a cubin"));
+    free(junk);
+
+    assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
+    cw_kernel *k = NULL;
+    assert_cw_ok(cw_module_get_kernel(m, "cw_mul_add", &k)); /* (int *p, int v) */
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    dptr p = 0;
+    cur();
+    assert_cu_ok(rc.cuMemAlloc(&p, 4));
+    assert_cu_ok(rc.cuMemsetD32(p, 0, 1));
+    assert_cu_ok(rc.cuCtxSynchronize());
+    int v = 4;
+    void *args[] = {&p, &v};
+    cw_launch_config lc;
+    cw_launch_config_default(&lc);
+    size_t n = 0;
+    const int listed = cw_kernel_get_params(k, ctx, NULL, 0, &n) == CW_SUCCESS;
+    if (listed) {
+        assert_int_equal(n, 2);
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
+        assert_non_null(strstr(cw_last_error_message(), "args is NULL"));
+        const size_t wrong[] = {8, 8};
+        lc.arg_sizes = wrong;
+        lc.n_args = 2;
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
+        lc.n_args = 1;
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
+    } else {
+        printf("# this driver cannot list parameters (before 12.4): launches go unchecked\n");
+    }
+    const size_t right[] = {8, 4};
+    lc.arg_sizes = right;
+    lc.n_args = 2;
+    assert_cw_ok(cw_kernel_launch(k, s, &lc, args)); /* the refused ones launched nothing: 0 * 3 + 4 */
+    assert_cw_ok(cw_stream_synchronize(s));
+    int got = -1;
+    cur();
+    assert_cu_ok(rc.cuMemcpyDtoH(&got, p, sizeof got));
+    assert_cu_ok(rc.cuMemFree(p));
+    assert_int_equal(got, 4);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 /* The built-in kernels run on a green partition; SET_COND drives an IF node
  * in a graph made there. */
 static void test_builtins_on_partition(void **state) {
     (void)state;
-    printf("# built-in kernels: %s\n", cw_builtin_origin());
+    printf("# built-in kernels: %s\n", cw_builtin_get_origin());
     cw_partition_group *set = NULL;
     cw_context *where = ctx;
     CUcontext wcu = cuctx;
@@ -379,10 +446,10 @@ static void test_builtins_on_partition(void **state) {
         printf("# no green contexts: the built-ins run on the primary context\n");
     }
     cw_kernel *fill = NULL, *wr = NULL, *ts = NULL, *sc = NULL;
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_FILL_U32, &fill));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_WRITE_U32, &wr));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &ts));
-    assert_cw_ok(cw_builtin_kernel(CW_BUILTIN_SET_COND, &sc));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_FILL_U32, &fill));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_WRITE_U32, &wr));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_TIMESTAMP, &ts));
+    assert_cw_ok(cw_builtin_get_kernel(CW_BUILTIN_SET_COND, &sc));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, where, NULL));
     const uint64_t n = 1u << 20;
@@ -425,11 +492,15 @@ static void test_builtins_on_partition(void **state) {
         cw_graph *g = NULL, *body = NULL;
         assert_cw_ok(cw_graph_create(&g, where));
         cw_cond_handle h = 0;
-        assert_cw_ok(cw_graph_cond_create(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
-        assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+        assert_cw_ok(cw_graph_add_cond_handle(g, 0, CW_COND_RESET_EACH_LAUNCH, &h));
+        assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
         void *cargs[] = {&h, &flag};
         assert_cw_ok(cw_kernel_launch(sc, s, &lc, cargs));
-        assert_cw_ok(cw_capture_end(s, NULL));
+        {
+            cw_graph *got = NULL; /* the graph captured into, no new ownership */
+            assert_cw_ok(cw_capture_end(&got, s));
+            assert_ptr_equal(got, g);
+        }
         cw_graph_node *after = NULL;
         size_t ns = 0;
         assert_cw_ok(cw_graph_get_sinks(g, &after, 1, &ns));
@@ -437,11 +508,15 @@ static void test_builtins_on_partition(void **state) {
         cw_cond_settings_default(&cs);
         cs.type = CW_COND_IF;
         assert_cw_ok(cw_graph_add_conditional(g, h, &cs, &after, 1, NULL, &body, NULL));
-        assert_cw_ok(cw_capture_begin_to(s, body, CW_CAPTURE_GLOBAL));
+        assert_cw_ok(cw_capture_begin(s, body, CW_CAPTURE_GLOBAL));
         uint32_t seventy_seven = 77;
         void *wargs[] = {&out, &seventy_seven};
         assert_cw_ok(cw_kernel_launch(wr, s, &lc, wargs));
-        assert_cw_ok(cw_capture_end(s, NULL));
+        {
+            cw_graph *got = NULL; /* the graph captured into, no new ownership */
+            assert_cw_ok(cw_capture_end(&got, s));
+            assert_ptr_equal(got, body);
+        }
         cw_graph_exec *e = NULL;
         assert_cw_ok(cw_graph_instantiate(&e, g, 0));
         for (int round = 0; round < 2; round++) {
@@ -485,6 +560,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_second_process_from_disk),
         cmocka_unit_test(test_ptx_output),
         cmocka_unit_test(test_one_module_many_contexts),
+        cmocka_unit_test(test_checked_load_and_launch),
         cmocka_unit_test(test_builtins_on_partition),
     };
     int r = cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -153,13 +153,13 @@ typedef struct step {
 static cw_graph *capture(cw_context *c, const step *steps, int n) {
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, c, NULL));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     CUcontext cu = NULL;
     assert_cw_ok(cwt_context_handle(c, &cu));
     assert_cu_ok(rc.cuCtxSetCurrent(cu));
     for (int i = 0; i < n; i++) assert_cu_ok(rawcuda_launch1(&rc, steps[i].fn, hnd(s), steps[i].args));
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_stream_destroy(&s);
     return g;
 }

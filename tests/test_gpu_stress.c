@@ -205,9 +205,9 @@ static void test_soak_resident(void **state) {
     CUstream h = NULL;
     assert_cw_ok(cwt_stream_handle(s, &h));
     cw_graph *g2 = NULL;
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     assert_cu_ok(rawcuda_launch1(&rc, apply, h, args));
-    assert_cw_ok(cw_capture_end(s, &g2));
+    assert_cw_ok(cw_capture_end(&g2, s));
     assert_cw_ok(cw_resident_set_workload(r, g2));
     cw_graph_destroy(&g2);
     assert_cw_ok(cw_resident_launch(r));

@@ -107,7 +107,7 @@ static cw_status sc_graph(void) {
     cw_status st = cw_buffer_create(&b, s, 1024);
     if (!st) st = cw_buffer_get_ptr(b, &p);
     if (!st) st = cw_stream_synchronize(s);
-    if (!st) st = cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL);
+    if (!st) st = cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL);
     if (!st) {
         unsigned n = 256, v = 3;
         long long ns = 0;
@@ -116,7 +116,7 @@ static cw_status sc_graph(void) {
         cw_launch_config c;
         cw_launch_config_default(&c);
         cw_status l = cw_kernel_launch(g_fill, s, &c, args);
-        st = cw_capture_end(s, &g);
+        st = cw_capture_end(&g, s);
         if (!st) st = l;
     }
     if (!st) st = cw_graph_instantiate(&e, g, 0);

@@ -262,7 +262,7 @@ static void test_compile_then_hits(void **state) {
     cw_program_info ic = info_of(c);
     assert_int_equal(ic.source, CW_FROM_DISK);
     assert_memory_equal(ic.code, ia.code, ia.size);
-    assert_string_equal(cw_compile_log(), "");
+    assert_string_equal(cw_jit_get_compile_log(), "");
     assert_int_equal(nv_compiles(), c0 + 1);
     const cw_jit_stats s1 = stats();
     assert_int_equal(s1.compiles - s0.compiles, 1);
@@ -479,10 +479,10 @@ static void test_compile_error(void **state) {
     cw_clear_error();
     assert_cw(CW_ERROR_COMPILE, cw_program_compile(&p, ctx, bad, &ps));
     assert_null(p);
-    assert_non_null(strstr(cw_compile_log(), "frob.cu(3): error"));
-    assert_non_null(strstr(cw_compile_log(), "the frobnicator is missing"));
+    assert_non_null(strstr(cw_jit_get_compile_log(), "frob.cu(3): error"));
+    assert_non_null(strstr(cw_jit_get_compile_log(), "the frobnicator is missing"));
     assert_non_null(strstr(cw_last_error_message(), "frob.cu(3)"));
-    assert_non_null(strstr(cw_last_error_message(), "cw_compile_log()"));
+    assert_non_null(strstr(cw_last_error_message(), "cw_jit_get_compile_log()"));
     assert_int_equal(cw_last_error()->status, CW_ERROR_COMPILE);
     assert_int_equal(count_files(dir, ".cwk", NULL), 0);
     /* and again: an error is not cached either */
@@ -596,7 +596,7 @@ static void test_disk_malformed(void **state) {
         if (info_of(q).source != CW_FROM_COMPILE) fail_msg("round %d: a malformed entry was loaded", round);
         assert_int_equal(stats().disk_rejected - s0.disk_rejected, 1);
         const char *low = NULL;
-        assert_cw_ok(cw_program_lowered_name(q, "mal<int>", &low));
+        assert_cw_ok(cw_program_get_lowered_name(q, "mal<int>", &low));
         assert_string_equal(low, "_Zfake_mal_int_");
         cw_program_destroy(&q);
         cw_jit_cache_clear_memory();
@@ -735,25 +735,25 @@ static void test_names_and_modules(void **state) {
     ps.n_name_expressions = 2;
     cw_program *p = compile_with("template <class T> __global__ void scale(T *x) {}\n", &ps);
     const char *low = NULL;
-    assert_cw_ok(cw_program_lowered_name(p, "scale<int>", &low));
+    assert_cw_ok(cw_program_get_lowered_name(p, "scale<int>", &low));
     assert_string_equal(low, "_Zfake_scale_int_");
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_lowered_name(p, "scale<double>", &low));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_program_get_lowered_name(p, "scale<double>", &low));
     /* from the disk cache, the names come along */
     cw_jit_cache_clear_memory();
     cw_program *q = compile_with("template <class T> __global__ void scale(T *x) {}\n", &ps);
     assert_int_equal(info_of(q).source, CW_FROM_DISK);
-    assert_cw_ok(cw_program_lowered_name(q, "scale<float>", &low));
+    assert_cw_ok(cw_program_get_lowered_name(q, "scale<float>", &low));
     assert_string_equal(low, "_Zfake_scale_float_");
     cw_module *m = NULL;
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_module_load(&m, p));
     assert_non_null(strstr(cw_last_error_message(), "library API"));
     assert_null(m);
     cw_kernel *k = NULL;
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_builtin_kernel(CW_BUILTIN_FILL_U32, &k));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_builtin_kernel(CW_BUILTIN_COUNT, &k));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_builtin_get_kernel(CW_BUILTIN_FILL_U32, &k));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_builtin_get_kernel(CW_BUILTIN_COUNT, &k));
     assert_null(k);
-    assert_non_null(cw_builtin_origin());
-    assert_true(strlen(cw_builtin_origin()) > 3);
+    assert_non_null(cw_builtin_get_origin());
+    assert_true(strlen(cw_builtin_get_origin()) > 3);
     cw_launch_config lc;
     memset(&lc, 0x5a, sizeof lc);
     cw_launch_config_default(&lc);

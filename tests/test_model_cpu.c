@@ -326,8 +326,16 @@ static void use_stale(Thread *t) {
         st = cw_buffer_get_info((cw_buffer *)h, &bi);
         break;
     }
-    case K_GRAPH: st = cw_graph_get_context((cw_graph *)h, &c); break;
-    case K_EXEC: st = cw_graph_exec_get_context((cw_graph_exec *)h, &c); break;
+    case K_GRAPH: {
+        cw_graph_info gi;
+        st = cw_graph_get_info((cw_graph *)h, &gi);
+        break;
+    }
+    case K_EXEC: {
+        cw_graph_exec_info ei;
+        st = cw_graph_exec_get_info((cw_graph_exec *)h, &ei);
+        break;
+    }
     case K_MODULE: {
         cw_kernel *kern = NULL;
         st = cw_module_get_kernel((cw_module *)h, "model_k", &kern);

@@ -271,7 +271,7 @@ static void test_states(void **state) {
 static cw_status three_kernels(cw_stream *s, void *user) {
     (void)user;
     cw_kernel *k = NULL;
-    cw_status st = cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &k);
+    cw_status st = cw_builtin_get_kernel(CW_BUILTIN_TIMESTAMP, &k);
     unsigned long long dst = 0;
     void *args[] = {&dst};
     cw_launch_config cfg;
@@ -335,7 +335,7 @@ static void test_overlap(void **state) {
  * itself; a second context gets its own entry. */
 static void test_kernel_function_cache(void **state) {
     (void)state;
-    static const char image[] = "fake image for the cache";
+    static const char image[] = "// fake PTX for the cache\n.version 8.0\n.target sm_90\n";
     cw_module *m = NULL;
     assert_cw_ok(cw_module_load_image(&m, image));
     cw_kernel *k = NULL;
@@ -347,10 +347,10 @@ static void test_kernel_function_cache(void **state) {
     const long gets0 = fake_calls("cuKernelGetFunction"), launches0 = fake_calls("cuLaunchKernelEx"),
                plain0 = fake_calls("cuLaunchKernel");
     /* captured first: launched, nothing resolved */
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     assert_cw_ok(cw_kernel_launch(k, s, &lc, NULL));
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_destroy(&g);
     assert_int_equal(fake_calls("cuKernelGetFunction"), gets0);
     /* then ten launches: resolved once, launched through the function with
@@ -456,7 +456,7 @@ static void test_releases_wait_for_running_loops(void **state) {
     assert_cw_ok(cw_resident_create(&b, ctx, NULL));
     assert_cw_ok(cw_resident_create(&c, ctx, NULL));
     cw_module *m = NULL;
-    static const char image[] = "fake image";
+    static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
     assert_cw_ok(cw_module_load_image(&m, image));
     cw_kernel *k = NULL;
     assert_cw_ok(cw_module_get_kernel(m, "k", &k));
@@ -548,7 +548,7 @@ static cw_status count_capture(cw_stream *s, void *user) {
     c->calls++;
     if (c->ret != CW_SUCCESS) return c->ret;
     cw_kernel *k = NULL;
-    cw_status st = cw_builtin_kernel(CW_BUILTIN_TIMESTAMP, &k); /* any kernel: the fake runs none */
+    cw_status st = cw_builtin_get_kernel(CW_BUILTIN_TIMESTAMP, &k); /* any kernel: the fake runs none */
     if (st != CW_SUCCESS) return st;
     unsigned long long dst = 0;
     void *args[] = {&dst};

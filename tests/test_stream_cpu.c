@@ -2069,9 +2069,9 @@ static void count_replay(void *arg) {
 
 static cw_graph *capture_writes(cw_stream *s, volatile uint32_t *w, const uint32_t *values, size_t n) {
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     for (size_t i = 0; i < n; i++) write_word(s, &w[i], values[i]);
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     assert_non_null(g);
     return g;
 }
@@ -2083,7 +2083,7 @@ static void test_graph_capture_replay(void **state) {
     volatile uint32_t *w = host_words(2);
     cw_capture_state cs = CW_CAPTURE_NONE;
     atomic_store(&g_replays, 0);
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     assert_cw_ok(cw_capture_get_state(s, &cs));
     assert_int_equal(cs, CW_CAPTURE_ACTIVE);
     write_word(s, &w[0], 7);
@@ -2091,7 +2091,7 @@ static void test_graph_capture_replay(void **state) {
     assert_int_equal(w[0], 0); /* recorded only */
     assert_int_equal(atomic_load(&g_replays), 0);
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     assert_cw_ok(cw_capture_get_state(s, &cs));
     assert_int_equal(cs, CW_CAPTURE_NONE);
     cw_graph_info gi;
@@ -2108,8 +2108,8 @@ static void test_graph_capture_replay(void **state) {
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(w[0], 7);
     assert_int_equal(atomic_load(&g_replays), 3);
-    cw_graph_exec_stats st;
-    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
+    cw_graph_exec_info st;
+    assert_cw_ok(cw_graph_exec_get_info(e, &st));
     assert_int_equal(st.launches, 3);
     assert_int_equal(st.updates_in_place, 0);
     assert_int_equal(st.reinstantiations, 0);
@@ -2134,7 +2134,7 @@ static void test_graph_capture_fork_join(void **state) {
     cw_stream *s = new_stream();
     volatile uint32_t *w = host_words(3);
     cw_stream *child = NULL;
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     write_word(s, &w[0], 1);
     assert_cw_ok(cw_stream_fork(&child, s));
     cw_capture_state cs = CW_CAPTURE_NONE;
@@ -2147,7 +2147,7 @@ static void test_graph_capture_fork_join(void **state) {
     assert_cw_ok(cw_stream_join(s, &child));
     write_word(s, &w[2], 3);
     cw_graph *g = NULL;
-    assert_cw_ok(cw_capture_end(s, &g));
+    assert_cw_ok(cw_capture_end(&g, s));
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(g, &gi));
     assert_int_equal(gi.nodes, 3);
@@ -2164,11 +2164,11 @@ static void test_graph_capture_fork_join(void **state) {
     cw_graph_destroy(&g);
 
     /* unjoined fork */
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     assert_cw_ok(cw_stream_fork(&child, s));
     write_word(child, &w[1], 9);
     cw_clear_error();
-    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
     assert_detail("cw_capture_end");
     assert_non_null(strstr(cw_last_error_message(), "not joined back"));
@@ -2191,7 +2191,7 @@ static void test_graph_capture_invalidated(void **state) {
     (void)state;
     cw_stream *s = new_stream();
     volatile uint32_t *w = host_words(1);
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     write_word(s, &w[0], 1);
     assert_cw(CW_ERROR_CAPTURE, cw_stream_synchronize(s));
     cw_capture_state cs = CW_CAPTURE_NONE;
@@ -2200,7 +2200,7 @@ static void test_graph_capture_invalidated(void **state) {
     assert_cw(CW_ERROR_CAPTURE, cw_stream_query(s)); /* a second offence: the first is reported */
     cw_graph *g = NULL;
     cw_clear_error();
-    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
     const char *m = cw_last_error_message();
     assert_non_null(strstr(m, "invalidated by cw_stream_synchronize"));
@@ -2218,9 +2218,9 @@ static void test_graph_capture_invalidated(void **state) {
     g = capture_writes(s, w, &v, 1);
     cw_graph_destroy(&g);
     /* a capture invalidated by a call cuweave did not make */
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     assert_int_equal(fk.cuStreamQuery(handle_of(s)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(s, &g));
+    assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_non_null(strstr(cw_last_error_message(), "cuweave did not make"));
     cw_stream_destroy(&s);
     free_words(w);
@@ -2231,16 +2231,16 @@ static void test_graph_capture_states(void **state) {
     (void)state;
     cw_stream *s = new_stream();
     cw_graph *g = NULL;
-    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_end(s, &g));
-    EXPECT_INVALID(cw_capture_begin, cw_capture_begin(s, (cw_capture_mode)7));
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_THREAD_LOCAL));
-    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_begin(s, CW_CAPTURE_GLOBAL));
-    EXPECT_INVALID(cw_capture_end, cw_capture_end(s, NULL));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_end(&g, s));
+    EXPECT_INVALID(cw_capture_begin, cw_capture_begin(s, NULL, (cw_capture_mode)7));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
+    EXPECT_INVALID(cw_capture_end, cw_capture_end(NULL, s)); /* the capture goes on */
     cw_future *f = NULL;
     assert_cw(CW_ERROR_INVALID_STATE, cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
     assert_cw(CW_ERROR_INVALID_STATE, cw_future_when_all(&f, &s, 1, CW_FUTURE_HOST_FUNC));
     assert_null(f);
-    assert_cw_ok(cw_capture_end(s, &g)); /* an empty capture is a graph with no node */
+    assert_cw_ok(cw_capture_end(&g, s)); /* an empty capture is a graph with no node */
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(g, &gi));
     assert_int_equal(gi.nodes, 0);
@@ -2248,13 +2248,13 @@ static void test_graph_capture_states(void **state) {
     /* the legacy NULL stream cannot be captured */
     cw_stream *nul = NULL;
     assert_cw_ok(cw_stream_wrap(&nul, g_ctx, NULL));
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_capture_begin(nul, CW_CAPTURE_GLOBAL));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_capture_begin(nul, NULL, CW_CAPTURE_GLOBAL));
     assert_non_null(strstr(cw_last_error_message(), "legacy NULL stream"));
     cw_stream_destroy(&nul);
     /* a stream destroyed while capturing takes its capture with it (the
      * teardown's leak check counts the fake's graphs) */
     volatile uint32_t *w = host_words(1);
-    assert_cw_ok(cw_capture_begin(s, CW_CAPTURE_RELAXED));
+    assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_RELAXED));
     write_word(s, &w[0], 3);
     cw_stream_destroy(&s);
     assert_int_equal(w[0], 0);
@@ -2262,8 +2262,8 @@ static void test_graph_capture_states(void **state) {
     cw_graph *bogus = (cw_graph *)(void *)&state;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_get_info(bogus, &gi));
     cw_graph_exec *ebogus = (cw_graph_exec *)(void *)&state;
-    cw_graph_exec_stats es;
-    assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_exec_get_stats(ebogus, &es));
+    cw_graph_exec_info ei;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_graph_exec_get_info(ebogus, &ei));
     free_words(w);
 }
 
@@ -2275,18 +2275,23 @@ static void test_graph_build(void **state) {
     volatile uint32_t *w = host_words(3);
     cw_graph *g = NULL, *out = NULL;
     assert_cw_ok(cw_graph_create(&g, g_ctx));
-    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
     write_word(s, &w[0], 1);
-    cw_graph_destroy(&g); /* refused while the capture records into it */
-    assert_non_null(g);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
     cw_graph_exec *e = NULL;
     assert_cw(CW_ERROR_INVALID_STATE, cw_graph_instantiate(&e, g, 0));
-    assert_cw_ok(cw_capture_end(s, &out));
-    assert_ptr_equal(out, g);
-    assert_cw_ok(cw_capture_begin_to(s, g, CW_CAPTURE_GLOBAL));
+    assert_cw_ok(cw_capture_end(&out, s));
+    assert_ptr_equal(out, g); /* the same graph, still the caller's own: destroyed once, below */
+    assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
     write_word(s, &w[1], 2);
-    assert_cw_ok(cw_capture_end(s, NULL));
+    /* out is needed after a capture into a graph too (0.1 took NULL there);
+     * refused, the capture goes on */
+    EXPECT_INVALID(cw_capture_end, cw_capture_end(NULL, s));
+    cw_capture_state cs = CW_CAPTURE_NONE;
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_ACTIVE);
+    out = NULL;
+    assert_cw_ok(cw_capture_end(&out, s));
+    assert_ptr_equal(out, g);
     cw_graph_info gi;
     assert_cw_ok(cw_graph_get_info(g, &gi));
     assert_int_equal(gi.nodes, 2);
@@ -2344,12 +2349,12 @@ static void test_graph_build(void **state) {
     /* conditional nodes: the fake driver has none */
     cw_cond_handle h = 0;
     cw_graph *body = NULL;
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_cond_create(parent, 1, CW_COND_RESET_EACH_LAUNCH, &h));
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_add_cond_handle(parent, 1, CW_COND_RESET_EACH_LAUNCH, &h));
     assert_non_null(strstr(cw_last_error_message(), "12.3"));
-    EXPECT_INVALID(cw_graph_cond_create, cw_graph_cond_create(parent, 1, 0x10, &h));
+    EXPECT_INVALID(cw_graph_add_cond_handle, cw_graph_add_cond_handle(parent, 1, 0x10, &h));
     /* a handle this graph did not make is refused before the driver is asked */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_add_conditional(parent, 42, NULL, &j, 1, NULL, &body, NULL));
-    assert_non_null(strstr(cw_last_error_message(), "cw_graph_cond_create"));
+    assert_non_null(strstr(cw_last_error_message(), "cw_graph_add_cond_handle"));
     assert_null(body);
     cw_cond_settings cset;
     cw_cond_settings_default(&cset);
@@ -2369,10 +2374,88 @@ static void test_graph_build(void **state) {
     }
     EXPECT_INVALID(cw_graph_add_conditional, cw_graph_add_conditional(parent, h, NULL, NULL, 0, NULL, NULL, NULL));
 
-    CUgraph gh = NULL;
-    assert_cw_ok(cw_graph_get_handle(parent, &gh));
-    assert_non_null(gh);
+    /* the info: counts, the driver graph and the context */
+    memset(&gi, 0x5a, sizeof gi);
+    assert_cw_ok(cw_graph_get_info(parent, &gi));
+    assert_non_null(gi.handle);
+    assert_ptr_equal(gi.context, g_ctx);
+    assert_int_equal(gi.is_body, 0);
+    for (size_t i = 0; i < sizeof gi.reserved; i++) assert_int_equal(gi.reserved[i], 0);
     cw_graph_destroy(&parent);
+    cw_stream_destroy(&s);
+    free_words(w);
+}
+
+/* What the log callback got, by level (errors and warnings only). */
+static char g_graph_log[2][2048];
+
+static void graph_log(void *user, cw_log_level level, const char *message) {
+    (void)user;
+    if (level > CW_LOG_WARNING) return;
+    char *buf = g_graph_log[level];
+    const size_t n = strlen(buf);
+    snprintf(buf + n, sizeof g_graph_log[0] - n, "%s\n", message);
+}
+
+static void graph_log_on(int on) {
+    if (on) memset(g_graph_log, 0, sizeof g_graph_log);
+    assert_cw_ok(cw_log_set_callback(on ? graph_log : NULL, NULL, CW_LOG_WARNING));
+}
+
+/* Destroy never fails (docs/api-convention.md): a graph that a capture
+ * records into is destroyed all the same, the capture ended and dropped
+ * (0.1 refused, and left *g set); a stale graph or exec, or a conditional
+ * body, is ignored and said so as a CW_LOG_WARNING, not an error, with *g
+ * nulled. */
+static void test_graph_destroy_never_fails(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    volatile uint32_t *w = host_words(2);
+    const long graphs0 = fk.live("graph");
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_graph_create(&g, g_ctx));
+    assert_cw_ok(cw_capture_begin(s, g, CW_CAPTURE_GLOBAL));
+    write_word(s, &w[0], 1);
+    graph_log_on(1);
+    cw_graph_destroy(&g);
+    graph_log_on(0);
+    assert_null(g);
+    assert_int_equal(fk.live("graph"), graphs0);
+    assert_non_null(strstr(g_graph_log[CW_LOG_WARNING], "ended and dropped"));
+    assert_string_equal(g_graph_log[CW_LOG_ERROR], "");
+    /* the stream no longer captures, and works */
+    cw_capture_state cs = CW_CAPTURE_ACTIVE;
+    assert_cw_ok(cw_capture_get_state(s, &cs));
+    assert_int_equal(cs, CW_CAPTURE_NONE);
+    cw_graph *out = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_capture_end(&out, s));
+    assert_null(out);
+    write_word(s, &w[1], 2);
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_int_equal(w[0], 0); /* the dropped capture never ran */
+    assert_int_equal(w[1], 2);
+
+    /* stale handles: ignored, *g nulled, a warning and the detail */
+    cw_graph *stale = NULL;
+    assert_cw_ok(cw_graph_create(&stale, g_ctx));
+    cw_graph *copy = stale;
+    cw_graph_exec *e = NULL;
+    assert_cw_ok(cw_graph_add_empty(stale, NULL, 0, NULL));
+    assert_cw_ok(cw_graph_instantiate(&e, stale, 0));
+    cw_graph_exec *ecopy = e;
+    cw_graph_destroy(&stale);
+    cw_graph_exec_destroy(&e);
+    graph_log_on(1);
+    cw_clear_error();
+    cw_graph_destroy(&copy);
+    assert_null(copy);
+    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    cw_graph_exec_destroy(&ecopy);
+    assert_null(ecopy);
+    graph_log_on(0);
+    assert_non_null(strstr(g_graph_log[CW_LOG_WARNING], "cw_graph_destroy: not a live cw_graph"));
+    assert_non_null(strstr(g_graph_log[CW_LOG_WARNING], "cw_graph_exec_destroy: not a live cw_graph_exec"));
+    assert_string_equal(g_graph_log[CW_LOG_ERROR], "");
     cw_stream_destroy(&s);
     free_words(w);
 }
@@ -2387,8 +2470,11 @@ static void test_graph_update(void **state) {
     cw_graph *g1 = capture_writes(s, w, &one, 1);
     cw_graph_exec *e = NULL;
     assert_cw_ok(cw_graph_instantiate(&e, g1, 0));
-    CUgraphExec h1 = NULL, h2 = NULL;
-    assert_cw_ok(cw_graph_exec_get_handle(e, &h1));
+    cw_graph_exec_info ei;
+    assert_cw_ok(cw_graph_exec_get_info(e, &ei));
+    CUgraphExec h1 = ei.handle;
+    assert_non_null(h1);
+    assert_ptr_equal(ei.context, g_ctx);
     assert_cw_ok(cw_graph_exec_launch(e, s));
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(w[0], 1);
@@ -2400,8 +2486,8 @@ static void test_graph_update(void **state) {
     assert_int_equal(ui.kind, CW_GRAPH_UPDATED_IN_PLACE);
     assert_int_equal(ui.driver_result, 0);
     assert_string_equal(ui.reason, "");
-    assert_cw_ok(cw_graph_exec_get_handle(e, &h2));
-    assert_ptr_equal(h1, h2);
+    assert_cw_ok(cw_graph_exec_get_info(e, &ei));
+    assert_ptr_equal(ei.handle, h1); /* updated in place: the same driver exec */
     assert_cw_ok(cw_graph_exec_launch(e, s));
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(w[0], 2);
@@ -2411,16 +2497,20 @@ static void test_graph_update(void **state) {
     assert_int_equal(ui.kind, CW_GRAPH_REINSTANTIATED);
     assert_int_equal(ui.driver_result, 2 /* CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED */);
     assert_non_null(strstr(ui.reason, "topology"));
+    assert_cw_ok(cw_graph_exec_get_info(e, &ei));
+    assert_ptr_not_equal(ei.handle, h1); /* instantiated again: another driver exec (made while h1 lived) */
     assert_cw_ok(cw_graph_exec_launch(e, s));
     assert_cw_ok(cw_stream_synchronize(s));
     assert_int_equal(w[0], 3);
     assert_int_equal(w[1], 4);
     assert_cw_ok(cw_graph_exec_update(e, g1, NULL)); /* info may be NULL */
-    cw_graph_exec_stats st;
-    assert_cw_ok(cw_graph_exec_get_stats(e, &st));
-    assert_int_equal(st.updates_in_place, 1);
-    assert_int_equal(st.reinstantiations, 2);
-    assert_int_equal(st.launches, 3);
+    memset(&ei, 0x5a, sizeof ei);
+    assert_cw_ok(cw_graph_exec_get_info(e, &ei));
+    assert_int_equal(ei.updates_in_place, 1);
+    assert_int_equal(ei.reinstantiations, 2);
+    assert_int_equal(ei.launches, 3);
+    assert_ptr_equal(ei.context, g_ctx);
+    for (size_t i = 0; i < sizeof ei.reserved; i++) assert_int_equal(ei.reserved[i], 0);
     cw_graph_exec_destroy(&e);
     cw_graph_destroy(&g1);
     cw_graph_destroy(&g2);
@@ -2501,11 +2591,11 @@ static void fi_setup_exec(struct fi_env *e) {
 static cw_status fi_graph_create(struct fi_env *e) { return cw_graph_create((cw_graph **)&e->out, e->ctx); }
 static void fi_graph_destroy(struct fi_env *e) { cw_graph_destroy((cw_graph **)&e->out); }
 static cw_status fi_capture(struct fi_env *e) {
-    cw_status st = cw_capture_begin(e->stream, CW_CAPTURE_GLOBAL);
+    cw_status st = cw_capture_begin(e->stream, NULL, CW_CAPTURE_GLOBAL);
     if (st != CW_SUCCESS) return st;
     static uint32_t word;
     fk.cuStreamWriteValue32(handle_of(e->stream), (CUdeviceptr)(uintptr_t)&word, 1, 0);
-    return cw_capture_end(e->stream, (cw_graph **)&e->out);
+    return cw_capture_end((cw_graph **)&e->out, e->stream);
 }
 static cw_status fi_instantiate(struct fi_env *e) {
     return cw_graph_instantiate((cw_graph_exec **)&e->out, e->graph, 0);
@@ -3077,19 +3167,20 @@ static void test_objects_know_their_context(void **state) {
         cw_graph *g = NULL;
         assert_cw_ok(cw_graph_create(&g, c));
         assert_cw_ok(cw_graph_add_empty(g, NULL, 0, NULL));
-        got = NULL;
-        assert_cw_ok(cw_graph_get_context(g, &got));
-        assert_ptr_equal(got, c);
+        cw_graph_info gi;
+        assert_cw_ok(cw_graph_get_info(g, &gi));
+        assert_ptr_equal(gi.context, c);
         cw_graph_exec *e = NULL;
         assert_cw_ok(cw_graph_instantiate(&e, g, 0));
-        got = NULL;
-        assert_cw_ok(cw_graph_exec_get_context(e, &got));
-        assert_ptr_equal(got, c);
+        cw_graph_exec_info ei;
+        assert_cw_ok(cw_graph_exec_get_info(e, &ei));
+        assert_ptr_equal(ei.context, c);
+        got = ei.context;
         int dev = -1;
         assert_cw_ok(cwt_context_device(got, &dev));
         assert_int_equal(dev, 0);
         /* a NULL out pointer and a foreign handle are refused */
-        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_get_context(g, NULL));
+        assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_get_info(g, NULL));
         assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_pool_get_info((const cw_stream_pool *)s, &pi));
         cw_graph_exec_destroy(&e);
         cw_graph_destroy(&g);
@@ -3184,6 +3275,7 @@ int main(int argc, char **argv) {
         TEST(test_graph_capture_invalidated),
         TEST(test_graph_capture_states),
         TEST(test_graph_build),
+        TEST(test_graph_destroy_never_fails),
         TEST(test_graph_update),
         TEST_K(test_future_fault, k_write),
         TEST_K(test_future_fault, k_event),

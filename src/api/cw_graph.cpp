@@ -4,6 +4,10 @@
 
 using namespace cw;
 
+// 0.2 moved the handle and context into the info structs: same sizes as 0.1's.
+static_assert(sizeof(cw_graph_info) == 64, "cw_graph_info keeps its size");
+static_assert(sizeof(cw_graph_exec_info) == 64, "cw_graph_exec_info keeps cw_graph_exec_stats's size");
+
 namespace {
 
 bool mode_ok(cw_capture_mode mode) {
@@ -28,23 +32,17 @@ extern "C" {
 
 // ---- capture ---------------------------------------------------------------
 
-CW_API cw_status cw_capture_begin(cw_stream *s, cw_capture_mode mode) {
+CW_API cw_status cw_capture_begin(cw_stream *s, cw_graph *into, cw_capture_mode mode) {
     CW_ENTRY;
     CW_CHECK_HANDLE(s);
+    if (into) CW_CHECK_HANDLE(into);
     CW_CHECK_ARG(mode_ok(mode));
-    return graphs::capture_begin(s, nullptr, mode);
+    return graphs::capture_begin(s, into, mode);
 }
 
-CW_API cw_status cw_capture_begin_to(cw_stream *s, cw_graph *g, cw_capture_mode mode) {
+CW_API cw_status cw_capture_end(cw_graph **out, cw_stream *s) {
     CW_ENTRY;
-    CW_CHECK_HANDLE(s);
-    CW_CHECK_HANDLE(g);
-    CW_CHECK_ARG(mode_ok(mode));
-    return graphs::capture_begin(s, g, mode);
-}
-
-CW_API cw_status cw_capture_end(cw_stream *s, cw_graph **out) {
-    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
     CW_CHECK_HANDLE(s);
     return graphs::capture_end(s, out);
 }
@@ -69,20 +67,16 @@ CW_API void cw_graph_destroy(cw_graph **pg) {
     CW_ENTRY;
     if (!pg || !*pg) return;
     cw_graph *g = *pg;
+    *pg = NULL;
     if (!live(g)) {
-        *pg = NULL;
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_graph; nothing destroyed");
+        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_graph; nothing destroyed");
         return;
     }
     if (g->owner) {
-        fail(CW_ERROR_INVALID_STATE, "the graph is the body of a conditional node: it goes with its graph");
+        ignored(CW_ERROR_INVALID_STATE,
+                "the graph is the body of a conditional node: it goes with its graph; nothing destroyed");
         return;
     }
-    if (graphs::graph_busy(g)) {
-        fail(CW_ERROR_INVALID_STATE, "the graph is the target of an active capture: end the capture first");
-        return;
-    }
-    *pg = NULL;
     graphs::graph_destroy(g);
 }
 
@@ -91,14 +85,6 @@ CW_API cw_status cw_graph_get_info(const cw_graph *g, cw_graph_info *info) {
     CW_CHECK_HANDLE(g);
     CW_CHECK_ARG(info != NULL);
     return graphs::graph_info(g, info);
-}
-
-CW_API cw_status cw_graph_get_handle(const cw_graph *g, CUgraph *handle) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(g);
-    CW_CHECK_ARG(handle != NULL);
-    *handle = g->cu;
-    return CW_SUCCESS;
 }
 
 CW_API cw_status cw_graph_add_child(cw_graph *g, const cw_graph *child, cw_graph_node *const *deps, size_t ndeps,
@@ -118,7 +104,8 @@ CW_API cw_status cw_graph_add_empty(cw_graph *g, cw_graph_node *const *deps, siz
     return graphs::add_empty(g, deps, ndeps, node);
 }
 
-CW_API cw_status cw_graph_cond_create(cw_graph *g, unsigned default_value, unsigned flags, cw_cond_handle *handle) {
+CW_API cw_status cw_graph_add_cond_handle(cw_graph *g, unsigned default_value, unsigned flags,
+                                          cw_cond_handle *handle) {
     CW_ENTRY;
     CW_CHECK_HANDLE(g);
     CW_CHECK_ARG(handle != NULL);
@@ -145,14 +132,6 @@ CW_API cw_status cw_graph_add_conditional(cw_graph *g, cw_cond_handle handle, co
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     CW_TRY(check_deps(deps, ndeps));
     return graphs::add_conditional(g, handle, s, deps, ndeps, node, body, else_body);
-}
-
-CW_API cw_status cw_graph_get_context(const cw_graph *g, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(g);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = g->ctx;
-    return CW_SUCCESS;
 }
 
 CW_API cw_status cw_graph_get_sinks(const cw_graph *g, cw_graph_node **nodes, size_t cap, size_t *count) {
@@ -186,7 +165,7 @@ CW_API void cw_graph_exec_destroy(cw_graph_exec **pe) {
     cw_graph_exec *e = *pe;
     *pe = NULL;
     if (!live(e)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_graph_exec; nothing destroyed");
+        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_graph_exec; nothing destroyed");
         return;
     }
     graphs::exec_destroy(e);
@@ -197,14 +176,6 @@ CW_API cw_status cw_graph_exec_upload(cw_graph_exec *e, cw_stream *s) {
     CW_CHECK_HANDLE(e);
     CW_CHECK_HANDLE(s);
     return graphs::exec_upload(e, s);
-}
-
-CW_API cw_status cw_graph_exec_get_context(const cw_graph_exec *e, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(e);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = e->ctx;
-    return CW_SUCCESS;
 }
 
 CW_API cw_status cw_graph_exec_launch(cw_graph_exec *e, cw_stream *s) {
@@ -221,22 +192,16 @@ CW_API cw_status cw_graph_exec_update(cw_graph_exec *e, cw_graph *g, cw_graph_up
     return graphs::exec_update(e, g, info);
 }
 
-CW_API cw_status cw_graph_exec_get_stats(const cw_graph_exec *e, cw_graph_exec_stats *stats) {
+CW_API cw_status cw_graph_exec_get_info(const cw_graph_exec *e, cw_graph_exec_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(e);
-    CW_CHECK_ARG(stats != NULL);
-    memset(stats, 0, sizeof *stats);
-    stats->launches = e->launches.load(std::memory_order_relaxed);
-    stats->updates_in_place = e->updates_in_place;
-    stats->reinstantiations = e->reinstantiations;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_graph_exec_get_handle(const cw_graph_exec *e, CUgraphExec *handle) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(e);
-    CW_CHECK_ARG(handle != NULL);
-    *handle = e->cu;
+    CW_CHECK_ARG(info != NULL);
+    memset(info, 0, sizeof *info);
+    info->handle = e->cu;
+    info->context = e->ctx;
+    info->launches = e->launches.load(std::memory_order_relaxed);
+    info->updates_in_place = e->updates_in_place;
+    info->reinstantiations = e->reinstantiations;
     return CW_SUCCESS;
 }
 

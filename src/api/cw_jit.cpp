@@ -7,6 +7,9 @@
 
 using namespace cw;
 
+// 0.2 added the argument check (arg_sizes, n_args) in the reserved bytes.
+static_assert(sizeof(cw_launch_config) == 80, "cw_launch_config keeps its size");
+
 namespace {
 
 void defaults(cw_program_settings *s) {
@@ -50,7 +53,7 @@ CW_API void cw_program_settings_default(cw_program_settings *s) {
     if (s) defaults(s);
 }
 
-CW_API const char *cw_compile_log(void) { return jit::compile_log(); }
+CW_API const char *cw_jit_get_compile_log(void) { return jit::compile_log(); }
 
 CW_API cw_status cw_program_compile(cw_program **out, cw_context *ctx, const char *source,
                                     const cw_program_settings *settings) {
@@ -71,7 +74,7 @@ CW_API void cw_program_destroy(cw_program **pp) {
     cw_program *p = *pp;
     *pp = NULL;
     if (!live(p)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_program; nothing destroyed");
+        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_program; nothing destroyed");
         return;
     }
     jit::program_destroy(p);
@@ -92,7 +95,7 @@ CW_API cw_status cw_program_get_info(const cw_program *p, cw_program_info *info)
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_program_lowered_name(const cw_program *p, const char *expr, const char **lowered) {
+CW_API cw_status cw_program_get_lowered_name(const cw_program *p, const char *expr, const char **lowered) {
     CW_ENTRY;
     CW_CHECK_HANDLE(p);
     CW_CHECK_ARG(expr != NULL);
@@ -137,6 +140,7 @@ CW_API cw_status cw_module_load_image(cw_module **out, const void *image) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(image != NULL);
+    CW_TRY(kernels::check_image(image));
     return kernels::module_load(image, 0, nullptr, nullptr, "cw_module_load_image", out);
 }
 
@@ -144,16 +148,15 @@ CW_API void cw_module_destroy(cw_module **pm) {
     CW_ENTRY;
     if (!pm || !*pm) return;
     cw_module *m = *pm;
+    *pm = NULL;
     if (!live(m)) {
-        *pm = NULL;
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_module; nothing destroyed");
+        ignored(CW_ERROR_INVALID_HANDLE, "not a live cw_module; nothing destroyed");
         return;
     }
     if (m->builtin) {
-        fail(CW_ERROR_INVALID_STATE, "the built-in kernels' module belongs to the library");
+        ignored(CW_ERROR_INVALID_STATE, "the built-in kernels' module belongs to the library; nothing destroyed");
         return;
     }
-    *pm = NULL;
     kernels::module_destroy(m);
 }
 
@@ -172,7 +175,7 @@ CW_API cw_status cw_kernel_preload(const cw_kernel *k, cw_context *ctx) {
     return kernels::kernel_preload(k, ctx);
 }
 
-CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap) {
+CW_API cw_status cw_kernel_get_params(const cw_kernel *k, cw_context *ctx, size_t *sizes, size_t cap, size_t *count) {
     CW_ENTRY;
     CW_CHECK_HANDLE(k);
     CW_CHECK_HANDLE(ctx);
@@ -191,6 +194,8 @@ CW_API cw_status cw_kernel_launch(cw_kernel *k, cw_stream *s, const cw_launch_co
     CW_CHECK_HANDLE(s);
     CW_CHECK_ARG(cfg != NULL);
     CW_CHECK_ARG(cfg->use_priority == 0 || cfg->use_priority == 1);
+    CW_CHECK_ARG(cfg->arg_sizes != NULL || cfg->n_args == 0);
+    CW_CHECK_ARG(api::all_zero(cfg->reserved, sizeof cfg->reserved));
     return kernels::launch(k, s, cfg, args);
 }
 
@@ -202,13 +207,13 @@ CW_API cw_status cw_kernel_get_handle(const cw_kernel *k, void **cukernel) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_builtin_kernel(cw_builtin which, cw_kernel **kernel) {
+CW_API cw_status cw_builtin_get_kernel(cw_builtin which, cw_kernel **kernel) {
     CW_ENTRY;
     CW_CHECK_ARG(which >= 0 && which < CW_BUILTIN_COUNT);
     CW_CHECK_ARG(kernel != NULL);
     return kernels::builtin_public(which, kernel);
 }
 
-CW_API const char *cw_builtin_origin(void) { return kernels::builtin_origin(); }
+CW_API const char *cw_builtin_get_origin(void) { return kernels::builtin_origin(); }
 
 }  // extern "C"

@@ -48,10 +48,12 @@ void deliver(cw_log_level level, const char *message) {
 // (QuietErrors): nothing it records reaches the log callback.
 thread_local bool t_quiet = false;
 
-// Fills the thread's detail. `text` is the specific part of the message;
-// with compose false it is the whole specific part even when a driver call
-// is named (a failure passed on from a call made inside this one).
-cw_status record(cw_status status, CUresult cu, const char *call, const char *text, bool compose = true) {
+// Fills the thread's detail and logs it at `level`. `text` is the specific
+// part of the message; with compose false it is the whole specific part even
+// when a driver call is named (a failure passed on from a call made inside
+// this one).
+cw_status record(cw_status status, CUresult cu, const char *call, const char *text,
+                 cw_log_level level = CW_LOG_ERROR, bool compose = true) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -79,7 +81,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
     d.info.driver_call = d.driver_call;
     d.info.function = d.function;
     d.info.message = d.message;
-    if (!t_quiet) deliver(CW_LOG_ERROR, d.message);
+    if (!t_quiet) deliver(level, d.message);
     return status;
 }
 
@@ -106,7 +108,16 @@ cw_status fail_from(cw_status status, int cu_result, const char *call, const cha
     va_end(ap);
     const bool named = call && *call && cu_result != CUDA_SUCCESS;
     return record(status, named ? static_cast<CUresult>(cu_result) : CUDA_SUCCESS, named ? call : nullptr, text,
-                  false);
+                  CW_LOG_ERROR, false);
+}
+
+void ignored(cw_status status, const char *fmt, ...) noexcept {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    record(status, CUDA_SUCCESS, nullptr, text, CW_LOG_WARNING);
 }
 
 QuietErrors::QuietErrors() noexcept : prev_(t_quiet) { t_quiet = true; }

@@ -38,6 +38,11 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((f
 cw_status fail_from(cw_status status, int cu_result, const char *call, const char *fmt, ...) noexcept
     __attribute__((format(printf, 4, 5)));
 
+// For a call that cannot fail (a destroy) and ignores what it was given (a
+// handle that is not live): records the detail as fail() does, but logs it
+// as a CW_LOG_WARNING, not an error (docs/api-convention.md).
+void ignored(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
+
 // Records a failed driver call and returns the status it maps to. `what`
 // (may be NULL) adds context to the message.
 cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr) noexcept;

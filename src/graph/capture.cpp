@@ -68,7 +68,9 @@ void capture_abandon(cw_stream *s) {
     CUgraph g = nullptr;
     CUresult r = drv().cuStreamEndCapture(s->cu, &g);
     if (r == CUDA_SUCCESS && g && !s->cap.target) drv().cuGraphDestroy(g);
-    log(CW_LOG_WARNING, "%s: a capture left open (its stream going away, or a failed build) was ended and dropped",
+    log(CW_LOG_WARNING,
+        "%s: a capture left open (its stream or the graph it recorded into going away, or a failed build) was "
+        "ended and dropped",
         current_api());
     capture_done(s);
 }

@@ -54,6 +54,9 @@ bool graph_busy(const cw_graph *g) {
 }
 
 void graph_destroy(cw_graph *g) {
+    // A capture still recording into g (or a body of it) is ended and
+    // dropped first, as if its stream went away: the driver graph goes now.
+    if (g->capturing) capture_abandon(g->capturing);
     cw_graph *b = g->bodies;
     while (b) {
         cw_graph *next = b->next_body;
@@ -108,6 +111,8 @@ cw_status graph_info(const cw_graph *g, cw_graph_info *info) {
     CW_TRY(sinks_of(g->cu, &sinks, &nsinks));
     free(sinks);
     memset(info, 0, sizeof *info);
+    info->handle = g->cu;
+    info->context = g->ctx;
     info->nodes = n;
     info->sinks = nsinks;
     info->is_body = g->owner != nullptr;
@@ -157,7 +162,7 @@ cw_status add_conditional(cw_graph *g, cw_cond_handle handle, const cw_cond_sett
     for (size_t i = 0; i < g->cond_count && !known; i++) known = g->conds[i] == handle;
     if (!known)
         return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "invalid argument: the condition handle was not made by cw_graph_cond_create on this graph");
+                    "invalid argument: the condition handle was not made by cw_graph_add_cond_handle on this graph");
     if (graph_busy(g)) return fail(CW_ERROR_INVALID_STATE, "a capture into the graph is active: end it first");
     const unsigned nbodies = s->with_else ? 2 : 1;
     // The wrappers (and their room in the handle registry) first, so that

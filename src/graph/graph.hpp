@@ -14,7 +14,7 @@ struct cw_graph {
     cw_graph *bodies;    // wrappers of the bodies of this graph's conditional nodes
     cw_graph *next_body; // link in owner->bodies
     cw_stream *capturing;  // the stream capturing into this graph (capture_begin with a graph)
-    CUgraphConditionalHandle *conds;  // made by cw_graph_cond_create on this graph
+    CUgraphConditionalHandle *conds;  // made by cw_graph_add_cond_handle on this graph
     size_t cond_count, cond_cap;
 };
 
@@ -50,7 +50,8 @@ cw_status graph_create(cw_context *ctx, cw_graph **out);
 cw_status graph_wrap(cw_context *ctx, CUgraph cu, cw_graph *owner, cw_graph **out);
 // A graph, or a body inside it, is the target of an active capture.
 bool graph_busy(const cw_graph *g);
-// Destroys a top-level graph that is not busy, its bodies with it.
+// Destroys a top-level graph, its bodies with it; a capture recording into
+// it or a body is ended and dropped first (capture_abandon).
 void graph_destroy(cw_graph *g);
 cw_status graph_info(const cw_graph *g, cw_graph_info *info);
 // Nodes of g: child (a copy of child), empty, conditional (IF or WHILE on

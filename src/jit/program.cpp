@@ -92,12 +92,12 @@ cw_status nvrtc_compile(const Nvrtc *nv, const char *source, const cw_program_se
             set_log("", 0);
         }
         if (cr != 0) {
-            // the first lines of the log go into the detail; all of it into cw_compile_log()
+            // the first lines of the log go into the detail; all of it into cw_jit_get_compile_log()
             char head[400];
             snprintf(head, sizeof head, "%s", logbuf ? logbuf : "(NVRTC gave no log)");
             for (char *p = head; *p; p++)
                 if (*p == '\n' && p[1]) *p = ' ';
-            st = fail(CW_ERROR_COMPILE, "NVRTC could not compile %s (%s): %s (the whole log: cw_compile_log())", name,
+            st = fail(CW_ERROR_COMPILE, "NVRTC could not compile %s (%s): %s (the whole log: cw_jit_get_compile_log())", name,
                       nv->nvrtcGetErrorString(cr), head);
         }
         free(logbuf);

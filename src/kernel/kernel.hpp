@@ -13,12 +13,27 @@
 #include "core/stream.hpp"
 #include "cuweave/jit.h"
 
+namespace cw {
+namespace kernels {
+// A kernel's parameters as the driver lists them (cuKernelGetParamInfo).
+struct KernelParams {
+    bool known;    // false: the driver cannot list them (launches go unchecked)
+    size_t count;
+    size_t sizes[1];  // count of them (malloc'ed to fit)
+};
+}  // namespace kernels
+}  // namespace cw
+
 struct cw_kernel {
     uint32_t tag;
     cw_module *module;
     CUkernel cu;
     char *name;  // as asked for
     cw_kernel *next;
+    // Its parameters, listed once (at the first launch outside a capture,
+    // a preload or cw_kernel_get_params) and published with a release
+    // store; NULL until then. Launches read it with one acquire load.
+    mutable std::atomic<const cw::kernels::KernelParams *> params;
     // The kernel's function in up to four contexts (cuKernelGetFunction),
     // each entry written once: ctx is published after fn. A launch through
     // the function skips the driver's per-launch lookup of the kernel in the
@@ -47,6 +62,13 @@ namespace kernels {
 // CW_ERROR_NOT_SUPPORTED unless the driver has the library API (12.0).
 cw_status need_library_api();
 
+// Refuses (CW_ERROR_INVALID_ARGUMENT, saying why) an image that is none of
+// what the driver loads, told apart the way it does: a cubin (64-bit ELF
+// for EM_CUDA), a fatbin (magic 0xBA55ED50, version 1; or nvcc's wrapper of
+// one, magic 0x466243B1), or PTX text whose first directive is .version.
+// Needs no driver.
+cw_status check_image(const void *image);
+
 // Loads code (cubin, PTX or fatbin) as a module. names: the name
 // expressions of the program it was compiled from and their lowered names
 // (n_names of each, copied; 0 for a plain image), so that kernels can be
@@ -61,11 +83,16 @@ cw_status module_get_kernel(cw_module *m, const char *name, cw_kernel **out);
 
 // Loads the kernel's code into ctx now (refused while persistent work runs).
 cw_status kernel_preload(const cw_kernel *k, cw_context *ctx);
-// The number of the kernel's parameters and their sizes (up to cap).
+// The number of the kernel's parameters and their sizes (up to cap); the
+// kernel keeps them for launch's checks.
 cw_status kernel_params(const cw_kernel *k, cw_context *ctx, size_t *count, size_t *sizes, size_t cap);
+// Frees what the kernel's params point to (its module is going away).
+void kernel_params_free(cw_kernel *k);
 
 void launch_config_default(cw_launch_config *c);
-// Launches k on s (captured when s captures).
+// Launches k on s (captured when s captures). Refuses (nothing launched)
+// args NULL for a kernel with parameters, and cfg->arg_sizes (when given)
+// that differ from them, once the kernel's parameters are known.
 cw_status launch(cw_kernel *k, cw_stream *s, const cw_launch_config *cfg, void **args);
 
 // The library's own kernels (ptx/cuweave_kernels.cu): the image is loaded on

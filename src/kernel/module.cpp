@@ -2,6 +2,7 @@
 // kernels (kernel.hpp).
 #include <mutex>
 #include <new>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ void module_free(cw_module *m) {
     while (k) {
         cw_kernel *next = k->next;
         handle_retire(k);
+        kernel_params_free(k);
         free(k->name);
         handle_free(k);
         k = next;
@@ -145,6 +147,79 @@ cw_status need_library_api() {
     if (!drv().cuLibraryLoadData || !drv().cuLibraryGetKernel || !drv().cuLibraryUnload || !drv().cuLaunchKernelEx)
         return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (cuLibraryLoadData, CUDA 12.0)");
     return CW_SUCCESS;
+}
+
+namespace {
+
+bool is_blank(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// PTX: blanks and comments, then the .version directive (the PTX ISA: "each
+// PTX module must begin with a .version directive"). Reads up to the NUL.
+bool is_ptx(const unsigned char *b) {
+    size_t i = 0;
+    for (;;) {
+        while (is_blank(b[i])) i++;
+        if (b[i] == '/' && b[i + 1] == '/') {
+            while (b[i] && b[i] != '\n') i++;
+        } else if (b[i] == '/' && b[i + 1] == '*') {
+            i += 2;
+            while (b[i] && !(b[i] == '*' && b[i + 1] == '/')) i++;
+            if (!b[i]) return false;
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    return strncmp(reinterpret_cast<const char *>(b + i), ".version", 8) == 0 && is_blank(b[i + 8]);
+}
+
+uint32_t le32(const unsigned char *b) { return b[0] | b[1] << 8 | b[2] << 16 | uint32_t(b[3]) << 24; }
+
+// b starts with the n bytes of magic, compared one by one: text shorter
+// than the magic is not read past its NUL.
+bool starts(const unsigned char *b, const char *magic, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != static_cast<unsigned char>(magic[i])) return false;
+    return true;
+}
+
+}  // namespace
+
+cw_status check_image(const void *image) {
+    const unsigned char *b = static_cast<const unsigned char *>(image);
+    if (starts(b, "\x7f" "ELF", 4)) {
+        // e_ident[EI_CLASS] 2 (64-bit), e_ident[EI_DATA] 1 (little-endian),
+        // e_machine (offset 18) 190 (EM_CUDA)
+        if (b[4] == 2 && b[5] == 1 && (b[18] | b[19] << 8) == 190) return CW_SUCCESS;
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: image is an ELF file but not a cubin (class %u, data %u, machine %u; a "
+                    "cubin is 64-bit little-endian ELF for EM_CUDA, 190)",
+                    b[4], b[5], b[4] == 2 && b[5] == 1 ? unsigned(b[18] | b[19] << 8) : 0u);
+    }
+    if (starts(b, "\x50\xed\x55\xba", 4)) {  // fatBinaryHeader: magic, u16 version, u16 header size, u64 fat size
+        const unsigned version = b[4] | b[5] << 8, header = b[6] | b[7] << 8;
+        if (version == 1 && header >= 16) return CW_SUCCESS;
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: image has the fatbin magic but version %u and header size %u (a fatbin "
+                    "has version 1 and a header of 16 bytes or more)",
+                    version, header);
+    }
+    if (starts(b, "\xb1\x43\x62\x46", 4)) {  // nvcc's __fatBinC_Wrapper_t around a fatbin: magic, int version
+        const uint32_t version = le32(b + 4);
+        if (version == 1 || version == 2) return CW_SUCCESS;
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: image has the fatbin wrapper's magic but version %u (1 or 2)", version);
+    }
+    if (is_ptx(b)) return CW_SUCCESS;
+    char start[8 * 3 + 1] = "";
+    for (size_t i = 0, at = 0; i < 8; i++) {
+        at += snprintf(start + at, sizeof start - at, i ? " %02x" : "%02x", b[i]);
+        if (!b[i]) break;  // text ends: read no further
+    }
+    return fail(CW_ERROR_INVALID_ARGUMENT,
+                "invalid argument: image is not a cubin (64-bit ELF for CUDA), a fatbin (magic 0xBA55ED50) or PTX "
+                "(text whose first directive is .version); it starts with %s",
+                start);
 }
 
 cw_status module_load(const void *image, size_t n_names, char *const *exprs, char *const *lowered, const char *what,

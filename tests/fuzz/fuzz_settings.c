@@ -303,7 +303,7 @@ static void fuzz_program(struct input *in) {
             die("the program is not what the settings asked for (arch %d, ptx %d)", info.arch, info.is_ptx);
         for (size_t i = 0; i < s.n_name_expressions; i++) {
             const char *low = NULL;
-            expect(cw_program_lowered_name(p, s.name_expressions[i], &low), CW_SUCCESS, "cw_program_lowered_name");
+            expect(cw_program_get_lowered_name(p, s.name_expressions[i], &low), CW_SUCCESS, "cw_program_get_lowered_name");
         }
         cw_program_destroy(&p);
     }
@@ -377,7 +377,7 @@ static void fuzz_cond(struct input *in) {
     cw_graph *g = NULL;
     expect(cw_graph_create(&g, ctx), CW_SUCCESS, "cw_graph_create");
     cw_cond_handle h;
-    expect(cw_graph_cond_create(g, 0, 0, &h), CW_SUCCESS, "cw_graph_cond_create");
+    expect(cw_graph_add_cond_handle(g, 0, 0, &h), CW_SUCCESS, "cw_graph_add_cond_handle");
     cw_graph_node *node = NULL;
     cw_graph *body = NULL, *else_body = (cw_graph *)1;
     expect(cw_graph_add_conditional(g, h, &s, NULL, 0, &node, &body, sel & 1 ? &else_body : NULL),

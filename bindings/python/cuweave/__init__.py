@@ -414,13 +414,13 @@ class _Capture:
         self.stream, self.mode, self.graph = stream, mode, None
 
     def __enter__(self):
-        lib.cw_capture_begin(self.stream.handle, self.mode)
+        lib.cw_capture_begin(self.stream.handle, None, self.mode)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         out = ctypes.c_void_p()
         try:
-            lib.cw_capture_end(self.stream.handle, ctypes.byref(out))
+            lib.cw_capture_end(ctypes.byref(out), self.stream.handle)
         except _errors.CuweaveError:
             if exc_type is None:
                 raise
@@ -458,7 +458,7 @@ class GraphExec(_Handle):
 
 def compile_log():
     """The NVRTC log of this thread's last compile (also after a failure)."""
-    log = lib.cw_compile_log()
+    log = lib.cw_jit_get_compile_log()
     return log.decode("utf-8", "replace") if log else ""
 
 
@@ -525,9 +525,9 @@ class Kernel:
     def param_sizes(self, context):
         if self._sizes is None:
             n = ctypes.c_size_t()
-            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), None, 0)
+            lib.cw_kernel_get_params(self._ptr, context.handle, None, 0, ctypes.byref(n))
             sizes = (ctypes.c_size_t * max(n.value, 1))()
-            lib.cw_kernel_get_params(self._ptr, context.handle, ctypes.byref(n), sizes, n.value)
+            lib.cw_kernel_get_params(self._ptr, context.handle, sizes, n.value, ctypes.byref(n))
             self._sizes = [sizes[i] for i in range(n.value)]
         return self._sizes
 

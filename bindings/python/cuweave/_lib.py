@@ -147,7 +147,9 @@ class LaunchConfig(ctypes.Structure):
         ("cluster", ctypes.c_uint * 3),
         ("priority", ctypes.c_int),
         ("use_priority", ctypes.c_int),
-        ("reserved", ctypes.c_uint8 * 32),
+        ("arg_sizes", ctypes.POINTER(ctypes.c_size_t)),
+        ("n_args", ctypes.c_uint),
+        ("reserved", ctypes.c_uint8 * 20),
     ]
 
 
@@ -316,8 +318,8 @@ _SIGNATURES = [
     ("cw_partition_group_get_partition", ctypes.c_int,
      [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(PartitionInfo)], True),
     # graphs
-    ("cw_capture_begin", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int], True),
-    ("cw_capture_end", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_capture_begin", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int], True),
+    ("cw_capture_end", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
     ("cw_graph_destroy", None, [c_void_pp], False),
     ("cw_graph_instantiate", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_uint], True),
     ("cw_graph_exec_upload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
@@ -328,13 +330,13 @@ _SIGNATURES = [
     ("cw_program_compile", ctypes.c_int,
      [c_void_pp, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ProgramSettings)], True),
     ("cw_program_destroy", None, [c_void_pp], False),
-    ("cw_compile_log", ctypes.c_char_p, [], False),
+    ("cw_jit_get_compile_log", ctypes.c_char_p, [], False),
     ("cw_module_load", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
     ("cw_module_destroy", None, [c_void_pp], False),
     ("cw_module_get_kernel", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, c_void_pp], True),
     ("cw_kernel_get_params", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
-      ctypes.c_size_t], True),
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
+      ctypes.POINTER(ctypes.c_size_t)], True),
     ("cw_kernel_preload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_launch_config_default", None, [ctypes.POINTER(LaunchConfig)], False),
     ("cw_kernel_launch", ctypes.c_int,

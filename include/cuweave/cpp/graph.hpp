@@ -29,17 +29,9 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
         return i;
     }
     // The driver graph (borrowed), for nodes cuweave has no call for.
-    CUgraph native() const noexcept {
-        CUgraph g = nullptr;
-        (void)cw_graph_get_handle(get(), &g);
-        return g;
-    }
+    CUgraph native() const noexcept { return info().handle; }
     // The graph's context, borrowed.
-    cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_graph_get_context(get(), &c);
-        return cw::context::wrap(c);
-    }
+    cw::context context() const noexcept { return cw::context::wrap(info().context); }
     // Writes the graph in Graphviz DOT form (verbose: every node's parameters).
     detail::void_ret write_dot(const char *path, bool verbose = false) const {
         return detail::done(cw_graph_write_dot(get(), path, verbose ? 1 : 0));
@@ -59,7 +51,7 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
     // A condition for conditional nodes of this graph.
     detail::ret<cw_cond_handle> cond_create(unsigned default_value, unsigned flags = CW_COND_RESET_EACH_LAUNCH) const {
         cw_cond_handle h = 0;
-        cw_status s = cw_graph_cond_create(get(), default_value, flags, &h);
+        cw_status s = cw_graph_add_cond_handle(get(), default_value, flags, &h);
         return detail::make(s, std::move(h));
     }
     // A WHILE node (or IF, by settings) on `h` after deps; returns its body
@@ -98,23 +90,16 @@ class graph_exec : public detail::handle<cw_graph_exec, cw_graph_exec_destroy> {
         cw_status s = cw_graph_exec_update(get(), g.get(), &i);
         return detail::make(s, std::move(i));
     }
-    cw_graph_exec_stats stats() const noexcept {
-        cw_graph_exec_stats st{};
-        (void)cw_graph_exec_get_stats(get(), &st);
-        return st;
+    // The driver exec, the context and the counters.
+    cw_graph_exec_info info() const noexcept {
+        cw_graph_exec_info i{};
+        (void)cw_graph_exec_get_info(get(), &i);
+        return i;
     }
     // The driver exec (borrowed: valid until destroyed or re-instantiated by update).
-    CUgraphExec native() const noexcept {
-        CUgraphExec e = nullptr;
-        (void)cw_graph_exec_get_handle(get(), &e);
-        return e;
-    }
+    CUgraphExec native() const noexcept { return info().handle; }
     // The exec's context, borrowed.
-    cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_graph_exec_get_context(get(), &c);
-        return cw::context::wrap(c);
-    }
+    cw::context context() const noexcept { return cw::context::wrap(info().context); }
 };
 
 // Captures the work enqueued on a stream while it lives (RAII): begin in the
@@ -123,14 +108,14 @@ class graph_exec : public detail::handle<cw_graph_exec, cw_graph_exec_destroy> {
 class capture {
   public:
     explicit capture(const stream &s, cw_capture_mode mode = CW_CAPTURE_GLOBAL) noexcept
-        : s_(s.get()), begun_(cw_capture_begin(s_, mode)) {}
+        : s_(s.get()), begun_(cw_capture_begin(s_, nullptr, mode)) {}
     // Into an existing graph (a conditional body, say); end() returns it borrowed.
     capture(const stream &s, const graph &into, cw_capture_mode mode = CW_CAPTURE_GLOBAL) noexcept
-        : s_(s.get()), into_(into.get()), begun_(cw_capture_begin_to(s_, into_, mode)) {}
+        : s_(s.get()), into_(into.get()), begun_(cw_capture_begin(s_, into_, mode)) {}
     ~capture() {
         if (open_()) {
             cw_graph *g = nullptr;
-            if (cw_capture_end(s_, into_ ? nullptr : &g) == CW_SUCCESS && g) cw_graph_destroy(&g);
+            if (cw_capture_end(&g, s_) == CW_SUCCESS && g && !into_) cw_graph_destroy(&g);
         }
     }
     capture(const capture &) = delete;
@@ -141,7 +126,7 @@ class capture {
         if (begun_ != CW_SUCCESS) return detail::make(begun_, graph());
         ended_ = true;
         cw_graph *g = nullptr;
-        cw_status s = cw_capture_end(s_, into_ ? nullptr : &g);
+        cw_status s = cw_capture_end(&g, s_);
         return detail::make(s, into_ ? graph::wrap(into_) : graph(g, true));
     }
 

@@ -16,7 +16,7 @@ class program : public detail::handle<cw_program, cw_program_destroy> {
   public:
     using handle::handle;
     // Compiles (or finds in the cache) source for ctx's device; on a compile
-    // error the status is CW_ERROR_COMPILE and cw_compile_log() has the log.
+    // error the status is CW_ERROR_COMPILE and cw_jit_get_compile_log() has the log.
     static detail::ret<program> compile(const context &ctx, const char *source,
                                         const cw_program_settings *settings = nullptr) {
         cw_program *p = nullptr;
@@ -32,13 +32,13 @@ class program : public detail::handle<cw_program, cw_program_destroy> {
     // (borrowed: lives with the program).
     detail::ret<const char *> lowered_name(const char *name_expression) const {
         const char *l = nullptr;
-        cw_status s = cw_program_lowered_name(get(), name_expression, &l);
+        cw_status s = cw_program_get_lowered_name(get(), name_expression, &l);
         return detail::make(s, std::move(l));
     }
 };
 
 // The NVRTC log of this thread's last compile that ran NVRTC.
-inline const char *compile_log() noexcept { return cw_compile_log(); }
+inline const char *compile_log() noexcept { return cw_jit_get_compile_log(); }
 
 // The kernel cache (jit.h): settings for later compiles, counters, and
 // emptying the memory cache (the disk cache is left alone).
@@ -67,8 +67,9 @@ class kernel {
     cw_kernel *get() const noexcept { return k_; }
 
     // Launches with typed arguments: their number, and each one's size, are
-    // checked against the kernel's parameters where the driver can list them
-    // (CUDA 12.4+); a mismatch is CW_ERROR_INVALID_ARGUMENT, nothing launched.
+    // checked against the kernel's parameters by cw_kernel_launch (given in
+    // the config's arg_sizes) where the driver can list them (CUDA 12.4+); a
+    // mismatch is CW_ERROR_INVALID_ARGUMENT, nothing launched.
     template <class... Args>
     detail::void_ret launch(const stream &s, dims grid, dims block, const Args &...args) const {
         cw_launch_config c;
@@ -81,18 +82,17 @@ class kernel {
     detail::void_ret launch_with(const stream &s, const cw_launch_config &c, const Args &...args) const {
         static_assert(detail::all_trivially_copyable<Args...>::value, "kernel arguments must be trivially copyable");
         const size_t sizes[] = {sizeof(Args)..., 0};
-        cw_stream_info s_info{};
-        (void)cw_stream_get_info(s.get(), &s_info);
-        cw_status st = check(s_info.context, sizes, sizeof...(Args));
-        if (st != CW_SUCCESS) return fail_args(st);
+        cw_launch_config checked = c;
+        checked.arg_sizes = sizes;
+        checked.n_args = sizeof...(Args);
         void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
-        return detail::done(cw_kernel_launch(k_, s.get(), &c, ptrs));
+        return detail::done(cw_kernel_launch(k_, s.get(), &checked, ptrs));
     }
     // The parameter count the driver reports (-1 when it cannot say); the
     // kernel is loaded into ctx to ask.
     int param_count(const context &ctx) const noexcept {
-        load(ctx.get());
-        return n_;
+        size_t n = 0;
+        return cw_kernel_get_params(k_, ctx.get(), nullptr, 0, &n) == CW_SUCCESS ? (int)n : -1;
     }
     // Loads the kernel into ctx now (before any resident loop is launched:
     // loading waits until no kernel runs on the device).
@@ -105,32 +105,7 @@ class kernel {
     }
 
   private:
-    void load(cw_context *ctx) const noexcept {
-        if (n_ != -2 || !ctx) return;
-        size_t n = 0;
-        n_ = cw_kernel_get_params(k_, ctx, &n, sizes_, kMax) == CW_SUCCESS && n <= kMax ? (int)n : -1;
-    }
-    cw_status check(cw_context *ctx, const size_t *sizes, size_t n) const noexcept {
-        load(ctx);
-        if (n_ < 0) return CW_SUCCESS;  // the driver cannot say: launch unchecked
-        if ((size_t)n_ != n) return CW_ERROR_INVALID_ARGUMENT;
-        for (size_t i = 0; i < n; i++)
-            if (sizes[i] != sizes_[i]) return CW_ERROR_INVALID_ARGUMENT;
-        return CW_SUCCESS;
-    }
-    detail::void_ret fail_args(cw_status st) const {
-#ifndef CW_HPP_NO_EXCEPTIONS
-        std::string m = "cw::kernel::launch: the arguments do not match the kernel's " + std::to_string(n_) +
-                        " parameter(s) (count or size)";
-        throw error(st, m);
-#else
-        return detail::done(st);
-#endif
-    }
-    static constexpr size_t kMax = 64;
     cw_kernel *k_ = nullptr;
-    mutable int n_ = -2;  // -2: not asked yet
-    mutable size_t sizes_[kMax] = {};
 };
 
 class module : public detail::handle<cw_module, cw_module_destroy> {
@@ -158,11 +133,11 @@ class module : public detail::handle<cw_module, cw_module_destroy> {
 // The library's own kernels (never destroyed).
 inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
     cw_kernel *k = nullptr;
-    cw_status s = cw_builtin_kernel(which, &k);
+    cw_status s = cw_builtin_get_kernel(which, &k);
     return detail::make(s, kernel(k));
 }
 // How they were made ("cubin+ptx (nvcc at build time)" or "ptx (checked in)").
-inline const char *builtin_origin() noexcept { return cw_builtin_origin(); }
+inline const char *builtin_origin() noexcept { return cw_builtin_get_origin(); }
 
 }  // namespace cw
 
