@@ -117,7 +117,7 @@ void ignored(cw_status status, const char *fmt, ...) noexcept {
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    record(status, CUDA_SUCCESS, nullptr, text, CW_LOG_WARNING);
+    log(CW_LOG_WARNING, "%s: %s (%s)", current_api(), text, status_name(status));
 }
 
 QuietErrors::QuietErrors() noexcept : prev_(t_quiet) { t_quiet = true; }

@@ -39,8 +39,9 @@ cw_status fail_from(cw_status status, int cu_result, const char *call, const cha
     __attribute__((format(printf, 4, 5)));
 
 // For a call that cannot fail (a destroy) and ignores what it was given (a
-// handle that is not live): records the detail as fail() does, but logs it
-// as a CW_LOG_WARNING, not an error (docs/api-convention.md).
+// handle that is not live): logs a CW_LOG_WARNING naming the public call and
+// the status a fallible call would have returned; the thread's detail
+// (cw_last_error) is left alone (docs/api-convention.md).
 void ignored(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
 // Records a failed driver call and returns the status it maps to. `what`
