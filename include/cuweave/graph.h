@@ -176,7 +176,8 @@ CW_API cw_status cw_graph_create(cw_graph **out, cw_context *ctx);
  * Sets *g to NULL; accepts NULL and a pointer to NULL. Never fails:
  * a handle that is not a live graph, and the body of a conditional node
  * (it belongs to its node and goes with its graph), are left alone and
- * said so in a CW_LOG_WARNING (and the thread's detail).
+ * said so in a CW_LOG_WARNING (the thread's
+ * detail is left alone).
  *
  * Returns: nothing.
  */
@@ -381,7 +382,7 @@ CW_API cw_status cw_graph_instantiate(cw_graph_exec **out, cw_graph *g, unsigned
 /*
  * Destroys the exec; launches in flight complete. Sets *e to NULL; accepts
  * NULL and a pointer to NULL. Never fails: a handle that is not a live exec
- * is left alone and said so in a CW_LOG_WARNING (and the thread's detail);
+ * is left alone and said so in a CW_LOG_WARNING (the thread's detail is left alone);
  * a driver that refuses to destroy the exec is logged (CW_LOG_WARNING).
  *
  * Returns: nothing.
