@@ -41,6 +41,20 @@ static inline unsigned long long now_ns(void) {
         }                                                                                          \
     } while (0)
 
+/* The driver context of a cw_context (its info's handle); exits on failure. */
+static inline CUcontext bench_cu_context(const cw_context *ctx) {
+    cw_context_info info;
+    CW_CHECK(cw_context_get_info(ctx, &info));
+    return info.handle;
+}
+
+/* The driver stream of a cw_stream (its info's handle); exits on failure. */
+static inline CUstream bench_cu_stream(const cw_stream *s) {
+    cw_stream_info info;
+    CW_CHECK(cw_stream_get_info(s, &info));
+    return info.handle;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -124,7 +138,9 @@ static int bench_setup(rawcuda *raw, cw_device_info *info, int *drv, char *commi
         return 1;
     }
     CW_CHECK(cw_device_get_info(0, info));
-    CW_CHECK(cw_driver_version(drv));
+    cw_versions versions;
+    CW_CHECK(cw_get_versions(&versions));
+    *drv = versions.driver;
     commit_name(commit, commit_size);
     time_t tnow = time(NULL);
     strftime(date, date_size, "%Y-%m-%d", gmtime(&tnow));

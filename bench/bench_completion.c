@@ -285,7 +285,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
     unsigned ctx_flags = 0;
     CU_CHECK(rc.cuCtxGetFlags(&ctx_flags));
@@ -297,7 +297,7 @@ int main(void) {
     void *module = NULL;
     CU_CHECK(rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_empty", &fn_empty));
     CW_CHECK(cw_stream_create(&s, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(s, &hs));
+    hs = bench_cu_stream(s);
 
     CU_CHECK(rc.cuEventCreate(&raw_ev, 0x2 /* CU_EVENT_DISABLE_TIMING */));
     void *hp = NULL;

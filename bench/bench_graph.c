@@ -108,7 +108,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
     printf("device 0: %s, driver %d.%d, commit %s, %s\n", info.name, drv / 1000, drv % 1000 / 10, commit, date);
     void *module = NULL;
@@ -116,7 +116,7 @@ int main(void) {
     CU_CHECK(rc.cuMemAlloc(&dp, 64));
     CU_CHECK(rc.cuStreamCreateWithPriority(&raw_s, 1 /* CU_STREAM_NON_BLOCKING */, 0));
     CW_CHECK(cw_stream_create(&s, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(s, &cw_h));
+    cw_h = bench_cu_stream(s);
 
     double *t[M_COUNT];
     for (int m = 0; m < M_COUNT; m++) t[m] = malloc(sizeof(double) * (size_t)rounds);

@@ -25,7 +25,7 @@
  *   b)  hog and small kernel both on the primary context, default priority
  *   c)  as b), the small kernel on a stream of the greatest priority
  *   d)  small kernel on its own 16-SM partition, hog on the leftover
- *       partition: cw_partition_set_create(&set, 0, {16}, 1, -1)
+ *       partition: cw_partition_group_create(&set, 0, {16}, 1, -1)
  *
  * Each scenario runs at least N_FAST (a, a2, d) or N_SLOW (b, c) round
  * trips and at least IDLE_MIN_S / HOGGED_MIN_S seconds, at most CAP_S.
@@ -106,7 +106,7 @@ static void kctx_load(kctx *k, const char *name, cw_context *ctx, unsigned sms, 
     k->ctx = ctx;
     k->sms = sms;
     k->hog_blocks = (unsigned)hog_per_sm * sms;
-    CW_CHECK(cw_context_get_handle(ctx, &k->cu));
+    k->cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_small", &k->f_small));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_hog", &k->f_hog));
@@ -185,7 +185,7 @@ static void *hog_main(void *arg) {
 static void hog_start(hog *g, kctx *k, cw_stream *s) {
     memset(g, 0, sizeof *g);
     g->k = k;
-    CW_CHECK(cw_stream_get_handle(s, &g->h));
+    g->h = bench_cu_stream(s);
     atomic_init(&g->stop, 0);
     atomic_init(&g->launched, 0);
     if (pthread_create(&g->thread, NULL, hog_main, g) != 0) {
@@ -238,7 +238,7 @@ static double *samples;
  * samples and min_s seconds, at most CAP_S seconds. */
 static void small_run(result *out, const char *name, kctx *k, cw_stream *s, size_t target, double min_s) {
     CUstream h = NULL;
-    CW_CHECK(cw_stream_get_handle(s, &h));
+    h = bench_cu_stream(s);
     void *args[] = {&k->counter};
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     for (int i = 0; i < WARMUP; i++) {
@@ -306,8 +306,8 @@ int main(void) {
     int setup = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
     if (setup != 0) return setup;
 
-    cw_green_caps caps;
-    CW_CHECK(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    CW_CHECK(cw_partition_get_caps(0, &caps));
     if (!caps.supported) {
         printf("SKIP: device 0 (%s) or its driver has no green contexts\n", info.name);
         return 77;
@@ -322,19 +322,25 @@ int main(void) {
      * green contexts retain it) */
     cw_context *primary = NULL;
     CW_CHECK(cw_context_create(&primary, 0));
-    int least = 0, greatest = 0;
-    CW_CHECK(cw_context_get_priority_range(primary, &least, &greatest));
+    cw_context_info primary_info;
+    CW_CHECK(cw_context_get_info(primary, &primary_info));
+    const int least = primary_info.least_priority, greatest = primary_info.greatest_priority;
     const unsigned small_sizes[] = {SMALL_SMS};
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     unsigned long long tc = now_ns();
-    CW_CHECK(cw_partition_set_create(&set, 0, small_sizes, 1, -1));
+    CW_CHECK(cw_partition_group_create(&set, 0, small_sizes, 1, -1));
     const double set_ms = (double)(now_ns() - tc) / 1e6;
     cw_context *part = NULL, *left = NULL;
-    CW_CHECK(cw_partition_set_get(set, 0, &part));
-    CW_CHECK(cw_partition_set_default(set, &left));
+    cw_partition_group_info ginfo;
+    cw_partition_info part_info;
+    CW_CHECK(cw_partition_group_get_info(set, &ginfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &part_info));
+    part = part_info.context;
+    CW_CHECK(cw_partition_group_get_partition(set, ginfo.default_index, &part_info));
+    left = part_info.context;
     cw_partition_info pinfo, linfo;
-    CW_CHECK(cw_partition_set_info(set, 0, &pinfo));
-    CW_CHECK(cw_partition_set_info(set, 1, &linfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &pinfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 1, &linfo));
 
     kctx kp, kg, kl;
     kctx_load(&kp, "primary", primary, (unsigned)info.sm_count, 1);
@@ -484,7 +490,7 @@ int main(void) {
     cw_stream_destroy(&s_hog_p);
     cw_stream_destroy(&s_small_g);
     cw_stream_destroy(&s_hog_l);
-    CW_CHECK(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
     cw_context_destroy(&primary);
     free(samples);
     return 0;

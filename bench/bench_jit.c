@@ -166,8 +166,10 @@ int main(void) {
     char commit[64], date[32];
     int setup = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
     if (setup != 0) return setup;
-    int nvmaj = 0, nvmin = 0;
-    if (cw_nvrtc_version(&nvmaj, &nvmin) != CW_SUCCESS || !nvrtc_open()) {
+    cw_versions versions;
+    CW_CHECK(cw_get_versions(&versions));
+    const int nvmaj = versions.nvrtc_major, nvmin = versions.nvrtc_minor;
+    if (!cw_driver_has(CW_FEATURE_NVRTC) || !nvrtc_open()) {
         printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
         return 77;
     }

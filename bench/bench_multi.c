@@ -16,7 +16,7 @@
  *     device: cw_copy_peer on the cw_stream against cuMemcpyPeerAsync on the
  *     raw stream. Each copy is timed with raw events (cuEventRecord before and
  *     after it on the underlying CUstream, the cw_stream's from
- *     cw_stream_get_handle; cuEventElapsedTime), COPY_REPS copies per size,
+ *     cw_stream_get_info; cuEventElapsedTime), COPY_REPS copies per size,
  *     direction and variant after COPY_WARMUP warm-ups, the variants
  *     alternating (AB BA ...) so that both share the drift. GB/s at the
  *     median (and p90) time; the ratio is of the median times, cw / raw
@@ -344,9 +344,10 @@ static void rt_load(int d) {
  * current (as bench_resident's wl_capture). */
 static cw_status rt_workload(cw_stream *s, void *user) {
     gpu *x = user;
-    CUstream h = NULL;
-    cw_status st = cw_stream_get_handle(s, &h);
+    cw_stream_info si;
+    cw_status st = cw_stream_get_info(s, &si);
     if (st != CW_SUCCESS) return st;
+    CUstream h = si.handle;
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
     CU_CHECK(rc.cuCtxSetCurrent(x->cu));
@@ -677,7 +678,7 @@ int main(void) {
         x->ctx = gi.contexts[d];
         x->ord = gi.devices[d];
         CW_CHECK(cw_device_get_info(x->ord, &x->info));
-        CW_CHECK(cw_context_get_handle(x->ctx, &x->cu));
+        x->cu = bench_cu_context(x->ctx);
     }
     /* Peer access each way where the topology allows it. */
     int enabled = 0;
@@ -695,7 +696,7 @@ int main(void) {
     for (int d = 0; d < 2; d++) {
         gpu *x = &g[d];
         CW_CHECK(cw_stream_create(&x->cs, x->ctx, NULL));
-        CW_CHECK(cw_stream_get_handle(x->cs, &x->cs_h));
+        x->cs_h = bench_cu_stream(x->cs);
         use(d);
         CU_CHECK(rc.cuStreamCreateWithPriority(&x->rs, 1 /* CU_STREAM_NON_BLOCKING */, 0));
         CU_CHECK(rc.cuEventCreate(&x->ev_start, 0));
@@ -853,7 +854,9 @@ int main(void) {
     ar[1].warm = AR_WARMUP_LARGE;
     if (nccl_open(nccl_why, sizeof nccl_why)) {
         NCCL_CHECK(nc.GetVersion(&nccl_ver));
-        CW_CHECK(cw_nccl_version(&cw_nccl_ver));
+        cw_versions versions;
+        CW_CHECK(cw_get_versions(&versions));
+        cw_nccl_ver = versions.nccl;
         const int ords[2] = {g[0].ord, g[1].ord};
         NCCL_CHECK(nc.CommInitAll(ncc, 2, ords));
         cw_context *const ctxs[2] = {g[0].ctx, g[1].ctx};

@@ -1098,7 +1098,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
 
     /* the kernels: loaded once, the same for every variant */

@@ -204,7 +204,7 @@ static void kset_load(kset *k, const char *name, cw_context *ctx) {
     k->ctx = ctx;
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
-    CW_CHECK(cw_context_get_handle(ctx, &k->cu));
+    k->cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(k->cu));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_op_load", &k->f_load));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_op_mul", &k->f_mul));
@@ -226,7 +226,7 @@ static void kset_load(kset *k, const char *name, cw_context *ctx) {
     CU_CHECK(rc.cuCtxSynchronize());
     CU_CHECK(rc.cuCtxSetCurrent(prev));
     CW_CHECK(cw_stream_create(&k->cap, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(k->cap, &k->cap_h));
+    k->cap_h = bench_cu_stream(k->cap);
 }
 
 /* Checks that every hog launch ran, then frees and unloads. */
@@ -311,9 +311,10 @@ static int wl_used;
  * loop's graph), launched raw on s's CUstream with the loop's context current. */
 static cw_status wl_capture(cw_stream *s, void *user) {
     const wl *w = user;
-    CUstream h = NULL;
-    cw_status st = cw_stream_get_handle(s, &h);
+    cw_stream_info si;
+    cw_status st = cw_stream_get_info(s, &si);
     if (st != CW_SUCCESS) return st;
+    CUstream h = si.handle;
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
     CU_CHECK(rc.cuCtxSetCurrent(w->k->cu));
@@ -663,7 +664,7 @@ static void hog_start(hog *g, kset *k, cw_stream *s, unsigned blocks) {
     memset(g, 0, sizeof *g);
     g->k = k;
     g->blocks = blocks;
-    CW_CHECK(cw_stream_get_handle(s, &g->h));
+    g->h = bench_cu_stream(s);
     atomic_init(&g->stop, 0);
     atomic_init(&g->launched, 0);
     if (pthread_create(&g->thread, NULL, hog_main, g) != 0) {
@@ -748,7 +749,7 @@ static void child_run(int fd, size_t iters) {
     cw_context *ctx = NULL;
     CUcontext cu = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cu));
+    cu = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cu));
     host_alloc();
     kset k;
@@ -940,8 +941,8 @@ typedef struct part_result {
 
 static void run_partition(part_result *pr, const cw_device_info *info, size_t iters) {
     memset(pr, 0, sizeof *pr);
-    cw_green_caps caps;
-    CW_CHECK(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    CW_CHECK(cw_partition_get_caps(0, &caps));
     if (!caps.supported) {
         snprintf(pr->skip, sizeof pr->skip, "device 0 (%s) or its driver has no green contexts", info->name);
         return;
@@ -954,19 +955,24 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
                  caps.sm_count, small);
         return;
     }
-    cw_partition_set *set = NULL;
-    cw_status st = cw_partition_set_create(&set, 0, &small, 1, -1);
+    cw_partition_group *set = NULL;
+    cw_status st = cw_partition_group_create(&set, 0, &small, 1, -1);
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        snprintf(pr->skip, sizeof pr->skip, "cw_partition_set_create: %s", cw_last_error_message());
+        snprintf(pr->skip, sizeof pr->skip, "cw_partition_group_create: %s", cw_last_error_message());
         return;
     }
     CW_CHECK(st);
     cw_context *part = NULL, *left = NULL;
-    CW_CHECK(cw_partition_set_get(set, 0, &part));
-    CW_CHECK(cw_partition_set_default(set, &left));
+    cw_partition_group_info ginfo;
+    cw_partition_info part_info;
+    CW_CHECK(cw_partition_group_get_info(set, &ginfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &part_info));
+    part = part_info.context;
+    CW_CHECK(cw_partition_group_get_partition(set, ginfo.default_index, &part_info));
+    left = part_info.context;
     cw_partition_info pinfo, linfo;
-    CW_CHECK(cw_partition_set_info(set, 0, &pinfo));
-    CW_CHECK(cw_partition_set_info(set, 1, &linfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 0, &pinfo));
+    CW_CHECK(cw_partition_group_get_partition(set, 1, &linfo));
     pr->small_sms = pinfo.sm_count;
     pr->left_sms = linfo.sm_count;
 
@@ -1033,7 +1039,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_stream_destroy(&hs);
     kset_unload(&kg);
     kset_unload(&kl);
-    CW_CHECK(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 /* ---- output ------------------------------------------------------------------------ */
@@ -1103,7 +1109,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
     int cc_major = 0;
     CU_CHECK(rc.cuDeviceGetAttribute(&cc_major, 75 /* COMPUTE_CAPABILITY_MAJOR */, 0));

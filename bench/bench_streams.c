@@ -8,7 +8,7 @@
  *                program would keep its own array of streams)
  *   pool acquire 8 acquires in a row on the same pool, then the 8 releases,
  *                each run of 8 timed on its own (clock overhead subtracted)
- *   pool next    cw_stream_pool_next on a round-robin pool of 4 streams
+ *   pool next    cw_stream_pool_get_next on a round-robin pool of 4 streams
  *   wait         cw_stream_wait(dst, src) vs cuEventRecord(ev, src) +
  *                cuStreamWaitEvent(dst, ev, 0) on a pre-created
  *                timing-disabled event
@@ -86,7 +86,7 @@ static double batch_pool_pair(void) {
     cw_stream *s = NULL;
     unsigned long long t0 = now_ns();
     for (int k = 0; k < CPU_K; k++) {
-        bad |= cw_stream_pool_acquire(lease_pool, &s);
+        bad |= cw_stream_pool_acquire(&s, lease_pool, 0);
         bad |= cw_stream_pool_release(lease_pool, &s);
     }
     unsigned long long t1 = now_ns();
@@ -104,7 +104,7 @@ static void batch_pool_split(double *acq_ns, double *rel_ns) {
     const int runs = CPU_K / LEASE_RESERVED;
     for (int r = 0; r < runs; r++) {
         unsigned long long t0 = now_ns();
-        for (int i = 0; i < LEASE_RESERVED; i++) bad |= cw_stream_pool_acquire(lease_pool, &s[i]);
+        for (int i = 0; i < LEASE_RESERVED; i++) bad |= cw_stream_pool_acquire(&s[i], lease_pool, 0);
         unsigned long long t1 = now_ns();
         for (int i = 0; i < LEASE_RESERVED; i++) bad |= cw_stream_pool_release(lease_pool, &s[i]);
         unsigned long long t2 = now_ns();
@@ -122,9 +122,9 @@ static double batch_pool_next(void) {
     int bad = 0;
     cw_stream *s = NULL;
     unsigned long long t0 = now_ns();
-    for (int k = 0; k < CPU_K; k++) bad |= cw_stream_pool_next(rr_pool, &s);
+    for (int k = 0; k < CPU_K; k++) bad |= cw_stream_pool_get_next(rr_pool, &s);
     unsigned long long t1 = now_ns();
-    if (bad) batch_failed("cw_stream_pool_next");
+    if (bad) batch_failed("cw_stream_pool_get_next");
     return (double)(t1 - t0) / CPU_K;
 }
 
@@ -170,7 +170,7 @@ int main(void) {
     printf("bench_streams: host cost per call of cuweave stream pools and ordering vs the raw driver\n"
            "  pool pair    : cw_stream_pool_acquire + cw_stream_pool_release, lease pool, %d reserved (no raw)\n"
            "  pool acquire : %d acquires in a row, then the %d releases, each run timed alone\n"
-           "  pool next    : cw_stream_pool_next, round-robin pool of %d streams (no raw)\n"
+           "  pool next    : cw_stream_pool_get_next, round-robin pool of %d streams (no raw)\n"
            "  wait         : cw_stream_wait(dst, src) vs cuEventRecord(ev, src) + cuStreamWaitEvent(dst, ev, 0)\n"
            "  method       : batches of K calls timed with CLOCK_MONOTONIC / K (K=%d pool, K=%d wait),\n"
            "                 %d warm-up + %d measured batches each, cuweave and raw batches alternated,\n"
@@ -192,14 +192,14 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
 
     /* streams and pools */
     CW_CHECK(cw_stream_create(&dst, ctx, NULL));
     CW_CHECK(cw_stream_create(&src, ctx, NULL));
-    CW_CHECK(cw_stream_get_handle(dst, &hdst));
-    CW_CHECK(cw_stream_get_handle(src, &hsrc));
+    hdst = bench_cu_stream(dst);
+    hsrc = bench_cu_stream(src);
     CU_CHECK(rc.cuEventCreate(&raw_ev, 0x2 /* CU_EVENT_DISABLE_TIMING */));
 
     cw_stream_pool_settings ps;
@@ -211,8 +211,8 @@ int main(void) {
     ps.mode = CW_POOL_ROUND_ROBIN;
     ps.reserved_streams = RR_STREAMS;
     CW_CHECK(cw_stream_pool_create(&rr_pool, ctx, &ps));
-    cw_stream_pool_stats pst;
-    CW_CHECK(cw_stream_pool_get_stats(lease_pool, &pst));
+    cw_stream_pool_info pst;
+    CW_CHECK(cw_stream_pool_get_info(lease_pool, &pst));
     if (pst.mode != CW_POOL_LEASE)
         printf("note: the lease pool runs in mode %d (CUWEAVE_SERIALIZE=1?): figures are not the lease path\n",
                (int)pst.mode);

@@ -49,7 +49,7 @@
  *                  are required").
  *   cuweave        the per-picture uploads on each picture's own stream
  *                  taken from a non-blocking cw_stream_pool when the
- *                  picture is made (cw_stream_pool_named, the picture as
+ *                  picture is made (cw_stream_pool_acquire_named, the picture as
  *                  owner; given back with the picture),
  *                  the compute stream a cuweave non-blocking stream,
  *                  ordering with cw_stream_wait (cuweave's own events), the
@@ -381,14 +381,14 @@ static void raw_pictures_alloc(variant *V) {
 }
 
 /* cuweave: each picture takes its upload stream from the pool, named after
- * the picture (cw_stream_pool_named: a non-blocking pooled stream the
+ * the picture (cw_stream_pool_acquire_named: a non-blocking pooled stream the
  * picture keeps), when the picture is made; given back with it. */
 static void cw_pictures_alloc(variant *V) {
     for (int i = 0; i < RING; i++) {
-        CW_CHECK(cw_stream_pool_named(V->pool, &V->dref[i], "upload", &V->up_ref[i]));
-        CW_CHECK(cw_stream_pool_named(V->pool, &V->ddis[i], "upload", &V->up_dis[i]));
-        CW_CHECK(cw_stream_get_handle(V->up_ref[i], &V->up_ref_h[i]));
-        CW_CHECK(cw_stream_get_handle(V->up_dis[i], &V->up_dis_h[i]));
+        CW_CHECK(cw_stream_pool_acquire_named(&V->up_ref[i], V->pool, &V->dref[i], "upload"));
+        CW_CHECK(cw_stream_pool_acquire_named(&V->up_dis[i], V->pool, &V->ddis[i], "upload"));
+        V->up_ref_h[i] = bench_cu_stream(V->up_ref[i]);
+        V->up_dis_h[i] = bench_cu_stream(V->up_dis[i]);
     }
 }
 
@@ -583,8 +583,10 @@ int main(void) {
                         "cuMemcpyDtoHAsync_v2 or cuKernelGetFunction\n");
         return 1;
     }
-    int nvmaj = 0, nvmin = 0;
-    if (cw_nvrtc_version(&nvmaj, &nvmin) != CW_SUCCESS) {
+    cw_versions versions;
+    CW_CHECK(cw_get_versions(&versions));
+    const int nvmaj = versions.nvrtc_major, nvmin = versions.nvrtc_minor;
+    if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
         return 77;
     }
@@ -612,7 +614,7 @@ int main(void) {
     cw_context *ctx = NULL;
     CUcontext cuctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
-    CW_CHECK(cw_context_get_handle(ctx, &cuctx));
+    cuctx = bench_cu_context(ctx);
     CU_CHECK(rc.cuCtxSetCurrent(cuctx));
 
     /* the kernel: compiled once, loaded once, the same for every variant */
@@ -660,12 +662,12 @@ int main(void) {
             pss.mode = CW_POOL_LEASE;
             pss.reserved_streams = 2 * RING; /* one named stream per picture */
             CW_CHECK(cw_stream_pool_create(&V->pool, ctx, &pss));
-            cw_stream_pool_stats pst;
-            CW_CHECK(cw_stream_pool_get_stats(V->pool, &pst));
+            cw_stream_pool_info pst;
+            CW_CHECK(cw_stream_pool_get_info(V->pool, &pst));
             if (pst.mode != CW_POOL_LEASE)
                 printf("note: the pool runs in mode %d (CUWEAVE_SERIALIZE=1?): not the lease path\n", (int)pst.mode);
             CW_CHECK(cw_stream_create(&V->cw_compute, ctx, NULL));
-            CW_CHECK(cw_stream_get_handle(V->cw_compute, &V->cw_compute_h));
+            V->cw_compute_h = bench_cu_stream(V->cw_compute);
             for (int i = 0; i < RING; i++) {
                 CW_CHECK(cw_future_create(&V->fut[i], V->cw_compute, g_future_kind));
                 CW_CHECK(cw_future_set_spin(V->fut[i], SPIN_US));
@@ -789,7 +791,7 @@ int main(void) {
            "design: per-picture streams made with `cuStreamCreate(CU_STREAM_DEFAULT)` and an event each, made\n"
            "with the picture, the compute stream non-blocking, `cuStreamSynchronize`. ADR fix: the same with\n"
            "`cuStreamCreateWithPriority(CU_STREAM_NON_BLOCKING, 0)`. cuweave: each picture's own stream from a\n"
-           "`cw_stream_pool` (`cw_stream_pool_named`), `cw_stream_wait`, `cw_kernel_launch`, a `WRITE_VALUE` future\n"
+           "`cw_stream_pool` (`cw_stream_pool_acquire_named`), `cw_stream_wait`, `cw_kernel_launch`, a `WRITE_VALUE` future\n"
            "one frame at a time and an `EVENT` future pipelined. Latency: first upload call to the result on the\n"
            "host, microseconds, %ld frames per variant and size; fps: per block of %d\n"
            "frames (median); pipelined: %d frames in flight. Variants alternated by block in one run; %ld\n"

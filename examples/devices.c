@@ -11,8 +11,13 @@
 
 int main(void) {
     unsigned v = cw_version();
+    cw_versions vs;
+    if (cw_get_versions(&vs) != CW_SUCCESS) { /* only a NULL pointer or a broken NVRTC/NCCL fails */
+        fprintf(stderr, "cw_get_versions: %s\n", cw_last_error_message());
+        return 1;
+    }
     printf("cuweave %u.%u.%u (ABI %u)\n", CW_VERSION_PACK_MAJOR(v), CW_VERSION_PACK_MINOR(v),
-           CW_VERSION_PACK_PATCH(v), CW_VERSION_PACK_MAJOR(cw_version_api()));
+           CW_VERSION_PACK_PATCH(v), CW_VERSION_PACK_MAJOR(vs.api));
 
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
@@ -23,8 +28,9 @@ int main(void) {
         fprintf(stderr, "cw_init: %s\n", cw_last_error_message());
         return 1;
     }
-    int driver = 0, count = 0;
-    if (cw_driver_version(&driver) != CW_SUCCESS || cw_device_count(&count) != CW_SUCCESS) {
+    const int driver = vs.driver;
+    int count = 0;
+    if (cw_device_count(&count) != CW_SUCCESS) {
         fprintf(stderr, "%s\n", cw_last_error_message());
         return 1;
     }
@@ -36,9 +42,9 @@ int main(void) {
     for (int i = 0; i < count; i++) {
         cw_device_info info;
         cw_context *ctx = NULL;
-        int least = 0, greatest = 0;
+        cw_context_info ci;
         if (cw_device_get_info(i, &info) != CW_SUCCESS || cw_context_create(&ctx, i) != CW_SUCCESS ||
-            cw_context_get_priority_range(ctx, &least, &greatest) != CW_SUCCESS) {
+            cw_context_get_info(ctx, &ci) != CW_SUCCESS) {
             fprintf(stderr, "device %d: %s\n", i, cw_last_error_message());
             cw_context_destroy(&ctx);
             return 1;
@@ -46,7 +52,7 @@ int main(void) {
         printf("device %d: %s, compute %d.%d, %d SMs, %.1f GiB, PCI %04x:%02x:%02x, stream priorities %d..%d\n",
                i, info.name, info.cc_major, info.cc_minor, info.sm_count,
                (double)info.total_memory / (1024.0 * 1024.0 * 1024.0), info.pci_domain, info.pci_bus,
-               info.pci_device, least, greatest);
+               info.pci_device, ci.least_priority, ci.greatest_priority);
         cw_context_destroy(&ctx);
     }
     return 0;

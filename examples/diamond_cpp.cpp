@@ -286,10 +286,8 @@ int main() {
             printf("no GPU here (%s): %s\n", cw::status_name(e.status()), e.what());
             return 0;
         }
-        try {
-            cw::nvrtc_version();
-        } catch (const cw::error &e) {
-            printf("no NVRTC here: %s\n", e.what());
+        if (!cw::driver_has(CW_FEATURE_NVRTC)) {
+            printf("no NVRTC here: %s\n", cw::error_message());
             return 0;
         }
         return run() ? 0 : 1;

@@ -83,8 +83,7 @@ int main(void) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
         return 0;
     }
-    int major = 0, minor = 0;
-    if (st == CW_SUCCESS && cw_nvrtc_version(&major, &minor) != CW_SUCCESS) {
+    if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error_message());
         return 0;
     }

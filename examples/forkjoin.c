@@ -94,10 +94,10 @@ static int cu_open(void) {
 
 /* cw_stamp(out, ns) on stream s: out[0] = start, out[1] = end (GPU ns). */
 static CUresult_ stamp(void *fn, cw_stream *s, CUdeviceptr_ out, long long ns) {
-    CUstream h = NULL;
-    if (cw_stream_get_handle(s, &h) != CW_SUCCESS) return -1;
+    cw_stream_info info; /* the driver stream: no driver call to read it */
+    if (cw_stream_get_info(s, &info) != CW_SUCCESS) return -1;
     void *args[] = {&out, &ns};
-    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, h, args, NULL);
+    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, info.handle, args, NULL);
 }
 
 /* Prints the stamps and the verdict; returns 1 when the order held. */
@@ -155,8 +155,10 @@ int main(void) {
     CUdeviceptr_ buf = 0;
     unsigned long long stamps[8] = {0}; /* start, end of P0, A, B, P1 (GPU ns) */
 
+    cw_context_info ctx_info;
     CW_TRY(cw_context_create(&ctx, 0));
-    CW_TRY(cw_context_get_handle(ctx, &cuctx));
+    CW_TRY(cw_context_get_info(ctx, &ctx_info));
+    cuctx = ctx_info.handle;
     CW_TRY(cw_stream_create(&parent, ctx, NULL)); /* non-blocking, priority 0 */
     CW_TRY(cw_timer_create(&timer, ctx));
 
@@ -171,8 +173,8 @@ int main(void) {
     /* the graph of work */
     CW_TRY(cw_timer_start(timer, parent));
     CU_TRY(stamp(fn, parent, buf + 0 * 8, parent_ns)); /* P0 */
-    CW_TRY(cw_stream_fork(parent, &a));
-    CW_TRY(cw_stream_fork(parent, &b));
+    CW_TRY(cw_stream_fork(&a, parent));
+    CW_TRY(cw_stream_fork(&b, parent));
     /* CUWEAVE_SERIALIZE=1: the children are the parent, or one shared stream */
     serialized = (a == parent || b == parent || a == b);
     CU_TRY(stamp(fn, a, buf + 2 * 8, branch_ns)); /* A */
@@ -185,7 +187,7 @@ int main(void) {
     /* the host learns of completion through a future (the fast kind) */
     CW_TRY(cw_future_create(&done, parent, CW_FUTURE_WRITE_VALUE));
     CW_TRY(cw_future_wait(done, 10 * 1000 * 1000)); /* 10 s at most */
-    CW_TRY(cw_timer_elapsed_ms(timer, &ms));
+    CW_TRY(cw_timer_get_elapsed_ms(timer, &ms));
 
     CU_TRY(cu.cuMemcpyDtoH(stamps, buf, sizeof stamps));
 

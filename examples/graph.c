@@ -81,9 +81,9 @@ static int cu_open(void) {
 static void *k_mul_add, *k_set_cond, *k_while_body;
 
 static int launch(void *fn, cw_stream *s, void **args) {
-    CUstream h = NULL;
-    if (cw_stream_get_handle(s, &h) != CW_SUCCESS) return -1;
-    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, h, args, NULL);
+    cw_stream_info info; /* the driver stream: no driver call to read it */
+    if (cw_stream_get_info(s, &info) != CW_SUCCESS) return -1;
+    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, info.handle, args, NULL);
 }
 
 static int mul_add(cw_stream *s, dptr x, int v) {
@@ -112,8 +112,10 @@ int main(void) {
     dptr buf = 0; /* x, count, limit */
     int x = 0, expect = 0, count = 0;
 
+    cw_context_info ctx_info;
     CW_TRY(cw_context_create(&ctx, 0));
-    CW_TRY(cw_context_get_handle(ctx, &cuctx));
+    CW_TRY(cw_context_get_info(ctx, &ctx_info));
+    cuctx = ctx_info.handle;
     CW_TRY(cw_stream_create(&s, ctx, NULL));
     CU_TRY(cu.cuCtxPushCurrent(cuctx));
     pushed = 1;

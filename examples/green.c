@@ -37,8 +37,8 @@ int main(void) {
         return 1;
     }
 
-    cw_green_caps caps;
-    if (cw_green_query(0, &caps) != CW_SUCCESS) {
+    cw_partition_caps caps;
+    if (cw_partition_get_caps(0, &caps) != CW_SUCCESS) {
         fprintf(stderr, "green: %s\n", cw_last_error_message());
         return 1;
     }
@@ -49,26 +49,24 @@ int main(void) {
     if (!caps.supported) return 0;
 
     int ok = 0;
-    cw_partition_set *set = NULL;
+    cw_partition_group *group = NULL;
     cw_stream *fast = NULL, *bulk = NULL;
-    cw_context *fast_ctx = NULL, *bulk_ctx = NULL;
+    cw_partition_group_info group_info;
     cw_partition_info fast_info, bulk_info;
-    size_t count = 0;
 
     /* one 16-SM partition, the rest left over and the default (-1) */
     const unsigned sizes[] = {16};
-    TRY(cw_partition_set_create(&set, 0, sizes, 1, -1));
-    TRY(cw_partition_set_count(set, &count));
-    TRY(cw_partition_set_get(set, 0, &fast_ctx)); /* borrowed: lives with the set */
-    TRY(cw_partition_set_default(set, &bulk_ctx)); /* the leftover partition */
-    TRY(cw_partition_set_info(set, 0, &fast_info));
-    TRY(cw_partition_set_info(set, count - 1, &bulk_info));
-    printf("%zu partitions: fast %u SMs, leftover %u SMs%s\n", count, fast_info.sm_count, bulk_info.sm_count,
-           bulk_info.is_default ? " (the default)" : "");
+    TRY(cw_partition_group_create(&group, 0, sizes, 1, -1));
+    TRY(cw_partition_group_get_info(group, &group_info));
+    TRY(cw_partition_group_get_partition(group, 0, &fast_info));
+    TRY(cw_partition_group_get_partition(group, group_info.default_index, &bulk_info)); /* the leftover one */
+    printf("%zu partitions: fast %u SMs, leftover %u SMs%s\n", group_info.count, fast_info.sm_count,
+           bulk_info.sm_count, bulk_info.is_default ? " (the default)" : "");
 
-    /* a stream on each (cuGreenCtxStreamCreate; always non-blocking) */
-    TRY(cw_stream_create(&fast, fast_ctx, NULL));
-    TRY(cw_stream_create(&bulk, bulk_ctx, NULL));
+    /* a stream on each (cuGreenCtxStreamCreate; always non-blocking); the
+     * partitions' contexts are borrowed from the group */
+    TRY(cw_stream_create(&fast, fast_info.context, NULL));
+    TRY(cw_stream_create(&bulk, bulk_info.context, NULL));
 
     /* work enqueued on `fast` from now on waits for what `bulk` has so far,
      * on the GPU: partitions of one device order like any two streams */
@@ -76,18 +74,18 @@ int main(void) {
     TRY(cw_stream_synchronize(fast));
     printf("ordered the fast partition's stream after the leftover's\n");
 
-    /* the set refuses to go while objects made on it live */
-    if (cw_partition_set_destroy(&set) == CW_ERROR_INVALID_STATE)
-        printf("destroying the set with live streams is refused: %s\n", cw_last_error_message());
+    /* the group can go first: its partitions stay while streams made on
+     * them live, and the streams keep working */
+    cw_partition_group_destroy(&group);
+    TRY(cw_stream_wait(bulk, fast));
+    TRY(cw_stream_synchronize(bulk));
+    printf("the group is gone; its partitions' streams still work\n");
     ok = 1;
 
 out:
     cw_stream_destroy(&fast);
-    cw_stream_destroy(&bulk);
-    if (cw_partition_set_destroy(&set) != CW_SUCCESS) {
-        fprintf(stderr, "green: %s\n", cw_last_error_message());
-        ok = 0;
-    }
+    cw_stream_destroy(&bulk); /* the last objects on the partitions: they go now */
+    cw_partition_group_destroy(&group);
     if (ok) printf("done\n");
     return ok ? 0 : 1;
 }

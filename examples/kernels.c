@@ -39,8 +39,7 @@ int main(void) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
         return 0;
     }
-    int major = 0, minor = 0;
-    if (st == CW_SUCCESS && cw_nvrtc_version(&major, &minor) != CW_SUCCESS) {
+    if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error_message());
         return 0;
     }
@@ -81,8 +80,10 @@ int main(void) {
         }                                                                  \
     } while (0)
 
+    cw_context_info ctx_info;
     TRY(cw_context_create(&ctx, 0));
-    TRY(cw_context_get_handle(ctx, &cu));
+    TRY(cw_context_get_info(ctx, &ctx_info));
+    cu = ctx_info.handle;
     TRY(cw_stream_create(&s, ctx, NULL));
 
     cw_header header = {"scale.h", "#define BIAS 0.5f\n"};
@@ -100,8 +101,10 @@ int main(void) {
     TRY(cw_program_compile(&p, ctx, k_source, &ps));
     cw_program_info pi;
     TRY(cw_program_get_info(p, &pi));
+    cw_versions v;
+    TRY(cw_get_versions(&v));
     printf("scale<float> for sm_%d: %zu bytes of cubin, %s (NVRTC %d.%d, key %.16s...)\n", pi.arch, pi.size,
-           source_name(pi.source), major, minor, pi.key);
+           source_name(pi.source), v.nvrtc_major, v.nvrtc_minor, pi.key);
     TRY(cw_program_compile(&again, ctx, k_source, &ps));
     TRY(cw_program_get_info(again, &pi));
     printf("the same compile again: %s\n", source_name(pi.source));

@@ -15,7 +15,7 @@
  *                                │ event
  *       GPU 1 stream  ─(wait)────▼[peer copy src -> dst][copy to host]──▶
  *
- *  3. if NCCL can be loaded (cw_nccl_version; CUWEAVE_LIBNCCL or
+ *  3. if NCCL can be loaded (cw_get_versions; CUWEAVE_LIBNCCL or
  *     libnccl.so.2), an all-reduce over every GPU: rank r's buffer holds
  *     r + 1 in every element, the sum over n ranks is n (n + 1) / 2, checked
  *     on every GPU. Without NCCL it says why and skips this part.
@@ -159,15 +159,16 @@ fail:
  * every element of every rank is right, or when NCCL is not there. */
 static int all_reduce(const cw_device_group_info *g) {
     const int n = g->count;
-    int version = 0;
-    cw_status st = cw_nccl_version(&version);
-    if (st == CW_ERROR_NOT_SUPPORTED) {
-        printf("all-reduce skipped, no NCCL: %s\n", cw_last_error_message());
-        return 1;
-    }
+    cw_versions versions;
+    cw_status st = cw_get_versions(&versions);
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "multi_gpu: cw_nccl_version: %s\n", cw_last_error_message());
+        fprintf(stderr, "multi_gpu: cw_get_versions: %s\n", cw_last_error_message());
         return 0;
+    }
+    const int version = versions.nccl;
+    if (version == 0) {
+        printf("all-reduce skipped, no NCCL (CUWEAVE_LIBNCCL, libnccl.so.2)\n");
+        return 1;
     }
     printf("NCCL %d.%d.%d (NCCL_NVLS_ENABLE=%s)\n", version / 10000, version / 100 % 100, version % 100,
            getenv("NCCL_NVLS_ENABLE"));

@@ -43,8 +43,7 @@ int main(void) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
         return 0;
     }
-    int major = 0, minor = 0;
-    if (st == CW_SUCCESS && cw_nvrtc_version(&major, &minor) != CW_SUCCESS) {
+    if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error_message());
         return 0;
     }
@@ -95,8 +94,10 @@ int main(void) {
         }                                                                  \
     } while (0)
 
+    cw_context_info ctx_info;
     TRY(cw_context_create(&ctx, 0));
-    TRY(cw_context_get_handle(ctx, &cu));
+    TRY(cw_context_get_info(ctx, &ctx_info));
+    cu = ctx_info.handle;
     TRY(cw_stream_create(&s, ctx, NULL));
 
     /* the workload kernel, with the device header from memory */

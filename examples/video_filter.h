@@ -134,7 +134,7 @@ static cw_status vf_process(video_filter *f, unsigned long long src, unsigned lo
     if (!f || !src || !dst || !width || !height || pitch < width) return CW_ERROR_INVALID_ARGUMENT;
     cw_status st = f->opt.unordered ? CW_SUCCESS : cw_stream_wait(f->work, f->host); /* after the host's producer */
     cw_stream *child = NULL;
-    if (st == CW_SUCCESS) st = cw_stream_fork(f->work, &child); /* the bottom half runs beside the top */
+    if (st == CW_SUCCESS) st = cw_stream_fork(&child, f->work); /* the bottom half runs beside the top */
     const unsigned top = height / 2;
     if (st == CW_SUCCESS) st = vf_half(f, f->work, src, dst, width, 0, top, pitch);
     if (st == CW_SUCCESS) st = vf_half(f, child, src, dst, width, top, height - top, pitch);

@@ -280,8 +280,7 @@ int main(void) {
         fprintf(stderr, "video_pipeline: cw_init: %s\n", cw_last_error_message());
         return 1;
     }
-    int major = 0, minor = 0;
-    if (cw_nvrtc_version(&major, &minor) != CW_SUCCESS) {
+    if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error_message());
         return 0;
     }

@@ -61,6 +61,51 @@ static inline void sleep_ms(int ms) {
  * For binaries whose every test needs a GPU: returns 1 when cuweave can use
  * one; otherwise prints why and returns 0 (the caller exits 77).
  */
+/* Fields of a context's info (0.2 has no getter of their own beside
+ * cw_context_get_info); the status is cw_context_get_info's. */
+static inline cw_status cwt_context_handle(const cw_context *ctx, CUcontext *out) {
+    cw_context_info i;
+    cw_status st = cw_context_get_info(ctx, &i);
+    if (st == CW_SUCCESS) *out = i.handle;
+    return st;
+}
+static inline cw_status cwt_context_device(const cw_context *ctx, int *out) {
+    cw_context_info i;
+    cw_status st = cw_context_get_info(ctx, &i);
+    if (st == CW_SUCCESS) *out = i.device;
+    return st;
+}
+
+/* Fields of a stream's info, as for contexts above (cw_stream_get_info's
+ * status). */
+static inline cw_status cwt_stream_handle(const cw_stream *s, CUstream *out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.handle;
+    return st;
+}
+static inline cw_status cwt_stream_context(const cw_stream *s, cw_context **out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.context;
+    return st;
+}
+static inline cw_status cwt_stream_device(const cw_stream *s, int *out) {
+    cw_stream_info i;
+    cw_status st = cw_stream_get_info(s, &i);
+    if (st == CW_SUCCESS) *out = i.device;
+    return st;
+}
+
+/* The context of a group's partition `index` (borrowed from the group); the
+ * status is cw_partition_group_get_partition's. */
+static inline cw_status cwt_partition(const cw_partition_group *g, size_t index, cw_context **out) {
+    cw_partition_info i;
+    cw_status st = cw_partition_group_get_partition(g, index, &i);
+    if (st == CW_SUCCESS) *out = i.context;
+    return st;
+}
+
 static inline int cwt_have_gpu(void) {
     cw_status st = cw_init();
     int n = 0;

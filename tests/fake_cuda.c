@@ -323,7 +323,8 @@ static pthread_t g_worker;
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
     X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)     \
-    X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)
+    X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)   \
+    X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource) X(cuGreenCtxStreamCreate)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -392,9 +393,12 @@ static int ctx_index(CUcontext c) {
     return -1;
 }
 
+static struct CUgreenCtx_st *green_of_ctx(CUcontext c);
+static int green_alive(const struct CUgreenCtx_st *g);
+
 static int ctx_alive(CUcontext c) {
     int i = ctx_index(c);
-    if (i < 0) return 0;
+    if (i < 0) return green_alive(green_of_ctx(c));
     return i == FAKE_MAX_DEVICES || g_primary_refs[i] > 0;
 }
 
@@ -1211,7 +1215,7 @@ FAKE_API CUresult cuCtxGetCurrent(CUcontext *pctx) {
 FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
     ENTER(cuCtxSetCurrent);
     NEED_INIT();
-    if (ctx && ctx_index(ctx) < 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (ctx && ctx_index(ctx) < 0 && !green_of_ctx(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (ctx && !ctx_alive(ctx)) RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
     t_current = ctx;
     RETURN(CUDA_SUCCESS);
@@ -2196,17 +2200,71 @@ FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *of
     RETURN(CUDA_ERROR_INVALID_VALUE); /* past the last parameter */
 }
 
-/* ---- green contexts: the SM resource and the split only -------------------
- * Enough for cuweave's validation of partition sizes (132 SMs, partitions of
- * at least 8 in multiples of 8, at most 16 groups). Making a green context is
- * not modelled: cuDevResourceGenerateDesc reports CUDA_ERROR_NOT_SUPPORTED.
- * It first checks the resources it is given, as the real driver reads them:
- * `count` entries that lie within the result array of the last split with a
- * result (cuDevSmResourceSplitByCount: the array's address and the groups
- * it made are remembered), or that split's `remaining` with a count of 1.
- * Anything else would read past the caller's array: it is not read, the
- * call returns CUDA_ERROR_INVALID_VALUE and counts in
- * fake_cuda_live("badresource"). Both entries count in fake_cuda_calls. */
+/* ---- green contexts -------------------------------------------------------
+ * The SM resource and the split (132 SMs, partitions of at least 8 in
+ * multiples of 8, at most 16 groups), enough for cuweave's validation of
+ * partition sizes. cuDevResourceGenerateDesc first checks the resources it
+ * is given, as the real driver reads them: `count` entries that lie within
+ * the result array of the last split with a result
+ * (cuDevSmResourceSplitByCount: the array's address and the groups it made
+ * are remembered), or that split's `remaining` with a count of 1. Anything
+ * else would read past the caller's array: it is not read, the call returns
+ * CUDA_ERROR_INVALID_VALUE and counts in fake_cuda_live("badresource").
+ *
+ * Making green contexts is off by default: cuDevResourceGenerateDesc then
+ * reports CUDA_ERROR_NOT_SUPPORTED after its checks. fake_cuda_green(1)
+ * turns it on: a descriptor carries its SM count; cuGreenCtxCreate makes a
+ * green context with a CUcontext of its own (cuCtxFromGreenCtx; of the
+ * device, with its own legacy stream, usable with cuCtxSetCurrent like any
+ * context, no peer access), cuGreenCtxGetDevResource gives its SMs,
+ * cuGreenCtxStreamCreate makes a stream of it (CU_STREAM_NON_BLOCKING only,
+ * as the real driver), cuGreenCtxDestroy destroys it: its streams and
+ * events still alive count as orphans (fake_cuda_live("orphans")), as for a
+ * primary context's last release, and it is no longer a live context.
+ * fake_cuda_live("green") counts the green contexts alive. A destroyed
+ * green context's memory is kept (on a list) so that a stale CUcontext is
+ * refused, never read. */
+
+struct CUgreenCtx_st {
+    uint32_t magic;
+    int alive;
+    unsigned sms;
+    struct CUctx_st ctx;           /* what cuCtxFromGreenCtx gives */
+    struct CUstream_st legacy;     /* the context's legacy stream */
+    struct CUgreenCtx_st *next;    /* every green context ever made */
+};
+#define MAGIC_GREEN 0x47524e46u
+
+static struct CUgreenCtx_st *g_greens;
+static int g_green_on;
+static long g_live_green;
+
+/* The green context whose CUcontext c is (alive or not), or NULL. Never
+ * dereferences c. Lock held. */
+static struct CUgreenCtx_st *green_of_ctx(CUcontext c) {
+    for (struct CUgreenCtx_st *g = g_greens; g; g = g->next)
+        if (&g->ctx == c) return g;
+    return NULL;
+}
+
+static int green_alive(const struct CUgreenCtx_st *g) { return g && g->alive; }
+
+static struct CUgreenCtx_st *green_of(CUgreenCtx h) {
+    for (struct CUgreenCtx_st *g = g_greens; g; g = g->next)
+        if (g == (struct CUgreenCtx_st *)h) return g->alive ? g : NULL;
+    return NULL;
+}
+
+/* Descriptors carry their SM count in the handle's value (the driver owns
+ * descriptors and has no call to free them). */
+#define DESC_TAG 0x5u
+static CUdevResourceDesc desc_make(unsigned sms) { return (CUdevResourceDesc)(uintptr_t)(((uintptr_t)sms << 4) | DESC_TAG); }
+static int desc_sms(CUdevResourceDesc d, unsigned *sms) {
+    uintptr_t v = (uintptr_t)d;
+    if ((v & 0xfu) != DESC_TAG || (v >> 4) == 0) return 0;
+    *sms = (unsigned)(v >> 4);
+    return 1;
+}
 
 static const CUdevResource *g_split_result, *g_split_remaining;
 static unsigned g_split_groups;
@@ -2256,7 +2314,6 @@ FAKE_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *g
 }
 
 FAKE_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *resources, unsigned count) {
-    (void)desc;
     ENTER(cuDevResourceGenerateDesc);
     const uintptr_t at = (uintptr_t)resources, base = (uintptr_t)g_split_result;
     const int in_result = g_split_result && count > 0 && at >= base && (at - base) % sizeof(CUdevResource) == 0 &&
@@ -2266,27 +2323,92 @@ FAKE_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResour
         g_bad_resource++;
         RETURN(CUDA_ERROR_INVALID_VALUE);
     }
-    RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    if (!g_green_on) RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    if (!desc) RETURN(CUDA_ERROR_INVALID_VALUE);
+    unsigned sms = 0;
+    for (unsigned i = 0; i < count; i++) sms += resources[i].sm.smCount;
+    if (sms == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *desc = desc_make(sms);
+    RETURN(CUDA_SUCCESS);
 }
 FAKE_API CUresult cuGreenCtxCreate(CUgreenCtx *green, CUdevResourceDesc desc, CUdevice dev, unsigned flags) {
-    (void)green, (void)desc, (void)dev, (void)flags;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    ENTER(cuGreenCtxCreate);
+    NEED_INIT();
+    unsigned sms = 0;
+    if (!green || !desc_sms(desc, &sms) || flags != CU_GREEN_CTX_DEFAULT_STREAM) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!dev_ok(dev)) RETURN(CUDA_ERROR_INVALID_DEVICE);
+    if (!g_green_on) RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    struct CUgreenCtx_st *g = (struct CUgreenCtx_st *)calloc(1, sizeof *g);
+    if (!g) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    g->magic = MAGIC_GREEN;
+    g->alive = 1;
+    g->sms = sms;
+    g->legacy.magic = MAGIC_STREAM;
+    g->legacy.is_legacy = 1;
+    g->ctx.magic = MAGIC_CTX;
+    g->ctx.is_primary = 0;
+    g->ctx.legacy = &g->legacy;
+    g->ctx.dev = dev;
+    g->legacy.ctx = &g->ctx;
+    g->next = g_greens;
+    g_greens = g;
+    g_live_green++;
+    *green = (CUgreenCtx)g;
+    RETURN(CUDA_SUCCESS);
 }
 FAKE_API CUresult cuGreenCtxDestroy(CUgreenCtx green) {
-    (void)green;
-    return CUDA_ERROR_INVALID_HANDLE;
+    ENTER(cuGreenCtxDestroy);
+    NEED_INIT();
+    struct CUgreenCtx_st *g = green_of(green);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    /* As the real driver, everything made on it goes with it. */
+    for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+        if (s->ctx == &g->ctx) g_orphans++;
+    for (struct CUevent_st *e = g_events; e; e = e->next_live)
+        if (e->ctx == &g->ctx) g_orphans++;
+    g->alive = 0;
+    g_live_green--;
+    RETURN(CUDA_SUCCESS);
 }
 FAKE_API CUresult cuCtxFromGreenCtx(CUcontext *ctx, CUgreenCtx green) {
-    (void)ctx, (void)green;
-    return CUDA_ERROR_INVALID_HANDLE;
+    ENTER(cuCtxFromGreenCtx);
+    NEED_INIT();
+    struct CUgreenCtx_st *g = green_of(green);
+    if (!ctx) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    *ctx = &g->ctx;
+    RETURN(CUDA_SUCCESS);
 }
 FAKE_API CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource *res, CUdevResourceType type) {
-    (void)green, (void)res, (void)type;
-    return CUDA_ERROR_INVALID_HANDLE;
+    ENTER(cuGreenCtxGetDevResource);
+    NEED_INIT();
+    struct CUgreenCtx_st *g = green_of(green);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!res || type != CU_DEV_RESOURCE_TYPE_SM) RETURN(CUDA_ERROR_INVALID_VALUE);
+    memset(res, 0, sizeof *res);
+    res->type = CU_DEV_RESOURCE_TYPE_SM;
+    res->sm.smCount = g->sms;
+    res->sm.minSmPartitionSize = 8;
+    res->sm.smCoscheduledAlignment = 8;
+    RETURN(CUDA_SUCCESS);
 }
 FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *stream, CUgreenCtx green, unsigned flags, int priority) {
-    (void)stream, (void)green, (void)flags, (void)priority;
-    return CUDA_ERROR_INVALID_HANDLE;
+    ENTER(cuGreenCtxStreamCreate);
+    NEED_INIT();
+    struct CUgreenCtx_st *g = green_of(green);
+    if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!stream || flags != CU_STREAM_NON_BLOCKING) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUstream_st *s = (struct CUstream_st *)calloc(1, sizeof *s);
+    if (!s) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    s->magic = MAGIC_STREAM;
+    s->ctx = &g->ctx;
+    s->flags = flags;
+    s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+    s->next_live = g_streams;
+    g_streams = s;
+    g_live_streams++;
+    *stream = s;
+    RETURN(CUDA_SUCCESS);
 }
 
 /* ---- graphs ---------------------------------------------------------------- */
@@ -2899,7 +3021,8 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
  * (libraries loaded and kernels got from them, which go with their library),
  * "badaccess" (stream writes/copies to unallocated memory), "cbcalls"
  * (driver calls made from inside host functions), "orphans" (streams and
- * events still alive when their primary context's last retain went), "sticky"
+ * events still alive when their primary context's last retain went, or
+ * their green context was destroyed), "green" (green contexts alive), "sticky"
  * (the sticky error, 0 if none), "badresource" (cuDevResourceGenerateDesc
  * calls given resources outside the last split's arrays). -1 for an unknown
  * kind. */
@@ -2930,6 +3053,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "kernel")) v = g_live_kernels;
     else if (!strcmp(kind, "mempool")) v = g_live_mempools;
     else if (!strcmp(kind, "badresource")) v = g_bad_resource;
+    else if (!strcmp(kind, "green")) v = g_live_green;
     unlock();
     return v;
 }
@@ -3036,6 +3160,14 @@ FAKE_API long fake_cuda_last_prog_edges(void) {
     long n = g_last_prog_edges;
     unlock();
     return n;
+}
+
+/* on: green contexts can be made (see "green contexts" above); off (the
+ * default): cuDevResourceGenerateDesc refuses with CUDA_ERROR_NOT_SUPPORTED. */
+FAKE_API void fake_cuda_green(int on) {
+    lock();
+    g_green_on = on != 0;
+    unlock();
 }
 
 /* A second context of device 0, always alive, not the primary one: what a

@@ -10,7 +10,8 @@ int cw_header_with_cuda(CUcontext c, CUstream s) {
     CUcontext back = c;
     (void)s;
     if (cw_context_wrap(&ctx, c) != CW_SUCCESS) return 1;
-    cw_context_get_handle(ctx, &back);
+    cw_context_info info;
+    if (cw_context_get_info(ctx, &info) == CW_SUCCESS) back = info.handle;
     cw_context_destroy(&ctx);
     return back == c ? 0 : 1;
 }

@@ -142,7 +142,7 @@ static cw_status top_compute(cw_io *io, void *user) {
     if (t->sleep_us) usleep((useconds_t)t->sleep_us);
     if (t->fail_at && (int)it + 1 == t->fail_at) {
         cw_stream *x = NULL;
-        return cw_stream_pool_acquire(NULL, &x); /* a real error with a detail */
+        return cw_stream_pool_acquire(&x, NULL, 0); /* a real error with a detail */
     }
     if (t->stop_at && (int)it + 1 == t->stop_at) cw_pipeline_stop(t->pipe);
     if (t->destroy_at && (int)it + 1 == t->destroy_at) cw_pipeline_destroy(&t->pipe);
@@ -293,7 +293,7 @@ static void test_defaults_names_ports(void **state) {
     cw_operator *keep = op;
     LogTally tally;
     memset(&tally, 0, sizeof tally);
-    assert_cw_ok(cw_set_log_callback(log_tally, &tally, CW_LOG_DEBUG));
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
     cw_clear_error();
     cw_operator_destroy(&op);
     assert_null(op);
@@ -315,7 +315,7 @@ static void test_defaults_names_ports(void **state) {
     assert_int_equal(tally.errors, 0);
     assert_non_null(strstr(tally.last, "cw_pipeline_destroy: *p is not a live cw_pipeline"));
     assert_int_equal(cw_last_error()->status, CW_SUCCESS);
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     cw_operator *found = NULL;
     assert_cw_ok(cw_pipeline_get_operator(p, "op1", &found));
     assert_ptr_equal(found, keep);
@@ -423,7 +423,7 @@ static void test_stream_rules(void **state) {
     fake_ctx_set(NULL);
     long waits = fake_calls("cuStreamWaitEvent") - waits0;
     CUcontext mine = NULL;
-    assert_cw_ok(cw_context_get_handle(ctx, &mine));
+    assert_cw_ok(cwt_context_handle(ctx, &mine));
     for (int i = 0; i < 5; i++) {
         /* each operator has its own internal stream, kept across calls */
         assert_non_null(g.a.got[i]);
@@ -450,7 +450,7 @@ static void test_stream_rules(void **state) {
     /* the ordering is on the GPU: B, D, C (twice) wait per iteration */
     assert_int_equal(waits, 5 * 4);
     int dev = -1;
-    assert_cw_ok(cw_stream_get_device(g.c.got[0], &dev));
+    assert_cw_ok(cwt_stream_device(g.c.got[0], &dev));
     assert_int_equal(dev, 0);
     cw_pipeline_info st;
     assert_cw_ok(cw_pipeline_get_info(g.p, &st));
@@ -520,11 +520,11 @@ static void test_fallbacks(void **state) {
     cw_pipeline_info st;
     assert_cw_ok(cw_pipeline_get_info(p, &st));
     assert_int_equal(st.fallbacks, 3 * 2); /* D and E, each iteration */
-    cw_stream_pool_stats pst;
-    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    cw_stream_pool_info pst;
+    assert_cw_ok(cw_stream_pool_get_info(one, &pst));
     assert_int_equal(pst.leased, 1);
     cw_pipeline_destroy(&p);
-    assert_cw_ok(cw_stream_pool_get_stats(one, &pst));
+    assert_cw_ok(cw_stream_pool_get_info(one, &pst));
     assert_int_equal(pst.leased, 0); /* given back */
     cw_stream_pool_destroy(&one);
     assert_int_equal(leaks(before, "the fallbacks"), 0);
@@ -624,7 +624,7 @@ static void test_manual_calls(void **state) {
     assert_int_equal(sink.errs[4], CW_ERROR_INVALID_STATE);    /* not resident */
     assert_int_equal(sink.errs[5], CW_ERROR_INVALID_STATE);    /* no port memory */
     assert_int_equal(sink.errs[6], CW_ERROR_INVALID_ARGUMENT);
-    cw_stream_pool_stats pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
+    cw_stream_pool_info pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
     (void)pst;
     cw_pipeline_destroy(&p);
 
@@ -750,14 +750,14 @@ static void test_buffers(void **state) {
     /* destroy of what is not a live buffer: ignored, nulled, a warning (no error) */
     LogTally tally;
     memset(&tally, 0, sizeof tally);
-    assert_cw_ok(cw_set_log_callback(log_tally, &tally, CW_LOG_DEBUG));
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
     cw_buffer *foreign = (cw_buffer *)s1;
     cw_buffer_destroy(&foreign);
     assert_null(foreign);
     assert_int_equal(tally.warnings, 1);
     assert_int_equal(tally.errors, 0);
     assert_non_null(strstr(tally.last, "cw_buffer_destroy: *b is not a live cw_buffer"));
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     assert_cw_ok(cw_stream_query(s1)); /* the stream was left alone */
     cw_buffer_destroy(NULL);
     cw_buffer_destroy(&b); /* NULL inside */
@@ -795,9 +795,9 @@ static void test_buffers(void **state) {
     assert_cw_ok(cw_host_alloc(&host, ctx, 16));
     void *kept = host;
     memset(&tally, 0, sizeof tally);
-    assert_cw_ok(cw_set_log_callback(log_tally, &tally, CW_LOG_DEBUG));
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
     cw_host_free((cw_context *)s1, &host);
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     assert_null(host);
     assert_int_equal(tally.warnings, 1);
     assert_int_equal(tally.errors, 0);
@@ -1640,6 +1640,51 @@ static void test_compute_failure_detail(void **state) {
     assert_int_equal(leaks(before, "driver failures inside compute"), 0);
 }
 
+/* CUDA_ERROR_NOT_READY from a driver call of cw_pipeline_run (none of them a
+ * query the run answers for) is a failure: CW_ERROR_DRIVER naming the call
+ * and its CUresult, never CW_ERROR_NOT_READY ("not finished yet, ask
+ * again"). Every driver call of a run fails in turn. */
+static void test_not_ready_is_a_failure(void **state) {
+    (void)state;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    unsigned long failed = 0, problems = 0;
+    for (unsigned long k = 1;; k++) {
+        diamond g;
+        assert_cw_ok(diamond_build(&g, NULL, 64));
+        cwi_seam_reset();
+        cwi_seam_fail(-1, k, 600 /* CUDA_ERROR_NOT_READY */);
+        cw_clear_error();
+        const cw_status st = cw_pipeline_run(g.p, 2);
+        const int fired = cwi_seam_fired();
+        const char *entry = "";
+        for (int id = 0; id < cwi_seam_entry_count(); id++)
+            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        const cw_error_info *e = cw_last_error();
+        if (fired && st != CW_SUCCESS) {
+            failed++;
+            if (st != CW_ERROR_DRIVER || e->cu_result != 600 || strcmp(e->driver_call, entry) != 0 ||
+                strcmp(e->function, "cw_pipeline_run") != 0) {
+                printf("# call %lu (%s) failing with CUDA_ERROR_NOT_READY: returned %s, detail: function '%s', "
+                       "driver_call '%s', cu_result %d: %s\n",
+                       k, entry, cw_status_name(st), e->function, e->driver_call, e->cu_result, e->message);
+                problems++;
+            }
+        }
+        cwi_seam_reset();
+        cw_pipeline_destroy(&g.p);
+        fake_drain(2000);
+        if (!fired) {
+            assert_cw_ok(st);
+            break;
+        }
+    }
+    cwi_seam_disable();
+    printf("# cw_pipeline_run: %lu driver calls failed with CUDA_ERROR_NOT_READY, %lu reported otherwise\n", failed,
+           problems);
+    assert_true(failed > 0);
+    assert_int_equal(problems, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1697,6 +1742,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_compute_failure_detail),
         cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_not_ready_is_a_failure),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

@@ -15,7 +15,7 @@
  *
  * CWT_CHURN_N (default 1000; the soak run: 1000000) cycles per light kind;
  * heavy kinds, whose creation costs milliseconds of driver work, do fewer:
- * modules N/10, resident loops N/100, partition sets N/100 but at most
+ * modules N/10, resident loops N/100, partition groups N/100 but at most
  * 1000 (the driver never gives back what a green context took: about
  * 3.3 MiB of host and 8 MiB of device memory per pair on driver 580, so
  * 10000 of them fill an H100), NCCL communicators N/1000 (at least 3 of
@@ -172,9 +172,9 @@ static void cycle_context(long i) {
     (void)i;
     cw_context *c = NULL;
     assert_cw_ok(cw_context_create(&c, 0));
-    cw_context_kind kind;
-    assert_cw_ok(cw_context_get_kind(c, &kind));
-    assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(c, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
     cw_context_destroy(&c);
 }
 
@@ -192,7 +192,7 @@ static void cycle_pool(long i) {
     cw_stream_pool *p = NULL;
     assert_cw_ok(cw_stream_pool_create(&p, ctx, NULL));
     cw_stream *s = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(p, &s));
+    assert_cw_ok(cw_stream_pool_acquire(&s, p, 0));
     assert_cw_ok(cw_stream_wait(s, busy));
     launch(k_empty, s, NULL);
     assert_cw_ok(cw_stream_pool_release(p, &s));
@@ -331,20 +331,20 @@ static void cycle_device_group(long i) {
 static unsigned g_part_sms;
 static void cycle_partition(long i) {
     (void)i;
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, &g_part_sms, 1, 0));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, &g_part_sms, 1, 0));
     cw_context *pc = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &pc));
+    assert_cw_ok(cwt_partition(set, 0, &pc));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, pc, NULL));
     launch(k_empty, s, NULL);
     cw_stream_destroy(&s);
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 /* The same two green contexts made and destroyed with the raw driver (the
  * partition and the leftover of one split): what the driver itself keeps
- * per green context, the reference for cuweave's partition sets. */
+ * per green context, the reference for cuweave's partition groups. */
 static struct {
     CUresult (*get_res)(CUdevice, CUdevResource *, CUdevResourceType);
     CUresult (*split)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned, unsigned);
@@ -424,8 +424,8 @@ static void test_churn_graphs_code_flow(void **state) {
 
 static void test_churn_partitions_and_comms(void **state) {
     (void)state;
-    cw_green_caps caps;
-    assert_cw_ok(cw_green_query(0, &caps));
+    cw_partition_caps caps;
+    assert_cw_ok(cw_partition_get_caps(0, &caps));
     if (caps.supported) {
         g_part_sms = caps.min_partition > caps.granularity ? caps.min_partition : caps.granularity;
         *(void **)&raw_green.get_res = dlsym(rc.lib, "cuDeviceGetDevResource");
@@ -434,18 +434,18 @@ static void test_churn_partitions_and_comms(void **state) {
         *(void **)&raw_green.create = dlsym(rc.lib, "cuGreenCtxCreate");
         *(void **)&raw_green.destroy = dlsym(rc.lib, "cuGreenCtxDestroy");
         /* The raw driver's own two green contexts first: what it keeps per
-         * green context is allowed to cuweave's partition set too, and no
+         * green context is allowed to cuweave's partition group too, and no
          * more. */
         churn_growth raw = {0, 0, -1, 0, 0};
         const long parts = g_n / 100 < 1000 ? g_n / 100 : 1000;
         if (raw_green.get_res && raw_green.split && raw_green.gen && raw_green.create && raw_green.destroy)
             raw = churn_measure("raw green ctx x2", parts, cycle_raw_green);
-        churn_within("partition set", parts, cycle_partition, &raw);
+        churn_within("partition group", parts, cycle_partition, &raw);
     } else {
-        printf("# churn partition set: skipped (no green contexts)\n");
+        printf("# churn partition group: skipped (no green contexts)\n");
     }
-    int v = 0;
-    if (cw_nccl_version(&v) == CW_SUCCESS) {
+    cw_versions vs;
+    if (cw_get_versions(&vs) == CW_SUCCESS && vs.nccl > 0) {
         churn_growth raw = {0, 0, -1, 0, 0};
         raw_nccl.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
         if (raw_nccl.lib) {
@@ -463,7 +463,7 @@ static void test_churn_partitions_and_comms(void **state) {
 
 static int group_setup(void **state) {
     (void)state;
-    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     *(void **)&mem_info = dlsym(rc.lib, "cuMemGetInfo_v2");
     if (cw_module_load_image(&mod, cw_test_kernels_fatbin) != CW_SUCCESS ||

@@ -29,14 +29,14 @@ static void test_primary_context(void **state) {
     /* nothing was left current */
     assert_ptr_equal(current(), before);
 
-    cw_context_kind kind = CW_CONTEXT_GREEN;
-    int dev = -1;
+    cw_context_info ci;
+    memset(&ci, 0x5a, sizeof ci);
     CUcontext h = NULL, primary = NULL;
-    assert_cw_ok(cw_context_get_kind(ctx, &kind));
-    assert_int_equal(kind, CW_CONTEXT_PRIMARY);
-    assert_cw_ok(cw_context_get_device(ctx, &dev));
-    assert_int_equal(dev, 0);
-    assert_cw_ok(cw_context_get_handle(ctx, &h));
+    assert_cw_ok(cw_context_get_info(ctx, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
+    assert_int_equal(ci.device, 0);
+    for (size_t i = 0; i < sizeof ci.reserved; i++) assert_int_equal(ci.reserved[i], 0);
+    h = ci.handle;
     rc_device d0;
     assert_cu_ok(rc.cuDeviceGet(&d0, 0));
     assert_cu_ok(rc.cuDevicePrimaryCtxRetain(&primary, d0));
@@ -48,11 +48,15 @@ static void test_primary_context(void **state) {
     assert_int_equal(active, 1);
     assert_cu_ok(rc.cuDevicePrimaryCtxRelease(d0));
 
-    int lo = 1, hi = 1, rlo, rhi;
-    assert_cw_ok(cw_context_get_priority_range(ctx, &lo, &hi));
-    assert_cw_ok(cw_device_get_priority_range(0, &rlo, &rhi));
-    assert_int_equal(lo, rlo);
-    assert_int_equal(hi, rhi);
+    /* the priority range and SM count are the device's */
+    int rlo, rhi, sms = 0;
+    assert_cu_ok(rc.cuCtxSetCurrent(h));
+    assert_cu_ok(rc.cuCtxGetStreamPriorityRange(&rlo, &rhi));
+    assert_cu_ok(rc.cuCtxSetCurrent(before));
+    assert_int_equal(ci.least_priority, rlo);
+    assert_int_equal(ci.greatest_priority, rhi);
+    assert_cu_ok(rc.cuDeviceGetAttribute(&sms, 16 /* MULTIPROCESSOR_COUNT */, d0));
+    assert_int_equal(ci.sm_count, (unsigned)sms);
     assert_cw_ok(cw_context_synchronize(ctx));
     assert_ptr_equal(current(), before);
 
@@ -83,19 +87,16 @@ static void test_external_context_left_alive(void **state) {
 
     cw_context *ext = NULL;
     assert_cw_ok(cw_context_wrap(&ext, host));
-    cw_context_kind kind;
-    int dev = -1;
-    CUcontext h = NULL;
-    assert_cw_ok(cw_context_get_kind(ext, &kind));
-    assert_int_equal(kind, CW_CONTEXT_EXTERNAL);
-    assert_cw_ok(cw_context_get_device(ext, &dev));
-    assert_int_equal(dev, 0);
-    assert_cw_ok(cw_context_get_handle(ext, &h));
-    assert_ptr_equal(h, host);
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(ext, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_EXTERNAL);
+    assert_int_equal(ci.device, 0);
+    assert_ptr_equal(ci.handle, host);
+    assert_true(ci.sm_count > 0);
 
     /* used from a thread state where another context is current */
     CUcontext prim_cu;
-    assert_cw_ok(cw_context_get_handle(prim, &prim_cu));
+    assert_cw_ok(cwt_context_handle(prim, &prim_cu));
     assert_cu_ok(rc.cuCtxSetCurrent(prim_cu));
     assert_cw_ok(cw_context_synchronize(ext));
     assert_ptr_equal(current(), prim_cu);
@@ -124,8 +125,8 @@ static void test_two_primary_wrappers_share(void **state) {
     assert_cw_ok(cw_context_create(&a, 0));
     assert_cw_ok(cw_context_create(&b, 0));
     CUcontext ha, hb;
-    assert_cw_ok(cw_context_get_handle(a, &ha));
-    assert_cw_ok(cw_context_get_handle(b, &hb));
+    assert_cw_ok(cwt_context_handle(a, &ha));
+    assert_cw_ok(cwt_context_handle(b, &hb));
     assert_ptr_equal(ha, hb);
     cw_context_destroy(&a);
     /* b still works after a is gone */

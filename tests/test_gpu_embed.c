@@ -254,9 +254,9 @@ static void test_cross_device_order(void **state) {
         assert_cw_ok(cw_stream_get_info(s[d], &info));
         assert_int_equal(info.device, d); /* the stream records its device */
         int cd = -1;
-        assert_cw_ok(cw_context_get_device(c[d], &cd));
+        assert_cw_ok(cwt_context_device(c[d], &cd));
         assert_int_equal(cd, d);
-        assert_cw_ok(cw_context_get_handle(c[d], &cu[d]));
+        assert_cw_ok(cwt_context_handle(c[d], &cu[d]));
     }
     /* one word of portable mapped host memory for the writer, one for the reader */
     assert_cu_ok(rc.cuCtxSetCurrent(cu[0]));
@@ -268,8 +268,8 @@ static void test_cross_device_order(void **state) {
         words[0] = 0;
         words[1] = -1;
         CUstream h0 = NULL, h1 = NULL;
-        assert_cw_ok(cw_stream_get_handle(s[0], &h0));
-        assert_cw_ok(cw_stream_get_handle(s[1], &h1));
+        assert_cw_ok(cwt_stream_handle(s[0], &h0));
+        assert_cw_ok(cwt_stream_handle(s[1], &h1));
         assert_cu_ok(rc.cuCtxSetCurrent(cu[0]));
         assert_cu_ok(rawcuda_kernel(&rc, &mod[0], cw_test_kernels_fatbin, "cw_slow_write", &writer));
         int value = 1000 + round;

@@ -68,7 +68,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static void launch(cw_stream *s, void *fn, void **args) {
     CUstream h = NULL;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     cur();
     assert_cu_ok(rawcuda_launch1(&rc, fn, h, args));
 }
@@ -120,7 +120,7 @@ static void test_fault(void **state) {
     cw_context *ctx = NULL;
     stage = "setup";
     assert_cw_ok(cw_context_create(&ctx, 0));
-    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
+    assert_cw_ok(cwt_context_handle(ctx, &cuctx));
     cur();
     assert_cu_ok(rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_slow_write", &k_slow_write));
     assert_cu_ok(rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_fault", &k_fault));
@@ -289,7 +289,7 @@ static void test_pipeline_fault(void **state) {
     cw_module *m = NULL;
     stage = "pipeline setup";
     assert_cw_ok(cw_context_create(&ctx, 0));
-    assert_cw_ok(cw_context_get_handle(ctx, &cuctx));
+    assert_cw_ok(cwt_context_handle(ctx, &cuctx));
     cur();
     assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
     assert_cw_ok(cw_module_get_kernel(m, "cw_slow_write", &pk_slow));
@@ -419,7 +419,7 @@ static void traced_setup(cw_context **ctx, cw_module **m, const char *what) {
         cw_context_destroy(ctx);
         skip();
     }
-    assert_cw_ok(cw_context_get_handle(*ctx, &cuctx));
+    assert_cw_ok(cwt_context_handle(*ctx, &cuctx));
     cur();
     assert_cw_ok(cw_module_load_image(m, cw_test_kernels_fatbin));
     assert_cw_ok(cw_module_get_kernel(*m, "cw_fault", &pk_fault));

@@ -36,7 +36,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -90,7 +90,7 @@ static cw_stream *new_stream(void) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_slow_write", &k_slow_write) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_spin_add", &k_spin_add) != 0) return -1;
@@ -436,7 +436,7 @@ static void test_when_all(void **state) {
     const long long ms[3] = {30, 10, 20};
     for (int i = 0; i < 3; i++) slow_write(w[i], m.d + (dptr)i * sizeof(int), 200 + i, ms[i] * MS);
     cw_future *f = NULL;
-    assert_cw_ok(cw_when_all(&f, w, 3, kind));
+    assert_cw_ok(cw_future_when_all(&f, w, 3, kind));
     assert_cw(CW_ERROR_NOT_READY, cw_future_poll(f));
     assert_cw_ok(cw_future_wait(f, -1));
     for (int i = 0; i < 3; i++) assert_int_equal(rd(&m, (size_t)i), 200 + i);
@@ -446,7 +446,7 @@ static void test_when_all(void **state) {
     /* a stream enqueued on after when_all is not waited for */
     for (int i = 0; i < 3; i++) wr(&m, (size_t)i, 0);
     slow_write(w[0], m.d, 300, 1 * MS);
-    assert_cw_ok(cw_when_all(&f, w, 3, kind));
+    assert_cw_ok(cw_future_when_all(&f, w, 3, kind));
     slow_write(w[0], m.d + sizeof(int), 301, 200 * MS);
     assert_cw_ok(cw_future_wait(f, 2000000));
     assert_int_equal(rd(&m, 0), 300);

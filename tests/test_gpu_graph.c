@@ -31,7 +31,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -78,7 +78,7 @@ static int host_mul_add(int x, int v) { return x * 3 + v; }
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_mul_add", &k_mul_add) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_stamp", &k_stamp) != 0) return -1;
@@ -149,7 +149,7 @@ static void test_chain_matches_direct(void **state) {
     cw_stream_pool *pool = NULL;
     cw_stream *leased = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, NULL));
-    assert_cw_ok(cw_stream_pool_acquire(pool, &leased));
+    assert_cw_ok(cw_stream_pool_acquire(&leased, pool, 0));
     dset(p, 1);
     assert_cw_ok(cw_graph_exec_launch(e, leased));
     assert_cw_ok(cw_stream_synchronize(leased));
@@ -192,8 +192,8 @@ static void test_fork_join_capture_order(void **state) {
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     stamp(hnd(s), t + 0 * 16, 10 * MS);
-    assert_cw_ok(cw_stream_fork(s, &b));
-    assert_cw_ok(cw_stream_fork(s, &c));
+    assert_cw_ok(cw_stream_fork(&b, s));
+    assert_cw_ok(cw_stream_fork(&c, s));
     stamp(hnd(b), t + 1 * 16, 20 * MS);
     stamp(hnd(c), t + 2 * 16, 20 * MS);
     assert_cw_ok(cw_stream_join(s, &b));
@@ -488,13 +488,13 @@ static void test_if_else_and_children(void **state) {
 static void test_graph_on_partition(void **state) {
     (void)state;
     if (!cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) skip();
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     const unsigned counts[] = {16};
-    assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
+    assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
     cw_context *part = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &part));
+    assert_cw_ok(cwt_partition(set, 0, &part));
     CUcontext pcu = NULL;
-    assert_cw_ok(cw_context_get_handle(part, &pcu));
+    assert_cw_ok(cwt_context_handle(part, &pcu));
     /* the kernels must be loaded in the partition's context */
     void *pmod = NULL, *pk = NULL;
     assert_cu_ok(rc.cuCtxSetCurrent(pcu));
@@ -528,7 +528,7 @@ static void test_graph_on_partition(void **state) {
     assert_cu_ok(rc.cuMemFree(p));
     assert_cu_ok(rc.cuModuleUnload(pmod));
     assert_cu_ok(rc.cuCtxSetCurrent(NULL));
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
 }
 
 int main(void) {

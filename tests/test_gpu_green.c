@@ -5,15 +5,16 @@
  * stream writes the %smid of every block, and the sets of SM ids of the
  * partitions of one split must be disjoint and no larger than the SM counts
  * they claim. Also: sizes, the leftover and default partitions, pools on a
- * partition, the destroy order, and the refusals (sizes that do not fit,
- * SM ids, work queues).
+ * partition, the destroy order (the group goes first; its partitions stay
+ * while streams and pools made on them live, and those keep working), and
+ * the refusals (sizes that do not fit).
  *
  * The test's own driver loader (rawcuda.h) loads the kernels, allocates and
  * launches; a module is loaded once per context (primary, each partition)
  * with that partition's CUcontext current. A green context may be current on
  * one thread at a time: this test is single-threaded and leaves no context
  * current after a test. Links libcuweave.a. Exits 77 without a GPU; every
- * test skips when cw_green_query says green contexts are unsupported.
+ * test skips when cw_partition_get_caps says green contexts are unsupported.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -28,7 +29,7 @@
 typedef unsigned long long dptr;
 
 static rawcuda rc;
-static cw_green_caps caps;
+static cw_partition_caps caps;
 static int device_sms;
 
 /* The kernels loaded into one context. */
@@ -41,14 +42,14 @@ typedef struct kmod {
 /* Loads the test kernels into ctx's CUcontext (made current for it). */
 static void kmod_load(kmod *m, cw_context *ctx) {
     memset(m, 0, sizeof *m);
-    assert_cw_ok(cw_context_get_handle(ctx, &m->cu));
+    assert_cw_ok(cwt_context_handle(ctx, &m->cu));
     assert_non_null(m->cu);
     assert_cu_ok(rc.cuCtxSetCurrent(m->cu));
     assert_cu_ok(rawcuda_kernel(&rc, &m->module, cw_test_kernels_fatbin, "cw_smid", &m->k_smid));
     assert_cu_ok(rawcuda_kernel(&rc, &m->module, cw_test_kernels_fatbin, "cw_small", &m->k_small));
 }
 
-/* Unloads (before the partition set goes) and leaves no context current. */
+/* Unloads (before the partition's last object goes) and leaves no context current. */
 static void kmod_unload(kmod *m) {
     if (m->module) {
         assert_cu_ok(rc.cuCtxSetCurrent(m->cu));
@@ -60,7 +61,7 @@ static void kmod_unload(kmod *m) {
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -140,10 +141,10 @@ static void need_green(void) {
     if (!caps.supported) skip();
 }
 
-static unsigned info_sms(const cw_partition_set *set, size_t i) {
+static unsigned info_sms(const cw_partition_group *set, size_t i) {
     cw_partition_info info;
     memset(&info, 0xee, sizeof info);
-    assert_cw_ok(cw_partition_set_info(set, i, &info));
+    assert_cw_ok(cw_partition_group_get_partition(set, i, &info));
     return info.sm_count;
 }
 
@@ -151,9 +152,9 @@ static unsigned info_sms(const cw_partition_set *set, size_t i) {
 
 static void test_query(void **state) {
     (void)state;
-    cw_green_caps c;
+    cw_partition_caps c;
     memset(&c, 0xee, sizeof c);
-    assert_cw_ok(cw_green_query(0, &c));
+    assert_cw_ok(cw_partition_get_caps(0, &c));
     printf("# green caps: supported %d, %u SMs, min partition %u, granularity %u, workqueues %d\n", c.supported,
            c.sm_count, c.min_partition, c.granularity, c.workqueues);
     assert_int_equal(c.sm_count, (unsigned)device_sms);
@@ -164,8 +165,8 @@ static void test_query(void **state) {
     assert_true(c.min_partition > 0);
     assert_true(c.granularity > 0);
     assert_true(c.min_partition <= c.sm_count);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_green_query(0, NULL));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_green_query(-1, &c));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_get_caps(0, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_get_caps(-1, &c));
 }
 
 /* ---- sizes, leftover, default ------------------------------------------------ */
@@ -174,17 +175,21 @@ static void test_partition_sizes(void **state) {
     (void)state;
     need_green();
     const unsigned sizes[] = {16, 8};
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, sizes, 2, -1));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, sizes, 2, -1));
     assert_non_null(set);
-    size_t count = 0;
-    assert_cw_ok(cw_partition_set_count(set, &count));
-    assert_int_equal(count, 3);
+    cw_partition_group_info gi;
+    memset(&gi, 0xee, sizeof gi);
+    assert_cw_ok(cw_partition_group_get_info(set, &gi));
+    assert_int_equal(gi.count, 3);
+    assert_int_equal(gi.default_index, 2);
+    assert_int_equal(gi.device, 0);
+    for (size_t k = 0; k < sizeof gi.reserved; k++) assert_int_equal(gi.reserved[k], 0);
 
     cw_partition_info info[3];
     for (size_t i = 0; i < 3; i++) {
         memset(&info[i], 0xee, sizeof info[i]);
-        assert_cw_ok(cw_partition_set_info(set, i, &info[i]));
+        assert_cw_ok(cw_partition_group_get_partition(set, i, &info[i]));
         for (size_t k = 0; k < sizeof info[i].reserved; k++) assert_int_equal(info[i].reserved[k], 0);
     }
     printf("# {16, 8}: partition 0 has %u SMs, partition 1 %u, leftover %u (device %u)\n", info[0].sm_count,
@@ -201,52 +206,50 @@ static void test_partition_sizes(void **state) {
 
     cw_context *parts[3] = {NULL, NULL, NULL}, *def = NULL;
     for (size_t i = 0; i < 3; i++) {
-        assert_cw_ok(cw_partition_set_get(set, i, &parts[i]));
+        parts[i] = info[i].context;
         assert_non_null(parts[i]);
-        cw_context_kind kind = CW_CONTEXT_PRIMARY;
-        int dev = -1;
-        assert_cw_ok(cw_context_get_kind(parts[i], &kind));
-        assert_int_equal(kind, CW_CONTEXT_GREEN);
-        assert_cw_ok(cw_context_get_device(parts[i], &dev));
-        assert_int_equal(dev, 0);
-        CUcontext h = NULL;
-        assert_cw_ok(cw_context_get_handle(parts[i], &h));
-        assert_non_null(h);
+        cw_context_info ci;
+        assert_cw_ok(cw_context_get_info(parts[i], &ci));
+        assert_int_equal(ci.kind, CW_CONTEXT_GREEN);
+        assert_int_equal(ci.device, 0);
+        assert_non_null(ci.handle);
+        assert_int_equal(ci.sm_count, info[i].sm_count); /* the partition's SMs, not the device's */
     }
     assert_ptr_not_equal(parts[0], parts[1]);
     assert_ptr_not_equal(parts[1], parts[2]);
-    assert_cw_ok(cw_partition_set_default(set, &def));
-    assert_ptr_equal(def, parts[2]);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_get(set, 3, &def));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_info(set, 3, &info[0]));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_get_partition(set, 3, &info[0]));
 
-    /* a partition's context belongs to the set: cw_context_destroy leaves it */
+    /* a partition's context is borrowed from the group: cw_context_destroy
+     * nulls the caller's pointer and leaves the context alone */
     cw_context *borrowed = parts[0];
     cw_clear_error();
     cw_context_destroy(&borrowed);
-    assert_ptr_equal(borrowed, parts[0]);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_null(borrowed);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* a warning only */
+    cw_context_info still;
+    assert_cw_ok(cw_context_get_info(parts[0], &still));
 
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
     assert_null(set);
 
     /* default_index 0 names the first partition */
     const unsigned one[] = {16};
-    assert_cw_ok(cw_partition_set_create(&set, 0, one, 1, 0));
-    assert_cw_ok(cw_partition_set_count(set, &count));
-    assert_int_equal(count, 2);
-    assert_cw_ok(cw_partition_set_get(set, 0, &parts[0]));
-    assert_cw_ok(cw_partition_set_default(set, &def));
+    assert_cw_ok(cw_partition_group_create(&set, 0, one, 1, 0));
+    assert_cw_ok(cw_partition_group_get_info(set, &gi));
+    assert_int_equal(gi.count, 2);
+    assert_int_equal(gi.default_index, 0);
+    assert_cw_ok(cwt_partition(set, 0, &parts[0]));
+    assert_cw_ok(cwt_partition(set, gi.default_index, &def));
     assert_ptr_equal(def, parts[0]);
     memset(&info[0], 0, sizeof info[0]);
-    assert_cw_ok(cw_partition_set_info(set, 0, &info[0]));
+    assert_cw_ok(cw_partition_group_get_partition(set, 0, &info[0]));
     assert_int_equal(info[0].is_default, 1);
     assert_int_equal(info_sms(set, 1), caps.sm_count - info[0].sm_count);
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
     assert_null(set);
     /* NULL and a pointer to NULL are accepted */
-    assert_cw_ok(cw_partition_set_destroy(NULL));
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(NULL);
+    cw_partition_group_destroy(&set);
 }
 
 /* ---- where kernels run ---------------------------------------------------------- */
@@ -257,8 +260,8 @@ static void test_smid_disjoint(void **state) {
     (void)state;
     need_green();
     const unsigned sizes[] = {16, 8};
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, sizes, 2, -1));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, sizes, 2, -1));
     cw_context *ctx[3];
     cw_stream *s[3];
     kmod m[3];
@@ -266,7 +269,7 @@ static void test_smid_disjoint(void **state) {
     unsigned claimed[3];
     static const char *const name[3] = {"partition A {16}", "partition B {8}", "leftover"};
     for (size_t i = 0; i < 3; i++) {
-        assert_cw_ok(cw_partition_set_get(set, i, &ctx[i]));
+        assert_cw_ok(cwt_partition(set, i, &ctx[i]));
         claimed[i] = info_sms(set, i);
         s[i] = NULL;
         assert_cw_ok(cw_stream_create(&s[i], ctx[i], NULL));
@@ -291,7 +294,7 @@ static void test_smid_disjoint(void **state) {
         cw_stream_destroy(&s[i]);
         assert_null(s[i]);
     }
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group_destroy(&set);
     assert_null(set);
 }
 
@@ -301,19 +304,19 @@ static void test_pool_on_partition(void **state) {
     (void)state;
     need_green();
     const unsigned sizes[] = {16};
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, sizes, 1, -1));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, sizes, 1, -1));
     cw_context *a = NULL, *left = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &a));
-    assert_cw_ok(cw_partition_set_default(set, &left));
+    assert_cw_ok(cwt_partition(set, 0, &a));
+    assert_cw_ok(cwt_partition(set, 1, &left)); /* the leftover, the default */
     const unsigned na = info_sms(set, 0), nl = info_sms(set, 1);
 
     cw_stream_pool *pool = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, a, NULL));
     cw_stream *ps = NULL, *ls = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(pool, &ps));
+    assert_cw_ok(cw_stream_pool_acquire(&ps, pool, 0));
     cw_context *back = NULL;
-    assert_cw_ok(cw_stream_get_context(ps, &back));
+    assert_cw_ok(cwt_stream_context(ps, &back));
     assert_ptr_equal(back, a);
     assert_cw_ok(cw_stream_create(&ls, left, NULL));
 
@@ -334,13 +337,17 @@ static void test_pool_on_partition(void **state) {
     kmod_unload(&ma);
     kmod_unload(&ml);
     assert_cw_ok(cw_stream_pool_release(pool, &ps));
-    /* the pool keeps the partition alive */
-    assert_cw(CW_ERROR_INVALID_STATE, cw_partition_set_destroy(&set));
-    assert_non_null(set);
+    /* the pool keeps the partition alive after the group goes */
+    cw_partition_group_destroy(&set);
+    assert_null(set);
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(a, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_GREEN);
     cw_stream_pool_destroy(&pool);
     cw_stream_destroy(&ls);
-    assert_cw_ok(cw_partition_set_destroy(&set));
-    assert_null(set);
+    /* now nothing holds the partitions: they are gone */
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(a, &ci));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(left, &ci));
 }
 
 /* ---- destroy order ------------------------------------------------------------- */
@@ -349,10 +356,10 @@ static void test_destroy_order(void **state) {
     (void)state;
     need_green();
     const unsigned sizes[] = {16};
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, sizes, 1, -1));
+    cw_partition_group *set = NULL;
+    assert_cw_ok(cw_partition_group_create(&set, 0, sizes, 1, -1));
     cw_context *a = NULL;
-    assert_cw_ok(cw_partition_set_get(set, 0, &a));
+    assert_cw_ok(cwt_partition(set, 0, &a));
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, a, NULL));
     kmod m;
@@ -366,26 +373,23 @@ static void test_destroy_order(void **state) {
     small_once(&m, s, p);
     assert_int_equal(dget(&m, p), 1);
 
-    /* refused while the stream lives; nothing destroyed */
-    cw_partition_set *const before = set;
-    assert_cw(CW_ERROR_INVALID_STATE, cw_partition_set_destroy(&set));
-    assert_ptr_equal(set, before);
-    assert_string_equal(cw_last_error()->function, "cw_partition_set_destroy");
-    printf("# refused: %s\n", cw_last_error_message());
-    /* the set and the stream still work */
-    size_t count = 0;
-    assert_cw_ok(cw_partition_set_count(set, &count));
-    assert_int_equal(count, 2);
+    /* the group goes while the stream lives: the partition stays (the
+     * stream holds its context), and the stream keeps working on it */
+    cw_partition_group_destroy(&set);
+    assert_null(set);
     small_once(&m, s, p);
     assert_int_equal(dget(&m, p), 2);
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(a, &ci));
+    assert_int_equal(ci.kind, CW_CONTEXT_GREEN);
 
     assert_cu_ok(rc.cuCtxSetCurrent(m.cu));
     assert_cu_ok(rc.cuMemFree(p));
     kmod_unload(&m);
+    /* the last object on the partition: the green context goes with it */
     cw_stream_destroy(&s);
     assert_null(s);
-    assert_cw_ok(cw_partition_set_destroy(&set));
-    assert_null(set);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_context_get_info(a, &ci));
 }
 
 /* ---- refusals ------------------------------------------------------------------ */
@@ -393,16 +397,16 @@ static void test_destroy_order(void **state) {
 /* Expects CW_ERROR_INVALID_ARGUMENT; when must_say_sms, the detail names the
  * device's SM count. */
 static void expect_refused(const char *what, const unsigned *sizes, size_t n, int def, int must_say_sms) {
-    cw_partition_set *set = NULL;
-    const cw_status st = cw_partition_set_create(&set, 0, sizes, n, def);
+    cw_partition_group *set = NULL;
+    const cw_status st = cw_partition_group_create(&set, 0, sizes, n, def);
     printf("# %s: %s: %s\n", what, cw_status_name(st), cw_last_error_message());
     if (st != CW_ERROR_INVALID_ARGUMENT) {
-        cw_partition_set_destroy(&set);
-        fail_msg("%s: cw_partition_set_create returned %s, expected CW_ERROR_INVALID_ARGUMENT", what,
+        cw_partition_group_destroy(&set);
+        fail_msg("%s: cw_partition_group_create returned %s, expected CW_ERROR_INVALID_ARGUMENT", what,
                  cw_status_name(st));
     }
     assert_null(set);
-    assert_string_equal(cw_last_error()->function, "cw_partition_set_create");
+    assert_string_equal(cw_last_error()->function, "cw_partition_group_create");
     if (must_say_sms) {
         char num[16];
         snprintf(num, sizeof num, "%u", caps.sm_count);
@@ -437,33 +441,11 @@ static void test_invalid_sizes(void **state) {
     const unsigned ok2[] = {16, 8};
     expect_refused("default_index 2 of 2 partitions", ok2, 2, 2, 0);
     /* plain argument checks */
-    cw_partition_set *set = NULL;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(NULL, 0, ok, 1, -1));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, NULL, 1, -1));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, 0, ok, 0, -1));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_set_create(&set, -1, ok, 1, -1));
-    assert_null(set);
-}
-
-static void test_not_supported(void **state) {
-    (void)state;
-    need_green();
-    const unsigned sizes[] = {16};
-    cw_partition_set *set = NULL;
-    assert_cw_ok(cw_partition_set_create(&set, 0, sizes, 1, -1));
-    unsigned ids[256];
-    size_t n = 12345;
-    cw_clear_error();
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_partition_set_sm_ids(set, 0, ids, 256, &n));
-    assert_true(strlen(cw_last_error_message()) > 0);
-    assert_string_equal(cw_last_error()->function, "cw_partition_set_sm_ids");
-    printf("# sm_ids: %s\n", cw_last_error_message());
-    cw_clear_error();
-    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_partition_set_request_workqueues(set, 0, 1));
-    assert_true(strlen(cw_last_error_message()) > 0);
-    assert_string_equal(cw_last_error()->function, "cw_partition_set_request_workqueues");
-    printf("# request_workqueues: %s\n", cw_last_error_message());
-    assert_cw_ok(cw_partition_set_destroy(&set));
+    cw_partition_group *set = NULL;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(NULL, 0, ok, 1, -1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, NULL, 1, -1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, ok, 0, -1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, -1, ok, 1, -1));
     assert_null(set);
 }
 
@@ -472,7 +454,7 @@ static int group_setup(void **state) {
     cw_device_info info;
     if (cw_device_get_info(0, &info) != CW_SUCCESS) return -1;
     device_sms = info.sm_count;
-    if (cw_green_query(0, &caps) != CW_SUCCESS) return -1;
+    if (cw_partition_get_caps(0, &caps) != CW_SUCCESS) return -1;
     if (!caps.supported) printf("# green contexts unsupported on device 0: the tests skip\n");
     return 0;
 }
@@ -487,7 +469,6 @@ int main(void) {
         cmocka_unit_test(test_pool_on_partition),
         cmocka_unit_test(test_destroy_order),
         cmocka_unit_test(test_invalid_sizes),
-        cmocka_unit_test(test_not_supported),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

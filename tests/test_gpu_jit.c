@@ -96,9 +96,8 @@ static void run_axpb_int(cw_kernel *k, cw_stream *s, CUcontext cu) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
-    int ma = 0;
-    g_have_nvrtc = cw_nvrtc_version(&ma, NULL) == CW_SUCCESS;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    g_have_nvrtc = cw_driver_has(CW_FEATURE_NVRTC);
     if (!g_have_nvrtc) printf("# no NVRTC here: %s\n", cw_last_error_message());
     return 0;
 }
@@ -198,7 +197,7 @@ static void test_compile_error_log(void **state) {
  * nothing, run it. Exit 0 when all held. */
 static int child_main(void) {
     if (!rawcuda_open(&rc)) return 10;
-    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return 11;
+    if (cw_context_create(&ctx, 0) != CW_SUCCESS || cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return 11;
     cw_program_settings ps = axpb_settings();
     cw_program *p = NULL;
     if (cw_program_compile(&p, ctx, k_axpb_src, &ps) != CW_SUCCESS) return 12;
@@ -340,13 +339,13 @@ static void test_one_module_many_contexts(void **state) {
     cw_stream_destroy(&s);
 
     if (cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) {
-        cw_partition_set *set = NULL;
+        cw_partition_group *set = NULL;
         const unsigned counts[] = {16};
-        assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
+        assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
         cw_context *part = NULL;
-        assert_cw_ok(cw_partition_set_get(set, 0, &part));
+        assert_cw_ok(cwt_partition(set, 0, &part));
         CUcontext pcu = NULL;
-        assert_cw_ok(cw_context_get_handle(part, &pcu));
+        assert_cw_ok(cwt_context_handle(part, &pcu));
         cw_stream *ps = NULL;
         assert_cw_ok(cw_stream_create(&ps, part, NULL));
         assert_cu_ok(rc.cuCtxSetCurrent(pcu));
@@ -363,7 +362,7 @@ static void test_one_module_many_contexts(void **state) {
         assert_cu_ok(rc.cuMemFree(p));
         assert_cu_ok(rc.cuCtxSetCurrent(NULL));
         cw_stream_destroy(&ps);
-        assert_cw_ok(cw_partition_set_destroy(&set));
+        cw_partition_group_destroy(&set);
     }
     cw_module_destroy(&m);
 }
@@ -435,14 +434,14 @@ static void test_checked_load_and_launch(void **state) {
 static void test_builtins_on_partition(void **state) {
     (void)state;
     printf("# built-in kernels: %s\n", cw_builtin_get_origin());
-    cw_partition_set *set = NULL;
+    cw_partition_group *set = NULL;
     cw_context *where = ctx;
     CUcontext wcu = cuctx;
     if (cw_driver_has(CW_FEATURE_GREEN_CONTEXTS)) {
         const unsigned counts[] = {16};
-        assert_cw_ok(cw_partition_set_create(&set, 0, counts, 1, -1));
-        assert_cw_ok(cw_partition_set_get(set, 0, &where));
-        assert_cw_ok(cw_context_get_handle(where, &wcu));
+        assert_cw_ok(cw_partition_group_create(&set, 0, counts, 1, -1));
+        assert_cw_ok(cwt_partition(set, 0, &where));
+        assert_cw_ok(cwt_context_handle(where, &wcu));
     } else {
         printf("# no green contexts: the built-ins run on the primary context\n");
     }
@@ -541,7 +540,7 @@ static void test_builtins_on_partition(void **state) {
     assert_cu_ok(rc.cuMemFree(out));
     assert_cu_ok(rc.cuCtxSetCurrent(NULL));
     cw_stream_destroy(&s);
-    if (set) assert_cw_ok(cw_partition_set_destroy(&set));
+    if (set) cw_partition_group_destroy(&set);
 }
 
 int main(int argc, char **argv) {

@@ -66,7 +66,7 @@ static unsigned requests(unsigned full, unsigned few) {
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -122,7 +122,7 @@ static void launch1(void *fn, CUstream h, void **args) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce", "cw_spin_add",
                            "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store"};
@@ -155,7 +155,7 @@ static cw_graph *capture(cw_context *c, const step *steps, int n) {
     assert_cw_ok(cw_stream_create(&s, c, NULL));
     assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     CUcontext cu = NULL;
-    assert_cw_ok(cw_context_get_handle(c, &cu));
+    assert_cw_ok(cwt_context_handle(c, &cu));
     assert_cu_ok(rc.cuCtxSetCurrent(cu));
     for (int i = 0; i < n; i++) assert_cu_ok(rawcuda_launch1(&rc, steps[i].fn, hnd(s), steps[i].args));
     cw_graph *g = NULL;
@@ -618,9 +618,9 @@ static void test_overlap_chain(void **state) {
         volatile unsigned *o = (volatile unsigned *)outh;
         assert_cw_ok(cw_resident_set_workload_fn(r, capture_chain, &c));
         g_overlap_note[0] = 0;
-        assert_cw_ok(cw_set_log_callback(overlap_log, NULL, CW_LOG_DEBUG));
+        assert_cw_ok(cw_log_set_callback(overlap_log, NULL, CW_LOG_DEBUG));
         cw_status launched = cw_resident_launch(r);
-        assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_WARNING));
+        assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_WARNING));
         assert_cw_ok(launched);
         if (overlap) printf("# %s\n", g_overlap_note[0] ? g_overlap_note : "no note on overlap was logged");
         assert_int_equal(c.calls, 8);
@@ -885,7 +885,7 @@ static CUcontext ccu;
 static void child_begin(void) {
     CHILD_CHECK(rawcuda_open(&rc));
     CHILD_CHECK(cw_context_create(&cctx, 0) == CW_SUCCESS);
-    CHILD_CHECK(cw_context_get_handle(cctx, &ccu) == CW_SUCCESS);
+    CHILD_CHECK(cwt_context_handle(cctx, &ccu) == CW_SUCCESS);
     CHILD_CHECK(rc.cuCtxSetCurrent(ccu) == 0);
 }
 
@@ -917,7 +917,7 @@ static void other_streams_child(void) {
     cw_stream *s = NULL;
     CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
     CUstream h = NULL;
-    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    CHILD_CHECK(cwt_stream_handle(s, &h) == CW_SUCCESS);
     dptr p = 0;
     CHILD_CHECK(rc.cuMemAlloc(&p, 4) == 0);
     int one = 1;
@@ -1049,7 +1049,7 @@ static void hog_child(void) {
     cw_stream *s = NULL;
     CHILD_CHECK(cw_stream_create(&s, cctx, NULL) == CW_SUCCESS);
     CUstream h = NULL;
-    CHILD_CHECK(cw_stream_get_handle(s, &h) == CW_SUCCESS);
+    CHILD_CHECK(cwt_stream_handle(s, &h) == CW_SUCCESS);
     dptr sink = 0;
     CHILD_CHECK(rc.cuMemAlloc(&sink, 8) == 0);
     long long ns = 200 * MS;
@@ -1114,22 +1114,22 @@ static void test_two_loops_two_partitions(void **state) {
     }
     signal(SIGALRM, two_loops_watchdog);
     alarm(60);
-    cw_green_caps caps;
-    if (cw_green_query(0, &caps) != CW_SUCCESS || !caps.supported) {
+    cw_partition_caps caps;
+    if (cw_partition_get_caps(0, &caps) != CW_SUCCESS || !caps.supported) {
         alarm(0);
         skip();
         return;
     }
     unsigned counts[2] = {16, 16};
-    cw_partition_set *ps = NULL;
-    assert_cw_ok(cw_partition_set_create(&ps, 0, counts, 2, 0));
+    cw_partition_group *ps = NULL;
+    assert_cw_ok(cw_partition_group_create(&ps, 0, counts, 2, 0));
     cw_resident *r[2] = {NULL, NULL};
     void *outh[2] = {NULL, NULL};
     dptr logs[2];
     const unsigned n = requests(1000, 1000);
     for (int i = 0; i < 2; i++) {
         cw_context *pc = NULL;
-        assert_cw_ok(cw_partition_set_get(ps, (size_t)i, &pc));
+        assert_cw_ok(cwt_partition(ps, (size_t)i, &pc));
         cw_resident_settings set = spin_settings();
         set.input_slots = 1;
         set.input_bytes = 4;
@@ -1214,7 +1214,7 @@ static void test_two_loops_two_partitions(void **state) {
         dfree(logs[i]);
         assert_cu_ok(rc.cuMemFreeHost(outh[i]));
     }
-    assert_cw_ok(cw_partition_set_destroy(&ps));
+    cw_partition_group_destroy(&ps);
     alarm(0);
 }
 

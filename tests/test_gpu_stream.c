@@ -40,7 +40,7 @@ static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
 static CUstream hnd(const cw_stream *s) {
     CUstream h = (CUstream)0x7;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     return h;
 }
 
@@ -92,8 +92,11 @@ static void stamp(CUstream h, dptr out, long long ns) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
-    if (cw_context_get_priority_range(ctx, &least_prio, &greatest_prio) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    cw_context_info ci;
+    if (cw_context_get_info(ctx, &ci) != CW_SUCCESS) return -1;
+    least_prio = ci.least_priority;
+    greatest_prio = ci.greatest_priority;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_slow_write", &k_slow_write) != 0) return -1;
     if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_copy_int", &k_copy_int) != 0) return -1;
@@ -191,7 +194,7 @@ static void test_wait_wrapped_streams(void **state) {
     assert_int_equal(info.owned, 0);
     assert_int_equal(info.is_null, 1);
     cw_context *back = NULL;
-    assert_cw_ok(cw_stream_get_context(nul, &back));
+    assert_cw_ok(cwt_stream_context(nul, &back));
     assert_ptr_equal(back, ctx);
 
     dptr buf = dalloc(2 * sizeof(int)), out = buf + sizeof(int);
@@ -246,9 +249,9 @@ static void test_wait_wrapped_streams(void **state) {
     dfree(buf);
 }
 
-/* Three writers of different lengths; the reader waits for all (a NULL entry
- * in the list is skipped) and copies all three. */
-static void test_wait_all(void **state) {
+/* Three writers of different lengths; the reader waits for each (one
+ * cw_stream_wait per writer) and copies all three. */
+static void test_wait_several(void **state) {
     (void)state;
     cw_stream *w[3] = {NULL, NULL, NULL}, *r = NULL;
     for (int i = 0; i < 3; i++) assert_cw_ok(cw_stream_create(&w[i], ctx, NULL));
@@ -259,8 +262,7 @@ static void test_wait_all(void **state) {
         dfill(buf, 0, 3);
         dfill(out, 0xffffffffu, 3);
         for (int i = 0; i < 3; i++) slow_write(hnd(w[i]), buf + i * sizeof(int), 1000 * (round + 1) + i, ms[i] * MS);
-        cw_stream *const srcs[4] = {w[0], NULL, w[1], w[2]};
-        assert_cw_ok(cw_stream_wait_all(r, srcs, 4));
+        for (int i = 0; i < 3; i++) assert_cw_ok(cw_stream_wait(r, w[i]));
         for (int i = 0; i < 3; i++) copy_int(hnd(r), buf + i * sizeof(int), out + i * sizeof(int));
         assert_cw_ok(cw_stream_synchronize(r));
         int got[3];
@@ -270,7 +272,6 @@ static void test_wait_all(void **state) {
         /* every writer is done once the reader is */
         for (int i = 0; i < 3; i++) assert_cw_ok(cw_stream_query(w[i]));
     }
-    assert_cw_ok(cw_stream_wait_all(r, NULL, 0));
     for (int i = 0; i < 3; i++) cw_stream_destroy(&w[i]);
     cw_stream_destroy(&r);
     dfree(buf);
@@ -286,8 +287,8 @@ static void test_fork_join_overlap(void **state) {
     dptr st = dalloc(8 * sizeof(unsigned long long));
     dfill(st, 0, 16);
     stamp(hnd(parent), st + 0 * 16, 5 * MS);
-    assert_cw_ok(cw_stream_fork(parent, &c1));
-    assert_cw_ok(cw_stream_fork(parent, &c2));
+    assert_cw_ok(cw_stream_fork(&c1, parent));
+    assert_cw_ok(cw_stream_fork(&c2, parent));
     assert_non_null(c1);
     assert_non_null(c2);
     const int single = serialized();
@@ -325,7 +326,7 @@ static void test_fork_join_overlap(void **state) {
     }
 
     /* a fork/join round again reuses the fork pool's streams */
-    assert_cw_ok(cw_stream_fork(parent, &c1));
+    assert_cw_ok(cw_stream_fork(&c1, parent));
     assert_cw_ok(cw_stream_join(parent, &c1));
     assert_cw_ok(cw_stream_synchronize(parent));
     cw_stream_destroy(&parent);
@@ -354,7 +355,7 @@ static void check_stream(cw_stream *s, int want_prio, unsigned want_flags) {
     assert_int_equal(info.priority, raw_prio);
     assert_int_equal(raw_flags, want_flags == CW_STREAM_BLOCKING ? 0u : 1u);
     cw_context *back = NULL;
-    assert_cw_ok(cw_stream_get_context(s, &back));
+    assert_cw_ok(cwt_stream_context(s, &back));
     assert_ptr_equal(back, ctx);
 }
 
@@ -473,34 +474,34 @@ static void test_pool_lease(void **state) {
     cw_stream_pool *pool = NULL;
     pool_settings(&ps, CW_POOL_LEASE, 1, 2);
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, &ps));
-    cw_stream_pool_stats stats;
+    cw_stream_pool_info stats;
     memset(&stats, 0xee, sizeof stats);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.mode, CW_POOL_LEASE);
     assert_int_equal(stats.created, 1);
     assert_int_equal(stats.leased, 0);
     assert_int_equal(stats.idle, 1);
 
     cw_stream *a = NULL, *b = NULL, *c = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(pool, &a));
-    assert_cw_ok(cw_stream_pool_acquire(pool, &b));
+    assert_cw_ok(cw_stream_pool_acquire(&a, pool, 0));
+    assert_cw_ok(cw_stream_pool_acquire(&b, pool, 0));
     assert_non_null(a);
     assert_non_null(b);
     assert_ptr_not_equal(a, b);
     assert_ptr_not_equal(hnd(a), hnd(b));
-    assert_cw(CW_ERROR_POOL_EXHAUSTED, cw_stream_pool_acquire(pool, &c));
+    assert_cw(CW_ERROR_POOL_EXHAUSTED, cw_stream_pool_acquire(&c, pool, 0));
     assert_null(c);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.created, 2);
     assert_int_equal(stats.leased, 2);
     assert_int_equal(stats.idle, 0);
     /* acquire_wait times out */
     const double t0 = now_ms();
-    assert_cw(CW_ERROR_TIMEOUT, cw_stream_pool_acquire_wait(pool, &c, 10000));
+    assert_cw(CW_ERROR_TIMEOUT, cw_stream_pool_acquire(&c, pool, 10000));
     const double waited = now_ms() - t0;
     assert_true(waited >= 9.0 && waited < 1000.0);
     assert_null(c);
-    assert_cw(CW_ERROR_INVALID_STATE, cw_stream_pool_next(pool, &c));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_stream_pool_get_next(pool, &c));
 
     /* leased streams are pool streams and work */
     cw_stream_info info;
@@ -512,21 +513,23 @@ static void test_pool_lease(void **state) {
     slow_write(hnd(a), buf, 11, 1 * MS);
     assert_cw_ok(cw_stream_synchronize(a));
     assert_int_equal(dget(buf), 11);
-    /* destroy refuses a leased stream and leaves it usable */
+    /* destroy refuses a leased stream (only the pointer is nulled, with a
+     * warning) and leaves it usable */
     cw_stream *copy = a;
     cw_clear_error();
     cw_stream_destroy(&copy);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_null(copy);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS);
     assert_cw_ok(cw_stream_get_info(a, &info));
 
     /* release, then the same stream comes back */
     cw_stream *old_a = a;
     assert_cw_ok(cw_stream_pool_release(pool, &a));
     assert_null(a);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.leased, 1);
     assert_int_equal(stats.idle, 1);
-    assert_cw_ok(cw_stream_pool_acquire(pool, &c));
+    assert_cw_ok(cw_stream_pool_acquire(&c, pool, 0));
     assert_ptr_equal(c, old_a);
     /* double release */
     copy = c;
@@ -537,7 +540,7 @@ static void test_pool_lease(void **state) {
     cw_stream_pool *other = NULL;
     assert_cw_ok(cw_stream_pool_create(&other, ctx, NULL));
     cw_stream *o = NULL, *plain = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(other, &o));
+    assert_cw_ok(cw_stream_pool_acquire(&o, other, 0));
     copy = o;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_release(pool, &copy));
     assert_cw_ok(cw_stream_pool_release(other, &o));
@@ -549,13 +552,13 @@ static void test_pool_lease(void **state) {
     assert_null(other);
 
     /* acquire_wait is woken by a release from another thread */
-    assert_cw_ok(cw_stream_pool_acquire(pool, &a));
-    assert_cw(CW_ERROR_POOL_EXHAUSTED, cw_stream_pool_acquire(pool, &c));
+    assert_cw_ok(cw_stream_pool_acquire(&a, pool, 0));
+    assert_cw(CW_ERROR_POOL_EXHAUSTED, cw_stream_pool_acquire(&c, pool, 0));
     release_later rl = {pool, b, CW_ERROR_INTERNAL};
     pthread_t th;
     const double t1 = now_ms();
     assert_int_equal(pthread_create(&th, NULL, release_after_20ms, &rl), 0);
-    assert_cw_ok(cw_stream_pool_acquire_wait(pool, &c, 2000000));
+    assert_cw_ok(cw_stream_pool_acquire(&c, pool, 2000000));
     const double woke = now_ms() - t1;
     pthread_join(th, NULL);
     assert_cw_ok(rl.st);
@@ -564,7 +567,7 @@ static void test_pool_lease(void **state) {
     printf("# pool: acquire_wait woken by a release after %.1f ms (release at 20 ms)\n", woke);
     assert_cw_ok(cw_stream_pool_release(pool, &a));
     assert_cw_ok(cw_stream_pool_release(pool, &c));
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.created, 2);
     assert_int_equal(stats.leased, 0);
     assert_int_equal(stats.idle, 2);
@@ -592,13 +595,13 @@ static void test_pool_round_robin(void **state) {
     pool_settings(&ps, CW_POOL_ROUND_ROBIN, 4, 0);
     cw_stream_pool *pool = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, &ps));
-    cw_stream_pool_stats stats;
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    cw_stream_pool_info stats;
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.mode, CW_POOL_ROUND_ROBIN);
     assert_int_equal(stats.created, 4);
 
     cw_stream *seq[400];
-    for (int i = 0; i < 400; i++) assert_cw_ok(cw_stream_pool_next(pool, &seq[i]));
+    for (int i = 0; i < 400; i++) assert_cw_ok(cw_stream_pool_get_next(pool, &seq[i]));
     cw_stream *distinct[4];
     int counts[4] = {0, 0, 0, 0};
     for (int i = 0; i < 4; i++) {
@@ -617,19 +620,19 @@ static void test_pool_round_robin(void **state) {
 
     /* acquire is next; release accepts the stream and does nothing */
     cw_stream *s = NULL, *t = NULL;
-    assert_cw_ok(cw_stream_pool_acquire(pool, &s));
+    assert_cw_ok(cw_stream_pool_acquire(&s, pool, 0));
     assert_ptr_equal(s, distinct[0]);
     assert_cw_ok(cw_stream_pool_release(pool, &s));
-    assert_cw_ok(cw_stream_pool_next(pool, &t));
+    assert_cw_ok(cw_stream_pool_get_next(pool, &t));
     assert_ptr_equal(t, distinct[1]);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.created, 4);
     cw_stream_pool_destroy(&pool);
 
     /* reserved 0 means 4 */
     pool_settings(&ps, CW_POOL_ROUND_ROBIN, 0, 0);
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, &ps));
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.created, 4);
     cw_stream_pool_destroy(&pool);
 }
@@ -640,27 +643,27 @@ static void test_pool_single(void **state) {
     pool_settings(&ps, CW_POOL_SINGLE, 1, 0);
     cw_stream_pool *pool = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, &ps));
-    cw_stream_pool_stats stats;
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    cw_stream_pool_info stats;
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.mode, CW_POOL_SINGLE);
     cw_stream *first = NULL, *s = NULL;
-    assert_cw_ok(cw_stream_pool_next(pool, &first));
+    assert_cw_ok(cw_stream_pool_get_next(pool, &first));
     assert_non_null(first);
     for (int i = 0; i < 10; i++) {
-        assert_cw_ok(cw_stream_pool_next(pool, &s));
+        assert_cw_ok(cw_stream_pool_get_next(pool, &s));
         assert_ptr_equal(s, first);
-        assert_cw_ok(cw_stream_pool_acquire(pool, &s));
+        assert_cw_ok(cw_stream_pool_acquire(&s, pool, 0));
         assert_ptr_equal(s, first);
     }
     /* a lease-mode pool under CUWEAVE_SERIALIZE=1 is single too */
     if (serialized()) {
         cw_stream_pool *lease = NULL;
         assert_cw_ok(cw_stream_pool_create(&lease, ctx, NULL));
-        assert_cw_ok(cw_stream_pool_get_stats(lease, &stats));
+        assert_cw_ok(cw_stream_pool_get_info(lease, &stats));
         assert_int_equal(stats.mode, CW_POOL_SINGLE);
         cw_stream_pool_destroy(&lease);
     }
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.created, 1);
     cw_stream_pool_destroy(&pool);
 }
@@ -672,21 +675,21 @@ static void test_pool_named(void **state) {
     cw_stream_pool *pool = NULL;
     assert_cw_ok(cw_stream_pool_create(&pool, ctx, NULL));
     cw_stream *ad = NULL, *ad2 = NULL, *ae = NULL, *bd = NULL, *nd = NULL, *x = NULL;
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_a, "decode", &ad));
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_a, "decode", &ad2));
+    assert_cw_ok(cw_stream_pool_acquire_named(&ad, pool, &owner_a, "decode"));
+    assert_cw_ok(cw_stream_pool_acquire_named(&ad2, pool, &owner_a, "decode"));
     assert_ptr_equal(ad, ad2);
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_a, "encode", &ae));
+    assert_cw_ok(cw_stream_pool_acquire_named(&ae, pool, &owner_a, "encode"));
     assert_ptr_not_equal(ae, ad);
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_b, "decode", &bd));
+    assert_cw_ok(cw_stream_pool_acquire_named(&bd, pool, &owner_b, "decode"));
     assert_ptr_not_equal(bd, ad);
     assert_ptr_not_equal(bd, ae);
-    assert_cw_ok(cw_stream_pool_named(pool, NULL, "decode", &nd));
+    assert_cw_ok(cw_stream_pool_acquire_named(&nd, pool, NULL, "decode"));
     assert_ptr_not_equal(nd, ad);
     assert_ptr_not_equal(nd, bd);
-    assert_cw_ok(cw_stream_pool_named(pool, NULL, "decode", &x));
+    assert_cw_ok(cw_stream_pool_acquire_named(&x, pool, NULL, "decode"));
     assert_ptr_equal(x, nd);
     /* a named stream is not handed out by acquire */
-    assert_cw_ok(cw_stream_pool_acquire(pool, &x));
+    assert_cw_ok(cw_stream_pool_acquire(&x, pool, 0));
     assert_true(x != ad && x != ae && x != bd && x != nd);
     assert_cw_ok(cw_stream_pool_release(pool, &x));
 
@@ -694,35 +697,35 @@ static void test_pool_named(void **state) {
     memset(longname, 'n', 64);
     longname[64] = 0;
     x = NULL;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_named(pool, &owner_a, longname, &x));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_named(pool, &owner_a, "", &x));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_named(pool, &owner_a, NULL, &x));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_acquire_named(&x, pool, &owner_a, longname));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_acquire_named(&x, pool, &owner_a, ""));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_stream_pool_acquire_named(&x, pool, &owner_a, NULL));
     assert_null(x);
     longname[63] = 0; /* 63 bytes is allowed */
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_a, longname, &x));
+    assert_cw_ok(cw_stream_pool_acquire_named(&x, pool, &owner_a, longname));
 
-    cw_stream_pool_stats stats;
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    cw_stream_pool_info stats;
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.named, 5);
     assert_int_equal(stats.leased, 5);
     size_t count = 0;
     assert_cw_ok(cw_stream_pool_release_owner(pool, &owner_a, &count));
     assert_int_equal(count, 3);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.named, 2);
     assert_int_equal(stats.leased, 2);
     assert_cw_ok(cw_stream_pool_release_owner(pool, &owner_a, &count));
     assert_int_equal(count, 0);
     /* B's stream is unchanged; A gets a stream again under the same name */
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_b, "decode", &x));
+    assert_cw_ok(cw_stream_pool_acquire_named(&x, pool, &owner_b, "decode"));
     assert_ptr_equal(x, bd);
-    assert_cw_ok(cw_stream_pool_named(pool, &owner_a, "decode", &x));
+    assert_cw_ok(cw_stream_pool_acquire_named(&x, pool, &owner_a, "decode"));
     assert_non_null(x);
     assert_cw_ok(cw_stream_pool_release_owner(pool, &owner_a, NULL));
     assert_cw_ok(cw_stream_pool_release_owner(pool, &owner_b, NULL));
     assert_cw_ok(cw_stream_pool_release_owner(pool, NULL, &count));
     assert_int_equal(count, 1);
-    assert_cw_ok(cw_stream_pool_get_stats(pool, &stats));
+    assert_cw_ok(cw_stream_pool_get_info(pool, &stats));
     assert_int_equal(stats.named, 0);
     assert_int_equal(stats.leased, 0);
     assert_int_equal(stats.idle, stats.created);
@@ -805,8 +808,8 @@ static void *hammer_thread(void *arg) {
     while (now_ms() < hammer_deadline) {
         iter++;
         cw_stream *s1 = NULL, *s2 = NULL;
-        st = (iter & 1) ? cw_stream_pool_acquire(hammer_pool, &s1)
-                        : cw_stream_pool_acquire_wait(hammer_pool, &s1, 500);
+        st = (iter & 1) ? cw_stream_pool_acquire(&s1, hammer_pool, 0)
+                        : cw_stream_pool_acquire(&s1, hammer_pool, 500);
         ops++;
         if (st == CW_ERROR_POOL_EXHAUSTED || st == CW_ERROR_TIMEOUT) {
             exhausted++;
@@ -819,7 +822,7 @@ static void *hammer_thread(void *arg) {
         if (!hold(s1, me)) break;
         /* sometimes hold two at once */
         if ((iter & 3) == 0) {
-            st = cw_stream_pool_acquire(hammer_pool, &s2);
+            st = cw_stream_pool_acquire(&s2, hammer_pool, 0);
             ops++;
             if (st == CW_SUCCESS) {
                 if (!hold(s2, me)) break;
@@ -835,10 +838,10 @@ static void *hammer_thread(void *arg) {
         if ((st = cw_stream_wait(mine, s1)) != CW_SUCCESS) hammer_error(st, "cw_stream_wait(mine, s1)");
         ops += 2;
         if (s2) {
-            cw_stream *const both[2] = {s1, s2};
             if ((st = cw_stream_wait(s2, s1)) != CW_SUCCESS) hammer_error(st, "cw_stream_wait(s2, s1)");
-            if ((st = cw_stream_wait_all(mine, both, 2)) != CW_SUCCESS) hammer_error(st, "cw_stream_wait_all");
-            ops += 2;
+            if ((st = cw_stream_wait(mine, s1)) != CW_SUCCESS) hammer_error(st, "cw_stream_wait(mine, s1)");
+            if ((st = cw_stream_wait(mine, s2)) != CW_SUCCESS) hammer_error(st, "cw_stream_wait(mine, s2)");
+            ops += 3;
             unhold(s2, me);
             if ((st = cw_stream_pool_release(hammer_pool, &s2)) != CW_SUCCESS) hammer_error(st, "release s2");
             ops++;
@@ -887,8 +890,8 @@ static void test_pool_hammer(void **state) {
 
     if (atomic_load(&hammer_errors) > 0) fail_msg("%ld errors; first: %s", atomic_load(&hammer_errors), hammer_msg);
     assert_int_equal(atomic_load(&hammer_violations), 0);
-    cw_stream_pool_stats stats;
-    assert_cw_ok(cw_stream_pool_get_stats(hammer_pool, &stats));
+    cw_stream_pool_info stats;
+    assert_cw_ok(cw_stream_pool_get_info(hammer_pool, &stats));
     assert_int_equal(stats.leased, 0);
     assert_int_equal(stats.idle, stats.created);
     assert_true(stats.created >= 2 && stats.created <= HAMMER_MAX_STREAMS);
@@ -909,14 +912,14 @@ static void test_timer(void **state) {
     float ms = -1.0f;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     assert_cw_ok(cw_timer_create(&t, ctx));
-    assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t, &ms));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_timer_get_elapsed_ms(t, &ms));
     dptr st = dalloc(2 * sizeof(unsigned long long));
     dfill(st, 0, 4);
     assert_cw_ok(cw_timer_start(t, s));
-    assert_cw(CW_ERROR_INVALID_STATE, cw_timer_elapsed_ms(t, &ms));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_timer_get_elapsed_ms(t, &ms));
     stamp(hnd(s), st, 5 * MS);
     assert_cw_ok(cw_timer_stop(t, s));
-    assert_cw_ok(cw_timer_elapsed_ms(t, &ms));
+    assert_cw_ok(cw_timer_get_elapsed_ms(t, &ms));
     unsigned long long g[2];
     cur();
     assert_cu_ok(rc.cuMemcpyDtoH(g, st, sizeof g));
@@ -937,7 +940,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_orders_data),
         cmocka_unit_test(test_wait_wrapped_streams),
-        cmocka_unit_test(test_wait_all),
+        cmocka_unit_test(test_wait_several),
         cmocka_unit_test(test_fork_join_overlap),
         cmocka_unit_test(test_stream_create),
         cmocka_unit_test(test_pool_lease),

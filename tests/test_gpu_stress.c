@@ -73,7 +73,7 @@ static void *stream_worker(void *arg) {
     }
     while (now_s() < g.until) {
         cw_stream *lease = NULL;
-        if (cw_stream_pool_acquire_wait(g.pool, &lease, 1000000) != CW_SUCCESS) {
+        if (cw_stream_pool_acquire(&lease, g.pool, 1000000) != CW_SUCCESS) {
             atomic_fetch_add(&g.errors, 1);
             break;
         }
@@ -136,8 +136,8 @@ static void test_stress_16_threads(void **state) {
     for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
     cw_resident_info st;
     assert_cw_ok(cw_resident_get_info(g.loop, &st));
-    cw_stream_pool_stats pst;
-    assert_cw_ok(cw_stream_pool_get_stats(g.pool, &pst));
+    cw_stream_pool_info pst;
+    assert_cw_ok(cw_stream_pool_get_info(g.pool, &pst));
     long once = 0;
     for (long i = 0; i < (long)st.requested && i < g.seen_cap; i++) once += g.seen[i] == 1;
     printf("# stress, %d threads, %ld s: %ld leases (%ld released, %zu out, %zu streams), %ld futures armed "
@@ -203,7 +203,7 @@ static void test_soak_resident(void **state) {
     cw_stream *s = NULL;
     assert_cw_ok(cw_stream_create(&s, ctx, NULL));
     CUstream h = NULL;
-    assert_cw_ok(cw_stream_get_handle(s, &h));
+    assert_cw_ok(cwt_stream_handle(s, &h));
     cw_graph *g2 = NULL;
     assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_THREAD_LOCAL));
     assert_cu_ok(rawcuda_launch1(&rc, apply, h, args));
@@ -255,7 +255,7 @@ static void test_soak_resident(void **state) {
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
-    if (cw_context_get_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
+    if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     return rc.cuCtxSetCurrent(cuctx) == 0 ? 0 : -1;
 }
 

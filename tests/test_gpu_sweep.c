@@ -71,7 +71,7 @@ static cw_status sc_streams(void) {
     if (!st) st = cw_stream_create(&b, ctx, NULL);
     if (!st) st = cw_stream_wait(b, a);
     if (!st) st = cw_stream_pool_create(&pool, ctx, NULL);
-    if (!st) st = cw_stream_pool_acquire(pool, &l);
+    if (!st) st = cw_stream_pool_acquire(&l, pool, 0);
     if (!st) st = cw_stream_wait(l, b);
     if (!st) st = cw_stream_synchronize(l);
     if (l) (void)cw_stream_pool_release(pool, &l);

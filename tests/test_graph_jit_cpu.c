@@ -56,7 +56,7 @@ static void log_to_buffer(void *user, cw_log_level level, const char *message) {
 
 static void log_capture(int on) {
     if (on) memset(g_log, 0, sizeof g_log);
-    assert_cw_ok(cw_set_log_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
+    assert_cw_ok(cw_log_set_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
 }
 
 /* cw_module_load_image(image): refused before the driver, the detail saying `why`. */
@@ -416,7 +416,7 @@ static void test_destroy_ignores(void **state) {
     cw_module_destroy(&m_copy);
     log_capture(0);
     assert_null(m_copy);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_HANDLE);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* the detail is left alone */
     assert_non_null(strstr(g_log[CW_LOG_WARNING], "cw_module_destroy: not a live cw_module"));
     assert_string_equal(g_log[CW_LOG_ERROR], "");
 }

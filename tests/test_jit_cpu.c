@@ -208,8 +208,8 @@ static int group_setup(void **state) {
     void *lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
     if (!lib) {
         /* NVRTC is opened lazily: ask for its version once */
-        int ma = 0;
-        if (cw_nvrtc_version(&ma, NULL) != CW_SUCCESS || ma != 13) return -1;
+        cw_versions v;
+        if (cw_get_versions(&v) != CW_SUCCESS || v.nvrtc_major != 13) return -1;
         lib = dlopen(g_fake_nvrtc, RTLD_NOW | RTLD_NOLOAD);
     }
     if (!lib) return -1;
@@ -783,7 +783,7 @@ static void log_to_buffer(void *user, cw_log_level level, const char *message) {
 
 static void log_capture(int on) {
     if (on) g_log[0] = '\0';
-    assert_cw_ok(cw_set_log_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
+    assert_cw_ok(cw_log_set_callback(on ? log_to_buffer : NULL, NULL, CW_LOG_WARNING));
 }
 
 static long read_file(const char *path, unsigned char *buf, size_t cap) {

@@ -83,12 +83,12 @@ static void test_device_group(void **state) {
     assert_int_equal(fake_live("primary1"), p1 + 1);
     for (int i = 0; i < 2; i++) {
         cw_context *c = gi.contexts[i];
-        assert_cw_ok(cw_context_get_device(c, &dev));
+        assert_cw_ok(cwt_context_device(c, &dev));
         assert_int_equal(dev, i);
         assert_int_equal(gi.devices[i], i);
-        cw_context_kind kind;
-        assert_cw_ok(cw_context_get_kind(c, &kind));
-        assert_int_equal(kind, CW_CONTEXT_PRIMARY);
+        cw_context_info ci;
+        assert_cw_ok(cw_context_get_info(c, &ci));
+        assert_int_equal(ci.kind, CW_CONTEXT_PRIMARY);
     }
     /* the entries past count and the reserved bytes are zero */
     for (int i = 2; i < CW_MAX_DEVICES; i++) {
@@ -109,7 +109,7 @@ static void test_device_group(void **state) {
     assert_int_equal(gi.count, 2);
     assert_int_equal(gi.devices[0], 1);
     assert_int_equal(gi.devices[1], 0);
-    assert_cw_ok(cw_context_get_device(gi.contexts[0], &dev));
+    assert_cw_ok(cwt_context_device(gi.contexts[0], &dev));
     assert_int_equal(dev, 1);
     cw_device_group_destroy(&set);
 
@@ -137,7 +137,7 @@ static void test_destroy_not_live(void **state) {
     (void)state;
     LogTally tally;
     memset(&tally, 0, sizeof tally);
-    assert_cw_ok(cw_set_log_callback(log_tally, &tally, CW_LOG_DEBUG));
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
     uint32_t junk[16] = {0};
     cw_device_group *bad = (cw_device_group *)junk;
     cw_device_group_destroy(&bad);
@@ -175,9 +175,9 @@ static void test_destroy_not_live(void **state) {
     cw_comm_destroy(NULL);
     cw_comm_destroy(&c);
     assert_int_equal(tally.warnings, 4);
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     int dev = -1;
-    assert_cw_ok(cw_context_get_device(g_ctx[0], &dev)); /* left alone */
+    assert_cw_ok(cwt_context_device(g_ctx[0], &dev)); /* left alone */
 }
 
 /* ---- a pipeline over two devices ---------------------------------------------- */
@@ -216,7 +216,7 @@ static cw_status stage_compute(cw_io *io, void *user) {
     cw_buffer_info bi;
     int dev = -1;
     cw_buffer_get_info(m.buffer, &bi);
-    cw_context_get_device(bi.context, &dev);
+    cwt_context_device(bi.context, &dev);
     if (dev != st->device || bi.device != st->device) st->wrong_device++;
     if ((r = cw_io_receive_stream(io, "in", &s)) != CW_SUCCESS) return r;
     cw_devptr p;
@@ -276,10 +276,10 @@ static void run_two_device_pipeline(LogSeen *seen) {
     assert_cw_ok(cw_pipeline_add(p, stage_op("C", &c, NULL)));
     assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
-    assert_cw_ok(cw_set_log_callback(log_seen, seen, CW_LOG_INFO));
+    assert_cw_ok(cw_log_set_callback(log_seen, seen, CW_LOG_INFO));
     assert_cw_ok(cw_pipeline_run(p, kIters));
     assert_cw_ok(cw_pipeline_synchronize(p));
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     assert_int_equal(b.wrong_device, 0);
     assert_int_equal(c.wrong_device, 0);
     int wrong = 0;
@@ -440,9 +440,9 @@ static void test_collectives(void **state) {
     (void)state;
     long before[NKINDS];
     snapshot(before);
-    int version = 0;
-    assert_cw_ok(cw_nccl_version(&version));
-    assert_int_equal(version, 22703);
+    cw_versions versions;
+    assert_cw_ok(cw_get_versions(&versions));
+    assert_int_equal(versions.nccl, 22703);
     long p0 = fake_live("primary0");
     cw_comm *comm = NULL;
     assert_cw_ok(cw_comm_create(&comm, g_ctx, 2));
@@ -475,8 +475,8 @@ static void test_collectives(void **state) {
     /* float32 sum, out of place, on cuweave streams. */
     assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
     CUstream h0, h1;
-    assert_cw_ok(cw_stream_get_handle(s[0], &h0));
-    assert_cw_ok(cw_stream_get_handle(s[1], &h1));
+    assert_cw_ok(cwt_stream_handle(s[0], &h0));
+    assert_cw_ok(cwt_stream_handle(s[1], &h1));
     assert_ptr_equal(nccl_last_stream(0), h0);
     assert_ptr_equal(nccl_last_stream(1), h1);
     for (int r = 0; r < 2; r++) {
@@ -974,7 +974,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         cw_stream *s = NULL, *child = NULL;
         cw_buffer *b = NULL;
-        if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(s, &child) != CW_SUCCESS ||
+        if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(&child, s) != CW_SUCCESS ||
             cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_create(&b, s, 64) != CW_SUCCESS) {
             printf("FAIL: warming device %d: %s\n", i, cw_last_error_message());
             return 1;

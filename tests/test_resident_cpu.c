@@ -1036,7 +1036,7 @@ static void test_destroy_abandons_a_loop_that_will_not_stop(void **state) {
     const long devmem_running = fake_live("devmem");
     cw_resident *stale = r;
     g_log_n = 0;
-    assert_cw_ok(cw_set_log_callback(capture_log, NULL, CW_LOG_WARNING));
+    assert_cw_ok(cw_log_set_callback(capture_log, NULL, CW_LOG_WARNING));
     cw_resident_destroy(&r);
     assert_null(r);
     assert_int_equal(g_log_n, 1);
@@ -1057,7 +1057,7 @@ static void test_destroy_abandons_a_loop_that_will_not_stop(void **state) {
     assert_int_equal(g_log_level[0], CW_LOG_WARNING);
     assert_non_null(strstr(g_log_msg[0], "cw_resident_destroy: *r is not a live cw_resident"));
     assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* a warning: nothing failed */
-    assert_cw_ok(cw_set_log_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     /* its memory is kept while the GPU may still use it; it still counts
      * as running (loading code waits for it: refused) */
     assert_int_equal(fake_live("devmem"), devmem_running);

@@ -62,13 +62,6 @@ typedef enum cw_dtype {
 typedef enum cw_reduce_op { CW_SUM = 0, CW_PROD = 1, CW_MAX = 2, CW_MIN = 3, CW_AVG = 4 } cw_reduce_op;
 
 /*
- * Opens NCCL if need be and gives its version (NCCL's code: 22703 for
- * 2.27.3). Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT (version NULL) or
- * CW_ERROR_NOT_SUPPORTED (no NCCL: the detail says why).
- */
-CW_API cw_status cw_nccl_version(int *version);
-
-/*
  * Makes a communicator of n ranks, rank i on ctxs[i] (ncclCommInitAll; it
  * can take a second or more). The communicator holds a reference to each
  * context; destroy it with cw_comm_destroy. Nothing is left made on

@@ -18,7 +18,8 @@
  *    handle of another type, a destroyed one) refuses it with
  *    CW_ERROR_INVALID_HANDLE without reading its memory (NULL:
  *    CW_ERROR_INVALID_ARGUMENT); a destroy of such a handle does nothing
- *    and records CW_ERROR_INVALID_HANDLE in the detail. For a destroyed
+ *    but set the caller's pointer to NULL and log a warning
+ *    (CW_LOG_WARNING; the thread's detail is left as it was). For a destroyed
  *    handle this holds until 256 more objects (of any type, including
  *    those the library makes and frees itself, such as a pool's streams)
  *    have been freed after it: the library holds the memory of the last
@@ -26,6 +27,13 @@
  *    address before then. After that a new object of the same type may be
  *    made at that address, and a stale copy of the destroyed handle then
  *    names it. Do not use a handle after destroying it.
+ *  - Each function's comment ends in a Returns block listing the statuses
+ *    it returns. CW_ERROR_DRIVER there stands for any failed driver call:
+ *    the detail names the call (driver_call) and its CUresult (cu_result),
+ *    and a CUresult that has a status of its own gives that status instead
+ *    (CUDA_ERROR_OUT_OF_MEMORY: CW_ERROR_OUT_OF_MEMORY, a sticky device
+ *    error: CW_ERROR_DEVICE_FAULT, ...; docs/errors.md has the table).
+ *    CW_ERROR_NOT_READY comes only from calls that ask whether work is done.
  *  - The library never prints, never calls abort() or exit() (except in a
  *    build configured with debug_abort, see docs/errors.md), and never lets
  *    a C++ exception cross the API.
@@ -100,15 +108,19 @@ typedef enum cw_status {
 } cw_status;
 
 /*
- * Returns the enumerator's name ("CW_ERROR_TIMEOUT"), or "CW_UNKNOWN_STATUS"
- * for a value that is not a cw_status. Never NULL; the string is static.
- * Thread-safe, needs no driver.
+ * The enumerator's name of a status ("CW_ERROR_TIMEOUT"). Thread-safe,
+ * needs no driver.
+ *
+ * Returns: the name, a static string; "CW_UNKNOWN_STATUS" for a value that
+ * is not a cw_status. Never NULL.
  */
 CW_API const char *cw_status_name(cw_status status);
 
 /*
- * Returns a short English description of the status, or "unknown status".
- * Never NULL; the string is static. Thread-safe, needs no driver.
+ * A short English description of a status. Thread-safe, needs no driver.
+ *
+ * Returns: the description, a static string; "unknown status" for a value
+ * that is not a cw_status. Never NULL.
  */
 CW_API const char *cw_status_string(cw_status status);
 
@@ -131,16 +143,28 @@ typedef struct cw_error_info {
 } cw_error_info;
 
 /*
- * Returns the calling thread's error detail. Never NULL. When no cuweave call
- * has failed on this thread, status is CW_SUCCESS and the strings are empty.
- * Thread-safe (each thread has its own).
+ * The calling thread's error detail. Thread-safe (each thread has its own).
+ *
+ * Returns: the detail, owned by the library and valid on this thread until
+ * its next failing cuweave call (or cw_clear_error()). Never NULL. When no
+ * cuweave call has failed on this thread, status is CW_SUCCESS and the
+ * strings are empty.
  */
 CW_API const cw_error_info *cw_last_error(void);
 
-/* Shorthand for cw_last_error()->message. Never NULL. */
+/*
+ * Shorthand for cw_last_error()->message.
+ *
+ * Returns: the calling thread's last failure message ("" when none), valid
+ * as cw_last_error()'s strings are. Never NULL.
+ */
 CW_API const char *cw_last_error_message(void);
 
-/* Resets the calling thread's detail to CW_SUCCESS and empty strings. */
+/*
+ * Resets the calling thread's detail to CW_SUCCESS and empty strings.
+ *
+ * Returns: nothing.
+ */
 CW_API void cw_clear_error(void);
 
 typedef enum cw_log_level {
@@ -153,7 +177,7 @@ typedef enum cw_log_level {
 /*
  * Log callback. Called synchronously on the thread whose cuweave call
  * produced the message, while no cuweave lock is held. It may call
- * cw_last_error() and other cuweave functions except cw_set_log_callback().
+ * cw_last_error() and other cuweave functions except cw_log_set_callback().
  * message is valid only during the call.
  */
 typedef void (*cw_log_fn)(void *user, cw_log_level level, const char *message);
@@ -161,13 +185,16 @@ typedef void (*cw_log_fn)(void *user, cw_log_level level, const char *message);
 /*
  * Installs (or, with fn NULL, removes) the process-wide log callback.
  * Messages with a level above max_level are not delivered. The library has
- * no callback by default and never prints.
+ * no callback by default and never prints. Needs no driver. Thread-safe; a
+ * message being logged concurrently goes to either the old or the new
+ * callback, never to a half-installed one.
  *
- * Returns CW_SUCCESS, or CW_ERROR_INVALID_ARGUMENT when max_level is not a
- * cw_log_level. Thread-safe; a message being logged concurrently goes to
- * either the old or the new callback, never to a half-installed one.
+ * Returns:
+ *   CW_SUCCESS                 the callback (or none) is installed.
+ *   CW_ERROR_INVALID_ARGUMENT  max_level is not a cw_log_level (nothing
+ *                              changed).
  */
-CW_API cw_status cw_set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level);
+CW_API cw_status cw_log_set_callback(cw_log_fn fn, void *user, cw_log_level max_level);
 
 #ifdef __cplusplus
 }

@@ -57,7 +57,7 @@ struct handle_and_flag {
 static_assert(sizeof(context) == sizeof(detail::handle_and_flag), "context is the handle plus ownership");
 static_assert(sizeof(stream) == sizeof(detail::handle_and_flag), "stream is the handle plus ownership");
 static_assert(sizeof(stream_pool) == sizeof(detail::handle_and_flag), "stream_pool is the handle plus ownership");
-static_assert(sizeof(partition_set) == sizeof(detail::handle_and_flag), "partition_set is the handle plus ownership");
+static_assert(sizeof(partition_group) == sizeof(detail::handle_and_flag), "partition_group is the handle plus ownership");
 static_assert(sizeof(timer) == sizeof(detail::handle_and_flag), "timer is the handle plus ownership");
 static_assert(sizeof(future) == sizeof(detail::handle_and_flag), "future is the handle plus ownership");
 static_assert(sizeof(graph) == sizeof(detail::handle_and_flag), "graph is the handle plus ownership");
@@ -99,13 +99,13 @@ static_assert(!std::is_copy_constructible<forked>::value && !std::is_copy_assign
 static_assert(std::is_nothrow_move_constructible<forked>::value && std::is_nothrow_move_assignable<forked>::value,
               "forked moves never throw");
 static_assert(std::is_nothrow_move_constructible<context>::value && std::is_nothrow_move_assignable<context>::value &&
-                  std::is_nothrow_move_constructible<partition_set>::value &&
-                  std::is_nothrow_move_assignable<partition_set>::value &&
+                  std::is_nothrow_move_constructible<partition_group>::value &&
+                  std::is_nothrow_move_assignable<partition_group>::value &&
                   std::is_nothrow_move_constructible<stream_pool>::value &&
                   std::is_nothrow_move_assignable<stream_pool>::value &&
                   std::is_nothrow_move_constructible<timer>::value && std::is_nothrow_move_assignable<timer>::value &&
                   std::is_nothrow_move_constructible<future>::value && std::is_nothrow_move_assignable<future>::value,
-              "contexts, partition sets, pools, timers and futures move without throwing");
+              "contexts, partition groups, pools, timers and futures move without throwing");
 static_assert(std::is_nothrow_move_constructible<device_group>::value && std::is_nothrow_move_assignable<device_group>::value &&
                   std::is_nothrow_move_constructible<comm>::value && std::is_nothrow_move_assignable<comm>::value,
               "device groups and communicators move without throwing");

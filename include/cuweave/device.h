@@ -11,14 +11,46 @@ extern "C" {
 #endif
 
 /*
- * Returns the library's release version, packed as CW_VERSION_PACK does.
- * Compare with CW_VERSION_* to detect a header/library mismatch.
- * Needs no driver; thread-safe.
+ * The library's release version. Compare with CW_VERSION_* to detect a
+ * header/library mismatch. Needs no driver; thread-safe.
+ *
+ * Returns: the version, packed as CW_VERSION_PACK does.
  */
 CW_API unsigned cw_version(void);
 
-/* Returns the library's ABI version, packed as CW_VERSION_PACK does. */
-CW_API unsigned cw_version_api(void);
+/* The versions of cuweave and of the libraries it opens at run time. */
+typedef struct cw_versions {
+    unsigned cuweave;        /* the release, packed as cw_version() */
+    unsigned api;            /* the ABI version, packed likewise */
+    int driver;              /* the CUDA driver's CUDA version (13000 for 13.0); 0: no driver */
+    int nvrtc_major;         /* NVRTC's version (13, 0); 0, 0: no NVRTC */
+    int nvrtc_minor;
+    int nccl;                /* NCCL's version code (22703 for 2.27.3); 0: no NCCL */
+    uint8_t reserved[40];    /* zeroed; room for new fields */
+} cw_versions;
+
+/*
+ * Fills *v with the versions of cuweave and of the libraries it opens at
+ * run time: the CUDA driver (loaded as cw_init() does: the driver's version
+ * is reported even when cw_init() fails for another reason than its
+ * absence, an old driver or no device), NVRTC (opened as a compile would,
+ * CUWEAVE_LIBNVRTC or the usual sonames) and NCCL (CUWEAVE_LIBNCCL, else
+ * libnccl.so.2). A library that is absent (cannot be opened, or lacks an
+ * entry cuweave needs) is not an error: its fields are 0, nothing is logged
+ * and the thread's detail is left as it was. Whether the driver can be used
+ * is cw_init()'s answer; whether a compile can run, cw_driver_has(
+ * CW_FEATURE_NVRTC)'s. Thread-safe; the first call may take some
+ * milliseconds (it opens the libraries).
+ *
+ * Returns:
+ *   CW_SUCCESS                 *v is filled (every field; reserved zeroed).
+ *   CW_ERROR_INVALID_ARGUMENT  v is NULL.
+ *   CW_ERROR_COMPILE           NVRTC was opened but nvrtcVersion failed
+ *                              (detail: the call); *v untouched.
+ *   CW_ERROR_DRIVER            NCCL was opened but ncclGetVersion failed
+ *                              (detail: NCCL's words); *v untouched.
+ */
+CW_API cw_status cw_get_versions(cw_versions *v);
 
 /*
  * Loads the CUDA driver and initialises it. Idempotent and thread-safe:
@@ -32,23 +64,16 @@ CW_API unsigned cw_version_api(void);
  * is set (read once, by the first call).
  *
  * Returns:
- *  CW_SUCCESS              the driver is loaded and cuInit succeeded;
- *  CW_ERROR_NO_DRIVER      libcuda could not be opened or lacks
- *                          cuGetProcAddress (every call needing the driver
- *                          then returns this);
- *  CW_ERROR_NOT_SUPPORTED  the driver is older than CUDA 12.0, or lacks an
- *                          entry point cuweave requires;
- *  CW_ERROR_NO_DEVICE      cuInit reported no usable device;
- *  CW_ERROR_DRIVER         cuInit failed otherwise (see cw_last_error()).
+ *   CW_SUCCESS              the driver is loaded and cuInit succeeded.
+ *   CW_ERROR_NO_DRIVER      libcuda could not be opened, lacks
+ *                           cuGetProcAddress or cuDriverGetVersion (every
+ *                           call needing the driver then returns this).
+ *   CW_ERROR_NOT_SUPPORTED  the driver is older than CUDA 12.0, or lacks an
+ *                           entry point cuweave requires.
+ *   CW_ERROR_NO_DEVICE      cuInit reported no usable device.
+ *   CW_ERROR_DRIVER         cuInit failed otherwise (detail: the CUresult).
  */
 CW_API cw_status cw_init(void);
-
-/*
- * Writes the driver's CUDA version (for example 13000 for 13.0) to *version.
- * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT (version NULL), or what
- * cw_init() returns.
- */
-CW_API cw_status cw_driver_version(int *version);
 
 /* Optional driver features, each a group of entry points. */
 typedef enum cw_feature {
@@ -61,18 +86,29 @@ typedef enum cw_feature {
 } cw_feature;
 
 /*
- * Returns 1 when the feature's entry points were all found in the loaded
+ * Whether the loaded driver has an optional feature. A device may still
+ * refuse a feature its driver has (the call then returns
+ * CW_ERROR_NOT_SUPPORTED). Initialises the library if needed (a failure to
+ * load is recorded in the detail and logged, as cw_init() does);
+ * thread-safe.
+ *
+ * Returns: 1 when the feature's entry points were all found in the loaded
  * driver (for CW_FEATURE_NVRTC: when NVRTC loads), 0 otherwise, including
- * when there is no driver or the value is not a cw_feature. A device may
- * still refuse a feature its driver has (the call then returns
- * CW_ERROR_NOT_SUPPORTED). Initialises the library if needed; thread-safe.
+ * when there is no driver or the value is not a cw_feature.
  */
 CW_API int cw_driver_has(cw_feature feature);
 
 /*
  * Writes the number of CUDA devices to *count (0 is possible).
- * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT (count NULL), or what
- * cw_init() returns.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *count is the number of devices.
+ *   CW_ERROR_INVALID_ARGUMENT  count is NULL.
+ *   CW_ERROR_NO_DRIVER         no CUDA driver (as cw_init()).
+ *   CW_ERROR_NOT_SUPPORTED     the driver is older than 12.0 (as cw_init()).
+ *   CW_ERROR_NO_DEVICE         cuInit found no device (as cw_init()).
+ *   CW_ERROR_DRIVER            cuInit or cuDeviceGetCount failed (detail:
+ *                              the call).
  */
 CW_API cw_status cw_device_count(int *count);
 
@@ -99,23 +135,21 @@ typedef struct cw_device_info {
 } cw_device_info;
 
 /*
- * Fills *info for device ordinal `device`. Does not create a context.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT when info is NULL, device is
- * negative or not below cw_device_count(); what cw_init() returns; or
- * CW_ERROR_DRIVER when a query fails. On failure *info is untouched.
+ * Fills *info for device ordinal `device`. Does not create a context. (A
+ * context's stream priority range is in cw_context_info.)
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info describes the device.
+ *   CW_ERROR_INVALID_ARGUMENT  info is NULL; device is negative or not below
+ *                              cw_device_count() (the detail says how many).
+ *   CW_ERROR_NO_DRIVER         no CUDA driver (as cw_init()).
+ *   CW_ERROR_NOT_SUPPORTED     the driver is older than 12.0 (as cw_init()).
+ *   CW_ERROR_NO_DEVICE         cuInit found no device (as cw_init()).
+ *   CW_ERROR_DRIVER            cuInit or a device query failed (detail: the
+ *                              call).
+ * On failure *info is untouched.
  */
 CW_API cw_status cw_device_get_info(int device, cw_device_info *info);
-
-/*
- * Writes the device's stream priority range: *least (lowest priority, the
- * default, 0 on current GPUs) and *greatest (numerically smallest, e.g. -5).
- * The driver answers this only through a context: when the device's primary
- * context is not active, this retains it for the duration of the call, which
- * may take 100 ms or more the first time. The result is cached per device.
- * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, what cw_init() returns, or
- * the error of the failing driver call.
- */
-CW_API cw_status cw_device_get_priority_range(int device, int *least, int *greatest);
 
 #ifdef __cplusplus
 }

@@ -44,8 +44,8 @@
  *  - The manual calls: cw_io_receive_streams (every stream of a port, no
  *    ordering), cw_io_get_stream (a named extra stream, kept across calls),
  *    cw_io_set_output_stream (the stream an output carries; the last call
- *    wins), cw_stream_wait_all (order a list of streams behind one), and
- *    cw_stream_get_device (the device of a stream).
+ *    wins), cw_stream_wait (order a stream behind another), and
+ *    cw_stream_get_info (the device and context of a stream).
  *
  * Buffers (buffer.h): after each compute call the pipeline records, on
  * every buffer the operator received, emitted or allocated with
@@ -583,7 +583,7 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
 CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count);
 
 /*
- * A named extra stream from the operator's pool (cw_stream_pool_named with
+ * A named extra stream from the operator's pool (cw_stream_pool_acquire_named with
  * the operator as owner): the same name gives the same stream in every
  * compute call; borrowed. Not carried by outputs unless set with
  * cw_io_set_output_stream.

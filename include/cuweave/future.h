@@ -76,7 +76,7 @@ typedef enum cw_future_kind {
  *    runs (and the fd becomes readable) on the watcher thread, within about
  *    a millisecond if it has;
  *  - cw_future_wait of a future that has not completed, cw_future_rearm,
- *    cw_future_create and cw_when_all return CW_ERROR_NOT_PERMITTED.
+ *    cw_future_create and cw_future_when_all return CW_ERROR_NOT_PERMITTED.
  * cw_future_destroy and other cuweave calls that reach the driver must not
  * be made there.
  */
@@ -84,56 +84,104 @@ typedef void (*cw_future_fn)(void *user, cw_future *future, cw_status status);
 
 /*
  * Creates a future and enqueues its marker on s now: it completes when the
- * work enqueued on s before this call is done. Returns CW_SUCCESS,
- * CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE,
- * CW_ERROR_OUT_OF_MEMORY, CW_ERROR_NOT_PERMITTED (inside a HOST_FUNC
- * future's callback), or the driver's error. The future keeps the
- * stream's context alive (not the stream).
+ * work enqueued on s before this call is done. The future keeps the
+ * stream's context alive (not the stream). Destroy it with
+ * cw_future_destroy.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the new future.
+ *   CW_ERROR_INVALID_ARGUMENT  out or s is NULL; kind is not a cw_future_kind.
+ *   CW_ERROR_INVALID_HANDLE    s is not a live stream.
+ *   CW_ERROR_INVALID_STATE     s is capturing (the future would complete at
+ *                              every launch of the graph).
+ *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback.
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
+ * On failure *out is untouched.
  */
 CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind kind);
 
 /*
  * Re-arms a completed future on s (the same or another stream of the same
  * context) without allocating: the marker is enqueued again and the fd and
- * callback are reset (the callback must be set again). Returns
- * CW_ERROR_INVALID_STATE when the previous marker has not completed,
- * CW_ERROR_NOT_PERMITTED inside a HOST_FUNC future's callback.
+ * callback are reset (the callback must be set again).
+ *
+ * Returns:
+ *   CW_SUCCESS                 the marker is enqueued on s.
+ *   CW_ERROR_INVALID_ARGUMENT  f or s is NULL; s is on another context.
+ *   CW_ERROR_INVALID_HANDLE    f or s is not live.
+ *   CW_ERROR_INVALID_STATE     the previous marker has not completed; s is
+ *                              capturing.
+ *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback.
+ *   CW_ERROR_DEVICE_FAULT      the context faulted before the previous marker.
+ *   CW_ERROR_OUT_OF_MEMORY     the watcher thread could not start (a future
+ *                              with an fd).
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
  */
 CW_API cw_status cw_future_rearm(cw_future *f, cw_stream *s);
 
-/* CW_SUCCESS when complete, CW_ERROR_NOT_READY when not yet, or the
- * device error. Never blocks; lock-free. A query error that is not a device
- * fault (the driver refusing the call, say) is returned but never
- * remembered: only a device fault sticks to the future. Inside a HOST_FUNC
- * future's callback: see cw_future_fn (CW_ERROR_NOT_PERMITTED for an EVENT
- * future cuweave cannot answer for without the driver). */
+/*
+ * Asks whether the future has completed. Never blocks; lock-free. A query
+ * error that is not a device fault (the driver refusing the call, say) is
+ * returned but never remembered: only a device fault sticks to the future.
+ *
+ * Returns:
+ *   CW_SUCCESS                 complete.
+ *   CW_ERROR_NOT_READY         not yet: ask again.
+ *   CW_ERROR_INVALID_ARGUMENT  f is NULL.
+ *   CW_ERROR_INVALID_HANDLE    f is not a live future.
+ *   CW_ERROR_DEVICE_FAULT      the context faulted before the marker ran.
+ *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback, for an
+ *                              EVENT future cuweave cannot answer for without
+ *                              the driver (see cw_future_fn).
+ *   CW_ERROR_DRIVER            the driver's query failed (detail: the call).
+ */
 CW_API cw_status cw_future_poll(cw_future *f);
 
 /*
  * Blocks until the future completes or timeout_us microseconds pass
- * (negative: no limit; 0: checks once and returns CW_ERROR_TIMEOUT when not
- * complete). A timeout too large to represent as a point of the monotonic
- * clock in nanoseconds (INT64_MAX, or anything past about 9.2e15 us less
- * the uptime: some 292 years) also means no limit: it never ends the wait
- * early. A WRITE_VALUE wait starts with a short spin that reads no clock
- * (256 turns, a few microseconds), so its timeout may end that much late.
- * Returns CW_SUCCESS, CW_ERROR_TIMEOUT, or the device error; inside a
- * HOST_FUNC future's callback, CW_ERROR_NOT_PERMITTED unless the future has
- * completed. Any number of threads may wait.
+ * (negative: no limit; 0: checks once). A timeout too large to represent as
+ * a point of the monotonic clock in nanoseconds (INT64_MAX, or anything past
+ * about 9.2e15 us less the uptime: some 292 years) also means no limit: it
+ * never ends the wait early. A WRITE_VALUE wait starts with a short spin
+ * that reads no clock (256 turns, a few microseconds), so its timeout may
+ * end that much late. Any number of threads may wait.
+ *
+ * Returns:
+ *   CW_SUCCESS                 complete.
+ *   CW_ERROR_TIMEOUT           not complete within timeout_us.
+ *   CW_ERROR_INVALID_ARGUMENT  f is NULL.
+ *   CW_ERROR_INVALID_HANDLE    f is not a live future.
+ *   CW_ERROR_DEVICE_FAULT      the context faulted before the marker ran.
+ *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback, when the
+ *                              future has not completed.
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
  */
 CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
 
 /*
  * Sets how long a WRITE_VALUE waiter spins before it starts sleeping
- * (default 200 us). No effect on HOST_FUNC futures.
+ * (default 200 us, at most 10 s). No effect on HOST_FUNC futures.
+ *
+ * Returns:
+ *   CW_SUCCESS                 set.
+ *   CW_ERROR_INVALID_ARGUMENT  f is NULL; spin_us is above 10000000.
+ *   CW_ERROR_INVALID_HANDLE    f is not a live future.
  */
 CW_API cw_status cw_future_set_spin(cw_future *f, unsigned spin_us);
 
 /*
- * Sets the completion callback (replacing none: a second call returns
- * CW_ERROR_INVALID_STATE). When the future is already complete the callback
- * runs now, on this thread, before the call returns (but for an EVENT
- * future set inside a HOST_FUNC future's callback: see cw_future_fn).
+ * Sets the completion callback (replacing none). When the future is already
+ * complete the callback runs now, on this thread, before the call returns
+ * (but for an EVENT future set inside a HOST_FUNC future's callback: see
+ * cw_future_fn).
+ *
+ * Returns:
+ *   CW_SUCCESS                 set (and, when complete, run).
+ *   CW_ERROR_INVALID_ARGUMENT  f or fn is NULL.
+ *   CW_ERROR_INVALID_HANDLE    f is not a live future.
+ *   CW_ERROR_INVALID_STATE     the future has a callback already.
+ *   CW_ERROR_OUT_OF_MEMORY     the watcher thread could not start.
  */
 CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *user);
 
@@ -141,11 +189,15 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
  * Writes a file descriptor (an eventfd, owned by the future) that becomes
  * readable when the future completes, for poll/epoll/select loops. Reading
  * it is allowed but not needed. Valid until the future is destroyed.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *fd is the eventfd.
+ *   CW_ERROR_INVALID_ARGUMENT  f or fd is NULL.
+ *   CW_ERROR_INVALID_HANDLE    f is not a live future.
+ *   CW_ERROR_OUT_OF_MEMORY     eventfd failed, or the watcher thread could
+ *                              not start.
  */
 CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
-
-/* Writes the future's context (that of the stream it was made on) (borrowed: valid while the future lives; its device: cw_context_get_device). No driver call. */
-CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx);
 
 /*
  * Destroys the future. If its marker has not completed yet, the destroy
@@ -155,8 +207,12 @@ CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx);
  * error of the driver's query does not. When the context faulted before a
  * HOST_FUNC marker ran, the driver may still hold the marker, so the
  * future's memory (a few hundred bytes) is deliberately not freed and a
- * warning is logged. Sets *f to NULL; accepts NULL. Not inside a HOST_FUNC
- * future's callback (see cw_future_fn).
+ * warning is logged. Sets *f to NULL; accepts NULL and a pointer to NULL;
+ * never fails. A handle that is not a live future is ignored (logged at
+ * CW_LOG_WARNING; the thread's detail is left as it was). Not inside a
+ * HOST_FUNC future's callback (see cw_future_fn).
+ *
+ * Returns: nothing.
  */
 CW_API void cw_future_destroy(cw_future **f);
 
@@ -164,9 +220,24 @@ CW_API void cw_future_destroy(cw_future **f);
  * A future that completes when every one of streams[0..n-1] has finished the
  * work enqueued on it so far (Holoscan's CudaStreamCondition). All streams
  * must share one context. The marker goes on an internal stream of that
- * context's fork pool that waits for each of them.
+ * context's fork pool that waits for each of them. Destroy it with
+ * cw_future_destroy.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the new future.
+ *   CW_ERROR_INVALID_ARGUMENT  out or streams is NULL; n is 0; an entry is
+ *                              NULL or on another context than streams[0];
+ *                              kind is not a cw_future_kind.
+ *   CW_ERROR_INVALID_HANDLE    an entry is not a live stream (the detail
+ *                              names it).
+ *   CW_ERROR_INVALID_STATE     a stream is capturing.
+ *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback.
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_CAPTURE           the ordering broke a capture (detail: the call).
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
+ * On failure *out is untouched.
  */
-CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind);
+CW_API cw_status cw_future_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind);
 
 #ifdef __cplusplus
 }

@@ -176,7 +176,8 @@ CW_API cw_status cw_graph_create(cw_graph **out, cw_context *ctx);
  * Sets *g to NULL; accepts NULL and a pointer to NULL. Never fails:
  * a handle that is not a live graph, and the body of a conditional node
  * (it belongs to its node and goes with its graph), are left alone and
- * said so in a CW_LOG_WARNING (and the thread's detail).
+ * said so in a CW_LOG_WARNING (the thread's
+ * detail is left alone).
  *
  * Returns: nothing.
  */
@@ -186,7 +187,7 @@ typedef struct cw_graph_info {
     CUgraph handle;       /* the driver graph (borrowed: valid while the graph lives), for
                              adding nodes cuweave has no call for with the driver API */
     cw_context *context;  /* the graph's context (borrowed: valid while the graph lives;
-                             its device: cw_context_get_device) */
+                             its device: cw_context_get_info) */
     size_t nodes;         /* nodes at the top level of the graph */
     size_t sinks;         /* nodes no other node depends on */
     int is_body;          /* 1: the body of a conditional node (owned by it) */
@@ -381,7 +382,7 @@ CW_API cw_status cw_graph_instantiate(cw_graph_exec **out, cw_graph *g, unsigned
 /*
  * Destroys the exec; launches in flight complete. Sets *e to NULL; accepts
  * NULL and a pointer to NULL. Never fails: a handle that is not a live exec
- * is left alone and said so in a CW_LOG_WARNING (and the thread's detail);
+ * is left alone and said so in a CW_LOG_WARNING (the thread's detail is left alone);
  * a driver that refuses to destroy the exec is logged (CW_LOG_WARNING).
  *
  * Returns: nothing.
@@ -462,7 +463,7 @@ typedef struct cw_graph_exec_info {
     CUgraphExec handle;         /* the driver exec (borrowed: valid until the exec is destroyed
                                    or instantiated again by cw_graph_exec_update) */
     cw_context *context;        /* the exec's context (borrowed: valid while the exec lives;
-                                   its device: cw_context_get_device) */
+                                   its device: cw_context_get_info) */
     uint64_t launches;          /* cw_graph_exec_launch calls that succeeded */
     uint64_t updates_in_place;  /* cw_graph_exec_update calls applied in place */
     uint64_t reinstantiations;  /* cw_graph_exec_update calls that instantiated again */

@@ -64,14 +64,6 @@ typedef struct cw_program cw_program;
 typedef struct cw_module cw_module;
 typedef struct cw_kernel cw_kernel;
 
-/*
- * Loads NVRTC if needed and writes its version. Either pointer may be NULL,
- * not both. Needs no CUDA driver.
- * Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT, or CW_ERROR_NO_NVRTC (the
- * detail says which library was tried and why it failed). Thread-safe.
- */
-CW_API cw_status cw_nvrtc_version(int *major, int *minor);
-
 /* ---- programs ----------------------------------------------------------- */
 
 /* A header supplied in memory: `#include "name"` in the source finds it. */
@@ -161,7 +153,7 @@ CW_API const char *cw_jit_get_compile_log(void);
  * Destroys the program (its code: a module loaded from it keeps its own).
  * Sets *p to NULL; accepts NULL and a pointer to NULL. Never fails: a handle
  * that is not a live program is left alone and said so in a CW_LOG_WARNING
- * (and the thread's detail).
+ * (the thread's detail is left alone).
  *
  * Returns: nothing.
  */
@@ -326,8 +318,8 @@ CW_API cw_status cw_module_load_image(cw_module **out, const void *image);
  * GPU-resident loop runs in the process, unloading would wait for it: the
  * handles are invalid at once and the code is unloaded when the last
  * running loop stops. Never fails: a handle that is not a live module (or
- * the library's own) is left alone and said so in a CW_LOG_WARNING (and
- * the thread's detail); a driver that refuses to unload is logged
+ * the library's own) is left alone and said so in a CW_LOG_WARNING (the
+ * thread's detail is left alone); a driver that refuses to unload is logged
  * (CW_LOG_WARNING).
  *
  * Returns: nothing.

@@ -23,12 +23,6 @@ static_assert(sizeof(void *) != 8 || sizeof(cw_comm_info) == 584, "cw_comm_info:
 
 extern "C" {
 
-CW_API cw_status cw_nccl_version(int *version) {
-    CW_ENTRY;
-    CW_CHECK_ARG(version != NULL);
-    return multi::nccl_version(version);
-}
-
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);

@@ -16,7 +16,7 @@ CW_API const char *cw_last_error_message(void) { return last_error().message; }
 
 CW_API void cw_clear_error(void) { clear_error(); }
 
-CW_API cw_status cw_set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
+CW_API cw_status cw_log_set_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
     CW_ENTRY;
     CW_CHECK_ARG(max_level >= CW_LOG_ERROR && max_level <= CW_LOG_DEBUG);
     set_log(fn, user, max_level);

@@ -26,48 +26,32 @@ CW_API void cw_context_destroy(cw_context **pctx) {
     cw_context *ctx = *pctx;
     *pctx = NULL;
     if (!live(ctx)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_context; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_context; nothing destroyed", current_api());
         return;
     }
     if (ctx->kind == CW_CONTEXT_GREEN) {
-        // Partitions are borrowed from their set: cw_partition_set_destroy.
-        *pctx = ctx;
-        fail(CW_ERROR_INVALID_STATE, "a partition's context belongs to its cw_partition_set; nothing destroyed");
+        // Partitions are borrowed from their group, which holds their
+        // reference (cw_partition_group_destroy drops it).
+        log(CW_LOG_WARNING, "%s: a partition's context is borrowed from its cw_partition_group; nothing destroyed",
+            current_api());
         return;
     }
     core::context_release(ctx);
 }
 
-CW_API cw_status cw_context_get_device(const cw_context *ctx, int *device) {
+CW_API cw_status cw_context_get_info(const cw_context *ctx, cw_context_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(ctx);
-    CW_CHECK_ARG(device != NULL);
-    *device = ctx->ordinal;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_context_get_kind(const cw_context *ctx, cw_context_kind *kind) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(ctx);
-    CW_CHECK_ARG(kind != NULL);
-    *kind = ctx->kind;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_context_get_handle(const cw_context *ctx, CUcontext *handle) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(ctx);
-    CW_CHECK_ARG(handle != NULL);
-    *handle = ctx->cu;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_context_get_priority_range(const cw_context *ctx, int *least, int *greatest) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(ctx);
-    CW_CHECK_ARG(least != NULL || greatest != NULL);
-    if (least) *least = ctx->prio_least;
-    if (greatest) *greatest = ctx->prio_greatest;
+    CW_CHECK_ARG(info != NULL);
+    cw_context_info i;
+    memset(&i, 0, sizeof i);
+    i.device = ctx->ordinal;
+    i.kind = ctx->kind;
+    i.handle = ctx->cu;
+    i.least_priority = ctx->prio_least;
+    i.greatest_priority = ctx->prio_greatest;
+    i.sm_count = ctx->sm_count;
+    *info = i;
     return CW_SUCCESS;
 }
 

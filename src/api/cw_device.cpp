@@ -2,6 +2,7 @@
 #include "api/api.hpp"
 #include "core/device.hpp"
 #include "driver/nvrtc.hpp"
+#include "multi/collective.hpp"
 
 using namespace cw;
 
@@ -11,20 +12,45 @@ CW_API unsigned cw_version(void) {
     return CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
 }
 
-CW_API unsigned cw_version_api(void) {
-    return CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH);
-}
-
 CW_API cw_status cw_init(void) {
     CW_ENTRY;
     return ensure_init();
 }
 
-CW_API cw_status cw_driver_version(int *version) {
+CW_API cw_status cw_get_versions(cw_versions *v) {
     CW_ENTRY;
-    CW_CHECK_ARG(version != NULL);
-    CW_TRY(ensure_init());
-    *version = driver_version();
+    CW_CHECK_ARG(v != NULL);
+    cw_versions out;
+    memset(&out, 0, sizeof out);
+    out.cuweave = CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
+    out.api = CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH);
+    // Absence is not a failure here: the loads are quiet (nothing logged,
+    // the detail kept), and what is absent reads 0.
+    const Nvrtc *nv = nullptr;
+    cw_status nvrtc_st, nccl_st;
+    int nccl = 0;
+    {
+        QuietErrors quiet;
+        (void)ensure_init();
+        // The version cuDriverGetVersion gave, also when the driver is too
+        // old or cuInit failed; 0 when no driver could be opened.
+        out.driver = driver_version();
+        nvrtc_st = ensure_nvrtc(&nv);
+        nccl_st = multi::nccl_version(&nccl);
+    }
+    if (nvrtc_st == CW_SUCCESS) {
+        int r = nv->nvrtcVersion(&out.nvrtc_major, &out.nvrtc_minor);
+        if (r != 0) return fail_nvrtc(r, "nvrtcVersion");
+    }
+    if (nccl_st == CW_SUCCESS) {
+        out.nccl = nccl;
+    } else if (nccl_st != CW_ERROR_NOT_SUPPORTED) {
+        // NCCL is there (the load is cached) but its version call failed:
+        // ask again, this time recording the failure.
+        CW_TRY(multi::nccl_version(&nccl));
+        out.nccl = nccl;
+    }
+    *v = out;
     return CW_SUCCESS;
 }
 
@@ -48,17 +74,6 @@ CW_API cw_status cw_device_get_info(int device, cw_device_info *info) {
     CW_CHECK_ARG(info != NULL);
     CW_CHECK_ARG(device >= 0);
     return core::device_info(device, info);
-}
-
-CW_API cw_status cw_device_get_priority_range(int device, int *least, int *greatest) {
-    CW_ENTRY;
-    CW_CHECK_ARG(least != NULL || greatest != NULL);
-    CW_CHECK_ARG(device >= 0);
-    int lo, hi;
-    CW_TRY(core::device_priority_range(device, &lo, &hi));
-    if (least) *least = lo;
-    if (greatest) *greatest = hi;
-    return CW_SUCCESS;
 }
 
 }  // extern "C"

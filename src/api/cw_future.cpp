@@ -54,14 +54,6 @@ CW_API cw_status cw_future_set_callback(cw_future *f, cw_future_fn fn, void *use
     return core::future_set_callback(f, fn, user);
 }
 
-CW_API cw_status cw_future_get_context(const cw_future *f, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(f);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = f->ctx;
-    return CW_SUCCESS;
-}
-
 CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
     CW_ENTRY;
     CW_CHECK_HANDLE(f);
@@ -75,13 +67,13 @@ CW_API void cw_future_destroy(cw_future **pf) {
     cw_future *f = *pf;
     *pf = NULL;
     if (!live(f)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_future; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_future; nothing destroyed", current_api());
         return;
     }
     core::future_destroy(f);
 }
 
-CW_API cw_status cw_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind) {
+CW_API cw_status cw_future_when_all(cw_future **out, cw_stream *const *streams, size_t n, cw_future_kind kind) {
     CW_ENTRY;
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(streams != NULL);

@@ -6,6 +6,9 @@
 
 using namespace cw;
 
+static_assert(sizeof(cw_stream_info) == 72, "cw_stream_info keeps its 0.1 size");
+static_assert(sizeof(cw_stream_pool_info) == 72, "cw_stream_pool_info keeps cw_stream_pool_stats' size");
+
 namespace {
 void defaults(cw_stream_settings *s) {
     memset(s, 0, sizeof *s);
@@ -52,16 +55,18 @@ CW_API void cw_stream_destroy(cw_stream **ps) {
     CW_ENTRY;
     if (!ps || !*ps) return;
     cw_stream *s = *ps;
+    *ps = NULL;
     if (!live(s)) {
-        *ps = NULL;
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_stream; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_stream; nothing destroyed", current_api());
         return;
     }
     if (s->pool) {
-        fail(CW_ERROR_INVALID_STATE, "the stream belongs to a pool: release it with cw_stream_pool_release");
+        log(CW_LOG_WARNING,
+            "%s: the stream belongs to a pool, which keeps it (give a leased one back with "
+            "cw_stream_pool_release); nothing destroyed",
+            current_api());
         return;
     }
-    *ps = NULL;
     core::stream_free(s);
 }
 
@@ -69,30 +74,7 @@ CW_API cw_status cw_stream_get_info(const cw_stream *s, cw_stream_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(s);
     CW_CHECK_ARG(info != NULL);
-    return core::stream_info(s, info);
-}
-
-CW_API cw_status cw_stream_get_handle(const cw_stream *s, CUstream *handle) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(s);
-    CW_CHECK_ARG(handle != NULL);
-    *handle = s->cu;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_get_device(const cw_stream *s, int *device) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(s);
-    CW_CHECK_ARG(device != NULL);
-    *device = s->ctx->ordinal;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_get_context(const cw_stream *s, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(s);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = s->ctx;
+    core::stream_info(s, info);
     return CW_SUCCESS;
 }
 
@@ -115,21 +97,10 @@ CW_API cw_status cw_stream_wait(cw_stream *dst, cw_stream *src) {
     return core::stream_order(dst, src);
 }
 
-CW_API cw_status cw_stream_wait_all(cw_stream *dst, cw_stream *const *srcs, size_t n) {
+CW_API cw_status cw_stream_fork(cw_stream **child, cw_stream *parent) {
     CW_ENTRY;
-    CW_CHECK_HANDLE(dst);
-    CW_CHECK_ARG(srcs != NULL || n == 0);
-    for (size_t i = 0; i < n; i++)
-        if (srcs[i]) CW_CHECK_HANDLE_AT(srcs, i);
-    for (size_t i = 0; i < n; i++)
-        if (srcs[i]) CW_TRY(core::stream_order(dst, srcs[i]));
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_fork(cw_stream *parent, cw_stream **child) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(parent);
     CW_CHECK_ARG(child != NULL);
+    CW_CHECK_HANDLE(parent);
     return core::stream_fork(parent, child);
 }
 
@@ -172,23 +143,16 @@ CW_API void cw_stream_pool_destroy(cw_stream_pool **pp) {
     cw_stream_pool *p = *pp;
     *pp = NULL;
     if (!live(p) || p->internal) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_stream_pool; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_stream_pool; nothing destroyed", current_api());
         return;
     }
     core::pool_destroy(p);
 }
 
-CW_API cw_status cw_stream_pool_acquire(cw_stream_pool *pool, cw_stream **out) {
+CW_API cw_status cw_stream_pool_acquire(cw_stream **out, cw_stream_pool *pool, int64_t timeout_us) {
     CW_ENTRY;
-    CW_CHECK_HANDLE(pool);
     CW_CHECK_ARG(out != NULL);
-    return core::pool_acquire(pool, out, 0);
-}
-
-CW_API cw_status cw_stream_pool_acquire_wait(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us) {
-    CW_ENTRY;
     CW_CHECK_HANDLE(pool);
-    CW_CHECK_ARG(out != NULL);
     return core::pool_acquire(pool, out, timeout_us);
 }
 
@@ -202,7 +166,7 @@ CW_API cw_status cw_stream_pool_release(cw_stream_pool *pool, cw_stream **s) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_stream_pool_next(cw_stream_pool *pool, cw_stream **out) {
+CW_API cw_status cw_stream_pool_get_next(cw_stream_pool *pool, cw_stream **out) {
     CW_ENTRY;
     CW_CHECK_HANDLE(pool);
     CW_CHECK_ARG(out != NULL);
@@ -211,12 +175,13 @@ CW_API cw_status cw_stream_pool_next(cw_stream_pool *pool, cw_stream **out) {
     return core::pool_acquire(pool, out, 0);
 }
 
-CW_API cw_status cw_stream_pool_named(cw_stream_pool *pool, const void *owner, const char *name, cw_stream **out) {
+CW_API cw_status cw_stream_pool_acquire_named(cw_stream **out, cw_stream_pool *pool, const void *owner,
+                                              const char *name) {
     CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
     CW_CHECK_HANDLE(pool);
     CW_CHECK_ARG(name != NULL);
     CW_CHECK_ARG(name[0] != '\0' && strlen(name) < sizeof(((core::Named *)0)->name));
-    CW_CHECK_ARG(out != NULL);
     return core::pool_named(pool, owner, name, out);
 }
 
@@ -226,19 +191,11 @@ CW_API cw_status cw_stream_pool_release_owner(cw_stream_pool *pool, const void *
     return core::pool_release_owner(pool, owner, count);
 }
 
-CW_API cw_status cw_stream_pool_get_context(const cw_stream_pool *pool, cw_context **ctx) {
+CW_API cw_status cw_stream_pool_get_info(const cw_stream_pool *pool, cw_stream_pool_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(pool);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = pool->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_stream_pool_get_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(pool);
-    CW_CHECK_ARG(stats != NULL);
-    core::pool_stats(pool, stats);
+    CW_CHECK_ARG(info != NULL);
+    core::pool_info(pool, info);
     return CW_SUCCESS;
 }
 
@@ -257,7 +214,7 @@ CW_API void cw_timer_destroy(cw_timer **pt) {
     cw_timer *t = *pt;
     *pt = NULL;
     if (!live(t)) {
-        fail(CW_ERROR_INVALID_HANDLE, "not a live cw_timer; nothing destroyed");
+        log(CW_LOG_WARNING, "%s: not a live cw_timer; nothing destroyed", current_api());
         return;
     }
     core::timer_destroy(t);
@@ -277,15 +234,7 @@ CW_API cw_status cw_timer_stop(cw_timer *t, cw_stream *s) {
     return core::timer_record(t, s, false);
 }
 
-CW_API cw_status cw_timer_get_context(const cw_timer *t, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(t);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = t->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_timer_elapsed_ms(cw_timer *t, float *ms) {
+CW_API cw_status cw_timer_get_elapsed_ms(cw_timer *t, float *ms) {
     CW_ENTRY;
     CW_CHECK_HANDLE(t);
     CW_CHECK_ARG(ms != NULL);

@@ -91,12 +91,16 @@ cw_status ordinal_of(CUdevice dev, int *ordinal) {
     return fail(CW_ERROR_INTERNAL, "device %d of the context is not among the %d devices", (int)dev, count);
 }
 
-// Reads the device and priority range of ctx (made current for the query).
-cw_status describe(CUcontext cu, CUdevice *dev, int *least, int *greatest) {
+// Reads the device, priority range and the device's SM count of ctx (made
+// current for the query).
+cw_status describe(CUcontext cu, CUdevice *dev, int *least, int *greatest, unsigned *sm_count) {
     CurrentGuard guard;
     CW_TRY(guard.enter(cu));
     CW_CU(cuCtxGetDevice, (dev));
     CW_CU(cuCtxGetStreamPriorityRange, (least, greatest));
+    int sms = 0;
+    CW_CU(cuDeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, *dev));
+    *sm_count = (unsigned)sms;
     return guard.leave();
 }
 
@@ -153,7 +157,7 @@ cw_status context_create_primary(int ordinal, cw_context **out) {
         return fail_cu(r, "cuDevicePrimaryCtxRetain");
     }
     CUdevice seen;
-    cw_status st = describe(cu, &seen, &ctx->prio_least, &ctx->prio_greatest);
+    cw_status st = describe(cu, &seen, &ctx->prio_least, &ctx->prio_greatest, &ctx->sm_count);
     if (st != CW_SUCCESS) {
         drv().cuDevicePrimaryCtxRelease(dev);
         free(ctx);
@@ -177,7 +181,7 @@ cw_status context_wrap(CUcontext cu, cw_context **out) {
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetApiVersion", "the CUcontext to wrap is not a live context");
     cw_context *ctx = new_context();
     if (!ctx) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    cw_status st = describe(cu, &ctx->device, &ctx->prio_least, &ctx->prio_greatest);
+    cw_status st = describe(cu, &ctx->device, &ctx->prio_least, &ctx->prio_greatest, &ctx->sm_count);
     if (st == CW_SUCCESS) st = ordinal_of(ctx->device, &ctx->ordinal);
     if (st != CW_SUCCESS) {
         free(ctx);

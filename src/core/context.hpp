@@ -52,6 +52,7 @@ struct cw_context {
     int ordinal;
     int prio_least;
     int prio_greatest;
+    unsigned sm_count;  // the partition's SMs for a green context, the device's otherwise
     // Parts made on first use by the code that owns them, torn down with the
     // context through the hooks that code registers (context_on_teardown).
     std::atomic<int> lock;       // guards the parts' creation

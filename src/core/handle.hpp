@@ -19,7 +19,7 @@
 // X(type, tag): every handle kind of the API. The tag spells 4 letters.
 #define CW_HANDLE_KINDS(X)                                \
     X(cw_context, 0x43574358u)       /* CWCX */           \
-    X(cw_partition_set, 0x43574750u) /* CWGP */           \
+    X(cw_partition_group, 0x43574750u) /* CWGP */         \
     X(cw_stream, 0x43575354u)        /* CWST */           \
     X(cw_stream_pool, 0x4357504cu)   /* CWPL */           \
     X(cw_timer, 0x4357544du)         /* CWTM */           \

@@ -33,7 +33,7 @@ cw_status sm_resource(CUdevice dev, CUdevResource *res) {
     return CW_SUCCESS;
 }
 
-void free_set(cw_partition_set *set) {
+void free_group(cw_partition_group *set) {
     for (size_t i = 0; i < set->count; i++)
         if (set->parts[i]) context_release(set->parts[i]);
     free(set->parts);
@@ -42,10 +42,10 @@ void free_set(cw_partition_set *set) {
 }
 
 }  // namespace
-cw_status green_query(int device, cw_green_caps *caps) {
+cw_status partition_caps(int device, cw_partition_caps *caps) {
     CUdevice dev;
     CW_TRY(device_from_ordinal(device, &dev));
-    cw_green_caps c;
+    cw_partition_caps c;
     memset(&c, 0, sizeof c);
     CUdevResource res;
     if (sm_resource(dev, &res) == CW_SUCCESS) {
@@ -63,8 +63,8 @@ cw_status green_query(int device, cw_green_caps *caps) {
     return CW_SUCCESS;
 }
 
-cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, int default_index,
-                               cw_partition_set **out) {
+cw_status partition_group_create(int device, const unsigned *sm_counts, size_t n, int default_index,
+                                 cw_partition_group **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
     CUdevice dev;
@@ -103,7 +103,7 @@ cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, 
     // (at most max_groups, checked above).
     const unsigned groups = (unsigned)(sum / unit);
     CUdevResource *res = static_cast<CUdevResource *>(calloc(groups, sizeof(CUdevResource)));
-    cw_partition_set *set = static_cast<cw_partition_set *>(calloc(1, sizeof(cw_partition_set)));
+    cw_partition_group *set = static_cast<cw_partition_group *>(calloc(1, sizeof(cw_partition_group)));
     if (set) {
         set->parts = static_cast<cw_context **>(calloc(n + 1, sizeof(cw_context *)));
         set->sms = static_cast<unsigned *>(calloc(n + 1, sizeof(unsigned)));
@@ -167,10 +167,11 @@ cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, 
             drv().cuGreenCtxGetDevResource(green, &got, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS)
             sms = got.sm.smCount;
         set->sms[i] = sms;
+        set->parts[i]->sm_count = sms;
     }
     free(res);
     if (st != CW_SUCCESS) {
-        free_set(set);
+        free_group(set);
         return st;
     }
     set->has_leftover = leftover;
@@ -180,18 +181,11 @@ cw_status partition_set_create(int device, const unsigned *sm_counts, size_t n, 
     return CW_SUCCESS;
 }
 
-cw_status partition_set_destroy(cw_partition_set *set) {
-    for (size_t i = 0; i < set->count; i++) {
-        int refs = set->parts[i]->refs.load(std::memory_order_acquire);
-        if (refs != 1)
-            return fail(CW_ERROR_INVALID_STATE,
-                        "partition %zu still has %d live object(s) made on it (streams, pools, timers, futures): "
-                        "destroy them first; nothing was destroyed",
-                        i, refs - 1);
-    }
-    handle_retire(set);
-    free_set(set);
-    return CW_SUCCESS;
+void partition_group_destroy(cw_partition_group *group) {
+    // Gone for callers now; each partition's context goes with its last
+    // reference, the group's or that of an object made on it.
+    handle_retire(group);
+    free_group(group);
 }
 
 }  // namespace core

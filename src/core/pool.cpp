@@ -249,8 +249,8 @@ cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
     if (!s->leased.compare_exchange_strong(was, kFree, std::memory_order_acq_rel, std::memory_order_acquire)) {
         if (was == kNamed)
             return fail(CW_ERROR_INVALID_STATE,
-                        "the stream is a named stream of the pool (cw_stream_pool_named): the pool keeps it until "
-                        "cw_stream_pool_release_owner gives it back");
+                        "the stream is a named stream of the pool (cw_stream_pool_acquire_named): the pool keeps it "
+                        "until cw_stream_pool_release_owner gives it back");
         return fail(CW_ERROR_INVALID_STATE, "the stream is not leased (released twice?)");
     }
     p->leased.fetch_sub(1, std::memory_order_relaxed);
@@ -433,9 +433,10 @@ cw_status pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *co
     return CW_SUCCESS;
 }
 
-void pool_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
-    cw_stream_pool_stats st;
+void pool_info(const cw_stream_pool *pool, cw_stream_pool_info *info) {
+    cw_stream_pool_info st;
     memset(&st, 0, sizeof st);
+    st.context = pool->ctx;
     st.mode = pool->mode;
     st.created = pool->created.load(std::memory_order_acquire);
     if (pool->mode == CW_POOL_LEASE) {
@@ -446,7 +447,7 @@ void pool_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats) {
     pthread_mutex_lock(&p->mutex);
     st.named = p->named_count;
     pthread_mutex_unlock(&p->mutex);
-    *stats = st;
+    *info = st;
 }
 
 }  // namespace core

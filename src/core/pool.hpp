@@ -83,7 +83,8 @@ cw_status pool_named(cw_stream_pool *pool, const void *owner, const char *name, 
 // stream is not held by the named table; that stream is dropped from the
 // table and left alone.
 cw_status pool_release_owner(cw_stream_pool *pool, const void *owner, size_t *count);
-void pool_stats(const cw_stream_pool *pool, cw_stream_pool_stats *stats);
+// What cw_stream_pool_get_info reports (the named count under the mutex).
+void pool_info(const cw_stream_pool *pool, cw_stream_pool_info *info);
 
 // The context's own lease pool for fork and when_all (made on first use).
 cw_status fork_pool(cw_context *ctx, cw_stream_pool **out);

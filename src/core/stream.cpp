@@ -159,20 +159,21 @@ cw_status stream_query(cw_stream *s) {
     return r == CUDA_ERROR_NOT_READY ? CW_ERROR_NOT_READY : CW_SUCCESS;
 }
 
-cw_status stream_info(const cw_stream *s, cw_stream_info *info) {
-    int prio = 0;
-    CW_TRY(on_stream(s, "cuStreamGetPriority", [&] { return drv().cuStreamGetPriority(s->cu, &prio); }));
+void stream_info(const cw_stream *s, cw_stream_info *info) {
+    // All known since the stream was made: its priority is the one the
+    // driver was given (clamped into the context's range, as the driver
+    // clamps), or, for a wrapped stream, the one the driver reported then.
     cw_stream_info i;
     memset(&i, 0, sizeof i);
     i.handle = s->cu;
+    i.context = s->ctx;
     i.device = s->ctx->ordinal;
-    i.priority = prio;
+    i.priority = s->priority;
     i.flags = s->flags;
     i.owned = s->owned;
     i.from_pool = s->pool != nullptr;
     i.is_null = s->is_null;
     *info = i;
-    return CW_SUCCESS;
 }
 
 cw_status stream_fork(cw_stream *parent, cw_stream **child) {
@@ -209,8 +210,9 @@ cw_status stream_join(cw_stream *parent, cw_stream **child) {
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the child was not made by cw_stream_fork");
     const int held = c->leased.load(std::memory_order_acquire);
     if (held == kNamed)
-        return fail(CW_ERROR_INVALID_STATE, "the stream is a named stream of its pool (cw_stream_pool_named), not a "
-                                            "forked child: the pool keeps it until cw_stream_pool_release_owner");
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the stream is a named stream of its pool (cw_stream_pool_acquire_named), not a forked child: "
+                    "the pool keeps it until cw_stream_pool_release_owner");
     if (held != kLeased) return fail(CW_ERROR_INVALID_STATE, "the child has already been joined or released");
     CW_TRY(stream_order(parent, c));
     c->in_capture = false;

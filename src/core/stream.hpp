@@ -106,7 +106,8 @@ cw_status stream_join(cw_stream *parent, cw_stream **child);
 cw_status stream_synchronize(cw_stream *s);
 // CW_SUCCESS when idle, CW_ERROR_NOT_READY while work is queued.
 cw_status stream_query(cw_stream *s);
-cw_status stream_info(const cw_stream *s, cw_stream_info *info);
+// What cw_stream_get_info reports: no driver call.
+void stream_info(const cw_stream *s, cw_stream_info *info);
 
 }  // namespace core
 }  // namespace cw

@@ -44,11 +44,16 @@ void deliver(cw_log_level level, const char *message) {
     fn(user, level, message);
 }
 
+// Set while a call probes for something whose absence is not a failure
+// (QuietErrors): nothing it records reaches the log callback.
+thread_local bool t_quiet = false;
+
 // Fills the thread's detail and logs it at `level`. `text` is the specific
-// part of the message; `plain`: the whole of it (it names the failed call
-// itself).
+// part of the message; with compose false it is the whole specific part even
+// when a driver call is named (a failure passed on from a call made inside
+// this one).
 cw_status record(cw_status status, CUresult cu, const char *call, const char *text,
-                 cw_log_level level = CW_LOG_ERROR, bool plain = false) {
+                 cw_log_level level = CW_LOG_ERROR, bool compose = true) {
     ErrorDetail &d = t_detail;
     const char *fn = t_api ? t_api : "cuweave";
     copy_text(d.function, sizeof d.function, fn);
@@ -64,7 +69,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
             snprintf(d.cu_name, sizeof d.cu_name, "CUresult %d", cu);
         copy_text(d.cu_string, sizeof d.cu_string, str ? str : "unrecognised error code");
     }
-    if (call && cu != CUDA_SUCCESS && !plain)
+    if (call && cu != CUDA_SUCCESS && compose)
         snprintf(d.message, sizeof d.message, "%s: %s failed with %s (%s)%s%s", d.function,
                  d.driver_call, d.cu_name, d.cu_string, text && *text ? ": " : "", text ? text : "");
     else
@@ -76,7 +81,7 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
     d.info.driver_call = d.driver_call;
     d.info.function = d.function;
     d.info.message = d.message;
-    deliver(level, d.message);
+    if (!t_quiet) deliver(level, d.message);
     return status;
 }
 
@@ -95,14 +100,28 @@ cw_status fail(cw_status status, const char *fmt, ...) noexcept {
     return record(status, CUDA_SUCCESS, nullptr, text);
 }
 
+cw_status fail_from(cw_status status, int cu_result, const char *call, const char *fmt, ...) noexcept {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    const bool named = call && *call && cu_result != CUDA_SUCCESS;
+    return record(status, named ? static_cast<CUresult>(cu_result) : CUDA_SUCCESS, named ? call : nullptr, text,
+                  CW_LOG_ERROR, false);
+}
+
 void ignored(cw_status status, const char *fmt, ...) noexcept {
     char text[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    record(status, CUDA_SUCCESS, nullptr, text, CW_LOG_WARNING);
+    log(CW_LOG_WARNING, "%s: %s (%s)", current_api(), text, status_name(status));
 }
+
+QuietErrors::QuietErrors() noexcept : prev_(t_quiet) { t_quiet = true; }
+QuietErrors::~QuietErrors() noexcept { t_quiet = prev_; }
 
 namespace {
 // The most recent capture-class failure of any call made through cuweave,
@@ -144,17 +163,6 @@ cw_status fail_nvrtc(int result, const char *call, const char *what) noexcept {
     return st;
 }
 
-cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, const char *fmt, ...) noexcept {
-    char text[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    const bool driver = cu_result != 0 && driver_call && driver_call[0];
-    return record(status, driver ? static_cast<CUresult>(cu_result) : CUDA_SUCCESS, driver ? driver_call : nullptr,
-                  text, CW_LOG_ERROR, true);
-}
-
 cw_status invalid_arg(const char *expr, const char *file, int line) noexcept {
 #if defined(CW_DEBUG_ABORT)
     fprintf(stderr, "cuweave: %s: input check `%s` failed (%s:%d)\n", current_api(), expr, file, line);
@@ -177,7 +185,13 @@ cw_status status_from_cu(CUresult r) noexcept {
     case CUDA_ERROR_INVALID_CONTEXT:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_INVALID_HANDLE: return CW_ERROR_INVALID_HANDLE;
-    case CUDA_ERROR_NOT_READY: return CW_ERROR_NOT_READY;
+    // CUDA_ERROR_NOT_READY is an answer only from a query (cuStreamQuery,
+    // cuEventQuery), and the queries turn it into CW_ERROR_NOT_READY (or
+    // "not yet") themselves before anything fails. Reaching here it came
+    // from a call that is not a query, and a caller told CW_ERROR_NOT_READY
+    // ("not finished yet, ask again") would retry a failed creation: it is
+    // CW_ERROR_DRIVER, with the call and its CUresult in the detail.
+    case CUDA_ERROR_NOT_READY: return CW_ERROR_DRIVER;
     case CUDA_ERROR_NOT_SUPPORTED: return CW_ERROR_NOT_SUPPORTED;
     case CUDA_ERROR_NOT_PERMITTED: return CW_ERROR_NOT_PERMITTED;
     case CUDA_ERROR_TIMEOUT: return CW_ERROR_TIMEOUT;

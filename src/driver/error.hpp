@@ -31,9 +31,17 @@ const char *current_api() noexcept;
 // Records a failure without a driver call. printf-style message.
 cw_status fail(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
+// Records a failure passed on from a call made inside this one (an
+// operator's compute, say): cu_result and call, when a driver call failed
+// there, fill the detail's cu_result, cu_name, cu_string and driver_call as
+// fail_cu would; the printf-style message is the whole specific part.
+cw_status fail_from(cw_status status, int cu_result, const char *call, const char *fmt, ...) noexcept
+    __attribute__((format(printf, 4, 5)));
+
 // For a call that cannot fail (a destroy) and ignores what it was given (a
-// handle that is not live): records the detail as fail() does, but logs it
-// as a CW_LOG_WARNING, not an error (docs/api-convention.md).
+// handle that is not live): logs a CW_LOG_WARNING naming the public call and
+// the status a fallible call would have returned; the thread's detail
+// (cw_last_error) is left alone (docs/api-convention.md).
 void ignored(cw_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 
 // Records a failed driver call and returns the status it maps to. `what`
@@ -42,14 +50,6 @@ cw_status fail_cu(CUresult result, const char *call, const char *what = nullptr)
 
 // Records a failed NVRTC call.
 cw_status fail_nvrtc(int result, const char *call, const char *what = nullptr) noexcept;
-
-// Records a failure whose cause was recorded earlier, perhaps on another
-// thread (an operator's compute on an executor thread), and reported now by
-// the call that saw it: the status, the driver call and its CUresult of
-// that detail (cause.driver_call "" and cause.cu_result 0 when none), and a
-// printf-style message that already says what failed.
-cw_status fail_cause(cw_status status, int cu_result, const char *driver_call, const char *fmt, ...) noexcept
-    __attribute__((format(printf, 4, 5)));
 
 // Invalid argument: the failed check's expression goes into the message. In a
 // build configured with CW_DEBUG_ABORT this prints it and aborts.
@@ -83,6 +83,22 @@ class KeepError {
     ErrorDetail saved_;
 };
 
+// For a call that probes for something whose absence is not a failure (a
+// library that may not be installed): while one lives on the thread,
+// failures recorded are not logged, and the thread's detail is put back
+// when it goes out of scope (a successful call leaves the detail alone).
+class QuietErrors {
+  public:
+    QuietErrors() noexcept;
+    ~QuietErrors() noexcept;
+    QuietErrors(const QuietErrors &) = delete;
+    QuietErrors &operator=(const QuietErrors &) = delete;
+
+  private:
+    KeepError keep_;
+    bool prev_;
+};
+
 // The thread's detail (what cw_last_error returns), and clearing it.
 const cw_error_info &last_error() noexcept;
 void clear_error() noexcept;
@@ -91,7 +107,10 @@ void clear_error() noexcept;
 const char *status_name(cw_status status) noexcept;
 const char *status_text(cw_status status) noexcept;
 
-// Maps a CUresult to the status cuweave reports for it.
+// Maps a CUresult to the status cuweave reports for it. CUDA_ERROR_NOT_READY
+// maps to CW_ERROR_DRIVER: a query (cuStreamQuery, cuEventQuery) checks for
+// it and answers CW_ERROR_NOT_READY itself; from any other call it is a
+// failure.
 cw_status status_from_cu(CUresult result) noexcept;
 
 inline bool is_capture_error(CUresult r) {
@@ -114,7 +133,7 @@ bool capture_violation_since(uint64_t serial, CaptureNote *out) noexcept;
 // Copies src (NULL: "") into dst[cap], truncated, always terminated.
 void copy_text(char *dst, size_t cap, const char *src) noexcept;
 
-// The log callback (cw_set_log_callback) and sending a message to it.
+// The log callback (cw_log_set_callback) and sending a message to it.
 void set_log(cw_log_fn fn, void *user, cw_log_level max_level) noexcept;
 void log(cw_log_level level, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
 

@@ -256,10 +256,9 @@ void record_failure(cw_pipeline *p, cw_operator *op, const char *phase, cw_statu
     if (!p->failed.load(std::memory_order_relaxed)) {
         p->fail_status = st;
         const cw_error_info &e = last_error();
-        const bool ours = e.status == st && e.message[0];  // the detail of this failure (this thread's)
-        const char *what = ours ? e.message : status_text(st);
-        p->fail_cu = ours ? e.cu_result : 0;
-        copy_text(p->fail_call, sizeof p->fail_call, ours ? e.driver_call : "");
+        const char *what = e.status == st && e.message[0] ? e.message : status_text(st);
+        p->fail_cu = e.status == st ? e.cu_result : 0;
+        copy_text(p->fail_call, sizeof p->fail_call, e.status == st ? e.driver_call : "");
         int n = snprintf(p->fail_msg, sizeof p->fail_msg, "operator '%s' (%s): %s", op->name, phase, what);
         const uint64_t ran = op->ran.load(std::memory_order_relaxed);
         if (st == CW_ERROR_DEVICE_FAULT && ran && n > 0 && (size_t)n < sizeof p->fail_msg) {
@@ -318,7 +317,7 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
                 char call[64], cu_name[64];
                 copy_text(call, sizeof call, why.driver_call);
                 copy_text(cu_name, sizeof cu_name, why.cu_name);
-                st = fail_cause(CW_ERROR_DEVICE_FAULT, why.cu_result, call,
+                st = fail_from(CW_ERROR_DEVICE_FAULT, why.cu_result, call,
                                 "the device faulted (%s) in iteration %llu or before: the work of operators %s was "
                                 "not seen finished",
                                 cu_name, (unsigned long long)e.iteration, names);
@@ -426,7 +425,7 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     stop_ops(p);
     if (st != CW_SUCCESS) return st;
     if (p->failed.load(std::memory_order_acquire))
-        return fail_cause(p->fail_status, p->fail_cu, p->fail_call, "%s", p->fail_msg);
+        return fail_from(p->fail_status, p->fail_cu, p->fail_call, "%s", p->fail_msg);
     return CW_SUCCESS;
 }
 
@@ -440,7 +439,7 @@ cw_status pipeline_synchronize(cw_pipeline *p) {
                 const cw_error_info &why = last_error();
                 char call[64];
                 copy_text(call, sizeof call, why.driver_call);
-                return fail_cause(st, why.cu_result, call,
+                return fail_from(st, why.cu_result, call,
                                   "operator '%s': its last compute call's work (or earlier work) failed: %s",
                                   op->name, why.message);
             }

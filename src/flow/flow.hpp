@@ -139,10 +139,8 @@ struct cw_pipeline {
     std::atomic<bool> failed;  // set (with fail_msg) under mu; read without it
     cw_status fail_status;
     char fail_msg[512];
-    // The driver call behind the failure and its CUresult ("" and 0: none),
-    // for the detail cw_pipeline_run (or the loop's build) reports.
-    int fail_cu;
-    char fail_call[64];
+    int fail_cu;           // the failing driver call's CUresult (0: none), from the detail
+    char fail_call[64];    // and its name, passed on in cw_pipeline_run's detail
 };
 
 

@@ -86,7 +86,7 @@ cw_status resident_fn(cw_stream *s, void *user) {
         const int cu = p->fail_cu;
         p->failed.store(false, std::memory_order_relaxed);
         pthread_mutex_unlock(&p->mu);
-        if (have) return fail_cause(st, cu, call, "%s", msg);
+        if (have) return fail_from(st, cu, call, "%s", msg);
     }
     return st;
 }

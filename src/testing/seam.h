@@ -99,7 +99,7 @@ int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *arm
 struct cw_resident;
 int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
 
-/* A lease pool's waiters: threads asleep in cw_stream_pool_acquire_wait
+/* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
  * sleeps). -1 for a handle that is not a live pool. */
 struct cw_stream_pool;

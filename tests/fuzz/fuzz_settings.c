@@ -157,11 +157,11 @@ static void fuzz_stream(struct input *in) {
     cw_stream *st = NULL;
     expect(cw_stream_create(&st, ctx, &s), valid ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT, "cw_stream_create");
     if (!st) return;
-    int least = 0, greatest = 0;
+    cw_context_info ci;
     cw_stream_info info;
-    if (cw_context_get_priority_range(ctx, &least, &greatest) != CW_SUCCESS ||
-        cw_stream_get_info(st, &info) != CW_SUCCESS)
+    if (cw_context_get_info(ctx, &ci) != CW_SUCCESS || cw_stream_get_info(st, &info) != CW_SUCCESS)
         die("no stream info");
+    const int least = ci.least_priority, greatest = ci.greatest_priority;
     const int want = s.priority > least ? least : s.priority < greatest ? greatest : s.priority;
     if (info.priority != want) die("priority %d asked, %d given, %d expected", s.priority, info.priority, want);
     if (info.flags != s.flags || !info.owned || info.from_pool) die("stream info does not match the settings");
@@ -183,13 +183,13 @@ static void fuzz_pool(struct input *in) {
     expect(cw_stream_pool_create(&p, ctx, &s), valid ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT,
            "cw_stream_pool_create");
     if (!p) return;
-    cw_stream_pool_stats stats;
-    if (cw_stream_pool_get_stats(p, &stats) != CW_SUCCESS) die("no pool stats");
+    cw_stream_pool_info stats;
+    if (cw_stream_pool_get_info(p, &stats) != CW_SUCCESS) die("no pool stats");
     if (raw_enum(&stats.mode) != mode) die("pool mode %u asked, %u in force", mode, raw_enum(&stats.mode));
     if (mode == CW_POOL_LEASE && stats.created != s.reserved_streams)
         die("%u streams reserved, %zu created", s.reserved_streams, stats.created);
     cw_stream *st = NULL;
-    expect(cw_stream_pool_acquire(p, &st), CW_SUCCESS, "cw_stream_pool_acquire (a new pool)");
+    expect(cw_stream_pool_acquire(&st, p, 0), CW_SUCCESS, "cw_stream_pool_acquire (a new pool)");
     expect(cw_stream_pool_release(p, &st), CW_SUCCESS, "cw_stream_pool_release");
     cw_stream_pool_destroy(&p);
 }

@@ -19,7 +19,7 @@ import enum
 import weakref
 
 from . import _errors, _lib
-from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, GreenCaps, Header, LaunchConfig, PoolSettings, PoolStats,
+from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
                    ProgramSettings, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
@@ -93,10 +93,17 @@ def device_count():
     return n.value
 
 
+def versions():
+    """The versions of cuweave (release and ABI, packed), the CUDA driver,
+    NVRTC and NCCL, as a dict; 0 for a library that is absent."""
+    v = _lib.Versions()
+    lib.cw_get_versions(ctypes.byref(v))
+    return {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+
+
 def driver_version():
-    v = ctypes.c_int()
-    lib.cw_driver_version(ctypes.byref(v))
-    return v.value
+    """The CUDA driver's version (13000 for 13.0); 0 without a driver."""
+    return versions()["driver"]
 
 
 class _Handle:
@@ -162,7 +169,7 @@ class Context(_Handle):
     _destroy = lib.cw_context_destroy
 
     def __init__(self, device=0, _ptr=None, _owner=None):
-        if _owner is not None:  # a partition's context: the set owns it
+        if _owner is not None:  # a partition's context: borrowed from its group
             self._borrow(_ptr, (_owner,))
             return
         super().__init__(_ptr if _ptr is not None else _new(lib.cw_context_create, device))
@@ -171,17 +178,18 @@ class Context(_Handle):
     def wrap(cls, cu_context):
         return cls(_ptr=_new(lib.cw_context_wrap, ctypes.c_void_p(cu_context)))
 
+    def _info(self):
+        i = _lib.ContextInfo()
+        lib.cw_context_get_info(self.handle, ctypes.byref(i))
+        return i
+
     @property
     def device(self):
-        d = ctypes.c_int()
-        lib.cw_context_get_device(self.handle, ctypes.byref(d))
-        return d.value
+        return self._info().device
 
     @property
     def cu_context(self):
-        h = ctypes.c_void_p()
-        lib.cw_context_get_handle(self.handle, ctypes.byref(h))
-        return h.value or 0
+        return self._info().handle or 0
 
     def synchronize(self):
         lib.cw_context_synchronize(self.handle)
@@ -224,9 +232,9 @@ class Stream(_Handle):
 
     @property
     def cu_stream(self):
-        h = ctypes.c_void_p()
-        lib.cw_stream_get_handle(self.handle, ctypes.byref(h))
-        return h.value or 0
+        i = _lib.StreamInfo()
+        lib.cw_stream_get_info(self.handle, ctypes.byref(i))
+        return i.handle or 0
 
     def __cuda_stream__(self):
         """The stream protocol CuPy, PyTorch and cuda.core read: (0, CUstream)."""
@@ -290,15 +298,17 @@ class StreamPool(_Handle):
         super().__init__(_new(lib.cw_stream_pool_create, context.handle, ctypes.byref(s)), keep=(context,))
         self.context = context
 
-    def acquire(self):
-        return Lease(self, _get(lib.cw_stream_pool_acquire, self.handle))
+    def acquire(self, timeout_us=0):
+        """A lease; waits up to timeout_us for a release when the pool is
+        exhausted (0: PoolExhaustedError at once; negative: no limit)."""
+        return Lease(self, _new(lib.cw_stream_pool_acquire, self.handle, ctypes.c_int64(timeout_us)))
 
     def next(self):
-        return Stream(self.context, _ptr=_get(lib.cw_stream_pool_next, self.handle), _borrowed=True)
+        return Stream(self.context, _ptr=_get(lib.cw_stream_pool_get_next, self.handle), _borrowed=True)
 
     def stats(self):
-        st = PoolStats()
-        lib.cw_stream_pool_get_stats(self.handle, ctypes.byref(st))
+        st = PoolInfo()
+        lib.cw_stream_pool_get_info(self.handle, ctypes.byref(st))
         return {"mode": st.mode, "created": st.created, "leased": st.leased, "idle": st.idle, "named": st.named}
 
 
@@ -364,44 +374,39 @@ class Timer(_Handle):
 
     def elapsed_ms(self):
         ms = ctypes.c_float()
-        lib.cw_timer_elapsed_ms(self.handle, ctypes.byref(ms))
+        lib.cw_timer_get_elapsed_ms(self.handle, ctypes.byref(ms))
         return ms.value
 
 
-def green_query(device=0):
-    """What green contexts the device supports: a dict of cw_green_caps."""
-    c = GreenCaps()
-    lib.cw_green_query(device, ctypes.byref(c))
-    return {name: getattr(c, name) for name, _ in GreenCaps._fields_ if name != "reserved"}
+def partition_caps(device=0):
+    """What green contexts the device supports: a dict of cw_partition_caps."""
+    c = PartitionCaps()
+    lib.cw_partition_get_caps(device, ctypes.byref(c))
+    return {name: getattr(c, name) for name, _ in PartitionCaps._fields_ if name != "reserved"}
 
 
-class PartitionSet(_Handle):
+class PartitionGroup(_Handle):
     """Disjoint SM partitions of a device made by one split (green contexts):
-    PartitionSet([16, 8]) has partitions 0 and 1 and the leftover one last.
-    context(i) is partition i's Context (owned by the set)."""
+    PartitionGroup([16, 8]) has partitions 0 and 1 and the leftover one last.
+    context(i) is partition i's Context (borrowed from the group; it keeps the
+    group object alive). Closing the group never fails: a partition on which
+    objects live stays until they are closed."""
 
-    _destroy = lib.cw_partition_set_destroy
+    _destroy = lib.cw_partition_group_destroy
 
     def __init__(self, sm_counts, device=0, default=-1):
         arr = (ctypes.c_uint * len(sm_counts))(*sm_counts)
-        super().__init__(_new(lib.cw_partition_set_create, device, arr, len(sm_counts), default))
+        super().__init__(_new(lib.cw_partition_group_create, device, arr, len(sm_counts), default))
 
     def __len__(self):
-        n = ctypes.c_size_t()
-        lib.cw_partition_set_count(self.handle, ctypes.byref(n))
-        return n.value
+        i = _lib.PartitionGroupInfo()
+        lib.cw_partition_group_get_info(self.handle, ctypes.byref(i))
+        return i.count
 
     def context(self, index):
-        return Context(_ptr=_get(lib.cw_partition_set_get, self.handle, ctypes.c_size_t(index)), _owner=self)
-
-    def close(self):
-        """Destroys the set; raises InvalidStateError (and keeps it) while objects
-        made on its partitions are alive. Idempotent."""
-        if self._ptr.value:
-            st = lib.cw_partition_set_destroy(ctypes.byref(self._ptr))
-            if st != 0:
-                raise _errors.from_status(st, last_error())
-        self._finalizer.detach()
+        i = _lib.PartitionInfo()
+        lib.cw_partition_group_get_partition(self.handle, ctypes.c_size_t(index), ctypes.byref(i))
+        return Context(_ptr=i.context, _owner=self)
 
 
 class _Capture:
@@ -994,10 +999,8 @@ def _enum(cls, value):
 
 def nccl_version():
     """NCCL's version code (22703 for 2.27.3), opening NCCL if need be (the
-    path in CUWEAVE_LIBNCCL, else libnccl.so.2); NotSupportedError without it."""
-    v = ctypes.c_int()
-    lib.cw_nccl_version(ctypes.byref(v))
-    return v.value
+    path in CUWEAVE_LIBNCCL, else libnccl.so.2); 0 without it."""
+    return versions()["nccl"]
 
 
 class Comm(_Handle):

@@ -54,6 +54,30 @@ class ErrorInfo(ctypes.Structure):
     ]
 
 
+class Versions(ctypes.Structure):
+    _fields_ = [
+        ("cuweave", ctypes.c_uint),
+        ("api", ctypes.c_uint),
+        ("driver", ctypes.c_int),
+        ("nvrtc_major", ctypes.c_int),
+        ("nvrtc_minor", ctypes.c_int),
+        ("nccl", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 40),
+    ]
+
+
+class ContextInfo(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("kind", ctypes.c_int),
+        ("handle", ctypes.c_void_p),
+        ("least_priority", ctypes.c_int),
+        ("greatest_priority", ctypes.c_int),
+        ("sm_count", ctypes.c_uint),
+        ("reserved", ctypes.c_uint8 * 36),
+    ]
+
+
 class StreamSettings(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint), ("priority", ctypes.c_int), ("reserved", ctypes.c_uint8 * 56)]
 
@@ -69,14 +93,29 @@ class PoolSettings(ctypes.Structure):
     ]
 
 
-class PoolStats(ctypes.Structure):
+class StreamInfo(ctypes.Structure):
     _fields_ = [
-        ("mode", ctypes.c_int),
+        ("handle", ctypes.c_void_p),
+        ("context", ctypes.c_void_p),
+        ("device", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("owned", ctypes.c_int),
+        ("from_pool", ctypes.c_int),
+        ("is_null", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
+class PoolInfo(ctypes.Structure):
+    _fields_ = [
+        ("context", ctypes.c_void_p),
         ("created", ctypes.c_size_t),
         ("leased", ctypes.c_size_t),
         ("idle", ctypes.c_size_t),
         ("named", ctypes.c_size_t),
-        ("reserved", ctypes.c_uint8 * 32),
+        ("mode", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 28),
     ]
 
 
@@ -166,13 +205,32 @@ class BufferInfo(ctypes.Structure):
     ]
 
 
-class GreenCaps(ctypes.Structure):
+class PartitionCaps(ctypes.Structure):
     _fields_ = [
         ("supported", ctypes.c_int),
         ("sm_count", ctypes.c_uint),
         ("min_partition", ctypes.c_uint),
         ("granularity", ctypes.c_uint),
         ("workqueues", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class PartitionGroupInfo(ctypes.Structure):
+    _fields_ = [
+        ("count", ctypes.c_size_t),
+        ("default_index", ctypes.c_size_t),
+        ("device", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 44),
+    ]
+
+
+class PartitionInfo(ctypes.Structure):
+    _fields_ = [
+        ("context", ctypes.c_void_p),
+        ("sm_count", ctypes.c_uint),
+        ("leftover", ctypes.c_int),
+        ("is_default", ctypes.c_int),
         ("reserved", ctypes.c_uint8 * 44),
     ]
 
@@ -215,36 +273,34 @@ def _check(result, func, args):
 # (name, restype, argtypes, checked): checked calls raise on a non-zero status.
 _SIGNATURES = [
     ("cw_version", ctypes.c_uint, [], False),
-    ("cw_version_api", ctypes.c_uint, [], False),
+    ("cw_get_versions", ctypes.c_int, [ctypes.POINTER(Versions)], True),
     ("cw_status_name", ctypes.c_char_p, [ctypes.c_int], False),
     ("cw_status_string", ctypes.c_char_p, [ctypes.c_int], False),
     ("cw_last_error", ctypes.POINTER(ErrorInfo), [], False),
     ("cw_clear_error", None, [], False),
     ("cw_init", ctypes.c_int, [], True),
-    ("cw_driver_version", ctypes.c_int, [c_int_p], True),
     ("cw_driver_has", ctypes.c_int, [ctypes.c_int], False),
     ("cw_device_count", ctypes.c_int, [c_int_p], True),
     ("cw_context_create", ctypes.c_int, [c_void_pp, ctypes.c_int], True),
     ("cw_context_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
     ("cw_context_destroy", None, [c_void_pp], False),
-    ("cw_context_get_device", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
-    ("cw_context_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_context_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ContextInfo)], True),
     ("cw_context_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
     ("cw_stream_settings_default", None, [ctypes.POINTER(StreamSettings)], False),
     ("cw_stream_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(StreamSettings)], True),
     ("cw_stream_wrap", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_stream_destroy", None, [c_void_pp], False),
-    ("cw_stream_get_handle", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(StreamInfo)], True),
     ("cw_stream_synchronize", ctypes.c_int, [ctypes.c_void_p], True),
     ("cw_stream_query", ctypes.c_int, [ctypes.c_void_p], False),
     ("cw_stream_wait", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_stream_pool_settings_default", None, [ctypes.POINTER(PoolSettings)], False),
     ("cw_stream_pool_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(PoolSettings)], True),
     ("cw_stream_pool_destroy", None, [c_void_pp], False),
-    ("cw_stream_pool_acquire", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_acquire", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_int64], True),
     ("cw_stream_pool_release", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
-    ("cw_stream_pool_next", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
-    ("cw_stream_pool_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PoolStats)], True),
+    ("cw_stream_pool_get_next", ctypes.c_int, [ctypes.c_void_p, c_void_pp], True),
+    ("cw_stream_pool_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PoolInfo)], True),
     ("cw_future_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_int], True),
     ("cw_future_rearm", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_future_poll", ctypes.c_int, [ctypes.c_void_p], False),
@@ -255,14 +311,15 @@ _SIGNATURES = [
     ("cw_timer_destroy", None, [c_void_pp], False),
     ("cw_timer_start", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_timer_stop", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
-    ("cw_timer_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
+    ("cw_timer_get_elapsed_ms", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)], True),
     # green partitions
-    ("cw_green_query", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(GreenCaps)], True),
-    ("cw_partition_set_create", ctypes.c_int,
+    ("cw_partition_get_caps", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(PartitionCaps)], True),
+    ("cw_partition_group_create", ctypes.c_int,
      [c_void_pp, ctypes.c_int, ctypes.POINTER(ctypes.c_uint), ctypes.c_size_t, ctypes.c_int], True),
-    ("cw_partition_set_destroy", ctypes.c_int, [c_void_pp], False),  # status checked by PartitionSet.close
-    ("cw_partition_set_count", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], True),
-    ("cw_partition_set_get", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, c_void_pp], True),
+    ("cw_partition_group_destroy", None, [c_void_pp], False),
+    ("cw_partition_group_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PartitionGroupInfo)], True),
+    ("cw_partition_group_get_partition", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(PartitionInfo)], True),
     # graphs
     ("cw_capture_begin", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int], True),
     ("cw_capture_end", ctypes.c_int, [c_void_pp, ctypes.c_void_p], True),
@@ -329,7 +386,6 @@ _SIGNATURES = [
     ("cw_buffer_copy", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_context_share_buffer_pool", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     # collectives through NCCL (collective.h)
-    ("cw_nccl_version", ctypes.c_int, [c_int_p], True),
     ("cw_comm_create", ctypes.c_int, [c_void_pp, c_void_pp, ctypes.c_int], True),
     ("cw_comm_destroy", None, [c_void_pp], False),
     ("cw_comm_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(CommInfo)], True),

@@ -281,13 +281,13 @@ class TestGraphsKernelsResident(unittest.TestCase):
         with self.assertRaises(TypeError):
             pack(1.5, 2)
 
-    def test_green_query_and_partitions(self):
-        caps = cuweave.green_query(0)
+    def test_partition_caps_and_partitions(self):
+        caps = cuweave.partition_caps(0)
         self.assertEqual((caps["supported"], caps["sm_count"], caps["granularity"]), (1, 132, 8))
-        # the fake answers the query but makes no green contexts
+        # the fake answers the query but (by default) makes no green contexts
         with self.assertRaises(cuweave.NotSupportedError) as cm:
-            cuweave.PartitionSet([16, 8])
-        self.assertIn("cw_partition_set_create", str(cm.exception))
+            cuweave.PartitionGroup([16, 8])
+        self.assertIn("cw_partition_group_create", str(cm.exception))
 
     def test_resident_settings_layout_and_errors(self):
         d = cuweave.Resident.default_settings()

@@ -202,10 +202,10 @@ class TestGraphsKernelsResidentOnGPU(unittest.TestCase):
         cap.graph.close()
 
     def test_partition_runs_a_kernel(self):
-        caps = cuweave.green_query(0)
+        caps = cuweave.partition_caps(0)
         if not caps["supported"]:
             self.skipTest("no green contexts on this device")
-        ps = cuweave.PartitionSet([caps["min_partition"] * 2])
+        ps = cuweave.PartitionGroup([caps["min_partition"] * 2])
         self.assertEqual(len(ps), 2)  # the partition and the leftover
         part = ps.context(0)
         s = cuweave.Stream(part)
@@ -217,11 +217,13 @@ class TestGraphsKernelsResidentOnGPU(unittest.TestCase):
         k.launch(s, (n + 255) // 256, 256, 3.0, x, 1.0, y, n)
         s.synchronize()
         self.assertTrue(bool((y == 3.0 * x + 1.0).all()))
-        with self.assertRaises(cuweave.InvalidStateError):
-            ps.close()  # a stream of a partition is alive
-        s.close()
+        # the group goes; the partition stays while its stream lives
         ps.close()
         self.assertTrue(ps.closed)
+        k.launch(s, (n + 255) // 256, 256, 2.0, x, 0.0, y, n)
+        s.synchronize()
+        self.assertTrue(bool((y == 2.0 * x).all()))
+        s.close()
 
     def test_order_a_torch_stream_before_a_cuweave_stream(self):
         try:

@@ -35,8 +35,7 @@ def _gpus():
 
 def _have_nccl():
     try:
-        cuweave.nccl_version()
-        return True
+        return cuweave.nccl_version() > 0
     except cuweave.CuweaveError:
         return False
 

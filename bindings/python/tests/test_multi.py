@@ -407,13 +407,12 @@ class MultiCases:
 
     @child_env(CUWEAVE_LIBNCCL="/nonexistent/libnccl.so.2")
     def test_no_nccl(self):
-        with self.assertRaises(cuweave.NotSupportedError) as cm:
-            cuweave.nccl_version()
-        self.assertIn("nonexistent", str(cm.exception))
+        self.assertEqual(cuweave.nccl_version(), 0)  # absent: 0, not an error
         with cuweave.DeviceGroup() as ds:  # everything else still works
             self.assertEqual(enable_all_peers(ds), 2)
-            with self.assertRaises(cuweave.NotSupportedError):
+            with self.assertRaises(cuweave.NotSupportedError) as cm:
                 cuweave.Comm(ds.contexts())
+            self.assertIn("nonexistent", str(cm.exception))
 
 
 if CHILD:

@@ -13,13 +13,6 @@ namespace cw {
 
 // ---- collectives (NCCL) -------------------------------------------------------------
 
-// NCCL's version (22703 for 2.27.3); CW_ERROR_NOT_SUPPORTED without NCCL.
-inline detail::ret<int> nccl_version() {
-    int v = 0;
-    cw_status s = cw_nccl_version(&v);
-    return detail::make(s, std::move(v));
-}
-
 // A communicator: one NCCL rank per context, rank i on ctxs[i] (primary
 // contexts, one per device); destroyed (cw_comm_destroy) after the work
 // already enqueued when the wrapper goes.

@@ -29,25 +29,35 @@ class context : public detail::handle<cw_context, cw_context_destroy> {
     // Borrows a cw_context (a partition's, for instance): never destroyed.
     static context wrap(cw_context *c) noexcept { return context(c, false); }
 
+    // Device, kind, driver context, priority range and SMs (no driver call).
+    detail::ret<cw_context_info> info() const {
+        cw_context_info i{};
+        cw_status s = cw_context_get_info(get(), &i);
+        return detail::make(s, std::move(i));
+    }
     int device() const noexcept {
-        int d = -1;
-        (void)cw_context_get_device(get(), &d);
-        return d;
+        cw_context_info i{};
+        i.device = -1;
+        (void)cw_context_get_info(get(), &i);
+        return i.device;
     }
     cw_context_kind kind() const noexcept {
-        cw_context_kind k = CW_CONTEXT_PRIMARY;
-        (void)cw_context_get_kind(get(), &k);
-        return k;
+        cw_context_info i{};
+        (void)cw_context_get_info(get(), &i);
+        return i.kind;
     }
     CUcontext native() const noexcept {
-        CUcontext c = nullptr;
-        (void)cw_context_get_handle(get(), &c);
-        return c;
+        cw_context_info i{};
+        (void)cw_context_get_info(get(), &i);
+        return i.handle;
     }
     // The stream priority range of the context.
     detail::ret<cw::priority_range> priority_range() const {
+        cw_context_info i{};
+        cw_status s = cw_context_get_info(get(), &i);
         cw::priority_range r;
-        cw_status s = cw_context_get_priority_range(get(), &r.least, &r.greatest);
+        r.least = i.least_priority;
+        r.greatest = i.greatest_priority;
         return detail::make(s, std::move(r));
     }
     detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }

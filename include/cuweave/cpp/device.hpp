@@ -10,20 +10,20 @@ namespace cw {
 
 // ---- the library: versions, init, devices, errors, the log -------------------
 
-// The library's release and ABI versions (CW_VERSION_PACK form): compare with
+// The library's release version (CW_VERSION_PACK form): compare with
 // CW_VERSION_PACK(CW_VERSION_MAJOR, ...) to detect a header/library mismatch.
 inline unsigned version() noexcept { return cw_version(); }
-inline unsigned version_api() noexcept { return cw_version_api(); }
+
+// The versions of cuweave (release, ABI), the driver, NVRTC and NCCL (0 for
+// a library that is absent).
+inline detail::ret<cw_versions> versions() {
+    cw_versions v{};
+    cw_status s = cw_get_versions(&v);
+    return detail::make(s, std::move(v));
+}
 
 // Loads and initialises the driver (optional: every call that needs it does).
 inline detail::void_ret init() { return detail::done(cw_init()); }
-
-// The driver's CUDA version (13000 for 13.0).
-inline detail::ret<int> driver_version() {
-    int v = 0;
-    cw_status s = cw_driver_version(&v);
-    return detail::make(s, std::move(v));
-}
 
 // Whether the loaded driver has an optional feature (false without a driver).
 inline bool driver_has(cw_feature feature) noexcept { return cw_driver_has(feature) != 0; }
@@ -47,12 +47,6 @@ struct priority_range {
     int greatest = 0;
 };
 
-inline detail::ret<priority_range> device_priority_range(int device) {
-    priority_range r;
-    cw_status s = cw_device_get_priority_range(device, &r.least, &r.greatest);
-    return detail::make(s, std::move(r));
-}
-
 // The calling thread's detail of its last failed call (status CW_SUCCESS and
 // empty strings when none failed); valid until the next failure or clear_error.
 inline const cw_error_info &error_detail() noexcept { return *cw_last_error(); }
@@ -64,7 +58,7 @@ inline const char *status_string(cw_status s) noexcept { return cw_status_string
 // The process-wide log callback: a C function and its user pointer (fn
 // nullptr removes it), messages up to max_level.
 inline detail::void_ret set_log_callback(cw_log_fn fn, void *user, cw_log_level max_level) {
-    return detail::done(cw_set_log_callback(fn, user, max_level));
+    return detail::done(cw_log_set_callback(fn, user, max_level));
 }
 // ... or a function object called as f(cw_log_level, const char *message). It
 // is used by reference: it must outlive its installation (remove it with
@@ -76,9 +70,9 @@ inline detail::void_ret set_log_callback(F &f, cw_log_level max_level = CW_LOG_W
             detail::call_quietly(*static_cast<F *>(user), level, message);
         }
     };
-    return detail::done(cw_set_log_callback(&tramp::call, detail::user_ptr(f), max_level));
+    return detail::done(cw_log_set_callback(&tramp::call, detail::user_ptr(f), max_level));
 }
-inline void remove_log_callback() noexcept { (void)cw_set_log_callback(nullptr, nullptr, CW_LOG_ERROR); }
+inline void remove_log_callback() noexcept { (void)cw_log_set_callback(nullptr, nullptr, CW_LOG_ERROR); }
 
 }  // namespace cw
 

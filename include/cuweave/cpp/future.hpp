@@ -53,12 +53,6 @@ class future : public detail::handle<cw_future, cw_future_destroy> {
         cw_status s = cw_future_get_fd(get(), &f);
         return detail::make(s, std::move(f));
     }
-    // The context of the stream it was made on, borrowed.
-    cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_future_get_context(get(), &c);
-        return cw::context::wrap(c);
-    }
 };
 
 // A future that completes when each of the streams has finished the work
@@ -67,7 +61,7 @@ class future : public detail::handle<cw_future, cw_future_destroy> {
 inline detail::ret<future> when_all(cw_stream *const *streams, size_t n,
                                     cw_future_kind kind = CW_FUTURE_WRITE_VALUE) {
     cw_future *f = nullptr;
-    cw_status st = cw_when_all(&f, streams, n, kind);
+    cw_status st = cw_future_when_all(&f, streams, n, kind);
     return detail::make(st, future(f, true));
 }
 template <class... S, class = typename std::enable_if<detail::all_are<stream, S...>::value>::type>

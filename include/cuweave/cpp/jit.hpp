@@ -40,17 +40,6 @@ class program : public detail::handle<cw_program, cw_program_destroy> {
 // The NVRTC log of this thread's last compile that ran NVRTC.
 inline const char *compile_log() noexcept { return cw_jit_get_compile_log(); }
 
-// NVRTC's version (loads it if needed; CW_ERROR_NO_NVRTC when it cannot).
-struct nvrtc_version_info {
-    int major = 0;
-    int minor = 0;
-};
-inline detail::ret<nvrtc_version_info> nvrtc_version() {
-    nvrtc_version_info v;
-    cw_status s = cw_nvrtc_version(&v.major, &v.minor);
-    return detail::make(s, std::move(v));
-}
-
 // The kernel cache (jit.h): settings for later compiles, counters, and
 // emptying the memory cache (the disk cache is left alone).
 inline detail::void_ret jit_cache_configure(const cw_jit_cache_settings &s) {

@@ -28,24 +28,26 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
     // Borrows a cw_stream (a pool's, for instance): never destroyed.
     static stream wrap(cw_stream *s) noexcept { return stream(s, false); }
 
+    // The driver stream (from the info: no driver call).
     CUstream native() const noexcept {
-        CUstream s = nullptr;
-        (void)cw_stream_get_handle(get(), &s);
-        return s;
+        cw_stream_info i{};
+        (void)cw_stream_get_info(get(), &i);
+        return i.handle;
     }
     // The device ordinal (-1 for an empty wrapper). No driver call.
     int device() const noexcept {
-        int d = -1;
-        (void)cw_stream_get_device(get(), &d);
-        return d;
+        cw_stream_info i{};
+        i.device = -1;
+        (void)cw_stream_get_info(get(), &i);
+        return i.device;
     }
     // The stream's context, borrowed.
     cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_stream_get_context(get(), &c);
-        return cw::context::wrap(c);
+        cw_stream_info i{};
+        (void)cw_stream_get_info(get(), &i);
+        return cw::context::wrap(i.context);
     }
-    // Priority and flags as the driver reports them, and where it came from.
+    // Handle, context, device, priority, flags, and where it came from.
     detail::ret<cw_stream_info> info() const {
         cw_stream_info i{};
         cw_status s = cw_stream_get_info(get(), &i);
@@ -57,17 +59,9 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
         cw_status s = cw_capture_get_state(get(), &c);
         return detail::make(s, std::move(c));
     }
-    // Work enqueued on *this from now on waits for `src`'s work so far.
+    // Work enqueued on *this from now on waits for `src`'s work so far (for
+    // several sources, call it once for each).
     detail::void_ret wait(const stream &src) const { return detail::done(cw_stream_wait(get(), src.get())); }
-    // ... for each of the streams given (wait_all(a, b, c)), or of srcs[0..n-1].
-    template <class... S, class = typename std::enable_if<detail::all_are<stream, S...>::value>::type>
-    detail::void_ret wait_all(const S &...srcs) const {
-        cw_stream *const v[] = {srcs.get()..., nullptr};
-        return detail::done(cw_stream_wait_all(get(), v, sizeof...(S)));
-    }
-    detail::void_ret wait_all(cw_stream *const *srcs, size_t n) const {
-        return detail::done(cw_stream_wait_all(get(), srcs, n));
-    }
     detail::void_ret synchronize() const { return detail::done(cw_stream_synchronize(get())); }
     // True when all work is done (false: not yet); throws / returns the error otherwise.
     detail::ret<bool> done() const {
@@ -87,7 +81,7 @@ class forked {
     forked() noexcept = default;
     static detail::ret<forked> create(const stream &parent) {
         cw_stream *c = nullptr;
-        cw_status s = cw_stream_fork(parent.get(), &c);
+        cw_status s = cw_stream_fork(&c, parent.get());
         return detail::make(s, s == CW_SUCCESS ? forked(parent.get(), c) : forked());
     }
     ~forked() { (void)join_(); }
@@ -175,27 +169,27 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
     // A stream no one else holds, until the lease goes.
     detail::ret<lease> acquire() const {
         cw_stream *s = nullptr;
-        cw_status st = cw_stream_pool_acquire(get(), &s);
+        cw_status st = cw_stream_pool_acquire(&s, get(), 0);
         return detail::make(st, st == CW_SUCCESS ? lease(get(), s) : lease());
     }
     // As acquire, waiting up to timeout_us (negative: forever) for a release
     // when the pool is exhausted (then CW_ERROR_TIMEOUT).
     detail::ret<lease> acquire_wait(int64_t timeout_us) const {
         cw_stream *s = nullptr;
-        cw_status st = cw_stream_pool_acquire_wait(get(), &s, timeout_us);
+        cw_status st = cw_stream_pool_acquire(&s, get(), timeout_us);
         return detail::make(st, st == CW_SUCCESS ? lease(get(), s) : lease());
     }
     // Round-robin / single pools: the next stream (borrowed).
     detail::ret<stream> next() const {
         cw_stream *s = nullptr;
-        cw_status st = cw_stream_pool_next(get(), &s);
+        cw_status st = cw_stream_pool_get_next(get(), &s);
         return detail::make(st, stream::wrap(s));
     }
     // The stream `owner` uses under `name`: the same (owner, name), the same
     // stream (borrowed: the pool keeps it until release_owner(owner)).
     detail::ret<stream> named(const void *owner, const char *name) const {
         cw_stream *s = nullptr;
-        cw_status st = cw_stream_pool_named(get(), owner, name, &s);
+        cw_status st = cw_stream_pool_acquire_named(&s, get(), owner, name);
         return detail::make(st, stream::wrap(s));
     }
     // Gives back every named stream of owner; returns how many.
@@ -204,17 +198,14 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
         cw_status st = cw_stream_pool_release_owner(get(), owner, &n);
         return detail::make(st, std::move(n));
     }
-    cw_stream_pool_stats stats() const noexcept {
-        cw_stream_pool_stats st{};
-        (void)cw_stream_pool_get_stats(get(), &st);
+    // Its context, mode and counts.
+    cw_stream_pool_info stats() const noexcept {
+        cw_stream_pool_info st{};
+        (void)cw_stream_pool_get_info(get(), &st);
         return st;
     }
     // The pool's context, borrowed.
-    cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_stream_pool_get_context(get(), &c);
-        return cw::context::wrap(c);
-    }
+    cw::context context() const noexcept { return cw::context::wrap(stats().context); }
 };
 
 // ---- timers ------------------------------------------------------------------
@@ -231,14 +222,8 @@ class timer : public detail::handle<cw_timer, cw_timer_destroy> {
     detail::void_ret stop(const stream &s) const { return detail::done(cw_timer_stop(get(), s.get())); }
     detail::ret<float> elapsed_ms() const {
         float ms = 0;
-        cw_status s = cw_timer_elapsed_ms(get(), &ms);
+        cw_status s = cw_timer_get_elapsed_ms(get(), &ms);
         return detail::make(s, std::move(ms));
-    }
-    // The timer's context, borrowed.
-    cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_timer_get_context(get(), &c);
-        return cw::context::wrap(c);
     }
 };
 
