@@ -163,7 +163,7 @@ typedef struct gpu {
     dptr in_d, out_d;        /* the mapped host words as this context addresses them */
     unsigned *in, *out;      /* the same, for the host */
     cw_resident *loop;
-    dptr ctl;
+    cw_devptr ctl;
 } gpu;
 
 static gpu g[2];
@@ -425,7 +425,7 @@ typedef struct rt_fam {
     double *t;
     size_t n, cap;
     stats st;
-    double gpu_med_us[2]; /* cw_resident_get_stats iter_median_ns of each loop it ran, last block */
+    double gpu_med_us[2]; /* cw_resident_get_info iter_median_ns of each loop it ran, last block */
 } rt_fam;
 
 /* One block of family f: its loop(s) launched, `warm` + `rounds` round trips,
@@ -438,8 +438,8 @@ static void rt_block(rt_fam *fam, int f, size_t warm, size_t rounds) {
         if (i >= warm && fam->n < fam->cap) fam->t[fam->n++] = us;
     }
     for (int d = lo; d <= hi; d++) {
-        cw_resident_stats s;
-        CW_CHECK(cw_resident_get_stats(g[d].loop, &s));
+        cw_resident_info s;
+        CW_CHECK(cw_resident_get_info(g[d].loop, &s));
         fam->gpu_med_us[d] = (double)s.iter_median_ns / 1e3;
     }
     for (int d = lo; d <= hi; d++) {
@@ -816,10 +816,10 @@ int main(void) {
             rt_ratio99 = sb->p99 / fmax(s0->p99, s1->p99);
         }
         for (int d = 0; d < 2; d++)
-            if (g[d].loop) CW_CHECK(cw_resident_destroy(&g[d].loop)); /* all torn down: nothing runs */
+            if (g[d].loop) cw_resident_destroy(&g[d].loop); /* all torn down: nothing runs */
     }
     if (rt_wrong) failed = 1;
-    printf("\n2) resident loops (microseconds per round trip; GPU median: cw_resident_get_stats iter_median_ns)\n");
+    printf("\n2) resident loops (microseconds per round trip; GPU median: cw_resident_get_info iter_median_ns)\n");
     if (rt_ran) {
         printf("  %-26s %8s %8s %8s %8s %8s   %s\n", "variant", "p50", "p90", "p99", "p99.9", "max", "GPU median");
         for (int f = 0; f < F_COUNT; f++) {

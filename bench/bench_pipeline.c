@@ -495,8 +495,9 @@ static void video_raw_frame(variant *V, long f, long r) {
 
 /* The frame and result word of this compute call. */
 static cw_status frame_of(cw_io *io, const cwstate *P, long *f, long *r) {
-    uint64_t it = 0;
-    TRY(cw_io_get_iteration(io, &it));
+    cw_io_info io_info = {0};
+    TRY(cw_io_get_info(io, &io_info));
+    uint64_t it = io_info.iteration;
     *f = P->f0 + (long)it;
     *r = P->r0 + (long)it;
     return CW_SUCCESS;
@@ -511,7 +512,7 @@ static cw_status input_ptr(cw_io *io, const char *port, cw_devptr *p) {
 
 /* A fresh buffer on the operator's stream, and its address for writing. */
 static cw_status output_buffer(cw_io *io, size_t bytes, cw_buffer **b, cw_devptr *p) {
-    TRY(cw_io_alloc(io, bytes, b));
+    TRY(cw_io_alloc(b, io, bytes));
     return cw_buffer_get_writable(*b, p);
 }
 
@@ -893,7 +894,7 @@ typedef struct result {
     probe pr[V_COUNT];
     int have_probe;
     double grew_mib;     /* device memory in use, after the runs minus before the setup */
-    cw_pipeline_stats pst;
+    cw_pipeline_info pst;
 } result;
 
 static double mem_used_mib(void) {
@@ -974,7 +975,7 @@ static void run_workload(result *R, const workload *W, cw_context *ctx, cw_strea
     if (!is_video)
         for (int v = 0; v < V_COUNT; v++) R->pr[v] = run_probe(&g_var[v], W, next);
     R->grew_mib = mem_used_mib() - mem0;
-    CW_CHECK(cw_pipeline_get_stats(g_var[V_CW].p, &R->pst));
+    CW_CHECK(cw_pipeline_get_info(g_var[V_CW].p, &R->pst));
 
     for (int v = 0; v < V_COUNT; v++) {
         R->lat[v] = stats_of(lat[v], (size_t)F * (size_t)runs);

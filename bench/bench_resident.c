@@ -23,7 +23,7 @@
  *      on, the loop's context current, so the kernels sit in the iteration
  *      itself (no child graph node); launched once per block. Per round
  *      trip: store v, cw_resident_data_ready(&seq), spin on
- *      cw_resident_result_ready(seq) until ready; the next request right
+ *      cw_resident_poll_result(seq) until done; the next request right
  *      after the last result.
  *   b) cw resident, already polling: as a), but the host busy-waits 30 us
  *      (not counted) before the request, so the loop is back in its poll.
@@ -36,7 +36,7 @@
  *      Stopped with stop = 1 and a stream synchronisation.
  *   f) structure sweep: which part of the loop costs what. Each row
  *      back-to-back and already polling (p50/p99/p99.9), with the GPU's
- *      per-iteration median (cw_resident_get_stats iter_median_ns, from the
+ *      per-iteration median (cw_resident_get_info iter_median_ns, from the
  *      poll that took the request to the result signal) of its loop; all
  *      spin, sync_with_host 1:
  *        f1 a)/b) itself: gate kernels, inline fn, unroll 16
@@ -58,7 +58,7 @@
  *      1 ms plus a random 0-500 us (an exact 1 ms would hit the same phase
  *      of a FIXED 100 or 500 us sleep cycle every time), for spin, ADAPTIVE
  *      (500 us, spin_us 200), FIXED 500 us, FIXED 100 us, with the idle polls
- *      per second from cw_resident_get_stats (difference of idle_polls over
+ *      per second from cw_resident_get_info (difference of idle_polls over
  *      the variant's wall time): how busy the idle loop keeps the GPU.
  *      Each on a loop configured as a) apart from its sleep settings.
  *   h) under load: green partitions {16 SMs} + the leftover; a) (its
@@ -301,7 +301,7 @@ typedef enum {
  * loop calls its function whenever cw_resident_launch rebuilds its graph). */
 typedef struct wl {
     kset *k;
-    dptr ctl;
+    cw_devptr ctl;
     int guarded;
 } wl;
 static wl wl_pool[16];
@@ -408,10 +408,10 @@ static double rt_loop(cw_resident *r, unsigned long long limit_ns, const char *w
     *(volatile unsigned *)hm.in = v;
     uint64_t seq = 0;
     CW_CHECK(cw_resident_data_ready(r, &seq));
-    int ready = 0;
     for (unsigned spins = 1;; spins++) {
-        CW_CHECK(cw_resident_result_ready(r, seq, &ready));
-        if (ready) break;
+        const cw_status q = cw_resident_poll_result(r, seq);
+        if (q == CW_SUCCESS) break;
+        if (q != CW_ERROR_NOT_READY) CW_CHECK(q);
         if ((spins & 1023u) == 0 && now_ns() - t0 > limit_ns) return -1.0;
     }
     const unsigned long long t1 = now_ns();
@@ -487,7 +487,7 @@ typedef struct family {
     int launches;
     double first_launch_ms, relaunch_ms_max, teardown_ms_max;
     unsigned long long idle_polls, wall_ns;
-    cw_resident_stats last;
+    cw_resident_info last;
 } family;
 
 static void variant_init(variant *v, const char *label, vtype type, unsigned long long gap_ns, size_t cap) {
@@ -558,11 +558,11 @@ static void loop_tear_down(family *f) {
  * variant of the family in a random order; the loop or the persistent kernel
  * launched at the start and stopped at the end. */
 static void family_block(family *f, size_t warm, size_t rounds) {
-    cw_resident_stats s0;
+    cw_resident_info s0;
     unsigned long long t0 = 0, reqs = 0;
     if (f->kind == T_LOOP) {
         loop_launch(f);
-        CW_CHECK(cw_resident_get_stats(f->r, &s0));
+        CW_CHECK(cw_resident_get_info(f->r, &s0));
         t0 = now_ns();
     } else if (f->kind == T_PERS) {
         pers_launch();
@@ -579,8 +579,8 @@ static void family_block(family *f, size_t warm, size_t rounds) {
         }
     }
     if (f->kind == T_LOOP) {
-        cw_resident_stats s1;
-        CW_CHECK(cw_resident_get_stats(f->r, &s1));
+        cw_resident_info s1;
+        CW_CHECK(cw_resident_get_info(f->r, &s1));
         f->wall_ns += now_ns() - t0;
         f->idle_polls += s1.idle_polls - s0.idle_polls;
         f->last = s1;
@@ -1012,8 +1012,8 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
                     }
                     if (i >= warm && v->n < v->cap) v->t[v->n++] = us;
                 }
-                cw_resident_stats s;
-                CW_CHECK(cw_resident_get_stats(r, &s));
+                cw_resident_info s;
+                CW_CHECK(cw_resident_get_info(r, &s));
                 if (loaded)
                     pr->iter_median_lo = s.iter_median_ns;
                 else
@@ -1035,7 +1035,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
         variant_done(&pr->lo);
         pr->ratio = pr->lo.st.p99 / pr->un.st.p99;
     }
-    CW_CHECK(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_stream_destroy(&hs);
     kset_unload(&kg);
     kset_unload(&kl);
@@ -1226,7 +1226,7 @@ int main(void) {
     fflush(stdout);
 
     /* the primary context's loops are all torn down; destroy them before h) and i) */
-    for (int i = 0; i < L_COUNT; i++) CW_CHECK(cw_resident_destroy(&loops[i]));
+    for (int i = 0; i < L_COUNT; i++) cw_resident_destroy(&loops[i]);
 
     t_sec = now_ns();
     part_result pr;
@@ -1252,7 +1252,7 @@ int main(void) {
     row(v[V_D].label, &v[V_D].st, "16-18 p50, p99 25-32");
     row(v[V_E_B2B].label, &v[V_E_B2B].st, "persistent 3.7 p50");
     row(v[V_E_POLL].label, &v[V_E_POLL].st, "");
-    printf("\nf) structure sweep (spin, sync_with_host 1; GPU median: cw_resident_get_stats iter_median_ns, from the\n"
+    printf("\nf) structure sweep (spin, sync_with_host 1; GPU median: cw_resident_get_info iter_median_ns, from the\n"
            "   poll that took the request to the result signal; f5's results are not checked: it has no workload):\n");
     printf("  %-47s %26s   %26s %10s\n", "row", "back-to-back p50/p99/p99.9", "already polling p50/p99/p99.9",
            "GPU median");
@@ -1295,7 +1295,7 @@ int main(void) {
            gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
     printf("\ng) idle settings (already polling after an idle gap of 1 ms + random 0-500 us; idle polls/s from\n"
-           "   cw_resident_get_stats):\n");
+           "   cw_resident_get_info):\n");
     printf("  %-32s %8s %8s %8s %8s %14s\n", "setting", "p50", "p99", "p99.9", "max", "idle polls/s");
     family *sf[] = {&f_spin, &f_adapt, &f_f500, &f_f100};
     variant *sv[] = {&v[V_SPIN], &v[V_ADAPT], &v[V_F500], &v[V_F100]};
@@ -1421,10 +1421,10 @@ int main(void) {
     md_row("d) raw 3 x `cuLaunchKernel` + sync", &v[V_D].st, "16-18 (p99 25-32)");
     md_row("e) persistent kernel, back-to-back", &v[V_E_B2B].st, "3.7");
     md_row("e) persistent kernel, already polling", &v[V_E_POLL].st, "-");
-    printf("\nGPU side of the loop of a) and b) (`cw_resident_get_stats`, from the poll that took the request to the\n"
+    printf("\nGPU side of the loop of a) and b) (`cw_resident_get_info`, from the poll that took the request to the\n"
            "result signal): min %.2f, median %.2f, max %.2f us.\n",
            f_a.last.iter_min_ns / 1e3, f_a.last.iter_median_ns / 1e3, f_a.last.iter_max_ns / 1e3);
-    printf("\nStructure of the loop (spin, `sync_with_host` 1; GPU median: `cw_resident_get_stats` `iter_median_ns`,\n"
+    printf("\nStructure of the loop (spin, `sync_with_host` 1; GPU median: `cw_resident_get_info` `iter_median_ns`,\n"
            "poll to result signal). \"fn\": `cw_resident_set_workload_fn`, the kernels in the iteration itself;\n"
            "\"child graph\": `cw_resident_set_workload` with the captured `cw_op_*` graph (the general path); f5\n"
            "has no workload (round trip only, not checked).\n\n");
@@ -1445,7 +1445,7 @@ int main(void) {
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
     printf("\nIdle settings (each on a loop configured as a) apart from its sleep settings): already polling after\n"
            "an idle gap of 1 ms plus a random 0-500 us, %zu round trips each; idle polls per second from\n"
-           "`cw_resident_get_stats` over the variant's wall time.\n\n",
+           "`cw_resident_get_info` over the variant's wall time.\n\n",
            sleep_iters);
     printf("| idle setting | p50 | p99 | p99.9 | max | idle polls/s |\n|---|---|---|---|---|---|\n");
     for (int i = 0; i < 4; i++)

@@ -119,8 +119,9 @@ static void one_block(cw_launch_config *lc) {
 }
 
 static cw_status iteration_of(cw_io *io, unsigned *it) {
-    uint64_t i = 0;
-    OP_TRY(cw_io_get_iteration(io, &i));
+    cw_io_info io_info = {0};
+    OP_TRY(cw_io_get_info(io, &io_info));
+    uint64_t i = io_info.iteration;
     if (i >= ITERATIONS) return CW_ERROR_INVALID_STATE; /* more iterations than the arrays hold */
     *it = (unsigned)i;
     return CW_SUCCESS;
@@ -134,7 +135,7 @@ static cw_status a_compute(cw_io *io, void *user) {
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, NULL, &s)); /* the internal stream, no ordering */
     cw_buffer *b;
-    OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &b)); /* on s; the call holds it until compute returns */
+    OP_TRY(cw_io_alloc(&b, io, N * sizeof(unsigned))); /* on s; the call holds it until compute returns */
     cw_devptr out, stamp = sh->stamps + (cw_devptr)it * STAMPS * 8 + 0 * 8;
     OP_TRY(cw_buffer_get_writable(b, &out));
     unsigned n = N;
@@ -157,7 +158,7 @@ static cw_status branch_compute(cw_io *io, void *user) {
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* own stream, waits for A's on the GPU */
     cw_buffer *o;
-    OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &o));
+    OP_TRY(cw_io_alloc(&o, io, N * sizeof(unsigned)));
     cw_devptr in, out, stamp = br->sh->stamps + (cw_devptr)it * STAMPS * 8 + br->slot * 8;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &in)); /* shared by B and D: read-only */
     OP_TRY(cw_buffer_get_writable(o, &out));
@@ -188,7 +189,7 @@ static cw_status c_compute(cw_io *io, void *user) {
         return CW_ERROR_INTERNAL;
     }
     cw_buffer *o;
-    OP_TRY(cw_io_alloc(io, N * sizeof(unsigned), &o));
+    OP_TRY(cw_io_alloc(&o, io, N * sizeof(unsigned)));
     cw_devptr bp, dp, out, row = sh->stamps + (cw_devptr)it * STAMPS * 8;
     cw_devptr stamp = row + 6 * 8;
     OP_TRY(cw_buffer_get_ptr(mb.buffer, &bp));
@@ -326,8 +327,8 @@ int main(void) {
     TRY(cw_pipeline_check(p));
     TRY(cw_pipeline_run(p, ITERATIONS));
 
-    cw_pipeline_stats stats;
-    TRY(cw_pipeline_get_stats(p, &stats));
+    cw_pipeline_info stats;
+    TRY(cw_pipeline_get_info(p, &stats));
     printf("%llu iterations, %llu compute calls, %llu skipped, %llu stream fallbacks\n",
            (unsigned long long)stats.iterations, (unsigned long long)stats.computes,
            (unsigned long long)stats.skipped, (unsigned long long)stats.fallbacks);

@@ -252,7 +252,7 @@ bool run() {
         throw;
     }
 
-    const cw_pipeline_stats stats = p.stats();
+    const cw_pipeline_info stats = p.info();
     printf("%llu iterations, %llu compute calls, %llu skipped, %llu stream fallbacks, %llu buffers allocated, "
            "%llu reused\n",
            (unsigned long long)stats.iterations, (unsigned long long)stats.computes,

@@ -11,7 +11,7 @@
  * Every operator is resident (cw_operator_settings.resident = 1) and its
  * ports declare memory (cw_port_settings.bytes): the pipeline allocates one
  * buffer per output port, shared by the inputs connected to it, and the
- * compute calls find it with cw_io_port_ptr. A compute call only launches a
+ * compute calls find it with cw_io_get_port_ptr. A compute call only launches a
  * kernel on the stream cw_io_receive_stream gives (in a capture, the
  * operator's branch of the graph; asking on C's two inputs gives the one
  * stream that waits for both branches). Nothing is allocated, and an emit
@@ -20,7 +20,7 @@
  *
  * A reads the request's input from the loop's input slot (two slots, so the
  * host could fill one while the other is read): its kernel is given the
- * loop's control block (cw_io_resident_ctl) and calls cw_resident_input and
+ * loop's control block (cw_io_get_resident_ctl) and calls cw_resident_input and
  * cw_resident_sequence from <cuweave/resident_device.h>, handed to NVRTC
  * from memory. C writes into a result buffer the example allocates. Per
  * request the host fills the slot (cw_resident_next_input, cw_copy_to_device,
@@ -103,9 +103,9 @@ static cw_status a_compute(cw_io *io, void *user) {
     shared *sh = user;
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, NULL, &s));
-    unsigned long long ctl, out;
-    OP_TRY(cw_io_resident_ctl(io, &ctl));
-    OP_TRY(cw_io_port_ptr(io, "out", &out));
+    cw_devptr ctl, out;
+    OP_TRY(cw_io_get_resident_ctl(io, &ctl));
+    OP_TRY(cw_io_get_port_ptr(io, "out", &out));
     unsigned n = N, in_words = IN_WORDS;
     void *args[] = {&ctl, &out, &n, &in_words};
     cw_launch_config lc;
@@ -119,9 +119,9 @@ static cw_status branch_compute(cw_io *io, void *user) {
     branch *br = user;
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* this branch, after A's */
-    unsigned long long in, out;
-    OP_TRY(cw_io_port_ptr(io, "in", &in));
-    OP_TRY(cw_io_port_ptr(io, "out", &out));
+    cw_devptr in, out;
+    OP_TRY(cw_io_get_port_ptr(io, "in", &in));
+    OP_TRY(cw_io_get_port_ptr(io, "out", &out));
     unsigned n = N, mul = br->mul, add = br->add;
     void *args[] = {&in, &out, &n, &mul, &add};
     cw_launch_config lc;
@@ -141,9 +141,9 @@ static cw_status c_compute(cw_io *io, void *user) {
         fprintf(stderr, "diamond_resident: C was given two different streams for its two inputs\n");
         return CW_ERROR_INTERNAL;
     }
-    unsigned long long b, d, out = sh->result;
-    OP_TRY(cw_io_port_ptr(io, "in_b", &b));
-    OP_TRY(cw_io_port_ptr(io, "in_d", &d));
+    cw_devptr b, d, out = sh->result;
+    OP_TRY(cw_io_get_port_ptr(io, "in_b", &b));
+    OP_TRY(cw_io_get_port_ptr(io, "in_d", &d));
     unsigned n = N;
     void *args[] = {&b, &d, &out, &n};
     cw_launch_config lc;
@@ -235,7 +235,7 @@ int main(void) {
     TRY(cw_stream_create(&hs, ctx, NULL));
 
     /* the kernels, with the device header from memory; loaded now */
-    cw_header header = {"cuweave/resident_device.h", cw_resident_device_header()};
+    cw_header header = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
     cw_program_settings ps;
     cw_program_settings_default(&ps);
     ps.name = "diamond_resident.cu";
@@ -288,7 +288,7 @@ int main(void) {
 
     int bad = 0;
     for (unsigned k = 0; k < REQUESTS; k++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         TRY(cw_resident_next_input(r, 1000, &slot));
         for (unsigned j = 0; j < IN_WORDS; j++) host_in[j] = k * 7919u + j * 31u;
         const double t0 = now_us();
@@ -319,8 +319,8 @@ int main(void) {
     printf("round trip (copy in, request, result, copy out): median %.1f us; copy in + request alone: median "
            "%.1f us\n",
            median(round_trip, REQUESTS), median(request, REQUESTS));
-    cw_resident_stats stats;
-    TRY(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    TRY(cw_resident_get_info(r, &stats));
     printf("the GPU's own clock: %llu iterations, per iteration min %.2f us, median %.2f us, max %.2f us\n",
            (unsigned long long)stats.iterations, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3,
            stats.iter_max_ns / 1e3);
@@ -329,11 +329,12 @@ int main(void) {
 
 out:
     /* the loop first (it uses the pipeline's port memory), then the pipeline */
-    if (cw_resident_destroy(&r) != CW_SUCCESS) {
+    if (r && cw_resident_tear_down(r, 1000) != CW_SUCCESS) {
         /* it did not stop: the GPU may still use the memory, so free nothing */
         fprintf(stderr, "diamond_resident: %s\n", cw_last_error_message());
         return 1;
     }
+    cw_resident_destroy(&r);
     cw_pipeline_destroy(&p);
     if (hs) cw_stream_synchronize(hs);
     cw_buffer_destroy(&result);

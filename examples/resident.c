@@ -2,7 +2,7 @@
  * The GPU-resident loop driven by the host: one graph launched once, then
  * 1000 requests, each with its own input. The workload is a kernel compiled
  * with NVRTC that includes <cuweave/resident_device.h> (handed to NVRTC from
- * memory by cw_resident_device_header()) to find its request number and
+ * memory by cw_builtin_get_resident_header()) to find its request number and
  * input slot. Two input slots: the host fills the slot of request n+1 while
  * request n runs. Prints the round trip seen by the host and the
  * per-iteration time the GPU measured.
@@ -101,7 +101,7 @@ int main(void) {
     TRY(cw_stream_create(&s, ctx, NULL));
 
     /* the workload kernel, with the device header from memory */
-    cw_header header = {"cuweave/resident_device.h", cw_resident_device_header()};
+    cw_header header = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
     cw_program_settings ps;
     cw_program_settings_default(&ps);
     ps.name = "square.cu";
@@ -121,7 +121,7 @@ int main(void) {
     rs.sleep_interval_us = 100;
     rs.spin_us = 200;
     TRY(cw_resident_create(&r, ctx, &rs));
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     TRY(cw_resident_get_ctl(r, &ctl));
     if (set_current(cu) != 0 || mem_alloc(&out, sizeof res) != 0 || host_alloc((void **)&in, N * sizeof *in) != 0)
         goto out;
@@ -140,7 +140,7 @@ int main(void) {
     double total = 0, worst = 0;
     int bad = 0;
     for (unsigned k = 1; k <= REQUESTS; k++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         TRY(cw_resident_next_input(r, 1000, &slot)); /* free once request k-2 finished */
         for (unsigned i = 0; i < N; i++) in[i] = k + i;
         const double t0 = now_us();
@@ -158,8 +158,8 @@ int main(void) {
     printf("%d requests: every output right: %s; host round trip (copy in, request, result) mean %.1f us, worst "
            "%.1f us\n",
            REQUESTS, ok ? "yes" : "NO", total / REQUESTS, worst);
-    cw_resident_stats stats;
-    TRY(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    TRY(cw_resident_get_info(r, &stats));
     printf("the GPU's own clock: %llu iterations, per iteration min %.2f us, median %.2f us, max %.2f us\n",
            (unsigned long long)stats.iterations, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3,
            stats.iter_max_ns / 1e3);
@@ -167,7 +167,8 @@ int main(void) {
     printf("torn down\n");
 
 out:
-    if (cw_resident_destroy(&r) != CW_SUCCESS) ok = 0;
+    if (r && cw_resident_tear_down(r, 1000) != CW_SUCCESS) ok = 0; /* destroy would abandon it (logged) */
+    cw_resident_destroy(&r);
     if (out && set_current && set_current(cu) == 0) mem_free(out);
     if (in) host_free(in);
     if (set_current) set_current(NULL);

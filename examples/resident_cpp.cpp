@@ -112,7 +112,7 @@ bool run() {
     printf("%u requests: every output right: %s; host round trip (copy in, request, result) mean %.1f us, worst "
            "%.1f us\n",
            REQUESTS, ok ? "yes" : "NO", total / REQUESTS, worst);
-    const cw_resident_stats stats = r.stats();
+    const cw_resident_info stats = r.info();
     printf("the GPU's own clock: %llu iterations, per iteration min %.2f us, median %.2f us, max %.2f us\n",
            (unsigned long long)stats.iterations, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3,
            stats.iter_max_ns / 1e3);

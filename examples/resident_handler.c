@@ -94,7 +94,7 @@ int main(void) {
     cu = ctx_info.handle;
     TRY(cw_stream_create(&s, ctx, NULL));
     TRY(cw_stream_create(&input, ctx, NULL));
-    cw_header header = {"cuweave/resident_device.h", cw_resident_device_header()};
+    cw_header header = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
     cw_program_settings ps;
     cw_program_settings_default(&ps);
     ps.name = "handler.cu";
@@ -117,7 +117,7 @@ int main(void) {
     rs.sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE; /* spin right after a frame, then back off */
     rs.sleep_interval_us = 50;
     TRY(cw_resident_create(&r, ctx, &rs));
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     TRY(cw_resident_get_ctl(r, &ctl));
 
     cw_launch_config lc;
@@ -145,8 +145,8 @@ int main(void) {
     if (set_current(cu) != 0 || dtoh(&got, sum, sizeof got) != 0) goto out;
     const unsigned long long want = (unsigned long long)FRAMES * (FRAMES + 1) / 2;
     ok = got == want;
-    cw_resident_stats stats;
-    TRY(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    TRY(cw_resident_get_info(r, &stats));
     printf("%u frames served on the GPU, each once and in order (sum of frame numbers %llu, expected %llu): %s\n",
            FRAMES, got, want, ok ? "yes" : "NO");
     printf("iterations that found no frame: %llu; per frame on the GPU: median %.2f us\n",
@@ -154,7 +154,8 @@ int main(void) {
     TRY(cw_resident_tear_down(r, 1000));
 
 out:
-    if (cw_resident_destroy(&r) != CW_SUCCESS) ok = 0;
+    if (r && cw_resident_tear_down(r, 1000) != CW_SUCCESS) ok = 0; /* destroy would abandon it (logged) */
+    cw_resident_destroy(&r);
     if (input) cw_stream_synchronize(input);
     if (mem && set_current && set_current(cu) == 0) mem_free(mem);
     if (set_current) set_current(NULL);

@@ -6,7 +6,7 @@
  *  - source: the "decoder". Per frame it makes a reference and a distorted
  *    1920x1080 8-bit picture on the CPU (synthetic, different every frame)
  *    in page-locked memory (cw_host_alloc) and uploads both into one buffer
- *    on a per-picture stream: cw_io_stream names "pic0" and "pic1" in turn,
+ *    on a per-picture stream: cw_io_get_stream names "pic0" and "pic1" in turn,
  *    so picture n+1 never queues behind picture n's upload, and
  *    cw_io_set_output_stream makes the message carry that stream;
  *  - blur: a 3x3 box blur of both pictures (one kernel, grid z = picture);
@@ -154,12 +154,13 @@ typedef struct shared {
 
 static cw_status source_compute(cw_io *io, void *user) {
     shared *sh = user;
-    uint64_t it = 0;
-    OP_TRY(cw_io_get_iteration(io, &it));
+    cw_io_info io_info = {0};
+    OP_TRY(cw_io_get_info(io, &io_info));
+    uint64_t it = io_info.iteration;
     if (it >= FRAMES) return CW_ERROR_INVALID_STATE;
     unsigned n = (unsigned)it;
     cw_stream *ps;
-    OP_TRY(cw_io_stream(io, n % 2 ? "pic1" : "pic0", &ps));
+    OP_TRY(cw_io_get_stream(io, n % 2 ? "pic1" : "pic0", &ps));
     /* The staging memory of this stream was last read by the upload of frame
      * n-2, on this stream: let that finish before drawing over it. */
     OP_TRY(cw_stream_synchronize(ps));
@@ -189,7 +190,7 @@ static cw_status blur_compute(cw_io *io, void *user) {
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, "in", &s)); /* waits for the upload on the GPU */
     cw_buffer *o;
-    OP_TRY(cw_io_alloc(io, 2 * (size_t)PIXELS, &o));
+    OP_TRY(cw_io_alloc(&o, io, 2 * (size_t)PIXELS));
     cw_devptr src, dst;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &src));
     OP_TRY(cw_buffer_get_writable(o, &dst));
@@ -214,7 +215,7 @@ static cw_status sad_compute(cw_io *io, void *user) {
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, "in", &s));
     cw_buffer *o;
-    OP_TRY(cw_io_alloc(io, sizeof(uint64_t), &o));
+    OP_TRY(cw_io_alloc(&o, io, sizeof(uint64_t)));
     cw_devptr pics, out;
     OP_TRY(cw_buffer_get_ptr(m.buffer, &pics));
     OP_TRY(cw_buffer_get_writable(o, &out));

@@ -68,6 +68,7 @@ typedef struct top {
     int fail_at;            /* iteration at which compute fails (0: never; iteration+1) */
     int fail_start;
     int stop_at;            /* call cw_pipeline_stop at this iteration + 1 */
+    int destroy_at;         /* call cw_pipeline_destroy(&pipe) at this iteration + 1 */
     int sleep_us;           /* CPU time per compute */
     int keep_buffer;        /* retain the first received buffer (for inspection) */
     cw_pipeline *pipe;
@@ -102,8 +103,9 @@ static void top_destroy(void *user) { ((top *)user)->destroyed++; }
 
 static cw_status top_compute(cw_io *io, void *user) {
     top *t = (top *)user;
-    uint64_t it = 0;
-    cw_status st = cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_status st = cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     if (st) return st;
     int i = (int)(it % MAXIT);
     t->t0[i] = now_ms();
@@ -143,9 +145,10 @@ static cw_status top_compute(cw_io *io, void *user) {
         return cw_stream_pool_acquire(&x, NULL, 0); /* a real error with a detail */
     }
     if (t->stop_at && (int)it + 1 == t->stop_at) cw_pipeline_stop(t->pipe);
+    if (t->destroy_at && (int)it + 1 == t->destroy_at) cw_pipeline_destroy(&t->pipe);
     for (int k = 0; k < MAXP && t->out[k] && !t->no_emit; k++) {
         cw_buffer *b = NULL;
-        if (t->alloc && (st = cw_io_alloc(io, (size_t)t->alloc, &b)) != CW_SUCCESS) return st;
+        if (t->alloc && (st = cw_io_alloc(&b, io, (size_t)t->alloc)) != CW_SUCCESS) return st;
         st = cw_io_emit(io, t->out[k], (void *)(uintptr_t)(0x1000 + it), b);
         if (st) return st;
     }
@@ -235,7 +238,7 @@ static void test_defaults_names_ports(void **state) {
     }
     longname[63] = '\0'; /* 63 bytes: the longest name */
     assert_cw_ok(cw_operator_create(&op, longname, &k_ops, &t, NULL));
-    assert_string_equal(cw_operator_name(op), longname);
+    assert_string_equal(cw_operator_get_name(op), longname);
     cw_operator_destroy(&op);
     assert_null(op);
     assert_int_equal(t.destroyed, 1);
@@ -244,7 +247,7 @@ static void test_defaults_names_ports(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &no_compute, &t, NULL));
     expect_detail("'x'", "no compute");
     cw_operator_ops reserved = k_ops;
-    reserved.reserved[2] = (void *)1;
+    reserved.reserved[2] = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &reserved, &t, NULL));
     os.reserved[3] = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_create(&op, "x", &k_ops, &t, &os));
@@ -278,25 +281,52 @@ static void test_defaults_names_ports(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "out", &ps));
     assert_cw_ok(cw_operator_add_output(op, "out", NULL));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_operator_add_input((cw_operator *)&t, "x", NULL));
-    assert_null(cw_operator_name(NULL));
+    assert_null(cw_operator_get_name(NULL));
 
-    /* in a pipeline: owned, no more ports, destroy refused */
+    /* in a pipeline: owned, no more ports; destroy never fails: it clears the
+     * caller's pointer and leaves the operator to its pipeline, with a
+     * warning */
     cw_pipeline *p = NULL;
     assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
     assert_cw_ok(cw_pipeline_add(p, op));
     assert_cw(CW_ERROR_INVALID_STATE, cw_operator_add_input(op, "late", NULL));
     cw_operator *keep = op;
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_clear_error();
     cw_operator_destroy(&op);
-    assert_ptr_equal(op, keep);
-    assert_int_equal(cw_last_error()->status, CW_ERROR_INVALID_STATE);
+    assert_null(op);
+    assert_int_equal(tally.warnings, 1);
+    assert_int_equal(tally.errors, 0);
+    assert_non_null(strstr(tally.last, "cw_operator_destroy: operator 'op1' belongs to a pipeline"));
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* nothing failed */
     assert_int_equal(t.destroyed, 1);
+    /* a handle that is not live: ignored, cleared, a warning */
+    cw_operator *junk = (cw_operator *)&t;
+    cw_operator_destroy(&junk);
+    assert_null(junk);
+    assert_int_equal(tally.warnings, 2);
+    assert_non_null(strstr(tally.last, "cw_operator_destroy: *op is not a live cw_operator"));
+    cw_pipeline *pjunk = (cw_pipeline *)&t;
+    cw_pipeline_destroy(&pjunk);
+    assert_null(pjunk);
+    assert_int_equal(tally.warnings, 3);
+    assert_int_equal(tally.errors, 0);
+    assert_non_null(strstr(tally.last, "cw_pipeline_destroy: *p is not a live cw_pipeline"));
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     cw_operator *found = NULL;
-    assert_cw_ok(cw_pipeline_find(p, "op1", &found));
-    assert_ptr_equal(found, op);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_find(p, "nope", &found));
-    cw_context *pc = NULL;
-    assert_cw_ok(cw_pipeline_get_context(p, &pc));
-    assert_ptr_equal(pc, ctx);
+    assert_cw_ok(cw_pipeline_get_operator(p, "op1", &found));
+    assert_ptr_equal(found, keep);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_get_operator(p, "nope", &found));
+    cw_pipeline_info pi;
+    memset(&pi, 0x5a, sizeof pi);
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    assert_ptr_equal(pi.context, ctx);
+    assert_int_equal(pi.operators, 1);
+    assert_int_equal(pi.iterations, 0);
+    for (size_t i = 0; i < sizeof pi.reserved; i++) assert_int_equal(pi.reserved[i], 0);
     cw_pipeline_destroy(&p);
     assert_null(p);
     assert_int_equal(t.destroyed, 2); /* the pipeline destroyed it */
@@ -329,7 +359,7 @@ static void test_connect_and_check_rules(void **state) {
     expect_detail("'B'", "already");
     cw_operator_destroy(&d);
     cw_operator *mine = NULL;
-    assert_cw_ok(cw_pipeline_find(p, "A", &mine));
+    assert_cw_ok(cw_pipeline_get_operator(p, "A", &mine));
     assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_add(p, mine));
 
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_connect(p, "Z", "out", "B", "in"));
@@ -368,8 +398,8 @@ static void test_connect_and_check_rules(void **state) {
     expect_detail("cycle", "'B'");
     expect_detail("'C'", NULL);
     assert_null(strstr(cw_last_error_message(), "'A'")); /* A is not on it */
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
     assert_int_equal(st.operators, 3);
     assert_int_equal(st.connections, 5);
     assert_int_equal(st.iterations, 0);
@@ -422,8 +452,8 @@ static void test_stream_rules(void **state) {
     int dev = -1;
     assert_cw_ok(cwt_stream_device(g.c.got[0], &dev));
     assert_int_equal(dev, 0);
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(g.p, &st));
     assert_int_equal(st.iterations, 5);
     assert_int_equal(st.computes, 20);
     assert_int_equal(st.fallbacks, 0);
@@ -487,8 +517,8 @@ static void test_fallbacks(void **state) {
         assert_true(m.have_msg[i]);
         assert_null(m.in_stream[i]);
     }
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
     assert_int_equal(st.fallbacks, 3 * 2); /* D and E, each iteration */
     cw_stream_pool_info pst;
     assert_cw_ok(cw_stream_pool_get_info(one, &pst));
@@ -529,15 +559,15 @@ static cw_status manual_compute(cw_io *io, void *user) {
         m->errs[0] = cw_io_receive_streams(io, "nope", s, 4, &n);
         m->errs[1] = cw_io_emit(io, "many", NULL, NULL);
         m->errs[2] = cw_io_set_output_stream(io, "many", NULL);
-        m->errs[3] = cw_io_stream(io, "bad name", &m->extra);
-        m->errs[4] = cw_io_resident_ctl(io, &(unsigned long long){0});
-        m->errs[5] = cw_io_port_ptr(io, "many", &(unsigned long long){0});
+        m->errs[3] = cw_io_get_stream(io, "bad name", &m->extra);
+        m->errs[4] = cw_io_get_resident_ctl(io, &(cw_devptr){0});
+        m->errs[5] = cw_io_get_port_ptr(io, "many", &(cw_devptr){0});
         m->errs[6] = cw_io_receive(io, "nope", &msgs[0]);
         return CW_SUCCESS;
     }
-    cw_status st = cw_io_stream(io, "first", &m->named1[i]);
-    if (!st) st = cw_io_stream(io, "first", &m->named1b[i]);
-    if (!st) st = cw_io_stream(io, "second", &m->named2[i]);
+    cw_status st = cw_io_get_stream(io, "first", &m->named1[i]);
+    if (!st) st = cw_io_get_stream(io, "first", &m->named1b[i]);
+    if (!st) st = cw_io_get_stream(io, "second", &m->named2[i]);
     if (st) return st;
     /* out1 carries "second" (the last set wins), out2 carries nothing */
     if ((st = cw_io_set_output_stream(io, "out1", m->named1[i])) != CW_SUCCESS) return st;
@@ -637,8 +667,8 @@ static void test_messages_optional_skipped(void **state) {
     for (int i = 0; i < 4; i++) assert_false(o.have_msg[i]);
     assert_int_equal(x.starts, 0); /* never started: never stopped */
     assert_int_equal(x.stops, 0);
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
     assert_int_equal(st.skipped, 8);
     assert_int_equal(st.computes, 8);
     /* now S emits: everything runs, and messages do not outlive their iteration */
@@ -826,8 +856,8 @@ static void test_pipeline_records_uses(void **state) {
         cw_buffer_destroy(&k.kept); /* back to the cache: not freed */
         assert_true(fake_drain(2000));
         assert_int_equal(fake_live("devmem"), devmem0 + 2);
-        cw_pipeline_stats st;
-        assert_cw_ok(cw_pipeline_get_stats(p, &st));
+        cw_pipeline_info st;
+        assert_cw_ok(cw_pipeline_get_info(p, &st));
         assert_int_equal(st.buffers_reused, 4);
         assert_int_equal(st.buffers_allocated, 2);
         if (!depth) {
@@ -864,8 +894,8 @@ static void test_executor(void **state) {
     g.d.stop_at = 3;
     assert_cw_ok(cw_pipeline_run(g.p, 10));
     assert_int_equal(g.c.computes, 3);
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(g.p, &st));
     assert_int_equal(st.iterations, 3);
     /* until stopped from another thread */
     g.d.stop_at = 0;
@@ -923,8 +953,8 @@ static void test_failures(void **state) {
         assert_int_equal(g.a.stops, 1);
         assert_int_equal(g.b.stops, 1);
         assert_int_equal(g.c.stops, 1);
-        cw_pipeline_stats st;
-        assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+        cw_pipeline_info st;
+        assert_cw_ok(cw_pipeline_get_info(g.p, &st));
         assert_int_equal(st.iterations, 2);
         /* the pipeline runs again */
         g.b.fail_at = 0;
@@ -960,6 +990,56 @@ static void *run_thread(void *arg) {
     return NULL;
 }
 
+/* cw_pipeline_destroy never fails: while the pipeline runs (from a compute
+ * call, on the run's thread or a worker; or from another thread) the run is
+ * asked to stop and destroys the pipeline as it returns. */
+static void test_destroy_while_running(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    for (unsigned threads = 1; threads <= 3; threads += 2) {
+        cw_pipeline_settings ps;
+        cw_pipeline_settings_default(&ps);
+        ps.threads = threads;
+        diamond g;
+        diamond_init(&g, &ps, 64);
+        g.b.destroy_at = 2; /* from B's compute, in iteration 1 */
+        cw_pipeline *p = g.p;
+        assert_cw_ok(cw_pipeline_run(p, 10)); /* stopped after the iteration in progress */
+        assert_null(g.b.pipe);
+        assert_int_equal(g.b.computes, 2);
+        assert_int_equal(g.c.computes, 2);
+        /* the pipeline went as the run returned: every operator's stop and destroy ran */
+        assert_int_equal(g.a.destroyed + g.b.destroyed + g.c.destroyed + g.d.destroyed, 4);
+        assert_int_equal(g.a.stops, 1);
+        assert_int_equal(g.c.stops, 1);
+        assert_true(fake_drain(2000));
+        assert_int_equal(leaks(before, "destroyed from a compute call"), 0);
+    }
+    /* from another thread, while a run without an end runs */
+    diamond g;
+    diamond_init(&g, NULL, 64);
+    g.a.sleep_us = 1000;
+    runner r = {g.p, 0, CW_ERROR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
+    cw_pipeline_info info;
+    for (int i = 0; i < 500; i++) { /* up to 5 s */
+        assert_cw_ok(cw_pipeline_get_info(g.p, &info));
+        if (info.iterations >= 2) break;
+        usleep(10000);
+    }
+    assert_true(info.iterations >= 2);
+    cw_pipeline *p = g.p;
+    cw_pipeline_destroy(&p); /* returns at once */
+    assert_null(p);
+    pthread_join(t, NULL);
+    assert_cw_ok(r.st);
+    assert_int_equal(g.a.destroyed + g.b.destroyed + g.c.destroyed + g.d.destroyed, 4);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "destroyed from another thread"), 0);
+}
+
 /* max_in_flight: the host waits when the GPU lags that many iterations;
  * cw_pipeline_synchronize waits for the last iteration's work. */
 static void test_in_flight_and_synchronize(void **state) {
@@ -976,20 +1056,20 @@ static void test_in_flight_and_synchronize(void **state) {
     runner r = {g.p, 6, CW_ERROR_INTERNAL};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
-    cw_pipeline_stats st;
+    cw_pipeline_info st;
     for (int i = 0; i < 500; i++) { /* up to 5 s (valgrind is slow) */
-        assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+        assert_cw_ok(cw_pipeline_get_info(g.p, &st));
         if (st.iterations >= 2) break;
         usleep(10000);
     }
     usleep(50000);
-    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_cw_ok(cw_pipeline_get_info(g.p, &st));
     assert_int_equal(st.iterations, 2); /* iteration 2 waits for iteration 0 on the GPU */
     assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_synchronize(g.p));
     fake_hold(0);
     pthread_join(t, NULL);
     assert_cw_ok(r.st);
-    assert_cw_ok(cw_pipeline_get_stats(g.p, &st));
+    assert_cw_ok(cw_pipeline_get_info(g.p, &st));
     assert_int_equal(st.iterations, 6);
     /* one host wait per iteration: C's mark covers B's, D's and A's (C's
      * stream waited for them), so only the sink's event is asked about */
@@ -1039,8 +1119,8 @@ static void test_alloc_waits_when_full(void **state) {
     cwi_seam_disable();
     assert_cw_ok(st);
     assert_true(fired);
-    cw_pipeline_stats ps;
-    assert_cw_ok(cw_pipeline_get_stats(p, &ps));
+    cw_pipeline_info ps;
+    assert_cw_ok(cw_pipeline_get_info(p, &ps));
     assert_int_equal(ps.buffers_allocated, 1);
     assert_int_equal(ps.buffers_reused, 1);
     cw_pipeline_destroy(&p);
@@ -1052,8 +1132,9 @@ static void test_alloc_waits_when_full(void **state) {
  * was in flight; destroying everything afterwards works. */
 static int g_fault_at = -1;
 static cw_status fault_compute(cw_io *io, void *user) {
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_stream *s = NULL;
     const char *name = (const char *)user;
     cw_status st = cw_io_receive_stream(io, name[0] == 'A' ? NULL : "in", &s);
@@ -1082,18 +1163,25 @@ static void test_device_fault_named(void **state) {
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
     g_fault_at = 2;
     cw_status st = cw_pipeline_run(p, 10);
-    char msg[600];
+    char msg[600], call[64];
     snprintf(msg, sizeof msg, "%s", cw_last_error_message());
+    snprintf(call, sizeof call, "%s", cw_last_error()->driver_call);
+    const int cu = cw_last_error()->cu_result;
     printf("# %s\n", msg);
-    cw_pipeline_stats pst;
-    assert_cw_ok(cw_pipeline_get_stats(p, &pst));
+    cw_pipeline_info pst;
+    assert_cw_ok(cw_pipeline_get_info(p, &pst));
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
+    /* both name the driver call that saw the fault, and its CUresult */
+    assert_true(cw_last_error()->driver_call[0] != 0);
+    assert_int_equal(cw_last_error()->cu_result, 700); /* CUDA_ERROR_ILLEGAL_ADDRESS */
     cw_pipeline_destroy(&p); /* with the device faulted: returns, frees */
     assert_null(p);
     fake_fault(0);
     assert_true(fake_drain(2000));
     g_fault_at = -1;
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
+    assert_true(call[0] != 0);
+    assert_int_equal(cu, 700);
     assert_non_null(strstr(msg, "iteration 2"));
     assert_non_null(strstr(msg, "'B'"));
     assert_int_equal(pst.iterations, 3);
@@ -1104,7 +1192,7 @@ static void test_device_fault_named(void **state) {
 typedef struct rop {
     int copies;
     cw_stream *stream[64];
-    unsigned long long in_ptr, out_ptr, ctl;
+    cw_devptr in_ptr, out_ptr, ctl;
     cw_status alloc_st, emit_st, named_st;
     const char *in, *out;
 } rop;
@@ -1116,13 +1204,13 @@ static cw_status rop_compute(cw_io *io, void *user) {
     if (st) return st;
     r->stream[r->copies % 64] = s;
     r->copies++;
-    if (r->in && (st = cw_io_port_ptr(io, r->in, &r->in_ptr)) != CW_SUCCESS) return st;
-    if (r->out && (st = cw_io_port_ptr(io, r->out, &r->out_ptr)) != CW_SUCCESS) return st;
-    if ((st = cw_io_resident_ctl(io, &r->ctl)) != CW_SUCCESS) return st;
+    if (r->in && (st = cw_io_get_port_ptr(io, r->in, &r->in_ptr)) != CW_SUCCESS) return st;
+    if (r->out && (st = cw_io_get_port_ptr(io, r->out, &r->out_ptr)) != CW_SUCCESS) return st;
+    if ((st = cw_io_get_resident_ctl(io, &r->ctl)) != CW_SUCCESS) return st;
     cw_buffer *b = NULL;
-    r->alloc_st = cw_io_alloc(io, 4, &b);
+    r->alloc_st = cw_io_alloc(&b, io, 4);
     cw_stream *n = NULL;
-    r->named_st = cw_io_stream(io, "x", &n);
+    r->named_st = cw_io_get_stream(io, "x", &n);
     if (r->out) r->emit_st = cw_io_emit(io, r->out, NULL, NULL);
     return CW_SUCCESS;
 }
@@ -1192,14 +1280,14 @@ static void test_resident_pipeline(void **state) {
             if (cases[i].in_dptr) assert_int_equal(rb.in_ptr, cases[i].in_dptr);
             assert_int_equal(fake_live("devmem"), devmem0 + (cases[i].in_dptr ? 0 : 1));
             assert_ptr_not_equal(ra.stream[0], rb.stream[0]); /* a branch per operator */
-            unsigned long long ctl = 0;
+            cw_devptr ctl = 0;
             assert_cw_ok(cw_resident_get_ctl(r, &ctl));
             assert_int_equal(ra.ctl, ctl);
             assert_int_equal(ra.alloc_st, CW_ERROR_INVALID_STATE);
             assert_int_equal(ra.named_st, CW_ERROR_INVALID_STATE);
             assert_int_equal(ra.emit_st, CW_SUCCESS);
             /* the loop must go before the pipeline; a fresh loop for the next case */
-            assert_cw_ok(cw_resident_destroy(&r));
+            cw_resident_destroy(&r);
             assert_cw_ok(cw_resident_create(&r, ctx, &rs));
         }
         cw_pipeline_destroy(&p);
@@ -1263,7 +1351,7 @@ static void test_resident_pipeline(void **state) {
         cwi_seam_disable();
         assert_cw_ok(cw_resident_tear_down(r, 1000));
         rs.trace = 0;
-        assert_cw_ok(cw_resident_destroy(&r));
+        cw_resident_destroy(&r);
         assert_cw_ok(cw_resident_create(&r, ctx, &rs));
         cw_pipeline_destroy(&p2);
         snapshot(before); /* three branches at once grew the context's fork pool: not a leak */
@@ -1296,7 +1384,7 @@ static void test_resident_pipeline(void **state) {
     expect_detail("operator 'B' input 'in'", "many");
     cw_pipeline_destroy(&p);
     assert_int_equal(leaks(before, "resident pipelines"), 0); /* the snapshot had a loop too */
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
 }
 
 /* Port memory under cw_pipeline_run: the same memory for both ends, a sink's
@@ -1306,7 +1394,7 @@ static void test_resident_pipeline(void **state) {
 typedef struct pm {
     const char *in, *out;
     int starts, stops, copies;
-    unsigned long long in_ptr, out_ptr;
+    cw_devptr in_ptr, out_ptr;
 } pm;
 static cw_status pm_start(cw_operator *op, void *user) {
     (void)op;
@@ -1323,8 +1411,8 @@ static cw_status pm_compute(cw_io *io, void *user) {
     cw_status st = cw_io_receive_stream(io, m->in, &s);
     if (st) return st;
     m->copies++;
-    if (m->in && (st = cw_io_port_ptr(io, m->in, &m->in_ptr))) return st;
-    if ((st = cw_io_port_ptr(io, m->out, &m->out_ptr))) return st;
+    if (m->in && (st = cw_io_get_port_ptr(io, m->in, &m->in_ptr))) return st;
+    if ((st = cw_io_get_port_ptr(io, m->out, &m->out_ptr))) return st;
     return cw_io_emit(io, m->out, NULL, NULL); /* the message says "ready" under cw_pipeline_run */
 }
 
@@ -1352,24 +1440,24 @@ static void test_port_memory_under_run(void **state) {
     assert_cw_ok(cw_operator_add_output(o, "res", &ps)); /* unconnected: its own memory */
     assert_cw_ok(cw_pipeline_add(p, o));
     assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
-    unsigned long long d = 0;
-    assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_port_ptr(p, "B", "res", &d)); /* not set up yet */
+    cw_devptr d = 0;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_get_port_ptr(p, "B", "res", &d)); /* not set up yet */
     long devmem0 = fake_live("devmem");
     long waits0 = fake_calls("cuStreamWaitEvent");
     assert_cw_ok(cw_pipeline_run(p, 3));
     /* B waits for A each iteration; from the second on, A waits for B */
     assert_int_equal(fake_calls("cuStreamWaitEvent") - waits0, 3 + 2);
     assert_int_equal(fake_live("devmem"), devmem0 + 2);
-    unsigned long long ao = 0, bi = 0, br = 0;
-    assert_cw_ok(cw_pipeline_port_ptr(p, "A", "out", &ao));
-    assert_cw_ok(cw_pipeline_port_ptr(p, "B", "in", &bi));
-    assert_cw_ok(cw_pipeline_port_ptr(p, "B", "res", &br));
+    cw_devptr ao = 0, bi = 0, br = 0;
+    assert_cw_ok(cw_pipeline_get_port_ptr(p, "A", "out", &ao));
+    assert_cw_ok(cw_pipeline_get_port_ptr(p, "B", "in", &bi));
+    assert_cw_ok(cw_pipeline_get_port_ptr(p, "B", "res", &br));
     assert_true(ao != 0 && ao == bi && br != 0 && br != ao);
     assert_int_equal(a.out_ptr, ao);
     assert_int_equal(b.in_ptr, ao);
     assert_int_equal(b.out_ptr, br);
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_port_ptr(p, "Z", "res", &d));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_port_ptr(p, "B", "zz", &d));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_get_port_ptr(p, "Z", "res", &d));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_get_port_ptr(p, "B", "zz", &d));
     assert_int_equal(a.starts, 1);
     assert_int_equal(a.stops, 1);
     /* the same operators captured into a loop: started once, stopped with the pipeline */
@@ -1383,7 +1471,7 @@ static void test_port_memory_under_run(void **state) {
     assert_int_equal(a.copies, 3 + 3);
     assert_int_equal(a.starts, 2);
     assert_int_equal(a.stops, 1);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_pipeline_destroy(&p);
     assert_int_equal(a.stops, 2);
     assert_int_equal(b.stops, 2);
@@ -1393,10 +1481,15 @@ static void test_port_memory_under_run(void **state) {
 
 /* ---- fault injection ------------------------------------------------------- */
 
+static char g_sweep_call[64]; /* the detail of the scenario's failure */
+static int g_sweep_cu;
+
 static cw_status sweep_scenario(void) {
     diamond g;
     cw_status st = diamond_build(&g, NULL, 64);
     if (st == CW_SUCCESS) st = cw_pipeline_run(g.p, 2);
+    snprintf(g_sweep_call, sizeof g_sweep_call, "%s", st ? cw_last_error()->driver_call : "");
+    g_sweep_cu = st ? cw_last_error()->cu_result : 0;
     cw_pipeline_destroy(&g.p);
     fake_drain(2000);
     return st;
@@ -1443,6 +1536,13 @@ static void test_fault_sweep(void **state) {
             }
         } else {
             handled++;
+            /* every failure names the driver call and its CUresult, those
+             * inside an operator's compute included */
+            if (st == CW_ERROR_OUT_OF_MEMORY && (strcmp(g_sweep_call, entry) || g_sweep_cu != 2)) {
+                printf("# call %lu (%s) failing: the detail names '%s' (CUresult %d)\n", k, entry, g_sweep_call,
+                       g_sweep_cu);
+                bad++;
+            }
         }
         if (leaks(before, entry)) {
             bad++;
@@ -1489,6 +1589,55 @@ static void test_error_names_public_call(void **state) {
         assert_int_equal(e->cu_result, 2);
     }
     assert_int_equal(leaks(before, "failed pipeline creations"), 0);
+}
+
+/* A driver call that fails inside an operator's compute (cw_io_alloc's
+ * allocation, cw_io_receive_stream's wait for an upstream stream) is
+ * reported by cw_pipeline_run with the driver call and its CUresult in the
+ * detail, not only in the message; with one thread and with worker threads
+ * (where compute runs on another thread than cw_pipeline_run). */
+static void test_compute_failure_detail(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    const struct {
+        const char *entry;
+        int result;
+        cw_status status;
+        const char *inside; /* the public call compute made */
+    } cases[] = {
+        {"cuMemAllocFromPoolAsync", 2 /* CUDA_ERROR_OUT_OF_MEMORY */, CW_ERROR_OUT_OF_MEMORY, "cw_io_alloc"},
+        {"cuStreamWaitEvent", 1 /* CUDA_ERROR_INVALID_VALUE */, CW_ERROR_DRIVER, "cw_io_receive_stream"},
+    };
+    for (unsigned threads = 1; threads <= 3; threads += 2)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cw_pipeline_settings ps;
+            cw_pipeline_settings_default(&ps);
+            ps.threads = threads;
+            diamond g;
+            diamond_init(&g, &ps, 64);
+            assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+            cwi_seam_reset();
+            cwi_seam_fail(cwi_seam_entry(cases[i].entry), 1, cases[i].result);
+            const cw_status st = cw_pipeline_run(g.p, 1);
+            const int fired = cwi_seam_fired();
+            cwi_seam_reset();
+            cwi_seam_disable();
+            assert_true(fired);
+            const cw_error_info *e = cw_last_error();
+            printf("# %s failing in compute (%u threads): %s\n", cases[i].entry, threads, e->message);
+            assert_int_equal(st, cases[i].status);
+            assert_int_equal(e->status, cases[i].status);
+            assert_string_equal(e->function, "cw_pipeline_run");
+            assert_non_null(strstr(e->message, "(compute)"));
+            assert_non_null(strstr(e->message, cases[i].inside));
+            assert_string_equal(e->driver_call, cases[i].entry);
+            assert_int_equal(e->cu_result, cases[i].result);
+            assert_true(e->cu_name[0] != 0);
+            cw_pipeline_destroy(&g.p);
+            assert_true(fake_drain(2000));
+        }
+    assert_int_equal(leaks(before, "driver failures inside compute"), 0);
 }
 
 /* CUDA_ERROR_NOT_READY from a driver call of cw_pipeline_run (none of them a
@@ -1585,11 +1734,13 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_executor),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_in_flight_and_synchronize),
+        cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
         cmocka_unit_test(test_error_names_public_call),
+        cmocka_unit_test(test_compute_failure_detail),
         cmocka_unit_test(test_fault_sweep),
         cmocka_unit_test(test_not_ready_is_a_failure),
     };

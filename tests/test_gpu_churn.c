@@ -314,7 +314,7 @@ static void cycle_resident(long i) {
     assert_cw_ok(cw_resident_wait_result(r, seq, 10000));
     if (i % 2) assert_cw_ok(cw_resident_data_ready(r, NULL)); /* torn down with a request maybe unserved */
     assert_cw_ok(cw_resident_tear_down(r, 10000));
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
 }
 
 static void cycle_device_group(long i) {

@@ -444,7 +444,7 @@ static void test_pipeline_on_gpu(void **) {
         p.check();
         p.run(PL_ITERATIONS);
         p.synchronize(); // the copies into results are done
-        cw_pipeline_stats st = p.stats();
+        cw_pipeline_info st = p.info();
         assert_int_equal(st.iterations, PL_ITERATIONS);
         assert_int_equal(st.computes, 2 * PL_ITERATIONS);
         printf("# pipeline: %llu iterations, buffers allocated %llu, reused %llu\n",
@@ -525,14 +525,14 @@ static void test_resident_on_gpu(void **) {
         r.launch();
         assert_int_equal(r.state(), CW_RESIDENT_RUNNING);
         serve(r, s, stage, o, 200);
-        cw_resident_stats st = r.stats();
+        cw_resident_info st = r.info();
         assert_int_equal(st.completed, 200);
         assert_int_equal(st.iterations, 200);
         printf("# resident (captured graph): 200 requests, per iteration min %.2f us, median %.2f us\n",
                st.iter_min_ns / 1e3, st.iter_median_ns / 1e3);
         r.tear_down(2000);
         assert_int_equal(r.state(), CW_RESIDENT_STOPPED);
-        assert_int_equal(r.stats().exit, CW_RESIDENT_EXIT_TEAR_DOWN);
+        assert_int_equal(r.info().exit, CW_RESIDENT_EXIT_TEAR_DOWN);
     }
     {
         // the same workload enqueued by a C++ function at each build
@@ -551,7 +551,7 @@ static void test_resident_on_gpu(void **) {
         assert_int_equal(calls, 4); // once per copy of the iteration
         serve(r, s, stage, o, 50);
         r.tear_down(2000);
-        assert_int_equal(r.stats().completed, 50);
+        assert_int_equal(r.info().completed, 50);
     }
     printf("# C++ wrappers: resident loops (captured graph, C++ capture function) used on the GPU\n");
 }

@@ -260,8 +260,9 @@ static void test_fault(void **state) {
 static cw_kernel *pk_slow, *pk_fault;
 static cw_status pf_compute(cw_io *io, void *user) {
     const char *role = (const char *)user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_stream *s = NULL;
     cw_status st = cw_io_receive_stream(io, role[0] == 'A' ? NULL : "in", &s);
     if (st) return st;
@@ -316,8 +317,8 @@ static void test_pipeline_fault(void **state) {
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
     assert_non_null(strstr(msg, "iteration 2"));
     assert_non_null(strstr(msg, "'B'"));
-    cw_pipeline_stats pst;
-    assert_cw_ok(cw_pipeline_get_stats(p, &pst));
+    cw_pipeline_info pst;
+    assert_cw_ok(cw_pipeline_get_info(p, &pst));
     assert_int_equal(pst.iterations, 3); /* it stopped in the iteration of the fault */
     stage = "cw_pipeline_synchronize after the fault";
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
@@ -378,7 +379,7 @@ static void test_resident_fault(void **state) {
     assert_true(took < 5000);
     stage = "tear-down and destroy after the fault";
     (void)cw_resident_tear_down(r, 1000);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     assert_null(r);
     cw_module_destroy(&m);
     cw_context_destroy(&ctx);
@@ -455,7 +456,7 @@ static void test_resident_traced_fault(void **state) {
     stage = "tear-down and destroy after the traced fault";
     st = cw_resident_tear_down(r, 1000);
     printf("# traced resident fault: tear_down returned %s: %s\n", cw_status_name(st), cw_last_error_message());
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_module_destroy(&m);
     cw_context_destroy(&ctx);
     stage = "done";
@@ -522,7 +523,7 @@ static void test_resident_pipeline_fault(void **state) {
     assert_non_null(strstr(msg, "in stage 'operator B' (workload, copy 1 of 2"));
     stage = "destroying the loop, pipeline, module and context after the fault";
     (void)cw_resident_tear_down(r, 1000);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_pipeline_destroy(&p);
     cw_module_destroy(&m);
     cw_context_destroy(&ctx);

@@ -61,8 +61,9 @@ typedef struct dop {
 
 static cw_status dia_compute(cw_io *io, void *user) {
     dop *o = (dop *)user;
-    uint64_t it = 0;
-    cw_status st = cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_status st = cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     if (st) return st;
     unsigned long long stamp = o->d->stamps + (it * 4 + (uint64_t)o->which) * 16;
     unsigned n = N;
@@ -70,7 +71,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
     if (o->which == 0) {
         if ((st = cw_io_receive_stream(io, NULL, &s))) return st;
         cw_buffer *b = NULL;
-        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        if ((st = cw_io_alloc(&b, io, N * 4))) return st;
         cw_devptr p = 0;
         if ((st = cw_buffer_get_writable(b, &p))) return st;
         unsigned value = (unsigned)it * 1000u + 1u;
@@ -84,7 +85,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
         if ((st = cw_io_receive(io, "in", &m))) return st;
         if ((st = cw_io_receive_stream(io, "in", &s))) return st;
         cw_buffer *b = NULL;
-        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        if ((st = cw_io_alloc(&b, io, N * 4))) return st;
         cw_devptr in = ptr_of(m.buffer), out = 0;
         if ((st = cw_buffer_get_writable(b, &out))) return st;
         unsigned mul = o->which == 1 ? 2 : 3, add = o->which == 1 ? 1 : 5;
@@ -300,12 +301,13 @@ typedef struct race {
 
 static cw_status race_src(cw_io *io, void *user) {
     race *r = (race *)user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_buffer *b = NULL;
     cw_stream *s = NULL;
     cw_status st;
-    if ((st = cw_io_receive_stream(io, NULL, &s)) || (st = cw_io_alloc(io, N * 4, &b))) return st;
+    if ((st = cw_io_receive_stream(io, NULL, &s)) || (st = cw_io_alloc(&b, io, N * 4))) return st;
     cw_devptr p = 0;
     if ((st = cw_buffer_get_writable(b, &p))) return st;
     r->addr[it % RACE_FRAMES] = p;
@@ -320,8 +322,9 @@ static cw_status race_src(cw_io *io, void *user) {
 /* The sink only reads: no code about the buffer's lifetime. */
 static cw_status race_sink(cw_io *io, void *user) {
     race *r = (race *)user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_message m;
     cw_stream *s = NULL;
     cw_status st;
@@ -399,8 +402,9 @@ typedef struct wi {
 
 static cw_status wi_src(cw_io *io, void *user) {
     wi *w = (wi *)user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_stream *s = NULL;
     cw_status st = cw_io_receive_stream(io, NULL, &s);
     if (st) return st;
@@ -414,8 +418,9 @@ static cw_status wi_src(cw_io *io, void *user) {
 
 static cw_status wi_reader(cw_io *io, void *user) {
     wi *w = (wi *)user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     w->seen[it] = *(volatile int *)(w->host + it); /* read on the CPU, no synchronisation here */
     return CW_SUCCESS;
 }
@@ -475,24 +480,24 @@ static cw_status rdia_compute(cw_io *io, void *user) {
     long long zero = 0, ns = cwt_under_sanitizer() ? 0 : R_NS;
     unsigned long long stamp = r->stamps + (unsigned long long)r->which * 16;
     if (r->which == 0) {
-        unsigned long long out = 0;
-        if ((st = cw_io_receive_stream(io, NULL, &s)) || (st = cw_io_port_ptr(io, "out", &out))) return st;
+        cw_devptr out = 0;
+        if ((st = cw_io_receive_stream(io, NULL, &s)) || (st = cw_io_get_port_ptr(io, "out", &out))) return st;
         unsigned mul = 1, add = 1;
         void *args[] = {&r->input, &out, &n, &mul, &add, &zero, &stamp};
         return launch(k_scale, s, 4, args);
     }
     if (r->which == 1 || r->which == 2) {
-        unsigned long long in = 0, out = 0;
-        if ((st = cw_io_receive_stream(io, "in", &s)) || (st = cw_io_port_ptr(io, "in", &in)) ||
-            (st = cw_io_port_ptr(io, "out", &out)))
+        cw_devptr in = 0, out = 0;
+        if ((st = cw_io_receive_stream(io, "in", &s)) || (st = cw_io_get_port_ptr(io, "in", &in)) ||
+            (st = cw_io_get_port_ptr(io, "out", &out)))
             return st;
         unsigned mul = r->which == 1 ? 2 : 3, add = 0;
         void *args[] = {&in, &out, &n, &mul, &add, &ns, &stamp};
         return launch(k_scale, s, 2, args);
     }
-    unsigned long long a = 0, b = 0;
+    cw_devptr a = 0, b = 0;
     if ((st = cw_io_receive_stream(io, "in_b", &s)) || (st = cw_io_receive_stream(io, "in_d", &s)) ||
-        (st = cw_io_port_ptr(io, "in_b", &a)) || (st = cw_io_port_ptr(io, "in_d", &b)))
+        (st = cw_io_get_port_ptr(io, "in_b", &a)) || (st = cw_io_get_port_ptr(io, "in_d", &b)))
         return st;
     void *args[] = {&a, &b, &r->output, &n, &zero, &stamp};
     return launch(k_sum2, s, 4, args);
@@ -593,15 +598,15 @@ static void test_resident_diamond(void **state) {
         if (b[0] >= a[1] && d[0] >= a[1] && c[0] >= b[1] && c[0] >= d[1]) ordered++;
     }
     assert_cw_ok(cw_resident_tear_down(r, wait_ms));
-    cw_resident_stats rst;
-    assert_cw_ok(cw_resident_get_stats(r, &rst));
+    cw_resident_info rst;
+    assert_cw_ok(cw_resident_get_info(r, &rst));
     printf("# resident diamond: %d requests, %ld values wrong, ordered in %d, B and D overlapped in %d; GPU "
            "iteration median %.1f us\n",
            requests, wrong, ordered, overlapped, rst.iter_median_ns / 1e3);
     assert_int_equal(wrong, 0);
     assert_int_equal(ordered, requests);
     if (!cwt_under_sanitizer()) assert_true(overlapped >= REQUESTS * 9 / 10); /* the tool serializes kernels */
-    assert_cw_ok(cw_resident_destroy(&r)); /* the loop before the pipeline */
+    cw_resident_destroy(&r); /* the loop before the pipeline */
     cw_pipeline_destroy(&p);
     cw_host_free(ctx, (void **)&hin);
     cw_host_free(ctx, (void **)&hout);

@@ -161,8 +161,9 @@ typedef struct dop {
 
 static cw_status dia_compute(cw_io *io, void *user) {
     dop *o = (dop *)user;
-    uint64_t it = 0;
-    cw_status st = cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_status st = cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     if (st) return st;
     unsigned n = N;
     cw_stream *s = NULL;
@@ -171,7 +172,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
     if (o->which == 0) {
         if ((st = cw_io_receive_stream(io, NULL, &s))) return st;
         cw_buffer *b = NULL;
-        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        if ((st = cw_io_alloc(&b, io, N * 4))) return st;
         cw_devptr p = 0;
         if ((st = cw_buffer_get_writable(b, &p))) return st;
         unsigned value = (unsigned)it * 1000u + 1u;
@@ -197,7 +198,7 @@ static cw_status dia_compute(cw_io *io, void *user) {
     if (sdev != o->device) o->d->wrong_device++;
     if (o->which == 1 || o->which == 2) {
         cw_buffer *b = NULL;
-        if ((st = cw_io_alloc(io, N * 4, &b))) return st;
+        if ((st = cw_io_alloc(&b, io, N * 4))) return st;
         cw_devptr in = ptr_of(m[0].buffer), out = 0;
         if ((st = cw_buffer_get_writable(b, &out))) return st;
         unsigned mul = o->which == 1 ? 2 : 3, add = o->which == 1 ? 1 : 5;
@@ -275,8 +276,8 @@ static void run_diamond(unsigned threads) {
             unsigned v = it * 1000u + 1u + i;
             if (host[(size_t)it * N + i] != (v * 2u + 1u) + (v * 3u + 5u)) wrong++;
         }
-    cw_pipeline_stats st;
-    assert_cw_ok(cw_pipeline_get_stats(p, &st));
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
     printf("# two-device diamond, %u thread(s)%s: %ld of %d values wrong, %d inputs on the wrong device, "
            "%llu peer copies (connections logged: %d staged, %d direct), run returned in %.1f ms "
            "(A is 20 ms a frame)\n",
@@ -305,7 +306,8 @@ static void test_two_device_diamond(void **state) {
 
 typedef struct loop {
     cw_resident *r;
-    unsigned long long ctl, in_d, out_d, buf;
+    cw_devptr ctl;
+    unsigned long long in_d, out_d, buf;
     volatile unsigned *in, *out;
     cw_buffer *scratch;
 } loop;
@@ -331,7 +333,7 @@ static int loops_teardown(void **state) {
     for (int d = 0; d < 2; d++) {
         if (L[d].r) {
             (void)cw_resident_tear_down(L[d].r, 1000);
-            (void)cw_resident_destroy(&L[d].r);
+            cw_resident_destroy(&L[d].r);
         }
         cw_buffer_destroy(&L[d].scratch);
     }
@@ -389,8 +391,8 @@ static void test_two_resident_loops(void **state) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
-    cw_resident_stats st[2];
-    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_get_stats(rs[d], &st[d]));
+    cw_resident_info st[2];
+    for (int d = 0; d < 2; d++) assert_cw_ok(cw_resident_get_info(rs[d], &st[d]));
     printf("# two resident loops served together: %u rounds, %u results wrong, %.2f us a round (both), "
            "iterations %llu and %llu, GPU iteration medians %.2f and %.2f us\n",
            n, wrong, us, (unsigned long long)st[0].iterations, (unsigned long long)st[1].iterations,

@@ -182,6 +182,13 @@ static void untrack(cw_resident *r) {
         if (g_loops[i] == r) g_loops[i] = NULL;
 }
 
+/* Launched: running or stopping (cw_resident_get_state). */
+static int is_launched(const cw_resident *r) {
+    cw_resident_state st = CW_RESIDENT_NOT_LAUNCHED;
+    assert_cw_ok(cw_resident_get_state(r, &st));
+    return st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING;
+}
+
 static int cleanup_loops(void **state) {
     (void)state;
     for (int i = 0; i < 8; i++) {
@@ -224,7 +231,7 @@ static void test_host_driven_100k(void **state) {
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &set));
     track(r);
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     assert_true(ctl != 0);
     void *outh = NULL;
@@ -238,20 +245,19 @@ static void test_host_driven_100k(void **state) {
     assert_cw_ok(cw_resident_set_workload(r, g));
     cw_graph_destroy(&g);
 
-    int launched = 7;
-    assert_cw_ok(cw_resident_is_launched(r, &launched));
-    assert_int_equal(launched, 0);
+    assert_int_equal(is_launched(r), 0);
     assert_cw_ok(cw_resident_launch(r));
-    assert_cw_ok(cw_resident_is_launched(r, &launched));
-    assert_int_equal(launched, 1);
+    assert_int_equal(is_launched(r), 1);
 
     unsigned long long bad = 0;
     for (unsigned long long i = 1; i <= n; i++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
-        unsigned long long expect_slot = 0;
+        cw_devptr expect_slot = 0;
         assert_cw_ok(cw_resident_get_input(r, (unsigned)((i - 1) % 2), &expect_slot));
-        if (slot != expect_slot) fail_msg("request %llu: input slot %llx, expected %llx", i, slot, expect_slot);
+        if (slot != expect_slot)
+            fail_msg("request %llu: input slot %llx, expected %llx", i, (unsigned long long)slot,
+                     (unsigned long long)expect_slot);
         const unsigned v = (unsigned)(i * 2654435761ull) ^ 0x5a5a5a5au;
         put_u32(slot, v);
         uint64_t seq = 0;
@@ -267,8 +273,8 @@ static void test_host_driven_100k(void **state) {
         }
     }
     assert_int_equal(bad, 0);
-    cw_resident_stats stats;
-    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    assert_cw_ok(cw_resident_get_info(r, &stats));
     assert_int_equal(stats.requested, n);
     assert_int_equal(stats.completed, n);
     assert_int_equal(stats.iterations, n);
@@ -281,9 +287,9 @@ static void test_host_driven_100k(void **state) {
            n, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3, stats.iter_max_ns / 1e3,
            (unsigned long long)stats.idle_polls);
     assert_cw_ok(cw_resident_tear_down(r, 1000));
-    assert_cw_ok(cw_resident_is_launched(r, &launched));
-    assert_int_equal(launched, 0);
-    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    assert_int_equal(is_launched(r), 0);
+    assert_int_equal(stats.launched, 1); /* (read before the teardown) */
+    assert_cw_ok(cw_resident_get_info(r, &stats));
     assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TEAR_DOWN);
     assert_true(stats.run_ns > 0);
 
@@ -298,7 +304,7 @@ static void test_host_driven_100k(void **state) {
     }
     free(hlog);
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     assert_null(r);
     dfree(log);
     assert_cu_ok(rc.cuMemFreeHost(outh));
@@ -317,7 +323,7 @@ static void test_double_buffered_overlap(void **state) {
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &set));
     track(r);
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     void *outh = NULL;
     dptr out = halloc(64, &outh);
@@ -334,10 +340,14 @@ static void test_double_buffered_overlap(void **state) {
     assert_cw_ok(cw_resident_launch(r));
     unsigned overlapped = 0;
     for (unsigned i = 1; i <= n; i++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
         int prev_done = 1;
-        if (i > 1) assert_cw_ok(cw_resident_result_ready(r, i - 1, &prev_done));
+        if (i > 1) {
+            const cw_status ps = cw_resident_poll_result(r, i - 1);
+            if (ps != CW_ERROR_NOT_READY) assert_cw_ok(ps);
+            prev_done = ps == CW_SUCCESS;
+        }
         if (!prev_done) overlapped++;
         const unsigned v = i * 7919u;
         put_u32(slot, v);
@@ -354,7 +364,7 @@ static void test_double_buffered_overlap(void **state) {
     printf("# double-buffered: %u of %u inputs were written while the previous request ran\n", overlapped, n);
     assert_true(overlapped > n / 2);
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     dfree(log);
     dfree(spin);
     assert_cu_ok(rc.cuMemFreeHost(outh));
@@ -396,7 +406,7 @@ static void test_burst_in_order(void **state) {
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &set));
     track(r);
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     dptr count = dalloc(4), seqs = dalloc(2 * n * sizeof(unsigned long long)), spin = dalloc(4);
     unsigned cap = 2 * n;
@@ -417,9 +427,8 @@ static void test_burst_in_order(void **state) {
         assert_int_equal(seq, i);
     }
     double made = now_ms() - t0;
-    int done_early = 0;
-    assert_cw_ok(cw_resident_result_ready(r, n / 2, &done_early));
-    assert_int_equal(done_early, 0); /* the requests came faster than they were served */
+    /* the requests came faster than they were served */
+    assert_cw(CW_ERROR_NOT_READY, cw_resident_poll_result(r, n / 2));
     assert_cw_ok(cw_resident_wait_result(r, n / 2, 10000));
     printf("# %u requests made in %.3f ms, served in order by %.3f ms\n", n / 2, made, now_ms() - t0);
 
@@ -438,11 +447,10 @@ static void test_burst_in_order(void **state) {
     assert_cw_ok(cw_resident_wait_result(r, n, 10000));
     check_sequence(count, seqs, n);
     /* a request never made */
-    int ready = 0;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_result_ready(r, n + 1, &ready));
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_result_ready(r, 0, &ready));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_poll_result(r, n + 1));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_poll_result(r, 0));
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     dfree(count);
     dfree(seqs);
     dfree(spin);
@@ -478,7 +486,7 @@ static void test_gate_kernels_inline(void **state) {
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &set));
     track(r);
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     void *outh = NULL;
     dptr out = halloc(64, &outh);
@@ -493,7 +501,7 @@ static void test_gate_kernels_inline(void **state) {
     unsigned long long bad = 0;
     double t0 = now_ms();
     for (unsigned i = 1; i <= n; i++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
         const unsigned v = i * 2246822519u;
         put_u32(slot, v);
@@ -505,14 +513,14 @@ static void test_gate_kernels_inline(void **state) {
     printf("# gated by kernels, inline workload: %u requests in %.1f ms (copy in, request, result)\n", n,
            now_ms() - t0);
     assert_int_equal(bad, 0);
-    cw_resident_stats st;
-    assert_cw_ok(cw_resident_get_stats(r, &st));
+    cw_resident_info st;
+    assert_cw_ok(cw_resident_get_info(r, &st));
     assert_int_equal(st.iterations, n);
     printf("# gated by kernels: iteration on the GPU median %.2f us (min %.2f)\n", st.iter_median_ns / 1e3,
            st.iter_min_ns / 1e3);
     assert_cw_ok(cw_resident_tear_down(r, 1000));
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     dfree(log);
     assert_cu_ok(rc.cuMemFreeHost(outh));
 
@@ -534,7 +542,7 @@ static void test_gate_kernels_inline(void **state) {
     assert_cw_ok(cw_resident_tear_down(r, 1000));
     check_sequence(count, seqs, m);
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     dfree(count);
     dfree(seqs);
 }
@@ -544,7 +552,7 @@ static void test_gate_kernels_inline(void **state) {
  * checked for every request: a kernel that ran before the one before it
  * finished would read a stale value. */
 typedef struct chain_args {
-    unsigned long long ctl;
+    cw_devptr ctl;
     dptr in, buf, out;
     int calls;
 } chain_args;
@@ -625,8 +633,8 @@ static void test_overlap_chain(void **state) {
             assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
             if (o[0] != (v + 1u) * 3u + 7u) bad++;
         }
-        cw_resident_stats st;
-        assert_cw_ok(cw_resident_get_stats(r, &st));
+        cw_resident_info st;
+        assert_cw_ok(cw_resident_get_info(r, &st));
         assert_int_equal(st.iterations, n);
         med[round] = st.iter_median_ns / 1e3;
         printf("# overlap %d%s: %u chained requests, %llu wrong; iteration on the GPU median %.2f us\n", overlap,
@@ -634,7 +642,7 @@ static void test_overlap_chain(void **state) {
         assert_int_equal(bad, 0);
         assert_cw_ok(cw_resident_tear_down(r, 1000));
         untrack(r);
-        assert_cw_ok(cw_resident_destroy(&r));
+        cw_resident_destroy(&r);
         dfree(c.in);
         dfree(c.buf);
         assert_cu_ok(rc.cuMemFreeHost(outh));
@@ -663,7 +671,7 @@ static void test_handler_driven_by_gpu(void **state) {
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &set));
     track(r);
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     dptr produced = dalloc(4), consumed = dalloc(4), count = dalloc(4), seqs = dalloc(n * 8);
     unsigned cap = n;
@@ -691,14 +699,14 @@ static void test_handler_driven_by_gpu(void **state) {
     assert_cw_ok(cw_stream_synchronize(ps));
     check_sequence(count, seqs, n);
     assert_int_equal(dget32(consumed), n);
-    cw_resident_stats stats;
-    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    assert_cw_ok(cw_resident_get_info(r, &stats));
     assert_int_equal(stats.iterations, n);
     assert_true(stats.idle_polls > 0); /* it looked and found nothing between items */
     printf("# handler: %u items served, %llu idle iterations\n", n, (unsigned long long)stats.idle_polls);
     assert_cw_ok(cw_resident_tear_down(r, 1000));
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_stream_destroy(&ps);
     dfree(produced);
     dfree(consumed);
@@ -720,7 +728,7 @@ static void test_timeout(void **state) {
     assert_cw_ok(cw_resident_launch(r));
     int launched = 1;
     while (launched && now_ms() - t0 < 5000) {
-        assert_cw_ok(cw_resident_is_launched(r, &launched));
+        launched = is_launched(r);
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -729,8 +737,8 @@ static void test_timeout(void **state) {
     cw_resident_state rs;
     assert_cw_ok(cw_resident_get_state(r, &rs));
     assert_int_equal(rs, CW_RESIDENT_STOPPED);
-    cw_resident_stats stats;
-    assert_cw_ok(cw_resident_get_stats(r, &stats));
+    cw_resident_info stats;
+    assert_cw_ok(cw_resident_get_info(r, &stats));
     assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TIMEOUT);
     const double gpu_ms = stats.run_ns / 1e6;
     printf("# timeout 300 ms: stopped after %.2f ms (host clock), %.2f ms (GPU clock)\n", host_ms, gpu_ms);
@@ -750,7 +758,7 @@ static void test_timeout(void **state) {
     assert_int_equal(seq, 1);
     assert_cw_ok(cw_resident_wait_result(r, seq, 1000));
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
 }
 
 /* Teardown from every state. */
@@ -765,7 +773,7 @@ static void test_teardown_states(void **state) {
     assert_cw_ok(cw_resident_get_state(r, &rs));
     assert_int_equal(rs, CW_RESIDENT_NOT_LAUNCHED);
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
 
     /* idle, sleeping 500 us between checks: stops within a few ms */
     assert_cw_ok(cw_resident_create(&r, ctx, NULL));
@@ -787,7 +795,7 @@ static void test_teardown_states(void **state) {
     assert_cw_ok(cw_resident_wait_result(r, seq, 1000));
     /* destroy while launched tears it down first */
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     assert_null(r);
 
     /* mid-iteration: a 300 ms workload */
@@ -812,12 +820,9 @@ static void test_teardown_states(void **state) {
     assert_cw_ok(cw_resident_tear_down(r, 2000));
     printf("# teardown mid-iteration: %.1f ms (the 300 ms iteration finished first)\n", now_ms() - t0);
     /* the running request finished; the two behind it were dropped */
-    int ready = 0;
-    assert_cw_ok(cw_resident_result_ready(r, s1, &ready));
-    assert_int_equal(ready, 1);
+    assert_cw_ok(cw_resident_poll_result(r, s1));
     assert_int_equal(dget32(spin), 1);
-    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_result_ready(r, s2, &ready));
-    assert_int_equal(ready, 0);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_poll_result(r, s2));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_wait_result(r, s3, 100));
     /* relaunch: the next request is numbered after the dropped ones */
     assert_cw_ok(cw_resident_launch(r));
@@ -827,7 +832,7 @@ static void test_teardown_states(void **state) {
     assert_cw_ok(cw_resident_wait_result(r, s4, 2000));
     assert_int_equal(dget32(spin), 2);
     untrack(r);
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     dfree(spin);
 }
 
@@ -940,7 +945,8 @@ static void other_streams_child(void) {
     CHILD_CHECK(cw_resident_data_ready(r, &seq) == CW_SUCCESS);
     CHILD_CHECK(cw_resident_wait_result(r, seq, 2000) == CW_SUCCESS);
     CHILD_CHECK(cw_resident_tear_down(r, 1000) == CW_SUCCESS);
-    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    cw_resident_destroy(&r);
+    CHILD_CHECK(r == NULL);
     STEP("loop torn down");
     cw_module_destroy(&m);
     cw_stream_destroy(&s);
@@ -1009,7 +1015,8 @@ static void load_during_loop_child(void) {
                               : "waited for the loop (not finished after 300 ms), finished once it was torn down",
            now_ms() - t_td);
     fflush(stdout);
-    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    cw_resident_destroy(&r);
+    CHILD_CHECK(r == NULL);
     rc.cuMemFree(g_load_p);
     cw_context_destroy(&cctx);
 }
@@ -1064,7 +1071,8 @@ static void hog_child(void) {
            waited, after);
     fflush(stdout);
     CHILD_CHECK(cw_resident_tear_down(r, 2000) == CW_SUCCESS);
-    CHILD_CHECK(cw_resident_destroy(&r) == CW_SUCCESS);
+    cw_resident_destroy(&r);
+    CHILD_CHECK(r == NULL);
     cw_stream_destroy(&s);
     rc.cuMemFree(sink);
     rc.cuModuleUnload(mod);
@@ -1128,7 +1136,7 @@ static void test_two_loops_two_partitions(void **state) {
         set.sync_with_host = 1;
         assert_cw_ok(cw_resident_create(&r[i], pc, &set));
     track(r[i]);
-        unsigned long long ctl = 0;
+        cw_devptr ctl = 0;
         assert_cw_ok(cw_resident_get_ctl(r[i], &ctl));
         dptr out = halloc(64, &outh[i]);
         logs[i] = dalloc(n * 8);
@@ -1147,7 +1155,7 @@ static void test_two_loops_two_partitions(void **state) {
     for (unsigned k = 1; k <= n; k++) {
         uint64_t seq[2];
         for (int i = 0; i < 2; i++) {
-            unsigned long long slot = 0;
+            cw_devptr slot = 0;
             assert_cw_ok(cw_resident_next_input(r[i], 1000, &slot));
             const unsigned v = k * 10u + (unsigned)i;
             put_u32(slot, v);
@@ -1159,7 +1167,10 @@ static void test_two_loops_two_partitions(void **state) {
             int done[2] = {0, 0};
             while ((!done[0] || !done[1]) && now_ms() - t0 < 2000)
                 for (int i = 0; i < 2; i++)
-                    if (!done[i] && cw_resident_result_ready(r[i], seq[i], &done[i]) != CW_SUCCESS) done[i] = -1;
+                    if (!done[i]) {
+                        const cw_status q = cw_resident_poll_result(r[i], seq[i]);
+                        done[i] = q == CW_SUCCESS ? 1 : q == CW_ERROR_NOT_READY ? 0 : -1;
+                    }
             cw_resident_state st0, st1;
             cw_resident_get_state(r[0], &st0);
             cw_resident_get_state(r[1], &st1);
@@ -1174,8 +1185,8 @@ static void test_two_loops_two_partitions(void **state) {
         }
     }
     for (int i = 0; i < 2; i++) {
-        cw_resident_stats stats;
-        assert_cw_ok(cw_resident_get_stats(r[i], &stats));
+        cw_resident_info stats;
+        assert_cw_ok(cw_resident_get_info(r[i], &stats));
         assert_int_equal(stats.iterations, n);
     }
     fprintf(stderr, "two loops: all served\n");
@@ -1183,11 +1194,11 @@ static void test_two_loops_two_partitions(void **state) {
      * when loop 1 stops: freeing them now would wait for loop 1 for good),
      * and loop 1 goes on serving. */
     untrack(r[0]);
-    assert_cw_ok(cw_resident_destroy(&r[0]));
+    cw_resident_destroy(&r[0]);
     assert_null(r[0]);
     fprintf(stderr, "two loops: loop 0 destroyed while loop 1 runs\n");
     for (unsigned k = n + 1; k <= n + 100; k++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r[1], 1000, &slot));
         put_u32(slot, k * 10u + 1u);
         uint64_t seq = 0;
@@ -1197,7 +1208,7 @@ static void test_two_loops_two_partitions(void **state) {
         if (o[0] != (k * 10u + 1u) * 3u + 1u || o[1] != k) fail_msg("loop 1 request %u: out %u/%u", k, o[0], o[1]);
     }
     untrack(r[1]);
-    assert_cw_ok(cw_resident_destroy(&r[1]));
+    cw_resident_destroy(&r[1]);
     /* no loop runs now: the test's own memory can be freed (cuMemFree waits for running kernels) */
     for (int i = 0; i < 2; i++) {
         dfree(logs[i]);
@@ -1211,7 +1222,7 @@ static void test_two_loops_two_partitions(void **state) {
  * header. */
 static void test_device_header_text(void **state) {
     (void)state;
-    const char *t = cw_resident_device_header();
+    const char *t = cw_builtin_get_resident_header();
     assert_non_null(t);
     assert_non_null(strstr(t, "cw_resident_mark_data_ready"));
     assert_non_null(strstr(t, "typedef struct cw_resident_ctl"));

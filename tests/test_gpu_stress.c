@@ -134,8 +134,8 @@ static void test_stress_16_threads(void **state) {
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, i % 2 ? loop_worker : stream_worker, NULL), 0);
     for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
-    cw_resident_stats st;
-    assert_cw_ok(cw_resident_get_stats(g.loop, &st));
+    cw_resident_info st;
+    assert_cw_ok(cw_resident_get_info(g.loop, &st));
     cw_stream_pool_info pst;
     assert_cw_ok(cw_stream_pool_get_info(g.pool, &pst));
     long once = 0;
@@ -157,7 +157,7 @@ static void test_stress_16_threads(void **state) {
     assert_int_equal((long)st.iterations, atomic_load(&g.requests));
     assert_int_equal(once, atomic_load(&g.requests));
     assert_true(atomic_load(&g.acquired) > 0 && atomic_load(&g.requests) > 0);
-    assert_cw_ok(cw_resident_destroy(&g.loop));
+    cw_resident_destroy(&g.loop);
     cw_stream_pool_destroy(&g.pool);
     free(g.seen);
 }
@@ -191,7 +191,7 @@ static void test_soak_resident(void **state) {
     rs.gate = CW_RESIDENT_GATE_KERNELS;
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &rs));
-    unsigned long long ctl = 0;
+    cw_devptr ctl = 0;
     assert_cw_ok(cw_resident_get_ctl(r, &ctl));
     /* output and staging in mapped pinned memory: the host reads and writes them directly */
     unsigned *out = NULL, *stage = NULL;
@@ -218,7 +218,7 @@ static void test_soak_resident(void **state) {
     const double t0 = now_s();
     long bad = 0;
     for (long i = 1; i <= n; i++) {
-        unsigned long long slot = 0;
+        cw_devptr slot = 0;
         assert_cw_ok(cw_resident_next_input(r, 2000, &slot));
         const unsigned v = (unsigned)i * 2654435761u;
         *stage = v;
@@ -230,8 +230,8 @@ static void test_soak_resident(void **state) {
         if (o[0] != v * 3u + 1u || o[1] != (unsigned)seq) bad++;
     }
     const double dt = now_s() - t0;
-    cw_resident_stats st;
-    assert_cw_ok(cw_resident_get_stats(r, &st));
+    cw_resident_info st;
+    assert_cw_ok(cw_resident_get_info(r, &st));
     assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
     assert_cu_ok(mem_info(&free1, &total));
     const long rss1 = rss_kib();
@@ -244,7 +244,7 @@ static void test_soak_resident(void **state) {
     assert_true(rss1 - rss0 < 8 * 1024);                 /* flat: less than 8 MiB of growth */
     assert_true(free0 < free1 + ((size_t)8 << 20));     /* device memory flat too */
     assert_cw_ok(cw_resident_tear_down(r, 2000));
-    assert_cw_ok(cw_resident_destroy(&r));
+    cw_resident_destroy(&r);
     cw_stream_destroy(&s);
     assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
     assert_cu_ok(rc.cuMemFreeHost(out));

@@ -207,11 +207,8 @@ static cw_status sc_resident(void) {
     if (!st) st = cw_resident_wait_result(r, seq, 2000);
     cw_status t = cw_resident_tear_down(r, 2000);
     if (!st && t != CW_SUCCESS && t != CW_ERROR_INVALID_STATE) st = t;
-    cw_status d = cw_resident_destroy(&r);
-    if (d != CW_SUCCESS) {
-        (void)cw_resident_tear_down(r, 5000);
-        (void)cw_resident_destroy(&r);
-    }
+    if (t == CW_ERROR_TIMEOUT) (void)cw_resident_tear_down(r, 5000); /* destroy would abandon it */
+    cw_resident_destroy(&r);
     return st;
 }
 
@@ -220,7 +217,7 @@ static cw_status pl_compute(cw_io *io, void *user) {
     cw_stream *s = NULL;
     TRY(cw_io_receive_stream(io, who[0] == 'A' ? NULL : "in", &s));
     cw_buffer *b = NULL;
-    TRY(cw_io_alloc(io, 1024, &b));
+    TRY(cw_io_alloc(&b, io, 1024));
     cw_devptr p = 0;
     TRY(cw_buffer_get_writable(b, &p));
     unsigned n = 256, v = 1;

@@ -241,16 +241,15 @@ static void use(Thread *t, int k, int i) {
         if (st == CW_SUCCESS) t->aux[k][i] = (long)seq;
         if (st == CW_SUCCESS) st = cw_resident_tear_down(r, 5000);
         pthread_mutex_unlock(&g_load_lock);
-        int ready = 0;
-        cw_status dropped = cw_resident_result_ready(r, seq, &ready);
+        cw_status dropped = cw_resident_poll_result(r, seq);
         EXPECT(t, dropped == CW_ERROR_INVALID_STATE, "a dropped request: %s", cw_status_name(dropped));
         break;
     }
     case K_PIPELINE: {
-        cw_pipeline_stats ps;
+        cw_pipeline_info ps;
         st = cw_pipeline_run((cw_pipeline *)h, 1);
         if (st == CW_SUCCESS) t->aux[k][i]++;
-        if (st == CW_SUCCESS) st = cw_pipeline_get_stats((cw_pipeline *)h, &ps);
+        if (st == CW_SUCCESS) st = cw_pipeline_get_info((cw_pipeline *)h, &ps);
         if (st == CW_SUCCESS)
             EXPECT(t, (long)ps.iterations == t->aux[k][i], "a pipeline with %llu iterations, want %ld",
                    (unsigned long long)ps.iterations, t->aux[k][i]);
@@ -285,11 +284,7 @@ static void destroy(Thread *t, int k, int i) {
     case K_EXEC: cw_graph_exec_destroy((cw_graph_exec **)&t->h[k][i]); break;
     case K_MODULE: cw_module_destroy((cw_module **)&t->h[k][i]); break;
     case K_PROGRAM: cw_program_destroy((cw_program **)&t->h[k][i]); break;
-    case K_RESIDENT: {
-        cw_status st = cw_resident_destroy((cw_resident **)&t->h[k][i]);
-        EXPECT(t, st == CW_SUCCESS, "destroying a resident loop: %s", cw_status_name(st));
-        break;
-    }
+    case K_RESIDENT: cw_resident_destroy((cw_resident **)&t->h[k][i]); break;
     case K_PIPELINE: cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]); break;
     case K_CONTEXT: cw_context_destroy((cw_context **)&t->h[k][i]); break;
     case K_DEVSET: cw_device_group_destroy((cw_device_group **)&t->h[k][i]); break;
@@ -346,8 +341,16 @@ static void use_stale(Thread *t) {
         st = cw_program_get_info((cw_program *)h, &pi);
         break;
     }
-    case K_RESIDENT: st = cw_resident_get_context((cw_resident *)h, &c); break;
-    case K_PIPELINE: st = cw_pipeline_get_context((cw_pipeline *)h, &c); break;
+    case K_RESIDENT: {
+        cw_resident_state rs;
+        st = cw_resident_get_state((cw_resident *)h, &rs);
+        break;
+    }
+    case K_PIPELINE: {
+        cw_pipeline_info pi;
+        st = cw_pipeline_get_info((cw_pipeline *)h, &pi);
+        break;
+    }
     case K_CONTEXT: {
         cw_context_info ci;
         st = cw_context_get_info((cw_context *)h, &ci);

@@ -193,15 +193,16 @@ typedef struct Stage {
 
 static cw_status stage_compute(cw_io *io, void *user) {
     Stage *st = user;
-    uint64_t it = 0;
-    cw_io_get_iteration(io, &it);
+    cw_io_info io_info = {0};
+    cw_io_get_info(io, &io_info);
+    uint64_t it = io_info.iteration;
     cw_stream *s = NULL;
     cw_buffer *b = NULL;
     uint32_t host[kWords];
     if (st->role == 0) {
         cw_status r = cw_io_receive_stream(io, NULL, &s);
         if (r != CW_SUCCESS) return r;
-        if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
+        if ((r = cw_io_alloc(&b, io, sizeof host)) != CW_SUCCESS) return r;
         for (int i = 0; i < kWords; i++) host[i] = (uint32_t)(it * 100000 + (uint64_t)i);
         cw_devptr p;
         if ((r = cw_buffer_get_writable(b, &p)) != CW_SUCCESS) return r;
@@ -225,7 +226,7 @@ static cw_status stage_compute(cw_io *io, void *user) {
         if ((r = cw_copy_to_host(s, host, p, sizeof host)) != CW_SUCCESS) return r;
         if ((r = cw_stream_synchronize(s)) != CW_SUCCESS) return r;
         for (int i = 0; i < kWords; i++) host[i] += 1000;
-        if ((r = cw_io_alloc(io, sizeof host, &b)) != CW_SUCCESS) return r;
+        if ((r = cw_io_alloc(&b, io, sizeof host)) != CW_SUCCESS) return r;
         cw_devptr q;
         if ((r = cw_buffer_get_writable(b, &q)) != CW_SUCCESS) return r;
         if ((r = cw_copy_to_device(s, q, host, sizeof host)) != CW_SUCCESS) return r;
@@ -286,8 +287,8 @@ static void run_two_device_pipeline(LogSeen *seen) {
         for (int i = 0; i < kWords; i++)
             if (out[it * kWords + i] != (uint32_t)(it * 100000 + i + 1000)) wrong++;
     assert_int_equal(wrong, 0);
-    cw_pipeline_stats ps;
-    assert_cw_ok(cw_pipeline_get_stats(p, &ps));
+    cw_pipeline_info ps;
+    assert_cw_ok(cw_pipeline_get_info(p, &ps));
     assert_int_equal(ps.peer_copies, 2 * kIters);
     assert_int_equal(ps.iterations, kIters);
     cw_pipeline_destroy(&p);
@@ -674,8 +675,8 @@ static cw_status sc_pipeline(int *wrong) {
     if (st == CW_SUCCESS) st = cw_pipeline_run(p, kRuns);
     if (st == CW_SUCCESS) st = cw_pipeline_synchronize(p);
     if (st == CW_SUCCESS) {
-        cw_pipeline_stats ps;
-        if (cw_pipeline_get_stats(p, &ps) != CW_SUCCESS || ps.iterations != kRuns || ps.peer_copies != 2 * kRuns)
+        cw_pipeline_info ps;
+        if (cw_pipeline_get_info(p, &ps) != CW_SUCCESS || ps.iterations != kRuns || ps.peer_copies != 2 * kRuns)
             (*wrong)++;
         *wrong += b.wrong_device + c.wrong_device;
         for (int it = 0; it < kRuns; it++)

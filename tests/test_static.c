@@ -108,8 +108,8 @@ static void test_resident_loop(void **state) {
             fail_msg("request %llu got number %llu", (unsigned long long)i, (unsigned long long)seq);
         assert_cw_ok(cw_resident_wait_result(g_loop, seq, 2000));
     }
-    cw_resident_stats stats;
-    assert_cw_ok(cw_resident_get_stats(g_loop, &stats));
+    cw_resident_info stats;
+    assert_cw_ok(cw_resident_get_info(g_loop, &stats));
     assert_int_equal(stats.requested, REQUESTS);
     assert_int_equal(stats.completed, REQUESTS);
     assert_int_equal(stats.iterations, REQUESTS);
@@ -118,13 +118,11 @@ static void test_resident_loop(void **state) {
            REQUESTS, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3, stats.iter_max_ns / 1e3);
 
     assert_cw_ok(cw_resident_tear_down(g_loop, 2000));
-    int launched = 1;
-    assert_cw_ok(cw_resident_is_launched(g_loop, &launched));
-    assert_int_equal(launched, 0);
-    assert_cw_ok(cw_resident_get_stats(g_loop, &stats));
+    assert_cw_ok(cw_resident_get_info(g_loop, &stats));
+    assert_int_equal(stats.launched, 0);
     assert_int_equal(stats.iterations, REQUESTS);
     assert_int_equal(stats.exit, CW_RESIDENT_EXIT_TEAR_DOWN);
-    assert_cw_ok(cw_resident_destroy(&g_loop));
+    cw_resident_destroy(&g_loop);
     assert_null(g_loop);
     cw_context_destroy(&g_ctx);
     assert_null(g_ctx);

@@ -7,7 +7,7 @@ IMAGE is a fatbin (nvcc at build time) or the checked-in PTX; a NUL is
 appended so that PTX text is terminated. ORIGIN is a short description kept
 in the library (cw_builtin_get_origin()). DEVICE_HEADER is
 include/cuweave/resident_device.h, kept as text for NVRTC programs
-(cw_resident_device_header()).
+(cw_builtin_get_resident_header()).
 """
 import sys
 

@@ -42,7 +42,7 @@
  *    given in the settings, else a lease pool the pipeline makes
  *    (unbounded, non-blocking streams, priority 0).
  *  - The manual calls: cw_io_receive_streams (every stream of a port, no
- *    ordering), cw_io_stream (a named extra stream, kept across calls),
+ *    ordering), cw_io_get_stream (a named extra stream, kept across calls),
  *    cw_io_set_output_stream (the stream an output carries; the last call
  *    wins), cw_stream_wait (order a stream behind another), and
  *    cw_stream_get_info (the device and context of a stream).
@@ -55,7 +55,7 @@
  *
  * Threading: build a pipeline (add, connect, settings) from one thread;
  * cw_pipeline_run from one thread at a time; cw_pipeline_stop and
- * cw_pipeline_get_stats from any thread. The cw_io calls are valid only
+ * cw_pipeline_get_info from any thread. The cw_io calls are valid only
  * inside the compute call they were given to, on its thread.
  */
 #ifndef CUWEAVE_FLOW_H
@@ -88,17 +88,22 @@ typedef struct cw_port_settings {
     size_t bytes;
     /* ... or device memory the operator supplies for the connection, or 0.
      * The connection rules: see cw_pipeline_make_resident. */
-    unsigned long long dptr;
-    uint8_t reserved[40];
+    cw_devptr dptr;
+    uint8_t reserved[40]; /* zero */
 } cw_port_settings;
 
-/* Fills *s with the defaults (required, no memory). NULL is ignored. */
+/*
+ * Fills *s with the defaults (required, no memory). NULL is ignored.
+ *
+ * Returns: nothing.
+ */
 CW_API void cw_port_settings_default(cw_port_settings *s);
 
 /*
  * What an operator does. compute is required; the others may be NULL.
  * Return CW_SUCCESS or an error from compute and start: an error stops the
- * run, and cw_pipeline_run returns it with a detail naming the operator.
+ * run, and cw_pipeline_run returns it with a detail naming the operator
+ * (and, when the error was a driver call's, that call and its CUresult).
  */
 typedef struct cw_operator_ops {
     /* Called once before the operator's first compute of a run (also of a
@@ -111,64 +116,108 @@ typedef struct cw_operator_ops {
     void (*stop)(cw_operator *op, void *user);
     /* Called when the operator is destroyed (frees user, say). */
     void (*destroy)(void *user);
-    void *reserved[4]; /* zero */
+    uint8_t reserved[32]; /* zero */
 } cw_operator_ops;
 
+/* An operator's settings. Booleans (int) are 0 for false and any other
+ * value for true. */
 typedef struct cw_operator_settings {
     /* Where the internal stream and named streams come from; NULL: the
      * pipeline's pool. The pool must outlive the operator. A pool on a
      * green partition's context puts the operator's work there. */
     cw_stream_pool *pool;
-    /* 1: never lease an internal stream (Holoscan's allocate=false): the
-     * first upstream stream serves as it. Default 0. */
+    /* Boolean: never lease an internal stream (Holoscan's allocate=false):
+     * the first upstream stream serves as it. Default 0. */
     int no_internal_stream;
-    /* 1: the executor runs compute only after the GPU has finished the work
-     * of every input message's stream (a future per stream; Holoscan's
-     * CudaStreamCondition). For operators that read inputs on the CPU.
-     * Default 0. */
+    /* Boolean: the executor runs compute only after the GPU has finished
+     * the work of every input message's stream (a future per stream;
+     * Holoscan's CudaStreamCondition). For operators that read inputs on
+     * the CPU. Default 0. */
     int wait_inputs;
-    /* 1: a GPU-resident operator: its compute only enqueues GPU work on the
-     * stream cw_io_receive_stream returns, using port memory
-     * (cw_io_port_ptr). Needed by cw_pipeline_make_resident; such an
+    /* Boolean: a GPU-resident operator: its compute only enqueues GPU work
+     * on the stream cw_io_receive_stream returns, using port memory
+     * (cw_io_get_port_ptr). Needed by cw_pipeline_make_resident; such an
      * operator also runs under cw_pipeline_run, where it emits on its
      * outputs as any operator does (an empty message: "ready", with its
      * stream) so that its consumers run and are ordered. Default 0. */
     int resident;
-    uint8_t reserved[44];
+    uint8_t reserved[44]; /* zero */
 } cw_operator_settings;
 
-/* Fills *s with the defaults above. NULL is ignored. */
+/*
+ * Fills *s with the defaults above. NULL is ignored.
+ *
+ * Returns: nothing.
+ */
 CW_API void cw_operator_settings_default(cw_operator_settings *s);
 
 /*
  * Makes an operator named `name` (copied) with the callbacks in ops
- * (copied) and user data passed to them. settings may be NULL.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (a bad name: the detail
- * says why; compute NULL; nonzero reserved fields). Needs no driver.
+ * (copied) and user data passed to them. settings may be NULL. Needs no
+ * driver. *out is the caller's until cw_pipeline_add gives it to a
+ * pipeline: cw_operator_destroy before that.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the new operator.
+ *   CW_ERROR_INVALID_ARGUMENT  out or ops is NULL; a bad name (the detail
+ *                              says why); compute is NULL; nonzero reserved
+ *                              bytes in ops or settings.
+ *   CW_ERROR_INVALID_HANDLE    settings->pool is not NULL and not a live
+ *                              pool.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const cw_operator_ops *ops, void *user,
                                     const cw_operator_settings *settings);
 
 /*
  * Destroys an operator that was not added to a pipeline (ops.destroy is
- * called) and sets *op to NULL; accepts NULL. An operator added to a
- * pipeline belongs to it: the call then records CW_ERROR_INVALID_STATE in the
- * detail and does nothing.
+ * called) and sets *op to NULL; accepts NULL and *op NULL. An operator
+ * added to a pipeline belongs to it and goes with it: then *op is set to
+ * NULL, the operator stays in its pipeline, and a CW_LOG_WARNING is
+ * logged. A handle that is not a live operator is ignored: *op is set to
+ * NULL and a CW_LOG_WARNING logged. Neither changes cw_last_error.
+ *
+ * Returns: nothing.
  */
 CW_API void cw_operator_destroy(cw_operator **op);
 
 /*
- * Declares a port. settings may be NULL for the defaults. Before the
- * operator is added to a pipeline only (CW_ERROR_INVALID_STATE after).
- * CW_ERROR_INVALID_ARGUMENT for a bad or duplicate name (inputs and outputs
- * share one namespace per operator), unknown flags, flags on an output,
- * both bytes and dptr set; the detail names the operator and the port.
+ * Declares an input port. settings may be NULL for the defaults. Inputs
+ * and outputs share one namespace per operator. Before the operator is
+ * added to a pipeline only.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the port is declared.
+ *   CW_ERROR_INVALID_ARGUMENT  op is NULL; a bad or duplicate name; unknown
+ *                              flags; both bytes and dptr set; nonzero
+ *                              reserved bytes (the detail names the
+ *                              operator and the port).
+ *   CW_ERROR_INVALID_HANDLE    op is not a live operator.
+ *   CW_ERROR_INVALID_STATE     op is in a pipeline already.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_operator_add_input(cw_operator *op, const char *name, const cw_port_settings *settings);
+
+/*
+ * Declares an output port: as cw_operator_add_input, and port flags are
+ * refused (they apply to inputs).
+ *
+ * Returns:
+ *   CW_SUCCESS                 the port is declared.
+ *   CW_ERROR_INVALID_ARGUMENT  as cw_operator_add_input; flags are not 0.
+ *   CW_ERROR_INVALID_HANDLE    op is not a live operator.
+ *   CW_ERROR_INVALID_STATE     op is in a pipeline already.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
+ */
 CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const cw_port_settings *settings);
 
-/* The operator's name (owned by it). Never NULL for a live operator. */
-CW_API const char *cw_operator_name(const cw_operator *op);
+/*
+ * The operator's name. Thread-safe; no driver call.
+ *
+ * Returns: the name, owned by the operator (valid while it lives); NULL if
+ * op is not live.
+ */
+CW_API const char *cw_operator_get_name(const cw_operator *op);
 
 /* ---- pipelines ---------------------------------------------------------- */
 
@@ -177,8 +226,9 @@ typedef struct cw_pipeline_settings {
      * pool on its context (unbounded, non-blocking, priority 0). */
     cw_stream_pool *pool;
     /* Host threads of the executor: 0 or 1 runs every compute call on the
-     * thread of cw_pipeline_run; n > 1 starts n workers per run, and
-     * operators whose inputs are ready run at the same time. Default 1. */
+     * thread of cw_pipeline_run; n > 1 (at most 256) starts n workers per
+     * run, and operators whose inputs are ready run at the same time.
+     * Default 1. */
     unsigned threads;
     /* How many iterations the GPU may lag behind the host: before
      * iteration i starts, cw_pipeline_run waits (on the host) until the GPU
@@ -189,16 +239,29 @@ typedef struct cw_pipeline_settings {
      * asking the driver. 0: no bound (only the driver's queue limits the
      * lag). Default 4. */
     unsigned max_in_flight;
-    uint8_t reserved[48];
+    uint8_t reserved[48]; /* zero */
 } cw_pipeline_settings;
 
-/* Fills *s with the defaults above. NULL is ignored. */
+/*
+ * Fills *s with the defaults above. NULL is ignored.
+ *
+ * Returns: nothing.
+ */
 CW_API void cw_pipeline_settings_default(cw_pipeline_settings *s);
 
 /*
- * Makes an empty pipeline on ctx (kept alive by it). Returns CW_SUCCESS,
- * CW_ERROR_INVALID_ARGUMENT, CW_ERROR_INVALID_HANDLE, or the error of making
- * the default pool (CW_ERROR_NO_DRIVER without a driver).
+ * Makes an empty pipeline on ctx (kept alive by it). settings may be NULL
+ * for the defaults. *out is the caller's: cw_pipeline_destroy.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the new pipeline.
+ *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; nonzero reserved bytes;
+ *                              threads above 256.
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context; settings->pool is
+ *                              not NULL and not a live pool.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out, or the driver's.
+ *   CW_ERROR_DRIVER            the driver refused the default pool's first
+ *                              stream (detail: the call).
  */
 CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw_pipeline_settings *settings);
 
@@ -206,36 +269,69 @@ CW_API cw_status cw_pipeline_create(cw_pipeline **out, cw_context *ctx, const cw
  * Destroys the pipeline, its operators (their ops.destroy), the messages
  * still held, the operators' internal and named streams (back to their
  * pools), its default pool and its port memory; sets *p to NULL; accepts
- * NULL. Not while cw_pipeline_run runs. Port memory goes when no resident
- * loop runs (resident.h): destroy the pipeline's resident loop first.
+ * NULL and *p NULL. Port memory goes when no resident loop runs
+ * (resident.h): destroy the pipeline's resident loop first.
+ * While cw_pipeline_run runs (on another thread, or this call is made from
+ * a compute or start callback), the run is asked to stop
+ * (cw_pipeline_stop) and the pipeline is destroyed by cw_pipeline_run as it
+ * returns; the handle is dead at once. A handle that is not a live
+ * pipeline is ignored: *p is set to NULL and a CW_LOG_WARNING logged
+ * (cw_last_error is left as it was).
+ *
+ * Returns: nothing.
  */
 CW_API void cw_pipeline_destroy(cw_pipeline **p);
 
 /*
  * Adds an operator; the pipeline owns it from now on (the handle stays
- * valid, borrowed, until the pipeline is destroyed). CW_ERROR_INVALID_ARGUMENT
- * when the pipeline already has an operator of that name (the detail names
- * it), CW_ERROR_INVALID_STATE when op belongs to a pipeline already.
+ * valid, borrowed, until the pipeline is destroyed).
+ *
+ * Returns:
+ *   CW_SUCCESS                 op is the pipeline's.
+ *   CW_ERROR_INVALID_ARGUMENT  p or op is NULL; the pipeline has an
+ *                              operator of that name (the detail names it).
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline; op is not a live
+ *                              operator.
+ *   CW_ERROR_INVALID_STATE     op belongs to a pipeline already; the
+ *                              pipeline is running.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_pipeline_add(cw_pipeline *p, cw_operator *op);
 
 /*
  * Connects output port from_port of operator from_op to input port to_port
- * of operator to_op (names). Refused with CW_ERROR_INVALID_ARGUMENT, the
- * detail naming the operator and port: an unknown operator or port, an input
- * given as the source or an output as the target, a connection made twice,
- * an input already connected that is not CW_PORT_MANY, an operator
- * connected to itself.
+ * of operator to_op (names).
+ *
+ * Returns:
+ *   CW_SUCCESS                 connected.
+ *   CW_ERROR_INVALID_ARGUMENT  p or a name is NULL; an unknown operator or
+ *                              port, an input given as the source or an
+ *                              output as the target, a connection made
+ *                              twice, an input already connected that is
+ *                              not CW_PORT_MANY, an operator connected to
+ *                              itself (the detail names the operator and
+ *                              port).
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ *   CW_ERROR_INVALID_STATE     the pipeline is running, or its port memory
+ *                              is set up (connections are fixed then).
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_pipeline_connect(cw_pipeline *p, const char *from_op, const char *from_port, const char *to_op,
                                      const char *to_port);
 
 /*
- * Checks the pipeline as a run would: at least one operator, no cycle (the
- * detail names the operators on it), every required input connected (the
- * detail names the operator and port), port memory rules when any port
- * declares memory (see cw_pipeline_make_resident). CW_SUCCESS or
- * CW_ERROR_INVALID_ARGUMENT. Needs no driver.
+ * Checks the pipeline as a run would: at least one operator, no cycle,
+ * every required input connected, the port memory rules when any port
+ * declares memory (see cw_pipeline_make_resident). Needs no driver.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the pipeline can run.
+ *   CW_ERROR_INVALID_ARGUMENT  p is NULL; no operator; a cycle (the detail
+ *                              names the operators on it); a required input
+ *                              not connected or a port memory rule broken
+ *                              (the detail names the operator and port).
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_pipeline_check(cw_pipeline *p);
 
@@ -246,31 +342,61 @@ CW_API cw_status cw_pipeline_check(cw_pipeline *p);
  * with settings.threads > 1 on worker threads as soon as the upstream
  * operators' compute calls have returned. cw_pipeline_stop ends the run
  * after the iteration in progress.
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (cw_pipeline_check failed);
- * CW_ERROR_INVALID_STATE (a run in progress); the first error of a start or
- * compute callback, or of the pipeline's own driver calls, with the detail
- * "operator 'B' (compute): <what it said>": the run stops after the
- * iteration in progress (no new compute call starts), every stop callback
- * runs, messages are dropped, and the pipeline can run again.
+ * The first error of a start or compute callback (whatever status it
+ * returns), of a wait for its inputs, or of the pipeline's own driver
+ * calls stops the run after the iteration in progress (no new compute call
+ * starts), every stop callback runs, messages are dropped, and the
+ * pipeline can run again. The call returns that status with the detail
+ * "operator 'B' (compute): <what it said>", and the driver call and its
+ * CUresult in detail.driver_call and detail.cu_result when a driver call
+ * failed (inside compute too, on any thread).
  * The context current on the calling thread when the run started is current
  * again when it returns. Returns when the compute calls have returned, not
  * when the GPU has finished: cw_pipeline_synchronize waits for that.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the iterations ran (or the run was stopped).
+ *   CW_ERROR_INVALID_ARGUMENT  p is NULL; cw_pipeline_check failed.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ *   CW_ERROR_INVALID_STATE     a run is in progress.
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out (port memory,
+ *                              cw_io_alloc, the executor's threads).
+ *   CW_ERROR_DEVICE_FAULT      the GPU faulted (the detail names the
+ *                              iteration and the operators whose work was
+ *                              in flight).
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
  */
 CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations);
 
 /*
  * Blocks until the GPU has finished the work of every operator's last
  * compute call (on every stream it used). Call it after cw_pipeline_run has
- * returned (CW_ERROR_INVALID_STATE while a run is in progress). Returns
- * CW_SUCCESS or the first stream's error (CW_ERROR_DEVICE_FAULT).
+ * returned.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the GPU has finished.
+ *   CW_ERROR_INVALID_ARGUMENT  p is NULL.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ *   CW_ERROR_INVALID_STATE     a run is in progress.
+ *   CW_ERROR_DEVICE_FAULT      the work faulted (the detail names the
+ *                              operator, the driver call and its CUresult).
+ *   CW_ERROR_DRIVER            the wait failed otherwise (detail: the call).
  */
 CW_API cw_status cw_pipeline_synchronize(cw_pipeline *p);
 
-/* Asks a run to end after the iteration in progress. Any thread, also from
- * a compute call. Lock-free. */
+/*
+ * Asks a run to end after the iteration in progress. Any thread, also from
+ * a compute call. Lock-free.
+ *
+ * Returns:
+ *   CW_SUCCESS                 asked (also when no run is in progress).
+ *   CW_ERROR_INVALID_ARGUMENT  p is NULL.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ */
 CW_API cw_status cw_pipeline_stop(cw_pipeline *p);
 
-typedef struct cw_pipeline_stats {
+typedef struct cw_pipeline_info {
+    cw_context *context; /* the pipeline's context, borrowed: valid while the pipeline lives */
     uint64_t iterations; /* iterations finished, all runs */
     uint64_t computes;   /* compute calls returned, all runs */
     uint64_t skipped;    /* compute calls not made: a required input had no message */
@@ -280,16 +406,31 @@ typedef struct cw_pipeline_stats {
     uint64_t buffers_allocated; /* cw_io_alloc buffers made (cuMemAllocFromPoolAsync) */
     uint64_t buffers_reused;    /* cw_io_alloc buffers recycled from the pipeline's cache */
     uint64_t peer_copies;       /* buffers moved to a consumer on another device (cuMemcpyPeerAsync) */
-    uint8_t reserved[8];
-} cw_pipeline_stats;
+    uint8_t reserved[48];       /* zeroed */
+} cw_pipeline_info;
 
-CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats);
+/*
+ * Describes the pipeline: its context and its counters. No driver call;
+ * any thread, also while it runs (the counters are read one by one).
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info describes the pipeline.
+ *   CW_ERROR_INVALID_ARGUMENT  p or info is NULL.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ */
+CW_API cw_status cw_pipeline_get_info(const cw_pipeline *p, cw_pipeline_info *info);
 
-/* The pipeline's context (borrowed). */
-CW_API cw_status cw_pipeline_get_context(const cw_pipeline *p, cw_context **ctx);
-
-/* The operator named `name`, borrowed. CW_ERROR_INVALID_ARGUMENT when none. */
-CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_operator **op);
+/*
+ * The operator named `name`, borrowed (valid while the pipeline lives). No
+ * driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *op is the operator.
+ *   CW_ERROR_INVALID_ARGUMENT  p, name or op is NULL; the pipeline has no
+ *                              operator of that name.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ */
+CW_API cw_status cw_pipeline_get_operator(const cw_pipeline *p, const char *name, cw_operator **op);
 
 /*
  * Makes the pipeline the workload of resident loop r (cw_resident_set_workload_fn):
@@ -299,10 +440,9 @@ CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_ope
  * iteration's graph has one branch per operator, with an edge per
  * connection, so independent operators run in parallel on the GPU.
  * Several sources are allowed.
- * Every operator must be resident (settings.resident); CW_ERROR_INVALID_ARGUMENT
- * names one that is not. Port memory is set up here, one buffer per output
- * port shared by every input connected to it, by these rules (each error
- * names the operators and ports):
+ * Every operator must be resident (settings.resident). Port memory is set
+ * up here, one buffer per output port shared by every input connected to
+ * it, by these rules (each error names the operators and ports):
  *  - every port of the group declares bytes: they must be equal, and one
  *    buffer of that size is allocated (cuMemAlloc, on r's context);
  *  - one port supplies dptr: that memory is used for all of them (a size
@@ -312,16 +452,31 @@ CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_ope
  *    allocated;
  *  - no port declares anything: an error.
  * An output with no connection that declares memory gets its own (read it
- * from the host with cw_pipeline_port_ptr). CW_PORT_MANY inputs are refused
- * here (one upstream per input port).
+ * from the host with cw_pipeline_get_port_ptr). CW_PORT_MANY inputs are
+ * refused here (one upstream per input port).
  * The same memory serves cw_pipeline_run too (a resident operator runs
  * there as well): then an operator writing port memory waits, on the GPU,
  * for last iteration's readers of it before its new work.
  * start callbacks run before an operator's first capture; their stop
  * callbacks when the pipeline is destroyed. In a capture, cw_io_receive
  * finds no message (CW_ERROR_NOT_READY) and cw_io_receive_many and
- * cw_io_receive_streams count 0: data flows through port memory.
+ * cw_io_receive_streams count 0: data flows through port memory. A failure
+ * in a capture fails the loop's build (cw_resident_build,
+ * cw_resident_launch) with the detail cw_pipeline_run would give.
  * The pipeline must outlive r's builds and launches. Before r's launch only.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the pipeline is r's workload.
+ *   CW_ERROR_INVALID_ARGUMENT  p or r is NULL; r is on another device;
+ *                              cw_pipeline_check failed; an operator that is
+ *                              not resident (the detail names it); a port
+ *                              memory rule broken.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline; r is not a live
+ *                              loop.
+ *   CW_ERROR_INVALID_STATE     the pipeline is running; r is launched.
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
+ *   CW_ERROR_DRIVER            the driver refused the port memory (detail:
+ *                              the call).
  */
 CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r);
 
@@ -329,13 +484,22 @@ CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r);
  * The device address of port memory from outside compute (after
  * cw_pipeline_make_resident, or the first run of a pipeline whose ports
  * declare memory): any port of any operator by name, an unconnected output
- * that declares memory included (a sink's result the host reads).
- * CW_ERROR_INVALID_ARGUMENT for an unknown operator or port;
- * CW_ERROR_INVALID_STATE when the port has no memory (yet).
+ * that declares memory included (a sink's result the host reads). No
+ * driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *dptr is the address.
+ *   CW_ERROR_INVALID_ARGUMENT  p, op, port or dptr is NULL; an unknown
+ *                              operator or port.
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
+ *   CW_ERROR_INVALID_STATE     the port has no memory (yet).
  */
-CW_API cw_status cw_pipeline_port_ptr(const cw_pipeline *p, const char *op, const char *port, unsigned long long *dptr);
+CW_API cw_status cw_pipeline_get_port_ptr(const cw_pipeline *p, const char *op, const char *port, cw_devptr *dptr);
 
-/* ---- inside compute: cw_io ---------------------------------------------- */
+/* ---- inside compute: cw_io ----------------------------------------------
+ * Every cw_io call refuses an io that is NULL (CW_ERROR_INVALID_ARGUMENT),
+ * one that is not a compute call's (CW_ERROR_INVALID_HANDLE), and one used
+ * outside the compute call it was given to (CW_ERROR_INVALID_STATE). */
 
 typedef struct cw_message {
     void *value;       /* the emitter's value (not owned), may be NULL */
@@ -344,15 +508,42 @@ typedef struct cw_message {
 } cw_message;
 
 /*
- * The first message on input port `port`. CW_ERROR_NOT_READY when the port
- * received none this iteration (only possible on optional ports);
- * CW_ERROR_INVALID_ARGUMENT for a port the operator has not (the detail
- * names it) or an output port.
+ * The first message on input port `port`. A buffer from another device is
+ * first moved to the operator's (a peer copy on its stream).
+ *
+ * Returns:
+ *   CW_SUCCESS                 *msg is the message.
+ *   CW_ERROR_NOT_READY         the port received none this iteration (only
+ *                              possible on optional ports; always in a
+ *                              resident capture).
+ *   CW_ERROR_INVALID_ARGUMENT  io, port or msg is NULL; a port the operator
+ *                              has not (the detail names it), or an output.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call; a buffer of another
+ *                              device and no stream of the operator's to
+ *                              copy it with.
+ *   CW_ERROR_OUT_OF_MEMORY     moving a buffer ran out of memory.
+ *   CW_ERROR_DRIVER            moving a buffer failed (detail: the call).
  */
 CW_API cw_status cw_io_receive(cw_io *io, const char *port, cw_message *msg);
 
-/* Every message on the port (CW_PORT_MANY: one per connection that sent
- * one), at most cap of them into msgs; *count is how many there are. */
+/*
+ * Every message on the port (CW_PORT_MANY: one per connection that sent
+ * one, in connection order), at most cap of them into msgs; *count is how
+ * many there are. The only way to read a CW_PORT_MANY port's messages
+ * after the first. Buffers from other devices are moved as cw_io_receive
+ * moves them.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *count is set, min(cap, *count) copied.
+ *   CW_ERROR_INVALID_ARGUMENT  io, port or count is NULL; msgs NULL with cap
+ *                              not 0; a port the operator has not, or an
+ *                              output.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     as cw_io_receive.
+ *   CW_ERROR_OUT_OF_MEMORY     as cw_io_receive.
+ *   CW_ERROR_DRIVER            as cw_io_receive.
+ */
 CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t cap, size_t *count);
 
 /*
@@ -360,27 +551,70 @@ CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msg
  * message on `port` (see the stream rules above); port NULL: the internal
  * stream with no ordering (for sources). Makes the stream's context
  * current on this thread. In a resident capture: the operator's capture
- * stream. Returns CW_SUCCESS, CW_ERROR_INVALID_ARGUMENT (unknown port), or
- * the driver's error.
+ * stream. The stream is borrowed for the compute call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the stream.
+ *   CW_ERROR_INVALID_ARGUMENT  io or out is NULL; a port the operator has
+ *                              not, or an output.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     as cw_io_receive.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out; leasing the stream or
+ *                              moving a buffer ran out of memory.
+ *   CW_ERROR_DRIVER            leasing the stream, a wait or making the
+ *                              context current failed (detail: the call).
  */
 CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **out);
 
-/* The stream of every message on the port (NULL for messages without one),
- * with no ordering and no side effect; at most cap into streams, *count is
- * how many there are. */
+/*
+ * The stream of every message on the port (NULL for messages without
+ * one), in connection order, with no ordering, no lease and no side effect
+ * (cw_io_receive_many gives them too, but moves buffers of other devices
+ * first); at most cap into streams, *count is how many there are.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *count is set, min(cap, *count) copied.
+ *   CW_ERROR_INVALID_ARGUMENT  io, port or count is NULL; streams NULL with
+ *                              cap not 0; a port the operator has not, or
+ *                              an output.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call.
+ */
 CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count);
 
 /*
  * A named extra stream from the operator's pool (cw_stream_pool_acquire_named with
  * the operator as owner): the same name gives the same stream in every
- * compute call. Not carried by outputs unless set with
- * cw_io_set_output_stream. CW_ERROR_POOL_EXHAUSTED when the pool has none,
- * CW_ERROR_INVALID_STATE for an operator made with no_internal_stream.
+ * compute call; borrowed. Not carried by outputs unless set with
+ * cw_io_set_output_stream.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the stream.
+ *   CW_ERROR_INVALID_ARGUMENT  io or out is NULL; a bad name.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call; in a resident
+ *                              capture; an operator made with
+ *                              no_internal_stream.
+ *   CW_ERROR_POOL_EXHAUSTED    the pool has no stream for it.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
+ *   CW_ERROR_DRIVER            the pool could not make the stream (detail:
+ *                              the call).
  */
-CW_API cw_status cw_io_stream(cw_io *io, const char *name, cw_stream **out);
+CW_API cw_status cw_io_get_stream(cw_io *io, const char *name, cw_stream **out);
 
-/* The stream output `port` carries in this call (the last call wins).
- * s NULL: no stream. */
+/*
+ * The stream output `port` carries in this call (the last call wins).
+ * s NULL: no stream.
+ *
+ * Returns:
+ *   CW_SUCCESS                 set.
+ *   CW_ERROR_INVALID_ARGUMENT  io or port is NULL; a port the operator has
+ *                              not, or an input.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's; s is not NULL and
+ *                              not a live stream.
+ *   CW_ERROR_INVALID_STATE     outside its compute call.
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
+ */
 CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream *s);
 
 /*
@@ -393,38 +627,88 @@ CW_API cw_status cw_io_set_output_stream(cw_io *io, const char *port, cw_stream 
  * (cw_buffer_get_writable) before emitting it. In a resident
  * capture, emit does nothing and returns CW_SUCCESS (data flows through
  * port memory).
+ *
+ * Returns:
+ *   CW_SUCCESS                 emitted.
+ *   CW_ERROR_INVALID_ARGUMENT  io or port is NULL; a port the operator has
+ *                              not, or an input.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's; buffer is not
+ *                              NULL and not a live buffer.
+ *   CW_ERROR_INVALID_STATE     outside its compute call.
  */
 CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer);
 
 /*
  * A buffer of `bytes` on the operator's internal stream (receive_stream
  * with no port, when not called yet); the call holds the reference and
- * drops it when compute returns (emit takes its own). Buffers come from the
- * pipeline's cache: when a cw_io_alloc buffer's last reference goes it is
- * kept (up to 64 per pipeline), and handed out again, for the same size, once
- * every use recorded on it is known finished on the GPU: with max_in_flight,
- * once the run has waited for the iteration that used it last (no driver
- * call); without, when cuEventQuery says so. Nothing waits for a buffer:
- * otherwise a new one is allocated from the context's pool. The cache's
- * buffers are freed with the pipeline.
- * CW_ERROR_INVALID_STATE in a resident capture (no allocation there) or for
- * an operator with no stream at all (the legacy-stream case).
+ * drops it when compute returns (emit takes its own; cw_buffer_retain keeps
+ * it longer). Buffers come from the pipeline's cache: when a cw_io_alloc
+ * buffer's last reference goes it is kept (up to 64 per pipeline), and
+ * handed out again, for the same size, once every use recorded on it is
+ * known finished on the GPU: with max_in_flight, once the run has waited
+ * for the iteration that used it last (no driver call); without, when
+ * cuEventQuery says so. Nothing waits for a buffer: otherwise a new one is
+ * allocated from the context's pool. The cache's buffers are freed with
+ * the pipeline.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the buffer.
+ *   CW_ERROR_INVALID_ARGUMENT  out or io is NULL; bytes is 0.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call; in a resident
+ *                              capture (no allocation there); an operator
+ *                              with no stream at all (the legacy-stream
+ *                              case).
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
+ *   CW_ERROR_DRIVER            the allocation or the stream's lease failed
+ *                              (detail: the call).
  */
-CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out);
+CW_API cw_status cw_io_alloc(cw_buffer **out, cw_io *io, size_t bytes);
 
-/* Port memory (resident operators, or any pipeline whose ports declare
+/*
+ * Port memory (resident operators, or any pipeline whose ports declare
  * memory): the device address of the connection's buffer of `port`, input
- * or output. CW_ERROR_INVALID_STATE for a port with no memory. */
-CW_API cw_status cw_io_port_ptr(cw_io *io, const char *port, unsigned long long *dptr);
+ * or output. No driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *dptr is the address.
+ *   CW_ERROR_INVALID_ARGUMENT  io, port or dptr is NULL; a port the
+ *                              operator has not.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call; the port has no
+ *                              memory.
+ */
+CW_API cw_status cw_io_get_port_ptr(cw_io *io, const char *port, cw_devptr *dptr);
 
-/* In a resident capture: the loop's control block (cw_resident_get_ctl) to
- * pass to kernels. CW_ERROR_INVALID_STATE under cw_pipeline_run. */
-CW_API cw_status cw_io_resident_ctl(cw_io *io, unsigned long long *ctl);
+/*
+ * In a resident capture: the loop's device block (cw_resident_get_ctl) to
+ * pass to kernels. No driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *ctl is the address.
+ *   CW_ERROR_INVALID_ARGUMENT  io or ctl is NULL.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call; under
+ *                              cw_pipeline_run (not a resident capture).
+ */
+CW_API cw_status cw_io_get_resident_ctl(cw_io *io, cw_devptr *ctl);
 
-/* The operator being computed, and the iteration number (0, 1, ... within
- * the run; the copy of the iteration in a resident capture). */
-CW_API cw_status cw_io_get_operator(cw_io *io, cw_operator **op);
-CW_API cw_status cw_io_get_iteration(cw_io *io, uint64_t *iteration);
+typedef struct cw_io_info {
+    cw_operator *op;    /* the operator being computed, borrowed */
+    uint64_t iteration; /* 0, 1, ... within the run; the copy of the iteration in a resident capture */
+    uint8_t reserved[48]; /* zeroed */
+} cw_io_info;
+
+/*
+ * Describes the compute call: its operator and iteration. No driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info describes the call.
+ *   CW_ERROR_INVALID_ARGUMENT  io or info is NULL.
+ *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
+ *   CW_ERROR_INVALID_STATE     outside its compute call.
+ */
+CW_API cw_status cw_io_get_info(cw_io *io, cw_io_info *info);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
  *   cw_resident *r;
  *   cw_resident_create(&r, ctx, NULL);               any context: primary,
  *                                                     external, green partition
- *   unsigned long long ctl;
+ *   cw_devptr ctl;
  *   cw_resident_get_ctl(r, &ctl);                     what device code is given
  *   ... capture the workload on a stream of ctx into graph g
  *       (its kernels may take ctl: include <cuweave/resident_device.h>) ...
@@ -21,10 +21,10 @@
  *   uint64_t seq;
  *   ... write the input ...
  *   cw_resident_data_ready(r, &seq);                  request number seq
- *   cw_resident_wait_result(r, seq, 1000);            (or poll cw_resident_result_ready)
+ *   cw_resident_wait_result(r, seq, 1000);            (or poll cw_resident_poll_result)
  *   ... read the output ...
- *   cw_resident_tear_down(r, 1000);
- *   cw_resident_destroy(&r);
+ *   cw_resident_tear_down(r, 1000);                   reports a loop that will not stop
+ *   cw_resident_destroy(&r);                          never fails
  *
  * The doorbell is a count, not a flag: cw_resident_data_ready adds one
  * request and returns its number (1, 2, 3, ...); the loop serves requests
@@ -33,10 +33,10 @@
  * host reads it without a driver call. See docs/resident.md for how the
  * loop is built and why no request can be lost or merged.
  *
- * Threading: cw_resident_data_ready, cw_resident_result_ready,
- * cw_resident_wait_result, cw_resident_is_launched, cw_resident_get_state
- * and cw_resident_get_stats may be called from any number of threads at
- * once, also while another thread launches or tears down. The other calls
+ * Threading: cw_resident_data_ready, cw_resident_poll_result,
+ * cw_resident_wait_result, cw_resident_get_state and cw_resident_get_info
+ * may be called from any number of threads at once, also while another
+ * thread launches or tears down. The other calls
  * (configure, set_workload(_fn), set_handler(_fn), build, launch,
  * tear_down, destroy, next_input) change the loop: call them from one
  * thread at a time.
@@ -91,6 +91,8 @@ typedef enum cw_resident_gate {
     CW_RESIDENT_GATE_KERNELS = 1
 } cw_resident_gate;
 
+/* The loop's settings. Booleans (int) are 0 for false and any other value
+ * for true; the library keeps and reports them as 0 or 1. */
 typedef struct cw_resident_settings {
     /* Tear the loop down by itself this long after it starts, measured on
      * the GPU's clock (no host thread involved). 0: run until torn down.
@@ -105,10 +107,10 @@ typedef struct cw_resident_settings {
      * sleeping after each served request, in microseconds, at most 1000000.
      * Default 200. */
     uint32_t spin_us;
-    /* Nonzero: a system-wide memory fence (__threadfence_system) after the
+    /* Boolean: a system-wide memory fence (__threadfence_system) after the
      * workload and before the result signal, so that every write of the
      * workload, also to mapped host memory, is visible to the host before
-     * cw_resident_result_ready says so. Costs latency; needed when the
+     * cw_resident_poll_result says so. Costs latency; needed when the
      * workload writes host memory the host reads between iterations.
      * Default 0. */
     int sync_with_host;
@@ -128,17 +130,17 @@ typedef struct cw_resident_settings {
     cw_resident_gate gate; /* default CW_RESIDENT_GATE_NODE */
     /* Priority of the stream the loop runs on, clamped into the context's
      * range. Default: the greatest (most urgent) priority the context has
-     * (use_default_priority 1). */
+     * (use_default_priority, a boolean, 1). */
     int priority;
     int use_default_priority;
-    /* How long cw_resident_destroy waits for a launched loop to stop.
-     * Default 5000. */
+    /* How long cw_resident_destroy waits for a launched loop to stop before
+     * it abandons it. Default 5000. */
     uint32_t destroy_timeout_ms;
-    /* 1: overlap the launches inside an iteration (programmatic dependent
-     * launch, compute capability 9.0 or newer): each workload and handler
-     * kernel that follows a kernel is launched as soon as that kernel has
-     * started, and waits on the GPU for it to finish, so a kernel boundary
-     * costs less (docs/resident.md has the figures). Needs
+    /* Boolean: overlap the launches inside an iteration (programmatic
+     * dependent launch, compute capability 9.0 or newer): each workload and
+     * handler kernel that follows a kernel is launched as soon as that
+     * kernel has started, and waits on the GPU for it to finish, so a
+     * kernel boundary costs less (docs/resident.md has the figures). Needs
      * CW_RESIDENT_GATE_KERNELS, and every kernel of the workload and of the
      * handler must call cw_resident_skip(ctl) or cw_resident_wait() in
      * every thread before it touches memory that earlier work of the
@@ -147,90 +149,150 @@ typedef struct cw_resident_settings {
      * first workload kernel is already launched and waiting: its blocks
      * that fit hold their SMs.
      * Default 0. */
-    uint32_t overlap;
-    /* 1: trace the iteration's stages, so that a device fault names the
-     * stage it happened in (docs/resident.md, "Which stage faulted"). The
-     * workload and the data-ready handler are stages of their own, and a
-     * capture function may begin and end stages inside them
+    int overlap;
+    /* Boolean: trace the iteration's stages, so that a device fault names
+     * the stage it happened in (docs/resident.md, "Which stage faulted").
+     * The workload and the data-ready handler are stages of their own, and
+     * a capture function may begin and end stages inside them
      * (cw_resident_stage_begin); a resident pipeline makes one per
      * operator. Each stage adds two one-thread kernels to every iteration
      * that runs it (its begin and end marks, written to mapped host
      * memory), so it costs latency: for finding faults, not for
      * production. Cannot be combined with overlap (CW_ERROR_INVALID_ARGUMENT).
      * Default 0. */
-    uint32_t trace;
-    uint8_t reserved[40];
+    int trace;
+    uint8_t reserved[40]; /* zero */
 } cw_resident_settings;
 
-/* Fills *s with the defaults above. NULL is ignored. */
+/*
+ * Fills *s with the defaults above. NULL is ignored.
+ *
+ * Returns: nothing.
+ */
 CW_API void cw_resident_settings_default(cw_resident_settings *s);
 
 /*
  * Makes a loop on ctx (any context: a device's primary context, an external
  * one, a green partition): its control block (mapped host memory, one
- * page), its device block (cw_resident_get_ctl), its input slots and two
+ * page), its device block (cw_resident_get_ctl), its input slots and three
  * streams of ctx. Keeps ctx alive. settings may be NULL for the defaults.
+ * Nothing is left allocated on failure. *out is the caller's:
+ * cw_resident_destroy.
  *
- * Returns CW_SUCCESS; CW_ERROR_INVALID_ARGUMENT (a setting out of range:
- * the detail names it); CW_ERROR_INVALID_HANDLE; CW_ERROR_NO_DRIVER;
- * CW_ERROR_NOT_SUPPORTED without conditional nodes or the library API;
- * CW_ERROR_OUT_OF_MEMORY; the driver's error otherwise. Nothing is left
- * allocated on failure.
+ * Returns:
+ *   CW_SUCCESS                 *out is the new loop.
+ *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; a setting is out of range
+ *                              or combined with one it excludes (the detail
+ *                              names it); nonzero reserved bytes;
+ *                              input_slots * input_bytes overflows.
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     the driver has no conditional graph nodes
+ *                              (CUDA 12.3) or no library API (12.0).
+ *   CW_ERROR_OUT_OF_MEMORY     host, mapped host or device memory ran out.
+ *   CW_ERROR_DRIVER            the driver refused (detail: the call).
  */
 CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw_resident_settings *settings);
 
 /*
- * Tears a launched loop down (waiting up to settings.destroy_timeout_ms),
- * then frees everything and sets *r to NULL. Accepts NULL and *r NULL
- * (CW_SUCCESS). While another loop runs in the process, freeing would wait
- * for it: then the handle is gone at once and its memory and graph are
- * freed when the last running loop is seen to stop.
+ * Destroys the loop and sets *r to NULL. Accepts NULL and *r NULL (nothing
+ * happens). Never fails: a launched loop is torn down first, waiting up to
+ * settings.destroy_timeout_ms for it to stop; call cw_resident_tear_down
+ * first to learn whether it stops.
+ *  - A loop that does not stop in time (a workload still running, or the
+ *    GPU held by other work) is abandoned: the handle is gone, and its
+ *    memory, streams and graph are kept, since the GPU may still use them;
+ *    the log callback gets a CW_LOG_ERROR saying so (the detail
+ *    cw_last_error gives too). The request to stop stays. It still counts
+ *    as a running loop (loads are refused and some releases wait, as
+ *    below) until a later cw_resident_create or cw_resident_destroy sees it
+ *    stopped and frees it.
+ *  - A loop whose stream reports a device fault while it stops is over:
+ *    it is freed, and the fault logged at CW_LOG_ERROR.
+ *  - While another loop runs in the process, freeing would wait for it:
+ *    then the handle is gone at once and the memory and graph are freed
+ *    when the last running loop is seen to stop.
+ * A handle that is not a live loop is ignored: *r is set to NULL and a
+ * CW_LOG_WARNING logged; cw_last_error is left as it was.
  *
- * Returns CW_SUCCESS; CW_ERROR_INVALID_HANDLE; CW_ERROR_TIMEOUT when the
- * loop did not stop in time (a workload still running, or the GPU held by
- * other work): then nothing is freed (the GPU may still use it) and *r is
- * left as it was: try again, or end the process. After a device fault
- * (CW_ERROR_DEVICE_FAULT from the stream) everything is freed as well.
+ * Returns: nothing.
  */
-CW_API cw_status cw_resident_destroy(cw_resident **r);
+CW_API void cw_resident_destroy(cw_resident **r);
 
 /*
  * Changes the settings (input_slots, input_bytes and the loop's stream
  * priority excepted: they are fixed at creation; use_default_priority, and
  * priority where it is 0, must be as they were). The settings are built
  * into the loop's graph at launch, so they can change only while the loop
- * is not launched: CW_ERROR_INVALID_STATE while it is ("tear the loop down
- * first"). CW_ERROR_INVALID_ARGUMENT for a value out of range, a different
- * input layout or a different priority.
+ * is not launched.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the settings are in force from the next
+ *                              build.
+ *   CW_ERROR_INVALID_ARGUMENT  r or settings is NULL; a value out of range;
+ *                              nonzero reserved bytes; a different input
+ *                              layout or priority.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched ("tear the loop down
+ *                              first").
  */
 CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_settings *settings);
 
-/* The settings in force. */
+/*
+ * The settings in force (booleans as 0 or 1). No driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *settings holds them.
+ *   CW_ERROR_INVALID_ARGUMENT  r or settings is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ */
 CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_settings *settings);
 
 /*
- * The device address (a CUdeviceptr) of the loop's device block: a
- * cw_resident_ctl (include/cuweave/resident_device.h) to pass to kernels of
- * the workload and the data-ready handler, which read the request number and
- * input slot from it and mark data ready. Valid for the life of the loop.
+ * The device address of the loop's device block: a cw_resident_ctl
+ * (include/cuweave/resident_device.h) to pass to kernels of the workload
+ * and the data-ready handler, which read the request number and input slot
+ * from it and mark data ready. Valid for the life of the loop. No driver
+ * call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *ctl is the address.
+ *   CW_ERROR_INVALID_ARGUMENT  r or ctl is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
  */
-CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl);
-
-/* Writes the loop's context (borrowed: valid while the loop lives; its device: cw_context_get_device). No driver call. */
-CW_API cw_status cw_resident_get_context(const cw_resident *r, cw_context **ctx);
-
-/* The device address of input slot `slot` (0 <= slot < input_slots). */
-CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsigned long long *dptr);
+CW_API cw_status cw_resident_get_ctl(const cw_resident *r, cw_devptr *ctl);
 
 /*
- * Sets the workload: what one iteration runs for one request. The graph is
- * copied (it may be changed or destroyed afterwards); it must belong to the
- * loop's context and, as the driver requires of graphs inside conditional
- * nodes, contain only kernels, copies, memsets, empty nodes and child graphs
- * (no conditional nodes, no host functions, no event nodes). Capture it on
- * any stream of the loop's context. Before launch only
- * (CW_ERROR_INVALID_STATE after). A loop with no workload serves requests
- * with an empty iteration (useful to measure the loop itself).
+ * The device address of input slot `slot` (0 <= slot < input_slots),
+ * valid for the life of the loop. No driver call.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *dptr is the address.
+ *   CW_ERROR_INVALID_ARGUMENT  r or dptr is NULL; slot >= input_slots.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ */
+CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, cw_devptr *dptr);
+
+/*
+ * Sets (or, with NULL, removes) the workload: what one iteration runs for
+ * one request. The graph is copied (it may be changed or destroyed
+ * afterwards); it must belong to the loop's context and, as the driver
+ * requires of graphs inside conditional nodes, contain only kernels,
+ * copies, memsets, empty nodes and child graphs (no conditional nodes, no
+ * host functions, no event nodes: the driver refuses others when the loop
+ * builds). Capture it on any stream of the loop's context. A loop with no
+ * workload serves requests with an empty iteration (useful to measure the
+ * loop itself). Replaces a workload set with cw_resident_set_workload_fn.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the workload is set, for the next build.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL; the graph belongs to another
+ *                              context.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop; workload is not NULL
+ *                              and not a live graph.
+ *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
+ *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
+ *                              call).
  */
 CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *workload);
 
@@ -238,22 +300,38 @@ CW_API cw_status cw_resident_set_workload(cw_resident *r, const cw_graph *worklo
  * Enqueues part of a loop's iteration on s (which captures into the loop's
  * graph): launches, copies, memsets on s and on streams forked from it
  * (joined back before returning). user is what was given with it. Return
- * CW_SUCCESS, or an error to make cw_resident_launch fail with it.
+ * CW_SUCCESS, or an error to make cw_resident_build / cw_resident_launch
+ * fail with it.
  */
 typedef cw_status (*cw_resident_capture_fn)(cw_stream *s, void *user);
 
 /*
- * Sets the workload as what fn enqueues: fn is called by cw_resident_launch
- * when it builds the graph, once per copy of the iteration
- * (settings.unroll times), with s capturing straight into the loop's graph.
- * The work then sits in the iteration itself instead of inside a child
- * graph node, which is faster to start on the GPU. fn NULL removes the
- * workload. Before launch only (CW_ERROR_INVALID_STATE after). Replaces a
- * workload set with cw_resident_set_workload, and the other way round.
+ * Sets the workload as what fn enqueues: fn is called by cw_resident_build
+ * and cw_resident_launch when they build the graph, once per copy of the
+ * iteration (settings.unroll times), with s capturing straight into the
+ * loop's graph. The work then sits in the iteration itself instead of
+ * inside a child graph node, which is faster to start on the GPU. fn NULL
+ * removes the workload. Replaces a workload set with
+ * cw_resident_set_workload, and the other way round.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the workload is set, for the next build.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched.
  */
 CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
-/* As cw_resident_set_workload_fn, for the data-ready handler. */
+/*
+ * As cw_resident_set_workload_fn, for the data-ready handler (see
+ * cw_resident_set_handler).
+ *
+ * Returns:
+ *   CW_SUCCESS                 the handler is set, for the next build.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched.
+ */
 CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
 /*
@@ -263,8 +341,18 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
  * path, say). An iteration whose handler marked data ready serves one
  * request: it gets the next sequence number, runs the workload and
  * signals. With a handler, requests come from it only:
- * cw_resident_data_ready is refused. Same rules as the workload; before
- * launch only.
+ * cw_resident_data_ready is refused. Same rules as the workload.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the handler is set, for the next build.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL; the graph belongs to another
+ *                              context.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop; handler is not NULL
+ *                              and not a live graph.
+ *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
+ *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
+ *                              call).
  */
 CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler);
 
@@ -278,10 +366,10 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
  * The loop captures a one-thread kernel there that marks the stage begun
  * when it runs; cw_resident_stage_end marks it ended. When a device fault
  * stops the loop, the error of the call that sees it
- * (cw_resident_wait_result, cw_resident_tear_down, cw_resident_destroy)
- * names the stage begun last of those that had begun and not ended, and
- * lists the others running (stages on parallel branches run together; the
- * fault stops them all, so any of them may hold the faulting kernel).
+ * (cw_resident_wait_result, cw_resident_tear_down; cw_resident_destroy's
+ * log) names the stage begun last of those that had begun and not ended,
+ * and lists the others running (stages on parallel branches run together;
+ * the fault stops them all, so any of them may hold the faulting kernel).
  * Stages nest: the enclosing workload or handler stage stays open too.
  * name: up to 63 bytes are kept. *stage receives the stage's number for
  * cw_resident_stage_end. Every stage begun must be ended before the
@@ -289,22 +377,38 @@ CW_API cw_status cw_resident_set_handler(cw_resident *r, const cw_graph *handler
  * naming the stage, otherwise.
  * When the loop does not trace (settings.trace 0), nothing is captured,
  * *stage is CW_RESIDENT_NO_STAGE and CW_SUCCESS returns: capture
- * functions need not know whether the loop traces.
- * Returns CW_ERROR_INVALID_ARGUMENT (NULL or empty name, NULL stage);
- * CW_ERROR_INVALID_HANDLE; CW_ERROR_INVALID_STATE outside the loop's
- * build, or when s is not capturing into it; CW_ERROR_OUT_OF_MEMORY past
- * 1024 stages in one build (every copy of the iteration counts); the
- * launch's error otherwise. Called on the thread the capture function runs
- * on.
+ * functions need not know whether the loop traces. Called on the thread
+ * the capture function runs on.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *stage is the stage's number.
+ *   CW_ERROR_INVALID_ARGUMENT  r, s, name or stage is NULL; name is empty.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop; s is not a live stream.
+ *   CW_ERROR_INVALID_STATE     not inside the loop's build, or s is not
+ *                              capturing into it.
+ *   CW_ERROR_OUT_OF_MEMORY     past 1024 stages in one build (every copy of
+ *                              the iteration counts); host memory.
+ *   CW_ERROR_CAPTURE           the capture refused the mark's launch.
+ *   CW_ERROR_DRIVER            the driver refused the launch (detail: the
+ *                              call).
  */
 CW_API cw_status cw_resident_stage_begin(cw_resident *r, cw_stream *s, const char *name, uint32_t *stage);
 
 /*
  * Ends stage (from cw_resident_stage_begin) on s, which must be where its
  * work ends: s itself, or a stream the work was joined into.
- * CW_RESIDENT_NO_STAGE does nothing. Returns CW_ERROR_INVALID_ARGUMENT
- * for a stage this build did not begin or one ended already; otherwise as
- * cw_resident_stage_begin.
+ * CW_RESIDENT_NO_STAGE does nothing.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the stage's end is captured.
+ *   CW_ERROR_INVALID_ARGUMENT  r or s is NULL; a stage this build did not
+ *                              begin, or one ended already.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop; s is not a live stream.
+ *   CW_ERROR_INVALID_STATE     not inside the loop's build, or s is not
+ *                              capturing into it.
+ *   CW_ERROR_CAPTURE           the capture refused the mark's launch.
+ *   CW_ERROR_DRIVER            the driver refused the launch (detail: the
+ *                              call).
  */
 CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage);
 
@@ -317,58 +421,101 @@ CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t st
  * at a kernel's first launch there, and loading code on a device waits
  * until no kernel runs on it (seen on the H100 with CUDA 13.0, across
  * contexts and partitions too), which never happens while a loop runs. So:
- * build every loop, then launch them.
- * CW_ERROR_INVALID_STATE while the loop is launched, and when a build is
- * needed while any loop runs in the process (it would wait for that loop).
+ * build every loop, then launch them. The capture functions run here, on
+ * this thread; an error one returns is returned as it is.
+ *
+ * Returns:
+ *   CW_SUCCESS                 built (or nothing to build).
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; a build is needed while
+ *                              a loop runs in the process (it would wait
+ *                              for that loop); a capture function left a
+ *                              stage open.
+ *   CW_ERROR_NOT_SUPPORTED     settings.overlap on a driver or device
+ *                              without programmatic dependent launch.
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
+ *   CW_ERROR_CAPTURE           a capture function broke the capture.
+ *   CW_ERROR_DEVICE_FAULT      the trial run faulted.
+ *   CW_ERROR_DRIVER            the driver refused (detail: the call), a
+ *                              workload it cannot put in a conditional
+ *                              node included.
  */
 CW_API cw_status cw_resident_build(cw_resident *r);
 
 /*
- * Builds the loop's graph (when something changed since the last build),
- * instantiates it and launches it on the loop's own stream. Requests not
- * served by an earlier launch are dropped. Returns CW_ERROR_INVALID_STATE when the loop is
- * launched already, or needs a build while another loop runs (build it
- * first: cw_resident_build); the driver's error when building or launching
- * fails (nothing is left launched then).
+ * Builds the loop's graph when needed (see cw_resident_build: the capture
+ * functions may run here, and their errors are returned as they are) and
+ * launches it on the loop's own stream. Requests not served by an earlier
+ * launch are dropped. Nothing is left launched on failure.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the loop runs on the GPU.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched already; or as
+ *                              cw_resident_build.
+ *   CW_ERROR_NOT_SUPPORTED     as cw_resident_build.
+ *   CW_ERROR_OUT_OF_MEMORY     as cw_resident_build.
+ *   CW_ERROR_CAPTURE           as cw_resident_build.
+ *   CW_ERROR_DEVICE_FAULT      as cw_resident_build, or the launch faulted.
+ *   CW_ERROR_DRIVER            the driver refused the build or the launch
+ *                              (detail: the call).
  */
 CW_API cw_status cw_resident_launch(cw_resident *r);
 
 /*
- * *launched = 1 from a successful cw_resident_launch until the loop has
- * stopped on the GPU (torn down, or its timeout expired), else 0.
- */
-CW_API cw_status cw_resident_is_launched(const cw_resident *r, int *launched);
-
-/*
  * Requests one iteration: one atomic add on the doorbell in host memory, no
- * driver call, no lock. *seq (may be NULL) receives the request's number.
- * Write the request's input before calling (any write the host has finished:
- * a synchronous copy, a finished stream, a store to mapped memory).
- * Returns CW_ERROR_INVALID_STATE when the loop is not launched or has a
- * data-ready handler.
+ * driver call, no lock. *seq (seq may be NULL) receives the request's
+ * number. Write the request's input before calling (any write the host has
+ * finished: a synchronous copy, a finished stream, a store to mapped
+ * memory).
+ *
+ * Returns:
+ *   CW_SUCCESS                 request *seq is made.
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is not running, or has a data-ready
+ *                              handler.
  */
 CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq);
 
 /*
- * *ready = 1 when request seq has finished (its result signal was written),
- * else 0. No driver call, no lock.
- * Returns CW_ERROR_INVALID_ARGUMENT for seq 0 or a request never made (host
- * requests) ; CW_ERROR_INVALID_STATE (with *ready 0) when the loop stopped
- * before serving seq, so it never will.
+ * Asks whether request seq has finished (its result signal was written),
+ * as cw_future_poll asks of a future. No driver call, no lock. With a
+ * data-ready handler, seq counts the iterations that served data.
+ *
+ * Returns:
+ *   CW_SUCCESS                 request seq has finished.
+ *   CW_ERROR_NOT_READY         not yet: ask again (no detail is recorded
+ *                              and nothing is logged).
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL; seq is 0, or a request never made
+ *                              (host requests).
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop stopped before serving seq, or a
+ *                              teardown dropped it: it never will.
  */
-CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready);
+CW_API cw_status cw_resident_poll_result(const cw_resident *r, uint64_t seq);
 
 /*
  * Waits until request seq has finished: spins for a few microseconds, then
- * yields the CPU between checks. timeout_ms 0 checks once.
- * Returns CW_SUCCESS; CW_ERROR_TIMEOUT (the detail gives the requests made
- * and served); CW_ERROR_INVALID_STATE when the loop stopped before serving
- * seq; CW_ERROR_DEVICE_FAULT when the loop's stream reports a fault (asked
- * about once the wait has lasted a millisecond): the detail names the
- * request the loop was serving and, with settings.trace, the stage;
- * CW_ERROR_INVALID_ARGUMENT as
- * cw_resident_result_ready.
- * With a data-ready handler, seq counts the iterations that served data.
+ * yields the CPU between checks. timeout_ms 0 checks once. With a
+ * data-ready handler, seq counts the iterations that served data.
+ *
+ * Returns:
+ *   CW_SUCCESS                 request seq has finished.
+ *   CW_ERROR_INVALID_ARGUMENT  as cw_resident_poll_result.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop stopped before serving seq, or a
+ *                              teardown dropped it.
+ *   CW_ERROR_TIMEOUT           not finished within timeout_ms (the detail
+ *                              gives the requests made and served).
+ *   CW_ERROR_DEVICE_FAULT      the loop's stream reports a fault (asked about
+ *                              once the wait has lasted a millisecond): the
+ *                              detail names the request the loop was
+ *                              serving and, with settings.trace, the stage.
+ *   CW_ERROR_DRIVER            the loop's stream reports another error
+ *                              (detail: the call).
  */
 CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms);
 
@@ -377,21 +524,38 @@ CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uin
  * cw_resident_data_ready makes) will read, once that slot is free: waits up
  * to timeout_ms until the request that used it before has finished. Fill it,
  * then call cw_resident_data_ready. For one producer thread.
- * CW_ERROR_INVALID_STATE without input slots or when not launched;
- * CW_ERROR_TIMEOUT.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *dptr is the slot's address.
+ *   CW_ERROR_INVALID_ARGUMENT  r or dptr is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop has no input slots, is not running,
+ *                              or stopped before serving the request the
+ *                              slot waits for.
+ *   CW_ERROR_TIMEOUT           the slot was not free within timeout_ms.
+ *   CW_ERROR_DEVICE_FAULT      as cw_resident_wait_result.
+ *   CW_ERROR_DRIVER            as cw_resident_wait_result.
  */
-CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, unsigned long long *dptr);
+CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, cw_devptr *dptr);
 
 /*
  * Asks the loop to stop and waits up to timeout_ms until its stream is
  * idle. The loop stops at its next check of the doorbell (within one
  * sleep interval when idle; after the running iteration when busy).
- * Requests not yet served are dropped. A loop that is not launched returns
- * CW_SUCCESS at once.
- * Returns CW_SUCCESS; CW_ERROR_TIMEOUT when it has not stopped yet (the
- * request to stop stays: call again to keep waiting); CW_ERROR_DEVICE_FAULT
- * when the loop's stream reports a fault (the loop is over; with
- * settings.trace the detail names the stage).
+ * Requests not yet served are dropped. The call that reports whether a
+ * loop stops: cw_resident_destroy does not.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the loop has stopped (or was not launched).
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_TIMEOUT           it has not stopped yet; the request to stop
+ *                              stays: call again to keep waiting.
+ *   CW_ERROR_DEVICE_FAULT      the loop's stream reports a fault: the loop
+ *                              is over (with settings.trace the detail
+ *                              names the stage).
+ *   CW_ERROR_DRIVER            the loop's stream reports another error: the
+ *                              loop is over (detail: the call).
  */
 CW_API cw_status cw_resident_tear_down(cw_resident *r, uint32_t timeout_ms);
 
@@ -399,7 +563,7 @@ typedef enum cw_resident_state {
     CW_RESIDENT_NOT_LAUNCHED = 0, /* made, not launched yet */
     CW_RESIDENT_RUNNING = 1,      /* launched, looping on the GPU */
     CW_RESIDENT_STOPPING = 2,     /* asked to stop, not stopped yet */
-    CW_RESIDENT_STOPPED = 3       /* stopped (see cw_resident_stats.exit) */
+    CW_RESIDENT_STOPPED = 3       /* stopped (see cw_resident_info.exit) */
 } cw_resident_state;
 
 typedef enum cw_resident_exit {
@@ -409,14 +573,29 @@ typedef enum cw_resident_exit {
     CW_RESIDENT_EXIT_FAULT = 3      /* the stream reported a device fault */
 } cw_resident_exit;
 
+/*
+ * The loop's state: two atomic loads, no driver call, no lock, so that it
+ * may be polled (cw_resident_get_info copies statistics from the GPU).
+ * RUNNING and STOPPING are the states of a launched loop (launched from a
+ * successful cw_resident_launch until the loop has stopped on the GPU: torn
+ * down, or its timeout expired).
+ *
+ * Returns:
+ *   CW_SUCCESS                 *state is the state.
+ *   CW_ERROR_INVALID_ARGUMENT  r or state is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ */
 CW_API cw_status cw_resident_get_state(const cw_resident *r, cw_resident_state *state);
 
-typedef struct cw_resident_stats {
-    uint64_t requested;   /* number of the last request made (host requests) */
-    uint64_t completed;   /* number of the last request finished */
-    uint64_t iterations;  /* requests served, over every launch */
-    uint64_t idle_polls;  /* checks that found no request, over every launch */
-    uint64_t launches;    /* successful cw_resident_launch calls */
+typedef struct cw_resident_info {
+    cw_context *context;     /* the loop's context, borrowed: valid while the loop lives */
+    cw_resident_state state; /* as cw_resident_get_state */
+    int launched;            /* 1 while state is RUNNING or STOPPING, else 0 */
+    uint64_t requested;      /* number of the last request made (host requests) */
+    uint64_t completed;      /* number of the last request finished */
+    uint64_t iterations;     /* requests served, over every launch */
+    uint64_t idle_polls;     /* checks that found no request, over every launch */
+    uint64_t launches;       /* successful cw_resident_launch calls */
     /* Per-iteration time on the GPU's clock, in ns, from the check that
      * found the request to the start of the result signal (so: starting
      * the workload, the workload, and the node transitions). Min and max
@@ -424,23 +603,35 @@ typedef struct cw_resident_stats {
      * (at most 4096). 0 when none ran. */
     uint64_t iter_min_ns, iter_median_ns, iter_max_ns;
     uint64_t median_window;
-    uint64_t run_ns;      /* GPU time from the start of the last launch to its stop (0 while it runs) */
+    uint64_t run_ns;       /* GPU time from the start of the last launch to its stop (0 while it runs) */
     cw_resident_exit exit; /* why the last launch stopped */
-    uint8_t reserved[44];
-} cw_resident_stats;
+    uint8_t reserved[44];  /* zeroed */
+} cw_resident_info;
 
 /*
- * Reads the statistics the GPU keeps (one small copy on the loop's second
- * stream; the loop keeps running). Thread-safe.
+ * Describes the loop: its context, its state, and the statistics the GPU
+ * keeps (one small copy on the loop's third stream and a wait for it; the
+ * loop keeps running). Thread-safe.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info describes the loop.
+ *   CW_ERROR_INVALID_ARGUMENT  r or info is NULL.
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_DEVICE_FAULT      the context has faulted: the copy fails.
+ *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
+ *                              call).
  */
-CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats);
+CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info);
 
 /*
  * The text of include/cuweave/resident_device.h, for NVRTC programs: pass
  * it as an in-memory header named "cuweave/resident_device.h" (cw_header).
- * Static; never NULL.
+ * Library-wide (it needs no loop and no driver): built into the library,
+ * as the built-in kernels are (cw_builtin_*).
+ *
+ * Returns: the text, static (owned by the library); never NULL.
  */
-CW_API const char *cw_resident_device_header(void);
+CW_API const char *cw_builtin_get_resident_header(void);
 
 #ifdef __cplusplus
 }

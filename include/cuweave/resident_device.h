@@ -2,7 +2,7 @@
  * cuweave: device-side functions for kernels of a GPU-resident loop (the
  * workload and the data-ready handler of a cw_resident). For nvcc and for
  * NVRTC: it includes nothing. With NVRTC, either add -I<prefix>/include or
- * pass cw_resident_device_header() as an in-memory header of this name.
+ * pass cw_builtin_get_resident_header() as an in-memory header of this name.
  *
  * Kernels receive the loop's device block as a kernel argument (its address
  * comes from cw_resident_get_ctl) and call:

@@ -4,6 +4,11 @@
 
 using namespace cw;
 
+static_assert(sizeof(cw_port_settings) == 64, "cw_port_settings keeps its 0.1 size");
+static_assert(sizeof(cw_operator_ops) == 64, "cw_operator_ops keeps its 0.1 size");
+static_assert(sizeof(cw_pipeline_info) == 128, "cw_pipeline_info: the context, then the counters");
+static_assert(sizeof(cw_io_info) == 64, "cw_io_info");
+
 namespace {
 
 void defaults(cw_port_settings *s) { memset(s, 0, sizeof *s); }
@@ -56,15 +61,16 @@ CW_API void cw_operator_destroy(cw_operator **op) {
     CW_ENTRY;
     if (!op || !*op) return;
     cw_operator *o = *op;
+    *op = nullptr;
     if (!live(o)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "op is not a live cw_operator");
+        cw::log(CW_LOG_WARNING, "%s: *op is not a live cw_operator; nothing destroyed", current_api());
         return;
     }
     if (o->owner) {
-        (void)fail(CW_ERROR_INVALID_STATE, "operator '%s' belongs to a pipeline: it goes with the pipeline", o->name);
+        cw::log(CW_LOG_WARNING, "%s: operator '%s' belongs to a pipeline: it goes with the pipeline; nothing destroyed",
+                current_api(), o->name);
         return;
     }
-    *op = nullptr;
     flow::operator_free(o);
 }
 
@@ -80,7 +86,7 @@ CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const
     return flow::add_port(op, name, settings, false);
 }
 
-CW_API const char *cw_operator_name(const cw_operator *op) { return live(op) ? op->name : nullptr; }
+CW_API const char *cw_operator_get_name(const cw_operator *op) { return live(op) ? op->name : nullptr; }
 
 // ---- pipelines ------------------------------------------------------------------
 
@@ -104,16 +110,12 @@ CW_API void cw_pipeline_destroy(cw_pipeline **pp) {
     CW_ENTRY;
     if (!pp || !*pp) return;
     cw_pipeline *p = *pp;
-    if (!live(p)) {
-        (void)fail(CW_ERROR_INVALID_HANDLE, "p is not a live cw_pipeline");
-        return;
-    }
-    if (p->running.load()) {
-        (void)fail(CW_ERROR_INVALID_STATE, "the pipeline is running: stop it and let cw_pipeline_run return first");
-        return;
-    }
     *pp = nullptr;
-    flow::pipeline_destroy(p);
+    if (!live(p)) {
+        cw::log(CW_LOG_WARNING, "%s: *p is not a live cw_pipeline; nothing destroyed", current_api());
+        return;
+    }
+    flow::pipeline_destroy_when_idle(p);
 }
 
 CW_API cw_status cw_pipeline_add(cw_pipeline *p, cw_operator *op) {
@@ -156,23 +158,15 @@ CW_API cw_status cw_pipeline_stop(cw_pipeline *p) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_pipeline_get_stats(const cw_pipeline *p, cw_pipeline_stats *stats) {
+CW_API cw_status cw_pipeline_get_info(const cw_pipeline *p, cw_pipeline_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(p);
-    CW_CHECK_ARG(stats != NULL);
-    flow::pipeline_stats(p, stats);
+    CW_CHECK_ARG(info != NULL);
+    flow::pipeline_info(p, info);
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_pipeline_get_context(const cw_pipeline *p, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(p);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = p->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_operator **op) {
+CW_API cw_status cw_pipeline_get_operator(const cw_pipeline *p, const char *name, cw_operator **op) {
     CW_ENTRY;
     CW_CHECK_HANDLE(p);
     CW_CHECK_ARG(name != NULL && op != NULL);
@@ -182,7 +176,7 @@ CW_API cw_status cw_pipeline_find(const cw_pipeline *p, const char *name, cw_ope
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_pipeline_port_ptr(const cw_pipeline *p, const char *op, const char *port, unsigned long long *dptr) {
+CW_API cw_status cw_pipeline_get_port_ptr(const cw_pipeline *p, const char *op, const char *port, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_HANDLE(p);
     CW_CHECK_ARG(op != NULL && port != NULL && dptr != NULL);
@@ -231,7 +225,7 @@ CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **
     return flow::io_receive_streams(io, port, streams, cap, count);
 }
 
-CW_API cw_status cw_io_stream(cw_io *io, const char *name, cw_stream **out) {
+CW_API cw_status cw_io_get_stream(cw_io *io, const char *name, cw_stream **out) {
     CW_ENTRY;
     CW_CHECK_IO(io);
     CW_CHECK_ARG(out != NULL);
@@ -251,15 +245,15 @@ CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer 
     return flow::io_emit(io, port, value, buffer);
 }
 
-CW_API cw_status cw_io_alloc(cw_io *io, size_t bytes, cw_buffer **out) {
+CW_API cw_status cw_io_alloc(cw_buffer **out, cw_io *io, size_t bytes) {
     CW_ENTRY;
-    CW_CHECK_IO(io);
     CW_CHECK_ARG(out != NULL);
+    CW_CHECK_IO(io);
     CW_CHECK_ARG(bytes > 0);
     return flow::io_alloc(io, bytes, out);
 }
 
-CW_API cw_status cw_io_port_ptr(cw_io *io, const char *port, unsigned long long *dptr) {
+CW_API cw_status cw_io_get_port_ptr(cw_io *io, const char *port, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_IO(io);
     CW_CHECK_ARG(port != NULL && dptr != NULL);
@@ -269,7 +263,7 @@ CW_API cw_status cw_io_port_ptr(cw_io *io, const char *port, unsigned long long 
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_io_resident_ctl(cw_io *io, unsigned long long *ctl) {
+CW_API cw_status cw_io_get_resident_ctl(cw_io *io, cw_devptr *ctl) {
     CW_ENTRY;
     CW_CHECK_IO(io);
     CW_CHECK_ARG(ctl != NULL);
@@ -279,19 +273,13 @@ CW_API cw_status cw_io_resident_ctl(cw_io *io, unsigned long long *ctl) {
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_io_get_operator(cw_io *io, cw_operator **op) {
+CW_API cw_status cw_io_get_info(cw_io *io, cw_io_info *info) {
     CW_ENTRY;
     CW_CHECK_IO(io);
-    CW_CHECK_ARG(op != NULL);
-    *op = io->op;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_io_get_iteration(cw_io *io, uint64_t *iteration) {
-    CW_ENTRY;
-    CW_CHECK_IO(io);
-    CW_CHECK_ARG(iteration != NULL);
-    *iteration = io->iteration;
+    CW_CHECK_ARG(info != NULL);
+    memset(info, 0, sizeof *info);
+    info->op = io->op;
+    info->iteration = io->iteration;
     return CW_SUCCESS;
 }
 

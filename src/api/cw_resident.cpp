@@ -4,6 +4,9 @@
 
 using namespace cw;
 
+static_assert(sizeof(cw_resident_settings) == 104, "cw_resident_settings keeps its 0.1 size");
+static_assert(sizeof(cw_resident_info) == 144, "cw_resident_info: 16 bytes of context and state, then the 0.1 stats");
+
 namespace {
 
 void defaults(cw_resident_settings *s) {
@@ -27,23 +30,29 @@ cw_status check_settings(const cw_resident_settings *s) {
     CW_CHECK_ARG(s->spin_us <= graphs::kMaxSleepUs);
     CW_CHECK_ARG(api::raw_enum(s->sleep_mode) <= CW_RESIDENT_SLEEP_ADAPTIVE);
     CW_CHECK_ARG(api::raw_enum(s->gate) <= CW_RESIDENT_GATE_KERNELS);
-    CW_CHECK_ARG(s->sync_with_host == 0 || s->sync_with_host == 1);
     CW_CHECK_ARG(s->input_slots <= 2);
     CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
     CW_CHECK_ARG(s->unroll >= 1 && s->unroll <= graphs::kMaxUnroll);
-    CW_CHECK_ARG(s->use_default_priority == 0 || s->use_default_priority == 1);
-    CW_CHECK_ARG(s->overlap == 0 || s->overlap == 1);
     if (s->overlap && api::raw_enum(s->gate) != CW_RESIDENT_GATE_KERNELS)
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS (an IF node between the "
                     "kernels breaks the chain of launches it overlaps)");
-    CW_CHECK_ARG(s->trace == 0 || s->trace == 1);
     if (s->trace && s->overlap)
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: trace and overlap cannot be combined (the marks trace adds between the "
                     "kernels would break the chain of launches overlap makes)");
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     return CW_SUCCESS;
+}
+
+// The settings as the loop keeps them: booleans 0 or 1.
+cw_resident_settings normalized(const cw_resident_settings *s) {
+    cw_resident_settings n = *s;
+    n.sync_with_host = s->sync_with_host != 0;
+    n.use_default_priority = s->use_default_priority != 0;
+    n.overlap = s->overlap != 0;
+    n.trace = s->trace != 0;
+    return n;
 }
 
 }  // namespace
@@ -62,17 +71,20 @@ CW_API cw_status cw_resident_create(cw_resident **out, cw_context *ctx, const cw
     defaults(&def);
     const cw_resident_settings *s = settings ? settings : &def;
     CW_TRY(check_settings(s));
-    return graphs::resident_create(ctx, s, out);
+    const cw_resident_settings n = normalized(s);
+    return graphs::resident_create(ctx, &n, out);
 }
 
-CW_API cw_status cw_resident_destroy(cw_resident **pr) {
+CW_API void cw_resident_destroy(cw_resident **pr) {
     CW_ENTRY;
-    if (!pr || !*pr) return CW_SUCCESS;
+    if (!pr || !*pr) return;
     cw_resident *r = *pr;
-    CW_CHECK_HANDLE(r);
-    CW_TRY(graphs::resident_destroy(r));
     *pr = nullptr;
-    return CW_SUCCESS;
+    if (!live(r)) {
+        cw::log(CW_LOG_WARNING, "%s: *r is not a live cw_resident; nothing destroyed", current_api());
+        return;
+    }
+    graphs::resident_destroy(r);
 }
 
 CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_settings *settings) {
@@ -80,7 +92,8 @@ CW_API cw_status cw_resident_configure(cw_resident *r, const cw_resident_setting
     CW_CHECK_HANDLE(r);
     CW_CHECK_ARG(settings != NULL);
     CW_TRY(check_settings(settings));
-    return graphs::resident_configure(r, settings);
+    const cw_resident_settings n = normalized(settings);
+    return graphs::resident_configure(r, &n);
 }
 
 CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_settings *settings) {
@@ -91,7 +104,7 @@ CW_API cw_status cw_resident_get_settings(const cw_resident *r, cw_resident_sett
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *ctl) {
+CW_API cw_status cw_resident_get_ctl(const cw_resident *r, cw_devptr *ctl) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
     CW_CHECK_ARG(ctl != NULL);
@@ -99,22 +112,14 @@ CW_API cw_status cw_resident_get_ctl(const cw_resident *r, unsigned long long *c
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_resident_get_context(const cw_resident *r, cw_context **ctx) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(r);
-    CW_CHECK_ARG(ctx != NULL);
-    *ctx = r->ctx;
-    return CW_SUCCESS;
-}
-
-CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, unsigned long long *dptr) {
+CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
     CW_CHECK_ARG(dptr != NULL);
     if (slot >= r->set.input_slots)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: input slot %u of a loop with %u slots", slot,
                     r->set.input_slots);
-    *dptr = r->input + (unsigned long long)slot * r->set.input_bytes;
+    *dptr = r->input + (cw_devptr)slot * r->set.input_bytes;
     return CW_SUCCESS;
 }
 
@@ -172,25 +177,16 @@ CW_API cw_status cw_resident_launch(cw_resident *r) {
     return graphs::resident_launch(r);
 }
 
-CW_API cw_status cw_resident_is_launched(const cw_resident *r, int *launched) {
-    CW_ENTRY;
-    CW_CHECK_HANDLE(r);
-    CW_CHECK_ARG(launched != NULL);
-    *launched = graphs::resident_launched(r);
-    return CW_SUCCESS;
-}
-
 CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
     return graphs::resident_data_ready(r, seq);
 }
 
-CW_API cw_status cw_resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
+CW_API cw_status cw_resident_poll_result(const cw_resident *r, uint64_t seq) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
-    CW_CHECK_ARG(ready != NULL);
-    return graphs::resident_result_ready(r, seq, ready);
+    return graphs::resident_poll_result(r, seq);
 }
 
 CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
@@ -199,7 +195,7 @@ CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uin
     return graphs::resident_wait_result(r, seq, timeout_ms);
 }
 
-CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, unsigned long long *dptr) {
+CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, cw_devptr *dptr) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
     CW_CHECK_ARG(dptr != NULL);
@@ -223,13 +219,13 @@ CW_API cw_status cw_resident_get_state(const cw_resident *r, cw_resident_state *
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_resident_get_stats(cw_resident *r, cw_resident_stats *stats) {
+CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info) {
     CW_ENTRY;
     CW_CHECK_HANDLE(r);
-    CW_CHECK_ARG(stats != NULL);
-    return graphs::resident_stats(r, stats);
+    CW_CHECK_ARG(info != NULL);
+    return graphs::resident_info(r, info);
 }
 
-CW_API const char *cw_resident_device_header(void) { return kResidentDeviceHeader; }
+CW_API const char *cw_builtin_get_resident_header(void) { return kResidentDeviceHeader; }
 
 }  // extern "C"

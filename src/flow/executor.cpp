@@ -313,10 +313,14 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
                                         !mark_finished(p->ended[m].mark));
                     if (open) list_name(names, sizeof names, &len, op->name);
                 }
-                st = fail(CW_ERROR_DEVICE_FAULT,
-                          "the device faulted (%s) in iteration %llu or before: the work of operators %s was not "
-                          "seen finished",
-                          last_error().cu_name, (unsigned long long)e.iteration, names);
+                const cw_error_info &why = last_error();
+                char call[64], cu_name[64];
+                copy_text(call, sizeof call, why.driver_call);
+                copy_text(cu_name, sizeof cu_name, why.cu_name);
+                st = fail_from(CW_ERROR_DEVICE_FAULT, why.cu_result, call,
+                                "the device faulted (%s) in iteration %llu or before: the work of operators %s was "
+                                "not seen finished",
+                                cu_name, (unsigned long long)e.iteration, names);
             }
         }
         mark_release(e.mark);
@@ -331,7 +335,10 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         return fail(CW_ERROR_INVALID_STATE, "the pipeline is running already");
     struct Running {
         cw_pipeline *p;
-        ~Running() { p->running.store(0); }
+        ~Running() {
+            // Destroyed while it ran (cw_pipeline_destroy): the destroy is ours.
+            if (p->running.exchange(0) == 2) pipeline_destroy(p);
+        }
     } running{p};
     if (!p->checked) CW_TRY(pipeline_check(p));
     if (any_port_memory(p)) CW_TRY(setup_memory(p, p->ctx));
@@ -377,7 +384,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         }
     }
     for (uint64_t it = 0; st == CW_SUCCESS && (iterations == 0 || it < iterations); it++) {
-        if (p->stop.load(std::memory_order_acquire)) break;
+        // (A destroy may have asked to stop before this run cleared the request.)
+        if (p->stop.load(std::memory_order_acquire) || p->running.load(std::memory_order_acquire) == 2) break;
         iteration.store(it, std::memory_order_relaxed);
         if (workers.empty()) {
             for (int idx : p->topo) run_op(p, p->ops[idx], it);
@@ -427,16 +435,30 @@ cw_status pipeline_synchronize(cw_pipeline *p) {
         cw_operator *op = p->ops[p->topo[k]];
         for (Mark *m : op->call_marks) {
             cw_status st = mark_wait(m);
-            if (st != CW_SUCCESS)
-                return fail(st, "operator '%s': its last compute call's work (or earlier work) failed: %s", op->name,
-                            last_error().message);
+            if (st != CW_SUCCESS) {
+                const cw_error_info &why = last_error();
+                char call[64];
+                copy_text(call, sizeof call, why.driver_call);
+                return fail_from(st, why.cu_result, call,
+                                  "operator '%s': its last compute call's work (or earlier work) failed: %s",
+                                  op->name, why.message);
+            }
         }
     }
     return CW_SUCCESS;
 }
 
-void pipeline_stats(const cw_pipeline *p, cw_pipeline_stats *stats) {
+void pipeline_destroy_when_idle(cw_pipeline *p) {
+    handle_retire(p);  // dead at once, also to a compute call that still has it
+    p->stop.store(1, std::memory_order_release);
+    int expected = 1;
+    if (p->running.compare_exchange_strong(expected, 2)) return;  // the run destroys it as it returns
+    pipeline_destroy(p);
+}
+
+void pipeline_info(const cw_pipeline *p, cw_pipeline_info *stats) {
     memset(stats, 0, sizeof *stats);
+    stats->context = p->ctx;
     stats->iterations = p->iterations.load(std::memory_order_relaxed);
     stats->computes = p->computes.load(std::memory_order_relaxed);
     stats->skipped = p->skipped.load(std::memory_order_relaxed);

@@ -123,7 +123,7 @@ struct cw_pipeline {
     bool memory_ready;
     cw::flow::PortMemory *memory;
     cw_stream *null_stream;  // wrapper of the legacy stream, made when first needed
-    std::atomic<int> running;
+    std::atomic<int> running;  // 1: cw_pipeline_run runs it; 2: and it destroys it as it returns
     std::atomic<int> stop;
     std::atomic<uint64_t> iterations, computes, skipped, fallbacks, peer_copies;
     // Resident pipelines.
@@ -194,7 +194,10 @@ void end_iteration(cw_pipeline *p);
 cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait);
 cw_status pipeline_run(cw_pipeline *p, uint64_t iterations);
 cw_status pipeline_synchronize(cw_pipeline *p);
-void pipeline_stats(const cw_pipeline *p, cw_pipeline_stats *stats);
+void pipeline_info(const cw_pipeline *p, cw_pipeline_info *info);
+// Destroys p now or, while cw_pipeline_run runs it, asks that run to stop
+// and leaves the destroy to it (as it returns). The handle is dead at once.
+void pipeline_destroy_when_idle(cw_pipeline *p);
 
 // ---- io.cpp ----
 // The pool an operator's streams come from, and so its device.
@@ -206,7 +209,7 @@ cw_status io_receive_streams(cw_io *io, const char *port, cw_stream **streams, s
 cw_status io_stream(cw_io *io, const char *name, cw_stream **out);
 cw_status io_set_output_stream(cw_io *io, const char *port, cw_stream *s);
 cw_status io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer);
-cw_status io_alloc(cw_io *io, size_t bytes, cw_buffer **out);
+cw_status io_alloc(cw_io *io, size_t bytes, cw_buffer **out);  // (cw_io_alloc's out comes first)
 cw_status io_port_ptr(cw_io *io, const char *port, CUdeviceptr *dptr);
 
 // ---- resident_pipeline.cpp ----

@@ -29,7 +29,7 @@ cw_status plan_memory(cw_pipeline *p, Vec<Group> *groups) {
             if (out.input) continue;
             if (out.conns.empty()) {
                 // A sink's output: memory of its own when it declares some
-                // (the host reads it: cw_pipeline_port_ptr).
+                // (the host reads it: cw_pipeline_get_port_ptr).
                 if ((out.bytes || out.dptr) && groups &&
                     !groups->push(Group{o->index, (int)pi, out.bytes, out.dptr}))
                     return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -80,11 +80,13 @@ cw_status resident_fn(cw_stream *s, void *user) {
     if (st != CW_SUCCESS) {
         pthread_mutex_lock(&p->mu);
         bool have = p->failed.load(std::memory_order_relaxed);
-        char msg[512];
+        char msg[512], call[64];
         snprintf(msg, sizeof msg, "%s", p->fail_msg);
+        copy_text(call, sizeof call, p->fail_call);
+        const int cu = p->fail_cu;
         p->failed.store(false, std::memory_order_relaxed);
         pthread_mutex_unlock(&p->mu);
-        if (have) return fail(st, "%s", msg);
+        if (have) return fail_from(st, cu, call, "%s", msg);
     }
     return st;
 }

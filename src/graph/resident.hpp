@@ -69,6 +69,7 @@ struct cw_resident {
     std::atomic<uint64_t> drop_lo[cw::graphs::kDropRanges], drop_hi[cw::graphs::kDropRanges];
     size_t drop_next;
     cw::core::IdleRelease idle;  // destroyed while other loops run: freed when they stop
+    cw_resident *abandoned_next;  // destroyed while it would not stop: the list of those
     // Trace (settings.trace): the stages of the current build, and their
     // marks (two words each, mapped host memory, CW_RES_MAX_STAGES of them,
     // made at the first traced build).
@@ -86,23 +87,24 @@ namespace graphs {
 // ---- the loop (resident_loop.cpp) ----
 // Settings are checked by the caller (cw_resident_create, cw_resident_configure).
 cw_status resident_create(cw_context *ctx, const cw_resident_settings *s, cw_resident **out);
-// Stops a running loop first (destroy_timeout_ms); CW_ERROR_TIMEOUT keeps r.
-cw_status resident_destroy(cw_resident *r);
+// Stops a running loop first (destroy_timeout_ms), then frees it; one that
+// does not stop in time is abandoned (logged; freed once seen stopped).
+void resident_destroy(cw_resident *r);
 cw_status resident_configure(cw_resident *r, const cw_resident_settings *s);
 // The workload (handler false) or the data-ready handler: a copy of g, or a
 // capture function; neither: none.
 cw_status resident_set_part(cw_resident *r, bool handler, const cw_graph *g, cw_resident_capture_fn fn, void *user);
 cw_status resident_build(cw_resident *r);
 cw_status resident_launch(cw_resident *r);
-// Launched and not seen stopped on the GPU.
-bool resident_launched(const cw_resident *r);
 cw_status resident_data_ready(cw_resident *r, uint64_t *seq);
-cw_status resident_result_ready(const cw_resident *r, uint64_t seq, int *ready);
+// CW_SUCCESS when request seq has finished, CW_ERROR_NOT_READY (no detail)
+// when not yet, or why it never will.
+cw_status resident_poll_result(const cw_resident *r, uint64_t seq);
 cw_status resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms);
 cw_status resident_next_input(cw_resident *r, uint32_t timeout_ms, CUdeviceptr *dptr);
 cw_status resident_tear_down(cw_resident *r, uint32_t timeout_ms);
 cw_resident_state resident_state(const cw_resident *r);
-cw_status resident_stats(cw_resident *r, cw_resident_stats *stats);
+cw_status resident_info(cw_resident *r, cw_resident_info *info);
 
 // ---- trace (resident_trace.cpp) ----
 // A stage begun and ended by a capture function on a stream capturing into

@@ -72,8 +72,9 @@ cw_resident_exit exit_from_gpu(const cw_resident *r) {
     return reason == CW_RES_EXIT_TIMEOUT ? CW_RESIDENT_EXIT_TIMEOUT : CW_RESIDENT_EXIT_TEAR_DOWN;
 }
 
-// Waits up to timeout_ms for the loop's stream to be idle.
-cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
+// Waits up to timeout_ms for the loop's stream to be idle. `then` says, in
+// the timeout's message, what becomes of the loop.
+cw_status wait_idle(cw_resident *r, uint32_t timeout_ms, const char *then) {
     const uint64_t deadline = (uint64_t)now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (unsigned spins = 0;; spins++) {
         CUresult q = drv().cuStreamQuery(r->run->cu);
@@ -92,8 +93,9 @@ cw_status wait_idle(cw_resident *r, uint32_t timeout_ms) {
         if ((uint64_t)now_ns() >= deadline)
             return fail(CW_ERROR_TIMEOUT,
                         "the resident loop did not stop within %u ms (requests made %llu, finished %llu): a "
-                        "workload is still running, or other work holds the GPU; the request to stop stays",
-                        timeout_ms, (unsigned long long)load_requested(r), (unsigned long long)load_completed(r));
+                        "workload is still running, or other work holds the GPU; %s",
+                        timeout_ms, (unsigned long long)load_requested(r), (unsigned long long)load_completed(r),
+                        then);
         if (spins < 64) {
             sched_yield();
         } else {
@@ -150,6 +152,50 @@ void resident_release(cw_resident *r) {
     release_when_idle(&r->idle);
 }
 
+// Loops destroyed while they would not stop: their handles are gone, their
+// memory kept (the GPU may still use it), and they still count as running,
+// until reap_abandoned sees them stopped and frees them.
+std::mutex g_abandoned_mutex;
+cw_resident *g_abandoned;
+
+void abandon(cw_resident *r) {
+    handle_retire(r);
+    std::lock_guard<std::mutex> lock(g_abandoned_mutex);
+    r->abandoned_next = g_abandoned;
+    g_abandoned = r;
+}
+
+// Frees the abandoned loops whose stream is idle (or reports an error: the
+// loop is over then too). A driver call per abandoned loop; none without.
+void reap_abandoned() {
+    cw_resident *list, *keep = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_abandoned_mutex);
+        list = g_abandoned;
+        g_abandoned = nullptr;
+    }
+    while (list) {
+        cw_resident *r = list;
+        list = r->abandoned_next;
+        const CUresult q = drv().cuStreamQuery(r->run->cu);
+        if (q == CUDA_ERROR_NOT_READY) {
+            r->abandoned_next = keep;
+            keep = r;
+            continue;
+        }
+        finish_stop(r, q != CUDA_SUCCESS ? CW_RESIDENT_EXIT_FAULT
+                                         : gpu_exited(r) ? exit_from_gpu(r) : CW_RESIDENT_EXIT_TEAR_DOWN);
+        log(CW_LOG_INFO, "cuweave: a resident loop abandoned by cw_resident_destroy has stopped: freed");
+        resident_release(r);
+    }
+    if (!keep) return;
+    std::lock_guard<std::mutex> lock(g_abandoned_mutex);
+    cw_resident **tail = &keep;
+    while (*tail) tail = &(*tail)->abandoned_next;
+    *tail = g_abandoned;
+    g_abandoned = keep;
+}
+
 cw_status alloc_memory(cw_resident *r) {
     CurrentGuard guard;
     CW_TRY(guard.enter(r->ctx->cu));
@@ -185,7 +231,7 @@ cw_status build_unless_launched(cw_resident *r, const char *launched) {
     return CW_SUCCESS;
 }
 
-// Shared by result_ready and wait_result: 1 done, 0 not yet, or an error.
+// Shared by poll_result and wait_result: 1 done, 0 not yet, or an error.
 cw_status check_result(const cw_resident *r, uint64_t seq, int *ready) {
     *ready = 0;
     if (seq == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: request numbers start at 1");
@@ -251,6 +297,7 @@ cw_status resident_create(cw_context *ctx, const cw_resident_settings *s, cw_res
     HandleRoom room;
     CW_TRY(room.reserve());
     CW_TRY(ensure_init());
+    reap_abandoned();
     if (!driver_has(CW_FEATURE_CONDITIONAL_NODES))
         return fail(CW_ERROR_NOT_SUPPORTED,
                     "the GPU-resident loop needs conditional graph nodes (a CUDA 12.3 driver or newer)");
@@ -283,15 +330,24 @@ cw_status resident_create(cw_context *ctx, const cw_resident_settings *s, cw_res
     return CW_SUCCESS;
 }
 
-cw_status resident_destroy(cw_resident *r) {
+void resident_destroy(cw_resident *r) {
+    reap_abandoned();
     if (resident_active(r)) {
         __atomic_store_n(&r->host->stop, 1u, __ATOMIC_RELEASE);
         r->state.store(CW_RESIDENT_STOPPING, std::memory_order_release);
-        cw_status st = wait_idle(r, r->set.destroy_timeout_ms);
-        if (st == CW_ERROR_TIMEOUT) return st;  // the GPU may still use it all: keep it
+        // A timeout or a fault is logged (CW_LOG_ERROR) by the failure itself.
+        const cw_status st =
+            wait_idle(r, r->set.destroy_timeout_ms,
+                      "the handle is gone and the loop abandoned: its memory, streams and graph are kept (the GPU "
+                      "may still use them) and freed once a later cw_resident_create or cw_resident_destroy sees it "
+                      "stopped; the request to stop stays");
+        if (st == CW_ERROR_TIMEOUT) {
+            abandon(r);  // the GPU may still use it all: keep it
+            return;
+        }
+        // Stopped, or a fault ended it (finish_stop ran): free it.
     }
     resident_release(r);
-    return CW_SUCCESS;
 }
 
 cw_status resident_configure(cw_resident *r, const cw_resident_settings *settings) {
@@ -346,8 +402,6 @@ cw_status resident_launch(cw_resident *r) {
     return CW_SUCCESS;
 }
 
-bool resident_launched(const cw_resident *r) { return resident_active(r) && !gpu_exited(r); }
-
 cw_status resident_data_ready(cw_resident *r, uint64_t *seq) {
     if (__builtin_expect(r->state.load(std::memory_order_acquire) != CW_RESIDENT_RUNNING, 0))
         return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
@@ -359,12 +413,11 @@ cw_status resident_data_ready(cw_resident *r, uint64_t *seq) {
     return CW_SUCCESS;
 }
 
-cw_status resident_result_ready(const cw_resident *r, uint64_t seq, int *ready) {
-    if (__builtin_expect(load_completed(r) >= seq && seq != 0 && !was_dropped(r, seq), 1)) {
-        *ready = 1;
-        return CW_SUCCESS;
-    }
-    return check_result(r, seq, ready);
+cw_status resident_poll_result(const cw_resident *r, uint64_t seq) {
+    if (__builtin_expect(load_completed(r) >= seq && seq != 0 && !was_dropped(r, seq), 1)) return CW_SUCCESS;
+    int ready = 0;
+    CW_TRY(check_result(r, seq, &ready));
+    return ready ? CW_SUCCESS : CW_ERROR_NOT_READY;  // not yet: no detail, as cw_future_poll
 }
 
 cw_status resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
@@ -414,7 +467,7 @@ cw_status resident_tear_down(cw_resident *r, uint32_t timeout_ms) {
     if (!resident_active(r)) return CW_SUCCESS;
     __atomic_store_n(&r->host->stop, 1u, __ATOMIC_RELEASE);
     r->state.store(CW_RESIDENT_STOPPING, std::memory_order_release);
-    return wait_idle(r, timeout_ms);
+    return wait_idle(r, timeout_ms, "the request to stop stays");
 }
 
 cw_resident_state resident_state(const cw_resident *r) {
@@ -423,13 +476,16 @@ cw_resident_state resident_state(const cw_resident *r) {
     return static_cast<cw_resident_state>(st);
 }
 
-cw_status resident_stats(cw_resident *r, cw_resident_stats *stats) {
+cw_status resident_info(cw_resident *r, cw_resident_info *info) {
     cw_res_dev d;  // 16.5 KB on the stack: no allocation, and each thread has its own
     CW_TRY(on_stream(r->stats, "cuMemcpyDtoHAsync",
                      [&] { return drv().cuMemcpyDtoHAsync(&d, r->dev, sizeof d, r->stats->cu); }));
     CW_TRY(on_stream(r->stats, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(r->stats->cu); }));
-    cw_resident_stats o;
+    cw_resident_info o;
     memset(&o, 0, sizeof o);
+    o.context = r->ctx;
+    o.state = resident_state(r);
+    o.launched = o.state == CW_RESIDENT_RUNNING || o.state == CW_RESIDENT_STOPPING;
     o.requested = load_requested(r);
     o.completed = load_completed(r);
     o.iterations = d.served;
@@ -452,7 +508,7 @@ cw_status resident_stats(cw_resident *r, cw_resident_stats *stats) {
     } else {
         o.exit = st == CW_RESIDENT_STOPPED ? static_cast<cw_resident_exit>(r->last_exit.load()) : CW_RESIDENT_EXIT_NONE;
     }
-    *stats = o;
+    *info = o;
     return CW_SUCCESS;
 }
 

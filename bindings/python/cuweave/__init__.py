@@ -20,7 +20,7 @@ import weakref
 
 from . import _errors, _lib
 from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
-                   ProgramSettings, ResidentSettings, ResidentStats, StreamSettings, last_error, lib)
+                   ProgramSettings, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
 
 CuweaveError = _errors.CuweaveError
 
@@ -693,7 +693,7 @@ class Buffer(_Handle):
 
 def resident_device_header():
     """The text of cuweave/resident_device.h, to give NVRTC as a header."""
-    return lib.cw_resident_device_header().decode()
+    return lib.cw_builtin_get_resident_header().decode()
 
 
 class Resident(_Handle):
@@ -723,12 +723,12 @@ class Resident(_Handle):
     @property
     def ctl(self):
         """The device address of the loop's control block (cw_resident_ctl *)."""
-        v = ctypes.c_ulonglong()
+        v = ctypes.c_uint64()
         lib.cw_resident_get_ctl(self.handle, ctypes.byref(v))
         return v.value
 
     def input(self, slot):
-        v = ctypes.c_ulonglong()
+        v = ctypes.c_uint64()
         lib.cw_resident_get_input(self.handle, slot, ctypes.byref(v))
         return v.value
 
@@ -743,12 +743,13 @@ class Resident(_Handle):
 
     @property
     def launched(self):
+        """Running or stopping (cw_resident_get_state)."""
         v = ctypes.c_int()
-        lib.cw_resident_is_launched(self.handle, ctypes.byref(v))
-        return bool(v.value)
+        lib.cw_resident_get_state(self.handle, ctypes.byref(v))
+        return v.value in (1, 2)  # CW_RESIDENT_RUNNING, CW_RESIDENT_STOPPING
 
     def next_input(self, timeout=1.0):
-        v = ctypes.c_ulonglong()
+        v = ctypes.c_uint64()
         lib.cw_resident_next_input(self.handle, _timeout_ms(timeout), ctypes.byref(v))
         return v.value
 
@@ -759,9 +760,14 @@ class Resident(_Handle):
         return seq.value
 
     def result_ready(self, seq):
-        v = ctypes.c_int()
-        lib.cw_resident_result_ready(self.handle, seq, ctypes.byref(v))
-        return bool(v.value)
+        """True when request seq has finished, False when not yet
+        (cw_resident_poll_result); raises when it never will."""
+        st = lib.cw_resident_poll_result(self.handle, seq)
+        if st == 8:  # CW_ERROR_NOT_READY
+            return False
+        if st != 0:
+            raise _errors.from_status(st, last_error())
+        return True
 
     def wait_result(self, seq, timeout=1.0):
         lib.cw_resident_wait_result(self.handle, seq, _timeout_ms(timeout))
@@ -776,18 +782,18 @@ class Resident(_Handle):
         return {name: getattr(s, name) for name, _ in ResidentSettings._fields_ if name != "reserved"}
 
     def stats(self):
-        st = ResidentStats()
-        lib.cw_resident_get_stats(self.handle, ctypes.byref(st))
-        return {name: getattr(st, name) for name, _ in ResidentStats._fields_ if name != "reserved"}
+        """State and statistics (cw_resident_get_info), as a dict named as in
+        cw_resident_info (its context left out: self.context)."""
+        st = ResidentInfo()
+        lib.cw_resident_get_info(self.handle, ctypes.byref(st))
+        return {name: getattr(st, name) for name, _ in ResidentInfo._fields_ if name not in ("reserved", "context")}
 
     def close(self):
-        """Tears the loop down (if launched) and frees it; raises TimeoutError
-        (and keeps it) when it would not stop. Idempotent."""
-        if self._ptr.value:
-            st = lib.cw_resident_destroy(ctypes.byref(self._ptr))
-            if st != 0:
-                raise _errors.from_status(st, last_error())
-        self._finalizer.detach()
+        """Tears the loop down (if launched) and frees it. Never raises: a loop
+        that would not stop within destroy_timeout_ms is abandoned and logged
+        (cw_resident_destroy); call tear_down() first to learn whether it
+        stops. Idempotent."""
+        super().close()
 
 
 # ---- several devices (cuweave/multi.h, docs/multi-gpu.md) --------------------

@@ -167,14 +167,17 @@ class ResidentSettings(ctypes.Structure):
         ("priority", ctypes.c_int),
         ("use_default_priority", ctypes.c_int),
         ("destroy_timeout_ms", ctypes.c_uint32),
-        ("overlap", ctypes.c_uint32),
-        ("trace", ctypes.c_uint32),
+        ("overlap", ctypes.c_int),
+        ("trace", ctypes.c_int),
         ("reserved", ctypes.c_uint8 * 40),
     ]
 
 
-class ResidentStats(ctypes.Structure):
+class ResidentInfo(ctypes.Structure):
     _fields_ = [
+        ("context", ctypes.c_void_p),
+        ("state", ctypes.c_int),
+        ("launched", ctypes.c_int),
         ("requested", ctypes.c_uint64),
         ("completed", ctypes.c_uint64),
         ("iterations", ctypes.c_uint64),
@@ -344,23 +347,23 @@ _SIGNATURES = [
     # the GPU-resident loop
     ("cw_resident_settings_default", None, [ctypes.POINTER(ResidentSettings)], False),
     ("cw_resident_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
-    ("cw_resident_destroy", ctypes.c_int, [c_void_pp], False),  # status checked by Resident.close
-    ("cw_resident_get_ctl", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong)], True),
+    ("cw_resident_destroy", None, [c_void_pp], False),
+    ("cw_resident_get_ctl", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], True),
     ("cw_resident_get_input", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
+     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)], True),
     ("cw_resident_set_workload", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p], True),
     ("cw_resident_build", ctypes.c_int, [ctypes.c_void_p], True),
     ("cw_resident_launch", ctypes.c_int, [ctypes.c_void_p], True),
-    ("cw_resident_is_launched", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
+    ("cw_resident_get_state", ctypes.c_int, [ctypes.c_void_p, c_int_p], True),
     ("cw_resident_data_ready", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], True),
-    ("cw_resident_result_ready", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, c_int_p], True),
+    ("cw_resident_poll_result", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64], False),  # NOT_READY: Resident.result_ready
     ("cw_resident_wait_result", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32], True),
     ("cw_resident_next_input", ctypes.c_int,
-     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_ulonglong)], True),
+     [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)], True),
     ("cw_resident_tear_down", ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint32], True),
-    ("cw_resident_get_stats", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentStats)], True),
+    ("cw_resident_get_info", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentInfo)], True),
     ("cw_resident_get_settings", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ResidentSettings)], True),
-    ("cw_resident_device_header", ctypes.c_char_p, [], False),
+    ("cw_builtin_get_resident_header", ctypes.c_char_p, [], False),
     # buffers and copies
     ("cw_buffer_create", ctypes.c_int, [c_void_pp, ctypes.c_void_p, ctypes.c_size_t], True),
     ("cw_buffer_retain", ctypes.c_int, [ctypes.c_void_p], True),

@@ -297,10 +297,12 @@ class TestGraphsKernelsResident(unittest.TestCase):
             cuweave.Resident(self.ctx, no_such_setting=1)
         with self.assertRaises(cuweave.InvalidArgumentError):
             cuweave.Resident(self.ctx, unroll=0)
-        # trace: off by default, 0 or 1, not with overlap (the field sits where the C struct has it)
+        # trace: off by default, a boolean (any nonzero value, kept as 1), not with overlap (the field sits
+        # where the C struct has it)
         self.assertEqual(d["trace"], 0)
-        with self.assertRaises(cuweave.InvalidArgumentError):
-            cuweave.Resident(self.ctx, trace=2)
+        r = cuweave.Resident(self.ctx, trace=2)
+        self.assertEqual(r.settings()["trace"], 1)
+        r.close()
         with self.assertRaises(cuweave.InvalidArgumentError) as cm:
             cuweave.Resident(self.ctx, trace=1, overlap=1, gate=cuweave.GATE_KERNELS)
         self.assertIn("trace and overlap", str(cm.exception))
@@ -332,6 +334,7 @@ class TestGraphsKernelsResident(unittest.TestCase):
             r.wait_result(1, timeout=0.01)
         st = r.stats()
         self.assertEqual((st["requested"], st["completed"], st["launches"]), (2, 0, 1))
+        self.assertEqual((st["state"], st["launched"]), (1, 1))  # CW_RESIDENT_RUNNING
         r.tear_down(timeout=1.0)
         self.assertFalse(r.launched)
         with self.assertRaises(cuweave.InvalidStateError):

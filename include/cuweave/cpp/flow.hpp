@@ -102,7 +102,7 @@ class io {
     // A named extra stream of the operator (the same name, the same stream).
     detail::ret<stream> named_stream(const char *name) const {
         cw_stream *s = nullptr;
-        cw_status st = cw_io_stream(h_, name, &s);
+        cw_status st = cw_io_get_stream(h_, name, &s);
         return detail::make(st, stream::wrap(s));
     }
     detail::void_ret set_output_stream(const char *port, const stream &s) const {
@@ -117,52 +117,52 @@ class io {
     // A buffer on the internal stream, held by the call (borrowed here).
     detail::ret<buffer> alloc(size_t bytes) const {
         cw_buffer *b = nullptr;
-        cw_status st = cw_io_alloc(h_, bytes, &b);
+        cw_status st = cw_io_alloc(&b, h_, bytes);
         return detail::make(st, buffer::wrap(b));
     }
-    detail::ret<unsigned long long> port_ptr(const char *port) const {
-        unsigned long long p = 0;
-        cw_status st = cw_io_port_ptr(h_, port, &p);
+    detail::ret<cw_devptr> port_ptr(const char *port) const {
+        cw_devptr p = 0;
+        cw_status st = cw_io_get_port_ptr(h_, port, &p);
         return detail::make(st, std::move(p));
     }
-    detail::ret<unsigned long long> resident_ctl() const {
-        unsigned long long c = 0;
-        cw_status st = cw_io_resident_ctl(h_, &c);
+    detail::ret<cw_devptr> resident_ctl() const {
+        cw_devptr c = 0;
+        cw_status st = cw_io_get_resident_ctl(h_, &c);
         return detail::make(st, std::move(c));
     }
     uint64_t iteration() const noexcept {
-        uint64_t i = 0;
-        (void)cw_io_get_iteration(h_, &i);
-        return i;
+        cw_io_info i{};
+        (void)cw_io_get_info(h_, &i);
+        return i.iteration;
     }
     // The operator being computed (borrowed), and its name.
     cw_operator *op() const noexcept {
-        cw_operator *o = nullptr;
-        (void)cw_io_get_operator(h_, &o);
-        return o;
+        cw_io_info i{};
+        (void)cw_io_get_info(h_, &i);
+        return i.op;
     }
-    const char *op_name() const noexcept { return cw_operator_name(op()); }
+    const char *op_name() const noexcept { return cw_operator_get_name(op()); }
 
   private:
     cw_io *h_;
 };
 
 // An operator's name (owned by it; nullptr for nullptr).
-inline const char *operator_name(const cw_operator *op) noexcept { return op ? cw_operator_name(op) : nullptr; }
+inline const char *operator_name(const cw_operator *op) noexcept { return op ? cw_operator_get_name(op) : nullptr; }
 
 // Where an operator declares its ports (in setup()).
 class op_spec {
   public:
     explicit op_spec(cw_operator *op) noexcept : op_(op) {}
     // An input: flags CW_PORT_OPTIONAL / CW_PORT_MANY; bytes or dptr for port memory.
-    op_spec &input(const char *name, unsigned flags = 0, size_t bytes = 0, unsigned long long dptr = 0) {
+    op_spec &input(const char *name, unsigned flags = 0, size_t bytes = 0, cw_devptr dptr = 0) {
         cw_port_settings s;
         cw_port_settings_default(&s);
         s.flags = flags, s.bytes = bytes, s.dptr = dptr;
         note(cw_operator_add_input(op_, name, &s));
         return *this;
     }
-    op_spec &output(const char *name, size_t bytes = 0, unsigned long long dptr = 0) {
+    op_spec &output(const char *name, size_t bytes = 0, cw_devptr dptr = 0) {
         cw_port_settings s;
         cw_port_settings_default(&s);
         s.bytes = bytes, s.dptr = dptr;
@@ -235,7 +235,7 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     detail::ret<cw_operator *> add(const char *name, std::unique_ptr<operator_base> op,
                                    const cw_operator_settings *settings = nullptr) {
         static const cw_operator_ops ops = {detail::op_start, detail::op_compute, detail::op_stop, detail::op_destroy,
-                                            {nullptr, nullptr, nullptr, nullptr}};
+                                            {}};
         cw_operator *o = nullptr;
         operator_base *raw = op.get();
         cw_status s = cw_operator_create(&o, name, &ops, raw, settings);
@@ -285,28 +285,29 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     // The operator named `name`, borrowed (CW_ERROR_INVALID_ARGUMENT when none).
     detail::ret<cw_operator *> find(const char *name) const {
         cw_operator *o = nullptr;
-        cw_status s = cw_pipeline_find(get(), name, &o);
+        cw_status s = cw_pipeline_get_operator(get(), name, &o);
         return detail::make(s, std::move(o));
     }
     // The device address of a port's memory, from outside compute (after
     // make_resident, or a run of a pipeline whose ports declare memory).
-    detail::ret<unsigned long long> port_ptr(const char *op, const char *port) const {
-        unsigned long long p = 0;
-        cw_status s = cw_pipeline_port_ptr(get(), op, port, &p);
+    detail::ret<cw_devptr> port_ptr(const char *op, const char *port) const {
+        cw_devptr p = 0;
+        cw_status s = cw_pipeline_get_port_ptr(get(), op, port, &p);
         return detail::make(s, std::move(p));
     }
     // The pipeline's context, borrowed.
     cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_pipeline_get_context(get(), &c);
-        return cw::context::wrap(c);
+        cw_pipeline_info i{};
+        (void)cw_pipeline_get_info(get(), &i);
+        return cw::context::wrap(i.context);
     }
     detail::void_ret make_resident(const resident &r) {
         return detail::done(cw_pipeline_make_resident(get(), r.get()));
     }
-    cw_pipeline_stats stats() const noexcept {
-        cw_pipeline_stats st{};
-        (void)cw_pipeline_get_stats(get(), &st);
+    // Context and counters (cw_pipeline_get_info).
+    cw_pipeline_info info() const noexcept {
+        cw_pipeline_info st{};
+        (void)cw_pipeline_get_info(get(), &st);
         return st;
     }
 };

@@ -13,15 +13,11 @@ namespace cw {
 
 // ---- the GPU-resident loop ------------------------------------------------------
 
-namespace detail {
-// The handle's destroy: tears a launched loop down first (up to the
-// settings' destroy_timeout_ms). If it would not stop, the C call keeps the
-// loop (the GPU may still use its memory) and this destructor lets it go:
-// call tear_down() yourself when that matters.
-inline void resident_destroy(cw_resident **r) { (void)cw_resident_destroy(r); }
-}  // namespace detail
-
-class resident : public detail::handle<cw_resident, detail::resident_destroy> {
+// The handle's destroy (cw_resident_destroy) tears a launched loop down
+// first (up to the settings' destroy_timeout_ms); a loop that would not stop
+// is abandoned and logged (CW_LOG_ERROR): call tear_down() yourself to learn
+// whether it stops.
+class resident : public detail::handle<cw_resident, cw_resident_destroy> {
   public:
     using handle::handle;
     static detail::ret<resident> create(const cw::context &c, const cw_resident_settings *settings = nullptr) {
@@ -30,20 +26,20 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
         return detail::make(s, resident(r, true));
     }
     // The device block kernels receive (a cw_resident_ctl *), as a CUdeviceptr.
-    unsigned long long ctl() const noexcept {
-        unsigned long long p = 0;
+    cw_devptr ctl() const noexcept {
+        cw_devptr p = 0;
         (void)cw_resident_get_ctl(get(), &p);
         return p;
     }
-    // The loop's context, borrowed.
+    // The loop's context, borrowed (from cw_resident_get_info: a driver call).
     cw::context context() const noexcept {
-        cw_context *c = nullptr;
-        (void)cw_resident_get_context(get(), &c);
-        return cw::context::wrap(c);
+        cw_resident_info i{};
+        (void)cw_resident_get_info(get(), &i);
+        return cw::context::wrap(i.context);
     }
     // The device address of input slot `slot` (0 <= slot < input_slots).
-    detail::ret<unsigned long long> input(uint32_t slot) const {
-        unsigned long long p = 0;
+    detail::ret<cw_devptr> input(uint32_t slot) const {
+        cw_devptr p = 0;
         cw_status s = cw_resident_get_input(get(), slot, &p);
         return detail::make(s, std::move(p));
     }
@@ -93,12 +89,13 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
+    // Running or stopping (cw_resident_get_state).
     bool is_launched() const noexcept {
-        int l = 0;
-        (void)cw_resident_is_launched(get(), &l);
-        return l != 0;
+        cw_resident_state st = CW_RESIDENT_NOT_LAUNCHED;
+        (void)cw_resident_get_state(get(), &st);
+        return st == CW_RESIDENT_RUNNING || st == CW_RESIDENT_STOPPING;
     }
-    // Not launched, running, stopping or stopped (stats().exit says why).
+    // Not launched, running, stopping or stopped (info().exit says why).
     cw_resident_state state() const noexcept {
         cw_resident_state st = CW_RESIDENT_NOT_LAUNCHED;
         (void)cw_resident_get_state(get(), &st);
@@ -110,23 +107,27 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
         cw_status s = cw_resident_data_ready(get(), &seq);
         return detail::make(s, std::move(seq));
     }
+    // Whether request seq has finished (cw_resident_poll_result: its
+    // CW_ERROR_NOT_READY is false here, not an error).
     detail::ret<bool> result_ready(uint64_t seq) const {
-        int r = 0;
-        cw_status s = cw_resident_result_ready(get(), seq, &r);
-        return detail::make(s, r != 0);
+        cw_status s = cw_resident_poll_result(get(), seq);
+        bool ready = s == CW_SUCCESS;
+        if (s == CW_ERROR_NOT_READY) s = CW_SUCCESS;
+        return detail::make(s, std::move(ready));
     }
     detail::void_ret wait_result(uint64_t seq, uint32_t timeout_ms) const {
         return detail::done(cw_resident_wait_result(get(), seq, timeout_ms));
     }
     // The input slot the next request reads, once free.
-    detail::ret<unsigned long long> next_input(uint32_t timeout_ms) const {
-        unsigned long long p = 0;
+    detail::ret<cw_devptr> next_input(uint32_t timeout_ms) const {
+        cw_devptr p = 0;
         cw_status s = cw_resident_next_input(get(), timeout_ms, &p);
         return detail::make(s, std::move(p));
     }
-    detail::ret<cw_resident_stats> stats() const {
-        cw_resident_stats st{};
-        cw_status s = cw_resident_get_stats(get(), &st);
+    // Context, state and the statistics the GPU keeps (a copy from the GPU).
+    detail::ret<cw_resident_info> info() const {
+        cw_resident_info st{};
+        cw_status s = cw_resident_get_info(get(), &st);
         return detail::make(s, std::move(st));
     }
 
@@ -142,7 +143,7 @@ class resident : public detail::handle<cw_resident, detail::resident_destroy> {
 
 // The text of <cuweave/resident_device.h>, for NVRTC programs: an in-memory
 // header named "cuweave/resident_device.h" (cw_header).
-inline const char *resident_device_header() noexcept { return cw_resident_device_header(); }
+inline const char *resident_device_header() noexcept { return cw_builtin_get_resident_header(); }
 
 }  // namespace cw
 
