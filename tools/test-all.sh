@@ -43,7 +43,7 @@ else
 fi
 
 step "Python bindings (unittest, fake driver)"
-if CUWEAVE_LIBRARY=build/make/libcuweave.so.0 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+if CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
     python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
     n=$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' build/python-test.log)
     sk=$(sed -n 's/^OK (skipped=\([0-9]*\))$/\1/p' build/python-test.log)
@@ -61,7 +61,7 @@ else
     failed=$((failed + 1)); steps_failed="$steps_failed nostdcxx-meson-build"
 fi
 if make -j"$jobs" O=build/make-nostdcxx STATIC_LIBSTDCXX=1 lib >/dev/null \
-    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.0; then
+    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.1; then
     pass=$((pass + 1)); echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
 else
     failed=$((failed + 1)); echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"

@@ -10,13 +10,14 @@
 
 /* Release version of the library. */
 #define CW_VERSION_MAJOR 0
-#define CW_VERSION_MINOR 1
+#define CW_VERSION_MINOR 2
 #define CW_VERSION_PATCH 0
 
 /* ABI version. MAJOR changes on an incompatible ABI change (it is the
- * soname), MINOR when symbols are added, PATCH otherwise. */
-#define CW_API_VERSION_MAJOR 0
-#define CW_API_VERSION_MINOR 1
+ * soname), MINOR when symbols are added, PATCH otherwise. 0.2 reshaped
+ * the C API (docs/api-convention.md): ABI 1, libcuweave.so.1. */
+#define CW_API_VERSION_MAJOR 1
+#define CW_API_VERSION_MINOR 0
 #define CW_API_VERSION_PATCH 0
 
 /* Packs a version triple into one integer: 0x00MMmmpp. */

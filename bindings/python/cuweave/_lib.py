@@ -17,12 +17,12 @@ def _candidates():
         yield env
         return
     # A build in the source tree (make or meson), then the system.
-    for rel in ("build/make/libcuweave.so.0", "build/meson/src/libcuweave.so.0", "build-make/libcuweave.so.0"):
+    for rel in ("build/make/libcuweave.so.1", "build/meson/src/libcuweave.so.1", "build-make/libcuweave.so.1"):
         yield os.path.join(_ROOT, rel)
     found = ctypes.util.find_library("cuweave")
     if found:
         yield found
-    yield "libcuweave.so.0"
+    yield "libcuweave.so.1"
 
 
 def _load():
