@@ -45,6 +45,8 @@
 #include "cuweave/cpp/flow.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // The wrappers cost nothing beyond the handle and its ownership flag, and
 // moving them never throws (checked here, where every cpp/ header is in).
@@ -114,6 +116,8 @@ static_assert(!std::is_copy_constructible<comm_group>::value && !std::is_copy_as
                   std::is_nothrow_move_assignable<comm_group>::value,
               "comm_group is move-only and its moves never throw");
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CUWEAVE_HPP

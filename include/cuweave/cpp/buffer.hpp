@@ -9,6 +9,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- buffers -------------------------------------------------------------------
 
@@ -141,6 +143,8 @@ class host_buffer {
     size_t n_ = 0;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_BUFFER_HPP

@@ -10,6 +10,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- collectives (NCCL) -------------------------------------------------------------
 
@@ -117,6 +119,8 @@ class comm_group {
     bool open_ = false;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_COLLECTIVE_HPP

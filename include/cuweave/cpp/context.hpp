@@ -7,6 +7,8 @@
 #include "cuweave/cpp/device.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- contexts ---------------------------------------------------------------
 
@@ -63,6 +65,8 @@ class context : public detail::handle<cw_context, cw_context_destroy> {
     detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_CONTEXT_HPP

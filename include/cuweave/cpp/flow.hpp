@@ -11,6 +11,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- operators and pipelines ---------------------------------------------------
 
@@ -312,6 +314,8 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FLOW_HPP

@@ -8,6 +8,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- futures -----------------------------------------------------------------
 
@@ -75,6 +77,8 @@ inline detail::ret<future> when_all(const stream &first, const S &...rest) {
     return when_all(v, 1 + sizeof...(S), CW_FUTURE_WRITE_VALUE);
 }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FUTURE_HPP

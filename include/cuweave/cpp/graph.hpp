@@ -8,6 +8,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- graphs -------------------------------------------------------------------
 
@@ -138,6 +140,8 @@ class capture {
     bool ended_ = false;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_GRAPH_HPP

@@ -9,6 +9,15 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+
+// Grid and block dimensions.
+struct dims {
+    unsigned x = 1, y = 1, z = 1;
+    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+};
+
+inline namespace CW_HPP_MODE {
 
 // ---- programs, modules, kernels ------------------------------------------------
 
@@ -51,12 +60,6 @@ inline detail::ret<cw_jit_stats> jit_stats() {
     return detail::make(s, std::move(st));
 }
 inline void jit_cache_clear_memory() noexcept { cw_jit_cache_clear_memory(); }
-
-// Grid and block dimensions.
-struct dims {
-    unsigned x = 1, y = 1, z = 1;
-    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
-};
 
 // A kernel of a module (borrowed: valid while its module lives). A value:
 // copy it freely.
@@ -139,6 +142,8 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
 // How they were made ("cubin+ptx (nvcc at build time)" or "ptx (checked in)").
 inline const char *builtin_origin() noexcept { return cw_builtin_get_origin(); }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_JIT_HPP

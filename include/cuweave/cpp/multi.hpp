@@ -9,6 +9,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- several devices -------------------------------------------------------------
 
@@ -79,6 +81,8 @@ inline detail::void_ret share_buffer_pool(const context &owner, const context &p
     return detail::done(cw_context_share_buffer_pool(owner.get(), peer.get()));
 }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_MULTI_HPP

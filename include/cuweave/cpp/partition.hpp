@@ -7,6 +7,8 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- partitions ---------------------------------------------------------------
 
@@ -61,6 +63,8 @@ class partition_group : public detail::handle<cw_partition_group, cw_partition_g
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_PARTITION_HPP

@@ -10,6 +10,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- the GPU-resident loop ------------------------------------------------------
 
@@ -145,6 +147,8 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
 // header named "cuweave/resident_device.h" (cw_header).
 inline const char *resident_device_header() noexcept { return cw_builtin_get_resident_header(); }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_RESIDENT_HPP

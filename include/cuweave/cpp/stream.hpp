@@ -8,6 +8,8 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- streams ------------------------------------------------------------------
 
@@ -227,6 +229,8 @@ class timer : public detail::handle<cw_timer, cw_timer_destroy> {
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_STREAM_HPP
