@@ -137,7 +137,7 @@ static void test_moves_and_ownership(void **) {
 
         // a borrowed wrapper never destroys
         {
-            cw::stream borrowed = cw::stream::wrap(c.get());
+            cw::stream borrowed = cw::stream::borrow(c.get());
             assert_false(borrowed.owns());
         }
         assert_int_equal(live_streams(), s0 + 1);
@@ -150,6 +150,85 @@ static void test_moves_and_ownership(void **) {
         assert_int_equal(live_streams(), s0);
     }
     assert_int_equal(live_streams(), s0);
+}
+
+// wrap means what it means in C: a cw_context / cw_stream that the wrapper
+// owns around a CUDA handle the caller keeps (the CUDA handle is never
+// destroyed). borrow takes a cuweave handle without owning it, for every
+// owning wrapper.
+template <class T, class = void, class... A>
+struct has_wrap : std::false_type {};
+template <class T, class... A>
+struct has_wrap<T, decltype((void)T::wrap(std::declval<A>()...)), A...> : std::true_type {};
+static_assert(has_wrap<cw::context, void, CUcontext>::value && !has_wrap<cw::context, void, cw_context *>::value,
+              "context::wrap takes a CUcontext, never a cw_context");
+static_assert(has_wrap<cw::stream, void, const cw::context &, CUstream>::value &&
+                  !has_wrap<cw::stream, void, cw_stream *>::value,
+              "stream::wrap takes a context and a CUstream, never a cw_stream");
+static_assert(!has_wrap<cw::graph, void, cw_graph *>::value && !has_wrap<cw::buffer, void, cw_buffer *>::value &&
+                  !has_wrap<cw::device_group, void, cw_device_group *>::value &&
+                  !has_wrap<cw::comm, void, cw_comm *>::value,
+              "no wrap of a cuweave handle");
+template <class T, class H>
+constexpr bool borrows() {
+    return std::is_same<decltype(T::borrow(std::declval<H *>())), T>::value && noexcept(T::borrow(nullptr));
+}
+static_assert(borrows<cw::context, cw_context>() && borrows<cw::stream, cw_stream>() &&
+                  borrows<cw::stream_pool, cw_stream_pool>() && borrows<cw::timer, cw_timer>() &&
+                  borrows<cw::future, cw_future>() && borrows<cw::partition_group, cw_partition_group>() &&
+                  borrows<cw::graph, cw_graph>() && borrows<cw::graph_exec, cw_graph_exec>() &&
+                  borrows<cw::program, cw_program>() && borrows<cw::module, cw_module>() &&
+                  borrows<cw::resident, cw_resident>() && borrows<cw::buffer, cw_buffer>() &&
+                  borrows<cw::pipeline, cw_pipeline>() && borrows<cw::device_group, cw_device_group>() &&
+                  borrows<cw::comm, cw_comm>(),
+              "every owning wrapper borrows its C handle");
+
+static void test_wrap_and_borrow(void **) {
+    const long s0 = live_streams();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        // a CUcontext the caller keeps (here the primary's), adopted
+        cw::context outer = VAL(cw::context::wrap(ctx.native()));
+        assert_true(outer.owns());
+        assert_true(outer.get() != ctx.get());
+        assert_int_equal(outer.kind(), CW_CONTEXT_EXTERNAL);
+        assert_ptr_equal(outer.native(), ctx.native());
+        assert_int_equal(STATUS_OF(cw::context::wrap(nullptr)), CW_ERROR_INVALID_ARGUMENT);
+
+        // a CUstream the caller keeps, adopted; and the legacy stream
+        cw::stream mine = VAL(cw::stream::create(ctx));
+        assert_int_equal(live_streams(), s0 + 1);
+        {
+            cw::stream w = VAL(cw::stream::wrap(ctx, mine.native()));
+            assert_true(w.owns());
+            assert_true(w.get() != mine.get());
+            assert_ptr_equal(w.native(), mine.native());
+            assert_int_equal(VAL(w.info()).owned, 0);
+            OK(w.synchronize());
+            cw::stream legacy = VAL(cw::stream::wrap(outer, nullptr));
+            assert_int_equal(VAL(legacy.info()).is_null, 1);
+            assert_ptr_equal(legacy.context().get(), outer.get());
+            OK(legacy.wait(w));
+        } // the wrappers go, the CUstream stays
+        assert_int_equal(live_streams(), s0 + 1);
+        OK(mine.synchronize());
+
+        // borrowed: never destroyed
+        {
+            cw::stream b = cw::stream::borrow(mine.get());
+            assert_false(b.owns());
+            assert_ptr_equal(b.get(), mine.get());
+            cw::context bc = cw::context::borrow(ctx.get());
+            assert_false(bc.owns());
+            cw::stream moved(std::move(b));
+            assert_false(moved.owns());
+        }
+        assert_int_equal(live_streams(), s0 + 1);
+        OK(mine.synchronize());
+        OK(ctx.synchronize());
+    }
+    assert_int_equal(live_streams(), s0);
+    cw::clear_error();
 }
 
 static void test_lease_returns_stream(void **) {
@@ -290,7 +369,7 @@ static void test_errors(void **) {
     assert_false(r.ok());
     assert_int_equal(r.code(), CW_ERROR_INVALID_ARGUMENT);
     assert_null(r.value().get());
-    cw::status st = cw::context::wrap(nullptr).synchronize();
+    cw::status st = cw::context::borrow(nullptr).synchronize();
     assert_int_equal(st.code(), CW_ERROR_INVALID_ARGUMENT);
 #else
     bool thrown = false;
@@ -305,7 +384,7 @@ static void test_errors(void **) {
     assert_true(thrown);
     thrown = false;
     try {
-        cw::context::wrap(nullptr).synchronize();
+        cw::context::borrow(nullptr).synchronize();
     } catch (const cw::error &e) {
         thrown = e.status() == CW_ERROR_INVALID_ARGUMENT;
     }
@@ -791,7 +870,7 @@ static void test_graph_handles(void **) {
         cw::graph_exec e = VAL(cw::graph_exec::create(g));
         assert_non_null(e.native());
         assert_ptr_equal(e.context().get(), ctx.get());
-        assert_int_equal(STATUS_OF(cw::graph::wrap(nullptr).write_dot(path)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::graph::borrow(nullptr).write_dot(path)), CW_ERROR_INVALID_ARGUMENT);
     }
     expect_no_leaks(before, "graph handles");
 }
@@ -1222,7 +1301,7 @@ static void test_several_devices(void **) {
             const int devs[] = {0};
             moved = VAL(cw::device_group::create(devs, 1)); // destroys what moved held
             assert_int_equal(moved.ordinal(0), 0);
-            cw::device_group borrowed = cw::device_group::wrap(moved.get());
+            cw::device_group borrowed = cw::device_group::borrow(moved.get());
             assert_false(borrowed.owns());
         }
         assert_int_equal(STATUS_OF(cw::device_group::create({1})), CW_ERROR_INVALID_ARGUMENT);
@@ -1339,7 +1418,7 @@ static void test_several_devices(void **) {
                          CW_ERROR_INVALID_ARGUMENT);
         assert_int_equal(STATUS_OF(empty.broadcast_rank(0, a.ptr(), a.ptr(), N, CW_FLOAT32, 0, s)),
                          CW_ERROR_INVALID_ARGUMENT);
-        assert_false(cw::comm::wrap(nullptr).owns());
+        assert_false(cw::comm::borrow(nullptr).owns());
         cw::clear_error();
     }
     expect_no_leaks(before, "several devices and collectives");
@@ -1399,6 +1478,7 @@ static int run_group(const char *fake, bool features) {
             cmocka_unit_test(test_compile_time),
             cmocka_unit_test(test_library),
             cmocka_unit_test(test_moves_and_ownership),
+            cmocka_unit_test(test_wrap_and_borrow),
             cmocka_unit_test(test_lease_returns_stream),
             cmocka_unit_test(test_future_and_timer),
             cmocka_unit_test(test_streams_and_futures),

@@ -165,13 +165,20 @@ template <class T, class... R>
 struct all_trivially_copyable<T, R...>
     : std::integral_constant<bool, std::is_trivially_copyable<T>::value && all_trivially_copyable<R...>::value> {};
 
-// The C handle plus ownership. Destroy is the C destroy function.
-template <class H, void (*Destroy)(H **)>
+// The C handle plus ownership: the base of wrapper T of C handle H, whose
+// destroy is Destroy (a C destroy: returns nothing and never fails, so
+// neither does the destructor).
+template <class T, class H, void (*Destroy)(H **)>
 class handle {
   public:
     handle() noexcept = default;
+    // Takes h, owned (destroyed with the wrapper) or not.
     handle(H *h, bool owned) noexcept : h_(h), owned_(owned) {}
     ~handle() { reset(); }
+    // Borrows a cuweave handle: the wrapper never destroys it (a pool's
+    // stream, a partition's context, a buffer a message lends, or any C
+    // handle the caller keeps). T(h, true) takes ownership instead.
+    static T borrow(H *h) noexcept { return T(h, false); }
     handle(const handle &) = delete;
     handle &operator=(const handle &) = delete;
     handle(handle &&o) noexcept : h_(o.h_), owned_(o.owned_) {

@@ -13,7 +13,7 @@ inline namespace CW_HPP_MODE {
 
 // ---- futures -----------------------------------------------------------------
 
-class future : public detail::handle<cw_future, cw_future_destroy> {
+class future : public detail::handle<future, cw_future, cw_future_destroy> {
   public:
     using handle::handle;
     // Completes when the work enqueued on s so far is done.

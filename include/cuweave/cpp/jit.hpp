@@ -21,7 +21,7 @@ inline namespace CW_HPP_MODE {
 
 // ---- programs, modules, kernels ------------------------------------------------
 
-class program : public detail::handle<cw_program, cw_program_destroy> {
+class program : public detail::handle<program, cw_program, cw_program_destroy> {
   public:
     using handle::handle;
     // Compiles (or finds in the cache) source for ctx's device; on a compile
@@ -111,7 +111,7 @@ class kernel {
     cw_kernel *k_ = nullptr;
 };
 
-class module : public detail::handle<cw_module, cw_module_destroy> {
+class module : public detail::handle<module, cw_module, cw_module_destroy> {
   public:
     using handle::handle;
     static detail::ret<module> load(const program &p) {

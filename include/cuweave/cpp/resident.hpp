@@ -19,7 +19,7 @@ inline namespace CW_HPP_MODE {
 // first (up to the settings' destroy_timeout_ms); a loop that would not stop
 // is abandoned and logged (CW_LOG_ERROR): call tear_down() yourself to learn
 // whether it stops.
-class resident : public detail::handle<cw_resident, cw_resident_destroy> {
+class resident : public detail::handle<resident, cw_resident, cw_resident_destroy> {
   public:
     using handle::handle;
     static detail::ret<resident> create(const cw::context &c, const cw_resident_settings *settings = nullptr) {
@@ -37,7 +37,7 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
     cw::context context() const noexcept {
         cw_resident_info i{};
         (void)cw_resident_get_info(get(), &i);
-        return cw::context::wrap(i.context);
+        return cw::context::borrow(i.context);
     }
     // The device address of input slot `slot` (0 <= slot < input_slots).
     detail::ret<cw_devptr> input(uint32_t slot) const {
@@ -137,7 +137,7 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
     template <class F>
     struct capture_tramp {
         static cw_status call(cw_stream *s, void *user) noexcept {
-            stream st = stream::wrap(s);
+            stream st = stream::borrow(s);
             return detail::call_for_c(*static_cast<F *>(user), st);
         }
     };
