@@ -57,6 +57,7 @@ static T take(cw::result<T> &&r) {
 
 static long (*fake_live)(const char *kind);
 static int (*fake_drain)(int timeout_ms);
+static void (*fake_hold)(int on);
 static bool g_features; // this process runs the group with the fake's optional features on
 
 // What the fake has alive: a snapshot, and a check that nothing was left.
@@ -1248,6 +1249,60 @@ static void test_resident_loop(void **) {
     expect_no_leaks(before, "the resident loop");
 }
 
+// Destructors cannot fail; what can fail or time out has a member that
+// reports it. A resident loop the fake holds busy (it will not stop):
+// tear_down(ms) reports CW_ERROR_TIMEOUT and the loop is still there; once
+// it can stop, tear_down succeeds and the destructor has nothing left to
+// do. A loop that still will not stop when its wrapper goes: the destructor
+// returns all the same (destroy_timeout_ms), the log callback gets the
+// CW_LOG_ERROR that says it was abandoned, and everything is freed once the
+// loop is seen stopped.
+static void test_resident_tear_down_reports(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw_resident_settings rs = cw::defaults<cw_resident_settings>();
+        rs.destroy_timeout_ms = 20;
+        log_sink sink;
+        OK(cw::set_log_callback(sink, CW_LOG_WARNING));
+        {
+            cw::resident r = VAL(cw::resident::create(ctx, &rs));
+            OK(r.build());
+            fake_hold(1); // the launch never completes: the loop cannot stop
+            OK(r.launch());
+            cw_status st = STATUS_OF(r.tear_down(0));
+            assert_int_equal(st, CW_ERROR_TIMEOUT); // reported, nothing lost
+            assert_true(r.is_launched());
+            assert_non_null(r.get());
+            sink.messages.clear();
+            fake_hold(0);
+            OK(r.tear_down(1000)); // now it stops
+            assert_int_equal(r.state(), CW_RESIDENT_STOPPED);
+        } // nothing left for the destructor to report
+        assert_int_equal(sink.messages.size(), 0);
+        {
+            cw::resident r = VAL(cw::resident::create(ctx, &rs));
+            OK(r.build());
+            fake_hold(1);
+            OK(r.launch());
+            sink.messages.clear();
+        } // the destructor gives up after destroy_timeout_ms, and says so
+        assert_int_equal(sink.messages.size(), 1);
+        assert_int_equal(sink.last, CW_LOG_ERROR);
+        printf("# %s\n", sink.messages[0].c_str());
+        assert_non_null(strstr(sink.messages[0].c_str(), "cw_resident_destroy"));
+        assert_non_null(strstr(sink.messages[0].c_str(), "abandoned"));
+        cw::remove_log_callback();
+        fake_hold(0);
+        assert_int_equal(fake_drain(2000), 1);
+        // the next loop's create sees the abandoned one stopped and frees it
+        cw::resident next = VAL(cw::resident::create(ctx));
+        next.reset();
+    }
+    cw::clear_error();
+    expect_no_leaks(before, "resident loops torn down by hand and by the destructor");
+}
+
 static void test_conditional_graphs(void **) {
     const live_counts before = snapshot();
     const long bodies0 = fake_live("body");
@@ -1442,7 +1497,8 @@ static int run_group(const char *fake, bool features) {
     }
     void *lib = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
     if (!lib || !(*(void **)&fake_live = dlsym(lib, "fake_cuda_live")) ||
-        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain"))) {
+        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain")) ||
+        !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold"))) {
         printf("FAIL: fake_cuda_live not found in %s\n", fake);
         return 1;
     }
@@ -1502,6 +1558,7 @@ static int run_group(const char *fake, bool features) {
         cmocka_unit_test(test_modules_and_kernels),
         cmocka_unit_test(test_conditional_graphs),
         cmocka_unit_test(test_resident_loop),
+        cmocka_unit_test(test_resident_tear_down_reports),
         cmocka_unit_test(test_host_memory_and_copies),
         cmocka_unit_test(test_several_devices),
         cmocka_unit_test(test_every_handle_destroyed),

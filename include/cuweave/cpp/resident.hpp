@@ -15,10 +15,11 @@ inline namespace CW_HPP_MODE {
 
 // ---- the GPU-resident loop ------------------------------------------------------
 
-// The handle's destroy (cw_resident_destroy) tears a launched loop down
-// first (up to the settings' destroy_timeout_ms); a loop that would not stop
-// is abandoned and logged (CW_LOG_ERROR): call tear_down() yourself to learn
-// whether it stops.
+// The destructor (cw_resident_destroy, which never fails) tears a launched
+// loop down first, up to the settings' destroy_timeout_ms; a loop that will
+// not stop by then is abandoned and logged (CW_LOG_ERROR), its memory freed
+// once it is seen stopped. tear_down(ms) is the member that reports: call it
+// first to learn whether the loop stops.
 class resident : public detail::handle<resident, cw_resident, cw_resident_destroy> {
   public:
     using handle::handle;
@@ -90,6 +91,10 @@ class resident : public detail::handle<resident, cw_resident, cw_resident_destro
     }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
+    // Stops a launched loop, waiting up to timeout_ms (cw_resident_tear_down):
+    // the one call that reports whether it stopped (CW_ERROR_TIMEOUT: still
+    // launched; call it again, or let the destructor abandon it). Nothing to
+    // do for a loop that is not launched.
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
     // Running or stopping (cw_resident_get_state).
     bool is_launched() const noexcept {

@@ -76,8 +76,10 @@ class stream : public detail::handle<stream, cw_stream, cw_stream_destroy> {
 // work runs after everything enqueued on the parent before the fork; join()
 // (or the destructor) makes the parent's later work wait for the child's and
 // gives the child back (to the parent's lease pool, or the context's fork
-// pool). Neither blocks the CPU. The parent must outlive the fork. A join
-// that fails in the destructor (a device fault) is ignored.
+// pool). Neither blocks the CPU. The parent must outlive the fork. join()
+// reports a failure (a device fault, a broken capture); the destructor
+// cannot: a join that fails there is in the log (CW_LOG_ERROR, as every
+// failure), and the child stays with its pool.
 class forked {
   public:
     forked() noexcept = default;
