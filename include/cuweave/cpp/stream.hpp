@@ -79,7 +79,9 @@ class stream : public detail::handle<stream, cw_stream, cw_stream_destroy> {
 // pool). Neither blocks the CPU. The parent must outlive the fork. join()
 // reports a failure (a device fault, a broken capture); the destructor
 // cannot: a join that fails there is in the log (CW_LOG_ERROR, as every
-// failure), and the child stays with its pool.
+// failure), and the child is not given back (cw_stream_join keeps it on
+// failure; it stays leased, and a child of the context's fork pool keeps
+// the context).
 class forked {
   public:
     forked() noexcept = default;
