@@ -116,6 +116,8 @@ STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
+# Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
+CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
@@ -310,6 +312,7 @@ check: all
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
 		$(foreach t,$(STATIC_TESTS),"sh tests/check-static.sh $(O)/tests/$(t)") \
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
+		$(foreach t,$(CPP_SCRIPT_TESTS),"sh tests/$(t).sh . $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
 		"sh tests/check-layers.sh ." \
 		"sh tools/check-ptx.sh" \
