@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -1139,6 +1140,76 @@ static void test_modules_and_kernels(void **) {
     expect_no_leaks(before, "modules and kernels");
 }
 
+// cw::kernel is the C handle and nothing else: the argument checks are the C
+// launch path's (cw_kernel_launch), with the parameters the library lists
+// once per kernel for every thread. The fake lists the parameters a kernel's
+// name gives ("scale#8,4": 8 and 4 bytes). Typed launches that match are
+// launched, those that do not are refused with the C path's detail; threads
+// racing to a fresh kernel's first launch all get the same answers.
+static_assert(sizeof(cw::kernel) == sizeof(cw_kernel *) && std::is_trivially_copyable<cw::kernel>::value,
+              "a kernel is its C handle: no cache of its own");
+
+static void test_kernel_arguments(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+        cw::module m = VAL(cw::module::load_image(image));
+        cw::kernel k = VAL(m.get_kernel("scale#8,4"));
+        const uint64_t p = 0;
+        const int32_t n = 3;
+        OK(k.launch(s, cw::dims(1), cw::dims(32), p, n));
+        std::vector<size_t> sizes = VAL(k.params(ctx));
+        assert_int_equal(sizes.size(), 2);
+        assert_int_equal(sizes[0], 8);
+        assert_int_equal(sizes[1], 4);
+        assert_int_equal(k.param_count(ctx), 2);
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32), n, n)), CW_ERROR_INVALID_ARGUMENT);
+        assert_string_equal(cw::error_detail().function, "cw_kernel_launch");
+        assert_non_null(strstr(cw::error_detail().message, "argument 0 has 4 bytes, parameter 0"));
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32), p)), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw::error_detail().message, "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32))), CW_ERROR_INVALID_ARGUMENT);
+        cw_launch_config lc = cw::defaults<cw_launch_config>();
+        lc.shared_bytes = 64;
+        OK(k.launch_with(s, lc, p, n));
+        // a kernel without parameters: none given is right
+        cw::kernel none = VAL(m.get_kernel("nothing"));
+        OK(none.launch(s, cw::dims(1), cw::dims(1)));
+        assert_int_equal(VAL(none.params(ctx)).size(), 0);
+        OK(s.synchronize());
+
+        // first launches racing: 8 threads, 4 fresh kernels each; even
+        // threads launch right, odd ones wrong
+        enum { THREADS = 8, KERNELS = 4 };
+        std::vector<cw::kernel> fresh;
+        for (int i = 0; i < KERNELS; i++) {
+            std::string name = "race" + std::to_string(i) + "#8,4";
+            fresh.push_back(VAL(m.get_kernel(name.c_str())));
+        }
+        std::vector<cw::stream> streams;
+        for (int i = 0; i < THREADS; i++) streams.push_back(VAL(cw::stream::create(ctx)));
+        std::atomic<int> ready{0}, bad{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < THREADS; t++)
+            threads.emplace_back([&, t]() {
+                ready++;
+                while (ready.load() < THREADS) std::this_thread::yield();
+                for (const cw::kernel &fk : fresh) {
+                    cw_status st = t % 2 == 0 ? STATUS_OF(fk.launch(streams[t], cw::dims(1), cw::dims(1), p, n))
+                                              : STATUS_OF(fk.launch(streams[t], cw::dims(1), cw::dims(1), n, p));
+                    if (st != (t % 2 == 0 ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT)) bad++;
+                }
+                if (STATUS_OF(streams[t].synchronize()) != CW_SUCCESS) bad++;
+            });
+        for (std::thread &th : threads) th.join();
+        assert_int_equal(bad.load(), 0);
+    }
+    cw::clear_error();
+    expect_no_leaks(before, "kernel launches");
+}
+
 // ---- with the fake's optional features: the resident loop -------------------------
 
 // A capture function object: launches the timestamp kernel once per call.
@@ -1556,6 +1627,7 @@ static int run_group(const char *fake, bool features) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_library),
         cmocka_unit_test(test_modules_and_kernels),
+        cmocka_unit_test(test_kernel_arguments),
         cmocka_unit_test(test_conditional_graphs),
         cmocka_unit_test(test_resident_loop),
         cmocka_unit_test(test_resident_tear_down_reports),
