@@ -315,6 +315,7 @@ check: all
 		$(foreach t,$(CPP_SCRIPT_TESTS),"sh tests/$(t).sh . $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
 		"sh tests/check-layers.sh ." \
+		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)

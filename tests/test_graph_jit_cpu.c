@@ -67,7 +67,7 @@ static void expect_refused_image(const void *image, const char *why) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load_image(&m, image));
     assert_null(m);
     assert_detail("cw_module_load_image");
-    if (!strstr(cw_last_error_message(), why)) fail_msg("the detail does not say \"%s\": %s", why, cw_last_error_message());
+    if (!strstr(cw_last_error()->message, why)) fail_msg("the detail does not say \"%s\": %s", why, cw_last_error()->message);
     assert_string_equal(cw_last_error()->driver_call, ""); /* no driver call was made */
     assert_int_equal(fake_calls("cuLibraryLoadData"), loads0);
 }
@@ -101,7 +101,7 @@ static void test_image_checked_at_load(void **state) {
     junk[0] = 0x3f;
     junk[4095] = 0;
     expect_refused_image(junk, "not a cubin (64-bit ELF for CUDA), a fatbin (magic 0xBA55ED50) or PTX");
-    assert_non_null(strstr(cw_last_error_message(), "starts with 3f"));
+    assert_non_null(strstr(cw_last_error()->message, "starts with 3f"));
     assert_int_equal(fake_load(junk), CUDA_ERROR_INVALID_IMAGE); /* the driver would refuse it too */
 
     /* near misses: ELF for another machine, 32-bit ELF, a fatbin of another
@@ -188,7 +188,7 @@ static void test_launch_checks_arguments(void **state) {
      * (on the first launch: the parameters are listed before it) */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
     assert_detail("cw_kernel_launch");
-    assert_non_null(strstr(cw_last_error_message(), "args is NULL but the kernel \"scale#8,4\" has 2 parameter(s)"));
+    assert_non_null(strstr(cw_last_error()->message, "args is NULL but the kernel \"scale#8,4\" has 2 parameter(s)"));
     assert_int_equal(launches(), l0);
     /* and again, from the kept list */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
@@ -206,11 +206,11 @@ static void test_launch_checks_arguments(void **state) {
     assert_cw_ok(cw_kernel_launch(k, s, &lc, args));
     lc.n_args = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
-    assert_non_null(strstr(cw_last_error_message(), "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
+    assert_non_null(strstr(cw_last_error()->message, "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
     lc.arg_sizes = wrong;
     lc.n_args = 2;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
-    assert_non_null(strstr(cw_last_error_message(), "argument 1 has 8 bytes, parameter 1"));
+    assert_non_null(strstr(cw_last_error()->message, "argument 1 has 8 bytes, parameter 1"));
     lc.n_args = 0; /* sizes of no arguments, for a kernel of none */
     assert_cw_ok(cw_kernel_launch(none, s, &lc, NULL));
     lc.n_args = 1;
@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     cwt_filter_from_env();
