@@ -12,10 +12,15 @@ settings default given to cw::defaults<S>(). FILE (default
 DIR/tests/cpp_not_wrapped.txt) lists the C functions deliberately left to C,
 one a line: the name, then the reason (# starts a comment).
 
+The wrappers stay header-only, with no ABI of their own: no file of DIR/src
+includes them, and (with --lib) the library defines no symbol of their
+namespace (cw::v0_2).
+
 Fails (exit 1), saying which, when a C function is neither wrapped nor
 listed, when a listed name is not a C function or is wrapped after all (the
-list is stale), when a listed name has no reason, or when the library's
-exports and the headers' declarations differ.
+list is stale), when a listed name has no reason, when the library's
+exports and the headers' declarations differ, or when the library has C++
+wrapper code in it.
 """
 
 import glob
@@ -70,6 +75,26 @@ def not_wrapped(path):
     return out
 
 
+def library_includes_wrappers(root):
+    """[(file, line)] of the library's sources that include a C++ wrapper header."""
+    out = []
+    for dirpath, _, files in os.walk(os.path.join(root, "src")):
+        for name in sorted(files):
+            path = os.path.join(dirpath, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    if re.match(r'\s*#\s*include\s*[<"]cuweave/(cuweave\.hpp|cpp/)', line):
+                        out.append((os.path.relpath(path, root), n))
+    return out
+
+
+def wrapper_symbols(lib):
+    """Symbols of the wrappers' namespace that the library defines."""
+    text = subprocess.run(["nm", "-C", "--defined-only", lib], check=True, capture_output=True,
+                          text=True).stdout
+    return sorted({line.split(None, 2)[-1] for line in text.splitlines() if "cw::v0_2::" in line})
+
+
 def exports(lib):
     text = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
                           text=True).stdout
@@ -107,6 +132,13 @@ def main(argv):
             problems.append("%s (cuweave/%s) is declared but %s does not export it"
                             % (name, funcs[name], os.path.basename(lib)))
 
+    for path, line in library_includes_wrappers(root):
+        problems.append("%s:%d: the library includes the C++ wrappers (they are header-only, with no ABI of their own)"
+                        % (path, line))
+    if lib:
+        for sym in wrapper_symbols(lib):
+            problems.append("%s defines %s: C++ wrapper code compiled into the library" % (os.path.basename(lib), sym))
+
     used = wrapper_names(root)
     listed = {}
     for line, name, reason in not_wrapped(lst):
@@ -134,7 +166,7 @@ def main(argv):
     print("%d C functions declared: %d wrapped, %d deliberately not (%s)"
           % (len(funcs), len(wrapped), len(listed), ", ".join(sorted(listed)) or "none"))
     if not problems:
-        print("PASS: every C function is wrapped or listed with a reason")
+        print("PASS: every C function is wrapped or listed with a reason; no wrapper code in the library")
     return 1 if problems else 0
 
 

@@ -2,8 +2,9 @@
 # Every C function has a C++ wrapper or is listed in tests/cpp_not_wrapped.txt
 # with a reason (tests/check-cpp-coverage.py), and proof that the check can
 # fail: on a copy of the headers with a new C function, a wrapper that no
-# longer calls its C function (named in a comment only), a stale entry and
-# an entry without a reason, it must report each one.
+# longer calls its C function (named in a comment only), a stale entry, an
+# entry without a reason, and a library source that includes the wrappers,
+# it must report each one.
 # Usage: check-cpp-coverage.sh SOURCE_ROOT [LIBCUWEAVE_SO]
 set -u
 root=${1:-.}
@@ -42,5 +43,11 @@ printf 'cw_no_such_function  gone\ncw_stream_frobnicate\n' >> "$tmp/tests/cpp_no
 expect "a function that does not exist" 'cw_no_such_function is listed as not wrapped but is no C function'
 expect "an entry without a reason" 'cw_stream_frobnicate is listed without a reason'
 
-[ $fail -eq 0 ] && echo "PASS: the check reports a new C function, a lost call, stale entries and a missing reason"
+# a library source that includes the wrappers
+rm -f "$tmp/tests/cpp_not_wrapped.txt" && cp "$root/tests/cpp_not_wrapped.txt" "$tmp/tests/"
+mkdir -p "$tmp/src/api"
+printf '#include "cuweave/cuweave.hpp"\n' > "$tmp/src/api/cw_cpp.cpp"
+expect "a library source including the wrappers" 'src/api/cw_cpp.cpp:1: the library includes the C++ wrappers'
+
+[ $fail -eq 0 ] && echo "PASS: the check reports a new C function, a lost call, stale entries, a missing reason and wrapper code in the library"
 exit $fail
