@@ -260,6 +260,43 @@ static void test_launch_checks_arguments(void **state) {
     cw_module_destroy(&m);
 }
 
+/* The fault sweeps name the call they failed with cwi_seam_fired_entry.
+ * They used to take the last entry with fewer successes than calls, and a
+ * first launch's parameter listing ends on a failing cuKernelGetParamInfo
+ * (the index past the last parameter) in normal use: a failed
+ * cuStreamDestroy or cuLibraryUnload after a launch was then blamed on
+ * cuKernelGetParamInfo, and the handle a failed release leaves counted as
+ * a leak (test_gpu_sweep failed so on the H100). */
+static void test_seam_names_the_failed_call(void **state) {
+    (void)state;
+    const char *const releases[] = {"cuStreamDestroy", "cuLibraryUnload"};
+    for (size_t r = 0; r < 2; r++) {
+        assert_int_equal(cwi_seam_enable(), 0);
+        cwi_seam_reset();
+        cwi_seam_fail(cwi_seam_entry(releases[r]), 1, CUDA_ERROR_INVALID_VALUE);
+        cw_module *m = NULL;
+        cw_kernel *k = kernel_of(&m, "scale#8,4");
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+        cw_launch_config lc;
+        cw_launch_config_default(&lc);
+        unsigned long long p = 0;
+        float f = 2.0f;
+        void *args[] = {&p, &f};
+        assert_cw_ok(cw_kernel_launch(k, s, &lc, args));
+        assert_cw_ok(cw_stream_synchronize(s));
+        cw_stream_destroy(&s);
+        cw_module_destroy(&m);
+        assert_true(cwi_seam_fired());
+        const int pi = cwi_seam_entry("cuKernelGetParamInfo");
+        assert_true(cwi_seam_calls(pi) > cwi_seam_successes(pi)); /* the listing's end: a failure in normal use */
+        assert_string_equal(cwi_seam_entry_name(cwi_seam_fired_entry()), releases[r]);
+        cwi_seam_reset();
+        assert_int_equal(cwi_seam_fired_entry(), -1);
+        cwi_seam_disable();
+    }
+}
+
 /* After a kernel's first launch in a context, a launch costs one driver
  * call, the launch, whether its stream is new or not; the parameters are
  * listed once per kernel (count + 1 calls), also for a second context. */
@@ -444,6 +481,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_checked_at_load),
         cmocka_unit_test(test_launch_checks_arguments),
+        cmocka_unit_test(test_seam_names_the_failed_call),
         cmocka_unit_test(test_launch_hot_path),
         cmocka_unit_test(test_first_launches_race),
         cmocka_unit_test(test_destroy_ignores),

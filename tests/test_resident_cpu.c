@@ -820,8 +820,7 @@ static void sweep(void) {
         if (getenv("CWT_VERBOSE")) printf("# call %lu: %s -> %s\n", k, cw_status_name(st), detail);
         /* which entry failed: the one with a call that did not succeed */
         const char *entry = "?";
-        for (int id = 0; id < cwi_seam_entry_count(); id++)
-            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
         const int is_release = strstr(entry, "Destroy") || strstr(entry, "Free") || strstr(entry, "Unload");
         cwi_seam_reset(); /* disarmed: what follows must not fail */
         if (!fired) {

@@ -2844,8 +2844,7 @@ static void test_not_ready_is_not_a_query_answer(void **state) {
             const cw_status st = nr_create(which, c, s, &made);
             const int fired = cwi_seam_fired();
             const char *entry = "";
-            for (int id = 0; id < cwi_seam_entry_count(); id++)
-                if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+            if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
             const cw_error_info e = *cw_last_error();
             char call[64], fn[64];
             snprintf(call, sizeof call, "%s", e.driver_call);
