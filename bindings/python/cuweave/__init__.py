@@ -1023,6 +1023,41 @@ class Buffer(_Handle):
         self.context = stream.context
         self._stream = stream
 
+    @classmethod
+    def _wrap(cls, ptr, context, stream, shape, dtype, owned):
+        """A Buffer object for a cw_buffer made elsewhere: owned (drops a
+        reference when closed) or borrowed (a compute call's: closed with it)."""
+        self = cls.__new__(cls)
+        self.typestr = _typestr(dtype)
+        self.shape = tuple(shape)
+        count = 1
+        for n in self.shape:
+            count *= n
+        self.nbytes = count * int(self.typestr[2:])
+        if owned:
+            _Handle.__init__(self, ptr, keep=(context,))
+        else:
+            self._borrow(ptr, (context,))
+        self.context = context
+        self._stream = stream
+        return self
+
+    def keep(self):
+        """A Buffer holding a reference of its own (cw_buffer_retain), for a
+        buffer borrowed inside a compute call (io.alloc, a message's) to be
+        used after it. Its __cuda_array_interface__ names no stream: the
+        caller orders its use (a buffer with more than one reference is
+        read-only to C's cw_buffer_get_writable)."""
+        lib.cw_buffer_retain(self.handle)
+        return Buffer._wrap(self._ptr.value, self.context, None, self.shape, self.typestr, owned=True)
+
+    def view(self, shape, dtype):
+        """An object with __cuda_array_interface__ over this buffer's memory
+        as `shape` elements of `dtype` (at most nbytes), naming no stream: for
+        use on a stream already ordered after the buffer's writer (inside
+        compute: the stream io.receive_stream gave). Keeps the buffer object."""
+        return _View(self, shape, dtype)
+
     @property
     def ptr(self):
         i = BufferInfo()
@@ -1159,6 +1194,25 @@ class HostMemory:
         self.close()
 
 
+class _View:
+    """Buffer.view: the buffer's memory under another shape, no stream."""
+
+    def __init__(self, buf, shape, dtype):
+        self.buffer = buf
+        self.shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        self.typestr = _typestr(dtype)
+        count = 1
+        for n in self.shape:
+            count *= n
+        if count * int(self.typestr[2:]) > buf.nbytes:
+            raise ValueError("a view of %r %s exceeds the %d-byte buffer" % (self.shape, self.typestr, buf.nbytes))
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.buffer.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+
 def resident_device_header():
     """The text of cuweave/resident_device.h, to give NVRTC as a header."""
     return lib.cw_builtin_get_resident_header().decode()
@@ -1206,16 +1260,24 @@ class _Entry:
         self.__dict__.update(kw)
 
 
+_STATUS_OF_BUILTIN = ((MemoryError, _CW_ERROR_OUT_OF_MEMORY), (TimeoutError, 9), (ValueError, 1))
+
+
 def _status_of(exc):
     """The cw_status a Python callback returns to C for an exception it
     raised (exceptions never cross into C): a CuweaveError's own status (the
     thread's detail is that failing call's, so C reports its driver call and
-    CUresult), CW_ERROR_OUT_OF_MEMORY for MemoryError, CW_ERROR_INTERNAL for
-    any other exception (the bindings then raise a CuweaveError from it)."""
+    CUresult); for other exceptions CW_ERROR_OUT_OF_MEMORY (MemoryError),
+    CW_ERROR_TIMEOUT (TimeoutError), CW_ERROR_INVALID_ARGUMENT (ValueError)
+    or CW_ERROR_INTERNAL (anything else), with the thread's detail cleared so
+    that C does not report an older failure's; the bindings then raise the
+    status's CuweaveError from the exception (_reraise)."""
     if isinstance(exc, CuweaveError) and exc.status:
         return int(exc.status)
-    if isinstance(exc, MemoryError):
-        return _CW_ERROR_OUT_OF_MEMORY
+    lib.cw_clear_error()
+    for cls, status in _STATUS_OF_BUILTIN:
+        if isinstance(exc, cls):
+            return status
     return _CW_ERROR_INTERNAL
 
 
@@ -1231,7 +1293,7 @@ def _reraise(err, failures):
         raise exc
     if isinstance(exc, CuweaveError) and exc.status == err.status:
         raise err from exc
-    msg = "%s [%s raised %s: %s]" % (err, where, type(exc).__name__, exc)
+    msg = "%s: %s raised %s: %s" % (err.detail.get("function") or "cuweave", where, type(exc).__name__, exc)
     raise type(err)(msg, dict(err.detail, message=msg)) from exc
 
 
@@ -1280,7 +1342,8 @@ class Resident(_Handle):
         super().__init__(_new(lib.cw_resident_create, context.handle, ctypes.byref(s)), keep=(context,))
         self.context = context
         self._failures = []  # (where, exception) raised by capture functions
-        self._parts = {}     # "workload"/"handler" -> the _Entry of its capture function
+        self._failure_lists = [self._failures]  # and those of a resident pipeline's operators
+        self._parts = {}     # "workload"/"handler" -> what C calls to capture them
 
     @staticmethod
     def _fill(s, settings):
@@ -1299,13 +1362,15 @@ class Resident(_Handle):
 
     def _call(self, fn, *args):
         """A C call that may run capture functions: their exception is the cause."""
-        del self._failures[:]
+        for f in self._failure_lists:
+            del f[:]
         try:
             fn(self.handle, *args)
         except CuweaveError as err:
-            _reraise(err, self._failures)
+            _reraise(err, [x for f in self._failure_lists for x in f])
         finally:
-            del self._failures[:]
+            for f in self._failure_lists:
+                del f[:]
 
     def _set_part(self, part, what, by_graph, by_fn):
         if callable(what) and not isinstance(what, Graph):
@@ -1761,6 +1826,8 @@ class comm_group:
         lib.cw_comm_group_end()
         return False
 
+
+from ._flow import IO, PORT_MANY, PORT_OPTIONAL, Message, Operator, Pipeline  # noqa: E402
 
 # Exception classes by name (NoDriverError, TimeoutError, ...) at package level.
 for _cls in _errors.classes().values():
