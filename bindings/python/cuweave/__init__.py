@@ -1100,7 +1100,7 @@ class Buffer(_Handle):
         if view.readonly or view.nbytes < self.nbytes:
             raise ValueError("need a writable buffer of at least %d bytes" % self.nbytes)
         dst = (ctypes.c_char * view.nbytes).from_buffer(view)
-        if self._stream is not stream:
+        if self._stream is not None and self._stream is not stream and not self._stream.closed:
             stream.wait(self._stream)
         lib.cw_copy_to_host(stream.handle, dst, self.ptr, self.nbytes)
         self.used_by(stream)

@@ -440,6 +440,7 @@ class Pipeline:
         self._op_ptrs = []   # their handles, closed when the pipeline goes
         self._ops = {}       # name -> Operator
         self._failures = []  # (where, exception) raised by callbacks during a call
+        self._running = False
         self._finalizer = weakref.finalize(self, Pipeline._free, self._ptr, self._op_ptrs)
 
     @staticmethod
@@ -498,7 +499,13 @@ class Pipeline:
         compute calls have returned, not when the GPU has finished
         (synchronize()). A failing compute stops the run: raises its
         CuweaveError, from the Python exception when it raised one."""
-        self._call(lib.cw_pipeline_run, int(iterations))
+        self._running = True
+        try:
+            self._call(lib.cw_pipeline_run, int(iterations))
+        finally:
+            self._running = False
+            if self.closed:  # closed from a compute call: the run destroyed it as it returned
+                self._release()
 
     def synchronize(self):
         """Waits until the GPU has finished every operator's last compute call's work."""
@@ -540,12 +547,20 @@ class Pipeline:
             raise TypeError("make_resident takes a Resident")
         lib.cw_pipeline_make_resident(self.handle, resident.handle)
         resident._parts["workload"] = self
-        if self._failures not in resident._failure_lists:
+        if not any(f is self._failures for f in resident._failure_lists):
             resident._failure_lists.append(self._failures)
 
     def close(self):
-        """Destroys the pipeline and its operators. Idempotent."""
+        """Destroys the pipeline and its operators (from a compute call: the
+        run stops and destroys it as it returns). Idempotent."""
         self._finalizer()
+        if not self._running:
+            self._release()
+
+    def _release(self):
+        # The C operators are gone: so is what C called.
+        del self._states[:]
+        self._ops.clear()
 
     def __enter__(self):
         return self
