@@ -63,22 +63,31 @@ def candidates(environ=None, find_library=None):
     return out
 
 
-def _abi_ok(dll):
-    """Whether a loaded library is the ABI these bindings are written for:
-    its symbols carry the version node CUWEAVE_<ABI major> (src/cuweave.map),
-    asked with dlvsym, which initialises nothing (cw_get_versions would load
-    the driver). True when the C library has no dlvsym (not glibc): then the
-    soname is all there is to go by."""
+def _abi_problem(dll, required):
+    """Why a loaded library is not the ABI these bindings are written for, or
+    None. Its symbols must carry the version node CUWEAVE_<ABI major>
+    (src/cuweave.map), asked with dlvsym, which initialises nothing
+    (cw_get_versions would load the driver); a library without symbol
+    versions (or a C library without dlvsym) must at least define every
+    function bound."""
     try:
         dlvsym = ctypes.CDLL(None).dlvsym
     except (OSError, AttributeError):
-        return True
-    dlvsym.restype = ctypes.c_void_p
-    dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
-    return bool(dlvsym(dll._handle, b"cw_init", ("CUWEAVE_%d" % ABI_MAJOR).encode()))
+        dlvsym = None
+    if dlvsym is not None:
+        dlvsym.restype = ctypes.c_void_p
+        dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+        node = ("CUWEAVE_%d" % ABI_MAJOR).encode()
+        versioned = not dlvsym(dll._handle, b"cw_init", b"CUWEAVE_NO_SUCH_NODE")
+        if versioned and not dlvsym(dll._handle, b"cw_init", node):
+            return "not ABI %d (its symbols lack the version node %s of %s)" % (ABI_MAJOR, node.decode(), SONAME)
+    missing = [name for name in required if not hasattr(dll, name)]
+    if missing:
+        return "not ABI %d (it lacks %s%s)" % (ABI_MAJOR, ", ".join(missing[:3]), ", ..." if len(missing) > 3 else "")
+    return None
 
 
-def _load():
+def _load(required):
     errors = []
     for where, path in candidates():
         is_path = os.sep in path
@@ -89,16 +98,14 @@ def _load():
         except OSError as exc:
             errors.append("%s (%s): %s" % (path, where, exc))
             continue
-        if not _abi_ok(dll):
-            errors.append("%s (%s): not ABI %d (its symbols lack the version node CUWEAVE_%d of %s)" %
-                          (path, where, ABI_MAJOR, ABI_MAJOR, SONAME))
+        why = _abi_problem(dll, required)
+        if why:
+            errors.append("%s (%s): %s" % (path, where, why))
             continue
         return dll, where, path
     raise ImportError("libcuweave (%s) could not be loaded; set CUWEAVE_LIBRARY to its path. Tried: %s" %
                       (SONAME, "; ".join(errors) if errors else "nothing found"))
 
-
-lib, where, path = _load()
 
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_int_p = ctypes.POINTER(ctypes.c_int)
@@ -773,6 +780,8 @@ UNBOUND = {
     "cw_buffer_get_ptr": "removed in 0.2: cw_buffer_get_info(b, &i), i.dptr (Buffer.ptr)",
     "cw_io_get_resident_ctl": "removed in 0.2: moves into cw_io_info (resident_ctl)",
 }
+
+lib, where, path = _load([s[0] for s in _SIGNATURES])
 
 for _name, _restype, _argtypes, _checked in _SIGNATURES:
     _fn = getattr(lib, _name)
