@@ -710,10 +710,20 @@ class Graph(_Handle):
     def __init__(self, context, _ptr=None, _owner=None):
         if _owner is not None:  # a conditional node's body: the parent owns it
             self._borrow(_ptr, (_owner,))
+            _owner._bodies.add(self)
         else:
             super().__init__(_ptr if _ptr is not None else _new(lib.cw_graph_create, context.handle),
                              keep=(context,))
         self.context = context
+        self._bodies = weakref.WeakSet()  # body objects handed out: closed with this graph
+
+    def close(self):
+        """Destroys the graph (a body: lets go of the object only), and closes
+        the body objects it handed out. Idempotent."""
+        for b in list(self._bodies):
+            b.close()
+            b._ptr.value = None
+        self._finalizer()
 
     def info(self):
         """cw_graph_get_info: handle (the CUgraph), nodes, sinks, is_body."""
