@@ -302,6 +302,7 @@ check: all
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
 		"sh tests/check-layers.sh ." \
+		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)

@@ -27,7 +27,7 @@ static inline unsigned long long now_ns(void) {
         cw_status st_ = (expr);                                                                    \
         if (st_ != CW_SUCCESS) {                                                                   \
             fprintf(stderr, "%s: %s failed: %s (%s)\n", BENCH_NAME, #expr, cw_status_name(st_),     \
-                    cw_last_error_message());                                                      \
+                    cw_last_error()->message);                                                      \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -123,7 +123,7 @@ static int bench_setup(rawcuda *raw, cw_device_info *info, int *drv, char *commi
                        char *date, size_t date_size) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("SKIP: no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("SKIP: no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 77;
     }
     CW_CHECK(st);

@@ -170,7 +170,7 @@ int main(void) {
     CW_CHECK(cw_get_versions(&versions));
     const int nvmaj = versions.nvrtc_major, nvmin = versions.nvrtc_minor;
     if (!cw_driver_has(CW_FEATURE_NVRTC) || !nvrtc_open()) {
-        printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
+        printf("SKIP: no NVRTC: %s\n", cw_last_error()->message);
         return 77;
     }
     cw_context *ctx = NULL;

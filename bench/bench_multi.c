@@ -446,7 +446,7 @@ static void rt_block(rt_fam *fam, int f, size_t warm, size_t rounds) {
         const cw_status st = cw_resident_tear_down(g[d].loop, TEARDOWN_MS);
         if (st != CW_SUCCESS) {
             fprintf(stderr, "%s: %s: cw_resident_tear_down(GPU%d's loop, %d) returned %s (%s)\n", BENCH_NAME,
-                    fam->label, d, TEARDOWN_MS, cw_status_name(st), cw_last_error_message());
+                    fam->label, d, TEARDOWN_MS, cw_status_name(st), cw_last_error()->message);
             exit(1);
         }
     }
@@ -793,7 +793,7 @@ int main(void) {
         cw_status st = rt_make(0);
         if (st == CW_SUCCESS) st = rt_make(1);
         if (st == CW_ERROR_NOT_SUPPORTED) {
-            snprintf(rt_skip, sizeof rt_skip, "cw_resident_create: %s", cw_last_error_message());
+            snprintf(rt_skip, sizeof rt_skip, "cw_resident_create: %s", cw_last_error()->message);
         } else {
             CW_CHECK(st);
             /* build both (and load their code) before either is launched */

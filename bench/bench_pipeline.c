@@ -702,7 +702,7 @@ static void variant_setup(variant *V, cw_context *ctx, cw_stream *aux, int nbuf,
          * pipeline stream touches it (the synchronize below) */
         cw_status st = cw_buffer_create(&V->dres_buf, aux, rbytes);
         if (st == CW_ERROR_NOT_SUPPORTED) {
-            printf("SKIP: no stream-ordered memory pools on this device: %s\n", cw_last_error_message());
+            printf("SKIP: no stream-ordered memory pools on this device: %s\n", cw_last_error()->message);
             exit(0);
         }
         CW_CHECK(st);
@@ -1105,7 +1105,7 @@ int main(void) {
     cw_module *mod = NULL;
     cw_status st = cw_module_load_image(&mod, cw_test_kernels_fatbin);
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        printf("SKIP: the driver has no library API: %s\n", cw_last_error_message());
+        printf("SKIP: the driver has no library API: %s\n", cw_last_error()->message);
         return 0;
     }
     CW_CHECK(st);

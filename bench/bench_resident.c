@@ -548,7 +548,7 @@ static void loop_tear_down(family *f) {
     cw_status st = tear_down_timed(f->r, &ms);
     if (st != CW_SUCCESS) {
         fprintf(stderr, "%s: %s: cw_resident_tear_down(r, %d) returned %s (%s)\n", BENCH_NAME, f->label,
-                TEARDOWN_MS, cw_status_name(st), cw_last_error_message());
+                TEARDOWN_MS, cw_status_name(st), cw_last_error()->message);
         exit(1);
     }
     if (ms > f->teardown_ms_max) f->teardown_ms_max = ms;
@@ -737,7 +737,7 @@ __attribute__((format(printf, 2, 3))) static void say(int fd, const char *fmt, .
 static void child_run(int fd, size_t iters) {
     cw_status st = cw_init();
     if (st != CW_SUCCESS) {
-        say(fd, "E cw_init: %s: %s\n", cw_status_name(st), cw_last_error_message());
+        say(fd, "E cw_init: %s: %s\n", cw_status_name(st), cw_last_error()->message);
         _exit(1);
     }
     if (!rawcuda_open(&rc)) {
@@ -757,7 +757,7 @@ static void child_run(int fd, size_t iters) {
     cw_resident *r = NULL;
     st = loop_make(&r, &k, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
     if (st != CW_SUCCESS) {
-        say(fd, "E cw_resident_create: %s: %s\n", cw_status_name(st), cw_last_error_message());
+        say(fd, "E cw_resident_create: %s: %s\n", cw_status_name(st), cw_last_error()->message);
         _exit(1);
     }
     cw_stream *hs = NULL;
@@ -958,7 +958,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_partition_group *set = NULL;
     cw_status st = cw_partition_group_create(&set, 0, &small, 1, -1);
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        snprintf(pr->skip, sizeof pr->skip, "cw_partition_group_create: %s", cw_last_error_message());
+        snprintf(pr->skip, sizeof pr->skip, "cw_partition_group_create: %s", cw_last_error()->message);
         return;
     }
     CW_CHECK(st);
@@ -989,7 +989,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_resident *r = NULL;
     st = loop_make(&r, &kg, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        snprintf(pr->skip, sizeof pr->skip, "cw_resident_create on a partition: %s", cw_last_error_message());
+        snprintf(pr->skip, sizeof pr->skip, "cw_resident_create on a partition: %s", cw_last_error()->message);
     } else {
         CW_CHECK(st);
         pr->ran = 1;
@@ -1026,7 +1026,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
         pr->hog_launches += hog_stop(&hg);
         if (pr->td != CW_SUCCESS) {
             fprintf(stderr, "%s: h) cw_resident_tear_down(r, %d) under load returned %s (%s)\n", BENCH_NAME,
-                    TEARDOWN_MS, cw_status_name(pr->td), cw_last_error_message());
+                    TEARDOWN_MS, cw_status_name(pr->td), cw_last_error()->message);
             pr->td = cw_resident_tear_down(r, 5000);
             if (pr->td != CW_SUCCESS) exit(1);
             pr->td = CW_ERROR_TIMEOUT; /* report the first answer */
@@ -1156,7 +1156,7 @@ int main(void) {
         cw_status st = loop_make(&loops[i], &kp, lcfg[i].w, lcfg[i].unroll, lcfg[i].mode, lcfg[i].sleep_us,
                                  lcfg[i].spin_us, lcfg[i].trace);
         if (st == CW_ERROR_NOT_SUPPORTED) {
-            printf("SKIP: the resident loop is not supported here: %s\n", cw_last_error_message());
+            printf("SKIP: the resident loop is not supported here: %s\n", cw_last_error()->message);
             return 77;
         }
         CW_CHECK(st);

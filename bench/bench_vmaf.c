@@ -587,7 +587,7 @@ int main(void) {
     CW_CHECK(cw_get_versions(&versions));
     const int nvmaj = versions.nvrtc_major, nvmin = versions.nvrtc_minor;
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
+        printf("SKIP: no NVRTC: %s\n", cw_last_error()->message);
         return 77;
     }
     unsigned ver = cw_version();
@@ -625,7 +625,7 @@ int main(void) {
     cw_program *prog = NULL;
     cw_status st = cw_program_compile(&prog, ctx, k_ssd_source, &ps);
     if (st == CW_ERROR_NO_NVRTC) {
-        printf("SKIP: no NVRTC: %s\n", cw_last_error_message());
+        printf("SKIP: no NVRTC: %s\n", cw_last_error()->message);
         return 77;
     }
     if (st == CW_ERROR_COMPILE) fprintf(stderr, "bench_vmaf: NVRTC log:\n%s\n", cw_jit_get_compile_log());
@@ -633,7 +633,7 @@ int main(void) {
     cw_module *mod = NULL;
     st = cw_module_load(&mod, prog);
     if (st == CW_ERROR_NOT_SUPPORTED) {
-        printf("SKIP: the driver has no library API: %s\n", cw_last_error_message());
+        printf("SKIP: the driver has no library API: %s\n", cw_last_error()->message);
         return 77;
     }
     CW_CHECK(st);

@@ -13,7 +13,7 @@ int main(void) {
     unsigned v = cw_version();
     cw_versions vs;
     if (cw_get_versions(&vs) != CW_SUCCESS) { /* only a NULL pointer or a broken NVRTC/NCCL fails */
-        fprintf(stderr, "cw_get_versions: %s\n", cw_last_error_message());
+        fprintf(stderr, "cw_get_versions: %s\n", cw_last_error()->message);
         return 1;
     }
     printf("cuweave %u.%u.%u (ABI %u)\n", CW_VERSION_PACK_MAJOR(v), CW_VERSION_PACK_MINOR(v),
@@ -21,17 +21,17 @@ int main(void) {
 
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
     const int driver = vs.driver;
     int count = 0;
     if (cw_device_count(&count) != CW_SUCCESS) {
-        fprintf(stderr, "%s\n", cw_last_error_message());
+        fprintf(stderr, "%s\n", cw_last_error()->message);
         return 1;
     }
     printf("CUDA driver %d.%d, %d device(s); green contexts %s, conditional nodes %s, NVRTC %s\n",
@@ -45,7 +45,7 @@ int main(void) {
         cw_context_info ci;
         if (cw_device_get_info(i, &info) != CW_SUCCESS || cw_context_create(&ctx, i) != CW_SUCCESS ||
             cw_context_get_info(ctx, &ci) != CW_SUCCESS) {
-            fprintf(stderr, "device %d: %s\n", i, cw_last_error_message());
+            fprintf(stderr, "device %d: %s\n", i, cw_last_error()->message);
             cw_context_destroy(&ctx);
             return 1;
         }

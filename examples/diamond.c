@@ -254,15 +254,15 @@ int main(void) {
            ITERATIONS, BD_NS / 1e6);
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "diamond: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "diamond: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
 
@@ -279,7 +279,7 @@ int main(void) {
 #define TRY(expr)                                                          \
     do {                                                                   \
         if ((expr) != CW_SUCCESS) {                                        \
-            fprintf(stderr, "diamond: %s\n", cw_last_error_message());     \
+            fprintf(stderr, "diamond: %s\n", cw_last_error()->message);     \
             if (cw_last_error()->status == CW_ERROR_COMPILE)               \
                 fprintf(stderr, "%s", cw_jit_get_compile_log());                   \
             goto out;                                                      \

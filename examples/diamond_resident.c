@@ -20,7 +20,7 @@
  *
  * A reads the request's input from the loop's input slot (two slots, so the
  * host could fill one while the other is read): its kernel is given the
- * loop's control block (cw_io_get_resident_ctl) and calls cw_resident_input and
+ * loop's control block (cw_io_get_info: resident_ctl) and calls cw_resident_input and
  * cw_resident_sequence from <cuweave/resident_device.h>, handed to NVRTC
  * from memory. C writes into a result buffer the example allocates. Per
  * request the host fills the slot (cw_resident_next_input, cw_copy_to_device,
@@ -104,7 +104,9 @@ static cw_status a_compute(cw_io *io, void *user) {
     cw_stream *s;
     OP_TRY(cw_io_receive_stream(io, NULL, &s));
     cw_devptr ctl, out;
-    OP_TRY(cw_io_get_resident_ctl(io, &ctl));
+    cw_io_info info;
+    OP_TRY(cw_io_get_info(io, &info));
+    ctl = info.resident_ctl;
     OP_TRY(cw_io_get_port_ptr(io, "out", &out));
     unsigned n = N, in_words = IN_WORDS;
     void *args[] = {&ctl, &out, &n, &in_words};
@@ -196,15 +198,15 @@ int main(void) {
     printf("diamond_resident: A -> (B, D) -> C captured into a GPU-resident loop, %d requests\n", REQUESTS);
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "diamond_resident: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "diamond_resident: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
 
@@ -224,7 +226,7 @@ int main(void) {
 #define TRY(expr)                                                                \
     do {                                                                         \
         if ((expr) != CW_SUCCESS) {                                              \
-            fprintf(stderr, "diamond_resident: %s\n", cw_last_error_message());  \
+            fprintf(stderr, "diamond_resident: %s\n", cw_last_error()->message);  \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                     \
                 fprintf(stderr, "%s", cw_jit_get_compile_log());                         \
             goto out;                                                            \
@@ -331,7 +333,7 @@ out:
     /* the loop first (it uses the pipeline's port memory), then the pipeline */
     if (r && cw_resident_tear_down(r, 1000) != CW_SUCCESS) {
         /* it did not stop: the GPU may still use the memory, so free nothing */
-        fprintf(stderr, "diamond_resident: %s\n", cw_last_error_message());
+        fprintf(stderr, "diamond_resident: %s\n", cw_last_error()->message);
         return 1;
     }
     cw_resident_destroy(&r);

@@ -80,15 +80,15 @@ int main(void) {
     printf("embed: a video filter on cuweave inside a host program that owns its CUDA context\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS || load_driver() != 0 || cu.init(0) != 0) {
-        fprintf(stderr, "embed: cannot start: %s\n", cw_last_error_message());
+        fprintf(stderr, "embed: cannot start: %s\n", cw_last_error()->message);
         return 1;
     }
 
@@ -114,7 +114,7 @@ int main(void) {
 
     video_filter *f = NULL;
     if (ok && (st = vf_open(&f, ctx, host_stream, NULL)) != CW_SUCCESS) {
-        fprintf(stderr, "embed: vf_open: %s\n", cw_last_error_message());
+        fprintf(stderr, "embed: vf_open: %s\n", cw_last_error()->message);
         ok = 0;
     }
     unsigned long long wrong = 0;
@@ -128,7 +128,7 @@ int main(void) {
         CUcontext before = NULL, after = NULL;
         cu.ctx_get_current(&before);
         if (ok && vf_process(f, src, dst, W, H, PITCH) != CW_SUCCESS) {
-            fprintf(stderr, "embed: vf_process: %s\n", cw_last_error_message());
+            fprintf(stderr, "embed: vf_process: %s\n", cw_last_error()->message);
             ok = 0;
         }
         cu.ctx_get_current(&after);

@@ -87,7 +87,7 @@ static int cu_open(void) {
 #define CW_TRY(expr)                                                                  \
     do {                                                                              \
         if ((expr) != CW_SUCCESS) {                                                   \
-            fprintf(stderr, "forkjoin: %s\n", cw_last_error_message());               \
+            fprintf(stderr, "forkjoin: %s\n", cw_last_error()->message);               \
             goto fail;                                                                \
         }                                                                             \
     } while (0)
@@ -132,11 +132,11 @@ int main(void) {
 
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "forkjoin: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "forkjoin: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
     if (!cu_open()) {

@@ -73,7 +73,7 @@ static int cu_open(void) {
 #define CW_TRY(expr)                                                \
     do {                                                            \
         if ((expr) != CW_SUCCESS) {                                 \
-            fprintf(stderr, "graph: %s\n", cw_last_error_message()); \
+            fprintf(stderr, "graph: %s\n", cw_last_error()->message); \
             goto out;                                               \
         }                                                           \
     } while (0)
@@ -95,11 +95,11 @@ int main(void) {
     printf("graph: capture, replay, update, and a WHILE loop decided on the GPU\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS || !cu_open()) {
-        fprintf(stderr, "graph: cannot start: %s\n", cw_last_error_message());
+        fprintf(stderr, "graph: cannot start: %s\n", cw_last_error()->message);
         return 1;
     }
     int ok = 0, pushed = 0;

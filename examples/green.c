@@ -21,7 +21,7 @@
 #define TRY(expr)                                                           \
     do {                                                                    \
         if ((expr) != CW_SUCCESS) {                                         \
-            fprintf(stderr, "green: %s\n", cw_last_error_message());        \
+            fprintf(stderr, "green: %s\n", cw_last_error()->message);        \
             goto out;                                                       \
         }                                                                   \
     } while (0)
@@ -29,17 +29,17 @@
 int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "green: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "green: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
 
     cw_partition_caps caps;
     if (cw_partition_get_caps(0, &caps) != CW_SUCCESS) {
-        fprintf(stderr, "green: %s\n", cw_last_error_message());
+        fprintf(stderr, "green: %s\n", cw_last_error()->message);
         return 1;
     }
     printf("device 0: %u SMs; green contexts %s", caps.sm_count, caps.supported ? "supported" : "not supported");

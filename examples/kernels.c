@@ -36,11 +36,11 @@ int main(void) {
     printf("kernels: NVRTC, the kernel cache, a launch\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
     const char *path = getenv("CUWEAVE_LIBCUDA");
@@ -56,7 +56,7 @@ int main(void) {
         *(void **)&set_current = dlsym(lib, "cuCtxSetCurrent");
     }
     if (st != CW_SUCCESS || !mem_alloc || !mem_free || !copy_dtoh || !set_current) {
-        fprintf(stderr, "kernels: cannot start: %s\n", cw_last_error_message());
+        fprintf(stderr, "kernels: cannot start: %s\n", cw_last_error()->message);
         return 1;
     }
 
@@ -73,7 +73,7 @@ int main(void) {
 #define TRY(expr)                                                          \
     do {                                                                   \
         if ((expr) != CW_SUCCESS) {                                        \
-            fprintf(stderr, "kernels: %s\n", cw_last_error_message());     \
+            fprintf(stderr, "kernels: %s\n", cw_last_error()->message);     \
             if (cw_last_error()->status == CW_ERROR_COMPILE)               \
                 fprintf(stderr, "%s", cw_jit_get_compile_log());                   \
             goto out;                                                      \

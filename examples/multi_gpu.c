@@ -45,7 +45,7 @@ enum {
 #define CW_TRY(expr)                                                                  \
     do {                                                                              \
         if ((expr) != CW_SUCCESS) {                                                   \
-            fprintf(stderr, "multi_gpu: %s\n", cw_last_error_message()); \
+            fprintf(stderr, "multi_gpu: %s\n", cw_last_error()->message); \
             goto fail;                                                                \
         }                                                                             \
     } while (0)
@@ -57,7 +57,7 @@ static int print_topology(const cw_device_group_info *g) {
         int da = g->devices[a];
         cw_device_info info;
         if (cw_device_get_info(da, &info) != CW_SUCCESS) {
-            fprintf(stderr, "multi_gpu: member %d: %s\n", a, cw_last_error_message());
+            fprintf(stderr, "multi_gpu: member %d: %s\n", a, cw_last_error()->message);
             return 0;
         }
         printf("GPU %d: %s, compute %d.%d, %d SMs, PCI %04x:%02x:%02x\n", da, info.name, info.cc_major,
@@ -70,7 +70,7 @@ static int print_topology(const cw_device_group_info *g) {
             int da = g->devices[a], db = g->devices[b];
             cw_peer_info pi;
             if (cw_device_get_peer_info(da, db, &pi) != CW_SUCCESS) {
-                fprintf(stderr, "multi_gpu: peer info %d -> %d: %s\n", a, b, cw_last_error_message());
+                fprintf(stderr, "multi_gpu: peer info %d -> %d: %s\n", a, b, cw_last_error()->message);
                 return 0;
             }
             if (pi.can_access)
@@ -94,7 +94,7 @@ static int enable_peers(const cw_device_group_info *g, int *enabled) {
             if (a == b) continue;
             if (cw_device_get_peer_info(g->devices[a], g->devices[b], &pi) != CW_SUCCESS ||
                 (pi.can_access && cw_context_enable_peer(g->contexts[a], g->contexts[b]) != CW_SUCCESS)) {
-                fprintf(stderr, "multi_gpu: peer access %d -> %d: %s\n", a, b, cw_last_error_message());
+                fprintf(stderr, "multi_gpu: peer access %d -> %d: %s\n", a, b, cw_last_error()->message);
                 return 0;
             }
             if (pi.can_access) (*enabled)++;
@@ -162,7 +162,7 @@ static int all_reduce(const cw_device_group_info *g) {
     cw_versions versions;
     cw_status st = cw_get_versions(&versions);
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "multi_gpu: cw_get_versions: %s\n", cw_last_error_message());
+        fprintf(stderr, "multi_gpu: cw_get_versions: %s\n", cw_last_error()->message);
         return 0;
     }
     const int version = versions.nccl;
@@ -230,11 +230,11 @@ int main(void) {
     printf("multi_gpu: a device group, peer access, a peer copy and an NCCL all-reduce over every GPU\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "multi_gpu: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "multi_gpu: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
 
@@ -244,7 +244,7 @@ int main(void) {
 
     st = cw_device_group_create(&set, NULL, 0); /* every visible device */
     if (st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     CW_TRY(st);

@@ -43,11 +43,11 @@ int main(void) {
     printf("resident_handler: a GPU-resident loop fed by a GPU-side data-ready handler\n");
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -64,7 +64,7 @@ int main(void) {
         *(void **)&set_current = dlsym(lib, "cuCtxSetCurrent");
     }
     if (st != CW_SUCCESS || !mem_alloc || !mem_free || !memset32 || !dtoh || !set_current) {
-        fprintf(stderr, "resident_handler: cannot start: %s\n", cw_last_error_message());
+        fprintf(stderr, "resident_handler: cannot start: %s\n", cw_last_error()->message);
         return 1;
     }
 
@@ -81,7 +81,7 @@ int main(void) {
 #define TRY(expr)                                                                 \
     do {                                                                          \
         if ((expr) != CW_SUCCESS) {                                               \
-            fprintf(stderr, "resident_handler: %s\n", cw_last_error_message());   \
+            fprintf(stderr, "resident_handler: %s\n", cw_last_error()->message);   \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                      \
                 fprintf(stderr, "%s", cw_jit_get_compile_log());                          \
             goto out;                                                             \

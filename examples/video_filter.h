@@ -85,7 +85,7 @@ static void vf_close(video_filter **pf) {
 
 /* Opens the filter on the host's context and stream (NULL: the legacy
  * default stream). Returns CW_SUCCESS or the failing call's status (the
- * detail in cw_last_error_message()). */
+ * detail in cw_last_error()->message). */
 static cw_status vf_open(video_filter **out, CUcontext host_ctx, CUstream host_stream, const vf_options *opt) {
     *out = NULL;
     video_filter *f = (video_filter *)calloc(1, sizeof *f);

@@ -273,15 +273,15 @@ int main(void) {
            H);
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
-        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error_message());
+        printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
         return 0;
     }
     if (st != CW_SUCCESS) {
-        fprintf(stderr, "video_pipeline: cw_init: %s\n", cw_last_error_message());
+        fprintf(stderr, "video_pipeline: cw_init: %s\n", cw_last_error()->message);
         return 1;
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
-        printf("no NVRTC here: %s\n", cw_last_error_message());
+        printf("no NVRTC here: %s\n", cw_last_error()->message);
         return 0;
     }
 
@@ -298,7 +298,7 @@ int main(void) {
 #define TRY(expr)                                                              \
     do {                                                                       \
         if ((expr) != CW_SUCCESS) {                                            \
-            fprintf(stderr, "video_pipeline: %s\n", cw_last_error_message());  \
+            fprintf(stderr, "video_pipeline: %s\n", cw_last_error()->message);  \
             if (cw_last_error()->status == CW_ERROR_COMPILE)                   \
                 fprintf(stderr, "%s", cw_jit_get_compile_log());                       \
             goto out;                                                          \

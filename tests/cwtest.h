@@ -45,7 +45,7 @@ static inline void sleep_ms(int ms) {
         cw_status cwt_s_ = (expr);                                                         \
         if (cwt_s_ != (expected))                                                          \
             fail_msg("%s returned %s, expected %s; detail: %s", #expr, cw_status_name(cwt_s_), \
-                     cw_status_name(expected), cw_last_error_message());                   \
+                     cw_status_name(expected), cw_last_error()->message);                   \
     } while (0)
 
 #define assert_cw_ok(expr) assert_cw(CW_SUCCESS, expr)
@@ -110,7 +110,7 @@ static inline int cwt_have_gpu(void) {
     cw_status st = cw_init();
     int n = 0;
     if (st == CW_SUCCESS && cw_device_count(&n) == CW_SUCCESS && n > 0) return 1;
-    printf("SKIP: no usable GPU: %s\n", st == CW_SUCCESS ? "no CUDA devices" : cw_last_error_message());
+    printf("SKIP: no usable GPU: %s\n", st == CW_SUCCESS ? "no CUDA devices" : cw_last_error()->message);
     return 0;
 }
 

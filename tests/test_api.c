@@ -117,7 +117,7 @@ static void test_invalid_arguments(void **state) {
 
     /* The failed expression is quoted. */
     cw_device_count(NULL);
-    assert_non_null(strstr(cw_last_error_message(), "`count != NULL`"));
+    assert_non_null(strstr(cw_last_error()->message, "`count != NULL`"));
     assert_int_equal(cw_last_error()->cu_result, 0);
     assert_string_equal(cw_last_error()->driver_call, "");
 }
@@ -159,7 +159,7 @@ static void test_clear_error(void **state) {
     assert_int_equal(e->status, CW_SUCCESS);
     assert_string_equal(e->message, "");
     assert_string_equal(e->function, "");
-    assert_string_equal(cw_last_error_message(), "");
+    assert_string_equal(cw_last_error()->message, "");
 }
 
 /* Successful calls leave the detail alone (errno-like). */
@@ -175,7 +175,7 @@ static void *other_thread(void *arg) {
     int *out = (int *)arg;
     /* a fresh thread starts with an empty detail */
     out[0] = cw_last_error()->status;
-    out[1] = (int)strlen(cw_last_error_message());
+    out[1] = (int)strlen(cw_last_error()->message);
     cw_context_create(NULL, 0);
     out[2] = cw_last_error()->status;
     return NULL;
@@ -218,7 +218,7 @@ static void test_log_callback(void **state) {
     cw_context_create(NULL, 3);
     assert_int_equal(cap.calls, 1);
     assert_int_equal(cap.level, CW_LOG_ERROR);
-    assert_string_equal(cap.message, cw_last_error_message());
+    assert_string_equal(cap.message, cw_last_error()->message);
     assert_true(pthread_equal(cap.thread, pthread_self()));
     /* removed: no more calls */
     assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_DEBUG));

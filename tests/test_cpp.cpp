@@ -42,13 +42,13 @@ extern "C" {
 #define VAL(expr) take((expr))
 template <class T>
 static T take(cw::result<T> &&r) {
-    if (!r.ok()) fail_msg("call failed: %s (%s)", cw_status_name(r.code()), cw_last_error_message());
+    if (!r.ok()) fail_msg("call failed: %s (%s)", cw_status_name(r.code()), cw_last_error()->message);
     return std::move(r).value();
 }
 #define OK(expr)                                                                                         \
     do {                                                                                                 \
         cw::status s_ = (expr);                                                                          \
-        if (!s_.ok()) fail_msg("%s failed: %s (%s)", #expr, s_.name(), cw_last_error_message());        \
+        if (!s_.ok()) fail_msg("%s failed: %s (%s)", #expr, s_.name(), cw_last_error()->message);        \
     } while (0)
 #else
 #define VAL(expr) (expr)
@@ -413,7 +413,7 @@ static void test_operators(void **) {
         {
             cw::pipeline p = VAL(cw::pipeline::create(ctx));
             cw_operator *src = VAL(p.add("src", std::unique_ptr<cw::operator_base>(new source_op(&emitted))));
-            assert_string_equal(cw_operator_get_name(src), "src");
+            assert_ptr_equal(VAL(p.find("src")), src);
             VAL(p.emplace<sink_op>("sink", &seen, 0));
             assert_int_equal(g_ops_alive, 2);
             OK(p.connect("src", "out", "sink", "in"));
@@ -616,7 +616,7 @@ static void test_library(void **) {
     assert_string_equal(cw::status_string(CW_ERROR_TIMEOUT), "the wait timed out");
     assert_string_equal(cw::status(CW_ERROR_TIMEOUT).description(), "the wait timed out");
     assert_string_equal(cw::status_name(CW_ERROR_TIMEOUT), "CW_ERROR_TIMEOUT");
-    assert_true(strlen(cw::builtin_origin()) > 3);
+    assert_non_null(strstr(vs.builtin_origin, "ptx"));
     assert_non_null(strstr(cw::resident_device_header(), "cw_resident_ctl"));
 
     // the log: a function object, then a C function; removed, nothing more
@@ -881,15 +881,11 @@ struct gatherer : cw::operator_base {
         *self = io.op();
         if (strcmp(io.op_name(), "gather") != 0) return cw::status(CW_ERROR_INTERNAL);
         std::vector<cw::message> ms = VAL(io.receive_many("in"));
-        std::vector<cw::stream> ss = VAL(io.receive_streams("in"));
         cw_message raw[4];
         size_t n = VAL(io.receive_many("in", raw, 1)); // one copied, the count of all
-        cw_stream *rs[4];
-        size_t ns = VAL(io.receive_streams("in", rs, 4));
-        if (n != ms.size() || ns != ss.size() || raw[0].buffer != ms[0].data.get())
-            return cw::status(CW_ERROR_INTERNAL);
+        if (n != ms.size() || raw[0].buffer != ms[0].data.get()) return cw::status(CW_ERROR_INTERNAL);
         *messages += ms.size();
-        *streams += ss.size();
+        for (cw::message &m : ms) *streams += m.producer ? 1 : 0;
         cw::stream s = VAL(io.receive_stream("in")); // behind both producers
         for (cw::message &m : ms) {
             if (m.data.owns() || m.producer.owns()) return cw::status(CW_ERROR_INTERNAL); // borrowed
@@ -963,8 +959,6 @@ static void test_pipeline_more(void **) {
         assert_ptr_equal(seen, g);
         assert_ptr_equal(VAL(p.find("gather")), g);
         assert_ptr_equal(VAL(p.find("c_sink")), cop);
-        assert_string_equal(cw::operator_name(VAL(p.find("gather"))), "gather");
-        assert_null(cw::operator_name(nullptr));
         assert_int_equal(STATUS_OF(p.find("nope")), CW_ERROR_INVALID_ARGUMENT);
         cw_pipeline_info st = p.info();
         assert_int_equal(st.operators, 4);
@@ -1358,7 +1352,7 @@ static int run_group(const char *fake, bool features) {
     if (features) setenv("FAKE_CUDA_FEATURES", "all", 1);
     else unsetenv("FAKE_CUDA_FEATURES");
     if (cw_init() != CW_SUCCESS) {
-        printf("FAIL: the fake driver did not load: %s\n", cw_last_error_message());
+        printf("FAIL: the fake driver did not load: %s\n", cw_last_error()->message);
         return 1;
     }
     void *lib = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
@@ -1380,14 +1374,14 @@ static int run_group(const char *fake, bool features) {
         for (int b = 0; b < CW_BUILTIN_COUNT; b++) {
             cw_kernel *k = nullptr;
             if (cw_builtin_get_kernel((cw_builtin)b, &k) != CW_SUCCESS) {
-                printf("FAIL: built-in kernel %d: %s\n", b, cw_last_error_message());
+                printf("FAIL: built-in kernel %d: %s\n", b, cw_last_error()->message);
                 return 1;
             }
         }
         cw_context *wctx = nullptr;
         cw_resident *warm = nullptr;
         if (cw_context_create(&wctx, 0) != CW_SUCCESS || cw_resident_create(&warm, wctx, NULL) != CW_SUCCESS) {
-            printf("FAIL: a first resident loop: %s\n", cw_last_error_message());
+            printf("FAIL: a first resident loop: %s\n", cw_last_error()->message);
             return 1;
         }
         cw_resident_destroy(&warm);

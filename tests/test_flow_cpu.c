@@ -37,7 +37,7 @@ static int (*fake_ctx_set)(CUcontext);
 static cw_context *ctx;
 
 static void expect_detail(const char *a, const char *b) {
-    const char *m = cw_last_error_message();
+    const char *m = cw_last_error()->message;
     if (a && !strstr(m, a)) fail_msg("detail '%s' lacks '%s'", m, a);
     if (b && !strstr(m, b)) fail_msg("detail '%s' lacks '%s'", m, b);
 }
@@ -238,7 +238,14 @@ static void test_defaults_names_ports(void **state) {
     }
     longname[63] = '\0'; /* 63 bytes: the longest name */
     assert_cw_ok(cw_operator_create(&op, longname, &k_ops, &t, NULL));
-    assert_string_equal(cw_operator_get_name(op), longname);
+    cw_pipeline *lp = NULL;
+    assert_cw_ok(cw_pipeline_create(&lp, ctx, NULL));
+    assert_cw_ok(cw_pipeline_add(lp, op));
+    cw_operator *named = NULL;
+    assert_cw_ok(cw_pipeline_get_operator(lp, longname, &named)); /* the whole name is kept */
+    assert_ptr_equal(named, op);
+    cw_pipeline_destroy(&lp);
+    op = NULL; /* the pipeline owned it */
     cw_operator_destroy(&op);
     assert_null(op);
     assert_int_equal(t.destroyed, 1);
@@ -281,7 +288,6 @@ static void test_defaults_names_ports(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_operator_add_output(op, "out", &ps));
     assert_cw_ok(cw_operator_add_output(op, "out", NULL));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_operator_add_input((cw_operator *)&t, "x", NULL));
-    assert_null(cw_operator_get_name(NULL));
 
     /* in a pipeline: owned, no more ports; destroy never fails: it clears the
      * caller's pointer and leaves the operator to its pipeline, with a
@@ -397,7 +403,7 @@ static void test_connect_and_check_rules(void **state) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_check(p));
     expect_detail("cycle", "'B'");
     expect_detail("'C'", NULL);
-    assert_null(strstr(cw_last_error_message(), "'A'")); /* A is not on it */
+    assert_null(strstr(cw_last_error()->message, "'A'")); /* A is not on it */
     cw_pipeline_info st;
     assert_cw_ok(cw_pipeline_get_info(p, &st));
     assert_int_equal(st.operators, 3);
@@ -530,7 +536,7 @@ static void test_fallbacks(void **state) {
     assert_int_equal(leaks(before, "the fallbacks"), 0);
 }
 
-/* Manual calls: receive_streams, named streams, set_output_stream. */
+/* Manual calls: receive_many with its streams, named streams, set_output_stream. */
 typedef struct manual {
     int calls;
     cw_stream *all[4];
@@ -545,22 +551,22 @@ static cw_status manual_compute(cw_io *io, void *user) {
     manual *m = (manual *)user;
     int i = m->calls++;
     if (m->mode == 0) {
-        cw_stream *s[4] = {0};
-        cw_status st = cw_io_receive_streams(io, "many", s, 4, &m->nall);
-        if (st) return st;
-        memcpy(m->all, s, sizeof s);
-        size_t n = 99;
-        st = cw_io_receive_streams(io, "many", NULL, 0, &n); /* count only */
-        if (st || n != m->nall) return CW_ERROR_INTERNAL;
         cw_message msgs[4];
-        st = cw_io_receive_many(io, "many", msgs, 4, &n);
+        cw_status st = cw_io_receive_many(io, "many", msgs, 4, &m->nall);
+        if (st) return st;
+        for (size_t k = 0; k < m->nall && k < 4; k++) m->all[k] = msgs[k].stream;
+        size_t n = 99;
+        st = cw_io_receive_many(io, "many", NULL, 0, &n); /* count only */
         if (st || n != m->nall) return CW_ERROR_INTERNAL;
+        cw_io_info ii;
+        if (cw_io_get_info(io, &ii) != CW_SUCCESS || ii.resident_ctl != 0) /* not resident */
+            return CW_ERROR_INTERNAL;
         /* errors inside compute */
-        m->errs[0] = cw_io_receive_streams(io, "nope", s, 4, &n);
+        m->errs[0] = cw_io_receive_many(io, "nope", msgs, 4, &n);
         m->errs[1] = cw_io_emit(io, "many", NULL, NULL);
         m->errs[2] = cw_io_set_output_stream(io, "many", NULL);
         m->errs[3] = cw_io_get_stream(io, "bad name", &m->extra);
-        m->errs[4] = cw_io_get_resident_ctl(io, &(cw_devptr){0});
+        m->errs[4] = cw_io_receive_many(io, "many", NULL, 4, &n); /* msgs NULL with cap 4 */
         m->errs[5] = cw_io_get_port_ptr(io, "many", &(cw_devptr){0});
         m->errs[6] = cw_io_receive(io, "nope", &msgs[0]);
         return CW_SUCCESS;
@@ -621,7 +627,7 @@ static void test_manual_calls(void **state) {
     assert_int_equal(sink.errs[1], CW_ERROR_INVALID_ARGUMENT); /* emit on an input */
     assert_int_equal(sink.errs[2], CW_ERROR_INVALID_ARGUMENT);
     assert_int_equal(sink.errs[3], CW_ERROR_INVALID_ARGUMENT);
-    assert_int_equal(sink.errs[4], CW_ERROR_INVALID_STATE);    /* not resident */
+    assert_int_equal(sink.errs[4], CW_ERROR_INVALID_ARGUMENT);
     assert_int_equal(sink.errs[5], CW_ERROR_INVALID_STATE);    /* no port memory */
     assert_int_equal(sink.errs[6], CW_ERROR_INVALID_ARGUMENT);
     cw_stream_pool_info pst; /* the default pool is the pipeline's: not visible; the named streams go with it */
@@ -1164,7 +1170,7 @@ static void test_device_fault_named(void **state) {
     g_fault_at = 2;
     cw_status st = cw_pipeline_run(p, 10);
     char msg[600], call[64];
-    snprintf(msg, sizeof msg, "%s", cw_last_error_message());
+    snprintf(msg, sizeof msg, "%s", cw_last_error()->message);
     snprintf(call, sizeof call, "%s", cw_last_error()->driver_call);
     const int cu = cw_last_error()->cu_result;
     printf("# %s\n", msg);
@@ -1206,7 +1212,10 @@ static cw_status rop_compute(cw_io *io, void *user) {
     r->copies++;
     if (r->in && (st = cw_io_get_port_ptr(io, r->in, &r->in_ptr)) != CW_SUCCESS) return st;
     if (r->out && (st = cw_io_get_port_ptr(io, r->out, &r->out_ptr)) != CW_SUCCESS) return st;
-    if ((st = cw_io_get_resident_ctl(io, &r->ctl)) != CW_SUCCESS) return st;
+    cw_io_info ii;
+    if ((st = cw_io_get_info(io, &ii)) != CW_SUCCESS) return st;
+    if (!ii.resident_ctl) return CW_ERROR_INTERNAL; /* a resident capture's */
+    r->ctl = ii.resident_ctl;
     cw_buffer *b = NULL;
     r->alloc_st = cw_io_alloc(&b, io, 4);
     cw_stream *n = NULL;
@@ -1345,8 +1354,8 @@ static void test_resident_pipeline(void **state) {
         cwi_seam_reset();
         cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
         assert_cw(CW_ERROR_DEVICE_FAULT, cw_resident_wait_result(r, 1, 2000));
-        printf("# %s\n", cw_last_error_message());
-        assert_non_null(strstr(cw_last_error_message(), "in stage 'operator S2' (workload, copy 1 of 2"));
+        printf("# %s\n", cw_last_error()->message);
+        assert_non_null(strstr(cw_last_error()->message, "in stage 'operator S2' (workload, copy 1 of 2"));
         cwi_seam_reset();
         cwi_seam_disable();
         assert_cw_ok(cw_resident_tear_down(r, 1000));
@@ -1512,8 +1521,7 @@ static void test_fault_sweep(void **state) {
         cw_status st = sweep_scenario();
         int fired = cwi_seam_fired();
         const char *entry = "?";
-        for (int id = 0; id < cwi_seam_entry_count(); id++)
-            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
         cwi_seam_reset();
         if (!fired) break;
         tried++;
@@ -1657,8 +1665,7 @@ static void test_not_ready_is_a_failure(void **state) {
         const cw_status st = cw_pipeline_run(g.p, 2);
         const int fired = cwi_seam_fired();
         const char *entry = "";
-        for (int id = 0; id < cwi_seam_entry_count(); id++)
-            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
         const cw_error_info *e = cw_last_error();
         if (fired && st != CW_SUCCESS) {
             failed++;
@@ -1706,7 +1713,7 @@ int main(int argc, char **argv) {
     }
     live_drain = fake_drain; /* counts are taken with the fake's work done */
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     /* warm the context's event pool, stream pools and buffer pool so that live

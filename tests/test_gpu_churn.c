@@ -458,7 +458,7 @@ static void test_churn_partitions_and_comms(void **state) {
         if (raw_nccl.lib) dlclose(raw_nccl.lib);
     }
     else
-        printf("# churn comm: skipped (%s)\n", cw_last_error_message());
+        printf("# churn comm: skipped (%s)\n", cw_last_error()->message);
 }
 
 static int group_setup(void **state) {

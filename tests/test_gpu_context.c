@@ -167,7 +167,7 @@ static void test_fault_injection_context_create(void **state) {
             assert_true(cwi_seam_fired());
             if (st != expected[r])
                 fail_msg("call %lu failing with %d: got %s (%s)", k, results[r], cw_status_name(st),
-                         cw_last_error_message());
+                         cw_last_error()->message);
             assert_null(c);
             assert_true(strlen(cw_last_error()->driver_call) > 0);
             assert_int_equal(cw_last_error()->cu_result, results[r]);

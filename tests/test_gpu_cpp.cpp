@@ -205,7 +205,7 @@ static void test_more_wrappers_on_gpu(void **) {
     assert_int_equal(di.ordinal, 0);
     assert_true(di.name[0] != '\0' && di.cc_major >= 7 && di.sm_count > 0 && di.total_memory > 0);
     printf("# %s (cc %d.%d, %d SMs), driver %d, %d device(s), built-ins: %s\n", di.name, di.cc_major,
-           di.cc_minor, di.sm_count, vs.driver, ndev, cw::builtin_origin());
+           di.cc_minor, di.sm_count, vs.driver, ndev, vs.builtin_origin);
     log_count logs;
     cw::set_log_callback(logs, CW_LOG_ERROR);
     bool threw = false;
@@ -411,7 +411,7 @@ struct scale_op : cw::operator_base {
         cw::message m = io.receive("in");
         if (!m.data || m.data.owns() || !m.producer) return cw::status(CW_ERROR_INTERNAL);
         // the manual calls agree with receive: one message, one stream, this operator
-        if (io.receive_many("in").size() != 1 || io.receive_streams("in").size() != 1 ||
+        if (io.receive_many("in").size() != 1 || !io.receive_many("in")[0].producer ||
             strcmp(io.op_name(), "scale") != 0)
             return cw::status(CW_ERROR_INTERNAL);
         (*checks)++;
@@ -439,7 +439,6 @@ static void test_pipeline_on_gpu(void **) {
         cw_operator *f = p.emplace<fill_op>("fill", fill);
         p.emplace<scale_op>("scale", scale, results.as<unsigned>(), &checks);
         assert_ptr_equal(p.find("fill"), f);
-        assert_string_equal(cw::operator_name(p.find("scale")), "scale");
         p.connect("fill", "out", "scale", "in");
         p.check();
         p.run(PL_ITERATIONS);
@@ -560,7 +559,7 @@ int main() {
     cw_status st = cw_init();
     int n = 0;
     if (st != CW_SUCCESS || cw_device_count(&n) != CW_SUCCESS || n == 0) {
-        printf("SKIP: no usable GPU: %s\n", cw_last_error_message());
+        printf("SKIP: no usable GPU: %s\n", cw_last_error()->message);
         return 77;
     }
     const struct CMUnitTest tests[] = {

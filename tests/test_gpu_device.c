@@ -65,7 +65,7 @@ static void test_device_facts_match(void **state) {
     }
     cw_device_info info;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_get_info(n, &info));
-    assert_non_null(strstr(cw_last_error_message(), "devices"));
+    assert_non_null(strstr(cw_last_error()->message, "devices"));
 }
 
 /* The priority range of a context on device 0 (cw_context_info) is the

@@ -82,7 +82,7 @@ static void run_host(host *h) {
     vf_options opt = {(unsigned long long)kSlowNs, 0};
     video_filter *f = NULL;
     cw_status st = vf_open(&f, h->ctx, h->stream, &opt);
-    if (st != CW_SUCCESS) fail_msg("%s: vf_open: %s", h->name, cw_last_error_message());
+    if (st != CW_SUCCESS) fail_msg("%s: vf_open: %s", h->name, cw_last_error()->message);
     assert_ptr_equal(current(), NULL);
 
     CUcontext leave[3] = {NULL, h->ctx, h->other};
@@ -95,7 +95,7 @@ static void run_host(host *h) {
         CUcontext cur = leave[k % 3];
         assert_cu_ok(rc.cuCtxSetCurrent(cur));
         st = vf_process(f, src, dst, W, H, PITCH);
-        if (st != CW_SUCCESS) fail_msg("%s frame %u: vf_process: %s", h->name, k, cw_last_error_message());
+        if (st != CW_SUCCESS) fail_msg("%s frame %u: vf_process: %s", h->name, k, cw_last_error()->message);
         if (current() != cur) fail_msg("%s frame %u: the current context changed in vf_process", h->name, k);
         /* the host: waits for its own stream only, then reads */
         assert_cu_ok(rc.cuCtxSetCurrent(h->ctx));
@@ -208,7 +208,7 @@ static void test_without_ordering_frames_are_wrong(void **state) {
     assert_cu_ok(rc.cuStreamSynchronize(NULL));
     vf_options opt = {(unsigned long long)kSlowNs, 1};
     video_filter *f = NULL;
-    if (vf_open(&f, primary, NULL, &opt) != CW_SUCCESS) fail_msg("vf_open: %s", cw_last_error_message());
+    if (vf_open(&f, primary, NULL, &opt) != CW_SUCCESS) fail_msg("vf_open: %s", cw_last_error()->message);
     /* the producer's 20 ms are not waited for, nor the filter's 20 ms */
     fill_slow(&h, src, 100, kSlowNs);
     assert_int_equal(vf_process(f, src, dst, W, H, PITCH), CW_SUCCESS);

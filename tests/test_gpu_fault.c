@@ -176,7 +176,7 @@ static void test_fault(void **state) {
     printf("# fault %s: wait(2 s) returned %s after %.0f ms\n", kn, cw_status_name(st), took);
     if (st != CW_ERROR_DEVICE_FAULT)
         fail_msg("%s: cw_future_wait after a fault returned %s (%s), expected CW_ERROR_DEVICE_FAULT", kn,
-                 cw_status_name(st), cw_last_error_message());
+                 cw_status_name(st), cw_last_error()->message);
     assert_true(took < 2600.0);
     stage = "cw_future_poll after the fault";
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_future_poll(f));
@@ -312,7 +312,7 @@ static void test_pipeline_fault(void **state) {
     assert_cw_ok(cw_pipeline_connect(p, "B", "out", "C", "in"));
     stage = "cw_pipeline_run with a faulting operator";
     cw_status st = cw_pipeline_run(p, 10);
-    const char *msg = cw_last_error_message();
+    const char *msg = cw_last_error()->message;
     printf("# pipeline fault: cw_pipeline_run returned %s: %s\n", cw_status_name(st), msg);
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
     assert_non_null(strstr(msg, "iteration 2"));
@@ -322,7 +322,7 @@ static void test_pipeline_fault(void **state) {
     assert_int_equal(pst.iterations, 3); /* it stopped in the iteration of the fault */
     stage = "cw_pipeline_synchronize after the fault";
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_pipeline_synchronize(p));
-    assert_non_null(strstr(cw_last_error_message(), "operator '"));
+    assert_non_null(strstr(cw_last_error()->message, "operator '"));
     stage = "destroying the pipeline, module and context after the fault";
     cw_pipeline_destroy(&p);
     assert_null(p);
@@ -373,9 +373,9 @@ static void test_resident_fault(void **state) {
     cw_status st = cw_resident_wait_result(r, seq, 10000);
     const double took = now_ms() - t0;
     printf("# resident fault: wait_result returned %s after %.0f ms: %s\n", cw_status_name(st), took,
-           cw_last_error_message());
+           cw_last_error()->message);
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
-    assert_non_null(strstr(cw_last_error_message(), "request 1"));
+    assert_non_null(strstr(cw_last_error()->message, "request 1"));
     assert_true(took < 5000);
     stage = "tear-down and destroy after the fault";
     (void)cw_resident_tear_down(r, 1000);
@@ -448,14 +448,14 @@ static void test_resident_traced_fault(void **state) {
     uint64_t seq = 0;
     assert_cw_ok(cw_resident_data_ready(r, &seq));
     cw_status st = cw_resident_wait_result(r, seq, 10000);
-    const char *msg = cw_last_error_message();
+    const char *msg = cw_last_error()->message;
     printf("# traced resident fault: wait_result returned %s: %s\n", cw_status_name(st), msg);
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
     assert_non_null(strstr(msg, "request 1, in stage 'scale' (workload, copy 1 of 4 of the iteration"));
     assert_non_null(strstr(msg, "'scale', 'workload'"));
     stage = "tear-down and destroy after the traced fault";
     st = cw_resident_tear_down(r, 1000);
-    printf("# traced resident fault: tear_down returned %s: %s\n", cw_status_name(st), cw_last_error_message());
+    printf("# traced resident fault: tear_down returned %s: %s\n", cw_status_name(st), cw_last_error()->message);
     cw_resident_destroy(&r);
     cw_module_destroy(&m);
     cw_context_destroy(&ctx);
@@ -517,7 +517,7 @@ static void test_resident_pipeline_fault(void **state) {
     uint64_t seq = 0;
     assert_cw_ok(cw_resident_data_ready(r, &seq));
     cw_status st = cw_resident_wait_result(r, seq, 10000);
-    const char *msg = cw_last_error_message();
+    const char *msg = cw_last_error()->message;
     printf("# traced resident pipeline fault: wait_result returned %s: %s\n", cw_status_name(st), msg);
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
     assert_non_null(strstr(msg, "in stage 'operator B' (workload, copy 1 of 2"));

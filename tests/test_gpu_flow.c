@@ -625,7 +625,7 @@ int main(void) {
         cw_module_get_kernel(mod, "cw_pl_fill", &k_fill) || cw_module_get_kernel(mod, "cw_pl_scale", &k_scale) ||
         cw_module_get_kernel(mod, "cw_pl_sum2", &k_sum2) || cw_module_get_kernel(mod, "cw_pl_reduce", &k_reduce) ||
         cw_module_get_kernel(mod, "cw_slow_write", &k_slow_write)) {
-        printf("FAIL: setup: %s\n", cw_last_error_message());
+        printf("FAIL: setup: %s\n", cw_last_error()->message);
         return 1;
     }
     const struct CMUnitTest tests[] = {

@@ -406,9 +406,9 @@ static void test_rearm_1000(void **state) {
         cw_stream *on = (i & 1) ? s2 : s; /* same or another stream of the context */
         spin_add(on, counter.d, 0);
         cw_status st = cw_future_rearm(f, on);
-        if (st != CW_SUCCESS) fail_msg("rearm %d: %s (%s)", i, cw_status_name(st), cw_last_error_message());
+        if (st != CW_SUCCESS) fail_msg("rearm %d: %s (%s)", i, cw_status_name(st), cw_last_error()->message);
         st = cw_future_wait(f, 5000000);
-        if (st != CW_SUCCESS) fail_msg("wait %d: %s (%s)", i, cw_status_name(st), cw_last_error_message());
+        if (st != CW_SUCCESS) fail_msg("wait %d: %s (%s)", i, cw_status_name(st), cw_last_error()->message);
         const int c = rd(&counter, 0);
         if (c != i + 1) fail_msg("round %d: counter %d, expected %d", i, c, i + 1);
     }

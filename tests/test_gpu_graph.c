@@ -301,9 +301,9 @@ static void test_invalidated_capture(void **state) {
     cw_clear_error();
     assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
-    printf("# %s\n", cw_last_error_message());
-    assert_non_null(strstr(cw_last_error_message(), "invalidated by cw_stream_synchronize"));
-    assert_non_null(strstr(cw_last_error_message(), "cuStreamSynchronize"));
+    printf("# %s\n", cw_last_error()->message);
+    assert_non_null(strstr(cw_last_error()->message, "invalidated by cw_stream_synchronize"));
+    assert_non_null(strstr(cw_last_error()->message, "cuStreamSynchronize"));
     assert_cw_ok(cw_capture_get_state(s, &cs));
     assert_int_equal(cs, CW_CAPTURE_NONE);
     dset(p, 2);

@@ -399,7 +399,7 @@ static void test_destroy_order(void **state) {
 static void expect_refused(const char *what, const unsigned *sizes, size_t n, int def, int must_say_sms) {
     cw_partition_group *set = NULL;
     const cw_status st = cw_partition_group_create(&set, 0, sizes, n, def);
-    printf("# %s: %s: %s\n", what, cw_status_name(st), cw_last_error_message());
+    printf("# %s: %s: %s\n", what, cw_status_name(st), cw_last_error()->message);
     if (st != CW_ERROR_INVALID_ARGUMENT) {
         cw_partition_group_destroy(&set);
         fail_msg("%s: cw_partition_group_create returned %s, expected CW_ERROR_INVALID_ARGUMENT", what,
@@ -410,8 +410,8 @@ static void expect_refused(const char *what, const unsigned *sizes, size_t n, in
     if (must_say_sms) {
         char num[16];
         snprintf(num, sizeof num, "%u", caps.sm_count);
-        if (!strstr(cw_last_error_message(), num))
-            fail_msg("%s: the detail does not mention the device's %s SMs: %s", what, num, cw_last_error_message());
+        if (!strstr(cw_last_error()->message, num))
+            fail_msg("%s: the detail does not mention the device's %s SMs: %s", what, num, cw_last_error()->message);
     }
 }
 

@@ -98,7 +98,7 @@ static int group_setup(void **state) {
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
     if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     g_have_nvrtc = cw_driver_has(CW_FEATURE_NVRTC);
-    if (!g_have_nvrtc) printf("# no NVRTC here: %s\n", cw_last_error_message());
+    if (!g_have_nvrtc) printf("# no NVRTC here: %s\n", cw_last_error()->message);
     return 0;
 }
 
@@ -190,7 +190,7 @@ static void test_compile_error_log(void **state) {
     printf("# the log: %s", cw_jit_get_compile_log());
     assert_non_null(strstr(cw_jit_get_compile_log(), "broken.cu(3)"));
     assert_non_null(strstr(cw_jit_get_compile_log(), "error"));
-    assert_non_null(strstr(cw_last_error_message(), "broken.cu(3)"));
+    assert_non_null(strstr(cw_last_error()->message, "broken.cu(3)"));
 }
 
 /* The child: compile axpb (from the disk cache), prove NVRTC compiled
@@ -326,7 +326,7 @@ static void test_one_module_many_contexts(void **state) {
         lc.grid[0] = 3;
         cw_status st = cw_kernel_launch(k, s, &lc, args);
         assert_int_not_equal(st, CW_SUCCESS);
-        printf("# grid 3 in clusters of 2: %s\n", cw_last_error_message());
+        printf("# grid 3 in clusters of 2: %s\n", cw_last_error()->message);
     }
     assert_cw_ok(cw_stream_synchronize(s));
     int got = 0;
@@ -383,7 +383,7 @@ static void test_checked_load_and_launch(void **state) {
     cw_module *m = NULL;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load_image(&m, junk));
     assert_null(m);
-    assert_non_null(strstr(cw_last_error_message(), "not a cubin"));
+    assert_non_null(strstr(cw_last_error()->message, "not a cubin"));
     free(junk);
 
     assert_cw_ok(cw_module_load_image(&m, cw_test_kernels_fatbin));
@@ -405,7 +405,7 @@ static void test_checked_load_and_launch(void **state) {
     if (listed) {
         assert_int_equal(n, 2);
         assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
-        assert_non_null(strstr(cw_last_error_message(), "args is NULL"));
+        assert_non_null(strstr(cw_last_error()->message, "args is NULL"));
         const size_t wrong[] = {8, 8};
         lc.arg_sizes = wrong;
         lc.n_args = 2;
@@ -433,7 +433,9 @@ static void test_checked_load_and_launch(void **state) {
  * in a graph made there. */
 static void test_builtins_on_partition(void **state) {
     (void)state;
-    printf("# built-in kernels: %s\n", cw_builtin_get_origin());
+    cw_versions vs;
+    assert_cw_ok(cw_get_versions(&vs));
+    printf("# built-in kernels: %s\n", vs.builtin_origin);
     cw_partition_group *set = NULL;
     cw_context *where = ctx;
     CUcontext wcu = cuctx;

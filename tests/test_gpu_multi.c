@@ -543,7 +543,7 @@ int main(int argc, char **argv) {
         cw_module_get_kernel(mod, "cw_pl_scale", &k_scale) || cw_module_get_kernel(mod, "cw_pl_sum2", &k_sum2) ||
         cw_module_get_kernel(mod, "cw_gop_load", &k_gload) || cw_module_get_kernel(mod, "cw_gop_mul", &k_gmul) ||
         cw_module_get_kernel(mod, "cw_gop_store", &k_gstore)) {
-        printf("FAIL: setup: %s\n", cw_last_error_message());
+        printf("FAIL: setup: %s\n", cw_last_error()->message);
         return 1;
     }
     const struct CMUnitTest tests[] = {

@@ -873,7 +873,7 @@ static void in_child(const char *name, int seconds, const char *what) {
     do {                                                                                   \
         if (!(cond)) {                                                                     \
             fprintf(stderr, "child: %s failed at line %d: %s\n", #cond, __LINE__,          \
-                    cw_last_error_message());                                              \
+                    cw_last_error()->message);                                              \
             _exit(1);                                                                      \
         }                                                                                  \
     } while (0)

@@ -772,7 +772,7 @@ static void hammer_error(cw_status st, const char *what) {
     int expected = 0;
     if (atomic_compare_exchange_strong(&hammer_first_error, &expected, (int)st)) {
         pthread_mutex_lock(&hammer_msg_lock);
-        snprintf(hammer_msg, sizeof hammer_msg, "%s: %s (%s)", what, cw_status_name(st), cw_last_error_message());
+        snprintf(hammer_msg, sizeof hammer_msg, "%s: %s (%s)", what, cw_status_name(st), cw_last_error()->message);
         pthread_mutex_unlock(&hammer_msg_lock);
     }
 }

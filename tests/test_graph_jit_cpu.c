@@ -67,7 +67,7 @@ static void expect_refused_image(const void *image, const char *why) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_module_load_image(&m, image));
     assert_null(m);
     assert_detail("cw_module_load_image");
-    if (!strstr(cw_last_error_message(), why)) fail_msg("the detail does not say \"%s\": %s", why, cw_last_error_message());
+    if (!strstr(cw_last_error()->message, why)) fail_msg("the detail does not say \"%s\": %s", why, cw_last_error()->message);
     assert_string_equal(cw_last_error()->driver_call, ""); /* no driver call was made */
     assert_int_equal(fake_calls("cuLibraryLoadData"), loads0);
 }
@@ -101,7 +101,7 @@ static void test_image_checked_at_load(void **state) {
     junk[0] = 0x3f;
     junk[4095] = 0;
     expect_refused_image(junk, "not a cubin (64-bit ELF for CUDA), a fatbin (magic 0xBA55ED50) or PTX");
-    assert_non_null(strstr(cw_last_error_message(), "starts with 3f"));
+    assert_non_null(strstr(cw_last_error()->message, "starts with 3f"));
     assert_int_equal(fake_load(junk), CUDA_ERROR_INVALID_IMAGE); /* the driver would refuse it too */
 
     /* near misses: ELF for another machine, 32-bit ELF, a fatbin of another
@@ -188,7 +188,7 @@ static void test_launch_checks_arguments(void **state) {
      * (on the first launch: the parameters are listed before it) */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
     assert_detail("cw_kernel_launch");
-    assert_non_null(strstr(cw_last_error_message(), "args is NULL but the kernel \"scale#8,4\" has 2 parameter(s)"));
+    assert_non_null(strstr(cw_last_error()->message, "args is NULL but the kernel \"scale#8,4\" has 2 parameter(s)"));
     assert_int_equal(launches(), l0);
     /* and again, from the kept list */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, NULL));
@@ -206,11 +206,11 @@ static void test_launch_checks_arguments(void **state) {
     assert_cw_ok(cw_kernel_launch(k, s, &lc, args));
     lc.n_args = 1;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
-    assert_non_null(strstr(cw_last_error_message(), "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
+    assert_non_null(strstr(cw_last_error()->message, "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
     lc.arg_sizes = wrong;
     lc.n_args = 2;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
-    assert_non_null(strstr(cw_last_error_message(), "argument 1 has 8 bytes, parameter 1"));
+    assert_non_null(strstr(cw_last_error()->message, "argument 1 has 8 bytes, parameter 1"));
     lc.n_args = 0; /* sizes of no arguments, for a kernel of none */
     assert_cw_ok(cw_kernel_launch(none, s, &lc, NULL));
     lc.n_args = 1;
@@ -258,6 +258,43 @@ static void test_launch_checks_arguments(void **state) {
     assert_cw_ok(cw_stream_synchronize(s));
     cw_stream_destroy(&s);
     cw_module_destroy(&m);
+}
+
+/* The fault sweeps name the call they failed with cwi_seam_fired_entry.
+ * They used to take the last entry with fewer successes than calls, and a
+ * first launch's parameter listing ends on a failing cuKernelGetParamInfo
+ * (the index past the last parameter) in normal use: a failed
+ * cuStreamDestroy or cuLibraryUnload after a launch was then blamed on
+ * cuKernelGetParamInfo, and the handle a failed release leaves counted as
+ * a leak (test_gpu_sweep failed so on the H100). */
+static void test_seam_names_the_failed_call(void **state) {
+    (void)state;
+    const char *const releases[] = {"cuStreamDestroy", "cuLibraryUnload"};
+    for (size_t r = 0; r < 2; r++) {
+        assert_int_equal(cwi_seam_enable(), 0);
+        cwi_seam_reset();
+        cwi_seam_fail(cwi_seam_entry(releases[r]), 1, CUDA_ERROR_INVALID_VALUE);
+        cw_module *m = NULL;
+        cw_kernel *k = kernel_of(&m, "scale#8,4");
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+        cw_launch_config lc;
+        cw_launch_config_default(&lc);
+        unsigned long long p = 0;
+        float f = 2.0f;
+        void *args[] = {&p, &f};
+        assert_cw_ok(cw_kernel_launch(k, s, &lc, args));
+        assert_cw_ok(cw_stream_synchronize(s));
+        cw_stream_destroy(&s);
+        cw_module_destroy(&m);
+        assert_true(cwi_seam_fired());
+        const int pi = cwi_seam_entry("cuKernelGetParamInfo");
+        assert_true(cwi_seam_calls(pi) > cwi_seam_successes(pi)); /* the listing's end: a failure in normal use */
+        assert_string_equal(cwi_seam_entry_name(cwi_seam_fired_entry()), releases[r]);
+        cwi_seam_reset();
+        assert_int_equal(cwi_seam_fired_entry(), -1);
+        cwi_seam_disable();
+    }
 }
 
 /* After a kernel's first launch in a context, a launch costs one driver
@@ -437,13 +474,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     cwt_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_checked_at_load),
         cmocka_unit_test(test_launch_checks_arguments),
+        cmocka_unit_test(test_seam_names_the_failed_call),
         cmocka_unit_test(test_launch_hot_path),
         cmocka_unit_test(test_first_launches_race),
         cmocka_unit_test(test_destroy_ignores),

@@ -101,7 +101,7 @@ static void test_destroyed_handles_are_refused(void **state) {
 
     /* Every call on a stale copy: refused, the detail naming the kind. */
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_query(s_copy));
-    assert_non_null(strstr(cw_last_error_message(), "not a live cw_stream"));
+    assert_non_null(strstr(cw_last_error()->message, "not a live cw_stream"));
     cw_stream_pool_info ps;
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_stream_pool_get_info(pool_copy, &ps));
     assert_cw(CW_ERROR_INVALID_HANDLE, cw_timer_start(t_copy, NULL));
@@ -209,7 +209,7 @@ static void test_registry_full(void **state) {
     cw_stream *s = NULL;
     cwi_handles_fail_next(1);
     assert_cw(CW_ERROR_OUT_OF_MEMORY, cw_stream_create(&s, ctx, NULL));
-    assert_non_null(strstr(cw_last_error_message(), "handle registry"));
+    assert_non_null(strstr(cw_last_error()->message, "handle registry"));
     assert_null(s);
     cw_timer *t = NULL;
     cwi_handles_fail_next(1);
@@ -611,7 +611,7 @@ int main(int argc, char **argv) {
     }
     live_drain = fake_drain;
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     /* Warm what the context makes for itself and keeps (its fork pool's
@@ -625,7 +625,7 @@ int main(int argc, char **argv) {
     if (cw_stream_create(&w, ctx, NULL) || cw_stream_fork(&child, w) || cw_stream_join(w, &child) ||
         cw_buffer_create(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_HOST_FUNC) ||
         cw_future_wait(wf, 1000000) || cw_resident_create(&wr, ctx, NULL) || cw_pipeline_create(&wp, ctx, NULL)) {
-        printf("FAIL: warming up: %s\n", cw_last_error_message());
+        printf("FAIL: warming up: %s\n", cw_last_error()->message);
         return 1;
     }
     cw_buffer_destroy(&wb);

@@ -94,7 +94,7 @@ static unsigned rnd(Thread *t, unsigned n) {
     do {                                                                                                     \
         if (!(cond)) {                                                                                       \
             printf("# model: " __VA_ARGS__);                                                                 \
-            printf(" (%s)\n", cw_last_error_message());                                                      \
+            printf(" (%s)\n", cw_last_error()->message);                                                      \
             (t)->errors++;                                                                                   \
         }                                                                                                    \
     } while (0)
@@ -559,7 +559,7 @@ int main(int argc, char **argv) {
     }
     live_drain = fake_drain;
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     /* Warm what is made once per process and kept (the built-in kernels and
@@ -575,7 +575,7 @@ int main(int argc, char **argv) {
         cw_buffer_create(&wb, w, 64) || cw_future_create(&wf, w, CW_FUTURE_WRITE_VALUE) ||
         cw_future_wait(wf, -1) || cw_resident_create(&wr, ctx, NULL) ||
         cw_program_compile(&wp, ctx, k_source, NULL) || cw_device_group_create(&ds, NULL, 0)) {
-        printf("FAIL: warming up: %s\n", cw_last_error_message());
+        printf("FAIL: warming up: %s\n", cw_last_error()->message);
         return 1;
     }
     cw_buffer_destroy(&wb);

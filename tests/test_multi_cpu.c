@@ -116,10 +116,10 @@ static void test_device_group(void **state) {
     /* Bad lists are refused with the culprit named, nothing retained. */
     int dup[3] = {0, 1, 0};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_group_create(&set, dup, 3));
-    assert_non_null(strstr(cw_last_error_message(), "devices[0] and devices[2] are both device 0"));
+    assert_non_null(strstr(cw_last_error()->message, "devices[0] and devices[2] are both device 0"));
     int far[1] = {2};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_device_group_create(&set, far, 1));
-    assert_non_null(strstr(cw_last_error_message(), "there are 2 devices"));
+    assert_non_null(strstr(cw_last_error()->message, "there are 2 devices"));
     assert_null(set);
     assert_int_equal(fake_live("primary0"), p0);
     assert_int_equal(fake_live("primary1"), p1);
@@ -344,7 +344,7 @@ static void test_peers(void **state) {
     assert_int_equal(fake_live("peers"), peers + 2);
     /* One device is not a peer pair. */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_context_enable_peer(g_ctx[0], g_ctx[0]));
-    assert_non_null(strstr(cw_last_error_message(), "both on device 0"));
+    assert_non_null(strstr(cw_last_error()->message, "both on device 0"));
 }
 
 static void test_pipeline_two_devices_direct(void **state) {
@@ -402,7 +402,7 @@ static void test_copies(void **state) {
     assert_cw_ok(cw_stream_synchronize(s0));
     assert_memory_equal(back, host, sizeof host);
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(small, a, s0));
-    assert_non_null(strstr(cw_last_error_message(), "dst holds 16 bytes"));
+    assert_non_null(strstr(cw_last_error()->message, "dst holds 16 bytes"));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_copy(a, a, s0));
     assert_cw_ok(cw_buffer_retain(b));
     assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_copy(b, a, s0)); /* b is shared now */
@@ -534,17 +534,17 @@ static void test_collectives(void **state) {
     long issued = nccl_calls("ncclAllReduce");
     cw_stream *last_bad[2] = {s[0], s[0]};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, last_bad));
-    assert_non_null(strstr(cw_last_error_message(), "rank 1 is on device 0"));
+    assert_non_null(strstr(cw_last_error()->message, "rank 1 is on device 0"));
     assert_int_equal(nccl_calls("ncclAllReduce"), issued);
     cw_stream *swapped[2] = {s[1], s[0]};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, swapped));
-    assert_non_null(strstr(cw_last_error_message(), "rank 0 is on device 1"));
+    assert_non_null(strstr(cw_last_error()->message, "rank 0 is on device 1"));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, (cw_dtype)42, CW_SUM, s));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, (cw_reduce_op)9, s));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_broadcast(comm, send, recv, kCount, CW_FLOAT32, 2, s));
     cw_devptr zero[2] = {0, 0};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce(comm, send, zero, kCount, CW_FLOAT32, CW_SUM, s));
-    assert_non_null(strstr(cw_last_error_message(), "recv[0] is 0"));
+    assert_non_null(strstr(cw_last_error()->message, "recv[0] is 0"));
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_all_reduce_rank(comm, 2, send[0], recv[0], 1, CW_FLOAT32, CW_SUM, s[0]));
     assert_int_equal(nccl_calls("ncclAllReduce"), issued);
     /* count 0 does nothing. */
@@ -553,7 +553,7 @@ static void test_collectives(void **state) {
     /* NCCL's own failure: CW_ERROR_DRIVER with its words, and the next call works. */
     nccl_fail("ncclAllReduce", 5 /* ncclInvalidUsage */);
     assert_cw(CW_ERROR_DRIVER, cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
-    assert_non_null(strstr(cw_last_error_message(), "ncclAllReduce failed for rank 0: NCCL error 5"));
+    assert_non_null(strstr(cw_last_error()->message, "ncclAllReduce failed for rank 0: NCCL error 5"));
     assert_cw_ok(cw_comm_all_reduce(comm, send, recv, kCount, CW_FLOAT32, CW_SUM, s));
 
     for (int r = 0; r < 2; r++) {
@@ -571,16 +571,16 @@ static void test_collective_refusals(void **state) {
     cw_comm *comm = NULL;
     cw_context *same[2] = {g_ctx[0], g_ctx[0]};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_create(&comm, same, 2));
-    assert_non_null(strstr(cw_last_error_message(), "ctxs[0] and ctxs[1] are both on device 0"));
+    assert_non_null(strstr(cw_last_error()->message, "ctxs[0] and ctxs[1] are both on device 0"));
     cw_context *wrapped = NULL;
     assert_cw_ok(cw_context_wrap(&wrapped, fake_other()));
     cw_context *ext[2] = {wrapped, g_ctx[1]};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_comm_create(&comm, ext, 2));
-    assert_non_null(strstr(cw_last_error_message(), "not a primary context"));
+    assert_non_null(strstr(cw_last_error()->message, "not a primary context"));
     cw_context_destroy(&wrapped);
     nccl_fail("ncclCommInitAll", 2 /* ncclSystemError */);
     assert_cw(CW_ERROR_DRIVER, cw_comm_create(&comm, g_ctx, 2));
-    assert_non_null(strstr(cw_last_error_message(), "ncclCommInitAll failed"));
+    assert_non_null(strstr(cw_last_error()->message, "ncclCommInitAll failed"));
     assert_null(comm);
     assert_int_equal(nccl_live(), 0);
 }
@@ -840,7 +840,7 @@ static void test_fault_sweep_multi(void **state) {
                 const int fired = cwi_seam_fired();
                 const int in_release = k > g_release_at;
                 char detail[300];
-                snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+                snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
                 const char *entry = failed_entry(entries);
                 cwi_seam_reset(); /* disarmed: what follows must not fail */
                 /* A failed restore (cuCtxSetCurrent) leaves another context
@@ -899,7 +899,7 @@ static void test_fault_sweep_multi(void **state) {
                 const cw_status again = c->run(&wrong);
                 if (again != CW_SUCCESS || wrong) {
                     printf("# %s: the clean run after it gave %s, %d wrong: %s\n", what, cw_status_name(again),
-                           wrong, cw_last_error_message());
+                           wrong, cw_last_error()->message);
                     unusable++;
                 }
                 snprintf(what, sizeof what, "%s, the clean run after call %lu (%s) failed", c->name, k, entry);
@@ -963,7 +963,7 @@ int main(int argc, char **argv) {
     cw_device_group_info gi;
     if (cw_init() != CW_SUCCESS || cw_device_group_create(&g_set, NULL, 0) != CW_SUCCESS ||
         cw_device_group_get_info(g_set, &gi) != CW_SUCCESS || gi.count != 2) {
-        printf("FAIL: cuweave could not open two fake devices: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not open two fake devices: %s\n", cw_last_error()->message);
         return 1;
     }
     g_ctx[0] = gi.contexts[0];
@@ -976,7 +976,7 @@ int main(int argc, char **argv) {
         cw_buffer *b = NULL;
         if (cw_stream_create(&s, g_ctx[i], NULL) != CW_SUCCESS || cw_stream_fork(&child, s) != CW_SUCCESS ||
             cw_stream_join(s, &child) != CW_SUCCESS || cw_buffer_create(&b, s, 64) != CW_SUCCESS) {
-            printf("FAIL: warming device %d: %s\n", i, cw_last_error_message());
+            printf("FAIL: warming device %d: %s\n", i, cw_last_error()->message);
             return 1;
         }
         cw_buffer_destroy(&b);

@@ -17,15 +17,15 @@ static void expect_no_driver(cw_status st, const char *fn) {
     if (st != CW_ERROR_NO_DRIVER)
         fail_msg("%s returned %s, expected CW_ERROR_NO_DRIVER", fn, cw_status_name(st));
     assert_string_equal(cw_last_error()->function, fn);
-    assert_non_null(strstr(cw_last_error_message(), "no CUDA driver"));
-    assert_non_null(strstr(cw_last_error_message(), "/nonexistent/libcuda.so.1"));
+    assert_non_null(strstr(cw_last_error()->message, "no CUDA driver"));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent/libcuda.so.1"));
 }
 
 static void test_init_reports_no_driver(void **state) {
     (void)state;
     expect_no_driver(cw_init(), "cw_init");
     /* the message says what was tried and why it failed */
-    assert_non_null(strstr(cw_last_error_message(), "dlopen"));
+    assert_non_null(strstr(cw_last_error()->message, "dlopen"));
     /* idempotent: the same answer again */
     expect_no_driver(cw_init(), "cw_init");
 }
@@ -271,7 +271,7 @@ static void test_versions_without_libraries(void **state) {
     EXPECT_INVALID_ND(cw_get_versions, cw_get_versions(NULL));
     /* a compile still says why NVRTC is missing */
     assert_int_equal(cw_driver_has(CW_FEATURE_NVRTC), 0);
-    assert_non_null(strstr(cw_last_error_message(), "/nonexistent/libnvrtc.so"));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent/libnvrtc.so"));
 }
 
 /* The status and log functions work without a driver. */
@@ -298,13 +298,16 @@ static void test_jit_without_driver(void **state) {
     cw_module *m = NULL;
     /* an image that is not one is refused before the driver is needed */
     EXPECT_INVALID_ND(cw_module_load_image, cw_module_load_image(&m, "x"));
-    assert_non_null(strstr(cw_last_error_message(), "not a cubin"));
+    assert_non_null(strstr(cw_last_error()->message, "not a cubin"));
     expect_no_driver(cw_module_load_image(&m, "// PTX\n.version 8.0\n.target sm_90\n"), "cw_module_load_image");
     cw_kernel *k = NULL;
     expect_no_driver(cw_builtin_get_kernel(CW_BUILTIN_TIMESTAMP, &k), "cw_builtin_get_kernel");
     assert_null(m);
     assert_null(k);
-    assert_non_null(cw_builtin_get_origin());
+    cw_versions vs;
+    assert_cw_ok(cw_get_versions(&vs)); /* no driver: its fields 0, the origin still said */
+    assert_int_equal(vs.driver, 0);
+    assert_non_null(strstr(vs.builtin_origin, "ptx"));
     /* handles are checked first */
     cw_program_info pi;
     const char *low = NULL;
@@ -377,7 +380,6 @@ static void test_flow_without_driver(void **state) {
     assert_cw_ok(cw_operator_create(&op, "filter", &ops, &g_nd_destroyed, &os));
     assert_cw_ok(cw_operator_add_input(op, "in", &ps));
     assert_cw_ok(cw_operator_add_output(op, "out", NULL));
-    assert_string_equal(cw_operator_get_name(op), "filter");
     EXPECT_INVALID_ND(cw_operator_add_input, cw_operator_add_input(op, "bad/name", NULL));
     EXPECT_INVALID_ND(cw_operator_add_output, cw_operator_add_output(op, "out", NULL));
     EXPECT_INVALID_ND(cw_operator_create, cw_operator_create(&op, "", &ops, NULL, NULL));
@@ -412,13 +414,11 @@ static void test_flow_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_io_receive, cw_io_receive(NULL, "in", &m));
     EXPECT_INVALID_ND(cw_io_receive_many, cw_io_receive_many(NULL, "in", &m, 1, &n));
     EXPECT_INVALID_ND(cw_io_receive_stream, cw_io_receive_stream(NULL, "in", &s));
-    EXPECT_INVALID_ND(cw_io_receive_streams, cw_io_receive_streams(NULL, "in", &s, 1, &n));
     EXPECT_INVALID_ND(cw_io_get_stream, cw_io_get_stream(NULL, "x", &s));
     EXPECT_INVALID_ND(cw_io_set_output_stream, cw_io_set_output_stream(NULL, "out", NULL));
     EXPECT_INVALID_ND(cw_io_emit, cw_io_emit(NULL, "out", NULL, NULL));
     EXPECT_INVALID_ND(cw_io_alloc, cw_io_alloc(&b, NULL, 4));
     EXPECT_INVALID_ND(cw_io_get_port_ptr, cw_io_get_port_ptr(NULL, "out", &d));
-    EXPECT_INVALID_ND(cw_io_get_resident_ctl, cw_io_get_resident_ctl(NULL, &d));
     EXPECT_INVALID_ND(cw_io_get_info, cw_io_get_info(NULL, &ii));
 
     cw_buffer_info bi;
@@ -533,7 +533,7 @@ static void test_multi_without_driver(void **state) {
 
     /* NCCL */
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_group_begin());
-    assert_non_null(strstr(cw_last_error_message(), "/nonexistent/libnccl.so.2"));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent/libnccl.so.2"));
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_group_end());
     cw_comm *comm = NULL;
     cw_context *ctxs[1] = {NULL};

@@ -234,7 +234,7 @@ static void test_states(void **state) {
     assert_ptr_equal(info.context, ctx);
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_launch(r));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_configure(r, &c));
-    assert_non_null(strstr(cw_last_error_message(), "tear the loop down"));
+    assert_non_null(strstr(cw_last_error()->message, "tear the loop down"));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_set_workload(r, NULL));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_set_handler(r, NULL));
     assert_cw(CW_ERROR_INVALID_STATE, cw_context_synchronize(ctx));
@@ -274,7 +274,7 @@ static void test_states(void **state) {
     assert_int_equal(info.state, CW_RESIDENT_STOPPED);
     assert_int_equal(info.launched, 0);
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_poll_result(r, s1));
-    assert_non_null(strstr(cw_last_error_message(), "dropped"));
+    assert_non_null(strstr(cw_last_error()->message, "dropped"));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_wait_result(r, s2, 100));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL));
     assert_cw_ok(cw_context_synchronize(ctx));
@@ -320,7 +320,7 @@ static void test_overlap(void **state) {
     s.overlap = 1;
     s.gate = CW_RESIDENT_GATE_NODE;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
-    assert_non_null(strstr(cw_last_error_message(), "CW_RESIDENT_GATE_KERNELS"));
+    assert_non_null(strstr(cw_last_error()->message, "CW_RESIDENT_GATE_KERNELS"));
     assert_null(r);
     for (int overlap = 0; overlap < 2; overlap++) {
         s.overlap = overlap;
@@ -497,7 +497,7 @@ static void test_releases_wait_for_running_loops(void **state) {
     /* refused while a runs: building c, loading code, preloading a kernel */
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(c));
     assert_detail("cw_resident_build");
-    assert_non_null(strstr(cw_last_error_message(), "loading waits"));
+    assert_non_null(strstr(cw_last_error()->message, "loading waits"));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_launch(c));
     cw_module *m2 = NULL;
     assert_cw(CW_ERROR_INVALID_STATE, cw_module_load_image(&m2, image));
@@ -546,7 +546,7 @@ static void test_handler_mode(void **state) {
     assert_cw_ok(cw_resident_set_handler(r, h));
     assert_cw_ok(cw_resident_launch(r));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL));
-    assert_non_null(strstr(cw_last_error_message(), "handler"));
+    assert_non_null(strstr(cw_last_error()->message, "handler"));
     /* handler numbers are not bounded by the host */
     assert_cw(CW_ERROR_NOT_READY, cw_resident_poll_result(r, 5));
     assert_cw_ok(cw_resident_tear_down(r, 100));
@@ -690,7 +690,7 @@ static void test_trace(void **state) {
     s.overlap = 1;
     s.gate = CW_RESIDENT_GATE_KERNELS;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, &s));
-    assert_non_null(strstr(cw_last_error_message(), "trace and overlap"));
+    assert_non_null(strstr(cw_last_error()->message, "trace and overlap"));
     assert_null(r);
     s.overlap = 0;
     s.gate = CW_RESIDENT_GATE_NODE;
@@ -709,7 +709,7 @@ static void test_trace(void **state) {
     /* a stage left open fails the build, named */
     assert_cw_ok(cw_resident_set_workload_fn(r, open_stage, r));
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
-    assert_non_null(strstr(cw_last_error_message(), "began stage 'left open' and did not end it"));
+    assert_non_null(strstr(cw_last_error()->message, "began stage 'left open' and did not end it"));
 
     trace_fn t = {r, 0};
     assert_cw_ok(cw_resident_set_workload_fn(r, traced_capture, &t));
@@ -743,7 +743,7 @@ static void test_trace(void **state) {
     cwi_seam_reset();
     cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
     cw_status st = cw_resident_wait_result(r, 1, 2000);
-    const char *msg = cw_last_error_message();
+    const char *msg = cw_last_error()->message;
     printf("# traced fault: %s: %s\n", cw_status_name(st), msg);
     assert_int_equal(st, CW_ERROR_DEVICE_FAULT);
     assert_non_null(strstr(msg, "request 1, in stage 'scale' (workload, copy 2 of 3"));
@@ -760,8 +760,8 @@ static void test_trace(void **state) {
     cwi_seam_reset();
     cwi_seam_fail(cwi_seam_entry("cuStreamQuery"), 1, 700);
     assert_cw(CW_ERROR_DEVICE_FAULT, cw_resident_wait_result(r, 2, 2000));
-    assert_non_null(strstr(cw_last_error_message(), "request 2 (its workload or data-ready handler)"));
-    assert_non_null(strstr(cw_last_error_message(), "cw_resident_settings.trace names the stage"));
+    assert_non_null(strstr(cw_last_error()->message, "request 2 (its workload or data-ready handler)"));
+    assert_non_null(strstr(cw_last_error()->message, "cw_resident_settings.trace names the stage"));
     cwi_seam_reset();
     cwi_seam_disable();
     assert_cw_ok(cw_resident_tear_down(r, 1000));
@@ -815,13 +815,12 @@ static void sweep(void) {
         cw_status st = scenario(&r);
         const int fired = cwi_seam_fired();
         char detail[300], function[64];
-        snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+        snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
         snprintf(function, sizeof function, "%s", cw_last_error()->function);
         if (getenv("CWT_VERBOSE")) printf("# call %lu: %s -> %s\n", k, cw_status_name(st), detail);
         /* which entry failed: the one with a call that did not succeed */
         const char *entry = "?";
-        for (int id = 0; id < cwi_seam_entry_count(); id++)
-            if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+        if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
         const int is_release = strstr(entry, "Destroy") || strstr(entry, "Free") || strstr(entry, "Unload");
         cwi_seam_reset(); /* disarmed: what follows must not fail */
         if (!fired) {
@@ -1094,7 +1093,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     /* warm the context's event pool (streams take pooled events and give them

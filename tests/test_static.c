@@ -33,16 +33,16 @@ static cw_resident *g_loop;
  * be had without a context. `path` is the loader path the message names. */
 static void check_no_driver(const char *path) {
     assert_cw(CW_ERROR_NO_DRIVER, cw_init());
-    assert_non_null(strstr(cw_last_error_message(), "no CUDA driver"));
-    assert_non_null(strstr(cw_last_error_message(), path));
-    printf("# cw_init: %s: %s\n", cw_status_name(CW_ERROR_NO_DRIVER), cw_last_error_message());
+    assert_non_null(strstr(cw_last_error()->message, "no CUDA driver"));
+    assert_non_null(strstr(cw_last_error()->message, path));
+    printf("# cw_init: %s: %s\n", cw_status_name(CW_ERROR_NO_DRIVER), cw_last_error()->message);
 
     cw_context *ctx = NULL;
     assert_cw(CW_ERROR_NO_DRIVER, cw_context_create(&ctx, 0));
     assert_null(ctx);
     assert_string_equal(cw_last_error()->function, "cw_context_create");
-    assert_non_null(strstr(cw_last_error_message(), "no CUDA driver"));
-    printf("# cw_context_create: %s: %s\n", cw_status_name(CW_ERROR_NO_DRIVER), cw_last_error_message());
+    assert_non_null(strstr(cw_last_error()->message, "no CUDA driver"));
+    printf("# cw_context_create: %s: %s\n", cw_status_name(CW_ERROR_NO_DRIVER), cw_last_error()->message);
 
     /* the context check comes first: with no context to give it, the loop
      * is refused as an argument, before any driver use */
@@ -50,7 +50,7 @@ static void check_no_driver(const char *path) {
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_create(&r, ctx, NULL));
     assert_null(r);
     assert_detail("cw_resident_create");
-    printf("# cw_resident_create: %s: %s\n", cw_status_name(CW_ERROR_INVALID_ARGUMENT), cw_last_error_message());
+    printf("# cw_resident_create: %s: %s\n", cw_status_name(CW_ERROR_INVALID_ARGUMENT), cw_last_error()->message);
 }
 
 /* Runs in the child (--no-driver), its loader pointed at a missing file. */
@@ -88,7 +88,7 @@ static void test_resident_loop(void **state) {
     }
     int n = 0;
     if (st != CW_SUCCESS || cw_device_count(&n) != CW_SUCCESS || n == 0) {
-        printf("# no usable GPU: %s\n", st == CW_SUCCESS && n == 0 ? "no CUDA devices" : cw_last_error_message());
+        printf("# no usable GPU: %s\n", st == CW_SUCCESS && n == 0 ? "no CUDA devices" : cw_last_error()->message);
         skip();
         return;
     }

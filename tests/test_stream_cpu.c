@@ -368,15 +368,15 @@ static void test_partition_validation(void **state) {
     cw_partition_group *set = NULL;
     const unsigned not_multiple[] = {12};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, not_multiple, 1, -1));
-    assert_non_null(strstr(cw_last_error_message(), "132 SMs"));
-    assert_non_null(strstr(cw_last_error_message(), "multiples of 8"));
+    assert_non_null(strstr(cw_last_error()->message, "132 SMs"));
+    assert_non_null(strstr(cw_last_error()->message, "multiples of 8"));
     const unsigned too_small[] = {16, 4};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, too_small, 2, 0));
-    assert_non_null(strstr(cw_last_error_message(), "partition 1 asks for 4 SMs"));
+    assert_non_null(strstr(cw_last_error()->message, "partition 1 asks for 4 SMs"));
     const unsigned too_many[] = {128, 16};
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_partition_group_create(&set, 0, too_many, 2, 0));
-    assert_non_null(strstr(cw_last_error_message(), "ask for 144 SMs"));
-    assert_non_null(strstr(cw_last_error_message(), "at most 128"));
+    assert_non_null(strstr(cw_last_error()->message, "ask for 144 SMs"));
+    assert_non_null(strstr(cw_last_error()->message, "at most 128"));
     /* all 16 groups taken and 4 SMs left over is fine for the validation;
      * 128 + 8 is not */
     const unsigned exactly_full[] = {128, 8};
@@ -430,12 +430,12 @@ static void test_partition_sizes_overflow(void **state) {
         const cw_status st = cw_partition_group_create(&set, 0, refused[c].counts, refused[c].n, -1);
         const long descs = fk.calls("cuDevResourceGenerateDesc") - desc0;
         const long bad = fk.live("badresource") - bad0;
-        if (st != CW_ERROR_INVALID_ARGUMENT || !strstr(cw_last_error_message(), refused[c].want) || descs != 0 ||
+        if (st != CW_ERROR_INVALID_ARGUMENT || !strstr(cw_last_error()->message, refused[c].want) || descs != 0 ||
             bad != 0 || set != NULL)
             fail_msg("case %zu {%u, %u, %u} (n %zu): %s, %ld cuDevResourceGenerateDesc call(s), %ld beyond the "
                      "split's array; detail: %s (expected CW_ERROR_INVALID_ARGUMENT with \"%s\", no descriptor)",
                      c, refused[c].counts[0], refused[c].counts[1], refused[c].counts[2], refused[c].n,
-                     cw_status_name(st), descs, bad, cw_last_error_message(), refused[c].want);
+                     cw_status_name(st), descs, bad, cw_last_error()->message, refused[c].want);
     }
     /* the largest valid requests reach the driver with counts inside the
      * split's array (the fake makes no green context: NOT_SUPPORTED there) */
@@ -450,7 +450,7 @@ static void test_partition_sizes_overflow(void **state) {
         if (st != CW_ERROR_NOT_SUPPORTED || fk.calls("cuDevResourceGenerateDesc") != desc0 + 1 ||
             fk.live("badresource") != bad0)
             fail_msg("valid case %zu: %s, %ld beyond the split's array; detail: %s", c, cw_status_name(st),
-                     fk.live("badresource") - bad0, cw_last_error_message());
+                     fk.live("badresource") - bad0, cw_last_error()->message);
         assert_string_equal(cw_last_error()->driver_call, "cuDevResourceGenerateDesc");
         assert_null(set);
     }
@@ -464,7 +464,7 @@ static void test_when_all_null_entry(void **state) {
     cw_clear_error();
     const cw_status st = cw_future_when_all(&f, srcs, 2, CW_FUTURE_HOST_FUNC);
     char detail[300];
-    snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+    snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
     cw_future_destroy(&f);
     cw_stream_destroy(&s);
     if (st != CW_ERROR_INVALID_ARGUMENT)
@@ -1050,7 +1050,7 @@ static void test_pool_named_double_release(void **state) {
     cw_clear_error();
     const cw_status released = cw_stream_pool_release(p, &copy);
     char detail[300];
-    snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+    snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
     /* someone else acquires, then the owner's streams go back */
     assert_cw_ok(cw_stream_pool_acquire(&a, p, 0));
     size_t n = 99;
@@ -1658,7 +1658,7 @@ static void test_future_rearm_right_after_wait(void **state) {
     assert_cw_ok(cw_future_wait(f, 5000000));
     const cw_status st = cw_future_rearm(f, s);
     char detail[300];
-    snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+    snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
     /* the first completion's callback runs exactly once, rearm or not */
     const int cb_ran = wait_calls(&rec, 1, 3000);
     const cw_status second = st == CW_SUCCESS ? cw_future_wait(f, 5000000) : CW_SUCCESS;
@@ -1730,7 +1730,7 @@ struct huge_wait {
 static void *huge_wait_main(void *arg) {
     struct huge_wait *w = (struct huge_wait *)arg;
     w->st = cw_future_wait(w->f, w->timeout_us);
-    snprintf(w->detail, sizeof w->detail, "%s", cw_last_error_message());
+    snprintf(w->detail, sizeof w->detail, "%s", cw_last_error()->message);
     atomic_store(&w->returned, 1);
     return NULL;
 }
@@ -1792,7 +1792,7 @@ static void probe_cb(void *user, cw_future *f, cw_status st) {
     const unsigned long c0 = cwi_seam_thread_calls();
     const long k0 = fk.live("cbcalls");
     p->poll_ev = cw_future_poll(p->ev);
-    snprintf(p->poll_ev_detail, sizeof p->poll_ev_detail, "%s", cw_last_error_message());
+    snprintf(p->poll_ev_detail, sizeof p->poll_ev_detail, "%s", cw_last_error()->message);
     p->poll_wv = cw_future_poll(p->wv);
     p->wait_ev = cw_future_wait(p->ev, 0);
     p->wait_wv = cw_future_wait(p->wv, 1000);
@@ -1834,11 +1834,11 @@ static void test_future_no_driver_calls_in_callback(void **state) {
     /* the EVENT future is as good as before: complete, rearmed, complete */
     const cw_status ev_wait = cw_future_wait(p.ev, 5000000);
     char ev_detail[300];
-    snprintf(ev_detail, sizeof ev_detail, "%s", cw_last_error_message());
+    snprintf(ev_detail, sizeof ev_detail, "%s", cw_last_error()->message);
     const int ev_cb_ran = wait_calls(&p.ev_rec, 1, 5000);
     const cw_status ev_rearm = cw_future_rearm(p.ev, s);
     char rearm_detail[300];
-    snprintf(rearm_detail, sizeof rearm_detail, "%s", cw_last_error_message());
+    snprintf(rearm_detail, sizeof rearm_detail, "%s", cw_last_error()->message);
     const cw_status ev_again = ev_rearm == CW_SUCCESS ? cw_future_wait(p.ev, 5000000) : ev_rearm;
     struct pollfd pfd = {p.fd, POLLIN, 0};
     const int fd_ready = p.fd >= 0 && poll(&pfd, 1, 5000) == 1;
@@ -2143,7 +2143,7 @@ static void test_graph_capture_fork_join(void **state) {
     write_word(child, &w[1], 2);
     cw_future *f = NULL;
     assert_cw(CW_ERROR_INVALID_STATE, cw_future_create(&f, child, CW_FUTURE_WRITE_VALUE));
-    assert_non_null(strstr(cw_last_error_message(), "capturing"));
+    assert_non_null(strstr(cw_last_error()->message, "capturing"));
     assert_cw_ok(cw_stream_join(s, &child));
     write_word(s, &w[2], 3);
     cw_graph *g = NULL;
@@ -2171,7 +2171,7 @@ static void test_graph_capture_fork_join(void **state) {
     assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
     assert_detail("cw_capture_end");
-    assert_non_null(strstr(cw_last_error_message(), "not joined back"));
+    assert_non_null(strstr(cw_last_error()->message, "not joined back"));
     assert_cw_ok(cw_capture_get_state(s, &cs));
     assert_int_equal(cs, CW_CAPTURE_NONE);
     assert_cw_ok(cw_capture_get_state(child, &cs));
@@ -2202,7 +2202,7 @@ static void test_graph_capture_invalidated(void **state) {
     cw_clear_error();
     assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
     assert_null(g);
-    const char *m = cw_last_error_message();
+    const char *m = cw_last_error()->message;
     assert_non_null(strstr(m, "invalidated by cw_stream_synchronize"));
     assert_non_null(strstr(m, "cuStreamSynchronize"));
     assert_non_null(strstr(m, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
@@ -2221,7 +2221,7 @@ static void test_graph_capture_invalidated(void **state) {
     assert_cw_ok(cw_capture_begin(s, NULL, CW_CAPTURE_GLOBAL));
     assert_int_equal(fk.cuStreamQuery(handle_of(s)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     assert_cw(CW_ERROR_CAPTURE, cw_capture_end(&g, s));
-    assert_non_null(strstr(cw_last_error_message(), "cuweave did not make"));
+    assert_non_null(strstr(cw_last_error()->message, "cuweave did not make"));
     cw_stream_destroy(&s);
     free_words(w);
 }
@@ -2249,7 +2249,7 @@ static void test_graph_capture_states(void **state) {
     cw_stream *nul = NULL;
     assert_cw_ok(cw_stream_wrap(&nul, g_ctx, NULL));
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_capture_begin(nul, NULL, CW_CAPTURE_GLOBAL));
-    assert_non_null(strstr(cw_last_error_message(), "legacy NULL stream"));
+    assert_non_null(strstr(cw_last_error()->message, "legacy NULL stream"));
     cw_stream_destroy(&nul);
     /* a stream destroyed while capturing takes its capture with it (the
      * teardown's leak check counts the fake's graphs) */
@@ -2350,11 +2350,11 @@ static void test_graph_build(void **state) {
     cw_cond_handle h = 0;
     cw_graph *body = NULL;
     assert_cw(CW_ERROR_NOT_SUPPORTED, cw_graph_add_cond_handle(parent, 1, CW_COND_RESET_EACH_LAUNCH, &h));
-    assert_non_null(strstr(cw_last_error_message(), "12.3"));
+    assert_non_null(strstr(cw_last_error()->message, "12.3"));
     EXPECT_INVALID(cw_graph_add_cond_handle, cw_graph_add_cond_handle(parent, 1, 0x10, &h));
     /* a handle this graph did not make is refused before the driver is asked */
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_graph_add_conditional(parent, 42, NULL, &j, 1, NULL, &body, NULL));
-    assert_non_null(strstr(cw_last_error_message(), "cw_graph_add_cond_handle"));
+    assert_non_null(strstr(cw_last_error()->message, "cw_graph_add_cond_handle"));
     assert_null(body);
     cw_cond_settings cset;
     cw_cond_settings_default(&cset);
@@ -2667,7 +2667,7 @@ static int fi_run(const struct fi_scenario *sc, unsigned long fail_at, unsigned 
     char failed_call[64];
     snprintf(failed_call, sizeof failed_call, "%s", cw_last_error()->driver_call);
     char detail[400];
-    snprintf(detail, sizeof detail, "%s", cw_last_error_message());
+    snprintf(detail, sizeof detail, "%s", cw_last_error()->message);
     cwi_seam_reset(); /* disarm */
     CUcontext cur = current();
     if (!fail_at) {
@@ -2748,7 +2748,7 @@ static void fi_name_call(const struct fi_scenario *sc, unsigned long k) {
     cwi_seam_fail(-1, k, CUDA_ERROR_OUT_OF_MEMORY);
     cw_status st = sc->call(&e);
     printf("#   call %lu: %s -> %s (%s)\n", k, cw_last_error()->driver_call, cw_status_name(st),
-           cw_last_error_message());
+           cw_last_error()->message);
     cwi_seam_reset();
     if (sc->hold_work) fk.discard();
     fk.hold(0);
@@ -2844,8 +2844,7 @@ static void test_not_ready_is_not_a_query_answer(void **state) {
             const cw_status st = nr_create(which, c, s, &made);
             const int fired = cwi_seam_fired();
             const char *entry = "";
-            for (int id = 0; id < cwi_seam_entry_count(); id++)
-                if (cwi_seam_calls(id) != cwi_seam_successes(id)) entry = cwi_seam_entry_name(id);
+            if (cwi_seam_fired_entry() >= 0) entry = cwi_seam_entry_name(cwi_seam_fired_entry());
             const cw_error_info e = *cw_last_error();
             char call[64], fn[64];
             snprintf(call, sizeof call, "%s", e.driver_call);
@@ -3220,7 +3219,7 @@ int main(int argc, char **argv) {
         return serialize_child();
     }
     if (cw_init() != CW_SUCCESS) {
-        printf("FAIL: cuweave could not load the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: cuweave could not load the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     if (!load_fake(g_fake_path)) {
@@ -3232,7 +3231,7 @@ int main(int argc, char **argv) {
     cw_versions versions;
     if (cw_device_get_info(0, &info) != CW_SUCCESS || strcmp(info.name, "cuweave fake device") != 0 ||
         cw_get_versions(&versions) != CW_SUCCESS || versions.driver != 13000) {
-        printf("FAIL: not the fake driver: %s\n", cw_last_error_message());
+        printf("FAIL: not the fake driver: %s\n", cw_last_error()->message);
         return 1;
     }
     const struct CMUnitTest tests[] = {

@@ -41,7 +41,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 # prefix (ending in _).
 FREE = [
     "cw_version", "cw_get_versions", "cw_init", "cw_driver_has", "cw_device_count",
-    "cw_device_", "cw_status_", "cw_last_error", "cw_last_error_message", "cw_clear_error",
+    "cw_device_", "cw_status_", "cw_last_error", "cw_clear_error",
     "cw_log_", "cw_copy_", "cw_host_", "cw_capture_", "cw_jit_", "cw_builtin_",
     "cw_partition_get_caps", "cw_launch_config_", "cw_cond_", "cw_port_",
 ]
@@ -49,7 +49,7 @@ FREE = [
 # reserved rules do not apply to them.
 DEVICE_HEADERS = {"resident_device.h"}
 # Functions that return a value (not cw_status, not void) without being getters.
-VALUE = {"cw_version", "cw_status_name", "cw_status_string", "cw_last_error", "cw_last_error_message",
+VALUE = {"cw_version", "cw_status_name", "cw_status_string", "cw_last_error",
          "cw_driver_has"}
 # Verbs that hand out a handle the caller must destroy or give back.
 OUT_FIRST = re.compile(r"_(create|wrap|compile|load|load_image|instantiate|alloc|acquire|acquire_named|fork|when_all)$")

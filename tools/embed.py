@@ -5,7 +5,7 @@ usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER
 
 IMAGE is a fatbin (nvcc at build time) or the checked-in PTX; a NUL is
 appended so that PTX text is terminated. ORIGIN is a short description kept
-in the library (cw_builtin_get_origin()). DEVICE_HEADER is
+in the library (cw_versions.builtin_origin). DEVICE_HEADER is
 include/cuweave/resident_device.h, kept as text for NVRTC programs
 (cw_builtin_get_resident_header()).
 """

@@ -153,14 +153,6 @@ typedef struct cw_error_info {
 CW_API const cw_error_info *cw_last_error(void);
 
 /*
- * Shorthand for cw_last_error()->message.
- *
- * Returns: the calling thread's last failure message ("" when none), valid
- * as cw_last_error()'s strings are. Never NULL.
- */
-CW_API const char *cw_last_error_message(void);
-
-/*
  * Resets the calling thread's detail to CW_SUCCESS and empty strings.
  *
  * Returns: nothing.

@@ -26,7 +26,9 @@ typedef struct cw_versions {
     int nvrtc_major;         /* NVRTC's version (13, 0); 0, 0: no NVRTC */
     int nvrtc_minor;
     int nccl;                /* NCCL's version code (22703 for 2.27.3); 0: no NCCL */
-    uint8_t reserved[40];    /* zeroed; room for new fields */
+    const char *builtin_origin; /* the built-in kernels' image (docs/kernels.md): "cubin ... + ptx ...
+                                   (nvcc at build time)" or "ptx ... (checked in)"; a static string */
+    uint8_t reserved[32];    /* zeroed; room for new fields */
 } cw_versions;
 
 /*

@@ -41,8 +41,8 @@
  *  - Every operator without its own pool uses the pipeline's pool: the one
  *    given in the settings, else a lease pool the pipeline makes
  *    (unbounded, non-blocking streams, priority 0).
- *  - The manual calls: cw_io_receive_streams (every stream of a port, no
- *    ordering), cw_io_get_stream (a named extra stream, kept across calls),
+ *  - The manual calls: cw_io_receive_many (every message of a port, with
+ *    the stream each was made on, no ordering), cw_io_get_stream (a named extra stream, kept across calls),
  *    cw_io_set_output_stream (the stream an output carries; the last call
  *    wins), cw_stream_wait (order a stream behind another), and
  *    cw_stream_get_info (the device and context of a stream).
@@ -210,14 +210,6 @@ CW_API cw_status cw_operator_add_input(cw_operator *op, const char *name, const 
  *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const cw_port_settings *settings);
-
-/*
- * The operator's name. Thread-safe; no driver call.
- *
- * Returns: the name, owned by the operator (valid while it lives); NULL if
- * op is not live.
- */
-CW_API const char *cw_operator_get_name(const cw_operator *op);
 
 /* ---- pipelines ---------------------------------------------------------- */
 
@@ -459,8 +451,8 @@ CW_API cw_status cw_pipeline_get_operator(const cw_pipeline *p, const char *name
  * for last iteration's readers of it before its new work.
  * start callbacks run before an operator's first capture; their stop
  * callbacks when the pipeline is destroyed. In a capture, cw_io_receive
- * finds no message (CW_ERROR_NOT_READY) and cw_io_receive_many and
- * cw_io_receive_streams count 0: data flows through port memory. A failure
+ * finds no message (CW_ERROR_NOT_READY) and cw_io_receive_many counts 0:
+ * data flows through port memory. A failure
  * in a capture fails the loop's build (cw_resident_build,
  * cw_resident_launch) with the detail cw_pipeline_run would give.
  * The pipeline must outlive r's builds and launches. Before r's launch only.
@@ -567,22 +559,6 @@ CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msg
 CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **out);
 
 /*
- * The stream of every message on the port (NULL for messages without
- * one), in connection order, with no ordering, no lease and no side effect
- * (cw_io_receive_many gives them too, but moves buffers of other devices
- * first); at most cap into streams, *count is how many there are.
- *
- * Returns:
- *   CW_SUCCESS                 *count is set, min(cap, *count) copied.
- *   CW_ERROR_INVALID_ARGUMENT  io, port or count is NULL; streams NULL with
- *                              cap not 0; a port the operator has not, or
- *                              an output.
- *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
- *   CW_ERROR_INVALID_STATE     outside its compute call.
- */
-CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count);
-
-/*
  * A named extra stream from the operator's pool (cw_stream_pool_acquire_named with
  * the operator as owner): the same name gives the same stream in every
  * compute call; borrowed. Not carried by outputs unless set with
@@ -680,27 +656,18 @@ CW_API cw_status cw_io_alloc(cw_buffer **out, cw_io *io, size_t bytes);
  */
 CW_API cw_status cw_io_get_port_ptr(cw_io *io, const char *port, cw_devptr *dptr);
 
-/*
- * In a resident capture: the loop's device block (cw_resident_get_ctl) to
- * pass to kernels. No driver call.
- *
- * Returns:
- *   CW_SUCCESS                 *ctl is the address.
- *   CW_ERROR_INVALID_ARGUMENT  io or ctl is NULL.
- *   CW_ERROR_INVALID_HANDLE    io is not a compute call's.
- *   CW_ERROR_INVALID_STATE     outside its compute call; under
- *                              cw_pipeline_run (not a resident capture).
- */
-CW_API cw_status cw_io_get_resident_ctl(cw_io *io, cw_devptr *ctl);
-
 typedef struct cw_io_info {
-    cw_operator *op;    /* the operator being computed, borrowed */
-    uint64_t iteration; /* 0, 1, ... within the run; the copy of the iteration in a resident capture */
-    uint8_t reserved[48]; /* zeroed */
+    cw_operator *op;        /* the operator being computed, borrowed */
+    uint64_t iteration;     /* 0, 1, ... within the run; the copy of the iteration in a resident capture */
+    const char *name;       /* the operator's name (owned by it; valid while it lives) */
+    cw_devptr resident_ctl; /* in a resident capture: the loop's device block (cw_resident_get_ctl) to
+                               pass to kernels; 0 under cw_pipeline_run */
+    uint8_t reserved[32];   /* zeroed */
 } cw_io_info;
 
 /*
- * Describes the compute call: its operator and iteration. No driver call.
+ * Describes the compute call: its operator, name and iteration, and the
+ * resident loop's device block in a resident capture. No driver call.
  *
  * Returns:
  *   CW_SUCCESS                 *info describes the call.

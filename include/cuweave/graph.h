@@ -111,7 +111,7 @@ CW_API cw_status cw_capture_begin(cw_stream *s, cw_graph *into, cw_capture_mode 
  *    once, not once per capture.
  *
  * When the capture was invalidated, returns CW_ERROR_CAPTURE, leaves *out
- * untouched, and cw_last_error_message() says which call invalidated it and
+ * untouched, and cw_last_error()->message says which call invalidated it and
  * why (the cuweave function, the driver call, the CUresult name and text),
  * or that it was a call cuweave did not see. A fork that was not joined
  * back gives CW_ERROR_CAPTURE as well. In every such case the capture has

@@ -489,12 +489,6 @@ typedef enum cw_builtin {
  */
 CW_API cw_status cw_builtin_get_kernel(cw_builtin which, cw_kernel **kernel);
 
-/* How the embedded built-ins were made.
- *
- * Returns: "cubin+ptx (nvcc at build time)" or "ptx (checked in)"; a static
- * string, never NULL. */
-CW_API const char *cw_builtin_get_origin(void);
-
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,6 @@ CW_API const char *cw_status_string(cw_status status) { return status_text(statu
 
 CW_API const cw_error_info *cw_last_error(void) { return &last_error(); }
 
-CW_API const char *cw_last_error_message(void) { return last_error().message; }
 
 CW_API void cw_clear_error(void) { clear_error(); }
 

@@ -2,6 +2,7 @@
 #include "api/api.hpp"
 #include "core/device.hpp"
 #include "driver/nvrtc.hpp"
+#include "kernel/kernel.hpp"
 #include "multi/collective.hpp"
 
 using namespace cw;
@@ -24,6 +25,7 @@ CW_API cw_status cw_get_versions(cw_versions *v) {
     memset(&out, 0, sizeof out);
     out.cuweave = CW_VERSION_PACK(CW_VERSION_MAJOR, CW_VERSION_MINOR, CW_VERSION_PATCH);
     out.api = CW_VERSION_PACK(CW_API_VERSION_MAJOR, CW_API_VERSION_MINOR, CW_API_VERSION_PATCH);
+    out.builtin_origin = kernels::builtin_origin();
     // Absence is not a failure here: the loads are quiet (nothing logged,
     // the detail kept), and what is absent reads 0.
     const Nvrtc *nv = nullptr;

@@ -86,7 +86,6 @@ CW_API cw_status cw_operator_add_output(cw_operator *op, const char *name, const
     return flow::add_port(op, name, settings, false);
 }
 
-CW_API const char *cw_operator_get_name(const cw_operator *op) { return live(op) ? op->name : nullptr; }
 
 // ---- pipelines ------------------------------------------------------------------
 
@@ -217,14 +216,6 @@ CW_API cw_status cw_io_receive_stream(cw_io *io, const char *port, cw_stream **o
     return flow::io_receive_stream(io, port, out);
 }
 
-CW_API cw_status cw_io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count) {
-    CW_ENTRY;
-    CW_CHECK_IO(io);
-    CW_CHECK_ARG(count != NULL);
-    CW_CHECK_ARG(streams != NULL || cap == 0);
-    return flow::io_receive_streams(io, port, streams, cap, count);
-}
-
 CW_API cw_status cw_io_get_stream(cw_io *io, const char *name, cw_stream **out) {
     CW_ENTRY;
     CW_CHECK_IO(io);
@@ -263,16 +254,6 @@ CW_API cw_status cw_io_get_port_ptr(cw_io *io, const char *port, cw_devptr *dptr
     return CW_SUCCESS;
 }
 
-CW_API cw_status cw_io_get_resident_ctl(cw_io *io, cw_devptr *ctl) {
-    CW_ENTRY;
-    CW_CHECK_IO(io);
-    CW_CHECK_ARG(ctl != NULL);
-    if (!io->resident)
-        return fail(CW_ERROR_INVALID_STATE, "operator '%s' is not being captured into a resident loop", io->op->name);
-    *ctl = io->ctl;
-    return CW_SUCCESS;
-}
-
 CW_API cw_status cw_io_get_info(cw_io *io, cw_io_info *info) {
     CW_ENTRY;
     CW_CHECK_IO(io);
@@ -280,6 +261,8 @@ CW_API cw_status cw_io_get_info(cw_io *io, cw_io_info *info) {
     memset(info, 0, sizeof *info);
     info->op = io->op;
     info->iteration = io->iteration;
+    info->name = io->op->name;
+    info->resident_ctl = io->resident ? io->ctl : 0;
     return CW_SUCCESS;
 }
 

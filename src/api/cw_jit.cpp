@@ -214,6 +214,5 @@ CW_API cw_status cw_builtin_get_kernel(cw_builtin which, cw_kernel **kernel) {
     return kernels::builtin_public(which, kernel);
 }
 
-CW_API const char *cw_builtin_get_origin(void) { return kernels::builtin_origin(); }
 
 }  // extern "C"

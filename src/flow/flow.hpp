@@ -205,7 +205,6 @@ cw_stream_pool *op_pool(const cw_operator *op);
 cw_status io_receive(cw_io *io, const char *port, cw_message *msg);
 cw_status io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t cap, size_t *count);
 cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out);
-cw_status io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count);
 cw_status io_stream(cw_io *io, const char *name, cw_stream **out);
 cw_status io_set_output_stream(cw_io *io, const char *port, cw_stream *s);
 cw_status io_emit(cw_io *io, const char *port, void *value, cw_buffer *buffer);

@@ -247,15 +247,6 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
     return CW_SUCCESS;
 }
 
-cw_status io_receive_streams(cw_io *io, const char *port, cw_stream **streams, size_t cap, size_t *count) {
-    int pi;
-    CW_TRY(input_port(io, port, &pi));
-    *count = each_message(io, pi, [&](size_t i, const Message &m) {
-        if (i < cap) streams[i] = m.stream;
-    });
-    return CW_SUCCESS;
-}
-
 cw_status io_stream(cw_io *io, const char *name, cw_stream **out) {
     const char *why = "";
     if (!name_ok(name, &why)) return fail(CW_ERROR_INVALID_ARGUMENT, "bad stream name: %s", why);

@@ -32,6 +32,7 @@ std::atomic<unsigned long> g_fail_nth{0};
 std::atomic<unsigned long> g_fail_seen{0};
 std::atomic<int> g_fail_result{0};
 std::atomic<int> g_fired{0};
+std::atomic<int> g_fired_id{-1};  // the entry the fault failed
 
 // Decides whether this call (of entry id) is the one to fail.
 bool should_fail(int id, CUresult *result) {
@@ -43,6 +44,7 @@ bool should_fail(int id, CUresult *result) {
     unsigned long n = g_fail_seen.fetch_add(1, std::memory_order_relaxed) + 1;
     if (n != g_fail_nth.load(std::memory_order_relaxed)) return false;
     *result = g_fail_result.load(std::memory_order_relaxed);
+    g_fired_id.store(id, std::memory_order_relaxed);
     g_fired.store(1, std::memory_order_release);
     return true;
 }
@@ -75,6 +77,7 @@ void zero() {
     g_fail_nth.store(0);
     g_fail_seen.store(0);
     g_fired.store(0);
+    g_fired_id.store(-1);
 }
 
 // The table the wrappers call through: the driver's as loaded.
@@ -126,6 +129,7 @@ void cwi_seam_fail(int id, unsigned long nth, int result) {
     g_fail_id.store(-2, std::memory_order_release);
     g_fail_seen.store(0);
     g_fired.store(0);
+    g_fired_id.store(-1);
     if (nth == 0 || id < -1 || id >= DRV_ENTRY_COUNT) return;
     g_fail_nth.store(nth);
     g_fail_result.store(result);
@@ -133,6 +137,8 @@ void cwi_seam_fail(int id, unsigned long nth, int result) {
 }
 
 int cwi_seam_fired(void) { return g_fired.load(std::memory_order_acquire); }
+
+int cwi_seam_fired_entry(void) { return cwi_seam_fired() ? g_fired_id.load(std::memory_order_relaxed) : -1; }
 
 unsigned long cwi_seam_calls(int id) {
     if (id == -1) return g_all_calls.load();

@@ -39,6 +39,10 @@ void cwi_seam_reset(void);
 void cwi_seam_fail(int id, unsigned long nth, int result);
 /* 1 when the armed fault has fired since it was armed. */
 int cwi_seam_fired(void);
+/* The entry whose call the fault failed, or -1 when it has not fired. (Not
+ * "the entry with fewer successes than calls": some calls fail in normal
+ * use, cuKernelGetParamInfo past the last parameter for one.) */
+int cwi_seam_fired_entry(void);
 
 /* Timing (for benchmarks): with on, every call through the seam adds its
  * duration to its entry's total; cwi_seam_ns(id) reads it (-1: all entries),

@@ -63,7 +63,7 @@ static void die(const char *fmt, ...) {
     va_start(ap, fmt);
     fprintf(stderr, "fuzz_settings: ");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (detail: %s)\n", cw_last_error_message());
+    fprintf(stderr, " (detail: %s)\n", cw_last_error()->message);
     va_end(ap);
     abort();
 }
@@ -412,7 +412,6 @@ static void fuzz_operator(struct input *in) {
                                                                      : CW_SUCCESS;
     cw_operator *op = NULL;
     expect(cw_operator_create(&op, "op", &ops, NULL, &s), want, "cw_operator_create");
-    if (op && strcmp(cw_operator_get_name(op), "op") != 0) die("the operator's name");
     cw_operator_destroy(&op);
 }
 

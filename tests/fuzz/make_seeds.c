@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     setenv("FAKE_CUDA_FEATURES", "all", 1);
     cw_context *ctx = NULL;
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
-        fprintf(stderr, "make_seeds: %s\n", cw_last_error_message());
+        fprintf(stderr, "make_seeds: %s\n", cw_last_error()->message);
         return 1;
     }
 
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         ps.n_headers = k == 2 ? 1 : 0;
         cw_program *p = NULL;
         if (cw_program_compile(&p, ctx, "template <class T> __global__ void scale(T *x) {}\n", &ps) != CW_SUCCESS) {
-            fprintf(stderr, "make_seeds: %s\n", cw_last_error_message());
+            fprintf(stderr, "make_seeds: %s\n", cw_last_error()->message);
             return 1;
         }
         cw_program_destroy(&p);

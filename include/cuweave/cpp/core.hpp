@@ -82,7 +82,7 @@ template <class T>
 using ret = T;
 // The message is built only on failure.
 inline void check(cw_status s) {
-    if (s != CW_SUCCESS) throw error(s, cw_last_error_message());
+    if (s != CW_SUCCESS) throw error(s, cw_last_error()->message);
 }
 inline void_ret done(cw_status s) { check(s); }
 template <class T>

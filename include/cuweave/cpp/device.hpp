@@ -50,7 +50,7 @@ struct priority_range {
 // The calling thread's detail of its last failed call (status CW_SUCCESS and
 // empty strings when none failed); valid until the next failure or clear_error.
 inline const cw_error_info &error_detail() noexcept { return *cw_last_error(); }
-inline const char *error_message() noexcept { return cw_last_error_message(); }
+inline const char *error_message() noexcept { return cw_last_error()->message; }
 inline void clear_error() noexcept { cw_clear_error(); }
 inline const char *status_name(cw_status s) noexcept { return cw_status_name(s); }
 inline const char *status_string(cw_status s) noexcept { return cw_status_string(s); }

@@ -65,28 +65,6 @@ class io {
         cw_status st = cw_io_receive_many(h_, port, msgs, cap, &n);
         return detail::make(st, std::move(n));
     }
-    // The stream of every message on the port (empty for messages without
-    // one), borrowed, with no ordering and no side effect ...
-    detail::ret<std::vector<stream>> receive_streams(const char *port) const {
-        std::vector<stream> out;
-        size_t n = 0;
-        cw_status st = cw_io_receive_streams(h_, port, nullptr, 0, &n);
-        if (st == CW_SUCCESS && n > 0) {
-            std::vector<cw_stream *> v(n);
-            st = cw_io_receive_streams(h_, port, v.data(), n, &n);
-            if (st == CW_SUCCESS) {
-                out.reserve(n < v.size() ? n : v.size());
-                for (size_t i = 0; i < n && i < v.size(); i++) out.push_back(stream::wrap(v[i]));
-            }
-        }
-        return detail::make(st, std::move(out));
-    }
-    // ... or up to cap of them; returns how many there are.
-    detail::ret<size_t> receive_streams(const char *port, cw_stream **streams, size_t cap) const {
-        size_t n = 0;
-        cw_status st = cw_io_receive_streams(h_, port, streams, cap, &n);
-        return detail::make(st, std::move(n));
-    }
     // True when the port has a message in this iteration (no error for none).
     bool has(const char *port) const noexcept {
         cw_message m{};
@@ -125,10 +103,11 @@ class io {
         cw_status st = cw_io_get_port_ptr(h_, port, &p);
         return detail::make(st, std::move(p));
     }
-    detail::ret<cw_devptr> resident_ctl() const {
-        cw_devptr c = 0;
-        cw_status st = cw_io_get_resident_ctl(h_, &c);
-        return detail::make(st, std::move(c));
+    // The resident loop's device block in a resident capture; 0 under run().
+    cw_devptr resident_ctl() const noexcept {
+        cw_io_info i{};
+        (void)cw_io_get_info(h_, &i);
+        return i.resident_ctl;
     }
     uint64_t iteration() const noexcept {
         cw_io_info i{};
@@ -141,14 +120,15 @@ class io {
         (void)cw_io_get_info(h_, &i);
         return i.op;
     }
-    const char *op_name() const noexcept { return cw_operator_get_name(op()); }
+    const char *op_name() const noexcept {
+        cw_io_info i{};
+        (void)cw_io_get_info(h_, &i);
+        return i.name;
+    }
 
   private:
     cw_io *h_;
 };
-
-// An operator's name (owned by it; nullptr for nullptr).
-inline const char *operator_name(const cw_operator *op) noexcept { return op ? cw_operator_get_name(op) : nullptr; }
 
 // Where an operator declares its ports (in setup()).
 class op_spec {
@@ -256,7 +236,7 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
         if (s == CW_SUCCESS) s = cw_pipeline_add(get(), o);
         if (s != CW_SUCCESS) {
             cw_status keep = s;
-            std::string m = cw_last_error_message();
+            std::string m = cw_last_error()->message;
             cw_operator_destroy(&o);
 #ifndef CW_HPP_NO_EXCEPTIONS
             throw error(keep, m);

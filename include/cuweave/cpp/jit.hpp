@@ -136,8 +136,6 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
     cw_status s = cw_builtin_get_kernel(which, &k);
     return detail::make(s, kernel(k));
 }
-// How they were made ("cubin+ptx (nvcc at build time)" or "ptx (checked in)").
-inline const char *builtin_origin() noexcept { return cw_builtin_get_origin(); }
 
 }  // namespace cw
 
