@@ -148,7 +148,9 @@ def versions():
     NVRTC and NCCL, as a dict; 0 for a library that is absent."""
     v = _lib.Versions()
     lib.cw_get_versions(ctypes.byref(v))
-    return {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+    out = {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+    out["builtin_origin"] = (v.builtin_origin or b"").decode("utf-8", "replace")
+    return out
 
 
 def driver_version():

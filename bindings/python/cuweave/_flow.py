@@ -317,10 +317,12 @@ class IO:
 
     def info(self):
         """cw_io_get_info: {"iteration": the iteration (in a resident
-        capture: the copy of the iteration), "name": the operator's name}."""
+        capture: the copy of the iteration), "name": the operator's name,
+        "resident_ctl": in a resident capture the loop's device block to pass
+        to kernels (0 under Pipeline.run)}."""
         i = _lib.IoInfo()
         lib.cw_io_get_info(self.handle, ctypes.byref(i))
-        return {"iteration": i.iteration, "name": self._state.name}
+        return {"iteration": i.iteration, "name": (i.name or b"").decode(), "resident_ctl": i.resident_ctl}
 
     @property
     def iteration(self):
@@ -339,7 +341,9 @@ class IO:
         return self._message(m)
 
     def receive_many(self, port):
-        """Every message on the port (PORT_MANY: one per connection that sent one)."""
+        """Every message on the port (PORT_MANY: one per connection that sent
+        one), each with the stream it was produced on, with no ordering (a
+        buffer from another device is moved first)."""
         n = ctypes.c_size_t()
         name = str(port).encode()
         lib.cw_io_receive_many(self.handle, name, None, 0, ctypes.byref(n))
@@ -354,16 +358,6 @@ class IO:
         same stream for every port and every compute call (docs/pipelines.md,
         the stream rules)."""
         return self._stream(_get(lib.cw_io_receive_stream, self.handle, None if port is None else str(port).encode()))
-
-    def receive_streams(self, port):
-        """The stream of every message on the port (None for one without),
-        with no ordering and no side effect."""
-        n = ctypes.c_size_t()
-        name = str(port).encode()
-        lib.cw_io_receive_streams(self.handle, name, None, 0, ctypes.byref(n))
-        arr = (ctypes.c_void_p * max(n.value, 1))()
-        lib.cw_io_receive_streams(self.handle, name, arr, n.value, ctypes.byref(n))
-        return [self._stream(arr[i]) for i in range(min(n.value, len(arr)))]
 
     def stream(self, name):
         """A named extra stream from the operator's pool, the same for the

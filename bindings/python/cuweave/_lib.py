@@ -140,7 +140,8 @@ class Versions(ctypes.Structure):
         ("nvrtc_major", ctypes.c_int),
         ("nvrtc_minor", ctypes.c_int),
         ("nccl", ctypes.c_int),
-        ("reserved", ctypes.c_uint8 * 40),
+        ("builtin_origin", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 32),
     ]
 
 
@@ -549,7 +550,9 @@ class IoInfo(ctypes.Structure):
     _fields_ = [
         ("op", ctypes.c_void_p),
         ("iteration", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint8 * 48),
+        ("name", ctypes.c_char_p),
+        ("resident_ctl", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint8 * 32),
     ]
 
 
@@ -756,7 +759,6 @@ _SIGNATURES = [
     ("cw_io_receive", _int, [_vp, _str, _P(Message)], False),  # NOT_READY: IO.receive gives None
     ("cw_io_receive_many", _int, [_vp, _str, _P(Message), _size, c_size_t_p], True),
     ("cw_io_receive_stream", _int, [_vp, _str, c_void_pp], True),
-    ("cw_io_receive_streams", _int, [_vp, _str, c_void_pp, _size, c_size_t_p], True),
     ("cw_io_get_stream", _int, [_vp, _str, c_void_pp], True),
     ("cw_io_set_output_stream", _int, [_vp, _str, _vp], True),
     ("cw_io_emit", _int, [_vp, _str, _vp, _vp], True),
@@ -769,16 +771,10 @@ _SIGNATURES = [
 # (tests/test_abi.py: every CW_API function is in _SIGNATURES or here, and
 # every name here is still exported).
 UNBOUND = {
-    # Removed from the C API by the 0.2 reshaping (the lead's list in issue 23):
-    # the bindings use the replacement already, and bind no wrapper for them.
-    "cw_version": "removed in 0.2: cw_get_versions().cuweave (cuweave.version(), cuweave.versions())",
-    "cw_last_error_message": "removed in 0.2: cw_last_error()->message (CuweaveError.detail['message'], "
-                             "cuweave.last_error())",
-    "cw_builtin_get_origin": "removed in 0.2: moves into cw_versions (builtin_origin)",
-    "cw_operator_get_name": "removed in 0.2: cw_io_info.name inside compute; outside it the name is the one "
-                            "the operator was made with (Operator.name)",
-    "cw_buffer_get_ptr": "removed in 0.2: cw_buffer_get_info(b, &i), i.dptr (Buffer.ptr)",
-    "cw_io_get_resident_ctl": "removed in 0.2: moves into cw_io_info (resident_ctl)",
+    # Being removed from the C API for 0.2 (issue 23): the bindings use the
+    # replacement, and bind no wrapper for them.
+    "cw_version": "being removed in 0.2: cw_get_versions().cuweave (cuweave.version(), cuweave.versions())",
+    "cw_buffer_get_ptr": "being removed in 0.2: cw_buffer_get_info(b, &i), i.dptr (Buffer.ptr)",
 }
 
 lib, where, path = _load([s[0] for s in _SIGNATURES])

@@ -7,7 +7,7 @@ whose streams run their work on a thread of their own):
   - the stream rules for a Python compute, as for a C one: its internal
     stream (the same every call, not its producer's) waits for the
     producer's work (cuStreamWaitEvent counted by the fake), its context is
-    made current, the outputs carry it, receive_streams gives the
+    made current, the outputs carry it, receive_many gives the
     producers', no_internal_stream falls back to the upstream stream;
   - messages: Python objects, raw pointers, optional and many-input ports;
   - worker threads; stop and close from compute; a resident pipeline built
@@ -146,7 +146,7 @@ class TestPipelines(unittest.TestCase):
             seen["B"].append({
                 "internal": s.cu_stream,
                 "producer": m.stream.cu_stream,
-                "streams": [x.cu_stream for x in io.receive_streams("in")],
+                "streams": [x.stream.cu_stream for x in io.receive_many("in")],
                 "waited": fake.fake_cuda_waits() - before_wait,
                 "current": current_context(fake),
                 "again": io.receive_stream("in").cu_stream,  # the same stream for a second call
@@ -184,7 +184,7 @@ class TestPipelines(unittest.TestCase):
             self.assertEqual(call["internal"], b_stream)
             self.assertEqual(call["again"], b_stream)
             self.assertEqual(call["producer"], a_stream)     # the message carries A's stream
-            self.assertEqual(call["streams"], [a_stream])    # receive_streams: no ordering, the producers'
+            self.assertEqual(call["streams"], [a_stream])    # receive_many: every message's stream
             self.assertGreaterEqual(call["waited"], 1)       # cuStreamWaitEvent on A's mark
             self.assertEqual(call["current"], self.ctx.cu_context)  # the stream's context made current
             self.assertEqual(call["device"], 0)
@@ -232,6 +232,7 @@ class TestPipelines(unittest.TestCase):
         got = {}
 
         def a(io):
+            self.assertEqual(io.info(), {"iteration": 0, "name": "A", "resident_ctl": 0})
             io.emit("obj", value=marker)
             io.emit("raw", pointer=0x1234)
 
@@ -481,7 +482,9 @@ class TestPipelines(unittest.TestCase):
 
         def scale(io):
             s = io.receive_stream("in")
-            calls.append((io.iteration, io.port_ptr("in"), io.port_ptr("out"), s.capture_state()))
+            info = io.info()
+            calls.append((io.iteration, io.port_ptr("in"), io.port_ptr("out"), s.capture_state(), info["name"],
+                          info["resident_ctl"]))
             self.assertIsNone(io.receive("in"))  # no messages in a capture
             io.emit("out")
 
@@ -499,6 +502,8 @@ class TestPipelines(unittest.TestCase):
         r.build()
         self.assertEqual([c[0] for c in calls], [0, 1])  # once per unrolled copy
         self.assertTrue(all(c[3] == cuweave.CAPTURE_ACTIVE for c in calls))
+        self.assertEqual([c[4] for c in calls], ["B", "B"])
+        self.assertEqual([c[5] for c in calls], [r.ctl, r.ctl])  # the loop's device block, for kernels
         self.assertEqual(calls[0][1], p.port_ptr("S", "out"))  # the connection's one buffer
         self.assertEqual(calls[0][2], p.port_ptr("B", "out"))
         r.close()
