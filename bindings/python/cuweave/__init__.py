@@ -2,14 +2,21 @@
 
 Handles are freed by weakref.finalize (children keep their parents alive, so
 children go first); close() is idempotent; objects are context managers.
-Failing calls raise a subclass of CuweaveError generated from the C status
-list (NoDriverError, TimeoutError_..., see cuweave.errors()).
+C destroys never fail; what can (Resident.tear_down, Lease.release,
+Fork.join) raises when called, and its finalizer reports through the log
+callback (set_log_callback) instead. Failing calls raise a subclass of
+CuweaveError generated from the C status list (NoDriverError,
+PoolExhaustedError, ..., see cuweave.errors()).
 
-Covers so far: library and devices, contexts, streams (with the
-__cuda_stream__ protocol), stream pools and leases, futures (awaitable with
-asyncio through their eventfd), timers, graphs, NVRTC programs and
-kernels, the GPU-resident loop, device buffers, and several devices: device
-groups, peer access and copies, and NCCL collectives (Comm).
+Covers the whole C API but two functions being removed from 0.2
+(cuweave._lib.UNBOUND): library and devices, the log callback, contexts,
+green partitions, streams (with the __cuda_stream__ protocol) and forks,
+stream pools, leases and named streams, futures (awaitable with asyncio
+through their eventfd; callbacks), timers, graphs, NVRTC programs, modules
+and kernels, the GPU-resident loop, device buffers and host memory,
+operators and pipelines with a compute in Python (cuweave/_flow.py), and
+several devices: device groups, peer access and copies, and NCCL
+collectives (Comm).
 """
 
 import asyncio
@@ -1159,9 +1166,9 @@ class HostMemory:
     from and to it run asynchronously, and kernels may use it at the same
     address (.ptr). mem.view() (a ctypes char array: memoryview(mem.view()),
     bytes(mem.view())) reads and writes it from Python and keeps the
-    HostMemory alive (memoryview(mem) too, from Python 3.12). Freed by close() or its
-    finalizer (cw_host_free; while a resident loop runs the free waits for it
-    to stop)."""
+    HostMemory object alive (memoryview(mem) too, from Python 3.12). Freed by
+    close() (then no view may be used) or its finalizer (cw_host_free; while
+    a resident loop runs the free waits for it to stop)."""
 
     def __init__(self, context, nbytes):
         self.context = context
