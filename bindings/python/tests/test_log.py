@@ -96,7 +96,7 @@ class TestLog(unittest.TestCase):
     def test_an_exception_in_the_callback_stays_in_python(self):
         seen = []
         old_hook = sys.unraisablehook
-        sys.unraisablehook = lambda u: seen.append(u.exc_value)
+        sys.unraisablehook = lambda u: seen.append((u.exc_value, u.err_msg))
 
         def bad(level, message):
             raise RuntimeError("log callback broken")
@@ -108,7 +108,8 @@ class TestLog(unittest.TestCase):
         finally:
             cuweave.set_log_callback(*prev)
             sys.unraisablehook = old_hook
-        self.assertEqual([str(e) for e in seen], ["log callback broken"])
+        self.assertEqual([str(e) for e, _ in seen], ["log callback broken"])
+        self.assertIn("in the cuweave log callback", seen[0][1])  # caught by the bindings, not by ctypes
 
     def test_log_to_logging(self):
         prev = cuweave.log_to_logging(cuweave.LOG_ERROR)
