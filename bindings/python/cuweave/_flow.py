@@ -27,9 +27,10 @@ themselves). An exception in stop goes to sys.unraisablehook.
 """
 
 import ctypes
+import threading
 import weakref
 
-from . import _lib, _log
+from . import _errors, _lib, _log
 from . import (Buffer, Context, CuweaveError, Resident, Stream, _CW_ERROR_INTERNAL, _Callbacks, _get, _new, _reraise,
                _status_of, _typestr)
 
@@ -45,22 +46,25 @@ _ops = _Callbacks()  # key -> _OpState
 # message's value is id(obj); each output port holds its last emitted value
 # (a message lives one iteration, the port's next emit is in a later one).
 _values = {}
+_values_lock = threading.Lock()  # computes on the executor's threads emit at once
 
 
 def _hold(obj):
-    e = _values.get(id(obj))
-    if e is None:
-        _values[id(obj)] = [obj, 1]
-    else:
-        e[1] += 1
+    with _values_lock:
+        e = _values.get(id(obj))
+        if e is None:
+            _values[id(obj)] = [obj, 1]
+        else:
+            e[1] += 1
 
 
 def _drop(obj):
-    e = _values.get(id(obj))
-    if e is not None:
-        e[1] -= 1
-        if e[1] <= 0:
-            del _values[id(obj)]
+    with _values_lock:
+        e = _values.get(id(obj))
+        if e is not None:
+            e[1] -= 1
+            if e[1] <= 0:
+                del _values[id(obj)]
 
 
 class _OpState:
@@ -336,7 +340,6 @@ class IO:
         if st == _NOT_READY:
             return None
         if st != 0:
-            from . import _errors
             raise _errors.from_status(st, _lib.last_error())
         return self._message(m)
 

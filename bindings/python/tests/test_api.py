@@ -15,11 +15,9 @@ Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
 import ctypes
 import gc
 import os
-import struct
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
