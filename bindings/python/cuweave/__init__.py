@@ -92,9 +92,8 @@ def _unpack(v):
 
 def version():
     """The loaded C library's release version, (major, minor, patch)
-    (cw_get_versions, which loads the driver, NVRTC and NCCL quietly, if
-    present, to report theirs)."""
-    return _unpack(versions()["cuweave"])
+    (cw_version: no driver, NVRTC or NCCL is loaded to answer)."""
+    return _unpack(lib.cw_version())
 
 
 def abi_version():

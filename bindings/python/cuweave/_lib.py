@@ -765,16 +765,15 @@ _SIGNATURES = [
     ("cw_io_alloc", _int, [c_void_pp, _vp, _size], True),
     ("cw_io_get_port_ptr", _int, [_vp, _str, c_uint64_p], True),
     ("cw_io_get_info", _int, [_vp, _P(IoInfo)], True),
+    ("cw_version", ctypes.c_uint, [], False),
 ]
 
 # Exported functions these bindings deliberately leave unbound, and why
 # (tests/test_abi.py: every CW_API function is in _SIGNATURES or here, and
 # every name here is still exported).
 UNBOUND = {
-    # Being removed from the C API for 0.2 (issue 23): the bindings use the
-    # replacement, and bind no wrapper for them.
-    "cw_version": "being removed in 0.2: cw_get_versions().cuweave (cuweave.version(), cuweave.versions())",
-    "cw_buffer_get_ptr": "being removed in 0.2: cw_buffer_get_info(b, &i), i.dptr (Buffer.ptr)",
+    "cw_buffer_get_ptr": "Buffer.ptr reads cw_buffer_get_info's dptr (one call for the address, size and "
+                         "device; no driver call either way)",
 }
 
 lib, where, path = _load([s[0] for s in _SIGNATURES])
