@@ -8,8 +8,8 @@ callback (set_log_callback) instead. Failing calls raise a subclass of
 CuweaveError generated from the C status list (NoDriverError,
 PoolExhaustedError, ..., see cuweave.errors()).
 
-Covers the whole C API but two functions being removed from 0.2
-(cuweave._lib.UNBOUND): library and devices, the log callback, contexts,
+Covers the whole C API but cw_buffer_get_ptr (Buffer.ptr reads
+cw_buffer_get_info; cuweave._lib.UNBOUND): library and devices, the log callback, contexts,
 green partitions, streams (with the __cuda_stream__ protocol) and forks,
 stream pools, leases and named streams, futures (awaitable with asyncio
 through their eventfd; callbacks), timers, graphs, NVRTC programs, modules
