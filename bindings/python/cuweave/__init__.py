@@ -2,25 +2,36 @@
 
 Handles are freed by weakref.finalize (children keep their parents alive, so
 children go first); close() is idempotent; objects are context managers.
-Failing calls raise a subclass of CuweaveError generated from the C status
-list (NoDriverError, TimeoutError_..., see cuweave.errors()).
+C destroys never fail; what can (Resident.tear_down, Lease.release,
+Fork.join) raises when called, and its finalizer reports through the log
+callback (set_log_callback) instead. Failing calls raise a subclass of
+CuweaveError generated from the C status list (NoDriverError,
+PoolExhaustedError, ..., see cuweave.errors()).
 
-Covers so far: library and devices, contexts, streams (with the
-__cuda_stream__ protocol), stream pools and leases, futures (awaitable with
-asyncio through their eventfd), timers, graphs, NVRTC programs and
-kernels, the GPU-resident loop, device buffers, and several devices: device
-groups, peer access and copies, and NCCL collectives (Comm).
+Covers the whole C API but cw_buffer_get_ptr (Buffer.ptr reads
+cw_buffer_get_info; cuweave._lib.UNBOUND): library and devices, the log callback, contexts,
+green partitions, streams (with the __cuda_stream__ protocol) and forks,
+stream pools, leases and named streams, futures (awaitable with asyncio
+through their eventfd; callbacks), timers, graphs, NVRTC programs, modules
+and kernels, the GPU-resident loop, device buffers and host memory,
+operators and pipelines with a compute in Python (cuweave/_flow.py), and
+several devices: device groups, peer access and copies, and NCCL
+collectives (Comm).
 """
 
 import asyncio
 import collections
 import ctypes
 import enum
+import os
 import weakref
 
-from . import _errors, _lib
+from . import _errors, _lib, _log
 from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
                    ProgramSettings, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
+from ._log import LogLevel
+
+LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = LogLevel.ERROR, LogLevel.WARNING, LogLevel.INFO, LogLevel.DEBUG
 
 CuweaveError = _errors.CuweaveError
 
@@ -29,6 +40,7 @@ WRITE_VALUE = 1
 EVENT = 2
 POOL_LEASE, POOL_ROUND_ROBIN, POOL_SINGLE = 0, 1, 2
 CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
+CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED = 0, 1, 2
 SLEEP_FIXED, SLEEP_ADAPTIVE = 0, 1
 GATE_NODE, GATE_KERNELS = 0, 1
 
@@ -74,12 +86,56 @@ def error_class(name):
     raise KeyError(name)
 
 
-def version():
-    v = lib.cw_version()
+def _unpack(v):
     return ((v >> 16) & 0xFF, (v >> 8) & 0xFF, v & 0xFF)
 
 
-__version__ = "%d.%d.%d" % version()
+def version():
+    """The loaded C library's release version, (major, minor, patch)
+    (cw_version: no driver, NVRTC or NCCL is loaded to answer)."""
+    return _unpack(lib.cw_version())
+
+
+def abi_version():
+    """The C library's ABI version, (major, minor, patch); the major is the
+    soname's number (libcuweave.so.1)."""
+    return _unpack(versions()["api"])
+
+
+def library():
+    """Where the C library was loaded from: (where, path), where one of
+    "CUWEAVE_LIBRARY", "package", "source tree", "find_library", "system"
+    (cuweave._lib.candidates() has the order)."""
+    return _lib.where, _lib.path
+
+
+def set_log_callback(fn, max_level=LogLevel.WARNING):
+    """Installs fn(level, message) as the library's log callback
+    (cw_log_set_callback), process-wide: level a LogLevel, message a str;
+    messages above max_level are not delivered; None removes it. Called on
+    the thread that logged (the library's own threads included), while no
+    cuweave lock is held; an exception it raises goes to
+    sys.unraisablehook. Failures in finalizers (a resident loop abandoned by
+    its destroy, a lease that could not be given back) arrive here at
+    LOG_ERROR. Returns the previous (fn, max_level)."""
+    return _log.set_callback(fn, max_level)
+
+
+def log_to_logging(max_level=LogLevel.WARNING, logger=None):
+    """Sends the library's log to Python's logging (the logger "cuweave", or
+    the one given): LOG_ERROR as logging.ERROR, ..., LOG_DEBUG as DEBUG."""
+    import logging
+    logger = logger or logging.getLogger("cuweave")
+    levels = {LogLevel.ERROR: logging.ERROR, LogLevel.WARNING: logging.WARNING, LogLevel.INFO: logging.INFO,
+              LogLevel.DEBUG: logging.DEBUG}
+    return set_log_callback(lambda level, message: logger.log(levels.get(level, logging.ERROR), "%s", message),
+                            max_level)
+
+
+# The package's version: the C library's release it is written for
+# (pyproject.toml says the same; tests check both against version.h and
+# against the loaded library's cw_get_versions()).
+__version__ = "0.2.0"
 
 
 def init():
@@ -98,12 +154,43 @@ def versions():
     NVRTC and NCCL, as a dict; 0 for a library that is absent."""
     v = _lib.Versions()
     lib.cw_get_versions(ctypes.byref(v))
-    return {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+    out = {name: getattr(v, name) for name, _ in v._fields_ if name != "reserved"}
+    out["builtin_origin"] = (v.builtin_origin or b"").decode("utf-8", "replace")
+    return out
 
 
 def driver_version():
     """The CUDA driver's version (13000 for 13.0); 0 without a driver."""
     return versions()["driver"]
+
+
+def device_info(device=0):
+    """What the driver says of a device (cw_device_get_info), as a dict: name,
+    cc (major, minor), sm_count, total_memory, uuid (bytes), pci (domain,
+    bus, device), and the other fields of cw_device_info by their names."""
+    i = _lib.DeviceInfo()
+    lib.cw_device_get_info(int(device), ctypes.byref(i))
+    out = {name: getattr(i, name) for name, _ in _lib.DeviceInfo._fields_ if name not in ("reserved", "uuid", "name")}
+    out["name"] = i.name.decode("utf-8", "replace")
+    out["uuid"] = bytes(i.uuid)
+    out["cc"] = (i.cc_major, i.cc_minor)
+    out["pci"] = (i.pci_domain, i.pci_bus, i.pci_device)
+    return out
+
+
+def driver_has(feature):
+    """Whether the driver has an optional feature (cw_driver_has):
+    FEATURE_GREEN_CONTEXTS, FEATURE_CONDITIONAL_NODES, ... False without a driver."""
+    return bool(lib.cw_driver_has(int(feature)))
+
+
+(FEATURE_GREEN_CONTEXTS, FEATURE_CONDITIONAL_NODES, FEATURE_LIBRARY_API, FEATURE_STREAM_GET_DEVICE,
+ FEATURE_CTX_FROM_STREAM, FEATURE_NVRTC) = range(6)
+
+
+def clear_error():
+    """Resets the calling thread's error detail (cw_clear_error)."""
+    lib.cw_clear_error()
 
 
 class _Handle:
@@ -146,6 +233,13 @@ class _Handle:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _owner_key(owner):
+    key = owner if isinstance(owner, int) else id(owner)
+    if not key:
+        raise ValueError("an owner key of 0 (NULL)")
+    return key
 
 
 def _new(fn, *args):
@@ -247,10 +341,32 @@ class Stream(_Handle):
     def synchronize(self):
         lib.cw_stream_synchronize(self.handle)
 
-    def capture(self, mode=CAPTURE_THREAD_LOCAL):
+    def capture(self, mode=CAPTURE_THREAD_LOCAL, into=None):
         """with stream.capture() as cap: ... enqueue work ...; then cap.graph.
-        The work is recorded into a Graph instead of running."""
-        return _Capture(self, mode)
+        The work is recorded into a Graph instead of running: a new one, or
+        `into` (a Graph, such as a conditional node's body), which cap.graph
+        is then."""
+        return _Capture(self, mode, into)
+
+    def capture_state(self):
+        """CAPTURE_NONE, CAPTURE_ACTIVE or CAPTURE_INVALIDATED (cw_capture_get_state)."""
+        v = ctypes.c_int()
+        lib.cw_capture_get_state(self.handle, ctypes.byref(v))
+        return v.value
+
+    def fork(self):
+        """A Fork: its .stream runs work after this stream's work so far
+        (cw_stream_fork); join() it to order this stream's later work after
+        it and give it back. `with s.fork() as child:` joins at the end."""
+        return Fork(self, _new(lib.cw_stream_fork, self.handle))
+
+    def info(self):
+        """cw_stream_get_info as a dict (handle, device, priority, flags,
+        owned, from_pool, is_null)."""
+        i = _lib.StreamInfo()
+        lib.cw_stream_get_info(self.handle, ctypes.byref(i))
+        return {"handle": i.handle or 0, "device": i.device, "priority": i.priority, "flags": i.flags,
+                "owned": bool(i.owned), "from_pool": bool(i.from_pool), "is_null": bool(i.is_null)}
 
     def done(self):
         st = lib.cw_stream_query(self.handle)
@@ -261,31 +377,100 @@ class Stream(_Handle):
         raise _errors.from_status(st, last_error())
 
 
-class Lease:
-    """A stream leased from a StreamPool; released by release()/close() or
-    leaving a with-block."""
+class _GiveBack:
+    """A borrowed stream that must be given back (a lease, a fork): give_back()
+    (explicit, raises on failure) or, if forgotten, the finalizer, which
+    reports a failure through the log callback instead of raising it. The
+    stream object is closed either way."""
 
-    def __init__(self, pool, ptr):
-        self.pool = pool
-        self.stream = Stream(pool.context, _ptr=ptr, _borrowed=True)
-        self._ptr = ctypes.c_void_p(ptr)
-        self._finalizer = weakref.finalize(self, Lease._give_back, pool, self._ptr)
+    _what = "giving a stream back"
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._ptr = stream._ptr  # shared: the give-back nulls it, closing the stream
+        self._finalizer = weakref.finalize(self, type(self)._finalize, self._args(), self._ptr)
+
+    def _args(self):
+        raise NotImplementedError
 
     @staticmethod
-    def _give_back(pool, ptr):
-        if ptr.value and not pool.closed:
-            lib.cw_stream_pool_release(pool.handle, ctypes.byref(ptr))
+    def _call(args, ptr):
+        raise NotImplementedError
 
-    def release(self):
-        self._finalizer()
+    @classmethod
+    def _finalize(cls, args, ptr):
+        try:
+            cls._call(args, ptr)
+        except CuweaveError as exc:
+            _log.report_failure(exc, cls._what)
+        finally:
+            ptr.value = None
 
-    close = release
+    def _give_back(self):
+        if self._finalizer.detach() is None:
+            return  # given back already
+        try:
+            type(self)._call(self._args(), self._ptr)
+        finally:
+            self._ptr.value = None
 
     def __enter__(self):
         return self.stream
 
     def __exit__(self, *exc):
-        self.release()
+        self._give_back()
+
+
+class Lease(_GiveBack):
+    """A stream leased from a StreamPool (.stream); given back by release() /
+    close() or leaving a with-block (which raise if the pool refuses), else by
+    its finalizer (which reports a refusal through the log callback)."""
+
+    _what = "giving a lease back (cw_stream_pool_release)"
+
+    def __init__(self, pool, ptr):
+        self.pool = pool
+        super().__init__(Stream(pool.context, _ptr=ptr, _borrowed=True))
+
+    def _args(self):
+        return self.pool
+
+    @staticmethod
+    def _call(pool, ptr):
+        if ptr.value and not pool.closed:
+            lib.cw_stream_pool_release(pool.handle, ctypes.byref(ptr))
+
+    def release(self):
+        self._give_back()
+
+    close = release
+
+
+class Fork(_GiveBack):
+    """A stream forked from a parent (Stream.fork, cw_stream_fork): work on
+    .stream runs after the parent's work so far. join() (or leaving a
+    with-block) makes the parent's later work wait for it and gives the stream
+    back (cw_stream_join, raises on failure); a fork never joined is joined by
+    its finalizer, which reports a failure through the log callback."""
+
+    _what = "joining a forked stream (cw_stream_join)"
+
+    def __init__(self, parent, ptr):
+        self.parent = parent
+        super().__init__(Stream(parent.context, _ptr=ptr, _borrowed=True))
+
+    def _args(self):
+        return self.parent
+
+    @staticmethod
+    def _call(parent, ptr):
+        if ptr.value and not parent.closed:
+            lib.cw_stream_join(parent.handle, ctypes.byref(ptr))
+
+    def join(self):
+        self._give_back()
+
+    close = join
 
 
 class StreamPool(_Handle):
@@ -306,6 +491,21 @@ class StreamPool(_Handle):
     def next(self):
         return Stream(self.context, _ptr=_get(lib.cw_stream_pool_get_next, self.handle), _borrowed=True)
 
+    def acquire_named(self, owner, name):
+        """The stream named `name` of `owner` (cw_stream_pool_acquire_named):
+        the same stream for the same (owner, name) until release_owner(owner).
+        owner: an int key, or any object (its id() is the key: keep it alive
+        while its streams are in use). The stream is borrowed from the pool."""
+        ptr = _new(lib.cw_stream_pool_acquire_named, self.handle, ctypes.c_void_p(_owner_key(owner)),
+                   str(name).encode())
+        return Stream(self.context, _ptr=ptr, _borrowed=True)
+
+    def release_owner(self, owner):
+        """Gives back every named stream of `owner`; returns how many."""
+        n = ctypes.c_size_t()
+        lib.cw_stream_pool_release_owner(self.handle, ctypes.c_void_p(_owner_key(owner)), ctypes.byref(n))
+        return n.value
+
     def stats(self):
         st = PoolInfo()
         lib.cw_stream_pool_get_info(self.handle, ctypes.byref(st))
@@ -318,8 +518,50 @@ class Future(_Handle):
 
     _destroy = lib.cw_future_destroy
 
-    def __init__(self, stream, kind=WRITE_VALUE):
-        super().__init__(_new(lib.cw_future_create, stream.handle, kind), keep=(stream.context,))
+    def __init__(self, stream, kind=WRITE_VALUE, _ptr=None, _context=None):
+        if _ptr is None:
+            _ptr, _context = _new(lib.cw_future_create, stream.handle, kind), stream.context
+        super().__init__(_ptr, keep=(_context,))
+        self._callbacks = []  # keys of _future_callbacks this future set
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, Future._free_future, self._ptr, self._callbacks)
+
+    @staticmethod
+    def _free_future(ptr, keys):
+        if ptr.value:
+            lib.cw_future_destroy(ctypes.byref(ptr))
+        for k in keys:  # a callback that never ran (its marker never completed)
+            _future_callbacks.pop(k, None)
+
+    @classmethod
+    def when_all(cls, streams, kind=WRITE_VALUE):
+        """A future that completes when every stream (one context) has finished
+        the work enqueued on it so far (cw_future_when_all)."""
+        streams = list(streams)
+        if not streams:
+            raise ValueError("when_all of no stream")
+        arr = (ctypes.c_void_p * len(streams))(*[s.handle.value for s in streams])
+        return cls(None, _ptr=_new(lib.cw_future_when_all, arr, len(streams), kind), _context=streams[0].context)
+
+    def set_spin(self, spin_us):
+        """How long a WRITE_VALUE waiter spins before sleeping (default 200 us)."""
+        lib.cw_future_set_spin(self.handle, int(spin_us))
+
+    def add_done_callback(self, fn):
+        """Calls fn(error) once when the future completes (cw_future_set_callback;
+        one callback per future): error is None, or the CuweaveError of a
+        device fault. It runs on the driver's callback thread (HOST_FUNC) or
+        cuweave's watcher thread, or at once on this thread when already
+        complete; it must not wait or enqueue work (future.h says what it may
+        do). An exception it raises goes to sys.unraisablehook."""
+        key = next(_future_keys)
+        _future_callbacks[key] = fn
+        self._callbacks.append(key)
+        try:
+            lib.cw_future_set_callback(self.handle, _c_future_done, ctypes.c_void_p(key))
+        except BaseException:
+            _future_callbacks.pop(key, None)
+            raise
 
     def poll(self):
         st = lib.cw_future_poll(self.handle)
@@ -358,6 +600,21 @@ class Future(_Handle):
             loop.remove_reader(fd)
         self.poll()  # raises a device error, if any
         return None
+
+
+_future_callbacks = {}
+_future_keys = __import__("itertools").count(1)
+
+
+@_lib.FUTURE_FN
+def _c_future_done(user, future, status):
+    fn = _future_callbacks.pop(user or 0, None)
+    if fn is None:
+        return
+    try:
+        fn(None if status == 0 else _errors.from_status(status, {}))
+    except BaseException as exc:  # noqa: BLE001 (nothing may cross into C)
+        _log.unraisable(exc, "in a cuweave future callback %r" % (fn,))
 
 
 class Timer(_Handle):
@@ -410,11 +667,11 @@ class PartitionGroup(_Handle):
 
 
 class _Capture:
-    def __init__(self, stream, mode):
-        self.stream, self.mode, self.graph = stream, mode, None
+    def __init__(self, stream, mode, into=None):
+        self.stream, self.mode, self.into, self.graph = stream, mode, into, None
 
     def __enter__(self):
-        lib.cw_capture_begin(self.stream.handle, None, self.mode)
+        lib.cw_capture_begin(self.stream.handle, self.into.handle if self.into is not None else None, self.mode)
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -425,21 +682,106 @@ class _Capture:
             if exc_type is None:
                 raise
             return False  # the body's exception is the one to see
-        self.graph = Graph(self.stream.context, _ptr=out.value)
+        # A capture into a graph gives that graph back (no new ownership).
+        self.graph = self.into if self.into is not None else Graph(self.stream.context, _ptr=out.value)
         return False
 
 
+COND_IF, COND_WHILE = 0, 1
+GRAPH_UPDATED_IN_PLACE, GRAPH_REINSTANTIATED = 0, 1
+
+
+def _node_array(deps):
+    deps = list(deps or ())
+    for d in deps:
+        if not isinstance(d, GraphNode):
+            raise TypeError("a dependency must be a GraphNode, not %r" % (d,))
+    return (ctypes.c_void_p * max(len(deps), 1))(*[d._ptr for d in deps]), len(deps)
+
+
+class GraphNode:
+    """A node of a Graph (owned by the graph; this object keeps it alive)."""
+
+    def __init__(self, graph, ptr):
+        self.graph = graph
+        self._ptr = ptr
+
+
 class Graph(_Handle):
-    """A captured graph (Stream.capture). instantiate() makes a GraphExec."""
+    """A CUDA graph: Graph(ctx) is an empty one to build with add_*; a
+    capture (Stream.capture) makes one too. A conditional node's bodies are
+    graphs owned by their parent (body graphs keep it alive and are never
+    destroyed here). instantiate() makes a GraphExec."""
 
     _destroy = lib.cw_graph_destroy
 
-    def __init__(self, context, _ptr):
-        super().__init__(_ptr, keep=(context,))
+    def __init__(self, context, _ptr=None, _owner=None):
+        if _owner is not None:  # a conditional node's body: the parent owns it
+            self._borrow(_ptr, (_owner,))
+            _owner._bodies.add(self)
+        else:
+            super().__init__(_ptr if _ptr is not None else _new(lib.cw_graph_create, context.handle),
+                             keep=(context,))
         self.context = context
+        self._bodies = weakref.WeakSet()  # body objects handed out: closed with this graph
 
-    def instantiate(self):
-        return GraphExec(self.context, _new(lib.cw_graph_instantiate, self.handle, 0))
+    def close(self):
+        """Destroys the graph (a body: lets go of the object only), and closes
+        the body objects it handed out. Idempotent."""
+        for b in list(self._bodies):
+            b.close()
+            b._ptr.value = None
+        self._finalizer()
+
+    def info(self):
+        """cw_graph_get_info: handle (the CUgraph), nodes, sinks, is_body."""
+        i = _lib.GraphInfo()
+        lib.cw_graph_get_info(self.handle, ctypes.byref(i))
+        return {"handle": i.handle or 0, "nodes": i.nodes, "sinks": i.sinks, "is_body": bool(i.is_body)}
+
+    def add_child(self, child, deps=()):
+        """A node running a copy of graph `child` after `deps` (GraphNodes)."""
+        arr, n = _node_array(deps)
+        return GraphNode(self, _get(lib.cw_graph_add_child, self.handle, child.handle, arr, n))
+
+    def add_empty(self, deps=()):
+        """An empty node after `deps` (a join point)."""
+        arr, n = _node_array(deps)
+        return GraphNode(self, _get(lib.cw_graph_add_empty, self.handle, arr, n))
+
+    def add_cond_handle(self, default=0, reset_each_launch=False):
+        """A condition handle (an int device code gives cudaGraphSetConditional)."""
+        h = ctypes.c_uint64()
+        lib.cw_graph_add_cond_handle(self.handle, int(default), 1 if reset_each_launch else 0, ctypes.byref(h))
+        return h.value
+
+    def add_conditional(self, handle, kind=COND_WHILE, with_else=False, deps=()):
+        """A conditional node on `handle` after `deps`: (node, body, else_body),
+        the bodies Graphs owned by this one (else_body None without with_else)."""
+        s = _lib.CondSettings()
+        lib.cw_cond_settings_default(ctypes.byref(s))
+        s.type, s.with_else = int(kind), 1 if with_else else 0
+        arr, n = _node_array(deps)
+        node, body, other = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        lib.cw_graph_add_conditional(self.handle, ctypes.c_uint64(handle), ctypes.byref(s), arr, n,
+                                     ctypes.byref(node), ctypes.byref(body), ctypes.byref(other))
+        return (GraphNode(self, node.value), Graph(self.context, _ptr=body.value, _owner=self),
+                Graph(self.context, _ptr=other.value, _owner=self) if other.value else None)
+
+    def sinks(self):
+        """The nodes no node depends on (to add nodes after them)."""
+        n = ctypes.c_size_t()
+        lib.cw_graph_get_sinks(self.handle, None, 0, ctypes.byref(n))
+        arr = (ctypes.c_void_p * max(n.value, 1))()
+        lib.cw_graph_get_sinks(self.handle, arr, n.value, ctypes.byref(n))
+        return [GraphNode(self, arr[i]) for i in range(min(n.value, len(arr)))]
+
+    def write_dot(self, path, verbose=False):
+        """Writes the graph in Graphviz DOT form (for debugging)."""
+        lib.cw_graph_write_dot(self.handle, os.fsencode(path), 1 if verbose else 0)
+
+    def instantiate(self, node_priority=False):
+        return GraphExec(self.context, _new(lib.cw_graph_instantiate, self.handle, 1 if node_priority else 0))
 
 
 class GraphExec(_Handle):
@@ -454,6 +796,23 @@ class GraphExec(_Handle):
 
     def launch(self, stream):
         lib.cw_graph_exec_launch(self.handle, stream.handle)
+
+    def update(self, graph):
+        """Takes graph's parameters (cw_graph_exec_update): in place when the
+        driver can, else instantiated again. Returns {"kind":
+        GRAPH_UPDATED_IN_PLACE or GRAPH_REINSTANTIATED, "driver_result",
+        "reason"}."""
+        i = _lib.GraphUpdateInfo()
+        lib.cw_graph_exec_update(self.handle, graph.handle, ctypes.byref(i))
+        return {"kind": i.kind, "driver_result": i.driver_result,
+                "reason": i.reason.decode("utf-8", "replace") if i.reason else ""}
+
+    def info(self):
+        """cw_graph_exec_get_info: handle, launches, updates_in_place, reinstantiations."""
+        i = _lib.GraphExecInfo()
+        lib.cw_graph_exec_get_info(self.handle, ctypes.byref(i))
+        return {"handle": i.handle or 0, "launches": i.launches, "updates_in_place": i.updates_in_place,
+                "reinstantiations": i.reinstantiations}
 
 
 def compile_log():
@@ -494,16 +853,76 @@ class Program(_Handle):
     def load(self):
         return Module(self)
 
+    def info(self):
+        """cw_program_get_info: code (bytes: PTX or cubin), is_ptx, arch,
+        source ("compile", "memory" or "disk"), cached, key."""
+        i = _lib.ProgramInfo()
+        lib.cw_program_get_info(self.handle, ctypes.byref(i))
+        return {"code": ctypes.string_at(i.code, i.size) if i.code else b"", "is_ptx": bool(i.is_ptx),
+                "arch": i.arch, "source": {0: "compile", 1: "memory", 2: "disk"}.get(i.source, i.source),
+                "cached": bool(i.cached), "key": i.key.decode()}
+
+    def lowered_name(self, name_expression):
+        """The mangled name NVRTC gave a name expression (given in
+        name_expressions=...)."""
+        out = ctypes.c_char_p()
+        lib.cw_program_get_lowered_name(self.handle, name_expression.encode(), ctypes.byref(out))
+        return out.value.decode()
+
+
+def jit_cache_configure(dir=None, max_bytes=None, memory=None):
+    """Changes the kernel cache for later compiles (cw_jit_cache_configure):
+    dir (None: the default or CUWEAVE_CACHE_DIR), max_bytes (None: the
+    default bound), memory (keep compiled code in memory too)."""
+    s = _lib.JitCacheSettings()
+    lib.cw_jit_cache_settings_default(ctypes.byref(s))
+    if dir is not None:
+        s.dir = os.fsencode(dir)
+    if max_bytes is not None:
+        s.max_bytes = int(max_bytes)
+    if memory is not None:
+        s.memory = 1 if memory else 0
+    lib.cw_jit_cache_configure(ctypes.byref(s))
+
+
+def jit_stats():
+    """The kernel cache's counters (cw_jit_get_stats) as a dict."""
+    st = _lib.JitStats()
+    lib.cw_jit_get_stats(ctypes.byref(st))
+    return {name: getattr(st, name) for name, _ in _lib.JitStats._fields_ if name != "reserved"}
+
+
+def jit_cache_clear_memory():
+    """Empties the kernel cache's memory level (cw_jit_cache_clear_memory)."""
+    lib.cw_jit_cache_clear_memory()
+
 
 class Module(_Handle):
-    """A program's code loaded with the library API (any context of a device it suits)."""
+    """A program's code loaded with the library API (any context of a device
+    it suits); Module.from_image(ptx_or_cubin) loads code compiled elsewhere."""
 
     _destroy = lib.cw_module_destroy
 
-    def __init__(self, program):
-        super().__init__(_new(lib.cw_module_load, program.handle), keep=(program.context,))
-        self.context = program.context
+    def __init__(self, program=None, _image=None, _context=None):
+        if program is not None:
+            super().__init__(_new(lib.cw_module_load, program.handle), keep=(program.context,))
+            self.context = program.context
+        else:
+            # The image is read during the load only (NUL-terminated PTX or a
+            # cubin/fatbin).
+            buf = ctypes.create_string_buffer(bytes(_image), len(_image) + 1)
+            super().__init__(_new(lib.cw_module_load_image, buf), keep=(_context,) if _context else ())
+            self.context = _context
         self._kernels = {}
+
+    @classmethod
+    def from_image(cls, image, context=None):
+        """Loads PTX text or a cubin/fatbin image (bytes or str)
+        (cw_module_load_image); refused at load when the driver refuses it.
+        context: the Context kernels default to (launches name their stream's)."""
+        if isinstance(image, str):
+            image = image.encode()
+        return cls(_image=image, _context=context)
 
     def kernel(self, name):
         if name not in self._kernels:
@@ -532,7 +951,13 @@ class Kernel:
         return self._sizes
 
     def preload(self, context):
+        """Loads the kernel on `context` now, not at its first launch there."""
         lib.cw_kernel_preload(self._ptr, context.handle)
+
+    @property
+    def cu_kernel(self):
+        """The driver's CUkernel (an int; borrowed: valid while the module lives)."""
+        return _get(lib.cw_kernel_get_handle, self._ptr) or 0
 
     @staticmethod
     def _pack(value, size):
@@ -616,11 +1041,46 @@ class Buffer(_Handle):
         self.context = stream.context
         self._stream = stream
 
+    @classmethod
+    def _wrap(cls, ptr, context, stream, shape, dtype, owned):
+        """A Buffer object for a cw_buffer made elsewhere: owned (drops a
+        reference when closed) or borrowed (a compute call's: closed with it)."""
+        self = cls.__new__(cls)
+        self.typestr = _typestr(dtype)
+        self.shape = tuple(shape)
+        count = 1
+        for n in self.shape:
+            count *= n
+        self.nbytes = count * int(self.typestr[2:])
+        if owned:
+            _Handle.__init__(self, ptr, keep=(context,))
+        else:
+            self._borrow(ptr, (context,))
+        self.context = context
+        self._stream = stream
+        return self
+
+    def keep(self):
+        """A Buffer holding a reference of its own (cw_buffer_retain), for a
+        buffer borrowed inside a compute call (io.alloc, a message's) to be
+        used after it. Its __cuda_array_interface__ names no stream: the
+        caller orders its use (a buffer with more than one reference is
+        read-only to C's cw_buffer_get_writable)."""
+        lib.cw_buffer_retain(self.handle)
+        return Buffer._wrap(self._ptr.value, self.context, None, self.shape, self.typestr, owned=True)
+
+    def view(self, shape, dtype):
+        """An object with __cuda_array_interface__ over this buffer's memory
+        as `shape` elements of `dtype` (at most nbytes), naming no stream: for
+        use on a stream already ordered after the buffer's writer (inside
+        compute: the stream io.receive_stream gave). Keeps the buffer object."""
+        return _View(self, shape, dtype)
+
     @property
     def ptr(self):
-        p = ctypes.c_uint64()
-        lib.cw_buffer_get_ptr(self.handle, ctypes.byref(p))
-        return p.value
+        i = BufferInfo()
+        lib.cw_buffer_get_info(self.handle, ctypes.byref(i))
+        return i.dptr
 
     def info(self):
         i = BufferInfo()
@@ -658,7 +1118,7 @@ class Buffer(_Handle):
         if view.readonly or view.nbytes < self.nbytes:
             raise ValueError("need a writable buffer of at least %d bytes" % self.nbytes)
         dst = (ctypes.c_char * view.nbytes).from_buffer(view)
-        if self._stream is not stream:
+        if self._stream is not None and self._stream is not stream and not self._stream.closed:
             stream.wait(self._stream)
         lib.cw_copy_to_host(stream.handle, dst, self.ptr, self.nbytes)
         self.used_by(stream)
@@ -691,28 +1151,255 @@ class Buffer(_Handle):
         }
 
 
+BUILTIN_FILL_U32, BUILTIN_WRITE_U32, BUILTIN_TIMESTAMP, BUILTIN_SET_COND = 0, 1, 2, 3
+
+
+def builtin_kernel(which):
+    """A kernel built into the library (cw_builtin_get_kernel: BUILTIN_FILL_U32,
+    ...; owned by the library). Loads the embedded image on first use."""
+    return Kernel(None, _get(lib.cw_builtin_get_kernel, int(which)))
+
+
+class HostMemory:
+    """Page-locked, device-mapped host memory (cw_host_alloc), zeroed: copies
+    from and to it run asynchronously, and kernels may use it at the same
+    address (.ptr). mem.view() (a ctypes char array: memoryview(mem.view()),
+    bytes(mem.view())) reads and writes it from Python and keeps the
+    HostMemory object alive (memoryview(mem) too, from Python 3.12). Freed by
+    close() (then no view may be used) or its finalizer (cw_host_free; while
+    a resident loop runs the free waits for it to stop)."""
+
+    def __init__(self, context, nbytes):
+        self.context = context
+        self.nbytes = int(nbytes)
+        self._ptr = ctypes.c_void_p(_new(lib.cw_host_alloc, context.handle, self.nbytes))
+        self._finalizer = weakref.finalize(self, HostMemory._free, context, self._ptr)
+
+    @staticmethod
+    def _free(context, ptr):
+        if ptr.value and not context.closed:
+            lib.cw_host_free(context.handle, ctypes.byref(ptr))
+
+    @property
+    def ptr(self):
+        if not self._ptr.value:
+            raise ValueError("HostMemory is closed")
+        return self._ptr.value
+
+    @property
+    def closed(self):
+        return not self._ptr.value
+
+    def view(self):
+        """A writable ctypes char array over the memory (keeps it alive)."""
+        arr = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        arr._cuweave_owner = self
+        return arr
+
+    def __buffer__(self, flags):  # Python 3.12's buffer protocol for classes
+        return memoryview(self.view())
+
+    def __len__(self):
+        return self.nbytes
+
+    def close(self):
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _View:
+    """Buffer.view: the buffer's memory under another shape, no stream."""
+
+    def __init__(self, buf, shape, dtype):
+        self.buffer = buf
+        self.shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        self.typestr = _typestr(dtype)
+        count = 1
+        for n in self.shape:
+            count *= n
+        if count * int(self.typestr[2:]) > buf.nbytes:
+            raise ValueError("a view of %r %s exceeds the %d-byte buffer" % (self.shape, self.typestr, buf.nbytes))
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.buffer.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+
 def resident_device_header():
     """The text of cuweave/resident_device.h, to give NVRTC as a header."""
     return lib.cw_builtin_get_resident_header().decode()
+
+
+# ---- Python callbacks called by C (resident capture functions, operators) ----
+
+_CW_ERROR_OUT_OF_MEMORY = 5
+_CW_ERROR_INTERNAL = 17
+
+
+class _Callbacks:
+    """Python functions C calls back go through one ctypes function per kind
+    (made once, never freed), so no ctypes thunk can be freed while C holds
+    it: C is given an int key as `user`, and the entry is found here. The
+    table holds entries weakly: the Python object that owns the C object
+    (a Resident, an Operator, then its Pipeline) holds its entries, and its
+    finalizer destroys the C object, so an entry lives at least as long as C
+    may call it, and a cycle through a callback's closure is still
+    collected."""
+
+    def __init__(self):
+        self._items = weakref.WeakValueDictionary()
+        self._keys = __import__("itertools").count(1)
+
+    def add(self, entry):
+        key = next(self._keys)
+        self._items[key] = entry
+        return key
+
+    def get(self, key):
+        return self._items.get(key or 0)
+
+    def pop(self, key):
+        return self._items.pop(key or 0, None)
+
+    def __len__(self):
+        return len(self._items)
+
+
+class _Entry:
+    """What a callback key leads to (attributes set by its owner)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+_STATUS_OF_BUILTIN = ((MemoryError, _CW_ERROR_OUT_OF_MEMORY), (TimeoutError, 9), (ValueError, 1))
+
+
+def _status_of(exc):
+    """The cw_status a Python callback returns to C for an exception it
+    raised (exceptions never cross into C): a CuweaveError's own status (the
+    thread's detail is that failing call's, so C reports its driver call and
+    CUresult); for other exceptions CW_ERROR_OUT_OF_MEMORY (MemoryError),
+    CW_ERROR_TIMEOUT (TimeoutError), CW_ERROR_INVALID_ARGUMENT (ValueError)
+    or CW_ERROR_INTERNAL (anything else), with the thread's detail cleared so
+    that C does not report an older failure's; the bindings then raise the
+    status's CuweaveError from the exception (_reraise)."""
+    if isinstance(exc, CuweaveError) and exc.status:
+        return int(exc.status)
+    lib.cw_clear_error()
+    for cls, status in _STATUS_OF_BUILTIN:
+        if isinstance(exc, cls):
+            return status
+    return _CW_ERROR_INTERNAL
+
+
+def _reraise(err, failures):
+    """Raises `err` (a CuweaveError from a C call that ran Python callbacks)
+    with the first exception a callback raised as its cause, named in the
+    message; KeyboardInterrupt and SystemExit are raised as themselves."""
+    if not failures:
+        raise err
+    where, exc = failures[0]
+    del failures[:]
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        raise exc
+    if isinstance(exc, CuweaveError) and exc.status == err.status:
+        raise err from exc
+    msg = "%s: %s raised %s: %s" % (err.detail.get("function") or "cuweave", where, type(exc).__name__, exc)
+    raise type(err)(msg, dict(err.detail, message=msg)) from exc
+
+
+_capture_fns = _Callbacks()
+
+
+@_lib.CAPTURE_FN
+def _c_capture(s, user):
+    e = _capture_fns.get(user)
+    if e is None:  # its loop object is gone (the loop with it)
+        return _CW_ERROR_INTERNAL
+    stream = Stream(e.context, _ptr=s, _borrowed=True)
+    try:
+        e.fn(stream)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 (nothing may cross into C)
+        e.failures.append((e.what, exc))
+        return _status_of(exc)
+    finally:
+        stream._ptr.value = None  # borrowed for the call only
 
 
 class Resident(_Handle):
     """The GPU-resident loop on a context (docs/resident.md). Settings as
     keyword arguments named as in cw_resident_settings (timeout_ms,
     sleep_interval_us, sleep_mode, spin_us, sync_with_host, input_slots,
-    input_bytes, unroll, gate, overlap, trace, destroy_timeout_ms)."""
+    input_bytes, unroll, gate, overlap, trace, destroy_timeout_ms).
+
+    The workload and the data-ready handler are captured graphs or Python
+    capture functions fn(stream) that enqueue the work on `stream` when the
+    loop builds (set_workload(fn), set_handler(fn)); stage_begin/stage_end
+    name stages inside them for trace=1.
+
+    Tear-down: tear_down(timeout) is the call that reports (raises
+    TimeoutError when the loop does not stop). close() and the finalizer call
+    cw_resident_destroy, which never fails: a loop that does not stop within
+    destroy_timeout_ms is abandoned and the log callback
+    (cuweave.set_log_callback) gets a LOG_ERROR saying so."""
 
     _destroy = lib.cw_resident_destroy
 
     def __init__(self, context, **settings):
         s = ResidentSettings()
         lib.cw_resident_settings_default(ctypes.byref(s))
+        self._fill(s, settings)
+        super().__init__(_new(lib.cw_resident_create, context.handle, ctypes.byref(s)), keep=(context,))
+        self.context = context
+        self._failures = []  # (where, exception) raised by capture functions
+        self._failure_lists = [self._failures]  # and those of a resident pipeline's operators
+        self._parts = {}     # "workload"/"handler" -> what C calls to capture them
+
+    @staticmethod
+    def _fill(s, settings):
         for k, v in settings.items():
             if k == "reserved" or not hasattr(s, k):
                 raise TypeError("no resident setting %r" % k)
             setattr(s, k, v)
-        super().__init__(_new(lib.cw_resident_create, context.handle, ctypes.byref(s)), keep=(context,))
-        self.context = context
+
+    def configure(self, **settings):
+        """Changes settings of a loop that is not launched
+        (cw_resident_configure): the current ones with these replaced."""
+        s = ResidentSettings()
+        lib.cw_resident_get_settings(self.handle, ctypes.byref(s))
+        self._fill(s, settings)
+        lib.cw_resident_configure(self.handle, ctypes.byref(s))
+
+    def _call(self, fn, *args):
+        """A C call that may run capture functions: their exception is the cause."""
+        for f in self._failure_lists:
+            del f[:]
+        try:
+            fn(self.handle, *args)
+        except CuweaveError as err:
+            _reraise(err, [x for f in self._failure_lists for x in f])
+        finally:
+            for f in self._failure_lists:
+                del f[:]
+
+    def _set_part(self, part, what, by_graph, by_fn):
+        if callable(what) and not isinstance(what, Graph):
+            e = _Entry(context=self.context, failures=self._failures, fn=what,
+                       what="the %s capture function %r" % (part, what))
+            key = _capture_fns.add(e)
+            by_fn(self.handle, _c_capture, ctypes.c_void_p(key))
+            self._parts[part] = e  # alive while the loop object is (the loop with it)
+        else:
+            by_graph(self.handle, what.handle)
+            self._parts.pop(part, None)
 
     @staticmethod
     def default_settings():
@@ -732,14 +1419,35 @@ class Resident(_Handle):
         lib.cw_resident_get_input(self.handle, slot, ctypes.byref(v))
         return v.value
 
-    def set_workload(self, graph):
-        lib.cw_resident_set_workload(self.handle, graph.handle)
+    def set_workload(self, workload):
+        """The work of each request: a Graph (copied) or a capture function
+        fn(stream) called when the loop builds, once per unrolled copy of the
+        iteration, to enqueue the work on `stream` (cw_resident_set_workload_fn;
+        kept until replaced or the loop is closed). An exception in fn fails
+        the build, raised from it."""
+        self._set_part("workload", workload, lib.cw_resident_set_workload, lib.cw_resident_set_workload_fn)
+
+    def set_handler(self, handler):
+        """The data-ready handler: a Graph or a capture function, as
+        set_workload (cw_resident_set_handler, cw_resident_set_handler_fn)."""
+        self._set_part("handler", handler, lib.cw_resident_set_handler, lib.cw_resident_set_handler_fn)
+
+    def stage_begin(self, stream, name):
+        """Inside a capture function: begins a stage named `name` on `stream`
+        (trace=1 names it when the GPU faults in it); returns its id for
+        stage_end (CW_RESIDENT_NO_STAGE when the loop does not trace)."""
+        v = ctypes.c_uint32()
+        lib.cw_resident_stage_begin(self.handle, stream.handle, str(name).encode(), ctypes.byref(v))
+        return v.value
+
+    def stage_end(self, stream, stage):
+        lib.cw_resident_stage_end(self.handle, stream.handle, int(stage))
 
     def build(self):
-        lib.cw_resident_build(self.handle)
+        self._call(lib.cw_resident_build)
 
     def launch(self):
-        lib.cw_resident_launch(self.handle)
+        self._call(lib.cw_resident_launch)
 
     @property
     def launched(self):
@@ -1089,6 +1797,55 @@ class Comm(_Handle):
         root = int(root)
         self._collective(lib.cw_comm_broadcast, send, recv, count, dtype, root, streams, lambda i: i == root)
 
+    def _rank_part(self, fn, rank, send, recv, count, dtype, arg, stream, reads):
+        count = int(count)
+        dtype = _enum(Dtype, dtype)
+        nbytes = count * dtype.itemsize
+        for b, used in ((send, reads), (recv, True)):
+            if used and isinstance(b, Buffer) and nbytes > b.nbytes:
+                raise ValueError("rank %d: %d elements of %s exceed a %d-byte buffer" %
+                                 (rank, count, dtype.name, b.nbytes))
+        if reads:
+            _wait_writer(stream, send)
+        _wait_writer(stream, recv)
+        fn(self.handle, int(rank), _address(send), _address(recv), count, int(dtype), arg, stream.handle)
+        if reads and isinstance(send, Buffer):
+            send.used_by(stream)
+        if isinstance(recv, Buffer):
+            recv.written_on(stream)
+
+    def all_reduce_rank(self, rank, send, recv, count, dtype, op, stream):
+        """Rank `rank`'s part of an all-reduce (cw_comm_all_reduce_rank): for
+        one thread per rank, or for one thread inside `with
+        cuweave.comm_group():` (outside a group, one thread issuing several
+        ranks' parts in turn deadlocks inside NCCL: use all_reduce)."""
+        self._rank_part(lib.cw_comm_all_reduce_rank, rank, send, recv, count, dtype, int(_enum(ReduceOp, op)),
+                        stream, True)
+
+    def broadcast_rank(self, rank, send, recv, count, dtype, root, stream):
+        """Rank `rank`'s part of a broadcast from `root`
+        (cw_comm_broadcast_rank): as all_reduce_rank; send is read on the root only."""
+        self._rank_part(lib.cw_comm_broadcast_rank, rank, send, recv, count, dtype, int(root), stream,
+                        int(rank) == int(root))
+
+
+class comm_group:
+    """with cuweave.comm_group(): ... the _rank calls of several ranks from one
+    thread ...: NCCL issues them together at the end (cw_comm_group_begin,
+    cw_comm_group_end). Groups nest. A part refused inside a group never
+    reaches NCCL, and the parts issued before it would wait for it forever:
+    check every rank's arguments first."""
+
+    def __enter__(self):
+        lib.cw_comm_group_begin()
+        return self
+
+    def __exit__(self, *exc):
+        lib.cw_comm_group_end()
+        return False
+
+
+from ._flow import IO, PORT_MANY, PORT_OPTIONAL, Message, Operator, Pipeline  # noqa: E402
 
 # Exception classes by name (NoDriverError, TimeoutError, ...) at package level.
 for _cls in _errors.classes().values():

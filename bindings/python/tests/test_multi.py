@@ -376,6 +376,33 @@ class MultiCases:
             for b in recv + [src] + streams:
                 b.close()
 
+    def test_comm_rank_calls_in_a_group(self):
+        with cuweave.DeviceGroup() as ds:
+            streams = list(self.two_streams(ds))
+            bufs = []
+            for r, s in enumerate(streams):
+                b = cuweave.Buffer(s, self.N, "float32")
+                b.copy_from_host(s, floats([float(10 * (r + 1))] * self.N))
+                bufs.append(b)
+            with cuweave.Comm(ds.contexts()) as comm:
+                with cuweave.comm_group():  # one thread, both ranks' parts: issued together at the end
+                    for r in range(2):
+                        comm.all_reduce_rank(r, bufs[r], bufs[r], self.N, "float32", "sum", streams[r])
+                for r, s in enumerate(streams):
+                    self.assertEqual(unfloats(bufs[r].copy_to_host(s)), [30.0] * self.N)
+                    self.assertEqual(bufs[r].__cuda_array_interface__["stream"], s.cu_stream)
+                bufs[1].copy_from_host(streams[1], floats([5.0] * self.N))
+                with cuweave.comm_group():
+                    for r in range(2):
+                        comm.broadcast_rank(r, bufs[r], bufs[r], self.N, cuweave.Dtype.FLOAT32, 1, streams[r])
+                self.assertEqual(unfloats(bufs[0].copy_to_host(streams[0])), [5.0] * self.N)
+                with self.assertRaises(ValueError):
+                    comm.all_reduce_rank(0, bufs[0], bufs[0], self.N + 1, "float32", "sum", streams[0])
+                with self.assertRaises(cuweave.InvalidArgumentError):
+                    comm.all_reduce_rank(2, bufs[0], bufs[0], self.N, "float32", "sum", streams[0])
+            for x in bufs + streams:
+                x.close()
+
     def test_comm_outlives_its_device_group(self):
         nccl = ctypes.CDLL(FAKE_NCCL)  # the library cuweave opened: its live count
         ds = cuweave.DeviceGroup()
