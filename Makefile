@@ -115,6 +115,9 @@ CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
 FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu
 CPP_TESTS = test_cpp
+CPP_MODE_TESTS = test_cpp_modes
+# Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
+CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
@@ -165,7 +168,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
@@ -239,6 +242,15 @@ $(CPP_TESTS:%=$(O)/tests/%_noexcept): $(O)/tests/%_noexcept: tests/%.cpp $(CPP_H
 	$(CXX) -std=c++17 -fno-exceptions $(WARN) $(CXXFLAGS) -Iinclude $(CMOCKA_CFLAGS) $< -o $@ -L$(O) \
 		-l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
 
+# Both modes in one program: T.cpp with exceptions, T_noexcept.cpp without,
+# linked together; -fno-inline so that every call goes through the
+# definition the linker keeps.
+$(CPP_MODE_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.cpp tests/%_noexcept.cpp tests/%.h $(CPP_HEADERS) $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -fno-exceptions $(WARN) $(CXXFLAGS) -fno-inline -Iinclude -c tests/$*_noexcept.cpp -o $@_noexcept.o
+	$(CXX) -std=c++17 $(WARN) $(CXXFLAGS) -fno-inline -Iinclude $(CMOCKA_CFLAGS) tests/$*.cpp $@_noexcept.o -o $@ \
+		-L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS) -ldl -lpthread
+
 # The fake driver, the fake NVRTC and the fake NCCL for the CPU tests.
 $(O)/tests/libfakecuda.so: tests/fake_cuda.c
 	@mkdir -p $(dir $@)
@@ -296,10 +308,11 @@ headers: $(HEADERS) $(CPP_HEADERS)
 check: all
 	sh tools/run-tests.sh make \
 		$(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
-		$(foreach t,$(FAKE_TESTS) $(CPP_TESTS) $(CPP_TESTS:%=%_noexcept),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
+		$(foreach t,$(FAKE_TESTS) $(CPP_TESTS) $(CPP_TESTS:%=%_noexcept) $(CPP_MODE_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") \
 		"sh tests/check-exports.sh $(SHARED) $(O)/examples/devices-static tests/test_nodriver.c" \
 		$(foreach t,$(STATIC_TESTS),"sh tests/check-static.sh $(O)/tests/$(t)") \
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
+		$(foreach t,$(CPP_SCRIPT_TESTS),"sh tests/$(t).sh . $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \

@@ -91,14 +91,14 @@ const char *k_source =
 
 // A device address as a typed pointer for a kernel argument.
 template <class T>
-T *dev(unsigned long long p) {
+T *dev(cw_devptr p) {
     return reinterpret_cast<T *>(static_cast<uintptr_t>(p));
 }
 
 // What the operators share: the kernels, the stamps, the results.
 struct shared {
     cw::kernel produce, transform, combine;
-    unsigned long long stamps = 0;      // device: ITERATIONS x STAMPS words
+    cw_devptr stamps = 0;               // device: ITERATIONS x STAMPS words
     unsigned *result = nullptr;         // page-locked: ITERATIONS x N
     unsigned long long *host_stamps = nullptr; // page-locked: ITERATIONS x STAMPS
     bool bad_stream = false;            // C got two different streams
@@ -114,7 +114,7 @@ unsigned iteration_of(const cw::io &io) {
 
 // The stamp pair of operator slot `slot` (0 A, 2 B, 4 D, 6 C) in iteration it.
 unsigned long long *stamp_of(const shared &sh, unsigned it, unsigned slot) {
-    return dev<unsigned long long>(sh.stamps + (static_cast<unsigned long long>(it) * STAMPS + slot) * 8);
+    return dev<unsigned long long>(sh.stamps + (static_cast<cw_devptr>(it) * STAMPS + slot) * 8);
 }
 
 // A: the source.

@@ -59,7 +59,7 @@ bool run() {
 
     // memory: the output on the device, the input and the result page-locked
     cw::buffer out = cw::buffer::create(s, N * sizeof(unsigned));
-    const unsigned long long out_ptr = out.writable();
+    const cw_devptr out_ptr = out.writable();
     s.synchronize(); // allocated on s: usable by the loop's own streams once s has got there
     cw::host_buffer in = cw::host_buffer::alloc(ctx, N * sizeof(unsigned));
     cw::host_buffer res = cw::host_buffer::alloc(ctx, N * sizeof(unsigned));
@@ -93,7 +93,7 @@ bool run() {
     double total = 0, worst = 0;
     unsigned bad = 0;
     for (unsigned k = 1; k <= REQUESTS; k++) {
-        const unsigned long long slot = r.next_input(1000); // free once request k-2 finished
+        const cw_devptr slot = r.next_input(1000); // free once request k-2 finished
         for (unsigned i = 0; i < N; i++) inp[i] = k + i;
         const double t0 = now_us();
         cw::copy_to_device(s, slot, inp, in.size());

@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,7 @@ static T take(cw::result<T> &&r) {
 
 static long (*fake_live)(const char *kind);
 static int (*fake_drain)(int timeout_ms);
+static void (*fake_hold)(int on);
 static bool g_features; // this process runs the group with the fake's optional features on
 
 // What the fake has alive: a snapshot, and a check that nothing was left.
@@ -137,7 +139,7 @@ static void test_moves_and_ownership(void **) {
 
         // a borrowed wrapper never destroys
         {
-            cw::stream borrowed = cw::stream::wrap(c.get());
+            cw::stream borrowed = cw::stream::borrow(c.get());
             assert_false(borrowed.owns());
         }
         assert_int_equal(live_streams(), s0 + 1);
@@ -150,6 +152,85 @@ static void test_moves_and_ownership(void **) {
         assert_int_equal(live_streams(), s0);
     }
     assert_int_equal(live_streams(), s0);
+}
+
+// wrap means what it means in C: a cw_context / cw_stream that the wrapper
+// owns around a CUDA handle the caller keeps (the CUDA handle is never
+// destroyed). borrow takes a cuweave handle without owning it, for every
+// owning wrapper.
+template <class T, class = void, class... A>
+struct has_wrap : std::false_type {};
+template <class T, class... A>
+struct has_wrap<T, decltype((void)T::wrap(std::declval<A>()...)), A...> : std::true_type {};
+static_assert(has_wrap<cw::context, void, CUcontext>::value && !has_wrap<cw::context, void, cw_context *>::value,
+              "context::wrap takes a CUcontext, never a cw_context");
+static_assert(has_wrap<cw::stream, void, const cw::context &, CUstream>::value &&
+                  !has_wrap<cw::stream, void, cw_stream *>::value,
+              "stream::wrap takes a context and a CUstream, never a cw_stream");
+static_assert(!has_wrap<cw::graph, void, cw_graph *>::value && !has_wrap<cw::buffer, void, cw_buffer *>::value &&
+                  !has_wrap<cw::device_group, void, cw_device_group *>::value &&
+                  !has_wrap<cw::comm, void, cw_comm *>::value,
+              "no wrap of a cuweave handle");
+template <class T, class H>
+constexpr bool borrows() {
+    return std::is_same<decltype(T::borrow(std::declval<H *>())), T>::value && noexcept(T::borrow(nullptr));
+}
+static_assert(borrows<cw::context, cw_context>() && borrows<cw::stream, cw_stream>() &&
+                  borrows<cw::stream_pool, cw_stream_pool>() && borrows<cw::timer, cw_timer>() &&
+                  borrows<cw::future, cw_future>() && borrows<cw::partition_group, cw_partition_group>() &&
+                  borrows<cw::graph, cw_graph>() && borrows<cw::graph_exec, cw_graph_exec>() &&
+                  borrows<cw::program, cw_program>() && borrows<cw::module, cw_module>() &&
+                  borrows<cw::resident, cw_resident>() && borrows<cw::buffer, cw_buffer>() &&
+                  borrows<cw::pipeline, cw_pipeline>() && borrows<cw::device_group, cw_device_group>() &&
+                  borrows<cw::comm, cw_comm>(),
+              "every owning wrapper borrows its C handle");
+
+static void test_wrap_and_borrow(void **) {
+    const long s0 = live_streams();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        // a CUcontext the caller keeps (here the primary's), adopted
+        cw::context outer = VAL(cw::context::wrap(ctx.native()));
+        assert_true(outer.owns());
+        assert_true(outer.get() != ctx.get());
+        assert_int_equal(outer.kind(), CW_CONTEXT_EXTERNAL);
+        assert_ptr_equal(outer.native(), ctx.native());
+        assert_int_equal(STATUS_OF(cw::context::wrap(nullptr)), CW_ERROR_INVALID_ARGUMENT);
+
+        // a CUstream the caller keeps, adopted; and the legacy stream
+        cw::stream mine = VAL(cw::stream::create(ctx));
+        assert_int_equal(live_streams(), s0 + 1);
+        {
+            cw::stream w = VAL(cw::stream::wrap(ctx, mine.native()));
+            assert_true(w.owns());
+            assert_true(w.get() != mine.get());
+            assert_ptr_equal(w.native(), mine.native());
+            assert_int_equal(VAL(w.info()).owned, 0);
+            OK(w.synchronize());
+            cw::stream legacy = VAL(cw::stream::wrap(outer, nullptr));
+            assert_int_equal(VAL(legacy.info()).is_null, 1);
+            assert_ptr_equal(legacy.context().get(), outer.get());
+            OK(legacy.wait(w));
+        } // the wrappers go, the CUstream stays
+        assert_int_equal(live_streams(), s0 + 1);
+        OK(mine.synchronize());
+
+        // borrowed: never destroyed
+        {
+            cw::stream b = cw::stream::borrow(mine.get());
+            assert_false(b.owns());
+            assert_ptr_equal(b.get(), mine.get());
+            cw::context bc = cw::context::borrow(ctx.get());
+            assert_false(bc.owns());
+            cw::stream moved(std::move(b));
+            assert_false(moved.owns());
+        }
+        assert_int_equal(live_streams(), s0 + 1);
+        OK(mine.synchronize());
+        OK(ctx.synchronize());
+    }
+    assert_int_equal(live_streams(), s0);
+    cw::clear_error();
 }
 
 static void test_lease_returns_stream(void **) {
@@ -290,7 +371,7 @@ static void test_errors(void **) {
     assert_false(r.ok());
     assert_int_equal(r.code(), CW_ERROR_INVALID_ARGUMENT);
     assert_null(r.value().get());
-    cw::status st = cw::context::wrap(nullptr).synchronize();
+    cw::status st = cw::context::borrow(nullptr).synchronize();
     assert_int_equal(st.code(), CW_ERROR_INVALID_ARGUMENT);
 #else
     bool thrown = false;
@@ -305,7 +386,7 @@ static void test_errors(void **) {
     assert_true(thrown);
     thrown = false;
     try {
-        cw::context::wrap(nullptr).synchronize();
+        cw::context::borrow(nullptr).synchronize();
     } catch (const cw::error &e) {
         thrown = e.status() == CW_ERROR_INVALID_ARGUMENT;
     }
@@ -544,6 +625,24 @@ static_assert(std::is_same<decltype(std::declval<const cw::resident &>().stage_b
 #endif
 static_assert(std::is_same<decltype(cw::defaults<cw_pipeline_settings>()), cw_pipeline_settings>::value,
               "defaults give the C struct");
+// Each mode's definitions in an inline namespace of their own (test_cpp_modes
+// links both into one program); what both define alike is shared.
+#ifdef CW_HPP_NO_EXCEPTIONS
+static_assert(std::is_same<cw::stream, cw::v0_2::noexc::stream>::value &&
+                  std::is_same<cw::kernel, cw::v0_2::noexc::kernel>::value,
+              "no exceptions: cw::v0_2::noexc");
+#else
+static_assert(std::is_same<cw::stream, cw::v0_2::exc::stream>::value &&
+                  std::is_same<cw::error, cw::v0_2::exc::error>::value,
+              "exceptions: cw::v0_2::exc");
+#endif
+static_assert(std::is_same<cw::status, cw::v0_2::status>::value &&
+                  std::is_same<cw::result<int>, cw::v0_2::result<int>>::value &&
+                  std::is_same<cw::dims, cw::v0_2::dims>::value &&
+                  std::is_same<cw::priority_range, cw::v0_2::priority_range>::value,
+              "shared by both modes");
+static_assert(CW_VERSION_MAJOR == 0 && CW_VERSION_MINOR == 2,
+              "a new release: rename the inline namespace v0_2 of the C++ wrappers if they changed, and this check");
 
 static void test_compile_time(void **) {
     // Everything here was checked by the compiler (static_asserts above);
@@ -791,7 +890,7 @@ static void test_graph_handles(void **) {
         cw::graph_exec e = VAL(cw::graph_exec::create(g));
         assert_non_null(e.native());
         assert_ptr_equal(e.context().get(), ctx.get());
-        assert_int_equal(STATUS_OF(cw::graph::wrap(nullptr).write_dot(path)), CW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(STATUS_OF(cw::graph::borrow(nullptr).write_dot(path)), CW_ERROR_INVALID_ARGUMENT);
     }
     expect_no_leaks(before, "graph handles");
 }
@@ -1053,6 +1152,76 @@ static void test_modules_and_kernels(void **) {
     expect_no_leaks(before, "modules and kernels");
 }
 
+// cw::kernel is the C handle and nothing else: the argument checks are the C
+// launch path's (cw_kernel_launch), with the parameters the library lists
+// once per kernel for every thread. The fake lists the parameters a kernel's
+// name gives ("scale#8,4": 8 and 4 bytes). Typed launches that match are
+// launched, those that do not are refused with the C path's detail; threads
+// racing to a fresh kernel's first launch all get the same answers.
+static_assert(sizeof(cw::kernel) == sizeof(cw_kernel *) && std::is_trivially_copyable<cw::kernel>::value,
+              "a kernel is its C handle: no cache of its own");
+
+static void test_kernel_arguments(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+        cw::module m = VAL(cw::module::load_image(image));
+        cw::kernel k = VAL(m.get_kernel("scale#8,4"));
+        const uint64_t p = 0;
+        const int32_t n = 3;
+        OK(k.launch(s, cw::dims(1), cw::dims(32), p, n));
+        std::vector<size_t> sizes = VAL(k.params(ctx));
+        assert_int_equal(sizes.size(), 2);
+        assert_int_equal(sizes[0], 8);
+        assert_int_equal(sizes[1], 4);
+        assert_int_equal(k.param_count(ctx), 2);
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32), n, n)), CW_ERROR_INVALID_ARGUMENT);
+        assert_string_equal(cw::error_detail().function, "cw_kernel_launch");
+        assert_non_null(strstr(cw::error_detail().message, "argument 0 has 4 bytes, parameter 0"));
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32), p)), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw::error_detail().message, "1 argument(s) given, the kernel \"scale#8,4\" has 2"));
+        assert_int_equal(STATUS_OF(k.launch(s, cw::dims(1), cw::dims(32))), CW_ERROR_INVALID_ARGUMENT);
+        cw_launch_config lc = cw::defaults<cw_launch_config>();
+        lc.shared_bytes = 64;
+        OK(k.launch_with(s, lc, p, n));
+        // a kernel without parameters: none given is right
+        cw::kernel none = VAL(m.get_kernel("nothing"));
+        OK(none.launch(s, cw::dims(1), cw::dims(1)));
+        assert_int_equal(VAL(none.params(ctx)).size(), 0);
+        OK(s.synchronize());
+
+        // first launches racing: 8 threads, 4 fresh kernels each; even
+        // threads launch right, odd ones wrong
+        enum { THREADS = 8, KERNELS = 4 };
+        std::vector<cw::kernel> fresh;
+        for (int i = 0; i < KERNELS; i++) {
+            std::string name = "race" + std::to_string(i) + "#8,4";
+            fresh.push_back(VAL(m.get_kernel(name.c_str())));
+        }
+        std::vector<cw::stream> streams;
+        for (int i = 0; i < THREADS; i++) streams.push_back(VAL(cw::stream::create(ctx)));
+        std::atomic<int> ready{0}, bad{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < THREADS; t++)
+            threads.emplace_back([&, t]() {
+                ready++;
+                while (ready.load() < THREADS) std::this_thread::yield();
+                for (const cw::kernel &fk : fresh) {
+                    cw_status st = t % 2 == 0 ? STATUS_OF(fk.launch(streams[t], cw::dims(1), cw::dims(1), p, n))
+                                              : STATUS_OF(fk.launch(streams[t], cw::dims(1), cw::dims(1), n, p));
+                    if (st != (t % 2 == 0 ? CW_SUCCESS : CW_ERROR_INVALID_ARGUMENT)) bad++;
+                }
+                if (STATUS_OF(streams[t].synchronize()) != CW_SUCCESS) bad++;
+            });
+        for (std::thread &th : threads) th.join();
+        assert_int_equal(bad.load(), 0);
+    }
+    cw::clear_error();
+    expect_no_leaks(before, "kernel launches");
+}
+
 // ---- with the fake's optional features: the resident loop -------------------------
 
 // A capture function object: launches the timestamp kernel once per call.
@@ -1163,6 +1332,60 @@ static void test_resident_loop(void **) {
     expect_no_leaks(before, "the resident loop");
 }
 
+// Destructors cannot fail; what can fail or time out has a member that
+// reports it. A resident loop the fake holds busy (it will not stop):
+// tear_down(ms) reports CW_ERROR_TIMEOUT and the loop is still there; once
+// it can stop, tear_down succeeds and the destructor has nothing left to
+// do. A loop that still will not stop when its wrapper goes: the destructor
+// returns all the same (destroy_timeout_ms), the log callback gets the
+// CW_LOG_ERROR that says it was abandoned, and everything is freed once the
+// loop is seen stopped.
+static void test_resident_tear_down_reports(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw_resident_settings rs = cw::defaults<cw_resident_settings>();
+        rs.destroy_timeout_ms = 20;
+        log_sink sink;
+        OK(cw::set_log_callback(sink, CW_LOG_WARNING));
+        {
+            cw::resident r = VAL(cw::resident::create(ctx, &rs));
+            OK(r.build());
+            fake_hold(1); // the launch never completes: the loop cannot stop
+            OK(r.launch());
+            cw_status st = STATUS_OF(r.tear_down(0));
+            assert_int_equal(st, CW_ERROR_TIMEOUT); // reported, nothing lost
+            assert_true(r.is_launched());
+            assert_non_null(r.get());
+            sink.messages.clear();
+            fake_hold(0);
+            OK(r.tear_down(1000)); // now it stops
+            assert_int_equal(r.state(), CW_RESIDENT_STOPPED);
+        } // nothing left for the destructor to report
+        assert_int_equal(sink.messages.size(), 0);
+        {
+            cw::resident r = VAL(cw::resident::create(ctx, &rs));
+            OK(r.build());
+            fake_hold(1);
+            OK(r.launch());
+            sink.messages.clear();
+        } // the destructor gives up after destroy_timeout_ms, and says so
+        assert_int_equal(sink.messages.size(), 1);
+        assert_int_equal(sink.last, CW_LOG_ERROR);
+        printf("# %s\n", sink.messages[0].c_str());
+        assert_non_null(strstr(sink.messages[0].c_str(), "cw_resident_destroy"));
+        assert_non_null(strstr(sink.messages[0].c_str(), "abandoned"));
+        cw::remove_log_callback();
+        fake_hold(0);
+        assert_int_equal(fake_drain(2000), 1);
+        // the next loop's create sees the abandoned one stopped and frees it
+        cw::resident next = VAL(cw::resident::create(ctx));
+        next.reset();
+    }
+    cw::clear_error();
+    expect_no_leaks(before, "resident loops torn down by hand and by the destructor");
+}
+
 static void test_conditional_graphs(void **) {
     const live_counts before = snapshot();
     const long bodies0 = fake_live("body");
@@ -1216,7 +1439,7 @@ static void test_several_devices(void **) {
             const int devs[] = {0};
             moved = VAL(cw::device_group::create(devs, 1)); // destroys what moved held
             assert_int_equal(moved.ordinal(0), 0);
-            cw::device_group borrowed = cw::device_group::wrap(moved.get());
+            cw::device_group borrowed = cw::device_group::borrow(moved.get());
             assert_false(borrowed.owns());
         }
         assert_int_equal(STATUS_OF(cw::device_group::create({1})), CW_ERROR_INVALID_ARGUMENT);
@@ -1333,7 +1556,7 @@ static void test_several_devices(void **) {
                          CW_ERROR_INVALID_ARGUMENT);
         assert_int_equal(STATUS_OF(empty.broadcast_rank(0, a.ptr(), a.ptr(), N, CW_FLOAT32, 0, s)),
                          CW_ERROR_INVALID_ARGUMENT);
-        assert_false(cw::comm::wrap(nullptr).owns());
+        assert_false(cw::comm::borrow(nullptr).owns());
         cw::clear_error();
     }
     expect_no_leaks(before, "several devices and collectives");
@@ -1357,7 +1580,8 @@ static int run_group(const char *fake, bool features) {
     }
     void *lib = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
     if (!lib || !(*(void **)&fake_live = dlsym(lib, "fake_cuda_live")) ||
-        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain"))) {
+        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain")) ||
+        !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold"))) {
         printf("FAIL: fake_cuda_live not found in %s\n", fake);
         return 1;
     }
@@ -1393,6 +1617,7 @@ static int run_group(const char *fake, bool features) {
             cmocka_unit_test(test_compile_time),
             cmocka_unit_test(test_library),
             cmocka_unit_test(test_moves_and_ownership),
+            cmocka_unit_test(test_wrap_and_borrow),
             cmocka_unit_test(test_lease_returns_stream),
             cmocka_unit_test(test_future_and_timer),
             cmocka_unit_test(test_streams_and_futures),
@@ -1414,8 +1639,10 @@ static int run_group(const char *fake, bool features) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_library),
         cmocka_unit_test(test_modules_and_kernels),
+        cmocka_unit_test(test_kernel_arguments),
         cmocka_unit_test(test_conditional_graphs),
         cmocka_unit_test(test_resident_loop),
+        cmocka_unit_test(test_resident_tear_down_reports),
         cmocka_unit_test(test_host_memory_and_copies),
         cmocka_unit_test(test_several_devices),
         cmocka_unit_test(test_every_handle_destroyed),

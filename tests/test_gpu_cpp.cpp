@@ -100,8 +100,35 @@ static void test_wrappers_on_gpu(void **) {
     assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
     assert_int_equal(rc.cuMemcpyDtoH(host, buf, sizeof host), 0);
     for (uint32_t v : host) assert_int_equal(v, 0xabcd);
+    // wrap adopts CUDA handles the caller keeps, as in C: a CUstream made
+    // with the driver, on an adopted CUcontext (the primary's); the fill runs
+    // through the wrapper, and both CUDA handles outlive their wrappers
+    {
+        CUstream raw = nullptr;
+        assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
+        assert_int_equal(rc.cuStreamCreateWithPriority(&raw, 1 /* non-blocking */, 0), 0);
+        {
+            cw::context outer = cw::context::wrap(ctx.native());
+            assert_int_equal(outer.kind(), CW_CONTEXT_EXTERNAL);
+            cw::stream w = cw::stream::wrap(outer, raw);
+            assert_true(w.owns());
+            assert_ptr_equal(w.native(), raw);
+            fill.launch(w, cw::dims(4), cw::dims(256), dst, uint32_t(0x1234), uint64_t(4096));
+            w.synchronize();
+        }
+        assert_int_equal(rc.cuCtxSetCurrent(ctx.native()), 0);
+        assert_int_equal(rc.cuStreamSynchronize(raw), 0); // still the caller's
+        assert_int_equal(rc.cuStreamDestroy(raw), 0);
+        assert_int_equal(rc.cuMemcpyDtoH(host, buf, sizeof host), 0);
+        for (uint32_t v : host) assert_int_equal(v, 0x1234);
+    }
     if (fill.param_count(ctx) >= 0) {
         assert_int_equal(fill.param_count(ctx), 3);
+        const std::vector<size_t> sizes = fill.params(ctx);
+        assert_int_equal(sizes.size(), 3);
+        assert_int_equal(sizes[0], 8);
+        assert_int_equal(sizes[1], 4);
+        assert_int_equal(sizes[2], 8);
         bool threw = false;
         try {
             fill.launch(a, cw::dims(1), cw::dims(1), dst, uint32_t(1));  // one argument short

@@ -30,6 +30,8 @@ compare "library sources" "$(meson_list src/meson.build cw_sources | sed 's|^|sr
 compare "public headers" "$(meson_list include/meson.build cw_headers | sed 's|^|include/|')" "$(make_list HEADERS)"
 compare "C++ headers" "$(meson_list include/meson.build cw_cpp_headers | sed 's|^|include/|')" "$(make_list CPP_HEADERS)"
 compare "C++ tests" "$(meson_list tests/meson.build cpp_tests)" "$(make_list CPP_TESTS)"
+compare "C++ tests of both modes in one program" "$(meson_list tests/meson.build cpp_mode_tests)" "$(make_list CPP_MODE_TESTS)"
+compare "C++ script checks" "$(meson_list tests/meson.build cpp_script_tests)" "$(make_list CPP_SCRIPT_TESTS)"
 compare "GPU C++ tests" "$(meson_list tests/meson.build gpu_cpp_tests)" "$(make_list GPU_CPP_TESTS)"
 compare "examples" "$(meson_list examples/meson.build cw_examples)" "$(make_list EXAMPLES)"
 compare "C++ examples" "$(meson_list examples/meson.build cw_cpp_examples)" "$(make_list CPP_EXAMPLES)"

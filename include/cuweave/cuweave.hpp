@@ -1,32 +1,46 @@
-// cuweave: header-only C++17 wrappers over the C API (no ABI of their own).
+// cuweave: header-only C++17 wrappers over the C API (no ABI of their own:
+// every function is inline and calls the C API; nothing of C++ is compiled
+// into libcuweave).
 //
 // Each wrapper is the C handle plus an ownership flag. Copies are deleted;
 // moves transfer ownership (and leave the source empty). An owning wrapper
-// destroys its handle in its destructor; `T::wrap(handle)` makes a borrowed
-// wrapper that never destroys it. Destructors never throw.
+// destroys its handle in its destructor, with the C destroy, which never
+// fails: destructors never throw and never fail. Where tearing down can
+// fail or time out (a resident loop), a member reports it (tear_down(ms))
+// and the destructor does the rest.
+//
+// Handles: `T::borrow(handle)` makes a wrapper of a cuweave handle that
+// never destroys it; `T(handle, true)` takes ownership of one; `release()`
+// gives it up. `wrap` means what it means in C: `context::wrap(CUcontext)`
+// and `stream::wrap(ctx, CUstream)` adopt a CUDA handle the caller keeps
+// (the wrapper owns the cuweave object, never the CUDA handle).
 //
 // Errors: by default a failing call throws cw::error, which carries the
 // cw_status and the library's detail message. Built with -fno-exceptions (or
 // with CW_HPP_NO_EXCEPTIONS defined), the same calls return cw::result<T>
-// (or cw::status) instead, which the caller checks.
+// (or cw::status) instead, which the caller checks. Each mode's definitions
+// live in an inline namespace of their own (cw::v0_2::exc, cw::v0_2::noexc;
+// core.hpp says more), so translation units of both modes may be linked into
+// one program.
 //
-// Covers every function of the public C API (docs/cpp.md has the table):
-// the library (versions, init, devices, errors, the log), contexts,
-// partitions, streams (fork scopes, ordering), pools and leases, timers,
-// futures (callbacks, fds, when_all), graphs, executable graphs, captures,
-// the resident loop, programs, modules, kernels (with a typed launch), the
-// jit cache, buffers, page-locked host memory and copies, several devices
-// (device groups, peer access, peer copies, pools shared with peers), NCCL
-// collectives (communicators, groups), and
-// operators and pipelines (a base class for operator authors). Settings
-// stay the C structs: cw::defaults<cw_..._settings>() gives one filled with
-// defaults.
+// Covers every function of the public C API (docs/cpp.md has the table;
+// tests/cpp_not_wrapped.txt lists what is deliberately left to C, and
+// tests/check-cpp-coverage.py checks it): the library (versions, init,
+// devices, errors, the log), contexts, partitions, streams (fork scopes,
+// ordering), pools and leases, timers, futures (callbacks, fds, when_all),
+// graphs, executable graphs, captures, the resident loop, programs, modules,
+// kernels (with a typed launch), the jit cache, buffers, page-locked host
+// memory and copies, several devices (device groups, peer access, peer
+// copies, pools shared with peers), NCCL collectives (communicators,
+// groups), and operators and pipelines (a base class for operator authors).
+// Settings stay the C structs: cw::defaults<cw_..._settings>() gives one
+// filled with defaults.
 // There is no event wrapper: the C API has no public event object (ordering
-// is stream to stream: stream::wait, wait_all, cw::forked).
+// is stream to stream: stream::wait, cw::forked).
 //
 // The wrappers live in cuweave/cpp/, one header per C header (cpp/stream.hpp
-// wraps stream.h, and so on; cpp/core.hpp has the errors and the common
-// helpers); this header includes them all. Include this one.
+// wraps stream.h, and so on; cpp/core.hpp has the errors, the modes and the
+// common helpers); this header includes them all. Include this one.
 #ifndef CUWEAVE_CUWEAVE_HPP
 #define CUWEAVE_CUWEAVE_HPP
 
@@ -45,6 +59,8 @@
 #include "cuweave/cpp/flow.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // The wrappers cost nothing beyond the handle and its ownership flag, and
 // moving them never throws (checked here, where every cpp/ header is in).
@@ -114,6 +130,8 @@ static_assert(!std::is_copy_constructible<comm_group>::value && !std::is_copy_as
                   std::is_nothrow_move_assignable<comm_group>::value,
               "comm_group is move-only and its moves never throw");
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CUWEAVE_HPP

@@ -9,12 +9,14 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- buffers -------------------------------------------------------------------
 
 // A reference to a cw_buffer: the owning wrapper drops its reference in its
 // destructor (the memory goes after every recorded use, buffer.h).
-class buffer : public detail::handle<cw_buffer, cw_buffer_destroy> {
+class buffer : public detail::handle<buffer, cw_buffer, cw_buffer_destroy> {
   public:
     using handle::handle;
     static detail::ret<buffer> create(const stream &s, size_t bytes) {
@@ -22,8 +24,6 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_destroy> {
         cw_status st = cw_buffer_create(&b, s.get(), bytes);
         return detail::make(st, buffer(b, true));
     }
-    // Borrows a buffer (one a message carries, say): no reference taken.
-    static buffer wrap(cw_buffer *b) noexcept { return buffer(b, false); }
     // A new reference of its own (kept past the compute call that lent it).
     detail::ret<buffer> share() const {
         cw_status st = cw_buffer_retain(get());
@@ -62,7 +62,7 @@ class buffer : public detail::handle<cw_buffer, cw_buffer_destroy> {
     cw::context context() const noexcept {
         cw_buffer_info i{};
         (void)cw_buffer_get_info(get(), &i);
-        return cw::context::wrap(i.context);
+        return cw::context::borrow(i.context);
     }
 };
 
@@ -141,6 +141,8 @@ class host_buffer {
     size_t n_ = 0;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_BUFFER_HPP

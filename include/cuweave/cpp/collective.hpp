@@ -10,13 +10,15 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- collectives (NCCL) -------------------------------------------------------------
 
 // A communicator: one NCCL rank per context, rank i on ctxs[i] (primary
 // contexts, one per device); destroyed (cw_comm_destroy) after the work
 // already enqueued when the wrapper goes.
-class comm : public detail::handle<cw_comm, cw_comm_destroy> {
+class comm : public detail::handle<comm, cw_comm, cw_comm_destroy> {
   public:
     using handle::handle;
     // Rank i on ctxs[i] ...
@@ -36,8 +38,6 @@ class comm : public detail::handle<cw_comm, cw_comm_destroy> {
         const cw_device_group_info g = group.info();
         return create(g.contexts, g.count);
     }
-    // Borrows a cw_comm: never destroyed.
-    static comm wrap(cw_comm *c) noexcept { return comm(c, false); }
 
     // The ranks and their contexts (cw_comm_get_info; zeroed for an empty
     // wrapper).
@@ -51,7 +51,7 @@ class comm : public detail::handle<cw_comm, cw_comm_destroy> {
     // Rank `rank`'s context, borrowed (empty for a rank out of range).
     cw::context context(int rank) const noexcept {
         const cw_comm_info i = info();
-        return cw::context::wrap(rank >= 0 && rank < i.size ? i.contexts[rank] : nullptr);
+        return cw::context::borrow(rank >= 0 && rank < i.size ? i.contexts[rank] : nullptr);
     }
     // Every rank at once (arrays of size() entries, one NCCL group): recv[i]
     // gets op over every send[i] (send[i] == recv[i]: in place), on streams[i].
@@ -117,6 +117,8 @@ class comm_group {
     bool open_ = false;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_COLLECTIVE_HPP

@@ -7,10 +7,12 @@
 #include "cuweave/cpp/device.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- contexts ---------------------------------------------------------------
 
-class context : public detail::handle<cw_context, cw_context_destroy> {
+class context : public detail::handle<context, cw_context, cw_context_destroy> {
   public:
     using handle::handle;
     // The primary context of `device`, retained.
@@ -19,15 +21,15 @@ class context : public detail::handle<cw_context, cw_context_destroy> {
         cw_status s = cw_context_create(&c, device);
         return detail::make(s, context(c, true));
     }
-    // A cw_context around a CUcontext the caller owns (the CUcontext is never
-    // destroyed; the cw wrapper object is, when this wrapper goes).
-    static detail::ret<context> adopt(CUcontext cu) {
+    // Adopts a CUcontext the caller owns (cw_context_wrap): a cw_context
+    // that this wrapper owns around it. The CUcontext is never destroyed and
+    // must outlive every object made on the wrapper. (Borrowing a cw_context
+    // is borrow().)
+    static detail::ret<context> wrap(CUcontext cu) {
         cw_context *c = nullptr;
         cw_status s = cw_context_wrap(&c, cu);
         return detail::make(s, context(c, true));
     }
-    // Borrows a cw_context (a partition's, for instance): never destroyed.
-    static context wrap(cw_context *c) noexcept { return context(c, false); }
 
     // Device, kind, driver context, priority range and SMs (no driver call).
     detail::ret<cw_context_info> info() const {
@@ -63,6 +65,8 @@ class context : public detail::handle<cw_context, cw_context_destroy> {
     detail::void_ret synchronize() const { return detail::done(cw_context_synchronize(get())); }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_CONTEXT_HPP

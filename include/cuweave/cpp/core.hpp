@@ -1,7 +1,8 @@
 // The common part of the C++ wrappers, included by every cpp/*.hpp: the
-// exceptions / no-exceptions switch, cw::error, cw::status and cw::result
-// (over common.h's cw_status), the detail helpers (the handle template,
-// call_for_c, ...), and cw::defaults<S>() for every C settings struct.
+// exceptions / no-exceptions switch and its namespaces, cw::status and
+// cw::result (over common.h's cw_status), cw::error, the detail helpers (the
+// handle template, call_for_c, ...), and cw::defaults<S>() for every C
+// settings struct.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_CORE_HPP
 #define CUWEAVE_CPP_CORE_HPP
@@ -17,6 +18,9 @@
 
 #include "cuweave/cuweave.h"
 
+// The mode: exceptions (a failing call throws cw::error) unless the
+// translation unit is built without them (-fno-exceptions) or defines
+// CW_HPP_NO_EXCEPTIONS (a failing call returns cw::result<T> / cw::status).
 #if !defined(CW_HPP_NO_EXCEPTIONS) && !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
 #define CW_HPP_NO_EXCEPTIONS 1
 #endif
@@ -24,25 +28,35 @@
 #include <exception>
 #endif
 
-namespace cw {
-
-// ---- errors -----------------------------------------------------------------
-
+// The namespaces. Everything is in namespace cw, through two inline
+// namespaces that user code never names:
+//   cw::v0_2               the wrappers of this release (renamed when a
+//                          release changes them), with what both modes share
+//                          and define alike: status, result<T>, defaults<S>(),
+//                          priority_range, dims;
+//   cw::v0_2::CW_HPP_MODE  what differs between the modes: every wrapper
+//                          whose calls return T in one mode and result<T> in
+//                          the other, error, detail. CW_HPP_MODE is exc with
+//                          exceptions and noexc without.
+// Two translation units of one program built in different modes therefore
+// define different functions (cw::v0_2::exc::stream::create and
+// cw::v0_2::noexc::stream::create): the one-definition rule holds, and a
+// function of one unit that takes a wrapper (cw::stream &) cannot be called
+// from a unit of the other mode by mistake (it does not link). Between the
+// modes, pass the C handles (get(), T::borrow) or the shared types.
 #ifndef CW_HPP_NO_EXCEPTIONS
-// A failed cuweave call: its status and the detail message of that failure.
-class error : public std::exception {
-  public:
-    error(cw_status status, std::string message) : status_(status), message_(std::move(message)) {}
-    cw_status status() const noexcept { return status_; }
-    const char *what() const noexcept override { return message_.c_str(); }
-
-  private:
-    cw_status status_;
-    std::string message_;
-};
+#define CW_HPP_MODE exc
+#else
+#define CW_HPP_MODE noexc
 #endif
 
-// A status in no-exceptions mode; in exceptions mode calls return void.
+namespace cw {
+inline namespace v0_2 {
+
+// ---- what both modes share ---------------------------------------------------
+
+// A status: what a call returns in no-exceptions mode (in exceptions mode it
+// returns void), and what an operator's compute returns in both.
 class status {
   public:
     status(cw_status s = CW_SUCCESS) noexcept : s_(s) {}
@@ -73,6 +87,49 @@ class result {
     T value_{};
     cw_status status_ = CW_SUCCESS;
 };
+
+// ---- settings -------------------------------------------------------------------
+
+// A C settings struct filled with its defaults (the *_settings_default call):
+//   auto s = cw::defaults<cw_pipeline_settings>(); s.threads = 2;
+template <class S>
+S defaults() noexcept;
+#define CW_HPP_DEFAULTS_(type, fn)          \
+    template <>                            \
+    inline type defaults<type>() noexcept { \
+        type s;                            \
+        fn(&s);                            \
+        return s;                          \
+    }
+CW_HPP_DEFAULTS_(cw_stream_settings, cw_stream_settings_default)
+CW_HPP_DEFAULTS_(cw_stream_pool_settings, cw_stream_pool_settings_default)
+CW_HPP_DEFAULTS_(cw_cond_settings, cw_cond_settings_default)
+CW_HPP_DEFAULTS_(cw_program_settings, cw_program_settings_default)
+CW_HPP_DEFAULTS_(cw_jit_cache_settings, cw_jit_cache_settings_default)
+CW_HPP_DEFAULTS_(cw_launch_config, cw_launch_config_default)
+CW_HPP_DEFAULTS_(cw_resident_settings, cw_resident_settings_default)
+CW_HPP_DEFAULTS_(cw_port_settings, cw_port_settings_default)
+CW_HPP_DEFAULTS_(cw_operator_settings, cw_operator_settings_default)
+CW_HPP_DEFAULTS_(cw_pipeline_settings, cw_pipeline_settings_default)
+#undef CW_HPP_DEFAULTS_
+
+// ---- what differs between the modes --------------------------------------------
+
+inline namespace CW_HPP_MODE {
+
+#ifndef CW_HPP_NO_EXCEPTIONS
+// A failed cuweave call: its status and the detail message of that failure.
+class error : public std::exception {
+  public:
+    error(cw_status status, std::string message) : status_(status), message_(std::move(message)) {}
+    cw_status status() const noexcept { return status_; }
+    const char *what() const noexcept override { return message_.c_str(); }
+
+  private:
+    cw_status status_;
+    std::string message_;
+};
+#endif
 
 namespace detail {
 
@@ -108,13 +165,20 @@ template <class T, class... R>
 struct all_trivially_copyable<T, R...>
     : std::integral_constant<bool, std::is_trivially_copyable<T>::value && all_trivially_copyable<R...>::value> {};
 
-// The C handle plus ownership. Destroy is the C destroy function.
-template <class H, void (*Destroy)(H **)>
+// The C handle plus ownership: the base of wrapper T of C handle H, whose
+// destroy is Destroy (a C destroy: returns nothing and never fails, so
+// neither does the destructor).
+template <class T, class H, void (*Destroy)(H **)>
 class handle {
   public:
     handle() noexcept = default;
+    // Takes h, owned (destroyed with the wrapper) or not.
     handle(H *h, bool owned) noexcept : h_(h), owned_(owned) {}
     ~handle() { reset(); }
+    // Borrows a cuweave handle: the wrapper never destroys it (a pool's
+    // stream, a partition's context, a buffer a message lends, or any C
+    // handle the caller keeps). T(h, true) takes ownership instead.
+    static T borrow(H *h) noexcept { return T(h, false); }
     handle(const handle &) = delete;
     handle &operator=(const handle &) = delete;
     handle(handle &&o) noexcept : h_(o.h_), owned_(o.owned_) {
@@ -208,31 +272,8 @@ struct all_are<T, U, R...>
 
 }  // namespace detail
 
-// ---- settings -------------------------------------------------------------------
-
-// A C settings struct filled with its defaults (the *_settings_default call):
-//   auto s = cw::defaults<cw_pipeline_settings>(); s.threads = 2;
-template <class S>
-S defaults() noexcept;
-#define CW_HPP_DEFAULTS_(type, fn)          \
-    template <>                            \
-    inline type defaults<type>() noexcept { \
-        type s;                            \
-        fn(&s);                            \
-        return s;                          \
-    }
-CW_HPP_DEFAULTS_(cw_stream_settings, cw_stream_settings_default)
-CW_HPP_DEFAULTS_(cw_stream_pool_settings, cw_stream_pool_settings_default)
-CW_HPP_DEFAULTS_(cw_cond_settings, cw_cond_settings_default)
-CW_HPP_DEFAULTS_(cw_program_settings, cw_program_settings_default)
-CW_HPP_DEFAULTS_(cw_jit_cache_settings, cw_jit_cache_settings_default)
-CW_HPP_DEFAULTS_(cw_launch_config, cw_launch_config_default)
-CW_HPP_DEFAULTS_(cw_resident_settings, cw_resident_settings_default)
-CW_HPP_DEFAULTS_(cw_port_settings, cw_port_settings_default)
-CW_HPP_DEFAULTS_(cw_operator_settings, cw_operator_settings_default)
-CW_HPP_DEFAULTS_(cw_pipeline_settings, cw_pipeline_settings_default)
-#undef CW_HPP_DEFAULTS_
-
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_CORE_HPP

@@ -7,6 +7,15 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+
+// A stream priority range: least (the default, 0) and greatest (e.g. -5).
+struct priority_range {
+    int least = 0;
+    int greatest = 0;
+};
+
+inline namespace CW_HPP_MODE {
 
 // ---- the library: versions, init, devices, errors, the log -------------------
 
@@ -41,12 +50,6 @@ inline detail::ret<cw_device_info> device_info(int device) {
     return detail::make(s, std::move(i));
 }
 
-// A stream priority range: least (the default, 0) and greatest (e.g. -5).
-struct priority_range {
-    int least = 0;
-    int greatest = 0;
-};
-
 // The calling thread's detail of its last failed call (status CW_SUCCESS and
 // empty strings when none failed); valid until the next failure or clear_error.
 inline const cw_error_info &error_detail() noexcept { return *cw_last_error(); }
@@ -74,6 +77,8 @@ inline detail::void_ret set_log_callback(F &f, cw_log_level max_level = CW_LOG_W
 }
 inline void remove_log_callback() noexcept { (void)cw_log_set_callback(nullptr, nullptr, CW_LOG_ERROR); }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_DEVICE_HPP

@@ -11,6 +11,8 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- operators and pipelines ---------------------------------------------------
 
@@ -34,8 +36,8 @@ class io {
         message out;
         if (st == CW_SUCCESS) {
             out.value = m.value;
-            out.data = buffer::wrap(m.buffer);
-            out.producer = stream::wrap(m.stream);
+            out.data = buffer::borrow(m.buffer);
+            out.producer = stream::borrow(m.stream);
         }
         return detail::make(st, std::move(out));
     }
@@ -52,8 +54,8 @@ class io {
                 out.resize(n < m.size() ? n : m.size());
                 for (size_t i = 0; i < out.size(); i++) {
                     out[i].value = m[i].value;
-                    out[i].data = buffer::wrap(m[i].buffer);
-                    out[i].producer = stream::wrap(m[i].stream);
+                    out[i].data = buffer::borrow(m[i].buffer);
+                    out[i].producer = stream::borrow(m[i].stream);
                 }
             }
         }
@@ -75,13 +77,13 @@ class io {
     detail::ret<stream> receive_stream(const char *port = nullptr) const {
         cw_stream *s = nullptr;
         cw_status st = cw_io_receive_stream(h_, port, &s);
-        return detail::make(st, stream::wrap(s));
+        return detail::make(st, stream::borrow(s));
     }
     // A named extra stream of the operator (the same name, the same stream).
     detail::ret<stream> named_stream(const char *name) const {
         cw_stream *s = nullptr;
         cw_status st = cw_io_get_stream(h_, name, &s);
-        return detail::make(st, stream::wrap(s));
+        return detail::make(st, stream::borrow(s));
     }
     detail::void_ret set_output_stream(const char *port, const stream &s) const {
         return detail::done(cw_io_set_output_stream(h_, port, s.get()));
@@ -96,7 +98,7 @@ class io {
     detail::ret<buffer> alloc(size_t bytes) const {
         cw_buffer *b = nullptr;
         cw_status st = cw_io_alloc(&b, h_, bytes);
-        return detail::make(st, buffer::wrap(b));
+        return detail::make(st, buffer::borrow(b));
     }
     detail::ret<cw_devptr> port_ptr(const char *port) const {
         cw_devptr p = 0;
@@ -201,7 +203,7 @@ inline void op_stop(cw_operator *, void *user) noexcept { static_cast<operator_b
 inline void op_destroy(void *user) noexcept { delete static_cast<operator_base *>(user); }
 }  // namespace detail
 
-class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
+class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destroy> {
   public:
     using handle::handle;
     static detail::ret<pipeline> create(const cw::context &ctx, const cw_pipeline_settings *settings = nullptr) {
@@ -279,7 +281,7 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     cw::context context() const noexcept {
         cw_pipeline_info i{};
         (void)cw_pipeline_get_info(get(), &i);
-        return cw::context::wrap(i.context);
+        return cw::context::borrow(i.context);
     }
     detail::void_ret make_resident(const resident &r) {
         return detail::done(cw_pipeline_make_resident(get(), r.get()));
@@ -292,6 +294,8 @@ class pipeline : public detail::handle<cw_pipeline, cw_pipeline_destroy> {
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FLOW_HPP

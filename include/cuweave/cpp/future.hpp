@@ -8,10 +8,12 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- futures -----------------------------------------------------------------
 
-class future : public detail::handle<cw_future, cw_future_destroy> {
+class future : public detail::handle<future, cw_future, cw_future_destroy> {
   public:
     using handle::handle;
     // Completes when the work enqueued on s so far is done.
@@ -75,6 +77,8 @@ inline detail::ret<future> when_all(const stream &first, const S &...rest) {
     return when_all(v, 1 + sizeof...(S), CW_FUTURE_WRITE_VALUE);
 }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FUTURE_HPP

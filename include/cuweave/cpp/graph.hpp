@@ -8,10 +8,12 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- graphs -------------------------------------------------------------------
 
-class graph : public detail::handle<cw_graph, cw_graph_destroy> {
+class graph : public detail::handle<graph, cw_graph, cw_graph_destroy> {
   public:
     using handle::handle;
     // An empty graph, to build from parts or to capture into.
@@ -20,8 +22,6 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
         cw_status s = cw_graph_create(&g, ctx.get());
         return detail::make(s, graph(g, true));
     }
-    // Borrows a cw_graph (the body of a conditional node): never destroyed.
-    static graph wrap(cw_graph *g) noexcept { return graph(g, false); }
 
     cw_graph_info info() const noexcept {
         cw_graph_info i{};
@@ -31,7 +31,7 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
     // The driver graph (borrowed), for nodes cuweave has no call for.
     CUgraph native() const noexcept { return info().handle; }
     // The graph's context, borrowed.
-    cw::context context() const noexcept { return cw::context::wrap(info().context); }
+    cw::context context() const noexcept { return cw::context::borrow(info().context); }
     // Writes the graph in Graphviz DOT form (verbose: every node's parameters).
     detail::void_ret write_dot(const char *path, bool verbose = false) const {
         return detail::done(cw_graph_write_dot(get(), path, verbose ? 1 : 0));
@@ -63,7 +63,7 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
         cs.type = type;
         cw_graph *body = nullptr;
         cw_status s = cw_graph_add_conditional(get(), h, &cs, deps, ndeps, nullptr, &body, nullptr);
-        return detail::make(s, graph::wrap(body));
+        return detail::make(s, graph::borrow(body));
     }
     // The last node (sink), when there is exactly one; nullptr otherwise.
     cw_graph_node *sink() const noexcept {
@@ -74,7 +74,7 @@ class graph : public detail::handle<cw_graph, cw_graph_destroy> {
     }
 };
 
-class graph_exec : public detail::handle<cw_graph_exec, cw_graph_exec_destroy> {
+class graph_exec : public detail::handle<graph_exec, cw_graph_exec, cw_graph_exec_destroy> {
   public:
     using handle::handle;
     static detail::ret<graph_exec> create(const graph &g, unsigned flags = 0) {
@@ -99,7 +99,7 @@ class graph_exec : public detail::handle<cw_graph_exec, cw_graph_exec_destroy> {
     // The driver exec (borrowed: valid until destroyed or re-instantiated by update).
     CUgraphExec native() const noexcept { return info().handle; }
     // The exec's context, borrowed.
-    cw::context context() const noexcept { return cw::context::wrap(info().context); }
+    cw::context context() const noexcept { return cw::context::borrow(info().context); }
 };
 
 // Captures the work enqueued on a stream while it lives (RAII): begin in the
@@ -127,7 +127,7 @@ class capture {
         ended_ = true;
         cw_graph *g = nullptr;
         cw_status s = cw_capture_end(&g, s_);
-        return detail::make(s, into_ ? graph::wrap(into_) : graph(g, true));
+        return detail::make(s, into_ ? graph::borrow(into_) : graph(g, true));
     }
 
   private:
@@ -138,6 +138,8 @@ class capture {
     bool ended_ = false;
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_GRAPH_HPP

@@ -9,10 +9,19 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+
+// Grid and block dimensions.
+struct dims {
+    unsigned x = 1, y = 1, z = 1;
+    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+};
+
+inline namespace CW_HPP_MODE {
 
 // ---- programs, modules, kernels ------------------------------------------------
 
-class program : public detail::handle<cw_program, cw_program_destroy> {
+class program : public detail::handle<program, cw_program, cw_program_destroy> {
   public:
     using handle::handle;
     // Compiles (or finds in the cache) source for ctx's device; on a compile
@@ -52,14 +61,11 @@ inline detail::ret<cw_jit_stats> jit_stats() {
 }
 inline void jit_cache_clear_memory() noexcept { cw_jit_cache_clear_memory(); }
 
-// Grid and block dimensions.
-struct dims {
-    unsigned x = 1, y = 1, z = 1;
-    dims(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
-};
-
 // A kernel of a module (borrowed: valid while its module lives). A value:
-// copy it freely.
+// the C handle and nothing else (no state of its own: the arguments are
+// checked by cw_kernel_launch, whose list of each kernel's parameters is
+// the library's, made once and shared by every thread), so copy it freely
+// and launch it from any thread.
 class kernel {
   public:
     kernel() noexcept = default;
@@ -88,8 +94,21 @@ class kernel {
         void *ptrs[] = {const_cast<void *>(static_cast<const void *>(&args))..., nullptr};
         return detail::done(cw_kernel_launch(k_, s.get(), &checked, ptrs));
     }
-    // The parameter count the driver reports (-1 when it cannot say); the
-    // kernel is loaded into ctx to ask.
+    // The size in bytes of each of the kernel's parameters, as the driver
+    // lists them (cw_kernel_get_params: CUDA 12.4; the kernel is loaded into
+    // ctx to ask) ...
+    detail::ret<std::vector<size_t>> params(const context &ctx) const {
+        std::vector<size_t> sizes;
+        size_t n = 0;
+        cw_status s = cw_kernel_get_params(k_, ctx.get(), nullptr, 0, &n);
+        if (s == CW_SUCCESS && n > 0) {
+            sizes.resize(n);
+            s = cw_kernel_get_params(k_, ctx.get(), sizes.data(), sizes.size(), &n);
+            if (n < sizes.size()) sizes.resize(n);
+        }
+        return detail::make(s, std::move(sizes));
+    }
+    // ... or only their count (-1 when the driver cannot say).
     int param_count(const context &ctx) const noexcept {
         size_t n = 0;
         return cw_kernel_get_params(k_, ctx.get(), nullptr, 0, &n) == CW_SUCCESS ? (int)n : -1;
@@ -108,7 +127,7 @@ class kernel {
     cw_kernel *k_ = nullptr;
 };
 
-class module : public detail::handle<cw_module, cw_module_destroy> {
+class module : public detail::handle<module, cw_module, cw_module_destroy> {
   public:
     using handle::handle;
     static detail::ret<module> load(const program &p) {
@@ -137,6 +156,8 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
     return detail::make(s, kernel(k));
 }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_JIT_HPP

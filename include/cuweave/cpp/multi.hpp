@@ -9,13 +9,15 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- several devices -------------------------------------------------------------
 
 // The primary contexts of a list of devices (cw_device_group_create), or of
 // every visible one; destroyed (cw_device_group_destroy) in the destructor.
 // Objects made on its contexts keep them alive past the group.
-class device_group : public detail::handle<cw_device_group, cw_device_group_destroy> {
+class device_group : public detail::handle<device_group, cw_device_group, cw_device_group_destroy> {
   public:
     using handle::handle;
     // Member i is devices[i] (count 0 and devices nullptr: every device) ...
@@ -30,8 +32,6 @@ class device_group : public detail::handle<cw_device_group, cw_device_group_dest
     }
     // ... or every visible device, in ordinal order.
     static detail::ret<device_group> create() { return create(nullptr, 0); }
-    // Borrows a cw_device_group: never destroyed.
-    static device_group wrap(cw_device_group *d) noexcept { return device_group(d, false); }
 
     // The members, their ordinals and contexts (cw_device_group_get_info;
     // zeroed for an empty wrapper).
@@ -45,7 +45,7 @@ class device_group : public detail::handle<cw_device_group, cw_device_group_dest
     // index out of range).
     cw::context context(int i) const noexcept {
         const cw_device_group_info g = info();
-        return cw::context::wrap(i >= 0 && i < g.count ? g.contexts[i] : nullptr);
+        return cw::context::borrow(i >= 0 && i < g.count ? g.contexts[i] : nullptr);
     }
     // Member i's device ordinal (-1 for an index out of range).
     int ordinal(int i) const noexcept {
@@ -79,6 +79,8 @@ inline detail::void_ret share_buffer_pool(const context &owner, const context &p
     return detail::done(cw_context_share_buffer_pool(owner.get(), peer.get()));
 }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_MULTI_HPP

@@ -7,6 +7,8 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- partitions ---------------------------------------------------------------
 
@@ -19,7 +21,7 @@ inline detail::ret<cw_partition_caps> partition_caps(int device) {
 
 // The group's partitions outlive it while objects made on them live (the
 // wrappers of streams made on a partition may go after the group's).
-class partition_group : public detail::handle<cw_partition_group, cw_partition_group_destroy> {
+class partition_group : public detail::handle<partition_group, cw_partition_group, cw_partition_group_destroy> {
   public:
     using handle::handle;
     static detail::ret<partition_group> create(int device, const unsigned *sm_counts, size_t n, int default_index) {
@@ -42,7 +44,7 @@ class partition_group : public detail::handle<cw_partition_group, cw_partition_g
     context at(size_t index) const noexcept {
         cw_partition_info i{};
         (void)cw_partition_group_get_partition(get(), index, &i);
-        return context::wrap(i.context);
+        return context::borrow(i.context);
     }
     context default_partition() const noexcept {
         cw_partition_group_info g{};
@@ -61,6 +63,8 @@ class partition_group : public detail::handle<cw_partition_group, cw_partition_g
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_PARTITION_HPP

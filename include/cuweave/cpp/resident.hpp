@@ -10,14 +10,17 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- the GPU-resident loop ------------------------------------------------------
 
-// The handle's destroy (cw_resident_destroy) tears a launched loop down
-// first (up to the settings' destroy_timeout_ms); a loop that would not stop
-// is abandoned and logged (CW_LOG_ERROR): call tear_down() yourself to learn
-// whether it stops.
-class resident : public detail::handle<cw_resident, cw_resident_destroy> {
+// The destructor (cw_resident_destroy, which never fails) tears a launched
+// loop down first, up to the settings' destroy_timeout_ms; a loop that will
+// not stop by then is abandoned and logged (CW_LOG_ERROR), its memory freed
+// once it is seen stopped. tear_down(ms) is the member that reports: call it
+// first to learn whether the loop stops.
+class resident : public detail::handle<resident, cw_resident, cw_resident_destroy> {
   public:
     using handle::handle;
     static detail::ret<resident> create(const cw::context &c, const cw_resident_settings *settings = nullptr) {
@@ -35,7 +38,7 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
     cw::context context() const noexcept {
         cw_resident_info i{};
         (void)cw_resident_get_info(get(), &i);
-        return cw::context::wrap(i.context);
+        return cw::context::borrow(i.context);
     }
     // The device address of input slot `slot` (0 <= slot < input_slots).
     detail::ret<cw_devptr> input(uint32_t slot) const {
@@ -88,6 +91,10 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
     }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
+    // Stops a launched loop, waiting up to timeout_ms (cw_resident_tear_down):
+    // the one call that reports whether it stopped (CW_ERROR_TIMEOUT: still
+    // launched; call it again, or let the destructor abandon it). Nothing to
+    // do for a loop that is not launched.
     detail::void_ret tear_down(uint32_t timeout_ms) const { return detail::done(cw_resident_tear_down(get(), timeout_ms)); }
     // Running or stopping (cw_resident_get_state).
     bool is_launched() const noexcept {
@@ -135,7 +142,7 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
     template <class F>
     struct capture_tramp {
         static cw_status call(cw_stream *s, void *user) noexcept {
-            stream st = stream::wrap(s);
+            stream st = stream::borrow(s);
             return detail::call_for_c(*static_cast<F *>(user), st);
         }
     };
@@ -145,6 +152,8 @@ class resident : public detail::handle<cw_resident, cw_resident_destroy> {
 // header named "cuweave/resident_device.h" (cw_header).
 inline const char *resident_device_header() noexcept { return cw_builtin_get_resident_header(); }
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_RESIDENT_HPP

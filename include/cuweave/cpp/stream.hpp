@@ -8,10 +8,12 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
+inline namespace v0_2 {
+inline namespace CW_HPP_MODE {
 
 // ---- streams ------------------------------------------------------------------
 
-class stream : public detail::handle<cw_stream, cw_stream_destroy> {
+class stream : public detail::handle<stream, cw_stream, cw_stream_destroy> {
   public:
     using handle::handle;
     static detail::ret<stream> create(const cw::context &ctx, const cw_stream_settings *settings = nullptr) {
@@ -19,14 +21,14 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
         cw_status s = cw_stream_create(&st, ctx.get(), settings);
         return detail::make(s, stream(st, true));
     }
-    // A cw_stream around a CUstream the caller owns (NULL = the legacy stream).
-    static detail::ret<stream> adopt(const cw::context &ctx, CUstream cu) {
+    // Adopts a CUstream of ctx that the caller owns (cw_stream_wrap; NULL is
+    // the legacy stream): a cw_stream that this wrapper owns around it. The
+    // CUstream is never destroyed. (Borrowing a cw_stream is borrow().)
+    static detail::ret<stream> wrap(const cw::context &ctx, CUstream cu) {
         cw_stream *st = nullptr;
         cw_status s = cw_stream_wrap(&st, ctx.get(), cu);
         return detail::make(s, stream(st, true));
     }
-    // Borrows a cw_stream (a pool's, for instance): never destroyed.
-    static stream wrap(cw_stream *s) noexcept { return stream(s, false); }
 
     // The driver stream (from the info: no driver call).
     CUstream native() const noexcept {
@@ -45,7 +47,7 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
     cw::context context() const noexcept {
         cw_stream_info i{};
         (void)cw_stream_get_info(get(), &i);
-        return cw::context::wrap(i.context);
+        return cw::context::borrow(i.context);
     }
     // Handle, context, device, priority, flags, and where it came from.
     detail::ret<cw_stream_info> info() const {
@@ -74,8 +76,12 @@ class stream : public detail::handle<cw_stream, cw_stream_destroy> {
 // work runs after everything enqueued on the parent before the fork; join()
 // (or the destructor) makes the parent's later work wait for the child's and
 // gives the child back (to the parent's lease pool, or the context's fork
-// pool). Neither blocks the CPU. The parent must outlive the fork. A join
-// that fails in the destructor (a device fault) is ignored.
+// pool). Neither blocks the CPU. The parent must outlive the fork. join()
+// reports a failure (a device fault, a broken capture); the destructor
+// cannot: a join that fails there is in the log (CW_LOG_ERROR, as every
+// failure), and the child is not given back (cw_stream_join keeps it on
+// failure; it stays leased, and a child of the context's fork pool keeps
+// the context).
 class forked {
   public:
     forked() noexcept = default;
@@ -102,8 +108,8 @@ class forked {
         return *this;
     }
     // The child stream (borrowed: valid until the join).
-    stream child() const noexcept { return stream::wrap(child_); }
-    stream parent() const noexcept { return stream::wrap(parent_); }
+    stream child() const noexcept { return stream::borrow(child_); }
+    stream parent() const noexcept { return stream::borrow(parent_); }
     explicit operator bool() const noexcept { return child_ != nullptr; }
     // Joins now; on failure the forked stays as it was (the destructor tries again).
     detail::void_ret join() {
@@ -144,7 +150,7 @@ class lease {
         }
         return *this;
     }
-    stream get() const noexcept { return stream::wrap(s_); }
+    stream get() const noexcept { return stream::borrow(s_); }
     cw_stream *native_handle() const noexcept { return s_; }
     explicit operator bool() const noexcept { return s_ != nullptr; }
     void reset() noexcept {
@@ -158,7 +164,7 @@ class lease {
     cw_stream *s_ = nullptr;
 };
 
-class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy> {
+class stream_pool : public detail::handle<stream_pool, cw_stream_pool, cw_stream_pool_destroy> {
   public:
     using handle::handle;
     static detail::ret<stream_pool> create(const cw::context &ctx, const cw_stream_pool_settings *settings = nullptr) {
@@ -183,14 +189,14 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
     detail::ret<stream> next() const {
         cw_stream *s = nullptr;
         cw_status st = cw_stream_pool_get_next(get(), &s);
-        return detail::make(st, stream::wrap(s));
+        return detail::make(st, stream::borrow(s));
     }
     // The stream `owner` uses under `name`: the same (owner, name), the same
     // stream (borrowed: the pool keeps it until release_owner(owner)).
     detail::ret<stream> named(const void *owner, const char *name) const {
         cw_stream *s = nullptr;
         cw_status st = cw_stream_pool_acquire_named(&s, get(), owner, name);
-        return detail::make(st, stream::wrap(s));
+        return detail::make(st, stream::borrow(s));
     }
     // Gives back every named stream of owner; returns how many.
     detail::ret<size_t> release_owner(const void *owner) const {
@@ -205,12 +211,12 @@ class stream_pool : public detail::handle<cw_stream_pool, cw_stream_pool_destroy
         return st;
     }
     // The pool's context, borrowed.
-    cw::context context() const noexcept { return cw::context::wrap(stats().context); }
+    cw::context context() const noexcept { return cw::context::borrow(stats().context); }
 };
 
 // ---- timers ------------------------------------------------------------------
 
-class timer : public detail::handle<cw_timer, cw_timer_destroy> {
+class timer : public detail::handle<timer, cw_timer, cw_timer_destroy> {
   public:
     using handle::handle;
     static detail::ret<timer> create(const cw::context &ctx) {
@@ -227,6 +233,8 @@ class timer : public detail::handle<cw_timer, cw_timer_destroy> {
     }
 };
 
+}  // namespace CW_HPP_MODE
+}  // namespace v0_2
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_STREAM_HPP
