@@ -1458,6 +1458,54 @@ static void test_fork_join(void **state) {
     assert_ptr_equal(current(), g_other);
 }
 
+/* A join whose ordering fails still gives the child back: *child is NULL,
+ * the child is back in its pool (and a child of the context's own pool no
+ * longer holds the context), and the status says the parent does not wait
+ * for it. Before, the child stayed leased with no call left to give it back
+ * (cw_stream_destroy ignores a pool's stream): a join that failed in a C++
+ * destructor leaked the stream and the context. */
+static void test_join_failure_gives_the_child_back(void **state) {
+    (void)state;
+    set_current(g_other);
+    cw_stream_pool *p = new_pool(CW_POOL_LEASE, 1, 0);
+    cw_stream *ps = NULL, *child = NULL;
+    assert_cw_ok(cw_stream_pool_acquire(&ps, p, 0));
+    assert_cw_ok(cw_stream_fork(&child, ps));
+    expect_stats(p, CW_POOL_LEASE, 2, 2, 0, 0);
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_fail(cwi_seam_entry("cuStreamWaitEvent"), 1, 1 /* CUDA_ERROR_INVALID_VALUE */);
+    assert_cw(CW_ERROR_DRIVER, cw_stream_join(ps, &child));
+    assert_true(cwi_seam_fired());
+    cwi_seam_disable();
+    assert_string_equal(cw_last_error()->driver_call, "cuStreamWaitEvent");
+    assert_non_null(strstr(cw_last_error()->message, "given back"));
+    assert_null(child);
+    expect_stats(p, CW_POOL_LEASE, 2, 1, 1, 0); /* only ps is out */
+    assert_cw_ok(cw_stream_pool_release(p, &ps));
+    cw_stream_pool_destroy(&p);
+
+    /* a child of the context's fork pool: the context goes with its last
+     * reference once the failed join gave the child back */
+    cw_context *c2 = NULL;
+    assert_cw_ok(cw_context_create(&c2, 0));
+    const long ctxs = fk.live("primary");
+    cw_stream_settings ss;
+    cw_stream_settings_default(&ss);
+    cw_stream *parent = NULL;
+    assert_cw_ok(cw_stream_create(&parent, c2, &ss));
+    assert_cw_ok(cw_stream_fork(&child, parent));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_fail(cwi_seam_entry("cuStreamWaitEvent"), 1, 1);
+    assert_cw(CW_ERROR_DRIVER, cw_stream_join(parent, &child));
+    cwi_seam_disable();
+    assert_null(child);
+    cw_stream_destroy(&parent);
+    cw_context_destroy(&c2);
+    assert_true(fk.live("primary") < ctxs); /* nothing kept it */
+}
+
 /* ---- futures ---------------------------------------------------------------- */
 
 static const cw_future_kind k_host = CW_FUTURE_HOST_FUNC;
@@ -3252,6 +3300,7 @@ int main(int argc, char **argv) {
         TEST(test_pool_hammer),
         TEST(test_stream_wait),
         TEST(test_fork_join),
+        TEST(test_join_failure_gives_the_child_back),
         TEST(test_objects_know_their_context),
         TEST_K(test_future_hold, k_host),
         TEST_K(test_future_hold, k_write),

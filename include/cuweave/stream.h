@@ -195,7 +195,11 @@ CW_API cw_status cw_stream_fork(cw_stream **child, cw_stream *parent);
 /*
  * Join: parent's later work waits for everything enqueued on *child; the
  * child goes back to where fork took it from and *child is set to NULL.
- * The child's work still runs; only the handle is given back.
+ * The child's work still runs; only the handle is given back. When the
+ * ordering fails the child is given back all the same (*child NULL) and
+ * the status says the parent does not wait for it; only a capture the
+ * ordering broke keeps the child (*child unchanged; join again once the
+ * capture has ended).
  *
  * Returns:
  *   CW_SUCCESS                 joined; *child is NULL.
@@ -204,8 +208,12 @@ CW_API cw_status cw_stream_fork(cw_stream **child, cw_stream *parent);
  *   CW_ERROR_INVALID_HANDLE    parent or *child is not a live stream.
  *   CW_ERROR_INVALID_STATE     *child was joined or released already, or is a
  *                              named stream of its pool (nothing changed).
- *   CW_ERROR_CAPTURE           the ordering broke a capture (detail: the call).
- *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
+ *   CW_ERROR_CAPTURE           the ordering broke a capture (detail: the
+ *                              call); the child is kept.
+ *   CW_ERROR_DEVICE_FAULT      the context faulted: the child was given back
+ *                              without the ordering.
+ *   CW_ERROR_DRIVER            a driver call failed (detail: the call): the
+ *                              child was given back without the ordering.
  */
 CW_API cw_status cw_stream_join(cw_stream *parent, cw_stream **child);
 

@@ -214,14 +214,22 @@ cw_status stream_join(cw_stream *parent, cw_stream **child) {
                     "the stream is a named stream of its pool (cw_stream_pool_acquire_named), not a forked child: "
                     "the pool keeps it until cw_stream_pool_release_owner");
     if (held != kLeased) return fail(CW_ERROR_INVALID_STATE, "the child has already been joined or released");
-    CW_TRY(stream_order(parent, c));
+    cw_status order = stream_order(parent, c);
+    // A capture the ordering broke still holds the child (its capture ends
+    // with the origin's): keep it, to be joined again after the capture
+    // ends. Any other failure gives the child back all the same: nothing
+    // else could (cw_stream_destroy ignores a pool's stream).
+    if (order == CW_ERROR_CAPTURE) return order;
     c->in_capture = false;
     cw_stream_pool *pool = c->pool;
     cw_context *ctx = pool->ctx;
     bool internal = pool->internal;
-    CW_TRY(pool_release(pool, c));
+    cw_status st = pool_release(pool, c);
+    if (st != CW_SUCCESS) return order != CW_SUCCESS ? order : st;
     *child = NULL;
     if (internal) context_release(ctx);
+    if (order != CW_SUCCESS)
+        return prefix_error("the child was given back, but the parent does not wait for it");
     return CW_SUCCESS;
 }
 

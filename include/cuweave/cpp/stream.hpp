@@ -79,9 +79,9 @@ class stream : public detail::handle<stream, cw_stream, cw_stream_destroy> {
 // pool). Neither blocks the CPU. The parent must outlive the fork. join()
 // reports a failure (a device fault, a broken capture); the destructor
 // cannot: a join that fails there is in the log (CW_LOG_ERROR, as every
-// failure), and the child is not given back (cw_stream_join keeps it on
-// failure; it stays leased, and a child of the context's fork pool keeps
-// the context).
+// failure). cw_stream_join gives the child back even when the ordering
+// failed; only a capture the ordering broke keeps it (end the capture, then
+// join() again), and a destructor in that state leaves it leased.
 class forked {
   public:
     forked() noexcept = default;
