@@ -324,7 +324,8 @@ static pthread_t g_worker;
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
     X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)     \
     X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)   \
-    X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource) X(cuGreenCtxStreamCreate)
+    X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource) X(cuGreenCtxStreamCreate)                  \
+    X(cuThreadExchangeStreamCaptureMode)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -1927,6 +1928,35 @@ FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmem
     RETURN(CUDA_SUCCESS);
 }
 
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static __thread int t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* As the driver treats a capture-unsafe call (a stream-ordered free, say)
+ * made while a capture is open: unless the calling thread's mode is
+ * relaxed, a GLOBAL capture (any thread) or a THREAD_LOCAL one this thread
+ * began refuses it and is invalidated. 1 when the call is refused. */
+static int unsafe_during_capture_locked(void) {
+    if (t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return 0;
+    int refused = 0;
+    for (struct CUstream_st *s = g_streams; s; s = s->next_live)
+        if (s->cap && s->cap_origin &&
+            (s->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+             (s->cap_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && pthread_equal(s->cap_thread, pthread_self())))) {
+            s->cap->invalidated = 1;
+            refused = 1;
+        }
+    return refused;
+}
+
+FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+    ENTER(cuThreadExchangeStreamCaptureMode);
+    if (!mode || (int)*mode < 0 || (int)*mode > CU_STREAM_CAPTURE_MODE_RELAXED) RETURN(CUDA_ERROR_INVALID_VALUE);
+    const int prev = t_capture_mode;
+    t_capture_mode = (int)*mode;
+    *mode = (CUstreamCaptureMode)prev;
+    RETURN(CUDA_SUCCESS);
+}
+
 FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
     ENTER(cuMemFreeAsync);
     NEED_INIT();
@@ -1934,6 +1964,7 @@ FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
     if (s->cap) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (unsafe_during_capture_locked()) RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (!alloc_containing((void *)(uintptr_t)dptr, 1)) RETURN(CUDA_ERROR_INVALID_VALUE);
     struct item *it = new_item(IT_FREE, s);
     if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
@@ -2985,7 +3016,7 @@ static const struct {
     P_(cuMemPoolCreate) P_(cuMemPoolDestroy) P_(cuMemPoolSetAttribute) P_(cuMemPoolGetAttribute)
     P_(cuMemAllocFromPoolAsync) P_(cuMemFreeAsync)
     P_(cuDeviceCanAccessPeer) P_(cuDeviceGetP2PAttribute) P_(cuCtxEnablePeerAccess) P_(cuMemcpyPeerAsync)
-    P_(cuMemPoolSetAccess) P_(cuMemPoolGetAccess)
+    P_(cuMemPoolSetAccess) P_(cuMemPoolGetAccess) P_(cuThreadExchangeStreamCaptureMode)
 #undef PF_
 #undef P_
 };

@@ -274,8 +274,20 @@ static int is_release(const char *entry) {
            strstr(entry, "GetCurrent") || strstr(entry, "SetCurrent");
 }
 
+/* The warnings and errors the library logged during one failed-in-turn run
+ * (the last ones), printed with a leak to say what the library did. */
+static char g_logged[4][300];
+static int g_nlogged;
+static void sweep_log(void *user, cw_log_level level, const char *message) {
+    (void)user;
+    if (level > CW_LOG_WARNING) return;
+    snprintf(g_logged[g_nlogged % 4], sizeof g_logged[0], "%s", message);
+    g_nlogged++;
+}
+
 static void test_sweep(void **state) {
     (void)state;
+    assert_cw_ok(cw_log_set_callback(sweep_log, NULL, CW_LOG_WARNING));
     static const int errors[3] = {2 /* OUT_OF_MEMORY */, 719 /* LAUNCH_FAILED */, 800 /* NOT_PERMITTED */};
     assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
     printf("# | scenario | driver calls | failed in turn | errors returned | absorbed | leaks | usable after |\n");
@@ -297,6 +309,7 @@ static void test_sweep(void **state) {
         unsigned long tried = 0, returned = 0, absorbed = 0, leaks = 0, bad = 0;
         for (unsigned long k = 1; k <= calls; k++) {
             cwi_seam_reset();
+            g_nlogged = 0;
             cwi_seam_fail(-1, k, errors[k % 3]);
             cw_status st = sc->run();
             const int fired = cwi_seam_fired();
@@ -317,6 +330,8 @@ static void test_sweep(void **state) {
                 if (now[i] > base[i] && !is_release(entry)) {
                     printf("# %s, call %lu (%s failing): %ld %s left\n", sc->name, k, entry, now[i] - base[i],
                            k_kinds[i].name);
+                    for (int m = g_nlogged > 4 ? g_nlogged - 4 : 0; m < g_nlogged; m++)
+                        printf("#   logged: %s\n", g_logged[m % 4]);
                     leaks++;
                 }
         }
@@ -334,6 +349,7 @@ static void test_sweep(void **state) {
         total_bad += bad;
     }
     cwi_seam_disable();
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
     printf("# total: %lu driver calls, %lu failed in turn, %lu leaks, %lu scenarios unusable after\n", total_calls,
            total_tried, total_leaks, total_bad);
     assert_int_equal(total_leaks, 0);

@@ -1506,6 +1506,38 @@ static void test_join_failure_gives_the_child_back(void **state) {
     assert_true(fk.live("primary") < ctxs); /* nothing kept it */
 }
 
+/* A buffer dropped on a thread that has a capture open: the free goes on the
+ * context's release stream, which is not capturing, but the driver refuses
+ * a stream-ordered free from that thread while a GLOBAL or THREAD_LOCAL
+ * capture is open, and the refusal invalidates the capture. Before, the
+ * buffer stayed allocated until its context went (a warning) and the
+ * user's capture was broken (test_gpu_sweep: "1 device memory left" when
+ * cuStreamEndCapture failed; the fake now refuses as the driver does). The
+ * free is made in relaxed mode: the memory goes back, the capture goes on. */
+static void test_buffer_freed_during_own_capture(void **state) {
+    (void)state;
+    set_current(g_other);
+    const cw_capture_mode modes[] = {CW_CAPTURE_GLOBAL, CW_CAPTURE_THREAD_LOCAL};
+    for (size_t i = 0; i < 2; i++) {
+        cw_stream *s = new_stream(), *u = new_stream();
+        cw_buffer *b = NULL;
+        const long dev0 = fk.live("devmem");
+        assert_cw_ok(cw_buffer_create(&b, u, 256));
+        assert_cw_ok(cw_stream_synchronize(u));
+        assert_int_equal(fk.live("devmem"), dev0 + 1);
+        assert_cw_ok(cw_capture_begin(s, NULL, modes[i]));
+        cw_buffer_destroy(&b); /* this thread is capturing */
+        cw_graph *g = NULL;
+        assert_cw_ok(cw_capture_end(&g, s)); /* not invalidated */
+        assert_non_null(g);
+        cw_graph_destroy(&g);
+        assert_cw_ok(cw_context_synchronize(g_ctx));
+        assert_int_equal(fk.live("devmem"), dev0); /* freed */
+        cw_stream_destroy(&u);
+        cw_stream_destroy(&s);
+    }
+}
+
 /* ---- futures ---------------------------------------------------------------- */
 
 static const cw_future_kind k_host = CW_FUTURE_HOST_FUNC;
@@ -3301,6 +3333,7 @@ int main(int argc, char **argv) {
         TEST(test_stream_wait),
         TEST(test_fork_join),
         TEST(test_join_failure_gives_the_child_back),
+        TEST(test_buffer_freed_during_own_capture),
         TEST(test_objects_know_their_context),
         TEST_K(test_future_hold, k_host),
         TEST_K(test_future_hold, k_write),

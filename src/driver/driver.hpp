@@ -166,7 +166,9 @@ namespace cw {
     X(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020,                                           \
       (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count))                             \
     X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020,                                           \
-      (int *flags, CUmemoryPool pool, CUmemLocation *location))
+      (int *flags, CUmemoryPool pool, CUmemLocation *location))                                  \
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010,             \
+      (CUstreamCaptureMode * mode))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).
