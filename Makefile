@@ -36,6 +36,7 @@ LIB_SRCS = \
 	src/api/cw_multi.cpp \
 	src/api/cw_partition.cpp \
 	src/api/cw_resident.cpp \
+	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
@@ -47,6 +48,7 @@ LIB_SRCS = \
 	src/core/partition.cpp \
 	src/core/pool.cpp \
 	src/core/registry.cpp \
+	src/core/share.cpp \
 	src/core/stream.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
@@ -89,6 +91,7 @@ HEADERS = \
 	include/cuweave/partition.h \
 	include/cuweave/resident.h \
 	include/cuweave/resident_device.h \
+	include/cuweave/share.h \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
@@ -113,7 +116,7 @@ EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels m
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
