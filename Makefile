@@ -110,6 +110,7 @@ CPP_HEADERS = \
 	include/cuweave/cpp/multi.hpp \
 	include/cuweave/cpp/partition.hpp \
 	include/cuweave/cpp/resident.hpp \
+	include/cuweave/cpp/share.hpp \
 	include/cuweave/cpp/stream.hpp
 
 EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu resident resident_handler video_pipeline
