@@ -25,6 +25,7 @@
  *    that freed the buffer or died, a handle of another device.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -407,6 +408,60 @@ static void test_importer_that_dies_counts_as_closed(void **state) {
     assert_int_equal(fake_live("devmem"), devmem0);
 }
 
+static int g_errors;
+static void count_errors(void *user, cw_log_level level, const char *message) {
+    (void)user;
+    (void)message;
+    if (level == CW_LOG_ERROR) g_errors++;
+}
+
+/* The exporter's context teardown frees what it kept: at once when the
+ * importers closed, after a bounded wait (logged) when one still holds it. */
+static void test_context_teardown_frees_kept_memory(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    for (int still_held = 0; still_held < 2; still_held++) {
+        cw_context *c2 = NULL;
+        cw_stream *s2 = NULL;
+        cw_buffer *b = NULL;
+        assert_cw_ok(cw_context_create(&c2, 0));
+        assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+        assert_cw_ok(cw_buffer_create_shareable(&b, s2, N * 4));
+        struct child c = spawn("reader");
+        struct msg m = {.cmd = M_READ, .seed = 0}, r;
+        assert_cw_ok(cw_buffer_export(b, &m.hb));
+        send_msg(c.to, &m);
+        expect(&c, M_ENQUEUED, &r);
+        expect(&c, M_RESULT, &r);
+        assert_true(r.result >= 0); /* imported and read (zeros) */
+        cw_buffer_destroy(&b);      /* kept: the child holds it */
+        cw_stream_destroy(&s2);
+        assert_int_equal(fake_live("devmem"), devmem0 + 1);
+        struct msg cl = {.cmd = M_CLOSE};
+        if (!still_held) {
+            send_msg(c.to, &cl);
+            expect(&c, M_CLOSED, &r);
+        }
+        g_errors = 0;
+        assert_cw_ok(cw_log_set_callback(count_errors, NULL, CW_LOG_ERROR));
+        double t0 = now_ms();
+        cw_context_destroy(&c2); /* no other call of share.h in between */
+        double took = now_ms() - t0;
+        assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+        assert_int_equal(fake_live("devmem"), devmem0);
+        if (still_held) {
+            assert_true(took >= 1900); /* waited for the importer, up to 2 s */
+            assert_int_equal(g_errors, 1);
+            send_msg(c.to, &cl);
+            expect(&c, M_CLOSED, &r);
+        } else {
+            assert_true(took < 1000);
+            assert_int_equal(g_errors, 0);
+        }
+        finish(&c);
+    }
+}
+
 static void test_errors(void **state) {
     (void)state;
     cw_shared_handle h, zero;
@@ -476,6 +531,26 @@ static void test_errors(void **state) {
     cw_context_destroy(&c1);
 }
 
+/* Every object exported here was freed: no block of this process is left in
+ * /dev/shm (nor of its children, which exited: a dead exporter's block is
+ * removed by the import that finds it dead, a living one's at exit). */
+static void test_no_block_left(void **state) {
+    (void)state;
+    sweep();
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d) skip();
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            printf("# left: /dev/shm/%s\n", e->d_name);
+            left++;
+        }
+    closedir(d);
+    assert_int_equal(left, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -516,7 +591,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_record_before_import_and_never_recorded),
         cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
         cmocka_unit_test(test_importer_that_dies_counts_as_closed),
+        cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cw_stream_destroy(&s);

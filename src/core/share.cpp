@@ -65,6 +65,7 @@ struct Share {
     uint8_t kind;
     Block *block;
     char name[24];
+    Share *next_export;  // the process's exported blocks (exporter only)
 };
 
 namespace {
@@ -80,6 +81,37 @@ cw_status need_ipc() {
 }
 
 bool process_alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+// The names of the blocks this process exported and has not freed: removed
+// at exit, so that a process that exits with objects still exported leaves
+// no file in /dev/shm (importers then see the exporter gone).
+pthread_mutex_t g_exports_mu = PTHREAD_MUTEX_INITIALIZER;
+Share *g_exports;
+
+void unlink_exports_at_exit() {
+    pthread_mutex_lock(&g_exports_mu);
+    for (Share *s = g_exports; s; s = s->next_export) shm_unlink(s->name);
+    pthread_mutex_unlock(&g_exports_mu);
+}
+
+void exports_add(Share *sh) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, [] { atexit(unlink_exports_at_exit); });
+    pthread_mutex_lock(&g_exports_mu);
+    sh->next_export = g_exports;
+    g_exports = sh;
+    pthread_mutex_unlock(&g_exports_mu);
+}
+
+void exports_remove(Share *sh) {
+    pthread_mutex_lock(&g_exports_mu);
+    for (Share **pp = &g_exports; *pp; pp = &(*pp)->next_export)
+        if (*pp == sh) {
+            *pp = sh->next_export;
+            break;
+        }
+    pthread_mutex_unlock(&g_exports_mu);
+}
 
 cw_status block_create(uint8_t kind, Share **out) {
     static std::atomic<unsigned> serial{0};
@@ -107,12 +139,14 @@ cw_status block_create(uint8_t kind, Share **out) {
     sh->block->magic = kBlockMagic;
     sh->exporter = true;
     sh->kind = kind;
+    exports_add(sh);
     *out = sh;
     return CW_SUCCESS;
 }
 
 // The exporter frees its object: the name goes (later imports fail), then the mapping.
 void block_free(Share *sh) {
+    exports_remove(sh);
     shm_unlink(sh->name);
     munmap(sh->block, sizeof(Block));
     free(sh);
@@ -214,7 +248,6 @@ struct Pending {
     Share *sh;
     CUdeviceptr ptr;  // a buffer's memory, or 0
     CUevent ev;       // an event, or NULL
-    Mark *mark;       // the buffer's uses (on the release stream), or NULL
     Pending *next;
 };
 
@@ -225,10 +258,6 @@ Pending *g_pending;
 void pending_free(Pending *p) {
     CurrentGuard guard;
     (void)guard.enter(p->ctx->cu);
-    if (p->mark) {
-        (void)mark_wait(p->mark);
-        mark_release(p->mark);
-    }
     if (p->ptr) {
         CUresult r = drv().cuMemFree(p->ptr);
         if (r != CUDA_SUCCESS) {
@@ -456,9 +485,11 @@ void share_memory_release(cw_context *ctx, Share *sh, CUdeviceptr ptr, size_t by
     p->ctx = ctx;
     p->sh = sh;
     p->ptr = ptr;
-    if (rel && mark_record(rel, &p->mark) != CW_SUCCESS) {
-        p->mark = nullptr;
-        (void)drv().cuStreamSynchronize(rel->cu);
+    // The recorded uses finish before the memory can go (now or later: a
+    // kept object must not hold the context, whose teardown frees it).
+    if (rel) {
+        CUresult r = drv().cuStreamSynchronize(rel->cu);
+        if (r != CUDA_SUCCESS) (void)fail_cu(r, "cuStreamSynchronize");
     }
     keep_or_free(p);
 }
@@ -497,6 +528,7 @@ cw_status shared_event_create(cw_context *ctx, cw_shared_event **out) {
 }
 
 void shared_event_destroy(cw_shared_event *e) {
+    share_sweep();
     handle_retire(e);
     cw_context *ctx = e->ctx;
     if (e->share->exporter) {
