@@ -40,7 +40,10 @@
  * exporter's context is torn down: that waits up to 2 seconds for the
  * importers, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has
- * the same effect). An importer's last reference waits for its recorded
+ * the same effect). The exporter's last reference first waits for the
+ * buffer's recorded uses to finish (cuStreamSynchronize of the context's
+ * release stream), whether it frees the memory then or keeps it. An
+ * importer's last reference waits for its recorded
  * uses to finish on the GPU (cuStreamSynchronize of the context's release
  * stream), then closes the mapping and its slot.
  *
