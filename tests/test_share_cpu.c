@@ -371,6 +371,14 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
     cw_buffer_destroy(&b); /* the importer holds it: kept */
     sweep();
     assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    {
+        /* Dropped by its exporter: no new import. */
+        struct child c2 = spawn("reader");
+        send_msg(c2.to, &m);
+        expect(&c2, M_RESULT, &r);
+        assert_int_equal(r.result, -(int64_t)CW_ERROR_INVALID_STATE);
+        finish(&c2);
+    }
     send_msg(c.to, &m); /* reads it again: intact */
     expect(&c, M_ENQUEUED, &r);
     expect(&c, M_RESULT, &r);
@@ -382,6 +390,31 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
     sweep();
     assert_int_equal(fake_live("devmem"), devmem0);
     finish(&c);
+}
+
+/* A child forked without exec that exits (its atexit handlers run) leaves
+ * the parent's exports alone. */
+static void test_forked_child_exit_keeps_exports(void **state) {
+    (void)state;
+    cw_buffer *b = filled(61);
+    struct msg m = {.cmd = M_READ, .seed = 61}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    struct child c = spawn("reader");
+    send_msg(c.to, &m);
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    cw_buffer_destroy(&b);
 }
 
 static void test_importer_that_dies_counts_as_closed(void **state) {
@@ -591,6 +624,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_record_before_import_and_never_recorded),
         cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
         cmocka_unit_test(test_importer_that_dies_counts_as_closed),
+        cmocka_unit_test(test_forked_child_exit_keeps_exports),
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_no_block_left),

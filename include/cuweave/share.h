@@ -128,7 +128,8 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  *                              driver cannot open it there: use the
  *                              exporter's cw_buffer, cw_buffer_retain).
  *   CW_ERROR_INVALID_STATE     the exporter is gone: its process exited or
- *                              it freed the buffer.
+ *                              it destroyed the buffer (importers that
+ *                              hold it keep it; no new import).
  *   CW_ERROR_OUT_OF_MEMORY     64 processes hold it already, or no memory.
  *   CW_ERROR_NOT_SUPPORTED     the driver has no CUDA IPC entry points or
  *                              refuses IPC on this device.
@@ -186,7 +187,7 @@ CW_API cw_status cw_shared_event_export(const cw_shared_event *e, cw_shared_hand
  *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
  *   CW_ERROR_NOT_PERMITTED     h was exported by this very process.
  *   CW_ERROR_INVALID_STATE     the exporter is gone (process exited, or
- *                              the event destroyed and freed).
+ *                              the event destroyed by its exporter).
  *   CW_ERROR_OUT_OF_MEMORY     64 processes hold it already, or no memory.
  *   CW_ERROR_NOT_SUPPORTED     the driver has no CUDA IPC entry points.
  *   CW_ERROR_DRIVER            another driver failure (detail: the call).

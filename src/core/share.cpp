@@ -90,7 +90,10 @@ Share *g_exports;
 
 void unlink_exports_at_exit() {
     pthread_mutex_lock(&g_exports_mu);
-    for (Share *s = g_exports; s; s = s->next_export) shm_unlink(s->name);
+    // Only this process's own: a child forked without exec inherits the
+    // list, and its exit must not take its parent's names.
+    for (Share *s = g_exports; s; s = s->next_export)
+        if (s->block->exporter == (int32_t)getpid()) shm_unlink(s->name);
     pthread_mutex_unlock(&g_exports_mu);
 }
 
@@ -206,6 +209,15 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_OUT_OF_MEMORY, "%d imports hold the object already", kSlots);
     }
+    // The exporter removes the name before it counts the holders: a name
+    // still there now means that count sees this slot.
+    fd = shm_open(h.name, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        b->slots[slot].store(0, std::memory_order_release);
+        munmap(p, sizeof(Block));
+        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has freed the object", (int)h.pid);
+    }
+    close(fd);
     Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
     if (!sh) {
         b->slots[slot].store(0, std::memory_order_release);
@@ -254,10 +266,15 @@ struct Pending {
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 Pending *g_pending;
 
-// Frees a kept object (any thread; makes its context current).
+// Frees a kept object (any thread; makes its context current). In relaxed
+// capture mode: a free is not part of any capture, and the driver would
+// otherwise count it unsafe while this thread has one open.
 void pending_free(Pending *p) {
     CurrentGuard guard;
     (void)guard.enter(p->ctx->cu);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool relaxed = drv().cuThreadExchangeStreamCaptureMode &&
+                   drv().cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
     if (p->ptr) {
         CUresult r = drv().cuMemFree(p->ptr);
         if (r != CUDA_SUCCESS) {
@@ -266,6 +283,7 @@ void pending_free(Pending *p) {
         }
     }
     if (p->ev) (void)drv().cuEventDestroy(p->ev);
+    if (relaxed) (void)drv().cuThreadExchangeStreamCaptureMode(&mode);
     block_free(p->sh);
     free(p);
 }
@@ -300,7 +318,10 @@ void share_teardown(cw_context *ctx) {
     }
 }
 
+// The exporter dropped the object: no new import from now on (the name
+// goes first: see block_open), then freed at once or kept for the holders.
 void keep_or_free(Pending *p) {
+    shm_unlink(p->sh->name);
     if (block_holders(p->sh->block) == 0) {
         pending_free(p);
         return;
