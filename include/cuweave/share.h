@@ -116,8 +116,10 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  * may number it differently). *out holds one reference to a cw_buffer of
  * the exporter's size whose address is the same memory; destroying the
  * last reference closes it (after its recorded uses finished) and lets the
- * exporter free it. Each import of one handle in one process is a mapping
- * of its own.
+ * exporter free it. Import a handle once per process and keep the buffer
+ * (cw_buffer_retain for more references): a second import of the same
+ * handle in one process is left to the driver, which may refuse it
+ * (CW_ERROR_DRIVER) or map the same address again.
  * Returns:
  *   CW_SUCCESS                 *out is the imported buffer.
  *   CW_ERROR_INVALID_ARGUMENT  out, s or h is NULL; h is not a buffer
