@@ -152,7 +152,9 @@
  *    the process that made it is refused with CUDA_ERROR_INVALID_CONTEXT
  *    (as the real driver refuses it), a handle whose process or memfd is
  *    gone with CUDA_ERROR_INVALID_HANDLE, anything not made by
- *    cuIpcGet*Handle with CUDA_ERROR_INVALID_VALUE;
+ *    cuIpcGet*Handle with CUDA_ERROR_INVALID_VALUE. FAKE_CUDA_NO_IPC set
+ *    to a nonzero integer reports the cuIpc* entries as not found (a
+ *    driver without CUDA IPC);
  *
  * Live counts (fake_cuda_live): see the comment there; "primary" is
  * device 0's primary retain count, "primary0" .. "primary3" each device's;
@@ -3248,8 +3250,11 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
     (void)flags;
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     unsigned on = features();
+    const char *no_ipc = getenv("FAKE_CUDA_NO_IPC");
+    int ipc_off = no_ipc && atoi(no_ipc) != 0;
     for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++)
-        if (strcmp(g_procs[i].name, symbol) == 0 && (g_procs[i].feature & ~on) == 0) {
+        if (strcmp(g_procs[i].name, symbol) == 0 && (g_procs[i].feature & ~on) == 0 &&
+            !(ipc_off && strncmp(symbol, "cuIpc", 5) == 0)) {
             *pfn = g_procs[i].fn;
             if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;

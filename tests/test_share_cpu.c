@@ -137,6 +137,32 @@ static int child_reader(int in, int out) {
     return 0;
 }
 
+/* With FAKE_CUDA_NO_IPC=1 (a driver without the IPC entries): every call
+ * that needs them says so. Exits 0 when each did. */
+static int child_noipc(void) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL)) return child_fail("context");
+    cw_buffer *b = NULL;
+    cw_shared_event *e = NULL;
+    cw_shared_handle h;
+    memset(&h, 0, sizeof h);
+    int bad = 0;
+    bad += cw_buffer_create_shareable(&b, cs, 64) != CW_ERROR_NOT_SUPPORTED;
+    bad += strstr(cw_last_error()->message, "IPC") == NULL;
+    bad += cw_buffer_import(&b, cs, &h) != CW_ERROR_NOT_SUPPORTED;
+    bad += cw_shared_event_create(&e, c) != CW_ERROR_NOT_SUPPORTED;
+    bad += cw_shared_event_import(&e, c, &h) != CW_ERROR_NOT_SUPPORTED;
+    bad += b != NULL || e != NULL;
+    /* Pool buffers still work. */
+    bad += cw_buffer_create(&b, cs, 64) != CW_SUCCESS;
+    bad += cw_buffer_export(b, &h) != CW_ERROR_INVALID_STATE;
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return bad ? 3 : 0;
+}
+
 /* Makes a shareable buffer on the device asked for and sends its handle. */
 static int child_exporter(int in, int out) {
     struct msg m;
@@ -495,6 +521,19 @@ static void test_context_teardown_frees_kept_memory(void **state) {
     }
 }
 
+static void test_driver_without_ipc(void **state) {
+    (void)state;
+    setenv("FAKE_CUDA_NO_IPC", "1", 1);
+    struct child c = spawn("noipc");
+    unsetenv("FAKE_CUDA_NO_IPC");
+    close(c.to);
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.from);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_errors(void **state) {
     (void)state;
     cw_shared_handle h, zero;
@@ -596,6 +635,7 @@ int main(int argc, char **argv) {
         if (cw_init() != CW_SUCCESS) return 2;
         if (!strcmp(argv[3], "reader")) return child_reader(in, out);
         if (!strcmp(argv[3], "exporter")) return child_exporter(in, out);
+        if (!strcmp(argv[3], "noipc")) return child_noipc();
         return 2;
     }
     snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
@@ -627,6 +667,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_forked_child_exit_keeps_exports),
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_driver_without_ipc),
         cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

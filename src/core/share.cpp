@@ -189,7 +189,7 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     }
     int fd = shm_open(h.name, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0)
-        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has freed the object (%s: %s)", (int)h.pid,
+        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object (%s: %s)", (int)h.pid,
                     h.name, strerror(errno));
     void *p = mmap(nullptr, sizeof(Block), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -215,7 +215,7 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     if (fd < 0) {
         b->slots[slot].store(0, std::memory_order_release);
         munmap(p, sizeof(Block));
-        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has freed the object", (int)h.pid);
+        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object", (int)h.pid);
     }
     close(fd);
     Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
