@@ -36,6 +36,7 @@ LIB_SRCS = \
 	src/api/cw_multi.cpp \
 	src/api/cw_partition.cpp \
 	src/api/cw_resident.cpp \
+	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
@@ -47,6 +48,7 @@ LIB_SRCS = \
 	src/core/partition.cpp \
 	src/core/pool.cpp \
 	src/core/registry.cpp \
+	src/core/share.cpp \
 	src/core/stream.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
@@ -89,6 +91,7 @@ HEADERS = \
 	include/cuweave/partition.h \
 	include/cuweave/resident.h \
 	include/cuweave/resident_device.h \
+	include/cuweave/share.h \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
@@ -107,21 +110,22 @@ CPP_HEADERS = \
 	include/cuweave/cpp/multi.hpp \
 	include/cuweave/cpp/partition.hpp \
 	include/cuweave/cpp/resident.hpp \
+	include/cuweave/cpp/share.hpp \
 	include/cuweave/cpp/stream.hpp
 
 EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu resident resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
 CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)

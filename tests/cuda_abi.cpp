@@ -161,3 +161,6 @@ SAME(CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK); SAME(CU_DEVICE_P2P_ATTRIBUTE_ACC
 SAME(CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED);
 static_assert(sizeof(mine::CUmemAccessDesc) == sizeof(::CUmemAccessDesc), "CUmemAccessDesc size");
 static_assert(offsetof(mine::CUmemAccessDesc, flags) == offsetof(::CUmemAccessDesc, flags), "CUmemAccessDesc layout");
+SAME(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS); SAME(CU_EVENT_INTERPROCESS);
+static_assert(sizeof(mine::CUipcMemHandle) == sizeof(::CUipcMemHandle), "CUipcMemHandle size");
+static_assert(sizeof(mine::CUipcEventHandle) == sizeof(::CUipcEventHandle), "CUipcEventHandle size");

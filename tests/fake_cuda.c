@@ -137,6 +137,25 @@
  *    cuMemPoolGetAccess gives them back (the own device READWRITE, the
  *    others PROT_NONE until set). Nothing enforces them.
  *
+ *  - interprocess memory and events (always present, no feature), across
+ *    real processes of one machine: cuMemAlloc's memory is a memfd mapped
+ *    shared (so another process can map the same pages); cuIpcGetMemHandle
+ *    of an allocation's start writes the exporter's pid and the memfd's
+ *    number, and cuIpcOpenMemHandle in another process opens
+ *    /proc/<pid>/fd/<n> and maps it (counted in "ipcmem" until
+ *    cuIpcCloseMemHandle). An event made with CU_EVENT_INTERPROCESS (which
+ *    needs CU_EVENT_DISABLE_TIMING) has a shared page of two counters: records
+ *    enqueued and the last record completed; cuIpcOpenEventHandle maps that
+ *    page into another process, where cuStreamWaitEvent waits (a value wait
+ *    on the shared page, polled by the callback thread) for the records
+ *    enqueued when it was called, in whichever process. Opening a handle in
+ *    the process that made it is refused with CUDA_ERROR_INVALID_CONTEXT
+ *    (as the real driver refuses it), a handle whose process or memfd is
+ *    gone with CUDA_ERROR_INVALID_HANDLE, anything not made by
+ *    cuIpcGet*Handle with CUDA_ERROR_INVALID_VALUE. FAKE_CUDA_NO_IPC set
+ *    to a nonzero integer reports the cuIpc* entries as not found (a
+ *    driver without CUDA IPC);
+ *
  * Live counts (fake_cuda_live): see the comment there; "primary" is
  * device 0's primary retain count, "primary0" .. "primary3" each device's;
  * "peers", "staged" and "direct" count peer access and peer copies; "graph"
@@ -159,6 +178,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../src/driver/cuda_min.h"
 
@@ -214,12 +237,35 @@ struct CUevent_st {
     struct CUstream_st *cap_stream;
     long cap_gen;
     struct deps cdeps;
+    /* CU_EVENT_INTERPROCESS: the page shared with the processes that opened it */
+    struct ipc_word *shared;
+    int shared_fd;  /* the page's memfd (exporter), -1 in an importer */
+    int imported;   /* opened with cuIpcOpenEventHandle */
+};
+
+/* An interprocess event's shared page. */
+struct ipc_word {
+    uint32_t enqueued;  /* records enqueued, in every process */
+    uint32_t done;      /* the number of the last record completed */
+};
+
+/* The contents of the fake's IPC handles (64 bytes). */
+#define IPC_MAGIC_MEM 0x4d504946u   /* FIPM */
+#define IPC_MAGIC_EVENT 0x45504946u /* FIPE */
+struct ipc_handle {
+    uint32_t magic;
+    int32_t pid;
+    int32_t fd;
+    uint32_t pad;
+    uint64_t bytes;
 };
 
 struct alloc {
     char *p;
     size_t bytes;
     int host;
+    int fd;  /* cuMemAlloc's memfd (-1: malloc'd), or an imported mapping's -1 */
+    int ipc; /* mapped by cuIpcOpenMemHandle */
     struct alloc *next;
 };
 
@@ -238,6 +284,7 @@ struct item {
     const void *src;
     size_t bytes;
     int dst_checked, src_checked; /* 1: the address must be a tracked allocation */
+    int ipc;                      /* a wait on an interprocess event's shared page */
     struct item *next;
 };
 
@@ -285,7 +332,7 @@ static struct CUstream_st *g_streams;
 static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
-static long g_badaccess, g_cbcalls, g_orphans;
+static long g_badaccess, g_cbcalls, g_orphans, g_live_ipcmem;
 static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels, g_live_mempools;
 
 static struct item *g_head, *g_tail;
@@ -325,7 +372,8 @@ static pthread_t g_worker;
     X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)     \
     X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)   \
     X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource) X(cuGreenCtxStreamCreate)                  \
-    X(cuThreadExchangeStreamCaptureMode)
+    X(cuThreadExchangeStreamCaptureMode) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)              \
+    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -448,6 +496,8 @@ static void maybe_free_stream(struct CUstream_st *s) {
 
 static void maybe_free_event(struct CUevent_st *e) {
     if (e->destroyed && e->pending == 0 && e->pins == 0) {
+        if (e->shared) munmap(e->shared, 4096);
+        if (e->shared_fd >= 0) close(e->shared_fd);
         free(e->cdeps.v);
         e->magic = 0;
         free(e);
@@ -510,6 +560,13 @@ static void apply_locked(struct item *it) {
         break;
     case IT_RECORD:
         it->event->time_ms = now_ms();
+        if (it->event->shared) {
+            uint32_t seq = (uint32_t)it->value, cur = __atomic_load_n(&it->event->shared->done, __ATOMIC_ACQUIRE);
+            while ((int32_t)(seq - cur) > 0 &&
+                   !__atomic_compare_exchange_n(&it->event->shared->done, &cur, seq, 0, __ATOMIC_RELEASE,
+                                                __ATOMIC_ACQUIRE)) {
+            }
+        }
         break;
     case IT_FREE: /* cuMemFreeAsync: the memory goes when the stream reaches it */
         if (!untrack_alloc(it->dst, 0)) {
@@ -563,7 +620,7 @@ static void *worker_main(void *arg) {
                 g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
             }
             while (!g_sticky && !wait_value_met(it)) {
-                if (!alloc_containing((void *)(uintptr_t)it->addr, 4)) {
+                if (!it->ipc && !alloc_containing((void *)(uintptr_t)it->addr, 4)) {
                     g_badaccess++;
                     g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
                     break;
@@ -597,6 +654,7 @@ static CUresult submit_locked(struct item *it) {
     if (it->kind == IT_RECORD) {
         it->event->pending++;
         it->event->recorded = 1;
+        if (it->event->shared) it->value = __atomic_add_fetch(&it->event->shared->enqueued, 1, __ATOMIC_ACQ_REL);
     }
     int inline_ok = !g_head && !g_hold && it->kind != IT_HOSTFN &&
                     (it->kind != IT_WAIT32 || g_sticky || g_fault_armed || wait_value_met(it));
@@ -1309,7 +1367,19 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned fla
      * has records in flight, a no-op item keeps the waiting stream busy until
      * they completed (cuStreamQuery/Synchronize of it see the dependency). */
     struct CUevent_st *e = event_of(event);
-    if (e->pending > 0) {
+    if (e->imported) {
+        /* Records of another process: wait, in stream order, until the
+         * record enqueued last (when this call is made) has completed. */
+        uint32_t want = __atomic_load_n(&e->shared->enqueued, __ATOMIC_ACQUIRE);
+        struct item *it = new_item(IT_WAIT32, stream_of(stream, &err));
+        if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        it->addr = (CUdeviceptr)(uintptr_t)&e->shared->done;
+        it->value = want;
+        it->flags = CU_STREAM_WAIT_VALUE_GEQ;
+        it->ipc = 1;
+        CUresult r = submit_locked(it);
+        if (r != CUDA_SUCCESS) RETURN(r);
+    } else if (e->pending > 0) {
         struct item *it = new_item(IT_NOP, stream_of(stream, &err));
         if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
         CUresult r = submit_locked(it);
@@ -1467,6 +1537,17 @@ FAKE_API CUresult cuEventCreate(CUevent *event, unsigned flags) {
     e->magic = MAGIC_EVENT;
     e->ctx = c;
     e->flags = flags;
+    e->shared_fd = -1;
+    if (flags & CU_EVENT_INTERPROCESS) {
+        e->shared_fd = memfd_create("fake-cuda-ipc-event", MFD_CLOEXEC);
+        if (e->shared_fd < 0 || ftruncate(e->shared_fd, 4096) != 0 ||
+            (e->shared = (struct ipc_word *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, e->shared_fd, 0)) ==
+                MAP_FAILED) {
+            if (e->shared_fd >= 0) close(e->shared_fd);
+            free(e);
+            RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        }
+    }
     e->next_live = g_events;
     g_events = e;
     g_live_events++;
@@ -1524,6 +1605,11 @@ FAKE_API CUresult cuEventQuery(CUevent event) {
     struct CUevent_st *e = event_of(event);
     if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (g_sticky) RETURN(g_sticky);
+    if (e->imported)
+        RETURN((int32_t)(__atomic_load_n(&e->shared->done, __ATOMIC_ACQUIRE) -
+                         __atomic_load_n(&e->shared->enqueued, __ATOMIC_ACQUIRE)) >= 0
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_NOT_READY);
     RETURN(e->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
 }
 
@@ -1560,6 +1646,8 @@ static CUresult track_alloc(void *p, size_t bytes, int host) {
     m->p = (char *)p;
     m->bytes = bytes;
     m->host = host;
+    m->fd = -1;
+    m->ipc = 0;
     m->next = g_allocs;
     g_allocs = m;
     if (host)
@@ -1625,22 +1713,155 @@ FAKE_API CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytes) {
     if (!dptr || bytes == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (bytes > alloc_limit()) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    void *p = malloc(bytes);
-    if (!p) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {
-        free(p);
+    /* A memfd mapped shared: another process can map the same pages
+     * (cuIpcOpenMemHandle). */
+    int fd = memfd_create("fake-cuda-mem", MFD_CLOEXEC);
+    if (fd < 0) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) == 0) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     }
+    if (track_alloc(p, bytes, 0) != CUDA_SUCCESS) {
+        munmap(p, bytes);
+        close(fd);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    g_allocs->fd = fd;
     *dptr = (CUdeviceptr)(uintptr_t)p;
     RETURN(CUDA_SUCCESS);
+}
+
+/* The cuMemAlloc allocation (not imported) that starts at p. */
+static struct alloc *mapped_alloc_at(const void *p) {
+    for (struct alloc *m = g_allocs; m; m = m->next)
+        if (m->p == (const char *)p && !m->host && !m->ipc && m->fd >= 0) return m;
+    return NULL;
 }
 
 FAKE_API CUresult cuMemFree(CUdeviceptr dptr) {
     ENTER(cuMemFree);
     NEED_INIT();
     void *p = (void *)(uintptr_t)dptr;
-    if (!untrack_alloc(p, 0)) RETURN(CUDA_ERROR_INVALID_VALUE);
-    free(p);
+    struct alloc *m = mapped_alloc_at(p);
+    if (!m) RETURN(CUDA_ERROR_INVALID_VALUE);
+    size_t bytes = m->bytes;
+    int fd = m->fd;
+    untrack_alloc(p, 0);
+    munmap(p, bytes);
+    close(fd);
+    RETURN(CUDA_SUCCESS);
+}
+
+/* ---- interprocess memory and events ---- */
+
+static int ipc_handle_read(const char *raw, uint32_t magic, struct ipc_handle *h) {
+    memcpy(h, raw, sizeof *h);
+    return h->magic == magic && h->pid > 0 && h->fd >= 0;
+}
+
+/* Opens the exporter's memfd through /proc; -1 (errno set) when gone. */
+static int ipc_open_fd(const struct ipc_handle *h) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
+    return open(path, O_RDWR | O_CLOEXEC);
+}
+
+FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
+    ENTER(cuIpcGetMemHandle);
+    NEED_INIT();
+    if (!handle) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct alloc *m = mapped_alloc_at((void *)(uintptr_t)dptr);
+    if (!m) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct ipc_handle h = {IPC_MAGIC_MEM, (int32_t)getpid(), m->fd, 0, m->bytes};
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle->reserved, &h, sizeof h);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags) {
+    ENTER(cuIpcOpenMemHandle);
+    NEED_INIT();
+    struct ipc_handle h;
+    if (!dptr || flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ||
+        !ipc_handle_read(handle.reserved, IPC_MAGIC_MEM, &h) || h.bytes == 0)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (h.pid == (int32_t)getpid()) RETURN(CUDA_ERROR_INVALID_CONTEXT); /* as the real driver */
+    int fd = ipc_open_fd(&h);
+    if (fd < 0) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (track_alloc(p, (size_t)h.bytes, 0) != CUDA_SUCCESS) {
+        munmap(p, (size_t)h.bytes);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    g_allocs->fd = -1;
+    g_allocs->ipc = 1;
+    g_live_devmem--;
+    g_live_ipcmem++;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+    ENTER(cuIpcCloseMemHandle);
+    NEED_INIT();
+    for (struct alloc **pp = &g_allocs; *pp; pp = &(*pp)->next)
+        if ((*pp)->p == (char *)(uintptr_t)dptr && (*pp)->ipc) {
+            struct alloc *m = *pp;
+            *pp = m->next;
+            munmap(m->p, m->bytes);
+            free(m);
+            g_live_ipcmem--;
+            RETURN(CUDA_SUCCESS);
+        }
+    RETURN(CUDA_ERROR_INVALID_VALUE);
+}
+
+FAKE_API CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
+    ENTER(cuIpcGetEventHandle);
+    NEED_INIT();
+    if (!handle) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct CUevent_st *e = event_of(event);
+    if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!e->shared || e->imported) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct ipc_handle h = {IPC_MAGIC_EVENT, (int32_t)getpid(), e->shared_fd, 0, 4096};
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle->reserved, &h, sizeof h);
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle) {
+    ENTER(cuIpcOpenEventHandle);
+    NEED_INIT();
+    struct ipc_handle h;
+    if (!event || !ipc_handle_read(handle.reserved, IPC_MAGIC_EVENT, &h)) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (h.pid == (int32_t)getpid()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    int fd = ipc_open_fd(&h);
+    if (fd < 0) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (page == MAP_FAILED) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    struct CUevent_st *e = (struct CUevent_st *)calloc(1, sizeof *e);
+    if (!e) {
+        munmap(page, 4096);
+        RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    e->magic = MAGIC_EVENT;
+    e->ctx = c;
+    e->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+    e->shared = (struct ipc_word *)page;
+    e->shared_fd = -1;
+    e->imported = 1;
+    e->next_live = g_events;
+    g_events = e;
+    g_live_events++;
+    *event = e;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -3017,6 +3238,8 @@ static const struct {
     P_(cuMemAllocFromPoolAsync) P_(cuMemFreeAsync)
     P_(cuDeviceCanAccessPeer) P_(cuDeviceGetP2PAttribute) P_(cuCtxEnablePeerAccess) P_(cuMemcpyPeerAsync)
     P_(cuMemPoolSetAccess) P_(cuMemPoolGetAccess) P_(cuThreadExchangeStreamCaptureMode)
+    P_(cuIpcGetMemHandle) P_(cuIpcOpenMemHandle) P_(cuIpcCloseMemHandle) P_(cuIpcGetEventHandle)
+    P_(cuIpcOpenEventHandle)
 #undef PF_
 #undef P_
 };
@@ -3027,8 +3250,11 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
     (void)flags;
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     unsigned on = features();
+    const char *no_ipc = getenv("FAKE_CUDA_NO_IPC");
+    int ipc_off = no_ipc && atoi(no_ipc) != 0;
     for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++)
-        if (strcmp(g_procs[i].name, symbol) == 0 && (g_procs[i].feature & ~on) == 0) {
+        if (strcmp(g_procs[i].name, symbol) == 0 && (g_procs[i].feature & ~on) == 0 &&
+            !(ipc_off && strncmp(symbol, "cuIpc", 5) == 0)) {
             *pfn = g_procs[i].fn;
             if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;
@@ -3065,6 +3291,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "event")) v = g_live_events;
     else if (!strcmp(kind, "hostmem")) v = g_live_hostmem;
     else if (!strcmp(kind, "devmem")) v = g_live_devmem;
+    else if (!strcmp(kind, "ipcmem")) v = g_live_ipcmem;
     else if (!strcmp(kind, "primary")) v = g_primary_refs[0];
     else if (!strncmp(kind, "primary", 7) && kind[7] >= '0' && kind[7] < '0' + FAKE_MAX_DEVICES && !kind[8])
         v = g_primary_refs[kind[7] - '0'];

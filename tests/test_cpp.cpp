@@ -956,6 +956,38 @@ static void test_host_memory_and_copies(void **) {
     expect_no_leaks(before, "host memory, copies and buffers");
 }
 
+// Sharing between processes (share.hpp), the calls one process can make:
+// export, the refusals, an event recorded and waited for (the C tests,
+// test_share_cpu, cross real processes).
+static void test_sharing(void **) {
+    const live_counts before = snapshot();
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        cw::buffer b = VAL(cw::create_shareable_buffer(s, 4096));
+        assert_int_equal(b.size(), 4096);
+        cw_shared_handle h = VAL(cw::export_buffer(b));
+        assert_int_equal(STATUS_OF(cw::import_buffer(s, h)), CW_ERROR_NOT_PERMITTED); // its own process
+        cw_shared_handle zero{};
+        assert_int_equal(STATUS_OF(cw::import_buffer(s, zero)), CW_ERROR_INVALID_ARGUMENT);
+        cw::buffer pool = VAL(cw::buffer::create(s, 64));
+        assert_int_equal(STATUS_OF(cw::export_buffer(pool)), CW_ERROR_INVALID_STATE);
+        cw::shared_event e = VAL(cw::shared_event::create(ctx));
+        cw_shared_handle he = VAL(e.export_handle());
+        assert_int_equal(STATUS_OF(cw::shared_event::import(ctx, he)), CW_ERROR_NOT_PERMITTED);
+        OK(e.record(s));
+        OK(e.wait(s));
+        OK(s.synchronize());
+        cw_shared_event_info info = e.info();
+        assert_int_equal(info.imported, 0);
+        assert_int_equal(info.importers, 0);
+        assert_ptr_equal(info.context, ctx.get());
+        OK(b.used_by(s));
+        OK(pool.used_by(s));
+    }
+    expect_no_leaks(before, "shareable buffers and shared events");
+}
+
 // ---- operators and pipelines: many inputs, finding, port memory, C operators ---
 
 struct emitter : cw::operator_base {
@@ -1629,6 +1661,7 @@ static int run_group(const char *fake, bool features) {
             cmocka_unit_test(test_partition_calls_on_empty_set),
             cmocka_unit_test(test_resident_error),
             cmocka_unit_test(test_host_memory_and_copies),
+            cmocka_unit_test(test_sharing),
             cmocka_unit_test(test_operators),
             cmocka_unit_test(test_pipeline_more),
             cmocka_unit_test(test_several_devices),

@@ -442,6 +442,29 @@ static void test_flow_without_driver(void **state) {
     assert_int_equal(dp, 0);
 }
 
+/* share.h: every call refuses a NULL argument before anything else. */
+static void test_share_without_driver(void **state) {
+    (void)state;
+    cw_buffer *b = NULL;
+    cw_shared_event *e = NULL;
+    cw_shared_handle h;
+    cw_shared_event_info info;
+    memset(&h, 0, sizeof h);
+    EXPECT_INVALID_ND(cw_buffer_create_shareable, cw_buffer_create_shareable(&b, NULL, 16));
+    EXPECT_INVALID_ND(cw_buffer_export, cw_buffer_export(NULL, &h));
+    EXPECT_INVALID_ND(cw_buffer_import, cw_buffer_import(&b, NULL, &h));
+    EXPECT_INVALID_ND(cw_shared_event_create, cw_shared_event_create(&e, NULL));
+    EXPECT_INVALID_ND(cw_shared_event_export, cw_shared_event_export(NULL, &h));
+    EXPECT_INVALID_ND(cw_shared_event_import, cw_shared_event_import(&e, NULL, &h));
+    EXPECT_INVALID_ND(cw_shared_event_record, cw_shared_event_record(NULL, NULL));
+    EXPECT_INVALID_ND(cw_shared_event_wait, cw_shared_event_wait(NULL, NULL));
+    EXPECT_INVALID_ND(cw_shared_event_get_info, cw_shared_event_get_info(NULL, &info));
+    cw_shared_event_destroy(NULL);
+    cw_shared_event_destroy(&e);
+    assert_null(b);
+    assert_null(e);
+}
+
 static void *init_thread(void *arg) {
     *(cw_status *)arg = cw_init();
     return NULL;
@@ -576,6 +599,7 @@ int main(void) {
         cmocka_unit_test(test_resident_without_driver),
         cmocka_unit_test(test_flow_without_driver),
         cmocka_unit_test(test_multi_without_driver),
+        cmocka_unit_test(test_share_without_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

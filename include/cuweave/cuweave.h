@@ -19,5 +19,6 @@
 #include "cuweave/flow.h"
 #include "cuweave/multi.h"
 #include "cuweave/collective.h"
+#include "cuweave/share.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

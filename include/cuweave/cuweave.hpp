@@ -56,6 +56,7 @@
 #include "cuweave/cpp/buffer.hpp"
 #include "cuweave/cpp/multi.hpp"
 #include "cuweave/cpp/collective.hpp"
+#include "cuweave/cpp/share.hpp"
 #include "cuweave/cpp/flow.hpp"
 
 namespace cw {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/pool.hpp"
+#include "core/share.hpp"
 
 namespace cw {
 namespace core {
@@ -152,7 +153,12 @@ void buffer_free(cw_buffer *b) {
     bool ordered = true;
     for (int i = 0; i < b->nuses; i++) ordered = mark_fold(rel, b->uses[i]) && ordered;
     b->nuses = 0;
-    if (ordered && rel) {
+    if (b->share) {
+        // Shareable memory (cuMemAlloc, or an import): freed or closed once
+        // the uses and the importers are done (share.cpp).
+        share_memory_release(b->ctx, b->share, b->ptr, b->bytes, rel, ordered);
+        b->share = nullptr;
+    } else if (ordered && rel) {
         st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, rel->cu); });
     } else if (ordered) {
         // No release stream (making it failed): fold waited for every use on

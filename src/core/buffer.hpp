@@ -19,6 +19,7 @@ namespace cw {
 namespace core {
 constexpr int kUses = 8;
 struct BufferCache;
+struct Share;
 }  // namespace core
 }  // namespace cw
 
@@ -32,6 +33,7 @@ struct cw_buffer {
     int nuses;
     cw::core::Mark *uses[cw::core::kUses];
     cw::core::BufferCache *cache;  // where its last release puts it (retained), or NULL
+    cw::core::Share *share;        // shareable (exported or imported) memory, or NULL (share.cpp)
 };
 
 namespace cw {

@@ -35,6 +35,7 @@
     X(cw_comm, 0x4357434du)          /* CWCM */           \
     X(cw_operator, 0x43574f50u)      /* CWOP */           \
     X(cw_pipeline, 0x43575049u)      /* CWPI */           \
+    X(cw_shared_event, 0x43575345u)  /* CWSE */           \
     X(cw_io, 0x4357494fu)            /* CWIO: not registered, see flow.hpp */
 
 #define CW_HANDLE_DECLARE_(type, tag) struct type;

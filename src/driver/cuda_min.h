@@ -36,6 +36,17 @@ typedef struct CUuuid_st {
 
 typedef void (*CUhostFn)(void *userData);
 
+/* Interprocess handles (cuIpc*): 64 opaque bytes each. */
+typedef struct CUipcMemHandle_st {
+    char reserved[64];
+} CUipcMemHandle;
+typedef struct CUipcEventHandle_st {
+    char reserved[64];
+} CUipcEventHandle;
+enum {
+    CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+};
+
 /* Green contexts and device resources (CUDA 12.4+). */
 typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef struct CUdevResourceDesc_st *CUdevResourceDesc;

@@ -168,7 +168,13 @@ namespace cw {
     X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020,                                           \
       (int *flags, CUmemoryPool pool, CUmemLocation *location))                                  \
     X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010,             \
-      (CUstreamCaptureMode * mode))
+      (CUstreamCaptureMode * mode))                                                             \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, (CUipcMemHandle * handle, CUdeviceptr dptr))  \
+    X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 11000,                                           \
+      (CUdeviceptr * dptr, CUipcMemHandle handle, unsigned flags))                               \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, (CUdeviceptr dptr))                      \
+    X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010, (CUipcEventHandle * handle, CUevent event)) \
+    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010, (CUevent * event, CUipcEventHandle handle))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).

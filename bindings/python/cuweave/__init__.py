@@ -1150,6 +1150,92 @@ class Buffer(_Handle):
             "stream": s if s else None,
         }
 
+    @classmethod
+    def create_shareable(cls, stream, shape, dtype="uint8"):
+        """A Buffer another process can import (cw_buffer_create_shareable:
+        cuMemAlloc'd, not pool memory). Export it with export()."""
+        self = cls.__new__(cls)
+        shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        self.typestr = _typestr(dtype)
+        self.shape = shape
+        count = 1
+        for n in shape:
+            count *= n
+        self.nbytes = count * int(self.typestr[2:])
+        if self.nbytes == 0:
+            raise ValueError("a buffer holds at least one byte")
+        _Handle.__init__(self, _new(lib.cw_buffer_create_shareable, stream.handle, self.nbytes),
+                         keep=(stream.context,))
+        self.context = stream.context
+        self._stream = stream
+        return self
+
+    def export(self):
+        """The handle (128 bytes) another process of this machine passes to
+        Buffer.import_handle (cw_buffer_export). The memory stays until every
+        importer closed (docs/multi-gpu.md, "Sharing between processes")."""
+        h = _lib.SharedHandle()
+        lib.cw_buffer_export(self.handle, ctypes.byref(h))
+        return bytes(h.bytes)
+
+    @classmethod
+    def import_handle(cls, stream, handle, shape=None, dtype="uint8"):
+        """Opens another process's exported buffer on stream's context
+        (cw_buffer_import); shape defaults to its size in elements of dtype."""
+        h = _shared_handle(handle)
+        out = _new(lib.cw_buffer_import, stream.handle, ctypes.byref(h))
+        info = _lib.BufferInfo()
+        lib.cw_buffer_get_info(out, ctypes.byref(info))
+        if shape is None:
+            shape = (info.bytes // int(_typestr(dtype)[2:]),)
+        return cls._wrap(out, stream.context, stream, shape, dtype, owned=True)
+
+
+def _shared_handle(handle):
+    data = bytes(handle)
+    if len(data) != 128:
+        raise ValueError("a shared handle is 128 bytes, not %d" % len(data))
+    h = _lib.SharedHandle()
+    ctypes.memmove(h.bytes, data, 128)
+    return h
+
+
+class SharedEvent(_Handle):
+    """An event shared between processes (cw_shared_event): record() in
+    one, wait() in another; export() gives the bytes to pass over."""
+
+    _destroy = lib.cw_shared_event_destroy
+
+    def __init__(self, context, handle=None):
+        if handle is None:
+            ptr = _new(lib.cw_shared_event_create, context.handle)
+        else:
+            h = _shared_handle(handle)
+            ptr = _new(lib.cw_shared_event_import, context.handle, ctypes.byref(h))
+        super().__init__(ptr, keep=(context,))
+        self.context = context
+
+    @classmethod
+    def import_handle(cls, context, handle):
+        return cls(context, handle)
+
+    def export(self):
+        h = _lib.SharedHandle()
+        lib.cw_shared_event_export(self.handle, ctypes.byref(h))
+        return bytes(h.bytes)
+
+    def record(self, stream):
+        lib.cw_shared_event_record(self.handle, stream.handle)
+
+    def wait(self, stream):
+        """Work enqueued on stream from now on waits for the latest record."""
+        lib.cw_shared_event_wait(self.handle, stream.handle)
+
+    def info(self):
+        i = _lib.SharedEventInfo()
+        lib.cw_shared_event_get_info(self.handle, ctypes.byref(i))
+        return {"imported": bool(i.imported), "importers": i.importers}
+
 
 BUILTIN_FILL_U32, BUILTIN_WRITE_U32, BUILTIN_TIMESTAMP, BUILTIN_SET_COND = 0, 1, 2, 3
 

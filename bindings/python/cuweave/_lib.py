@@ -556,6 +556,21 @@ class IoInfo(ctypes.Structure):
     ]
 
 
+class SharedHandle(ctypes.Structure):
+    _c_name_ = "cw_shared_handle"
+    _fields_ = [("bytes", ctypes.c_uint8 * 128)]
+
+
+class SharedEventInfo(ctypes.Structure):
+    _c_name_ = "cw_shared_event_info"
+    _fields_ = [
+        ("context", ctypes.c_void_p),
+        ("imported", ctypes.c_int),
+        ("importers", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 16),
+    ]
+
+
 # Public structs of include/cuweave/*.h that have no Structure here, and why
 # (tests/test_abi.py fails on a public struct neither bound nor listed).
 STRUCTS_UNBOUND = {
@@ -717,6 +732,17 @@ _SIGNATURES = [
     ("cw_copy_to_host", _int, [_vp, _vp, _u64, _size], True),
     ("cw_host_alloc", _int, [c_void_pp, _vp, _size], True),
     ("cw_host_free", None, [_vp, c_void_pp], False),
+    # share.h
+    ("cw_buffer_create_shareable", _int, [c_void_pp, _vp, _size], True),
+    ("cw_buffer_export", _int, [_vp, _P(SharedHandle)], True),
+    ("cw_buffer_import", _int, [c_void_pp, _vp, _P(SharedHandle)], True),
+    ("cw_shared_event_create", _int, [c_void_pp, _vp], True),
+    ("cw_shared_event_destroy", None, [c_void_pp], False),
+    ("cw_shared_event_export", _int, [_vp, _P(SharedHandle)], True),
+    ("cw_shared_event_import", _int, [c_void_pp, _vp, _P(SharedHandle)], True),
+    ("cw_shared_event_record", _int, [_vp, _vp], True),
+    ("cw_shared_event_wait", _int, [_vp, _vp], True),
+    ("cw_shared_event_get_info", _int, [_vp, _P(SharedEventInfo)], True),
     # multi.h
     ("cw_device_group_create", _int, [c_void_pp, c_int_p, _int], True),
     ("cw_device_group_destroy", None, [c_void_pp], False),

@@ -1,0 +1,49 @@
+// cuweave core: buffers and events shared between processes (share.cpp;
+// include/cuweave/share.h).
+//
+// Shareable memory is cuMemAlloc'd (the stream-ordered pool has no
+// shareable handle types). Each exported object has a POSIX shared-memory
+// block in which importing processes hold slots (their pids); the
+// exporter frees the object once no live process holds a slot.
+#pragma once
+
+#include "core/buffer.hpp"
+#include "cuweave/share.h"
+
+struct cw_shared_event {
+    uint32_t tag;
+    cw_context *ctx;  // retained
+    CUevent ev;
+    cw::core::Share *share;
+};
+
+namespace cw {
+namespace core {
+
+struct Share;
+
+// Buffers.
+cw_status shareable_alloc(cw_stream *s, size_t bytes, cw_buffer **out);
+cw_status buffer_export(const cw_buffer *b, cw_shared_handle *out);
+cw_status buffer_import(cw_stream *s, const cw_shared_handle *h, cw_buffer **out);
+// The last reference of a buffer with b->share went (buffer_free; its
+// context current): an importer's uses are waited for (rel, when not NULL
+// and ordered) and its mapping closed; an exporter's memory is freed once
+// no importer holds it (now, a later call, or the context's teardown).
+// Takes sh.
+void share_memory_release(cw_context *ctx, Share *sh, CUdeviceptr ptr, size_t bytes, cw_stream *rel, bool ordered);
+
+// Events.
+cw_status shared_event_create(cw_context *ctx, cw_shared_event **out);
+void shared_event_destroy(cw_shared_event *e);
+cw_status shared_event_export(const cw_shared_event *e, cw_shared_handle *out);
+cw_status shared_event_import(cw_context *ctx, const cw_shared_handle *h, cw_shared_event **out);
+cw_status shared_event_record(cw_shared_event *e, cw_stream *s);
+cw_status shared_event_wait(cw_shared_event *e, cw_stream *s);
+void shared_event_info(const cw_shared_event *e, cw_shared_event_info *info);
+
+// Frees what exporters kept for importers that have all closed since.
+void share_sweep();
+
+}  // namespace core
+}  // namespace cw

@@ -1,0 +1,677 @@
+/*
+ * Buffers and events shared between processes (include/cuweave/share.h)
+ * against the fake driver, across real processes: the test starts copies of
+ * itself (fork + exec of /proc/self/exe, "--child ROLE") and talks to them
+ * through two pipes. The fake maps cuMemAlloc's memory shared (a memfd the
+ * importer maps through /proc/PID/fd) and keeps an interprocess event's
+ * counters in a shared page, so what one process writes the other reads,
+ * and a wait in one process holds its stream until a record of the other
+ * completed.
+ *
+ *  - a buffer written in one process is read in the other, every value
+ *    checked, and the other way round;
+ *  - the event orders the reader after the writer: the writer's copy and
+ *    record are held back (fake_cuda_hold) and the reader's stream finishes
+ *    only after they were let go, with every value new; the control without
+ *    the wait reads the old values (the race is real);
+ *  - an event recorded before the import is waited for; one never recorded
+ *    does not block;
+ *  - the exporter's destroy while an importer holds the buffer keeps the
+ *    memory (and the importer reads it intact); the importer's close then
+ *    lets the exporter's next call free it; an importer that dies without
+ *    closing counts as closed;
+ *  - errors: a bad handle, an event's handle given as a buffer's, a pool
+ *    buffer exported, a handle imported by its own process, an exporter
+ *    that freed the buffer or died, a handle of another device.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+
+enum { N = 1 << 14 };
+
+static long (*fake_live)(const char *kind);
+static void (*fake_hold)(int on);
+static cw_context *ctx;
+static cw_stream *s;
+
+/* What the processes tell each other. */
+enum { M_READ = 1, M_ENQUEUED, M_RESULT, M_CLOSE, M_CLOSED, M_EXPORT, M_HANDLE, M_QUIT, M_WRITE, M_WRITTEN };
+struct msg {
+    int32_t cmd;
+    int32_t wait;    /* M_READ: 1 to wait for the event first; M_EXPORT: the device */
+    int32_t mode;    /* M_EXPORT: 0 keep, 1 free before sending, 2 die after sending */
+    uint32_t seed;   /* the values expected (M_READ) or to write (M_WRITE) */
+    double t;        /* M_RESULT: when the reader's stream finished */
+    int64_t result;  /* M_RESULT: values that differ (or -status on failure) */
+    cw_shared_handle hb, he;
+};
+
+static uint32_t value(uint32_t seed, uint32_t i) { return seed * 2654435761u + i * 7u + 1u; }
+
+static void send_msg(int fd, const struct msg *m) {
+    ssize_t n = write(fd, m, sizeof *m);
+    if (n != (ssize_t)sizeof *m) abort();
+}
+static int recv_msg(int fd, struct msg *m) {
+    size_t got = 0;
+    while (got < sizeof *m) {
+        ssize_t n = read(fd, (char *)m + got, sizeof *m - got);
+        if (n <= 0) return 0;
+        got += (size_t)n;
+    }
+    return 1;
+}
+
+/* ---- children ---- */
+
+static int child_fail(const char *what) {
+    fprintf(stderr, "child %d: %s: %s\n", (int)getpid(), what, cw_last_error()->message);
+    return 2;
+}
+
+/* Imports what it is sent, reads (and writes) it on request. */
+static int child_reader(int in, int out) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL)) return child_fail("context");
+    cw_buffer *b = NULL;
+    cw_shared_event *e = NULL;
+    uint32_t *host = NULL;
+    if (cw_host_alloc((void **)&host, c, N * 4)) return child_fail("host memory");
+    struct msg m;
+    while (recv_msg(in, &m)) {
+        if (m.cmd == M_READ) {
+            struct msg r = {.cmd = M_RESULT};
+            cw_status st = CW_SUCCESS;
+            if (!b) st = cw_buffer_import(&b, cs, &m.hb);
+            if (!st && m.wait && !e) st = cw_shared_event_import(&e, c, &m.he);
+            if (!st && m.wait) st = cw_shared_event_wait(e, cs);
+            cw_devptr p = 0;
+            if (!st) st = cw_buffer_get_ptr(b, &p);
+            if (!st) st = cw_copy_to_host(cs, host, p, N * 4);
+            if (!st) st = cw_buffer_use(b, cs);
+            if (st) {
+                r.result = -(int64_t)st;
+                fprintf(stderr, "child reader: %s\n", cw_last_error()->message);
+                send_msg(out, &r);
+                continue;
+            }
+            struct msg q = {.cmd = M_ENQUEUED};
+            send_msg(out, &q);
+            while ((st = cw_stream_query(cs)) == CW_ERROR_NOT_READY) sleep_ms(1);
+            r.t = now_ms();
+            if (st) r.result = -(int64_t)st;
+            for (uint32_t i = 0; i < N && !st; i++) r.result += host[i] != value(m.seed, i);
+            send_msg(out, &r);
+        } else if (m.cmd == M_WRITE) {
+            struct msg r = {.cmd = M_WRITTEN};
+            for (uint32_t i = 0; i < N; i++) host[i] = value(m.seed, i);
+            cw_devptr p = 0;
+            cw_status st = b ? cw_buffer_get_writable(b, &p) : CW_ERROR_INVALID_STATE;
+            if (!st) st = cw_copy_to_device(cs, p, host, N * 4);
+            if (!st) st = cw_stream_synchronize(cs);
+            r.result = st;
+            send_msg(out, &r);
+        } else if (m.cmd == M_CLOSE) {
+            cw_buffer_destroy(&b);
+            cw_shared_event_destroy(&e);
+            struct msg r = {.cmd = M_CLOSED};
+            send_msg(out, &r);
+        } else if (m.cmd == M_QUIT) {
+            if (m.mode == 2) _exit(0); /* dies holding its imports */
+            break;
+        }
+    }
+    cw_buffer_destroy(&b);
+    cw_shared_event_destroy(&e);
+    cw_host_free(c, (void **)&host);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return 0;
+}
+
+/* With FAKE_CUDA_NO_IPC=1 (a driver without the IPC entries): every call
+ * that needs them says so. Exits 0 when each did. */
+static int child_noipc(void) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL)) return child_fail("context");
+    cw_buffer *b = NULL;
+    cw_shared_event *e = NULL;
+    cw_shared_handle h;
+    memset(&h, 0, sizeof h);
+    int bad = 0;
+    bad += cw_buffer_create_shareable(&b, cs, 64) != CW_ERROR_NOT_SUPPORTED;
+    bad += strstr(cw_last_error()->message, "IPC") == NULL;
+    bad += cw_buffer_import(&b, cs, &h) != CW_ERROR_NOT_SUPPORTED;
+    bad += cw_shared_event_create(&e, c) != CW_ERROR_NOT_SUPPORTED;
+    bad += cw_shared_event_import(&e, c, &h) != CW_ERROR_NOT_SUPPORTED;
+    bad += b != NULL || e != NULL;
+    /* Pool buffers still work. */
+    bad += cw_buffer_create(&b, cs, 64) != CW_SUCCESS;
+    bad += cw_buffer_export(b, &h) != CW_ERROR_INVALID_STATE;
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return bad ? 3 : 0;
+}
+
+/* Makes a shareable buffer on the device asked for and sends its handle. */
+static int child_exporter(int in, int out) {
+    struct msg m;
+    if (!recv_msg(in, &m) || m.cmd != M_EXPORT) return 2;
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    cw_buffer *b = NULL;
+    if (cw_context_create(&c, m.wait) || cw_stream_create(&cs, c, NULL) || cw_buffer_create_shareable(&b, cs, N * 4))
+        return child_fail("exporter");
+    struct msg r = {.cmd = M_HANDLE};
+    if (cw_buffer_export(b, &r.hb)) return child_fail("export");
+    if (m.mode == 1) cw_buffer_destroy(&b); /* no importer: freed now */
+    send_msg(out, &r);
+    if (m.mode == 2) _exit(0);              /* dies without freeing */
+    while (recv_msg(in, &m) && m.cmd != M_QUIT) {
+    }
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return 0;
+}
+
+/* ---- the parent's side ---- */
+
+struct child {
+    pid_t pid;
+    int to, from;
+};
+
+static char g_self[4096];
+static char g_fake[4096];
+
+static struct child spawn(const char *role) {
+    int a[2], b[2];
+    struct child c = {-1, -1, -1};
+    assert_int_equal(pipe(a), 0);
+    assert_int_equal(pipe(b), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char in[16], out[16];
+        snprintf(in, sizeof in, "%d", a[0]);
+        snprintf(out, sizeof out, "%d", b[1]);
+        close(a[1]);
+        close(b[0]);
+        execl(g_self, g_self, g_fake, "--child", role, in, out, (char *)NULL);
+        _exit(127);
+    }
+    close(a[0]);
+    close(b[1]);
+    c.pid = pid;
+    c.to = a[1];
+    c.from = b[0];
+    return c;
+}
+
+static void finish(struct child *c) {
+    struct msg q = {.cmd = M_QUIT};
+    send_msg(c->to, &q);
+    close(c->to);
+    int status = 0;
+    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    close(c->from);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void expect(struct child *c, int cmd, struct msg *m) {
+    assert_true(recv_msg(c->from, m));
+    assert_int_equal(m->cmd, cmd);
+}
+
+static cw_buffer *filled(uint32_t seed) {
+    static uint32_t host[N];
+    for (uint32_t i = 0; i < N; i++) host[i] = value(seed, i);
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create_shareable(&b, s, N * 4));
+    cw_devptr p = 0;
+    assert_cw_ok(cw_buffer_get_writable(b, &p));
+    assert_cw_ok(cw_copy_to_device(s, p, host, N * 4));
+    assert_cw_ok(cw_stream_synchronize(s));
+    return b;
+}
+
+static void test_buffer_values_both_ways(void **state) {
+    (void)state;
+    cw_buffer *b = filled(11);
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .seed = 11}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    send_msg(c.to, &m);
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0); /* every value as this process wrote it */
+    /* The other way: the importer writes, this process reads. */
+    struct msg w = {.cmd = M_WRITE, .seed = 12};
+    send_msg(c.to, &w);
+    expect(&c, M_WRITTEN, &r);
+    assert_int_equal(r.result, 0);
+    static uint32_t host[N];
+    cw_devptr p = 0;
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    assert_cw_ok(cw_copy_to_host(s, host, p, N * 4));
+    assert_cw_ok(cw_stream_synchronize(s));
+    for (uint32_t i = 0; i < N; i++)
+        if (host[i] != value(12, i)) fail_msg("value %u: %u, the importer wrote %u", i, host[i], value(12, i));
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    long before = fake_live("devmem");
+    cw_buffer_destroy(&b); /* no importer left: freed at once */
+    assert_int_equal(fake_live("devmem"), before - 1);
+}
+
+/* The writer's copy of new values and its record are held back in this
+ * process; the reader's stream (waiting, or not, for the event) is checked. */
+static void run_ordering(int wait, int64_t *mismatches, double *t_reader, double *t_release) {
+    cw_buffer *b = filled(21);
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .wait = wait, .seed = 22}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_cw_ok(cw_shared_event_export(e, &m.he));
+    static uint32_t host[N];
+    for (uint32_t i = 0; i < N; i++) host[i] = value(22, i);
+    cw_devptr p = 0;
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    fake_hold(1);
+    assert_cw_ok(cw_copy_to_device(s, p, host, N * 4));
+    assert_cw_ok(cw_shared_event_record(e, s));
+    send_msg(c.to, &m); /* after the record: the reader's wait is for it */
+    expect(&c, M_ENQUEUED, &r);
+    sleep_ms(150); /* the reader's stream would finish now, were it not ordered */
+    *t_release = now_ms();
+    fake_hold(0);
+    assert_cw_ok(cw_stream_synchronize(s));
+    expect(&c, M_RESULT, &r);
+    *mismatches = r.result;
+    *t_reader = r.t;
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    cw_shared_event_destroy(&e);
+    cw_buffer_destroy(&b);
+}
+
+static void test_event_orders_reader_after_writer(void **state) {
+    (void)state;
+    int64_t bad = -1;
+    double t_reader = 0, t_release = 0;
+    run_ordering(1, &bad, &t_reader, &t_release);
+    assert_int_equal(bad, 0);            /* every value the writer's held copy wrote */
+    assert_true(t_reader >= t_release);  /* and only once it was let go */
+}
+
+static void test_without_the_wait_the_reader_races(void **state) {
+    (void)state;
+    int64_t bad = -1;
+    double t_reader = 0, t_release = 0;
+    run_ordering(0, &bad, &t_reader, &t_release);
+    assert_int_equal(bad, N);           /* the old values, all of them */
+    assert_true(t_reader < t_release);  /* before the writer's copy ran */
+}
+
+/* A record made before the import is waited for like any other; the event
+ * never recorded does not block. */
+static void test_record_before_import_and_never_recorded(void **state) {
+    (void)state;
+    cw_buffer *b = filled(31);
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .wait = 1, .seed = 31}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_cw_ok(cw_shared_event_export(e, &m.he));
+    send_msg(c.to, &m); /* never recorded: nothing to wait for */
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    cw_shared_event_info info;
+    assert_cw_ok(cw_shared_event_get_info(e, &info));
+    assert_int_equal(info.imported, 0);
+    assert_int_equal(info.importers, 1);
+    assert_ptr_equal(info.context, ctx);
+    finish(&c);
+    /* A new reader imports after the record was made (held back here). */
+    static uint32_t host[N];
+    for (uint32_t i = 0; i < N; i++) host[i] = value(32, i);
+    cw_devptr p = 0;
+    assert_cw_ok(cw_buffer_get_ptr(b, &p));
+    fake_hold(1);
+    assert_cw_ok(cw_copy_to_device(s, p, host, N * 4));
+    assert_cw_ok(cw_shared_event_record(e, s));
+    c = spawn("reader");
+    struct msg m2 = {.cmd = M_READ, .wait = 1, .seed = 32};
+    m2.hb = m.hb;
+    m2.he = m.he;
+    send_msg(c.to, &m2);
+    expect(&c, M_ENQUEUED, &r);
+    sleep_ms(100);
+    double t_release = now_ms();
+    fake_hold(0);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    assert_true(r.t >= t_release);
+    finish(&c);
+    cw_shared_event_destroy(&e);
+    cw_buffer_destroy(&b);
+}
+
+static void sweep(void) {
+    /* Any call of share.h frees what importers gave back since. */
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    cw_shared_event_destroy(&e);
+}
+
+static void test_exporter_destroy_keeps_memory_until_importer_closes(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    cw_buffer *b = filled(41);
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .seed = 41}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    send_msg(c.to, &m);
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    cw_buffer_destroy(&b); /* the importer holds it: kept */
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    {
+        /* Dropped by its exporter: no new import. */
+        struct child c2 = spawn("reader");
+        send_msg(c2.to, &m);
+        expect(&c2, M_RESULT, &r);
+        assert_int_equal(r.result, -(int64_t)CW_ERROR_INVALID_STATE);
+        finish(&c2);
+    }
+    send_msg(c.to, &m); /* reads it again: intact */
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    assert_int_equal(fake_live("devmem"), devmem0 + 1); /* until this process calls again */
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0);
+    finish(&c);
+}
+
+/* A child forked without exec that exits (its atexit handlers run) leaves
+ * the parent's exports alone. */
+static void test_forked_child_exit_keeps_exports(void **state) {
+    (void)state;
+    cw_buffer *b = filled(61);
+    struct msg m = {.cmd = M_READ, .seed = 61}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    struct child c = spawn("reader");
+    send_msg(c.to, &m);
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    cw_buffer_destroy(&b);
+}
+
+static void test_importer_that_dies_counts_as_closed(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    cw_buffer *b = filled(51);
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .seed = 51}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    send_msg(c.to, &m);
+    expect(&c, M_ENQUEUED, &r);
+    expect(&c, M_RESULT, &r);
+    assert_int_equal(r.result, 0);
+    cw_buffer_destroy(&b);
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    struct msg q = {.cmd = M_QUIT, .mode = 2}; /* exits without closing */
+    send_msg(c.to, &q);
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.to);
+    close(c.from);
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
+static int g_errors;
+static void count_errors(void *user, cw_log_level level, const char *message) {
+    (void)user;
+    (void)message;
+    if (level == CW_LOG_ERROR) g_errors++;
+}
+
+/* The exporter's context teardown frees what it kept: at once when the
+ * importers closed, after a bounded wait (logged) when one still holds it. */
+static void test_context_teardown_frees_kept_memory(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    for (int still_held = 0; still_held < 2; still_held++) {
+        cw_context *c2 = NULL;
+        cw_stream *s2 = NULL;
+        cw_buffer *b = NULL;
+        assert_cw_ok(cw_context_create(&c2, 0));
+        assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+        assert_cw_ok(cw_buffer_create_shareable(&b, s2, N * 4));
+        struct child c = spawn("reader");
+        struct msg m = {.cmd = M_READ, .seed = 0}, r;
+        assert_cw_ok(cw_buffer_export(b, &m.hb));
+        send_msg(c.to, &m);
+        expect(&c, M_ENQUEUED, &r);
+        expect(&c, M_RESULT, &r);
+        assert_true(r.result >= 0); /* imported and read (zeros) */
+        cw_buffer_destroy(&b);      /* kept: the child holds it */
+        cw_stream_destroy(&s2);
+        assert_int_equal(fake_live("devmem"), devmem0 + 1);
+        struct msg cl = {.cmd = M_CLOSE};
+        if (!still_held) {
+            send_msg(c.to, &cl);
+            expect(&c, M_CLOSED, &r);
+        }
+        g_errors = 0;
+        assert_cw_ok(cw_log_set_callback(count_errors, NULL, CW_LOG_ERROR));
+        double t0 = now_ms();
+        cw_context_destroy(&c2); /* no other call of share.h in between */
+        double took = now_ms() - t0;
+        assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+        assert_int_equal(fake_live("devmem"), devmem0);
+        if (still_held) {
+            assert_true(took >= 1900); /* waited for the importer, up to 2 s */
+            assert_int_equal(g_errors, 1);
+            send_msg(c.to, &cl);
+            expect(&c, M_CLOSED, &r);
+        } else {
+            assert_true(took < 1000);
+            assert_int_equal(g_errors, 0);
+        }
+        finish(&c);
+    }
+}
+
+static void test_driver_without_ipc(void **state) {
+    (void)state;
+    setenv("FAKE_CUDA_NO_IPC", "1", 1);
+    struct child c = spawn("noipc");
+    unsetenv("FAKE_CUDA_NO_IPC");
+    close(c.to);
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.from);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    cw_shared_handle h, zero;
+    memset(&zero, 0, sizeof zero);
+    cw_buffer *b = NULL, *in = NULL;
+    cw_shared_event *e = NULL, *ein = NULL;
+    /* Arguments and handles. */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_create_shareable(NULL, s, 64));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_create_shareable(&b, s, 0));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_import(&in, s, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_shared_event_import(&ein, ctx, NULL));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_shared_event_record((cw_shared_event *)s, s));
+    /* A bad handle. */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_import(&in, s, &zero));
+    assert_detail("cw_buffer_import");
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_shared_event_import(&ein, ctx, &zero));
+    /* Pool memory cannot be exported. */
+    assert_cw_ok(cw_buffer_create(&b, s, 64));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_export(b, &h));
+    cw_buffer_destroy(&b);
+    /* This process's own handles. */
+    assert_cw_ok(cw_buffer_create_shareable(&b, s, 64));
+    assert_cw_ok(cw_buffer_export(b, &h));
+    assert_cw(CW_ERROR_NOT_PERMITTED, cw_buffer_import(&in, s, &h));
+    assert_null(in);
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    cw_shared_handle he;
+    assert_cw_ok(cw_shared_event_export(e, &he));
+    assert_cw(CW_ERROR_NOT_PERMITTED, cw_shared_event_import(&ein, ctx, &he));
+    /* An event's handle given as a buffer's, and the other way round. */
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_buffer_import(&in, s, &he));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_shared_event_import(&ein, ctx, &h));
+    /* A record on a stream of another context. */
+    cw_context *c1 = NULL;
+    cw_stream *s1 = NULL;
+    assert_cw_ok(cw_context_create(&c1, 1));
+    assert_cw_ok(cw_stream_create(&s1, c1, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_shared_event_record(e, s1));
+    cw_shared_event_destroy(&e);
+    cw_buffer_destroy(&b);
+    /* An exporter that freed the buffer, one that died, one of another device. */
+    for (int mode = 1; mode <= 3; mode++) {
+        struct child c = spawn("exporter");
+        struct msg m = {.cmd = M_EXPORT, .wait = mode == 3 ? 1 : 0, .mode = mode == 3 ? 0 : mode}, r;
+        send_msg(c.to, &m);
+        expect(&c, M_HANDLE, &r);
+        if (mode == 2) {
+            int status = 0;
+            assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+        }
+        cw_status want = mode == 3 ? CW_ERROR_INVALID_ARGUMENT : CW_ERROR_INVALID_STATE;
+        assert_cw(want, cw_buffer_import(&in, s, &r.hb));
+        assert_null(in);
+        if (mode == 3) {
+            /* On a context of the exporter's device it opens. */
+            assert_cw_ok(cw_buffer_import(&in, s1, &r.hb));
+            cw_buffer_destroy(&in);
+        }
+        if (mode == 2) {
+            close(c.to);
+            close(c.from);
+        } else {
+            finish(&c);
+        }
+    }
+    cw_stream_destroy(&s1);
+    cw_context_destroy(&c1);
+}
+
+/* Every object exported here was freed: no block of this process is left in
+ * /dev/shm (nor of its children, which exited: a dead exporter's block is
+ * removed by the import that finds it dead, a living one's at exit). */
+static void test_no_block_left(void **state) {
+    (void)state;
+    sweep();
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d) skip();
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            printf("# left: /dev/shm/%s\n", e->d_name);
+            left++;
+        }
+    closedir(d);
+    assert_int_equal(left, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    if (argc == 6 && !strcmp(argv[2], "--child")) {
+        int in = atoi(argv[4]), out = atoi(argv[5]);
+        if (cw_init() != CW_SUCCESS) return 2;
+        if (!strcmp(argv[3], "reader")) return child_reader(in, out);
+        if (!strcmp(argv[3], "exporter")) return child_exporter(in, out);
+        if (!strcmp(argv[3], "noipc")) return child_noipc();
+        return 2;
+    }
+    snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (n <= 0) {
+        printf("FAIL: cannot read /proc/self/exe\n");
+        return 1;
+    }
+    g_self[n] = 0;
+    signal(SIGPIPE, SIG_IGN);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold"))) {
+        printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS ||
+        cw_stream_create(&s, ctx, NULL) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buffer_values_both_ways),
+        cmocka_unit_test(test_event_orders_reader_after_writer),
+        cmocka_unit_test(test_without_the_wait_the_reader_races),
+        cmocka_unit_test(test_record_before_import_and_never_recorded),
+        cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
+        cmocka_unit_test(test_importer_that_dies_counts_as_closed),
+        cmocka_unit_test(test_forked_child_exit_keeps_exports),
+        cmocka_unit_test(test_context_teardown_frees_kept_memory),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_driver_without_ipc),
+        cmocka_unit_test(test_no_block_left),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_stream_destroy(&s);
+    cw_context_destroy(&ctx);
+    return failed;
+}
