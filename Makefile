@@ -68,6 +68,7 @@ LIB_SRCS = \
 	src/jit/sha256.cpp \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
+	src/multi/bootstrap.cpp \
 	src/multi/collective.cpp \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
@@ -113,7 +114,7 @@ EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels m
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_comm_rank_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
@@ -168,7 +169,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
@@ -261,6 +262,9 @@ $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 $(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+$(O)/tests/libfakenccl_old.so: tests/fake_nccl.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) -DFAKE_NCCL_OLD $< -o $@ -lpthread
 
 # GPU tests and fake-driver tests link libcuweave.a: they use the internal
 # test seam (src/testing/seam.h).
