@@ -1114,6 +1114,13 @@ FAKE_XP_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
         r = ncclInvalidArgument;
         goto out;
     }
+    if (comm->state == ncclInProgress) {
+        /* A join given up: the rank leaves (a later process may take it;
+         * the real NCCL's peers would never see this one complete). */
+        char path[256];
+        snprintf(path, sizeof path, "%s/rank.%d", comm->dir, comm->rank);
+        unlink(path);
+    }
     xp_free(comm);
 out:
     unlock();

@@ -205,24 +205,33 @@ ncclResult_t settle(const Nccl *n, ncclComm_t comm, uint32_t timeout_ms) {
     }
 }
 
-// The operations of this thread's open cuweave group on non-blocking
-// communicators: settled at the outermost cw_comm_group_end.
+// The non-blocking communicators used in this thread's open cuweave group:
+// settled at the outermost cw_comm_group_end. On the heap, made at the first
+// use and freed at that end: the library's thread-local block stays small
+// (it is loaded with dlopen, into the static TLS surplus).
+struct GroupState {
+    int n;
+    const Nccl *nccl;
+    ncclComm_t comms[CW_MAX_DEVICES];
+};
 thread_local int t_group_depth;
-thread_local int t_group_n;
-thread_local ncclComm_t t_group_comms[CW_MAX_DEVICES];
-thread_local const Nccl *t_group_nccl;
-thread_local bool t_group_overflow;
+thread_local GroupState *t_group;
 
 void group_note(const Nccl *n, ncclComm_t comm) {
     if (t_group_depth == 0) return;
-    for (int i = 0; i < t_group_n; i++)
-        if (t_group_comms[i] == comm) return;
-    if (t_group_n == CW_MAX_DEVICES) {
-        t_group_overflow = true;
-        return;
+    if (!t_group) {
+        t_group = static_cast<GroupState *>(calloc(1, sizeof(GroupState)));
+        if (!t_group) {
+            log(CW_LOG_ERROR, "out of host memory: cw_comm_group_end will not wait for NCCL's enqueue");
+            return;
+        }
     }
-    t_group_comms[t_group_n++] = comm;
-    t_group_nccl = n;
+    GroupState *g = t_group;
+    for (int i = 0; i < g->n; i++)
+        if (g->comms[i] == comm) return;
+    if (g->n == CW_MAX_DEVICES) return;  // one per local rank at most: cannot happen
+    g->comms[g->n++] = comm;
+    g->nccl = n;
 }
 
 // After a call of a non-blocking communicator outside a group: waits for
@@ -258,15 +267,15 @@ cw_status issue(cw_comm *c, int i, cw_devptr send, cw_devptr recv, size_t count,
 }
 
 // Settles the non-blocking communicators of the group that just ended.
-cw_status settle_group(ncclResult_t r, const char *call) {
+cw_status settle_group(bool wait, const char *call) {
+    GroupState *g = t_group;
+    t_group = nullptr;
     cw_status st = CW_SUCCESS;
-    for (int i = 0; i < t_group_n; i++) {
-        ncclResult_t s = settle(t_group_nccl, t_group_comms[i], UINT32_MAX);
-        if (s != 0 && st == CW_SUCCESS) st = fail_nccl(t_group_nccl, s, call, t_group_comms[i], -1);
+    for (int i = 0; wait && g && i < g->n; i++) {
+        ncclResult_t s = settle(g->nccl, g->comms[i], UINT32_MAX);
+        if (s != 0 && st == CW_SUCCESS) st = fail_nccl(g->nccl, s, call, g->comms[i], -1);
     }
-    t_group_n = 0;
-    t_group_overflow = false;
-    (void)r;
+    free(g);
     return st;
 }
 
@@ -301,7 +310,7 @@ cw_status collective_all(cw_comm *c, const cw_devptr *send, const cw_devptr *rec
     // The group is always closed, also after a failed part.
     r = n->ncclGroupEnd();
     if (--t_group_depth == 0) {
-        cw_status s2 = (r == 0 || r == kNcclInProgress) ? settle_group(r, "ncclGroupEnd") : (t_group_n = 0, CW_SUCCESS);
+        cw_status s2 = settle_group(r == 0 || r == kNcclInProgress, "ncclGroupEnd");
         if (st == CW_SUCCESS) st = s2;
     }
     if (st == CW_SUCCESS && r != 0 && r != kNcclInProgress) st = fail_nccl(n, r, "ncclGroupEnd", c->comms[0], -1);
@@ -419,8 +428,8 @@ cw_status group_end() {
     if (t_group_depth > 0 && --t_group_depth == 0) {
         // The outermost end: wait for the non-blocking communicators'
         // parts (ncclInProgress), as the blocking mode's end would.
-        if (r == 0 || r == kNcclInProgress) return settle_group(r, "ncclGroupEnd");
-        t_group_n = 0;
+        if (r == 0 || r == kNcclInProgress) return settle_group(true, "ncclGroupEnd");
+        (void)settle_group(false, "ncclGroupEnd");
     }
     if (r == kNcclInProgress) r = 0;
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGroupEnd", nullptr, -1);
