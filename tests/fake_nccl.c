@@ -1082,6 +1082,11 @@ out:
     return r;
 }
 
+/* The blocking join (counted as ncclCommInitRankConfig). */
+FAKE_XP_API ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank) {
+    return ncclCommInitRankConfig(out, nranks, id, rank, NULL);
+}
+
 FAKE_XP_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
     lock();
     ncclResult_t r = enter(F_ncclCommGetAsyncError);
