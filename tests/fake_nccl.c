@@ -90,7 +90,45 @@
  *  - fake_nccl_reset(): zeroes the call counters, disarms every failure and
  *    forgets the last streams (communicators and pending collectives stay).
  *
- * One mutex guards everything (the collectives are computed with it held).
+ * Communicators by rank, across real processes (ncclGetUniqueId,
+ * ncclCommInitRankConfig, ncclCommInitRank, ncclCommGetAsyncError,
+ * ncclCommAbort, ncclCommFinalize; built with -DFAKE_NCCL_OLD these are not
+ * exported: an NCCL before 2.14, libfakenccl_old.so):
+ *  - ncclGetUniqueId makes a directory (mkdtemp under FAKE_NCCL_DIR, else
+ *    TMPDIR, else /tmp) and the id is "FAKENCCL" and its path. Nothing in it
+ *    is removed by the fake: the test removes the directory;
+ *  - ncclCommInitRankConfig(comm, nranks, id, rank, config): an id not made
+ *    by ncclGetUniqueId, a rank outside [0, nranks) or a config whose magic
+ *    is not 0xcafebeef: ncclInvalidArgument. The rank joins by linking
+ *    "rank.<r>" (its nranks and pid) into the directory: a rank already
+ *    taken makes the communicator fail with ncclInvalidUsage ("joined
+ *    twice"). config->blocking 0: returns ncclInProgress, and
+ *    ncclCommGetAsyncError reads the other ranks' files: ncclInProgress
+ *    until every rank joined, then ncclSuccess, or ncclInvalidUsage when a
+ *    rank joined with another nranks. Blocking (config NULL or blocking
+ *    1, and ncclCommInitRank): waits in the call (as NCCL, without bound);
+ *  - collectives on such a communicator: the k-th of each rank is the file
+ *    "c<k>.r<r>" (a header with kind, count, type, op or root, and the
+ *    send data where read), written to a temporary and renamed; the call
+ *    then waits (the lock released) for every rank's file and computes its
+ *    own recvbuff (folded in rank order; a part that disagrees:
+ *    ncclInvalidUsage). A rank whose process is gone (its pid from its
+ *    rank file) fails the wait with ncclRemoteError ("is gone"). On a
+ *    non-blocking communicator the call answers ncclInProgress (the work is
+ *    done) and the next ncclCommGetAsyncError ncclSuccess; a failure
+ *    becomes the communicator's async error. In a group the parts are
+ *    queued and done at the outermost ncclGroupEnd (all written, then all
+ *    completed; ncclInProgress when a non-blocking communicator took part),
+ *    or withdrawn when the group failed;
+ *  - ncclCommAbort frees the communicator (a join not finished leaves its
+ *    rank: the rank file goes); ncclCommFinalize checks the communicator;
+ *    ncclCommDestroy frees it;
+ *  - FAKE_NCCL_EXIT_AT_COLLECTIVE=k: the process exits with status 3 when
+ *    a communicator by rank is about to issue its collective k (from 0):
+ *    a rank that dies. A rank that never arrives is one never started.
+ *
+ * One mutex guards everything (the collectives are computed with it held;
+ * the cross-process waits release it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
