@@ -660,6 +660,17 @@ static void child_boot_env(int rank, void *arg) {
     s.timeout_ms = 300;
     CK_ST(CW_ERROR_TIMEOUT, cw_comm_bootstrap(&comm, r.ctx, &s));
     CK_DETAIL("0 of the 1 other ranks came");
+    /* Rank 0's address unreachable (a non-routed address): the connect
+     * does not hold the call past the timeout. */
+    s.rank = 1;
+    s.addr = "10.255.255.1:9";
+    s.timeout_ms = 300;
+    t0 = now_ms();
+    cw_status ust = cw_comm_bootstrap(&comm, r.ctx, &s);
+    /* TIMEOUT; DRIVER where the network refuses outright; INVALID_ARGUMENT
+     * where a proxy answers for every address (not a cuweave rank 0). */
+    CK(ust == CW_ERROR_TIMEOUT || ust == CW_ERROR_DRIVER || ust == CW_ERROR_INVALID_ARGUMENT);
+    CK(now_ms() - t0 < 5000);
     /* A file that is not an id. */
     FILE *f = fopen(file, "w");
     CK(f && fputs("hello\n", f) >= 0 && fclose(f) == 0);

@@ -364,9 +364,24 @@ cw_status tcp_fetch(const char *addr, int rank, int world, cw_comm_id *id, const
     char what[320];
     snprintf(what, sizeof what, "rank %d reading the id from rank 0 at %s", rank, addr);
     for (;;) {
-        Fd fd(socket(ai.ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        // Non-blocking: an unreachable host does not hold the call past the
+        // deadline (a blocking connect waits for the kernel's own timeout).
+        Fd fd(socket(ai.ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (fd.get() < 0) return fail_errno(errno, "socket", addr);
-        if (connect(fd.get(), ai.ai->ai_addr, ai.ai->ai_addrlen) == 0) {
+        int cr = connect(fd.get(), ai.ai->ai_addr, ai.ai->ai_addrlen);
+        if (cr != 0 && errno == EINPROGRESS) {
+            struct pollfd p = {fd.get(), POLLOUT, 0};
+            uint32_t left = dl.left();
+            int pr = poll(&p, 1, (int)(left > 0x7fffffff ? 0x7fffffff : left));
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            if (pr > 0 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+                cr = 0;
+            } else {
+                errno = pr == 0 ? ETIMEDOUT : soerr ? soerr : errno;
+            }
+        }
+        if (cr == 0) {
             char hello[64];
             int n = snprintf(hello, sizeof hello, "%d %d\n", rank, world);
             CW_TRY(send_all(fd.get(), hello, (size_t)n, dl, what));
