@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <dlfcn.h>
+#include <sched.h>
 #include <time.h>
 #include <mutex>
 #include <stdio.h>
@@ -187,21 +188,20 @@ void nap_ms(long ms) {
 // Returns the final state (kNcclInProgress on timeout).
 ncclResult_t settle(const Nccl *n, ncclComm_t comm, uint32_t timeout_ms) {
     uint64_t start = now_ms();
-    long nap = 0;
     for (;;) {
         ncclResult_t state = kNcclInProgress;
         ncclResult_t r = n->ncclCommGetAsyncError(comm, &state);
         if (r != 0) return r;
         if (state != kNcclInProgress) return state;
-        if (timeout_ms != UINT32_MAX && now_ms() - start >= timeout_ms) return kNcclInProgress;
-        // Short naps first (a join or an enqueue usually settles in
-        // microseconds to milliseconds), then 1 ms.
-        if (nap < 1) {
-            nap++;
+        uint64_t spent = now_ms() - start;
+        if (timeout_ms != UINT32_MAX && spent >= timeout_ms) return kNcclInProgress;
+        // Yield for the first 5 ms (an enqueue that answered ncclInProgress
+        // settles in microseconds: a nap would cost the collective a
+        // millisecond), then nap 1 ms at a time (a join takes longer).
+        if (spent < 5)
             sched_yield();
-        } else {
+        else
             nap_ms(1);
-        }
     }
 }
 
