@@ -70,6 +70,7 @@ LIB_SRCS = \
 	src/jit/sha256.cpp \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
+	src/multi/bootstrap.cpp \
 	src/multi/collective.cpp \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
@@ -117,15 +118,15 @@ EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels m
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
 CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share bench_comm_rank
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -172,7 +173,7 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
@@ -265,6 +266,9 @@ $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 $(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+$(O)/tests/libfakenccl_old.so: tests/fake_nccl.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) -DFAKE_NCCL_OLD $< -o $@ -lpthread
 
 # GPU tests and fake-driver tests link libcuweave.a: they use the internal
 # test seam (src/testing/seam.h).

@@ -119,7 +119,7 @@ static void commit_name(char *buf, size_t size) {
  * raw loader, device 0's facts, the driver version, the commit and the UTC
  * date. Returns 0 to go on, 77 (skip) without a GPU, 1 on failure.
  */
-static int bench_setup(rawcuda *raw, cw_device_info *info, int *drv, char *commit, size_t commit_size,
+__attribute__((unused)) static int bench_setup(rawcuda *raw, cw_device_info *info, int *drv, char *commit, size_t commit_size,
                        char *date, size_t date_size) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {

@@ -90,10 +90,52 @@
  *  - fake_nccl_reset(): zeroes the call counters, disarms every failure and
  *    forgets the last streams (communicators and pending collectives stay).
  *
- * One mutex guards everything (the collectives are computed with it held).
+ * Communicators by rank, across real processes (ncclGetUniqueId,
+ * ncclCommInitRankConfig, ncclCommInitRank, ncclCommGetAsyncError,
+ * ncclCommAbort, ncclCommFinalize; built with -DFAKE_NCCL_OLD these are not
+ * exported: an NCCL before 2.14, libfakenccl_old.so):
+ *  - ncclGetUniqueId makes a directory (mkdtemp under FAKE_NCCL_DIR, else
+ *    TMPDIR, else /tmp) and the id is "FAKENCCL" and its path. Nothing in it
+ *    is removed by the fake: the test removes the directory;
+ *  - ncclCommInitRankConfig(comm, nranks, id, rank, config): an id not made
+ *    by ncclGetUniqueId, a rank outside [0, nranks) or a config whose magic
+ *    is not 0xcafebeef: ncclInvalidArgument. The rank joins by linking
+ *    "rank.<r>" (its nranks and pid) into the directory: a rank already
+ *    taken makes the communicator fail with ncclInvalidUsage ("joined
+ *    twice"). config->blocking 0: returns ncclInProgress, and
+ *    ncclCommGetAsyncError reads the other ranks' files: ncclInProgress
+ *    until every rank joined, then ncclSuccess, or ncclInvalidUsage when a
+ *    rank joined with another nranks. Blocking (config NULL or blocking
+ *    1, and ncclCommInitRank): waits in the call (as NCCL, without bound);
+ *  - collectives on such a communicator: the k-th of each rank is the file
+ *    "c<k>.r<r>" (a header with kind, count, type, op or root, and the
+ *    send data where read), written to a temporary and renamed; the call
+ *    then waits (the lock released) for every rank's file and computes its
+ *    own recvbuff (folded in rank order; a part that disagrees:
+ *    ncclInvalidUsage). A rank whose process is gone (its pid from its
+ *    rank file) fails the wait with ncclRemoteError ("is gone"). On a
+ *    non-blocking communicator the call answers ncclInProgress (the work is
+ *    done) and the next ncclCommGetAsyncError ncclSuccess; a failure
+ *    becomes the communicator's async error. In a group the parts are
+ *    queued and done at the outermost ncclGroupEnd (all written, then all
+ *    completed; ncclInProgress when a non-blocking communicator took part),
+ *    or withdrawn when the group failed;
+ *  - ncclCommAbort frees the communicator (a join not finished leaves its
+ *    rank: the rank file goes); ncclCommFinalize checks the communicator;
+ *    ncclCommDestroy frees it;
+ *  - FAKE_NCCL_EXIT_AT_COLLECTIVE=k: the process exits with status 3 when
+ *    a communicator by rank is about to issue its collective k (from 0):
+ *    a rank that dies. A rank that never arrives is one never started.
+ *
+ * One mutex guards everything (the collectives are computed with it held;
+ * the cross-process waits release it).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,6 +143,13 @@
 #include <string.h>
 
 #define FAKE_API __attribute__((visibility("default")))
+/* Built with -DFAKE_NCCL_OLD: an NCCL before 2.14, without the entries of
+ * communicators by rank (libfakenccl_old.so). */
+#ifdef FAKE_NCCL_OLD
+#define FAKE_XP_API __attribute__((visibility("hidden")))
+#else
+#define FAKE_XP_API FAKE_API
+#endif
 
 /* ---- NCCL's ABI -------------------------------------------------------- */
 
@@ -143,12 +192,23 @@ enum { K_ALLREDUCE, K_BROADCAST };
 
 struct clique;
 
+struct xpart;
+
 struct ncclComm {
     uint32_t magic;
-    struct clique *cl;
+    struct clique *cl; /* NULL for a communicator by rank (xp) */
     int rank;
     int device;
     struct ncclComm *next; /* registry of live communicators */
+    /* By rank (ncclCommInitRankConfig), across processes: */
+    int xp;
+    int nranks;
+    int blocking;
+    char dir[128];        /* the id's directory */
+    ncclResult_t state;   /* ncclInProgress while joining; an error once failed */
+    int pending;          /* a non-blocking call answered ncclInProgress: settled by ncclCommGetAsyncError */
+    long next_k;          /* the index of this rank's next collective */
+    long *pids;           /* nranks: each rank's process, once it joined */
 };
 
 struct part {
@@ -198,10 +258,15 @@ static _Thread_local ncclResult_t t_group_err; /* first failed call in the group
 static _Thread_local uint64_t t_token;
 static _Thread_local char t_err[512];
 
+static ncclResult_t xp_submit(const char *fn, int kind, const void *send, void *recv, size_t count, int dtype, int arg,
+                              struct ncclComm *comm);
+static void xp_free(struct ncclComm *comm);
+
 #define FAKE_ENTRIES(X)                                                                            \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetLastError) X(ncclCommInitAll) X(ncclCommDestroy) \
     X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast)     \
-    X(ncclGroupStart) X(ncclGroupEnd)
+    X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetUniqueId) X(ncclCommInitRankConfig)                 \
+    X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclCommFinalize)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -425,6 +490,7 @@ static ncclResult_t submit(int id, int kind, const void *send, void *recv, size_
     }
     struct clique *cl = comm->cl;
     int rank = comm->rank;
+    int nr = comm->xp ? comm->nranks : cl->n;
     if (dtype < 0 || dtype >= NTYPES) {
         set_err("%s: invalid datatype %d", fn, dtype);
         goto out;
@@ -437,8 +503,8 @@ static ncclResult_t submit(int id, int kind, const void *send, void *recv, size_
         set_err("%s: invalid reduction operation %d", fn, arg);
         goto out;
     }
-    if (kind == K_BROADCAST && (arg < 0 || arg >= cl->n)) {
-        set_err("%s: invalid root %d (nranks %d)", fn, arg, cl->n);
+    if (kind == K_BROADCAST && (arg < 0 || arg >= nr)) {
+        set_err("%s: invalid root %d (nranks %d)", fn, arg, nr);
         goto out;
     }
     if (count > 0) {
@@ -451,6 +517,12 @@ static ncclResult_t submit(int id, int kind, const void *send, void *recv, size_
             set_err("%s: count %zu is too large", fn, count);
             goto out;
         }
+    }
+
+    if (comm->xp) {
+        r = xp_submit(fn, kind, send, recv, count, dtype, arg, comm);
+        if (r == ncclSuccess) record_stream(comm->device, stream);
+        goto out;
     }
 
     long k = cl->next_call[rank];
@@ -507,6 +579,264 @@ static ncclResult_t submit(int id, int kind, const void *send, void *recv, size_
 out:
     if (r != ncclSuccess && t_depth > 0 && t_group_err == ncclSuccess) t_group_err = r;
     unlock();
+    return r;
+}
+
+
+/* ---- communicators by rank, across processes ---------------------------- */
+
+/* The id: "FAKENCCL" and the path of a directory made for it (under
+ * FAKE_NCCL_DIR, else TMPDIR, else /tmp). The ranks meet there: rank r
+ * links "rank.<r>" (its nranks and pid) into it, and collective k of rank r
+ * is the file "c<k>.r<r>" (a header and, where the collective reads it, the
+ * rank's send buffer), written to a temporary and renamed. Every rank reads
+ * every part and computes its own recvbuff. Nothing is removed: the test
+ * removes the directory. */
+#define ID_MAGIC "FAKENCCL"
+#define XP_MAGIC 0x58504e43u
+
+typedef struct {
+    char internal[128];
+} ncclUniqueId;
+
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    /* later fields are not read */
+} ncclConfig_t;
+
+struct xhdr {
+    uint32_t magic;
+    int kind;
+    uint64_t count;
+    int dtype;
+    int arg;
+    int has_data;
+};
+
+/* A collective queued by a group: done at the outermost ncclGroupEnd. */
+struct xop {
+    struct ncclComm *comm;
+    int kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    int dtype;
+    int arg;
+    long k;
+    struct xop *next;
+};
+static _Thread_local struct xop *t_xops, **t_xops_tail; /* NULL: &t_xops */
+
+static int xp_exit_at = -2; /* FAKE_NCCL_EXIT_AT_COLLECTIVE; -2 not read, -1 none */
+
+static int write_file_atomic(const char *path, const void *a, size_t na, const void *b, size_t nb) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    int ok = write(fd, a, na) == (ssize_t)na && (nb == 0 || write(fd, b, nb) == (ssize_t)nb);
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The join: reads every rank's file. With the lock held. */
+static void xp_progress(struct ncclComm *c) {
+    if (c->state != ncclInProgress) return;
+    int all = 1;
+    for (int j = 0; j < c->nranks; j++) {
+        if (c->pids[j]) continue;
+        char path[256];
+        snprintf(path, sizeof path, "%s/rank.%d", c->dir, j);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            all = 0;
+            continue;
+        }
+        int n = 0;
+        long pid = 0;
+        int got = fscanf(f, "%d %ld", &n, &pid);
+        fclose(f);
+        if (got != 2) {
+            all = 0;
+            continue;
+        }
+        if (n != c->nranks) {
+            set_err("ncclCommInitRankConfig: rank %d joined with nranks %d, rank %d with nranks %d", j, n, c->rank,
+                    c->nranks);
+            c->state = ncclInvalidUsage;
+            return;
+        }
+        c->pids[j] = pid;
+    }
+    if (all) c->state = ncclSuccess;
+}
+
+static int pid_dead(long pid) { return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH; }
+
+/* Writes this rank's part of collective k. */
+static ncclResult_t xp_write(const struct xop *op) {
+    struct ncclComm *c = op->comm;
+    struct xhdr h = {XP_MAGIC, op->kind, op->count, op->dtype, op->arg, 0};
+    size_t bytes = op->count * g_types[op->dtype].size;
+    h.has_data = bytes > 0 && (op->kind == K_ALLREDUCE || c->rank == op->arg);
+    char path[256];
+    snprintf(path, sizeof path, "%s/c%ld.r%d", c->dir, op->k, c->rank);
+    if (write_file_atomic(path, &h, sizeof h, op->send, h.has_data ? bytes : 0) != 0) {
+        set_err("fake_nccl: cannot write %s: %s", path, strerror(errno));
+        return ncclSystemError;
+    }
+    return ncclSuccess;
+}
+
+/* Waits for every rank's part of collective k and computes this rank's
+ * recvbuff. Without the lock (the files are the only shared state). A
+ * peer whose process is gone: ncclRemoteError. */
+static ncclResult_t xp_finish(const struct xop *op) {
+    struct ncclComm *c = op->comm;
+    size_t bytes = op->count * g_types[op->dtype].size;
+    unsigned char *acc = bytes ? malloc(bytes) : NULL;
+    unsigned char *part = bytes ? malloc(bytes) : NULL;
+    ncclResult_t r = ncclSuccess;
+    if (bytes && (!acc || !part)) {
+        set_err("fake_nccl: out of host memory");
+        r = ncclSystemError;
+    }
+    int folded = 0;
+    for (int j = 0; j < c->nranks && r == ncclSuccess; j++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/c%ld.r%d", c->dir, op->k, j);
+        FILE *f;
+        for (;;) {
+            f = fopen(path, "rb");
+            if (f) break;
+            if (pid_dead(c->pids[j])) {
+                set_err("fake_nccl: rank %d (process %ld) is gone: collective %ld cannot complete", j, c->pids[j],
+                        op->k);
+                r = ncclRemoteError;
+                break;
+            }
+            usleep(500);
+        }
+        if (!f) break;
+        struct xhdr h;
+        if (fread(&h, sizeof h, 1, f) != 1 || h.magic != XP_MAGIC) {
+            set_err("fake_nccl: %s is malformed", path);
+            r = ncclInternalError;
+        } else if (h.kind != op->kind || h.count != op->count || h.dtype != op->dtype || h.arg != op->arg) {
+            set_err("%s: collective %ld is %s(count %llu, %s, %s %d) on rank %d, not %s(count %zu, %s, %s %d)",
+                    kind_name(op->kind), op->k, kind_name(h.kind), (unsigned long long)h.count,
+                    h.dtype >= 0 && h.dtype < NTYPES ? g_types[h.dtype].name : "?",
+                    h.kind == K_ALLREDUCE ? "op" : "root", h.arg, j, kind_name(op->kind), op->count,
+                    g_types[op->dtype].name, op->kind == K_ALLREDUCE ? "op" : "root", op->arg);
+            r = ncclInvalidUsage;
+        } else if (h.has_data) {
+            if (fread(folded ? part : acc, 1, bytes, f) != bytes) {
+                set_err("fake_nccl: %s is cut short", path);
+                r = ncclInternalError;
+            } else if (op->kind == K_BROADCAST) {
+                folded = 1;
+            } else if (folded) {
+                g_types[op->dtype].red(acc, part, op->count, op->arg);
+            } else {
+                folded = 1;
+            }
+        }
+        fclose(f);
+    }
+    if (r == ncclSuccess && bytes) {
+        if (op->kind == K_ALLREDUCE && op->arg == ncclAvg) g_types[op->dtype].avg(acc, op->count, c->nranks);
+        memcpy(op->recv, acc, bytes);
+    }
+    free(acc);
+    free(part);
+    return r;
+}
+
+/* One part on a communicator by rank. With the lock held (released while
+ * waiting for the peers). */
+static ncclResult_t xp_submit(const char *fn, int kind, const void *send, void *recv, size_t count, int dtype, int arg,
+                              struct ncclComm *comm) {
+    if (comm->state != ncclSuccess) {
+        set_err("%s: the communicator is %s", fn,
+                comm->state == ncclInProgress ? "still joining (ncclInProgress)" : "in error");
+        return comm->state == ncclInProgress ? ncclInvalidUsage : comm->state;
+    }
+    if (xp_exit_at == -2) {
+        const char *e = getenv("FAKE_NCCL_EXIT_AT_COLLECTIVE");
+        xp_exit_at = e && *e ? atoi(e) : -1;
+    }
+    if (xp_exit_at >= 0 && comm->next_k == xp_exit_at) _exit(3); /* the simulated death of this rank */
+    struct xop *op = calloc(1, sizeof *op);
+    if (!op) {
+        set_err("%s: out of host memory", fn);
+        return ncclSystemError;
+    }
+    *op = (struct xop){comm, kind, send, recv, count, dtype, arg, comm->next_k, NULL};
+    comm->next_k++;
+    if (t_depth > 0) {
+        if (!t_xops_tail) t_xops_tail = &t_xops;
+        *t_xops_tail = op;
+        t_xops_tail = &op->next;
+        return ncclSuccess;
+    }
+    ncclResult_t r = xp_write(op);
+    if (r == ncclSuccess) {
+        unlock();
+        r = xp_finish(op);
+        lock();
+    }
+    free(op);
+    if (r != ncclSuccess) {
+        if (!comm->blocking) comm->state = r; /* as NCCL: the communicator's async error */
+        return comm->blocking ? r : ncclInProgress;
+    }
+    if (!comm->blocking) {
+        comm->pending = 1;
+        return ncclInProgress;
+    }
+    return ncclSuccess;
+}
+
+/* The outermost ncclGroupEnd: the thread's queued parts on communicators
+ * by rank, written all first, then completed in order (ok: released;
+ * else withdrawn). With the lock held. Returns ncclInProgress when a
+ * non-blocking communicator took part. */
+static ncclResult_t xp_group_end(int ok) {
+    struct xop *list = t_xops;
+    t_xops = NULL;
+    t_xops_tail = &t_xops;
+    ncclResult_t r = ncclSuccess;
+    int nonblocking = 0;
+    if (!ok) {
+        for (struct xop *op = list; op; op = op->next)
+            if (comm_ok(op->comm) && op->comm->next_k > op->k) op->comm->next_k = op->k;
+    } else {
+        for (struct xop *op = list; op && r == ncclSuccess; op = op->next) r = xp_write(op);
+        unlock();
+        for (struct xop *op = list; op && r == ncclSuccess; op = op->next) r = xp_finish(op);
+        lock();
+        for (struct xop *op = list; op; op = op->next)
+            if (comm_ok(op->comm) && !op->comm->blocking) {
+                nonblocking = 1;
+                if (r != ncclSuccess)
+                    op->comm->state = r;
+                else
+                    op->comm->pending = 1;
+            }
+    }
+    while (list) {
+        struct xop *n = list->next;
+        free(list);
+        list = n;
+    }
+    if (nonblocking) return ncclInProgress;
     return r;
 }
 
@@ -636,6 +966,10 @@ FAKE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
         r = ncclInvalidArgument;
         goto out;
     }
+    if (comm->xp) {
+        xp_free(comm);
+        goto out;
+    }
     struct clique *cl = comm->cl;
     drop_pending(cl);
     for (struct ncclComm **pp = &g_comms; *pp; pp = &(*pp)->next)
@@ -662,6 +996,191 @@ out:
     return r;
 }
 
+/* Unregisters and frees a communicator by rank. With the lock held. */
+static void xp_free(struct ncclComm *comm) {
+    for (struct ncclComm **pp = &g_comms; *pp; pp = &(*pp)->next)
+        if (*pp == comm) {
+            *pp = comm->next;
+            break;
+        }
+    comm->magic = 0;
+    free(comm->pids);
+    free(comm);
+    g_live--;
+}
+
+FAKE_XP_API ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    lock();
+    ncclResult_t r = enter(F_ncclGetUniqueId);
+    if (r != ncclSuccess) goto out;
+    if (!id) {
+        set_err("ncclGetUniqueId: NULL id");
+        r = ncclInvalidArgument;
+        goto out;
+    }
+    const char *base = getenv("FAKE_NCCL_DIR");
+    if (!base || !*base) base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char dir[128];
+    int n = snprintf(dir, sizeof dir, "%s/fakenccl.XXXXXX", base);
+    if (n < 0 || (size_t)n >= sizeof id->internal - 8 || !mkdtemp(dir)) {
+        set_err("ncclGetUniqueId: cannot make a directory under %s", base);
+        r = ncclSystemError;
+        goto out;
+    }
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, ID_MAGIC, 8);
+    memcpy(id->internal + 8, dir, strlen(dir) + 1);
+out:
+    unlock();
+    return r;
+}
+
+FAKE_XP_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                                             ncclConfig_t *config) {
+    lock();
+    ncclResult_t r = enter(F_ncclCommInitRankConfig);
+    if (r != ncclSuccess) goto out;
+    r = ncclInvalidArgument;
+    if (!out) {
+        set_err("ncclCommInitRankConfig: NULL comm");
+        goto out;
+    }
+    if (memcmp(id.internal, ID_MAGIC, 8) != 0 || !memchr(id.internal + 8, 0, sizeof id.internal - 8)) {
+        set_err("ncclCommInitRankConfig: the id was not made by ncclGetUniqueId");
+        goto out;
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        set_err("ncclCommInitRankConfig: invalid rank %d or nranks %d", rank, nranks);
+        goto out;
+    }
+    if (config && config->magic != 0xcafebeef) {
+        set_err("ncclCommInitRankConfig: the config's magic is wrong");
+        goto out;
+    }
+    struct ncclComm *c = calloc(1, sizeof *c);
+    long *pids = calloc((size_t)nranks, sizeof *pids);
+    if (!c || !pids) {
+        free(c);
+        free(pids);
+        set_err("ncclCommInitRankConfig: out of host memory");
+        r = ncclSystemError;
+        goto out;
+    }
+    c->magic = COMM_MAGIC;
+    c->xp = 1;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->device = 0;
+    c->blocking = !config || config->blocking != 0;
+    c->pids = pids;
+    snprintf(c->dir, sizeof c->dir, "%s", id.internal + 8);
+    c->state = ncclInProgress;
+    /* Join: the rank's file, made exclusively (link fails if the rank is
+     * taken). */
+    char path[256], tmp[300], line[64];
+    snprintf(path, sizeof path, "%s/rank.%d", c->dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int ln = snprintf(line, sizeof line, "%d %ld\n", nranks, (long)getpid());
+    if (write_file_atomic(tmp, line, (size_t)ln, NULL, 0) != 0) {
+        set_err("ncclCommInitRankConfig: cannot write in %s: %s", c->dir, strerror(errno));
+        c->state = ncclSystemError;
+    } else {
+        if (link(tmp, path) != 0) {
+            if (errno == EEXIST)
+                set_err("ncclCommInitRankConfig: rank %d joined twice (another process has it)", rank);
+            else
+                set_err("ncclCommInitRankConfig: cannot join in %s: %s", c->dir, strerror(errno));
+            c->state = errno == EEXIST ? ncclInvalidUsage : ncclSystemError;
+        }
+        unlink(tmp);
+    }
+    c->next = g_comms;
+    g_comms = c;
+    g_live++;
+    *out = c;
+    if (c->blocking) {
+        while (c->state == ncclInProgress) {
+            xp_progress(c);
+            if (c->state != ncclInProgress) break;
+            unlock();
+            usleep(1000);
+            lock();
+        }
+        r = c->state;
+        if (r != ncclSuccess) {
+            xp_free(c);
+            *out = NULL;
+        }
+    } else {
+        r = c->state == ncclInProgress ? ncclInProgress : ncclSuccess;
+    }
+out:
+    unlock();
+    return r;
+}
+
+/* The blocking join (counted as ncclCommInitRankConfig). */
+FAKE_XP_API ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank) {
+    return ncclCommInitRankConfig(out, nranks, id, rank, NULL);
+}
+
+FAKE_XP_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
+    lock();
+    ncclResult_t r = enter(F_ncclCommGetAsyncError);
+    if (r != ncclSuccess) goto out;
+    if (!comm_ok(comm) || !state) {
+        set_err("ncclCommGetAsyncError: invalid communicator %p or NULL state", (void *)comm);
+        r = ncclInvalidArgument;
+        goto out;
+    }
+    if (!comm->xp) {
+        *state = ncclSuccess;
+        goto out;
+    }
+    xp_progress(comm);
+    if (comm->state == ncclSuccess && comm->pending) {
+        comm->pending = 0; /* the call answered ncclInProgress is done */
+    }
+    *state = comm->state;
+out:
+    unlock();
+    return r;
+}
+
+FAKE_XP_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    lock();
+    ncclResult_t r = enter(F_ncclCommAbort);
+    if (r != ncclSuccess || !comm) goto out;
+    if (!comm_ok(comm) || !comm->xp) {
+        set_err("ncclCommAbort: invalid communicator %p (the fake aborts communicators by rank only)", (void *)comm);
+        r = ncclInvalidArgument;
+        goto out;
+    }
+    if (comm->state == ncclInProgress) {
+        /* A join given up: the rank leaves (a later process may take it;
+         * the real NCCL's peers would never see this one complete). */
+        char path[256];
+        snprintf(path, sizeof path, "%s/rank.%d", comm->dir, comm->rank);
+        unlink(path);
+    }
+    xp_free(comm);
+out:
+    unlock();
+    return r;
+}
+
+FAKE_XP_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    lock();
+    ncclResult_t r = enter(F_ncclCommFinalize);
+    if (r == ncclSuccess && !comm_ok(comm)) {
+        set_err("ncclCommFinalize: invalid communicator %p", (void *)comm);
+        r = ncclInvalidArgument;
+    }
+    unlock();
+    return r;
+}
+
 /* The three queries: what 0 count, 1 device, 2 rank. */
 static ncclResult_t query(int id, const struct ncclComm *comm, int *out, int what) {
     lock();
@@ -674,7 +1193,7 @@ static ncclResult_t query(int id, const struct ncclComm *comm, int *out, int wha
         set_err("%s: NULL output", g_entry_names[id]);
         r = ncclInvalidArgument;
     } else {
-        *out = what == 0 ? comm->cl->n : what == 1 ? comm->device : comm->rank;
+        *out = what == 0 ? (comm->xp ? comm->nranks : comm->cl->n) : what == 1 ? comm->device : comm->rank;
     }
 done:
     unlock();
@@ -729,10 +1248,13 @@ FAKE_API ncclResult_t ncclGroupEnd(void) {
          * text stays in ncclGetLastError). */
         if (r == ncclSuccess) r = t_group_err;
         t_group_err = ncclSuccess;
-        if (r != ncclSuccess)
+        if (r != ncclSuccess) {
             abandon_group(t_token);
-        else
+            (void)xp_group_end(0);
+        } else {
             release_group(t_token);
+            r = xp_group_end(1);
+        }
     }
     unlock();
     return r;

@@ -1568,6 +1568,23 @@ static void test_several_devices(void **) {
         assert_int_equal(STATUS_OF(cw::comm::create(c0, c1)), CW_ERROR_INVALID_ARGUMENT);
         assert_int_equal(STATUS_OF(cw::comm::create(cw::device_group())), CW_ERROR_INVALID_ARGUMENT); // no ranks
         assert_int_equal(STATUS_OF(cw::comm_group::begin()), CW_ERROR_NOT_SUPPORTED);
+        // communicators by rank: refused without NCCL too (the CPU tests across
+        // processes, test_comm_rank_cpu, run them with the fake NCCL)
+        assert_int_equal(STATUS_OF(cw::comm_id_generate()), CW_ERROR_NOT_SUPPORTED);
+        {
+            cw_comm_id id{};
+            assert_int_equal(STATUS_OF(cw::comm::create_rank(c0, id, 2, 0, 100)), CW_ERROR_NOT_SUPPORTED);
+            assert_int_equal(STATUS_OF(cw::comm::create_rank(c0, id, 2, 2, 100)), CW_ERROR_INVALID_ARGUMENT);
+            cw_comm_bootstrap_settings bs = cw::defaults<cw_comm_bootstrap_settings>();
+            assert_int_equal(bs.rank, -1);
+            assert_int_equal((int)bs.timeout_ms, 60000);
+            bs.rank = 0;
+            bs.world_size = 1;
+            bs.addr = "127.0.0.1:1";
+            assert_int_equal(STATUS_OF(cw::comm::bootstrap(c0, bs)), CW_ERROR_NOT_SUPPORTED);
+            bs.reserved[0] = 1;
+            assert_int_equal(STATUS_OF(cw::comm::bootstrap(c0, bs)), CW_ERROR_INVALID_ARGUMENT);
+        }
         {
             cw::comm_group g; // empty: nothing to end
             assert_false(static_cast<bool>(g));
@@ -1579,6 +1596,8 @@ static void test_several_devices(void **) {
         assert_int_equal(empty.size(), 0);
         assert_null(empty.context(0).get());
         assert_int_equal(empty.info().size, 0);
+        assert_int_equal(empty.local_size(), 0);
+        assert_int_equal(empty.first_rank(), 0);
         const cw_devptr addr[] = {a.ptr()};
         cw_stream *const streams[] = {s.get()};
         assert_int_equal(STATUS_OF(empty.all_reduce(addr, addr, N, CW_UINT32, CW_SUM, streams)),

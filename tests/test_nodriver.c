@@ -577,6 +577,27 @@ static void test_multi_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_comm_broadcast, cw_comm_broadcast(NULL, a, a, 1, CW_FLOAT32, 0, ss));
     EXPECT_INVALID_ND(cw_comm_all_reduce_rank, cw_comm_all_reduce_rank(NULL, 0, 1, 1, 1, CW_FLOAT32, CW_SUM, NULL));
     EXPECT_INVALID_ND(cw_comm_broadcast_rank, cw_comm_broadcast_rank(NULL, 0, 1, 1, 1, CW_FLOAT32, 0, NULL));
+    /* Communicators by rank (CPU tests across processes: test_comm_rank_cpu). */
+    cw_comm_id id;
+    memset(&id, 0, sizeof id);
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_comm_id_generate(&id));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent/libnccl.so.2"));
+    EXPECT_INVALID_ND(cw_comm_id_generate, cw_comm_id_generate(NULL));
+    EXPECT_INVALID_ND(cw_comm_create_rank, cw_comm_create_rank(NULL, NULL, &id, 2, 0, 100));
+    EXPECT_INVALID_ND(cw_comm_create_rank, cw_comm_create_rank(&comm, NULL, &id, 2, 0, 100));
+    cw_comm_bootstrap_settings bs;
+    cw_comm_bootstrap_settings_default(NULL);
+    memset(&bs, 0x7f, sizeof bs);
+    cw_comm_bootstrap_settings_default(&bs);
+    assert_int_equal(bs.rank, -1);
+    assert_int_equal(bs.world_size, 0);
+    assert_null(bs.file);
+    assert_null(bs.addr);
+    assert_int_equal(bs.timeout_ms, 60000);
+    for (size_t i = 0; i < sizeof bs.reserved; i++) assert_int_equal(bs.reserved[i], 0);
+    EXPECT_INVALID_ND(cw_comm_bootstrap, cw_comm_bootstrap(NULL, NULL, &bs));
+    EXPECT_INVALID_ND(cw_comm_bootstrap, cw_comm_bootstrap(&comm, NULL, NULL));
+    assert_null(comm);
 }
 
 int main(void) {

@@ -12,6 +12,21 @@
  * primary context (it uses the CUDA runtime), so the contexts must be
  * primary ones (cw_context_create, or a cw_device_group's).
  *
+ * Communicators by rank (one process per GPU, one machine or several):
+ * cw_comm_create_rank (or cw_comm_bootstrap) makes a communicator that
+ * holds one rank of many, the others in other processes. On it every call
+ * works as on the first kind, over the ranks it holds ("local" ranks):
+ *  - the array calls (cw_comm_all_reduce, cw_comm_broadcast) take arrays
+ *    of local_size entries (cw_comm_info), entry i for global rank
+ *    first_rank + i: one entry for a communicator by rank;
+ *  - the _rank calls take a global rank, which must be one held here (the
+ *    rank given at creation);
+ *  - a broadcast's root is a global rank, in [0, size); send is read only
+ *    in the root's process;
+ *  - every process must issue its part of each collective, in the same
+ *    order, as every rank must in one process.
+ * cw_comm_get_info reports size (all ranks), local_size and first_rank.
+ *
  * Ordering: a collective is enqueued on the cuweave streams given, one per
  * rank, each a stream of that rank's device, and orders with everything else
  * through them: cw_stream_wait before (producers) and after (consumers),
@@ -81,6 +96,141 @@ typedef enum cw_reduce_op { CW_SUM = 0, CW_PROD = 1, CW_MAX = 2, CW_MIN = 3, CW_
  */
 CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n);
 
+/* The bytes of an NCCL unique id (ncclUniqueId, NCCL_UNIQUE_ID_BYTES). */
+#define CW_COMM_ID_BYTES 128
+
+/*
+ * The id that the ranks of one communicator share across processes (and
+ * machines): made once, by one process (cw_comm_id_generate), and handed
+ * to every other process by any means (a file, a socket, MPI, an
+ * environment variable in hex); then each process calls
+ * cw_comm_create_rank with it. Opaque bytes (NCCL's ncclUniqueId); an id
+ * serves one communicator.
+ */
+typedef struct cw_comm_id {
+    uint8_t bytes[CW_COMM_ID_BYTES];
+} cw_comm_id;
+
+/*
+ * Makes a new id (ncclGetUniqueId). With the real NCCL the id holds the
+ * address where this process will answer the other ranks' first contact,
+ * so the process that makes it should be one of the ranks (usually rank 0)
+ * and stay alive until every rank has joined. Thread-safe.
+ * Returns:
+ *   CW_SUCCESS                 *out holds the id.
+ *   CW_ERROR_INVALID_ARGUMENT  out is NULL.
+ *   CW_ERROR_NOT_SUPPORTED     NCCL could not be loaded, or it lacks
+ *                              ncclGetUniqueId (the detail names the
+ *                              library).
+ *   CW_ERROR_DRIVER            NCCL failed (its error, in the detail).
+ */
+CW_API cw_status cw_comm_id_generate(cw_comm_id *out);
+
+/*
+ * Makes this process's rank of a communicator of nranks ranks spread over
+ * processes (one process per GPU, on one machine or several): rank `rank`,
+ * on ctx (a primary context; NCCL runs on it). Every rank calls it with the
+ * same id and nranks and its own rank, in its own process (or thread);
+ * the call returns when all nranks have joined. The join runs in NCCL's
+ * non-blocking mode (ncclCommInitRankConfig with blocking 0, polled with
+ * ncclCommGetAsyncError), so a rank that never arrives ends in
+ * CW_ERROR_TIMEOUT after timeout_ms (0: one check) instead of a hang: the
+ * half-made communicator is aborted (ncclCommAbort) and nothing is left.
+ * The communicator holds one local rank: see "Communicators by rank"
+ * below for what the array and _rank calls mean on it. It holds a
+ * reference to ctx; destroy it with cw_comm_destroy. Needs NCCL 2.14 or
+ * later (the non-blocking entries).
+ * Returns:
+ *   CW_SUCCESS                 *out is this process's rank.
+ *   CW_ERROR_INVALID_ARGUMENT  out, ctx or id is NULL; nranks < 1; rank
+ *                              outside [0, nranks); ctx is not a primary
+ *                              context; NCCL refused the join (another
+ *                              process joined with a different nranks, or
+ *                              the same rank: NCCL's invalid usage or
+ *                              argument, its words in the detail).
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     NCCL could not be loaded, or it lacks the
+ *                              non-blocking entries (ncclCommInitRankConfig,
+ *                              ncclCommGetAsyncError, ncclCommAbort: the
+ *                              detail names the library and the entry).
+ *   CW_ERROR_TIMEOUT           not every rank joined within timeout_ms (the
+ *                              detail says which rank waited, and how long).
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DRIVER            NCCL failed otherwise (a peer died or could
+ *                              not be reached: its error, in the detail).
+ */
+CW_API cw_status cw_comm_create_rank(cw_comm **out, cw_context *ctx, const cw_comm_id *id, int nranks, int rank,
+                                     uint32_t timeout_ms);
+
+/*
+ * How cw_comm_bootstrap finds its rank, the world size and rank 0. Each
+ * field left at its default is taken from the environment, as a launcher
+ * (a script, torchrun-style tools, a job scheduler's wrapper) would set it:
+ *   CUWEAVE_RANK        this process's rank (0 .. world size - 1);
+ *   CUWEAVE_WORLD_SIZE  the number of ranks;
+ *   CUWEAVE_COMM_FILE   a path every rank can read (one host, or a shared
+ *                       file system): rank 0 writes the id there;
+ *   CUWEAVE_COMM_ADDR   "host:port" of rank 0 (several machines, or one):
+ *                       rank 0 listens there, the others connect to it.
+ *                       "[v6addr]:port" for IPv6.
+ * Exactly one of file and addr must end up set.
+ */
+typedef struct cw_comm_bootstrap_settings {
+    int rank;            /* -1 (default): CUWEAVE_RANK */
+    int world_size;      /* 0 (default): CUWEAVE_WORLD_SIZE */
+    const char *file;    /* NULL (default): CUWEAVE_COMM_FILE (NULL too when addr is set) */
+    const char *addr;    /* NULL (default): CUWEAVE_COMM_ADDR (NULL too when file is set) */
+    uint32_t timeout_ms; /* for the whole bootstrap, the exchange and the join; default 60000 */
+    uint8_t reserved[60];
+} cw_comm_bootstrap_settings;
+
+/*
+ * Fills *s with the defaults (rank -1, world_size 0, file and addr NULL:
+ * all from the environment at cw_comm_bootstrap; timeout_ms 60000).
+ * Returns: nothing (a NULL s does nothing).
+ */
+CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
+
+/*
+ * The common bootstrap in one call, the same code on every rank: rank 0
+ * makes the id (cw_comm_id_generate) and publishes it with the world size,
+ * the others fetch it, and every rank joins (cw_comm_create_rank on ctx).
+ *  - file: rank 0 writes the id to a temporary file beside the path and
+ *    renames it there (readers never see half a file); the others poll for
+ *    the path until it appears. Rank 0 removes the file once every rank has
+ *    joined. Use a fresh path for each run: a rank that finds a file left by
+ *    another run joins that run's id and ends in CW_ERROR_TIMEOUT.
+ *  - addr: rank 0 listens on host:port (bound to that address: give the
+ *    address of rank 0's machine that the others can reach, 127.0.0.1 on
+ *    one host) and answers every other rank once, then closes the socket;
+ *    the others connect, retrying until rank 0 listens. Each side checks
+ *    that the other has the same world size and that no rank comes twice.
+ * On several machines: the same program on each, CUWEAVE_RANK and
+ * CUWEAVE_WORLD_SIZE set per process and CUWEAVE_COMM_ADDR the same
+ * everywhere (the address of rank 0's machine and a free port). The
+ * timeout (settings.timeout_ms) bounds the whole call. s NULL: every
+ * setting from the environment. Blocking; thread-safe (one call per rank).
+ * Returns:
+ *   CW_SUCCESS                 *out is this process's rank.
+ *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; s has nonzero reserved
+ *                              bytes; a setting missing or malformed in
+ *                              both s and the environment (the detail
+ *                              names the variable and its value); both or
+ *                              neither of file and addr; rank outside
+ *                              [0, world_size); a peer with another world
+ *                              size or the same rank; a file that is not
+ *                              one rank 0 wrote; as cw_comm_create_rank.
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
+ *   CW_ERROR_NOT_SUPPORTED     as cw_comm_create_rank.
+ *   CW_ERROR_TIMEOUT           the id or the peers did not come within the
+ *                              timeout (the detail says what was awaited).
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DRIVER            a file or socket call failed (the detail has
+ *                              the call and errno's text), or NCCL failed
+ *                              (as cw_comm_create_rank).
+ */
+CW_API cw_status cw_comm_bootstrap(cw_comm **out, cw_context *ctx, const cw_comm_bootstrap_settings *s);
+
 /*
  * Destroys the communicator (ncclCommDestroy of each rank) after the work
  * already enqueued, and drops its references to the contexts; sets *c to
@@ -92,15 +242,21 @@ CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n);
 CW_API void cw_comm_destroy(cw_comm **c);
 
 typedef struct cw_comm_info {
-    int size;                             /* ranks */
-    cw_context *contexts[CW_MAX_DEVICES]; /* rank i's context (borrowed: valid while the communicator
-                                             lives), i < size */
-    uint8_t reserved[64];
+    int size;                             /* ranks of the whole communicator (every process) */
+    cw_context *contexts[CW_MAX_DEVICES]; /* the context of local rank i, global rank first_rank + i
+                                             (borrowed: valid while the communicator lives),
+                                             i < local_size */
+    int local_size;                       /* ranks held by this communicator in this process:
+                                             size (cw_comm_create) or 1 (cw_comm_create_rank) */
+    int first_rank;                       /* global rank of local rank 0: 0 (cw_comm_create) or
+                                             the rank given to cw_comm_create_rank */
+    uint8_t reserved[56];
 } cw_comm_info;
 
 /*
- * Fills *info: the number of ranks and each rank's context (the entries
- * from size on are NULL). No NCCL or driver call.
+ * Fills *info: the number of ranks, the ranks held here and their
+ * contexts (the entries from local_size on are NULL). No NCCL or driver
+ * call.
  * Returns:
  *   CW_SUCCESS                 *info is filled.
  *   CW_ERROR_INVALID_ARGUMENT  c or info is NULL.
@@ -110,8 +266,10 @@ CW_API cw_status cw_comm_get_info(const cw_comm *c, cw_comm_info *info);
 
 /*
  * All-reduce over every rank from one thread: recv[i] (count elements of
- * dtype, device memory of rank i) receives op over all ranks' send[i];
- * send[i] == recv[i] is in place. Enqueued on streams[i] for each rank, in
+ * dtype, device memory of local rank i) receives op over all ranks' send
+ * buffers; send[i] == recv[i] is in place. The arrays have one entry per
+ * local rank (cw_comm_info.local_size: every rank for cw_comm_create, one
+ * for a communicator by rank). Enqueued on streams[i] for each rank, in
  * one NCCL group. Every rank's arguments are checked before any part is
  * issued, so a refusal leaves nothing queued for any rank (unlike a loop of
  * cw_comm_all_reduce_rank calls in a group, whose parts issued before a
@@ -132,9 +290,10 @@ CW_API cw_status cw_comm_all_reduce(cw_comm *c, const cw_devptr *send, const cw_
                                     cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams);
 
 /*
- * Broadcast from one thread: every rank's recv[i] receives the root's
- * send[root] (count elements). Only send[root] is read (the others may be
- * 0). Enqueued on streams[i], in one NCCL group, after every rank's
+ * Broadcast from one thread: every local rank's recv[i] receives the
+ * root's send buffer (count elements); root is a global rank. Only the
+ * root's entry, send[root - first_rank], is read, in the process that
+ * holds the root (the others may be 0). Enqueued on streams[i], in one NCCL group, after every rank's
  * arguments are checked (as cw_comm_all_reduce).
  * Returns: as cw_comm_all_reduce, and CW_ERROR_INVALID_ARGUMENT for a root
  * out of range.
@@ -154,7 +313,8 @@ CW_API cw_status cw_comm_broadcast(cw_comm *c, const cw_devptr *send, const cw_d
  * Returns:
  *   CW_SUCCESS                 the rank's part is enqueued (inside a group:
  *                              queued until cw_comm_group_end).
- *   CW_ERROR_INVALID_ARGUMENT  c or s is NULL; rank out of range; send or
+ *   CW_ERROR_INVALID_ARGUMENT  c or s is NULL; rank out of range or not
+ *                              held by this communicator; send or
  *                              recv is 0; an unknown dtype or op; s is on
  *                              another device than the rank's, or wraps a
  *                              legacy stream.

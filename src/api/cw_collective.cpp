@@ -1,4 +1,6 @@
 // cuweave api: include/cuweave/collective.h (NCCL communicators).
+#include <string.h>
+
 #include "api/api.hpp"
 #include "multi/collective.hpp"
 
@@ -17,9 +19,19 @@ cw_status check_op(cw_reduce_op op) {
     return CW_SUCCESS;
 }
 
+void bootstrap_defaults(cw_comm_bootstrap_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->rank = -1;
+    s->world_size = 0;
+    s->timeout_ms = 60000;
+}
+
 }  // namespace
 
 static_assert(sizeof(void *) != 8 || sizeof(cw_comm_info) == 584, "cw_comm_info: 584 bytes on LP64");
+static_assert(sizeof(cw_comm_id) == 128, "cw_comm_id: 128 bytes");
+static_assert(sizeof(void *) != 8 || sizeof(cw_comm_bootstrap_settings) == 88,
+              "cw_comm_bootstrap_settings: 88 bytes on LP64");
 
 extern "C" {
 
@@ -30,6 +42,38 @@ CW_API cw_status cw_comm_create(cw_comm **out, cw_context *const *ctxs, int n) {
     CW_CHECK_ARG(n >= 1 && n <= CW_MAX_DEVICES);
     for (int i = 0; i < n; i++) CW_CHECK_HANDLE_AT(ctxs, i);
     return multi::comm_create(ctxs, n, out);
+}
+
+CW_API cw_status cw_comm_id_generate(cw_comm_id *out) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    return multi::comm_id_generate(out);
+}
+
+CW_API cw_status cw_comm_create_rank(cw_comm **out, cw_context *ctx, const cw_comm_id *id, int nranks, int rank,
+                                     uint32_t timeout_ms) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_HANDLE(ctx);
+    CW_CHECK_ARG(id != NULL);
+    return multi::comm_create_rank(ctx, id, nranks, rank, timeout_ms, out);
+}
+
+CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s) {
+    if (s) bootstrap_defaults(s);
+}
+
+CW_API cw_status cw_comm_bootstrap(cw_comm **out, cw_context *ctx, const cw_comm_bootstrap_settings *s) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_HANDLE(ctx);
+    cw_comm_bootstrap_settings d;
+    if (!s) {
+        bootstrap_defaults(&d);
+        s = &d;
+    }
+    for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
+    return multi::comm_bootstrap(ctx, s, out);
 }
 
 CW_API void cw_comm_destroy(cw_comm **pc) {

@@ -7,7 +7,10 @@
 // restores the caller's current context afterwards: NCCL sets devices with
 // the CUDA runtime, which changes the thread's current context.
 #include <atomic>
+#include <climits>
 #include <dlfcn.h>
+#include <sched.h>
+#include <time.h>
 #include <mutex>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +35,41 @@ using namespace core;
     X(ncclGroupStart, ncclResult_t, (void))                                                       \
     X(ncclGroupEnd, ncclResult_t, (void))
 
+// NCCL's ncclUniqueId (NCCL_UNIQUE_ID_BYTES), passed by value.
+struct NcclUniqueId {
+    char internal[CW_COMM_ID_BYTES];
+};
+
+// ncclConfig_t as NCCL 2.14 defined it: NCCL reads `size` bytes of the
+// version given (later versions append fields, and take the ones absent
+// as unset).
+struct NcclConfig {
+    size_t size;
+    unsigned int magic;    // 0xcafebeef
+    unsigned int version;  // NCCL_VERSION(2, 14, 0)
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+};
+
+constexpr ncclResult_t kNcclInProgress = 7;
+constexpr ncclResult_t kNcclInvalidArgument = 4;
+constexpr ncclResult_t kNcclInvalidUsage = 5;
+
 struct Nccl {
 #define CW_NCCL_MEMBER_(name, ret, params) ret(*name) params;
     CW_NCCL_ENTRIES(CW_NCCL_MEMBER_)
 #undef CW_NCCL_MEMBER_
     const char *(*ncclGetLastError)(ncclComm_t comm);  // optional (NCCL 2.13)
+    // Optional: communicators by rank (NCCL 2.14's non-blocking init).
+    ncclResult_t (*ncclGetUniqueId)(NcclUniqueId *id);
+    ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t *comm, int nranks, NcclUniqueId id, int rank,
+                                           NcclConfig *config);
+    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t comm, ncclResult_t *state);
+    ncclResult_t (*ncclCommAbort)(ncclComm_t comm);
+    ncclResult_t (*ncclCommFinalize)(ncclComm_t comm);  // optional even then (2.14)
 };
 
 namespace {
@@ -45,6 +78,7 @@ Nccl g_nccl;
 std::atomic<int> g_nccl_state{0};  // 0 not tried, 1 loaded, 2 failed
 std::mutex g_nccl_mutex;
 char g_nccl_error[512];
+char g_nccl_name[256];  // the path or name NCCL was loaded from
 
 cw_status ensure_nccl(const Nccl **out) {
     int state = g_nccl_state.load(std::memory_order_acquire);
@@ -69,6 +103,14 @@ cw_status ensure_nccl(const Nccl **out) {
                 CW_NCCL_ENTRIES(CW_NCCL_LOAD_)
 #undef CW_NCCL_LOAD_
                 t.ncclGetLastError = reinterpret_cast<const char *(*)(ncclComm_t)>(dlsym(lib, "ncclGetLastError"));
+#define CW_NCCL_OPT_(sym) t.sym = reinterpret_cast<decltype(t.sym)>(dlsym(lib, #sym));
+                CW_NCCL_OPT_(ncclGetUniqueId)
+                CW_NCCL_OPT_(ncclCommInitRankConfig)
+                CW_NCCL_OPT_(ncclCommGetAsyncError)
+                CW_NCCL_OPT_(ncclCommAbort)
+                CW_NCCL_OPT_(ncclCommFinalize)
+#undef CW_NCCL_OPT_
+                snprintf(g_nccl_name, sizeof g_nccl_name, "%s", name);
                 if (ok) {
                     g_nccl = t;
                     state = 1;
@@ -113,13 +155,15 @@ class KeepCurrent {
     bool ok_ = false;
 };
 
-// A rank's stream: live and on the rank's device.
-cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
+// A local rank's stream (local index i, global rank c->first + i): live and
+// on the rank's device.
+cw_status check_rank_stream(const cw_comm *c, int i, const cw_stream *s) {
+    int rank = c->first + i;
     if (!s) return fail(CW_ERROR_INVALID_ARGUMENT, "the stream of rank %d is NULL", rank);
     if (!live(s)) return fail(CW_ERROR_INVALID_HANDLE, "the stream of rank %d is not a live cw_stream", rank);
-    if (s->ctx->device != c->ctx[rank]->device)
+    if (s->ctx->device != c->ctx[i]->device)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the stream of rank %d is on device %d, the rank on device %d", rank,
-                    s->ctx->ordinal, c->ctx[rank]->ordinal);
+                    s->ctx->ordinal, c->ctx[i]->ordinal);
     if (s->is_null)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the stream of rank %d wraps a legacy stream: give NCCL a real one",
                     rank);
@@ -127,30 +171,120 @@ cw_status check_rank_stream(const cw_comm *c, int rank, const cw_stream *s) {
 }
 
 
-// Issues one rank's part (all-reduce when root < 0, else broadcast).
-cw_status issue(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype, cw_reduce_op op,
+// Monotonic milliseconds.
+uint64_t now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, nullptr);
+}
+
+// A non-blocking communicator's pending operation: polls its async error
+// until it is no longer ncclInProgress; timeout_ms UINT32_MAX: no limit.
+// Returns the final state (kNcclInProgress on timeout).
+ncclResult_t settle(const Nccl *n, ncclComm_t comm, uint32_t timeout_ms) {
+    uint64_t start = now_ms();
+    for (;;) {
+        ncclResult_t state = kNcclInProgress;
+        ncclResult_t r = n->ncclCommGetAsyncError(comm, &state);
+        if (r != 0) return r;
+        if (state != kNcclInProgress) return state;
+        uint64_t spent = now_ms() - start;
+        if (timeout_ms != UINT32_MAX && spent >= timeout_ms) return kNcclInProgress;
+        // Yield for the first 5 ms (an enqueue that answered ncclInProgress
+        // settles in microseconds: a nap would cost the collective a
+        // millisecond), then nap 1 ms at a time (a join takes longer).
+        if (spent < 5)
+            sched_yield();
+        else
+            nap_ms(1);
+    }
+}
+
+// The non-blocking communicators used in this thread's open cuweave group:
+// settled at the outermost cw_comm_group_end. On the heap, made at the first
+// use and freed at that end: the library's thread-local block stays small
+// (it is loaded with dlopen, into the static TLS surplus).
+struct GroupState {
+    int n;
+    const Nccl *nccl;
+    ncclComm_t comms[CW_MAX_DEVICES];
+};
+thread_local int t_group_depth;
+thread_local GroupState *t_group;
+
+void group_note(const Nccl *n, ncclComm_t comm) {
+    if (t_group_depth == 0) return;
+    if (!t_group) {
+        t_group = static_cast<GroupState *>(calloc(1, sizeof(GroupState)));
+        if (!t_group) {
+            log(CW_LOG_ERROR, "out of host memory: cw_comm_group_end will not wait for NCCL's enqueue");
+            return;
+        }
+    }
+    GroupState *g = t_group;
+    for (int i = 0; i < g->n; i++)
+        if (g->comms[i] == comm) return;
+    if (g->n == CW_MAX_DEVICES) return;  // one per local rank at most: cannot happen
+    g->comms[g->n++] = comm;
+    g->nccl = n;
+}
+
+// After a call of a non-blocking communicator outside a group: waits for
+// NCCL's enqueue to finish (ncclInProgress), as the blocking mode would.
+cw_status finish_call(cw_comm *c, int i, ncclResult_t r, const char *call) {
+    const Nccl *n = c->nccl;
+    int rank = c->first + i;
+    if (r == kNcclInProgress && c->nonblocking) {
+        if (t_group_depth > 0) return CW_SUCCESS;  // settled at cw_comm_group_end
+        r = settle(n, c->comms[i], UINT32_MAX);
+    }
+    return r == 0 ? CW_SUCCESS : fail_nccl(n, r, call, c->comms[i], rank);
+}
+
+// Issues one local rank's part (local index i; all-reduce when root < 0,
+// else broadcast from the global rank root).
+cw_status issue(cw_comm *c, int i, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype, cw_reduce_op op,
                 int root, cw_stream *s) {
     const Nccl *n = c->nccl;
+    if (c->nonblocking) group_note(n, c->comms[i]);
     ncclResult_t r;
     const char *call;
     if (root < 0) {
         call = "ncclAllReduce";
         r = n->ncclAllReduce(reinterpret_cast<const void *>(send), reinterpret_cast<void *>(recv), count, (int)dtype,
-                             (int)op, c->comms[rank], s->cu);
+                             (int)op, c->comms[i], s->cu);
     } else {
         call = "ncclBroadcast";
         r = n->ncclBroadcast(reinterpret_cast<const void *>(send), reinterpret_cast<void *>(recv), count, (int)dtype,
-                             root, c->comms[rank], s->cu);
+                             root, c->comms[i], s->cu);
     }
-    return r == 0 ? CW_SUCCESS : fail_nccl(n, r, call, c->comms[rank], rank);
+    return finish_call(c, i, r, call);
+}
+
+// Settles the non-blocking communicators of the group that just ended.
+cw_status settle_group(bool wait, const char *call) {
+    GroupState *g = t_group;
+    t_group = nullptr;
+    cw_status st = CW_SUCCESS;
+    for (int i = 0; wait && g && i < g->n; i++) {
+        ncclResult_t s = settle(g->nccl, g->comms[i], UINT32_MAX);
+        if (s != 0 && st == CW_SUCCESS) st = fail_nccl(g->nccl, s, call, g->comms[i], -1);
+    }
+    free(g);
+    return st;
 }
 
 }  // namespace
 
 // A rank (or root) of the communicator: what names it in the detail.
 cw_status check_rank(const cw_comm *c, int rank, const char *what) {
-    if (rank < 0 || rank >= c->n)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "%s %d, but the communicator has %d ranks", what, rank, c->n);
+    if (rank < 0 || rank >= c->nranks)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "%s %d, but the communicator has %d ranks", what, rank, c->nranks);
     return CW_SUCCESS;
 }
 
@@ -160,31 +294,42 @@ cw_status collective_all(cw_comm *c, const cw_devptr *send, const cw_devptr *rec
     for (int i = 0; i < c->n; i++) {
         CW_TRY(check_rank_stream(c, i, streams[i]));
         if (recv[i] == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "recv[%d] is 0", i);
-        if ((root < 0 || root == i) && send[i] == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "send[%d] is 0", i);
+        if ((root < 0 || root == c->first + i) && send[i] == 0)
+            return fail(CW_ERROR_INVALID_ARGUMENT, "send[%d] is 0", i);
     }
     if (count == 0) return CW_SUCCESS;
     const Nccl *n = c->nccl;
     KeepCurrent keep;
+    if (c->n == 1 && t_group_depth == 0) return issue(c, 0, send[0], recv[0], count, dtype, op, root, streams[0]);
     ncclResult_t r = n->ncclGroupStart();
     if (r != 0) return fail_nccl(n, r, "ncclGroupStart", nullptr, -1);
+    t_group_depth++;
     cw_status st = CW_SUCCESS;
     for (int i = 0; i < c->n && st == CW_SUCCESS; i++)
         st = issue(c, i, send[i], recv[i], count, dtype, op, root, streams[i]);
     // The group is always closed, also after a failed part.
     r = n->ncclGroupEnd();
-    if (st == CW_SUCCESS && r != 0) st = fail_nccl(n, r, "ncclGroupEnd", c->comms[0], -1);
+    if (--t_group_depth == 0) {
+        cw_status s2 = settle_group(r == 0 || r == kNcclInProgress, "ncclGroupEnd");
+        if (st == CW_SUCCESS) st = s2;
+    }
+    if (st == CW_SUCCESS && r != 0 && r != kNcclInProgress) st = fail_nccl(n, r, "ncclGroupEnd", c->comms[0], -1);
     return st;
 }
 
 cw_status collective_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype,
                           cw_reduce_op op, int root, cw_stream *s) {
     CW_TRY(check_rank(c, rank, "rank"));
-    CW_TRY(check_rank_stream(c, rank, s));
+    int i = rank - c->first;
+    if (i < 0 || i >= c->n)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "rank %d is not held by this communicator (it holds rank %d%s)", rank,
+                    c->first, c->n > 1 ? " and up" : "");
+    CW_TRY(check_rank_stream(c, i, s));
     CW_CHECK_ARG(recv != 0);
     if ((root < 0 || root == rank) && send == 0) return fail(CW_ERROR_INVALID_ARGUMENT, "send is 0");
     if (count == 0) return CW_SUCCESS;
     KeepCurrent keep;
-    return issue(c, rank, send, recv, count, dtype, op, root, s);
+    return issue(c, i, send, recv, count, dtype, op, root, s);
 }
 
 
@@ -224,6 +369,8 @@ cw_status comm_create(cw_context *const *ctxs, int n, cw_comm **out) {
         return st;
     }
     c->n = n;
+    c->nranks = n;
+    c->first = 0;
     c->nccl = nc;
     for (int i = 0; i < n; i++) {
         c->ctx[i] = ctxs[i];
@@ -239,8 +386,17 @@ void comm_destroy(cw_comm *c) {
     {
         KeepCurrent keep;
         for (int i = 0; i < c->n; i++) {
-            ncclResult_t r = c->nccl->ncclCommDestroy(c->comms[i]);
-            if (r != 0) (void)fail_nccl(c->nccl, r, "ncclCommDestroy", nullptr, i);
+            const Nccl *n = c->nccl;
+            if (c->nonblocking && n->ncclCommFinalize) {
+                // Non-blocking: finalize (flushes the enqueued work) may
+                // answer ncclInProgress; settle it before the destroy.
+                ncclResult_t r = n->ncclCommFinalize(c->comms[i]);
+                if (r == kNcclInProgress) r = settle(n, c->comms[i], UINT32_MAX);
+                if (r != 0) (void)fail_nccl(n, r, "ncclCommFinalize", nullptr, c->first + i);
+            }
+            ncclResult_t r = n->ncclCommDestroy(c->comms[i]);
+            if (r == kNcclInProgress && c->nonblocking) r = 0;
+            if (r != 0) (void)fail_nccl(n, r, "ncclCommDestroy", nullptr, c->first + i);
         }
     }
     for (int i = 0; i < c->n; i++) context_release(c->ctx[i]);
@@ -249,7 +405,9 @@ void comm_destroy(cw_comm *c) {
 
 void comm_info(const cw_comm *c, cw_comm_info *info) {
     memset(info, 0, sizeof *info);
-    info->size = c->n;
+    info->size = c->nranks;
+    info->local_size = c->n;
+    info->first_rank = c->first;
     for (int i = 0; i < c->n; i++) info->contexts[i] = c->ctx[i];
 }
 
@@ -257,7 +415,9 @@ cw_status group_begin() {
     const Nccl *n = nullptr;
     CW_TRY(ensure_nccl(&n));
     ncclResult_t r = n->ncclGroupStart();
-    return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGroupStart", nullptr, -1);
+    if (r != 0) return fail_nccl(n, r, "ncclGroupStart", nullptr, -1);
+    t_group_depth++;
+    return CW_SUCCESS;
 }
 
 cw_status group_end() {
@@ -265,7 +425,116 @@ cw_status group_end() {
     CW_TRY(ensure_nccl(&n));
     KeepCurrent keep;
     ncclResult_t r = n->ncclGroupEnd();
+    if (t_group_depth > 0 && --t_group_depth == 0) {
+        // The outermost end: wait for the non-blocking communicators'
+        // parts (ncclInProgress), as the blocking mode's end would.
+        if (r == 0 || r == kNcclInProgress) return settle_group(true, "ncclGroupEnd");
+        (void)settle_group(false, "ncclGroupEnd");
+    }
+    if (r == kNcclInProgress) r = 0;
     return r == 0 ? CW_SUCCESS : fail_nccl(n, r, "ncclGroupEnd", nullptr, -1);
+}
+
+cw_status comm_id_generate(cw_comm_id *out) {
+    const Nccl *n = nullptr;
+    CW_TRY(ensure_nccl(&n));
+    if (!n->ncclGetUniqueId)
+        return fail(CW_ERROR_NOT_SUPPORTED, "the NCCL loaded from %s lacks ncclGetUniqueId", g_nccl_name);
+    NcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r = n->ncclGetUniqueId(&id);
+    if (r != 0) return fail_nccl(n, r, "ncclGetUniqueId", nullptr, -1);
+    static_assert(sizeof id == sizeof out->bytes, "ncclUniqueId is 128 bytes");
+    memcpy(out->bytes, id.internal, sizeof id);
+    return CW_SUCCESS;
+}
+
+cw_status comm_create_rank(cw_context *ctx, const cw_comm_id *id, int nranks, int rank, uint32_t timeout_ms,
+                           cw_comm **out) {
+    if (nranks < 1) return fail(CW_ERROR_INVALID_ARGUMENT, "nranks is %d: a communicator has at least one rank", nranks);
+    if (rank < 0 || rank >= nranks)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "rank %d is outside [0, %d) (nranks %d)", rank, nranks, nranks);
+    if (ctx->kind != CW_CONTEXT_PRIMARY)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "ctx is not a primary context: NCCL runs on the device's primary context");
+    HandleRoom room;
+    CW_TRY(room.reserve());
+    const Nccl *nc = nullptr;
+    CW_TRY(ensure_nccl(&nc));
+    const char *missing = !nc->ncclCommInitRankConfig  ? "ncclCommInitRankConfig"
+                          : !nc->ncclCommGetAsyncError ? "ncclCommGetAsyncError"
+                          : !nc->ncclCommAbort         ? "ncclCommAbort"
+                                                       : nullptr;
+    if (missing)
+        return fail(CW_ERROR_NOT_SUPPORTED,
+                    "the NCCL loaded from %s lacks %s: communicators by rank need NCCL 2.14 or later (its "
+                    "non-blocking init)",
+                    g_nccl_name, missing);
+    cw_comm *c = static_cast<cw_comm *>(calloc(1, sizeof(cw_comm)));
+    if (!c) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    NcclUniqueId nid;
+    memcpy(nid.internal, id->bytes, sizeof nid.internal);
+    NcclConfig config;
+    memset(&config, 0, sizeof config);
+    config.size = sizeof config;
+    config.magic = 0xcafebeef;
+    config.version = 21400;  // NCCL_VERSION(2, 14, 0)
+    config.blocking = 0;
+    config.cgaClusterSize = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+    config.minCTAs = INT_MIN;
+    config.maxCTAs = INT_MIN;
+    config.netName = nullptr;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r;
+    uint64_t start = now_ms();
+    {
+        KeepCurrent keep;
+        // NCCL takes the device from the calling thread's current one.
+        CUresult cr = drv().cuCtxSetCurrent(ctx->cu);
+        if (cr != CUDA_SUCCESS) {
+            free(c);
+            return fail_cu(cr, "cuCtxSetCurrent");
+        }
+        r = nc->ncclCommInitRankConfig(&comm, nranks, nid, rank, &config);
+        if (r == kNcclInProgress || (r == 0 && comm)) {
+            uint32_t left = timeout_ms;
+            r = settle(nc, comm, left);
+        }
+    }
+    if (r != 0) {
+        cw_status st;
+        uint64_t waited = now_ms() - start;
+        if (r == kNcclInProgress) {
+            st = fail(CW_ERROR_TIMEOUT,
+                      "rank %d of %d: not every rank joined within %u ms (waited %llu ms): a peer never arrived, "
+                      "or has another id",
+                      rank, nranks, timeout_ms, (unsigned long long)waited);
+        } else if (r == kNcclInvalidUsage || r == kNcclInvalidArgument) {
+            const char *last = nc->ncclGetLastError ? nc->ncclGetLastError(comm) : nullptr;
+            st = fail(CW_ERROR_INVALID_ARGUMENT,
+                      "rank %d of %d: NCCL refused the join (error %d, %s)%s%s: do all ranks pass the same id and "
+                      "nranks, each its own rank?",
+                      rank, nranks, r, nc->ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+        } else {
+            st = fail_nccl(nc, r, "ncclCommInitRankConfig", comm, rank);
+        }
+        if (comm) {
+            KeepCurrent keep;
+            (void)nc->ncclCommAbort(comm);
+        }
+        free(c);
+        return st;
+    }
+    c->n = 1;
+    c->nranks = nranks;
+    c->first = rank;
+    c->nonblocking = 1;
+    c->nccl = nc;
+    c->comms[0] = comm;
+    c->ctx[0] = ctx;
+    context_retain(ctx);
+    room.publish(c);
+    *out = c;
+    return CW_SUCCESS;
 }
 
 }  // namespace multi

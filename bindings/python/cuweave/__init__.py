@@ -27,7 +27,7 @@ import os
 import weakref
 
 from . import _errors, _lib, _log
-from ._lib import (BufferInfo, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
+from ._lib import (COMM_ID_BYTES, BufferInfo, CommBootstrapSettings, CommId, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
                    ProgramSettings, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
 from ._log import LogLevel
 
@@ -1797,21 +1797,75 @@ def nccl_version():
     return versions()["nccl"]
 
 
+def comm_id_generate():
+    """A new id for a communicator by rank (cw_comm_id_generate), as 128
+    bytes: make it in one process, hand it to the others by any means, and
+    pass it to Comm.create_rank in each."""
+    cid = CommId()
+    lib.cw_comm_id_generate(ctypes.byref(cid))
+    return bytes(cid.bytes)
+
+
 class Comm(_Handle):
-    """An NCCL communicator with one rank per Context, all in this process:
-    rank i is contexts[i] (primary contexts of distinct devices: Context(n)
-    or a DeviceGroup's). Collectives take, per rank, a device address (an int),
-    a Buffer or an object with __cuda_array_interface__, and a Stream of that
-    rank's device; they are enqueued on those streams in one NCCL group.
-    Buffers are ordered after their last writer and their uses recorded."""
+    """An NCCL communicator. Comm(contexts): one rank per Context, all in this
+    process: rank i is contexts[i] (primary contexts of distinct devices:
+    Context(n) or a DeviceGroup's). Comm.create_rank and Comm.bootstrap: this
+    process's one rank of many, the others in other processes (one process per
+    GPU, on one machine or several). Collectives take, per local rank, a
+    device address (an int), a Buffer or an object with
+    __cuda_array_interface__, and a Stream of that rank's device; they are
+    enqueued on those streams in one NCCL group. The lists have one entry per
+    local rank (local_size: one for a communicator by rank, entry i for global
+    rank first_rank + i); ranks and roots are global. Buffers are ordered
+    after their last writer and their uses recorded."""
 
     _destroy = lib.cw_comm_destroy
 
-    def __init__(self, contexts):
+    def __init__(self, contexts, _ptr=None, _first=0):
         contexts = tuple(contexts)
-        arr, n = _handles(contexts)
-        super().__init__(_new(lib.cw_comm_create, arr, n), keep=contexts)
+        if _ptr is None:
+            arr, n = _handles(contexts)
+            _ptr = _new(lib.cw_comm_create, arr, n)
+        super().__init__(_ptr, keep=contexts)
         self._contexts = contexts
+        self._first = _first
+
+    @classmethod
+    def create_rank(cls, context, comm_id, nranks, rank, timeout_ms=60000):
+        """This process's rank `rank` of `nranks`, on `context`, joined with the
+        others by `comm_id` (the bytes of comm_id_generate, the same in every
+        process) (cw_comm_create_rank). Raises TimeoutError when not every
+        rank joins within timeout_ms."""
+        cid = CommId()
+        comm_id = bytes(comm_id)
+        if len(comm_id) != COMM_ID_BYTES:
+            raise ValueError("a communicator id has %d bytes, not %d" % (COMM_ID_BYTES, len(comm_id)))
+        ctypes.memmove(cid.bytes, comm_id, COMM_ID_BYTES)
+        ptr = _new(lib.cw_comm_create_rank, context.handle, ctypes.byref(cid), int(nranks), int(rank),
+                   int(timeout_ms))
+        return cls((context,), _ptr=ptr, _first=int(rank))
+
+    @classmethod
+    def bootstrap(cls, context, rank=None, world_size=None, file=None, addr=None, timeout_ms=60000):
+        """The common bootstrap (cw_comm_bootstrap): rank 0 makes the id and
+        publishes it through `file` or `addr` ("host:port" of rank 0); each
+        argument left None comes from the environment (CUWEAVE_RANK,
+        CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE, CUWEAVE_COMM_ADDR)."""
+        s = CommBootstrapSettings()
+        lib.cw_comm_bootstrap_settings_default(ctypes.byref(s))
+        if rank is not None:
+            s.rank = int(rank)
+        if world_size is not None:
+            s.world_size = int(world_size)
+        if file is not None:
+            s.file = os.fsencode(file)
+        if addr is not None:
+            s.addr = addr.encode()
+        s.timeout_ms = int(timeout_ms)
+        ptr = _new(lib.cw_comm_bootstrap, context.handle, ctypes.byref(s))
+        i = CommInfo()
+        lib.cw_comm_get_info(ctypes.c_void_p(ptr), ctypes.byref(i))
+        return cls((context,), _ptr=ptr, _first=i.first_rank)
 
     def _info(self):
         i = CommInfo()
@@ -1820,22 +1874,36 @@ class Comm(_Handle):
 
     @property
     def size(self):
+        """The ranks in all (every process)."""
         return self._info().size
+
+    @property
+    def local_size(self):
+        """The ranks held in this process (1 for a communicator by rank)."""
+        return self._info().local_size
+
+    @property
+    def first_rank(self):
+        """The global rank of local rank 0."""
+        return self._info().first_rank
 
     def __len__(self):
         return self.size
 
     def contexts(self):
-        """The ranks' Contexts, in rank order (those given at creation)."""
+        """The local ranks' Contexts, in rank order (those given at creation)."""
         return list(self._contexts)
 
     def context(self, rank):
-        """Rank `rank`'s Context (the one given at creation)."""
+        """Global rank `rank`'s Context (the one given at creation), for a rank
+        held in this process."""
         i = self._info()
         rank = int(rank)
-        if not 0 <= rank < i.size:
-            raise error_class("CW_ERROR_INVALID_ARGUMENT")("rank %d, but the communicator has %d ranks" % (rank, i.size))
-        ptr = i.contexts[rank]
+        if not i.first_rank <= rank < i.first_rank + i.local_size:
+            raise error_class("CW_ERROR_INVALID_ARGUMENT")(
+                "rank %d is not held here (ranks %d to %d of %d)" %
+                (rank, i.first_rank, i.first_rank + i.local_size - 1, i.size))
+        ptr = i.contexts[rank - i.first_rank]
         for ctx in self._contexts:
             if ctx._ptr.value == ptr:
                 return ctx
@@ -1878,10 +1946,12 @@ class Comm(_Handle):
                          lambda i: True)
 
     def broadcast(self, send, recv, count, dtype, root, streams):
-        """Every rank's recv[i] receives root's send[root] (count elements);
-        only send[root] is read (the others may be None or 0)."""
+        """Every local rank's recv[i] receives the root's send (count elements;
+        root is a global rank): only send[root - first_rank] is read, in the
+        root's process (the others may be None or 0)."""
         root = int(root)
-        self._collective(lib.cw_comm_broadcast, send, recv, count, dtype, root, streams, lambda i: i == root)
+        first = self._first
+        self._collective(lib.cw_comm_broadcast, send, recv, count, dtype, root, streams, lambda i: first + i == root)
 
     def _rank_part(self, fn, rank, send, recv, count, dtype, arg, stream, reads):
         count = int(count)

@@ -460,7 +460,29 @@ class CommInfo(ctypes.Structure):
     _fields_ = [
         ("size", ctypes.c_int),
         ("contexts", ctypes.c_void_p * MAX_DEVICES),
-        ("reserved", ctypes.c_uint8 * 64),
+        ("local_size", ctypes.c_int),
+        ("first_rank", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 56),
+    ]
+
+
+COMM_ID_BYTES = 128  # CW_COMM_ID_BYTES
+
+
+class CommId(ctypes.Structure):
+    _c_name_ = "cw_comm_id"
+    _fields_ = [("bytes", ctypes.c_uint8 * COMM_ID_BYTES)]
+
+
+class CommBootstrapSettings(ctypes.Structure):
+    _c_name_ = "cw_comm_bootstrap_settings"
+    _fields_ = [
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("file", ctypes.c_char_p),
+        ("addr", ctypes.c_char_p),
+        ("timeout_ms", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 60),
     ]
 
 
@@ -755,6 +777,10 @@ _SIGNATURES = [
     # collective.h
     ("cw_comm_create", _int, [c_void_pp, c_void_pp, _int], True),
     ("cw_comm_destroy", None, [c_void_pp], False),
+    ("cw_comm_id_generate", _int, [_P(CommId)], True),
+    ("cw_comm_create_rank", _int, [c_void_pp, _vp, _P(CommId), _int, _int, _u32], True),
+    ("cw_comm_bootstrap_settings_default", None, [_P(CommBootstrapSettings)], False),
+    ("cw_comm_bootstrap", _int, [c_void_pp, _vp, _P(CommBootstrapSettings)], True),
     ("cw_comm_get_info", _int, [_vp, _P(CommInfo)], True),
     ("cw_comm_all_reduce", _int, [_vp, c_uint64_p, c_uint64_p, _size, _int, _int, c_void_pp], True),
     ("cw_comm_broadcast", _int, [_vp, c_uint64_p, c_uint64_p, _size, _int, _int, c_void_pp], True),

@@ -1,5 +1,5 @@
-// C++ wrappers of cuweave/collective.h: cw::nccl_version, cw::comm,
-// cw::comm_group.
+// C++ wrappers of cuweave/collective.h: cw::nccl_version, cw::comm_id_generate,
+// cw::comm, cw::comm_group.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_COLLECTIVE_HPP
 #define CUWEAVE_CPP_COLLECTIVE_HPP
@@ -14,6 +14,14 @@ inline namespace v0_2 {
 inline namespace CW_HPP_MODE {
 
 // ---- collectives (NCCL) -------------------------------------------------------------
+
+// A new id for a communicator by rank (cw_comm_id_generate): made in one
+// process, handed to the others as its bytes.
+inline detail::ret<cw_comm_id> comm_id_generate() {
+    cw_comm_id id{};
+    cw_status s = cw_comm_id_generate(&id);
+    return detail::make(s, std::move(id));
+}
 
 // A communicator: one NCCL rank per context, rank i on ctxs[i] (primary
 // contexts, one per device); destroyed (cw_comm_destroy) after the work
@@ -38,6 +46,25 @@ class comm : public detail::handle<comm, cw_comm, cw_comm_destroy> {
         const cw_device_group_info g = group.info();
         return create(g.contexts, g.count);
     }
+    // This process's rank of nranks, joined by id across processes
+    // (cw_comm_create_rank: CW_ERROR_TIMEOUT when a rank does not come within
+    // timeout_ms).
+    static detail::ret<comm> create_rank(const cw::context &ctx, const cw_comm_id &id, int nranks, int rank,
+                                         uint32_t timeout_ms) {
+        cw_comm *c = nullptr;
+        cw_status s = cw_comm_create_rank(&c, ctx.get(), &id, nranks, rank, timeout_ms);
+        return detail::make(s, comm(c, true));
+    }
+    // The common bootstrap (cw_comm_bootstrap): the rank, world size and
+    // rank 0's file or address from the settings, else the environment
+    // (CUWEAVE_RANK, CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE or
+    // CUWEAVE_COMM_ADDR).
+    static detail::ret<comm> bootstrap(const cw::context &ctx,
+                                       const cw_comm_bootstrap_settings &s = defaults<cw_comm_bootstrap_settings>()) {
+        cw_comm *c = nullptr;
+        cw_status st = cw_comm_bootstrap(&c, ctx.get(), &s);
+        return detail::make(st, comm(c, true));
+    }
 
     // The ranks and their contexts (cw_comm_get_info; zeroed for an empty
     // wrapper).
@@ -46,26 +73,35 @@ class comm : public detail::handle<comm, cw_comm, cw_comm_destroy> {
         (void)cw_comm_get_info(get(), &i);
         return i;
     }
-    // The number of ranks (0 for an empty wrapper).
+    // The number of ranks, in every process (0 for an empty wrapper).
     int size() const noexcept { return info().size; }
-    // Rank `rank`'s context, borrowed (empty for a rank out of range).
+    // The ranks held here (size() for create, 1 for create_rank) and the
+    // global rank of the first.
+    int local_size() const noexcept { return info().local_size; }
+    int first_rank() const noexcept { return info().first_rank; }
+    // Global rank `rank`'s context, borrowed (empty for a rank out of range
+    // or held by another process).
     cw::context context(int rank) const noexcept {
         const cw_comm_info i = info();
-        return cw::context::borrow(rank >= 0 && rank < i.size ? i.contexts[rank] : nullptr);
+        const int local = rank - i.first_rank;
+        return cw::context::borrow(local >= 0 && local < i.local_size ? i.contexts[local] : nullptr);
     }
-    // Every rank at once (arrays of size() entries, one NCCL group): recv[i]
-    // gets op over every send[i] (send[i] == recv[i]: in place), on streams[i].
+    // Every local rank at once (arrays of local_size() entries, one NCCL
+    // group): recv[i] gets op over every rank's send (send[i] == recv[i]: in
+    // place), on streams[i].
     detail::void_ret all_reduce(const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype,
                                 cw_reduce_op op, cw_stream *const *streams) const {
         return detail::done(cw_comm_all_reduce(get(), send, recv, count, dtype, op, streams));
     }
-    // Every recv[i] gets send[root] (the other sends may be 0).
+    // Every recv[i] gets the root's send (root a global rank; only the
+    // root's entry, send[root - first_rank()], is read).
     detail::void_ret broadcast(const cw_devptr *send, const cw_devptr *recv, size_t count, cw_dtype dtype, int root,
                                cw_stream *const *streams) const {
         return detail::done(cw_comm_broadcast(get(), send, recv, count, dtype, root, streams));
     }
-    // One rank's part: from that rank's own thread, or for several ranks
-    // inside a cw::comm_group (else NCCL deadlocks).
+    // One rank's part (a global rank held here): from that rank's own
+    // thread, or for several ranks inside a cw::comm_group (else NCCL
+    // deadlocks).
     detail::void_ret all_reduce_rank(int rank, cw_devptr send, cw_devptr recv, size_t count, cw_dtype dtype,
                                      cw_reduce_op op, const stream &s) const {
         return detail::done(cw_comm_all_reduce_rank(get(), rank, send, recv, count, dtype, op, s.get()));
