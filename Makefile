@@ -114,7 +114,7 @@ CPP_HEADERS = \
 	include/cuweave/cpp/share.hpp \
 	include/cuweave/cpp/stream.hpp
 
-EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu resident resident_handler video_pipeline
+EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu multi_process resident resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
@@ -326,6 +326,7 @@ check: all
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
+		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
 
 example: $(O)/examples/devices
