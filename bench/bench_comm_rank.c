@@ -26,6 +26,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -74,7 +76,26 @@ static struct {
     nccl_result (*CommDestroy)(nccl_comm);
     nccl_result (*AllReduce)(const void *, void *, size_t, int, int, nccl_comm, CUstream);
     const char *(*GetErrorString)(nccl_result);
+    nccl_result (*CommInitRankConfig)(nccl_comm *, int, nccl_id, int, void *);
+    nccl_result (*CommGetAsyncError)(nccl_comm, nccl_result *);
 } nc;
+
+/* BENCH_DIRECT_NONBLOCKING=1: NCCL's own communicator made non-blocking too
+ * (ncclConfig_t of NCCL 2.14, blocking = 0), each call settled by polling
+ * ncclCommGetAsyncError, as cuweave's: separates the mode's cost from
+ * cuweave's own. */
+struct nccl_config {
+    size_t size;
+    unsigned magic, version;
+    int blocking, cga, min_ctas, max_ctas;
+    const char *net;
+};
+static int g_direct_nonblocking;
+static void direct_settle(nccl_comm c, nccl_result r) {
+    if (!g_direct_nonblocking || r != 7 /* ncclInProgress */) return;
+    nccl_result st = 7;
+    while (nc.CommGetAsyncError(c, &st) == 0 && st == 7) sched_yield();
+}
 
 #define NCCL_CHECK(expr)                                                                                     \
     do {                                                                                                     \
@@ -96,6 +117,8 @@ static int nccl_open(void) {
     nc.CommDestroy = (nccl_result(*)(nccl_comm))dlsym(h, "ncclCommDestroy");
     nc.AllReduce = (nccl_result(*)(const void *, void *, size_t, int, int, nccl_comm, CUstream))dlsym(h, "ncclAllReduce");
     nc.GetErrorString = (const char *(*)(nccl_result))dlsym(h, "ncclGetErrorString");
+    nc.CommInitRankConfig = (nccl_result(*)(nccl_comm *, int, nccl_id, int, void *))dlsym(h, "ncclCommInitRankConfig");
+    nc.CommGetAsyncError = (nccl_result(*)(nccl_comm, nccl_result *))dlsym(h, "ncclCommGetAsyncError");
     return nc.GetUniqueId && nc.CommInitRank && nc.CommDestroy && nc.AllReduce && nc.GetErrorString;
 }
 
@@ -179,7 +202,17 @@ static int rank_main(int rank, const char *dir) {
     }
     CU_CHECK(rc.cuCtxSetCurrent(bench_cu_context(ctx))); /* NCCL takes the current device */
     nccl_comm raw = NULL;
-    NCCL_CHECK(nc.CommInitRank(&raw, 2, id, rank));
+    const char *nb = getenv("BENCH_DIRECT_NONBLOCKING");
+    g_direct_nonblocking = nb && *nb == '1' && nc.CommInitRankConfig && nc.CommGetAsyncError;
+    if (g_direct_nonblocking) {
+        struct nccl_config cfg = {sizeof cfg, 0xcafebeefu, 21400u, 0, INT_MIN, INT_MIN, INT_MIN, NULL};
+        nccl_result r = nc.CommInitRankConfig(&raw, 2, id, rank, &cfg);
+        if (r != 0 && r != 7) NCCL_CHECK(r);
+        direct_settle(raw, 7);
+        if (rank == 0) printf("the direct side's communicator is non-blocking (BENCH_DIRECT_NONBLOCKING=1)\n");
+    } else {
+        NCCL_CHECK(nc.CommInitRank(&raw, 2, id, rank));
+    }
     if (rank == 0) unlink(path);
 
     cw_stream *s = NULL;
@@ -218,8 +251,14 @@ static int rank_main(int rank, const char *dir) {
                 if (v == 0)
                     CW_CHECK(cw_comm_all_reduce_rank(comm, rank, a, b, count, CW_FLOAT32, CW_SUM, s));
                 else
-                    NCCL_CHECK(nc.AllReduce((const void *)(uintptr_t)a, (void *)(uintptr_t)b, count, NCCL_FLOAT32,
-                                            NCCL_SUM, raw, cs));
+                {
+                    nccl_result r = nc.AllReduce((const void *)(uintptr_t)a, (void *)(uintptr_t)b, count,
+                                                 NCCL_FLOAT32, NCCL_SUM, raw, cs);
+                    if (g_direct_nonblocking && r == 7)
+                        direct_settle(raw, r);
+                    else
+                        NCCL_CHECK(r);
+                }
                 CU_CHECK(rc.cuStreamSynchronize(cs));
                 if (i >= warm) t[v][i - warm] = (double)(now_ns() - t0) / 1e3;
             }

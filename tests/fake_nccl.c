@@ -266,7 +266,7 @@ static void xp_free(struct ncclComm *comm);
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetLastError) X(ncclCommInitAll) X(ncclCommDestroy) \
     X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast)     \
     X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetUniqueId) X(ncclCommInitRankConfig)                 \
-    X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclCommFinalize)
+    X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclCommFinalize) X(ncclCommSplit)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -1165,6 +1165,57 @@ FAKE_XP_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
         unlink(path);
     }
     xp_free(comm);
+out:
+    unlock();
+    return r;
+}
+
+/* A split of a communicator by rank with color 0 and key = rank (what
+ * cuweave asks: the same ranks, another mode): a copy that goes on from the
+ * parent's next collective, its mode from config. Other colors and keys are
+ * refused (the fake does not regroup ranks). */
+FAKE_XP_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                       ncclConfig_t *config) {
+    lock();
+    ncclResult_t r = enter(F_ncclCommSplit);
+    if (r != ncclSuccess) goto out;
+    r = ncclInvalidArgument;
+    if (!comm_ok(comm) || !comm->xp || !newcomm) {
+        set_err("ncclCommSplit: invalid communicator %p (the fake splits communicators by rank) or NULL newcomm",
+                (void *)comm);
+        goto out;
+    }
+    if (comm->state != ncclSuccess) {
+        set_err("ncclCommSplit: the communicator has not joined (state %d)", comm->state);
+        goto out;
+    }
+    if (color != 0 || key != comm->rank) {
+        set_err("ncclCommSplit: the fake splits with color 0 and key = rank only");
+        goto out;
+    }
+    if (config && config->magic != 0xcafebeef) {
+        set_err("ncclCommSplit: the config's magic is wrong");
+        goto out;
+    }
+    struct ncclComm *c = calloc(1, sizeof *c);
+    long *pids = calloc((size_t)comm->nranks, sizeof *pids);
+    if (!c || !pids) {
+        free(c);
+        free(pids);
+        set_err("ncclCommSplit: out of host memory");
+        r = ncclSystemError;
+        goto out;
+    }
+    *c = *comm;
+    memcpy(pids, comm->pids, (size_t)comm->nranks * sizeof *pids);
+    c->pids = pids;
+    c->blocking = config ? config->blocking != 0 : comm->blocking;
+    c->pending = 0;
+    c->next = g_comms;
+    g_comms = c;
+    g_live++;
+    *newcomm = c;
+    r = ncclSuccess;
 out:
     unlock();
     return r;

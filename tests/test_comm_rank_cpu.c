@@ -77,6 +77,15 @@ static int nccl_live_here(void) {
     return n;
 }
 
+/* Calls of one fake NCCL entry in this process. */
+static long nccl_calls_here(const char *entry) {
+    void *h = dlopen(g_fake_nccl, RTLD_NOW | RTLD_NOLOAD);
+    long (*calls)(const char *) = h ? (long (*)(const char *))dlsym(h, "fake_nccl_calls") : NULL;
+    long n = calls ? calls(entry) : -1;
+    if (h) dlclose(h);
+    return n;
+}
+
 /* A rank's working set: a context of device rank % 2, a stream, buffers. */
 typedef struct Rank {
     cw_context *ctx;
@@ -265,7 +274,15 @@ static void child_by_pipe(int rank, void *arg) {
     cw_comm *comm = NULL;
     CK_OK(cw_comm_create_rank(&comm, r.ctx, &id, pa->nranks, rank, 20000));
     CK(nccl_live_here() == 1);
+    /* joined non-blocking (it may time out), then split into a blocking
+     * communicator for the collectives (NCCL's non-blocking mode defers
+     * every call's enqueue: some 40 us a call on the H200s), the joining
+     * one gone: the collectives never poll for an enqueue */
+    CK(nccl_calls_here("ncclCommInitRankConfig") == 1);
+    CK(nccl_calls_here("ncclCommSplit") == 1);
+    const long polls = nccl_calls_here("ncclCommGetAsyncError");
     exercise(comm, &r, rank, pa->nranks);
+    CK(nccl_calls_here("ncclCommGetAsyncError") == polls);
     cw_comm_destroy(&comm);
     CK(comm == NULL);
     CK(nccl_live_here() == 0);

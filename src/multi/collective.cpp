@@ -70,6 +70,9 @@ struct Nccl {
     ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t comm, ncclResult_t *state);
     ncclResult_t (*ncclCommAbort)(ncclComm_t comm);
     ncclResult_t (*ncclCommFinalize)(ncclComm_t comm);  // optional even then (2.14)
+    // Optional (NCCL 2.18): the joined communicator split into a blocking
+    // one for the collectives (see comm_create_rank).
+    ncclResult_t (*ncclCommSplit)(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, NcclConfig *config);
 };
 
 namespace {
@@ -109,6 +112,7 @@ cw_status ensure_nccl(const Nccl **out) {
                 CW_NCCL_OPT_(ncclCommGetAsyncError)
                 CW_NCCL_OPT_(ncclCommAbort)
                 CW_NCCL_OPT_(ncclCommFinalize)
+                CW_NCCL_OPT_(ncclCommSplit)
 #undef CW_NCCL_OPT_
                 snprintf(g_nccl_name, sizeof g_nccl_name, "%s", name);
                 if (ok) {
@@ -524,10 +528,66 @@ cw_status comm_create_rank(cw_context *ctx, const cw_comm_id *id, int nranks, in
         free(c);
         return st;
     }
+    // The join was non-blocking so that it could time out and be aborted;
+    // the collectives are not: in non-blocking mode NCCL defers each call's
+    // enqueue, some 40 us a call on the H200s (bench_comm_rank with NCCL's
+    // own communicator made non-blocking too: the same 55 us where its
+    // blocking one takes 17). Every rank splits the joined communicator into
+    // a blocking one, all of them at once (they are all here), within what
+    // is left of the timeout, and keeps that.
+    int nonblocking = 1;
+    if (nc->ncclCommSplit) {
+        NcclConfig blocking = config;
+        blocking.blocking = 1;
+        ncclComm_t fast = nullptr;
+        ncclResult_t rs;
+        {
+            KeepCurrent keep;
+            CUresult cr = drv().cuCtxSetCurrent(ctx->cu);
+            rs = cr == CUDA_SUCCESS ? nc->ncclCommSplit(comm, 0, rank, &fast, &blocking) : ncclResult_t(-1);
+            if (rs == kNcclInProgress && fast) {
+                uint64_t spent = now_ms() - start;
+                rs = settle(nc, fast, timeout_ms == UINT32_MAX ? UINT32_MAX
+                                      : spent >= timeout_ms      ? 0
+                                                                 : (uint32_t)(timeout_ms - spent));
+            }
+        }
+        if (rs != 0) {
+            cw_status st = rs == kNcclInProgress
+                               ? fail(CW_ERROR_TIMEOUT,
+                                      "rank %d of %d: the ranks joined, but not every rank made the blocking "
+                                      "communicator (ncclCommSplit) within %u ms",
+                                      rank, nranks, timeout_ms)
+                               : fail_nccl(nc, rs, "ncclCommSplit", comm, rank);
+            KeepCurrent keep;
+            if (fast) (void)nc->ncclCommAbort(fast);
+            (void)nc->ncclCommAbort(comm);
+            free(c);
+            return st;
+        }
+        {
+            KeepCurrent keep;
+            ncclResult_t rf = nc->ncclCommFinalize ? nc->ncclCommFinalize(comm) : 0;
+            if (rf == kNcclInProgress) rf = settle(nc, comm, UINT32_MAX);
+            ncclResult_t rd = nc->ncclCommDestroy(comm);
+            if (rf != 0 || (rd != 0 && rd != kNcclInProgress))
+                log(CW_LOG_WARNING, "%s: rank %d: the joining communicator's teardown answered %d / %d",
+                    current_api(), rank, rf, rd);
+        }
+        comm = fast;
+        nonblocking = 0;
+    } else {
+        static std::atomic<int> told{0};
+        if (!told.exchange(1))
+            log(CW_LOG_WARNING,
+                "%s: %s has no ncclCommSplit (NCCL 2.18): communicators by rank stay non-blocking, which costs "
+                "NCCL some 40 us a collective call",
+                current_api(), g_nccl_name);
+    }
     c->n = 1;
     c->nranks = nranks;
     c->first = rank;
-    c->nonblocking = 1;
+    c->nonblocking = nonblocking;
     c->nccl = nc;
     c->comms[0] = comm;
     c->ctx[0] = ctx;
