@@ -545,12 +545,18 @@ cw_status comm_create_rank(cw_context *ctx, const cw_comm_id *id, int nranks, in
             KeepCurrent keep;
             CUresult cr = drv().cuCtxSetCurrent(ctx->cu);
             rs = cr == CUDA_SUCCESS ? nc->ncclCommSplit(comm, 0, rank, &fast, &blocking) : ncclResult_t(-1);
-            if (rs == kNcclInProgress && fast) {
+            // The parent is non-blocking: the split may go on after the
+            // call returns (and write the new communicator then), so the
+            // parent is settled first, then the new one.
+            auto left = [&]() -> uint32_t {
                 uint64_t spent = now_ms() - start;
-                rs = settle(nc, fast, timeout_ms == UINT32_MAX ? UINT32_MAX
-                                      : spent >= timeout_ms      ? 0
-                                                                 : (uint32_t)(timeout_ms - spent));
-            }
+                return timeout_ms == UINT32_MAX ? UINT32_MAX
+                       : spent >= timeout_ms    ? 0
+                                                : (uint32_t)(timeout_ms - spent);
+            };
+            if (rs == kNcclInProgress || rs == 0) rs = settle(nc, comm, left());
+            if (rs == 0 && !fast) rs = kNcclInvalidUsage;
+            if (rs == 0) rs = settle(nc, fast, left());
         }
         if (rs != 0) {
             cw_status st = rs == kNcclInProgress
