@@ -314,6 +314,7 @@ check: all
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
 		$(foreach t,$(CPP_SCRIPT_TESTS),"sh tests/$(t).sh . $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
+		"env BENCH_DIR=$(O)/bench sh tests/check-tools.sh ." \
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
