@@ -21,8 +21,8 @@ check() { # WHAT EXPECTED ACTUAL
 # ---- 1. the tally
 sum="python3 $root/tools/test-summary.py"
 cat > "$tmp/testlog.json" <<'EOF'
-{"name": "test_api", "result": "OK", "stdout": ""}
-{"name": "test_gpu_device", "result": "SKIP", "stdout": "[==========] tests\nSKIP: no usable GPU: no CUDA driver\n"}
+{"name": "cuweave:cpu / test_api", "result": "OK", "stdout": ""}
+{"name": "cuweave:gpu / test_gpu_device", "result": "SKIP", "stdout": "[==========] tests\nSKIP: no usable GPU: no CUDA driver\n"}
 {"name": "exports", "result": "OK", "stdout": ""}
 EOF
 cat > "$tmp/make.log" <<'EOF'
