@@ -5,7 +5,7 @@
 label=$1; shift
 pass=0 failed=0 skipped=0
 for cmd in "$@"; do
-    name=$(printf '%s' "$cmd" | awk '{ for (i = 1; i <= NF; i++) if ($i !~ /=/ && $i != "env" && $i != "sh") { print $i; exit } }')
+    name=$(printf '%s' "$cmd" | awk '{ for (i = 1; i <= NF; i++) if ($i !~ /=/ && $i != "env" && $i != "sh" && $i != "python3") { print $i; exit } }')
     out=$(sh -c "$cmd" 2>&1); rc=$?
     case $rc in
         0) pass=$((pass + 1)); echo "PASS $name" ;;

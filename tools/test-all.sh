@@ -70,6 +70,13 @@ else
     summary add make-nostdcxx no_libstdcxx_make FAIL; echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"
 fi
 
+step "every command of README.md, docs/ and bindings/python/README.md, as written (tests/check-doc-commands.sh)"
+if sh tests/check-doc-commands.sh . > build/doc-commands.log 2>&1; then
+    summary add doc-commands doc_commands PASS; tail -1 build/doc-commands.log
+else
+    summary add doc-commands doc_commands FAIL "$(grep '^=== ' build/doc-commands.log | tail -1)"; tail -40 build/doc-commands.log
+fi
+
 step "ASan + UBSan build, CPU tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 if { [ -d build/asan ] || meson setup build/asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; } \
