@@ -71,7 +71,7 @@ def lint(root):
                 print("%s:%d: a command in an indented block (make it a ```sh block, run by "
                       "tests/check-doc-commands.sh, or mark it not run with a reason): %s" % (rel, n, line.strip()))
                 bad = 1
-            if "doc-test:" in line and not NOT_RUN.match(line):
+            if line.startswith("<!-- doc-test") and not NOT_RUN.match(line):
                 print("%s:%d: a doc-test marker must read '<!-- doc-test: not run: REASON -->'" % (rel, n))
                 bad = 1
             prev_blank = line.strip() == "" or (prev_blank and line.startswith("    "))
