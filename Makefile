@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # cuweave: the Makefile build. It builds the same library, examples, tests and
 # benchmarks as meson; tools/check-build-lists.sh fails when the lists differ.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_multi: two GPUs of one host, cuweave against the raw driver API (and
  * NCCL called directly) doing the same work, measured in one run on devices

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_pipeline: a cuweave pipeline (include/cuweave/flow.h, buffers from
  * include/cuweave/buffer.h) against the same work written by hand with the

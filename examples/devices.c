@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The main example: load the driver, list the devices, and open a context on
  * each. Prints why when there is no GPU and exits 0 then, so it runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A diamond of operators run by the CPU-driven executor (cuweave/flow.h):
  *

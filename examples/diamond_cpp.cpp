@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The diamond of examples/diamond.c written in C++ (cuweave/cuweave.hpp):
 // four cw::operator_base operators run by the CPU-driven executor.
 //

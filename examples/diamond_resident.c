@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The diamond A -> (B, D) -> C as a resident pipeline (cuweave/flow.h): the
  * operators' compute calls are captured once into a GPU-resident loop's

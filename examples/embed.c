@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave inside a program that already owns CUDA, as in a video tool: this
  * "host program" creates its own context, decodes (here: uploads) each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Fork/join with cuweave: a parent stream forks two child streams, each
  * branch runs its own work, the parent joins both, and a cw_future tells the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Graphs with cuweave: capture a few kernels into a graph, replay it,
  * update it with a new kernel argument, and run a loop on the GPU with a

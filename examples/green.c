@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Green contexts with cuweave: split device 0 into a 16-SM partition for
  * latency-critical work and the leftover SMs for everything else, make a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Run-time compiled kernels with cuweave: compile a templated kernel with
  * NVRTC (a header from memory, fetched by its C++ name), load it once,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Several GPUs of one host (cuweave/multi.h, cuweave/collective.h):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The GPU-resident loop driven by the host: one graph launched once, then
  * 1000 requests, each with its own input. The workload is a kernel compiled

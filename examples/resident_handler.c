@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The GPU-resident loop driven by the GPU: a data-ready handler (a kernel
  * the loop runs at the start of every iteration) watches a frame counter

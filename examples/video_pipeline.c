@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A libvmaf-like video pipeline with the CPU-driven executor (cuweave/flow.h):
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs every command the documentation tells a user to type, exactly as
 # written (tools/doc-commands.py: the ```sh blocks of README.md, docs/*.md
 # and bindings/python/README.md, in that order, in one shell), in a fresh

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Checks of the test command's own tools. Usage: check-tools.sh SOURCE_ROOT
 #  1. tools/test-summary.py counts a test run by several steps once (failed
 #     if it failed in any, skipped if skipped in every), names each skip once

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Fails when the Makefile and the meson build list different library sources,
 # headers, examples, tests or benchmarks (the two builds must build the same
 # things). Usage: check-build-lists.sh SOURCE_ROOT

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """The commands the documentation tells a user to type, as one script.
 
 Every command a user types is in a fenced ```sh block of README.md,

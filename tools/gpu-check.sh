@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds cuweave on the GPU machine, runs every test (CPU and GPU) with both
 # builds, the GPU tests again under compute-sanitizer, the examples and the
 # benchmarks, and prints a short summary last. Logs go to $OUT (or ./gpu-out).

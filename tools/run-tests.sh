@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs test commands; exit 0 = pass, 77 = skipped (no GPU), else fail.
 # Usage: run-tests.sh LABEL CMD [CMD...]   (each CMD is one word-split string)
 # Prints one line per command and a closing "LABEL: N passed, N failed, N skipped".

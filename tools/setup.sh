@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Installs what building and testing cuweave needs on a fresh Debian (or
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
 # valgrind, and clang with libFuzzer and the sanitizer runtimes for the fuzz

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # The test command (README, .ci/run): builds cuweave with meson and with the
 # Makefile and runs every test with each; then runs the CPU tests again
 # built with AddressSanitizer + UndefinedBehaviorSanitizer, built with

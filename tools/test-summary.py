@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """The test command's tally (tools/test-all.sh): every step's results in one
 unit, counted once.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The GPU-resident loop driven from Python, its data in CuPy arrays.
 
 One graph is launched once and serves requests on the GPU until torn down.

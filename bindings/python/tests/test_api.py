@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests, against the fake driver, of the calls bound in 0.2 beyond those
 test_cuweave.py covers: device info and features, graph building
 (empty, child and conditional nodes, condition handles, sinks, DOT output,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of the Python bindings: the library loads, errors become the
 generated exception classes, the no-driver path, and (against the fake
 driver, tests/fake_cuda.c) contexts, streams, pools, leases, futures (asyncio

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of operators and pipelines from Python (cuweave/flow.h) against
 the fake driver (tests/fake_cuda.c, whose device memory is host memory and
 whose streams run their work on a thread of their own):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The log callback from Python (cw_log_set_callback) and the finalizers that
 report through it, against the fake driver:
 

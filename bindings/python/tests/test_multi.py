@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of the several-device bindings (cuweave/multi.h and
 cuweave/collective.h) against the fake driver with two devices
 (FAKE_CUDA_DEVICES=2) and the fake NCCL (tests/fake_nccl.c, which performs
