@@ -201,7 +201,8 @@ $(STATIC): $(OBJS)
 # Regenerated on every run: it carries PREFIX, which install may change.
 $(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' \
+	printf '%s\n' '# SPDX-License-Identifier: BSD-2-Clause' \
+		'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' 'license=BSD-2-Clause' \
 		'archive=$${libdir}/libcuweave.a' 'static_libs=$(LIBS_STATIC)' '' \
 		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: $(LIBS_STATIC)' \
@@ -318,6 +319,7 @@ check: all
 		"sh tools/check-build-lists.sh ." \
 		"env BENCH_DIR=$(O)/bench sh tests/check-tools.sh ." \
 		"python3 tools/doc-commands.py . lint" \
+		"sh tools/check-spdx.sh . $(O)/cuweave.pc" \
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
