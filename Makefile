@@ -2,9 +2,10 @@
 # cuweave: the Makefile build. It builds the same library, examples, tests and
 # benchmarks as meson; tools/check-build-lists.sh fails when the lists differ.
 #
-#   make            library (shared + static), examples, tests, benchmarks
+#   make            library (shared + static), cuweave-info, examples, tests, benchmarks
 #   make check      build and run the tests (GPU tests skip without a GPU)
 #   make example    build and run the main example
+#   make info       build and run cuweave-info (what cuweave finds here; programs/)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
@@ -20,6 +21,7 @@ CC ?= cc
 CXX ?= c++
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
+BINDIR ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
 PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
@@ -122,6 +124,8 @@ CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
+# Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
+PROGRAMS = cuweave-info
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
@@ -166,8 +170,9 @@ SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
-all: lib examples tests benches headers
+all: lib programs examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
+programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
 tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
@@ -207,6 +212,11 @@ $(O)/cuweave.pc: FORCE
 		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: $(LIBS_STATIC)' \
 		'Cflags: -I$${includedir}' > $@
+
+# Installed programs: the library beside them in $(O), in ../lib once installed.
+$(PROGRAMS:%=$(O)/%): $(O)/%: programs/%.c $(SHARED) $(HEADERS)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -ldl \
+		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # Programs linking the shared library.
 $(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
@@ -319,6 +329,7 @@ check: all
 		"sh tools/check-build-lists.sh ." \
 		"env BENCH_DIR=$(O)/bench sh tests/check-tools.sh ." \
 		"python3 tools/doc-commands.py . lint" \
+		"sh tests/check-cuweave-info.sh $(O)/cuweave-info $(O)/tests/libfakecuda.so ." \
 		"sh tools/check-spdx.sh . $(O)/cuweave.pc" \
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
@@ -329,8 +340,13 @@ check: all
 example: $(O)/examples/devices
 	$(O)/examples/devices
 
-install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp
+# What cuweave finds here; exit 77 (no usable GPU) is not a failure of make.
+info: $(O)/cuweave-info
+	$(O)/cuweave-info || [ $$? -eq 77 ]
+
+install: lib programs
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR)
+	install -m 755 $(PROGRAMS:%=$(O)/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(HEADERS) $(filter-out include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/
 	install -m 644 $(filter include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp/
 	install -m 755 $(O)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
@@ -348,5 +364,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: all lib examples tests benches headers check example install clean fuzz FORCE
+.PHONY: info programs all lib examples tests benches headers check example install clean fuzz FORCE
 FORCE:
