@@ -11,6 +11,11 @@ so on the line before its fence:
 
     <!-- doc-test: not run: needs a GPU (tools/gpu-check.sh runs it) -->
 
+A program shown in full is a file of the tree that the builds compile, and
+the block must be that file, byte for byte:
+
+    <!-- doc-test: same as examples/first.c -->
+
   doc-commands.py SOURCE_ROOT list     every block: FILE:LINE, run or the reason
   doc-commands.py SOURCE_ROOT script   the runnable blocks as one sh script
   doc-commands.py SOURCE_ROOT lint     exits 1 when a command sits in an
@@ -27,6 +32,9 @@ import sys
 
 FENCE = re.compile(r"^```(sh|shell|bash)\s*$")
 NOT_RUN = re.compile(r"^<!-- doc-test: not run: (.*\S) -->\s*$")
+# A fenced block (any language) that must be the named file of the tree,
+# byte for byte: a program shown in full that CI also builds.
+SAME_AS = re.compile(r"^<!-- doc-test: same as (\S+) -->\s*$")
 # An indented line that reads like a command a user types.
 COMMANDISH = re.compile(
     r"^    (\$ )?(sudo |env |[A-Z_]+=\S+ )*(make|meson|ninja|cc|c\+\+|gcc|sh|bash|python3|pip|pip3|pkg-config|cuweave-info|ldconfig|git|apt-get)( |$)")
@@ -63,6 +71,21 @@ def lint(root):
     bad = 0
     for f in doc_files(root):
         rel = os.path.relpath(f, root)
+        lines = open(f).read().split("\n")
+        for n, line in enumerate(lines, 1):
+            m = SAME_AS.match(line)
+            if not m:
+                continue
+            if n >= len(lines) or not lines[n].startswith("```"):
+                print("%s:%d: 'same as' must be followed by a fenced block" % (rel, n))
+                bad = 1
+                continue
+            end = next((k for k in range(n + 1, len(lines)) if lines[k].startswith("```")), len(lines))
+            shown = "\n".join(lines[n + 1:end]) + "\n"
+            path = os.path.join(root, m.group(1))
+            if not os.path.exists(path) or open(path).read() != shown:
+                print("%s:%d: the block differs from %s (copy the file into it)" % (rel, n, m.group(1)))
+                bad = 1
         in_fence = False
         prev_blank = True
         for n, line in enumerate(open(f).read().split("\n"), 1):
@@ -72,8 +95,9 @@ def lint(root):
                 print("%s:%d: a command in an indented block (make it a ```sh block, run by "
                       "tests/check-doc-commands.sh, or mark it not run with a reason): %s" % (rel, n, line.strip()))
                 bad = 1
-            if line.startswith("<!-- doc-test") and not NOT_RUN.match(line):
-                print("%s:%d: a doc-test marker must read '<!-- doc-test: not run: REASON -->'" % (rel, n))
+            if line.startswith("<!-- doc-test") and not NOT_RUN.match(line) and not SAME_AS.match(line):
+                print("%s:%d: a doc-test marker must read '<!-- doc-test: not run: REASON -->' "
+                      "or '<!-- doc-test: same as PATH -->'" % (rel, n))
                 bad = 1
             prev_blank = line.strip() == "" or (prev_blank and line.startswith("    "))
     return bad
