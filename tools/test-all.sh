@@ -49,11 +49,18 @@ else
 fi
 
 step "Python bindings (unittest, fake driver)"
-if CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
     python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
     summary unittest python build/python-test.log 0; tail -3 build/python-test.log
 else
     summary unittest python build/python-test.log 1; cat build/python-test.log
+fi
+
+step "Python wheel: built with the library inside, installed into a fresh venv, imported with no variable set"
+if sh tests/check-wheel.sh . > build/wheel.log 2>&1; then
+    summary add python-wheel python_wheel PASS; tail -3 build/wheel.log
+else
+    summary add python-wheel python_wheel FAIL; tail -40 build/wheel.log
 fi
 
 step "libstdc++ linked in: meson -Dstatic_libstdcxx=true (CPU tests), make STATIC_LIBSTDCXX=1"
