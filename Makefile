@@ -5,6 +5,7 @@
 #   make            library (shared + static), cuweave-info, examples, tests, benchmarks
 #   make check      build and run the tests (GPU tests skip without a GPU)
 #   make example    build and run the main example
+#   make api-docs   the API reference from the headers (Doxygen): $(O)/api/html
 #   make info       build and run cuweave-info (what cuweave finds here; programs/)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
@@ -337,6 +338,10 @@ check: all
 		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
 
+# The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
+api-docs:
+	sh tools/api-docs.sh . $(O)/api
+
 example: $(O)/examples/devices
 	$(O)/examples/devices
 
@@ -364,5 +369,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: info programs all lib examples tests benches headers check example install clean fuzz FORCE
+.PHONY: api-docs info programs all lib examples tests benches headers check example install clean fuzz FORCE
 FORCE:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Installs what building and testing cuweave needs on a fresh Debian (or
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
-# valgrind, and clang with libFuzzer and the sanitizer runtimes for the fuzz
+# valgrind, python3-venv (the wheel's check), doxygen (the API reference),
+# and clang with libFuzzer and the sanitizer runtimes for the fuzz
 # targets (tools/fuzz.sh; Debian 12 packs those in libclang-rt-dev, older
 # releases with clang itself).
 # Runs apt-get as root, or through sudo when not root. Idempotent.
@@ -11,7 +12,7 @@
 # (default 600), trying again every SETUP_LOCK_POLL seconds (default 5),
 # before it gives up.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 file valgrind clang"
+pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen"
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }

@@ -63,6 +63,13 @@ else
     summary add python-wheel python_wheel FAIL; tail -40 build/wheel.log
 fi
 
+step "API reference: Doxygen over the public headers, warnings as errors (tools/api-docs.sh)"
+if sh tools/api-docs.sh . build/api > build/api-docs.log 2>&1; then
+    summary add api-docs api_docs PASS; tail -1 build/api-docs.log
+else
+    summary add api-docs api_docs FAIL; tail -40 build/api-docs.log
+fi
+
 step "libstdc++ linked in: meson -Dstatic_libstdcxx=true (CPU tests), make STATIC_LIBSTDCXX=1"
 if { [ -d build/nostdcxx ] || meson setup build/nostdcxx -Dstatic_libstdcxx=true -Dbench=false; } \
     && ninja -C build/nostdcxx; then
