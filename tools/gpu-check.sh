@@ -89,7 +89,7 @@ build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $
 build-gpu/examples/resident >> "$OUT/example.log" 2>&1; note "example resident: exit $?"
 build-gpu/examples/resident_handler >> "$OUT/example.log" 2>&1; note "example resident_handler: exit $?"
 build-gpu/examples/embed >> "$OUT/example.log" 2>&1; note "example embed: exit $?"
-for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu first guide_streams guide_graph guide_resident; do
+for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu first guide_streams guide_graph guide_resident guide_pipeline; do
     build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"
 done
 rm -rf /tmp/cw-example-cache
