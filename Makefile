@@ -1,9 +1,12 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # cuweave: the Makefile build. It builds the same library, examples, tests and
 # benchmarks as meson; tools/check-build-lists.sh fails when the lists differ.
 #
-#   make            library (shared + static), examples, tests, benchmarks
+#   make            library (shared + static), cuweave-info, examples, tests, benchmarks
 #   make check      build and run the tests (GPU tests skip without a GPU)
 #   make example    build and run the main example
+#   make api-docs   the API reference from the headers (Doxygen): $(O)/api/html
+#   make info       build and run cuweave-info (what cuweave finds here; programs/)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
@@ -19,6 +22,7 @@ CC ?= cc
 CXX ?= c++
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
+BINDIR ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
 PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
@@ -114,7 +118,7 @@ CPP_HEADERS = \
 	include/cuweave/cpp/share.hpp \
 	include/cuweave/cpp/stream.hpp
 
-EXAMPLES = devices diamond diamond_resident embed forkjoin green graph kernels multi_gpu multi_process resident resident_handler video_pipeline
+EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
@@ -126,6 +130,8 @@ CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
+# Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
+PROGRAMS = cuweave-info
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share bench_comm_rank
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
@@ -170,8 +176,9 @@ SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
-all: lib examples tests benches headers
+all: lib programs examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
+programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
 tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
 benches: $(BENCHES:%=$(O)/bench/%)
@@ -205,10 +212,17 @@ $(STATIC): $(OBJS)
 # Regenerated on every run: it carries PREFIX, which install may change.
 $(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	printf '%s\n' '# SPDX-License-Identifier: BSD-2-Clause' \
+		'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' 'license=BSD-2-Clause' \
+		'archive=$${libdir}/libcuweave.a' 'static_libs=$(LIBS_STATIC)' '' \
 		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: $(LIBS_STATIC)' \
 		'Cflags: -I$${includedir}' > $@
+
+# Installed programs: the library beside them in $(O), in ../lib once installed.
+$(PROGRAMS:%=$(O)/%): $(O)/%: programs/%.c $(SHARED) $(HEADERS)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -ldl \
+		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # Programs linking the shared library.
 $(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
@@ -322,18 +336,32 @@ check: all
 		$(if $(filter 1,$(STATIC_LIBSTDCXX)),"sh tests/check-no-libstdcxx.sh $(SHARED)") \
 		$(foreach t,$(CPP_SCRIPT_TESTS),"sh tests/$(t).sh . $(SHARED)") \
 		"sh tools/check-build-lists.sh ." \
+		"env BENCH_DIR=$(O)/bench sh tests/check-tools.sh ." \
+		"python3 tools/doc-commands.py . lint" \
+		"sh tests/check-cuweave-info.sh $(O)/cuweave-info $(O)/tests/libfakecuda.so ." \
+		"sh tools/check-spdx.sh . $(O)/cuweave.pc" \
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
-		"env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
+		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
 
-example: $(O)/examples/devices
-	$(O)/examples/devices
+# The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
+api-docs:
+	sh tools/api-docs.sh . $(O)/api
 
-install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp
+# (exit 77, no usable GPU, is not a failure of make)
+example: $(O)/examples/devices
+	$(O)/examples/devices || [ $$? -eq 77 ]
+
+# What cuweave finds here; exit 77 (no usable GPU) is not a failure of make.
+info: $(O)/cuweave-info
+	$(O)/cuweave-info || [ $$? -eq 77 ]
+
+install: lib programs
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR)
+	install -m 755 $(PROGRAMS:%=$(O)/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(HEADERS) $(filter-out include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/
 	install -m 644 $(filter include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp/
 	install -m 755 $(O)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
@@ -351,5 +379,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: all lib examples tests benches headers check example install clean fuzz FORCE
+.PHONY: api-docs info programs all lib examples tests benches headers check example install clean fuzz FORCE
 FORCE:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_comm_rank: all-reduce between two processes, one per GPU, through a
  * cuweave communicator by rank (cw_comm_bootstrap, then

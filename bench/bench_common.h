@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Helpers shared by the benchmarks: a monotonic clock, checks that exit with
  * the failing call named, nearest-rank percentiles, the commit label and the

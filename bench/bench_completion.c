@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_completion: how long from enqueueing a kernel until a waiting host
  * thread knows it is done, for cuweave's futures against the raw driver

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_graph: a chain of N small kernels (cw_mul_add, one thread, each
  * depending on the last), launched directly versus replayed as a graph, per

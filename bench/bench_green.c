@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_green: does an SM partition (green context) keep a latency-critical
  * kernel fast while the rest of the GPU is full, and what does the rest of

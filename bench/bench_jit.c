@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_jit: what the kernel cache saves. For a small kernel (one line of
  * work) and a medium one (a few hundred lines: 24 templated device functions

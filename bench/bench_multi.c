@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_multi: two GPUs of one host, cuweave against the raw driver API (and
  * NCCL called directly) doing the same work, measured in one run on devices
@@ -86,7 +87,7 @@
  * loading code waits for running loops, and destroyed after the last block),
  * then 3), so that no loop spins while copies or collectives run.
  *
- * Prints the tables and a summary block for docs/benchmarks.md. Exits 0 with
+ * Prints the tables and a summary block for docs/benchmarks.md. Exits 77 with
  * a SKIP line without a driver or GPU, or with fewer than two GPUs; 1 when a
  * call fails or a result is wrong; 0 otherwise (a MISS is a result, not a
  * failure). Set CW_COMMIT to name the commit.
@@ -652,13 +653,13 @@ int main(void) {
     int drv = 0;
     char commit[64], date[32];
     int setup = bench_setup(&rc, &info0, &drv, commit, sizeof commit, date, sizeof date);
-    if (setup == 77) return 0; /* no driver or no GPU: the reason is printed */
+    if (setup == 77) return 77; /* no driver or no GPU: the reason is printed */
     if (setup != 0) return setup;
     int ndev = 0;
     CW_CHECK(cw_device_count(&ndev));
     if (ndev < 2) {
         printf("SKIP: bench_multi needs two GPUs; %d visible\n", ndev);
-        return 0;
+        return 77;
     }
     *(void **)&p_cuMemcpyPeerAsync = dlsym(rc.lib, "cuMemcpyPeerAsync");
     *(void **)&p_cuEventElapsedTime = dlsym(rc.lib, "cuEventElapsedTime_v2");

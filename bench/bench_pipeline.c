@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_pipeline: a cuweave pipeline (include/cuweave/flow.h, buffers from
  * include/cuweave/buffer.h) against the same work written by hand with the
@@ -94,7 +95,7 @@
  * pipelined mode the pool grows (up to BENCH_FRAMES x 4 MiB for the diamond,
  * x 8 MiB for video at the defaults); the growth is printed.
  *
- * Exits 0 without a GPU (or without the driver's library API or memory
+ * Exits 77 without a GPU (or without the driver's library API or memory
  * pools), printing why; 1 when a call fails, a result is wrong, or a run
  * makes no progress for WATCHDOG_S seconds; 0 otherwise (a MISS against a
  * target is a result, not a failure).
@@ -703,7 +704,7 @@ static void variant_setup(variant *V, cw_context *ctx, cw_stream *aux, int nbuf,
         cw_status st = cw_buffer_create(&V->dres_buf, aux, rbytes);
         if (st == CW_ERROR_NOT_SUPPORTED) {
             printf("SKIP: no stream-ordered memory pools on this device: %s\n", cw_last_error()->message);
-            exit(0);
+            exit(77);
         }
         CW_CHECK(st);
         cw_devptr dres = 0;
@@ -1078,7 +1079,7 @@ int main(void) {
     int drv = 0;
     char commit[64], date[32];
     int setup = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
-    if (setup == 77) return 0; /* no GPU: bench_setup said why */
+    if (setup == 77) return 77; /* no GPU: bench_setup said why */
     if (setup != 0) return setup;
     if (!rx_open()) {
         fprintf(stderr, "bench_pipeline: the driver lacks cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, "
@@ -1091,7 +1092,7 @@ int main(void) {
            CW_VERSION_PACK_MAJOR(ver), CW_VERSION_PACK_MINOR(ver), CW_VERSION_PACK_PATCH(ver), commit, date);
     if (!info.memory_pools) {
         printf("SKIP: device 0 has no stream-ordered memory pools (cw_io_alloc needs them)\n");
-        return 0;
+        return 77;
     }
 
     /* the context, current on this thread for the whole run */
@@ -1106,7 +1107,7 @@ int main(void) {
     cw_status st = cw_module_load_image(&mod, cw_test_kernels_fatbin);
     if (st == CW_ERROR_NOT_SUPPORTED) {
         printf("SKIP: the driver has no library API: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
     CW_CHECK(st);
     for (int k = 0; k < K_COUNT; k++) {

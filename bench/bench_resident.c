@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_resident: the host round trip of a GPU-resident loop (cw_resident)
  * against the raw driver API doing the same work, measured in one run on

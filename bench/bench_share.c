@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_share: a frame handed from a producer process to a consumer process
  * through a shared buffer and a shared event (include/cuweave/share.h),

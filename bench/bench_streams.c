@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_streams: the host cost of cuweave's stream-pool and ordering calls,
  * against the raw driver calls they stand for, measured in one run on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * bench_vmaf: libvmaf's per-picture upload case (its ADR-0378, "per-picture
  * CUDA streams must use CU_STREAM_NON_BLOCKING") as a benchmark, measured in

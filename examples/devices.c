@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The main example: load the driver, list the devices, and open a context on
- * each. Prints why when there is no GPU and exits 0 then, so it runs
- * anywhere; exits 1 when something else fails.
+ * Load the driver, list the devices, and open a context on each. Prints why
+ * when there is no GPU and exits 77 then (skipped: no GPU, as every test and
+ * example); exits 1 when something else fails.
  *
  *   make example            (or: build/examples/devices after a meson build)
  */
@@ -22,7 +23,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "cw_init: %s\n", cw_last_error()->message);

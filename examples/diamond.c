@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A diamond of operators run by the CPU-driven executor (cuweave/flow.h):
  *
@@ -27,7 +28,7 @@
  * as a use of every buffer it touched, and the free waits for all of them.
  *
  * Kernels are compiled at run time with NVRTC. Without a GPU or NVRTC it says
- * why and exits 0; exits 1 when a call fails, a value is wrong or the order
+ * why and exits 77; exits 1 when a call fails, a value is wrong or the order
  * was broken.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/diamond.c \
@@ -255,7 +256,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "diamond: cw_init: %s\n", cw_last_error()->message);
@@ -263,7 +264,7 @@ int main(void) {
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
 
     int ok = 0;

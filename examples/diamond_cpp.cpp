@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The diamond of examples/diamond.c written in C++ (cuweave/cuweave.hpp):
 // four cw::operator_base operators run by the CPU-driven executor.
 //
@@ -29,7 +30,7 @@
 // error names the operator.
 //
 // Kernels are compiled at run time with NVRTC. Without a GPU or NVRTC it
-// says why and exits 0; exits 1 when a call fails, a value is wrong or the
+// says why and exits 77; exits 1 when a call fails, a value is wrong or the
 // order was broken.
 //
 //   c++ -std=c++17 -Wall -Wextra -O2 -Iinclude examples/diamond_cpp.cpp build-make/libcuweave.so -o diamond_cpp
@@ -284,11 +285,11 @@ int main() {
         } catch (const cw::error &e) {
             if (e.status() != CW_ERROR_NO_DRIVER && e.status() != CW_ERROR_NO_DEVICE) throw;
             printf("no GPU here (%s): %s\n", cw::status_name(e.status()), e.what());
-            return 0;
+            return 77;
         }
         if (!cw::driver_has(CW_FEATURE_NVRTC)) {
             printf("no NVRTC here: %s\n", cw::error_message());
-            return 0;
+            return 77;
         }
         return run() ? 0 : 1;
     } catch (const cw::error &e) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The diamond A -> (B, D) -> C as a resident pipeline (cuweave/flow.h): the
  * operators' compute calls are captured once into a GPU-resident loop's
@@ -34,7 +35,7 @@
  * no kernel runs on the device, which never happens while a loop runs.
  *
  * Kernels are compiled at run time with NVRTC. Without a GPU or NVRTC it says
- * why and exits 0; exits 1 when a call fails or a value is wrong.
+ * why and exits 77; exits 1 when a call fails or a value is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/diamond_resident.c \
  *      build/make/libcuweave.so -o diamond_resident
@@ -199,7 +200,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "diamond_resident: cw_init: %s\n", cw_last_error()->message);
@@ -207,7 +208,7 @@ int main(void) {
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
 
     int ok = 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave inside a program that already owns CUDA, as in a video tool: this
  * "host program" creates its own context, decodes (here: uploads) each
@@ -9,7 +10,7 @@
  * context keeps its flags.
  *
  * The host's own CUDA calls go through a small dlopen of libcuda, as a host
- * program's would. Without a GPU or NVRTC it says why and exits 0; exits 1
+ * program's would. Without a GPU or NVRTC it says why and exits 77; exits 1
  * when a call fails or a result is wrong.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -81,11 +82,11 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS || load_driver() != 0 || cu.init(0) != 0) {
         fprintf(stderr, "embed: cannot start: %s\n", cw_last_error()->message);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Fork/join with cuweave: a parent stream forks two child streams, each
  * branch runs its own work, the parent joins both, and a cw_future tells the
@@ -19,7 +20,7 @@
  * CUcontext while it uses them and pops it afterwards. cuweave's own calls
  * need no current context.
  *
- * Without a GPU it says why and exits 0. Exits 1 when a call fails or the
+ * Without a GPU it says why and exits 77. Exits 1 when a call fails or the
  * order was broken.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude -Isrc -Itests examples/forkjoin.c \
@@ -133,7 +134,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "forkjoin: cw_init: %s\n", cw_last_error()->message);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Graphs with cuweave: capture a few kernels into a graph, replay it,
  * update it with a new kernel argument, and run a loop on the GPU with a
@@ -13,7 +14,7 @@
  * The kernels are the precompiled test kernels (tests/kernels); the example
  * loads them and allocates with a small dlopen of libcuda, as forkjoin.c
  * does (cuweave's own kernel API comes with the jit layer). Without a GPU it
- * says why and exits 0; exits 1 when a call fails or a result is wrong.
+ * says why and exits 77; exits 1 when a call fails or a result is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/graph.c \
  *      build/make/libcuweave.a -ldl -lpthread -lstdc++ -lm -o graph
@@ -96,7 +97,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS || !cu_open()) {
         fprintf(stderr, "graph: cannot start: %s\n", cw_last_error()->message);

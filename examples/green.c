@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Green contexts with cuweave: split device 0 into a 16-SM partition for
  * latency-critical work and the leftover SMs for everything else, make a
@@ -9,7 +10,7 @@
  * (docs/green.md and bench/bench_green.c show kernels on partitions).
  *
  * Without a GPU, or when the device or driver has no green contexts, it says
- * why and exits 0. Exits 1 when a call fails.
+ * why and exits 77. Exits 1 when a call fails.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/green.c \
  *      build/make/libcuweave.a -ldl -lpthread -lstdc++ -lm -o green
@@ -30,7 +31,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "green: cw_init: %s\n", cw_last_error()->message);
@@ -46,7 +47,7 @@ int main(void) {
     if (caps.supported)
         printf(" (partitions of at least %u SMs, in multiples of %u)", caps.min_partition, caps.granularity);
     printf("\n");
-    if (!caps.supported) return 0;
+    if (!caps.supported) return 77;
 
     int ok = 0;
     cw_partition_group *group = NULL;

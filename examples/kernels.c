@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Run-time compiled kernels with cuweave: compile a templated kernel with
  * NVRTC (a header from memory, fetched by its C++ name), load it once,
@@ -7,7 +8,7 @@
  * The library's own fill kernel prepares the data (no NVRTC for that one).
  *
  * Device memory comes from a small dlopen of libcuda (cuweave has no
- * allocator yet). Without a GPU or without NVRTC it says why and exits 0;
+ * allocator yet). Without a GPU or without NVRTC it says why and exits 77;
  * exits 1 when a call fails or a result is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/kernels.c \
@@ -37,11 +38,11 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
     const char *path = getenv("CUWEAVE_LIBCUDA");
     void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

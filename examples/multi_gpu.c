@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Several GPUs of one host (cuweave/multi.h, cuweave/collective.h):
  *
@@ -24,7 +25,7 @@
  * NVLink multicast, and NCCL must not try it (cuweave itself never calls
  * cuMulticastCreate). No kernels: copies and NCCL only, so no NVRTC.
  *
- * Without a GPU, or with one GPU only, it says so and exits 0; exits 1 when a
+ * Without a GPU, or with one GPU only, it says so and exits 77; exits 1 when a
  * call fails or a value is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/multi_gpu.c \
@@ -231,7 +232,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "multi_gpu: cw_init: %s\n", cw_last_error()->message);
@@ -245,7 +246,7 @@ int main(void) {
     st = cw_device_group_create(&set, NULL, 0); /* every visible device */
     if (st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     CW_TRY(st);
     CW_TRY(cw_device_group_get_info(set, &gi));
@@ -253,7 +254,7 @@ int main(void) {
     if (n < 2) {
         printf("this example needs at least two GPUs; this machine has %d: nothing to do\n", n);
         cw_device_group_destroy(&set);
-        return 0;
+        return 77;
     }
     if (!print_topology(&gi)) goto fail;
 

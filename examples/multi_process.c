@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: BSD-2-Clause
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * One process per GPU (cuweave/collective.h, cuweave/share.h): the program
  * starts its own ranks, as a launcher (mpirun, torchrun, a job script)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The GPU-resident loop driven by the host: one graph launched once, then
  * 1000 requests, each with its own input. The workload is a kernel compiled
@@ -9,7 +10,7 @@
  *
  * Device memory for the output comes from a small dlopen of libcuda
  * (cuweave has no allocator yet). Without a GPU or NVRTC it says why and
- * exits 0; exits 1 when a call fails or a result is wrong.
+ * exits 77; exits 1 when a call fails or a result is wrong.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -41,11 +42,11 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     int (*mem_alloc)(unsigned long long *, size_t) = NULL;

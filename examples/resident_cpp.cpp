@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The GPU-resident loop of examples/resident.c, driven from C++
 // (cuweave/cuweave.hpp): one graph launched once, then 1000 requests, each
 // with its own input. The workload is a kernel compiled with NVRTC that
@@ -14,7 +15,7 @@
 // beside it). Every wrapper is RAII: the loop is torn down and destroyed
 // before the memory it uses (it is declared after it).
 //
-// Without a GPU or NVRTC it says why and exits 0; exits 1 when a call fails
+// Without a GPU or NVRTC it says why and exits 77; exits 1 when a call fails
 // or a result is wrong.
 //
 //   c++ -std=c++17 -Wall -Wextra -O2 -Iinclude examples/resident_cpp.cpp build-make/libcuweave.so -o resident_cpp
@@ -131,11 +132,11 @@ int main() {
         } catch (const cw::error &e) {
             if (e.status() != CW_ERROR_NO_DRIVER && e.status() != CW_ERROR_NO_DEVICE) throw;
             printf("no GPU here (%s): %s\n", cw::status_name(e.status()), e.what());
-            return 0;
+            return 77;
         }
         if (!cw::driver_has(CW_FEATURE_NVRTC)) {
             printf("no NVRTC here: %s\n", cw::error_message());
-            return 0;
+            return 77;
         }
         return run() ? 0 : 1;
     } catch (const cw::error &e) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The GPU-resident loop driven by the GPU: a data-ready handler (a kernel
  * the loop runs at the start of every iteration) watches a frame counter
@@ -8,7 +9,7 @@
  * last frame's result and checks what the workload saw.
  *
  * Kernels compiled with NVRTC, with <cuweave/resident_device.h> from memory.
- * Without a GPU or NVRTC it says why and exits 0; exits 1 on a failure.
+ * Without a GPU or NVRTC it says why and exits 77; exits 1 on a failure.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -44,11 +45,11 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st == CW_SUCCESS && !cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     int (*mem_alloc)(unsigned long long *, size_t) = NULL;

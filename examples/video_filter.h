@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A video filter as a plugin of a host program that already owns CUDA (a
  * codec, a player, FFmpeg's hwcontext_cuda): the host hands over its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A libvmaf-like video pipeline with the CPU-driven executor (cuweave/flow.h):
  *
@@ -22,7 +23,7 @@
  * pictures). Prints the first few frames' metric and the time per frame.
  *
  * Kernels are compiled at run time with NVRTC. Without a GPU or NVRTC it says
- * why and exits 0; exits 1 when a call fails or a metric is wrong.
+ * why and exits 77; exits 1 when a call fails or a metric is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/video_pipeline.c \
  *      build/make/libcuweave.so -o video_pipeline
@@ -274,7 +275,7 @@ int main(void) {
     cw_status st = cw_init();
     if (st == CW_ERROR_NO_DRIVER || st == CW_ERROR_NO_DEVICE) {
         printf("no GPU here (%s): %s\n", cw_status_name(st), cw_last_error()->message);
-        return 0;
+        return 77;
     }
     if (st != CW_SUCCESS) {
         fprintf(stderr, "video_pipeline: cw_init: %s\n", cw_last_error()->message);
@@ -282,7 +283,7 @@ int main(void) {
     }
     if (!cw_driver_has(CW_FEATURE_NVRTC)) {
         printf("no NVRTC here: %s\n", cw_last_error()->message);
-        return 0;
+        return 77;
     }
 
     int ok = 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The library's own kernels. Compiled at build time (nvcc: cubins for the
 // architectures built for, plus PTX) or taken from the checked-in PTX next to
 // this file (cuweave_kernels.ptx, made by tools/gen-ptx.sh), and embedded in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # The API convention check (tools/check-api.py) on the public headers, and
 # proof that it can fail: on a copy of the headers with one violation of
 # each kind it checks, it must report every one and exit 1.

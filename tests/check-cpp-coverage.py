@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Every C function has its C++ wrapper, or a reason it has none.
 
 Usage: check-cpp-coverage.py [--root=DIR] [--list=FILE] [--lib=LIBCUWEAVE_SO]

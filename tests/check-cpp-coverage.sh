@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Every C function has a C++ wrapper or is listed in tests/cpp_not_wrapped.txt
 # with a reason (tests/check-cpp-coverage.py), and proof that the check can
 # fail: on a copy of the headers with a new C function, a wrapper that no

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Checks what the shared library exports and links:
 #  - only cw_* symbols are exported (nm -D);
 #  - neither the library nor the statically linked example depends on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # The layering check (tools/check-layers.py) on the source tree, and proof
 # that it can fail: on a copy of the tree with a core file including a graph
 # header, flow code calling a public function, and a public function defined

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Checks a libcuweave.so built with the C++ runtime linked in (make
 # STATIC_LIBSTDCXX=1, meson -Dstatic_libstdcxx=true): readelf -d lists no
 # NEEDED libstdc++ or libgcc_s, and ldd lists no libstdc++.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Checks that a program linked with libcuweave.a links nothing of CUDA:
 #  - ldd lists no libcuda, libcudart, libnvrtc and no libcuweave.so (the
 #    driver and NVRTC are opened at run time with dlopen);

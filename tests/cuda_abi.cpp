@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Checks, at compile time, that src/driver/cuda_min.h (cuweave's own declarations of
 // the driver API) matches the real cuda.h: every constant and every layout.
 // Built only where cuda.h is installed; a mismatch fails the build.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Shared helpers for cuweave's CMocka tests: assertions that print the
  * library's own error detail, and a raw driver loader so that GPU tests can

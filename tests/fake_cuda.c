@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A fake CUDA driver for CPU tests of cuweave's stream, pool and future
  * layer on machines without a GPU (CI has none).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A fake NCCL for CPU tests of cuweave's collective layer on machines
  * without a GPU (CI has none).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A fake NVRTC for the CPU tests of the jit layer (built as
  * libfakenvrtc.so; cuweave opens it through CUWEAVE_LIBNVRTC). It exports the

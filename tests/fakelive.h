@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Leak checks against the fake CUDA driver (tests/fake_cuda.c): the live
  * counts of its objects, snapshotted before a scenario and compared after.

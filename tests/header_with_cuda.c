@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* cuweave's headers and the toolkit's cuda.h together, in both orders: the
  * handle types cuweave declares are the same types. */
 #include <cuweave/cuweave.h>

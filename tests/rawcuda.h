@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A minimal, independent driver loader for tests: dlopen + dlsym of the
  * entry points a test compares cuweave with. Deliberately not cuweave's

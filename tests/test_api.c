@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of the API surface that needs no driver: status names and
  * strings, pinned values, versions, argument validation with its detail,

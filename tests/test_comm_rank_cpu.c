@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Communicators by rank across real processes, on the CPU: the fake driver
  * (tests/fake_cuda.c, device memory is host memory in each process) and the

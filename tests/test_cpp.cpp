@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The C++ wrappers (include/cuweave/cuweave.hpp) against the fake driver
 // (tests/fake_cuda.c, path in argv[1]). Built twice: with exceptions
 // (test_cpp) and with -fno-exceptions (test_cpp_noexcept), where calls

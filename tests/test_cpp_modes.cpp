@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // One program, both modes of the C++ wrappers: this translation unit uses
 // them with exceptions, test_cpp_modes_noexcept.cpp (built with
 // -fno-exceptions) uses the same wrappers (cw::context, cw::stream,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The interface between the two translation units of test_cpp_modes: C
 // types only, since the wrappers' types are not the same in the two modes.
 #ifndef CW_TEST_CPP_MODES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The no-exceptions half of test_cpp_modes (built with -fno-exceptions, so
 // cuweave.hpp picks that mode): the same wrappers as test_cpp_modes.cpp
 // uses with exceptions, in one program. Each call must behave as this mode

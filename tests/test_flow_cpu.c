@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of operators, pipelines and buffers against the fake CUDA driver
  * (tests/fake_cuda.c, FAKE_CUDA_FEATURES=all): names and ports, connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU churn (issue 25, item 4): every kind of object created, used with
  * work in flight, and destroyed, over and over; afterwards the live handles

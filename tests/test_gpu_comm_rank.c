@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Communicators by rank on two GPUs, one process per GPU: the test starts
  * its ranks itself (this binary again, "--rank R MODE", through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: contexts. A primary context is the driver's primary context and
  * leaves the caller's current context alone; an external context is used

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // GPU: every C++ wrapper used once against the real driver. The first test:
 // context, partition_group (green contexts), stream (on the primary context
 // and on a partition), stream_pool and lease, timer, future of both kinds,

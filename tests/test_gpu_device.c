@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: what cuweave reports about the driver and each device equals what the
  * driver itself answers (through the test's own dlopen, not cuweave's table).

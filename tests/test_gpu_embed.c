@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave embedded in a host program that owns CUDA, the way a video tool
  * hands a filter its context and stream (examples/video_filter.h, the filter

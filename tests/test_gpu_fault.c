@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: a device fault is reported through futures, streams and contexts as
  * CW_ERROR_DEVICE_FAULT, never as success and never as a hang.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU tests of pipelines: the stream rules proved with data and device
  * clocks, the sink race, waiting for inputs, and a resident pipeline.

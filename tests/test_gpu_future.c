@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: futures (host completion), every kind: CW_FUTURE_HOST_FUNC,
  * CW_FUTURE_WRITE_VALUE and CW_FUTURE_EVENT. Every test runs once per kind. Completion is

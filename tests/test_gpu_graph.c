@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: graphs. Every check is on data the GPU wrote: a captured chain of
  * kernels and a copy gives what direct launches give; branches captured

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: green contexts (SM partitions, cuweave/partition.h). What the driver
  * says about a partition is checked against where kernels actually run: a

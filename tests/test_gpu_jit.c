@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: run-time compiled kernels and the library's own kernels.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Two GPUs of one host, checked with data (needs at least two devices; with
  * one or none every test skips, saying why):

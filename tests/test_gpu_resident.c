@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: the resident loop. Every check is on data the GPU wrote:
  *  - 100000 host-driven requests through double-buffered input slots, each

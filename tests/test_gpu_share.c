@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Buffers and events shared between two processes on one GPU, on the real
  * driver (CUDA IPC; exits 77 without a GPU). The test starts a copy of

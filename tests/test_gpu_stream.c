@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: streams, ordering between streams, stream pools, timers. Ordering is
  * proved with data written by slow kernels (tests/kernels/test_kernels.cu),

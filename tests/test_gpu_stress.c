@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU stress and soak (issue 11, items 4 and 5). Counts must match after
  * the run, and every result is checked:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * GPU: the fault-injection sweep over the public scenarios, against the real
  * driver. Each scenario runs once to warm what the library keeps (event and

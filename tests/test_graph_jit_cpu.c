@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of graph.h and jit.h that need the fake driver's optional
  * features (tests/fake_cuda.c, FAKE_CUDA_FEATURES=all; its path in argv[1]):

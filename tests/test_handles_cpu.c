@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Handle safety against the fake driver: a destroyed, foreign or garbage
  * handle given to any call is refused with CW_ERROR_INVALID_HANDLE without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of the jit layer: programs and the kernel cache, against the fake
  * driver (tests/fake_cuda.c, path in argv[1]) and a fake NVRTC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Model-based stress of every kind of handle against the fake CUDA driver
  * (issue 25, item 2). Several threads run random sequences of create, use,

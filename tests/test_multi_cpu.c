@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Several devices against the fake driver (tests/fake_cuda.c with
  * FAKE_CUDA_DEVICES=2, whose device memory is host memory) and the fake NCCL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Without a CUDA driver every public call that needs one returns
  * CW_ERROR_NO_DRIVER with a message that says so, and nothing crashes.

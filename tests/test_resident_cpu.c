@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of the resident loop against the fake CUDA driver
  * (tests/fake_cuda.c) with its conditional-node and library features on

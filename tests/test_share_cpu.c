@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Buffers and events shared between processes (include/cuweave/share.h)
  * against the fake driver, across real processes: the test starts copies of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A program linked with libcuweave.a and nothing of CUDA: the C compiler
  * links it with the archive and the libraries cuweave.pc's Libs.private

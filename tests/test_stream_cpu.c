@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * CPU tests of streams, stream pools, ordering, futures and timers against a
  * fake CUDA driver (tests/fake_cuda.c, built into a shared library whose path

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs the benchmarks of two source trees on one machine, one after the
 # other per benchmark (old, new, old, new, ...), so that a change can be
 # judged by ratios measured side by side. Each benchmark already compares

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Checks the public C headers against the API convention (docs/api-convention.md).
 
 Usage: check-api.py [--count] [--root=DIR] [HEADER ...]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Fails when the Makefile and the meson build list different library sources,
 # headers, examples, tests or benchmarks (the two builds must build the same
 # things). Usage: check-build-lists.sh SOURCE_ROOT
@@ -39,6 +40,8 @@ compare "CPU tests" "$(meson_list tests/meson.build cpu_tests)" "$(make_list CPU
 compare "static-link tests" "$(meson_list tests/meson.build static_tests)" "$(make_list STATIC_TESTS)"
 compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make_list FAKE_TESTS)"
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
+compare "installed programs" "$(meson_list meson.build cw_programs)" "$(make_list PROGRAMS)"
+compare "programs on disk and in the build" "$(ls programs/*.c | sed 's|^programs/||; s|\.c$||' | sort)" "$(make_list PROGRAMS)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 compare "fuzz targets" "$(meson_list tests/fuzz/meson.build fuzz_targets)" "$(make_list FUZZ_TARGETS)"
 

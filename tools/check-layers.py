@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Checks that the library keeps its layers (docs/architecture.md).
 
 Fails (exit 1, naming each problem) when:

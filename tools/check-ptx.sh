@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Proves that the checked-in ptx/cuweave_kernels.ptx is what nvcc makes of
 # ptx/cuweave_kernels.cu (comment lines, which carry the compiler's build id,
 # aside). Exits 77 (skip) when there is no nvcc.

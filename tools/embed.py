@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Embeds the library's own kernels in a C++ source file.
 
 usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds the libFuzzer targets of tests/fuzz/ (clang; the library and the
 # targets with ASan, UBSan and libFuzzer's coverage: meson -Dfuzz=true in
 # build/fuzz) and runs each for SECONDS (default 20) over its seed corpus

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Regenerates ptx/cuweave_kernels.ptx (checked in) from ptx/cuweave_kernels.cu:
 # the PTX a build machine without nvcc embeds in the library. Needs nvcc; run
 # it after editing the .cu and commit both. tools/check-ptx.sh (a test in

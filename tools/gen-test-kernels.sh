@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Regenerates tests/kernels/test_kernels_fatbin.h from test_kernels.cu:
 # SASS for sm_80 and sm_90 plus compute_80 PTX for newer GPUs, embedded as a
 # byte array. Needs nvcc; run it after editing the .cu and commit both.

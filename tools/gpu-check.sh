@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Builds cuweave on the GPU machine, runs every test (CPU and GPU) with both
 # builds, the GPU tests again under compute-sanitizer, the examples and the
 # benchmarks, and prints a short summary last. Logs go to $OUT (or ./gpu-out).
@@ -78,6 +79,8 @@ CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.1 python3 -m unittest discover -s bi
 note "python GPU tests: exit $? ($(grep -E '^(OK|FAILED)' "$OUT/python-gpu.log" | tail -1))"
 
 # examples and benchmarks
+build-gpu/cuweave-info > "$OUT/cuweave-info.txt" 2>&1; note "cuweave-info: exit $?"
+build-gpu/cuweave-info --json > "$OUT/cuweave-info.json" 2>&1; note "cuweave-info --json: exit $?"
 build-gpu/examples/devices > "$OUT/example.log" 2>&1; note "example devices: exit $?"
 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin: exit $?"
 CUWEAVE_SERIALIZE=1 build-gpu/examples/forkjoin >> "$OUT/example.log" 2>&1; note "example forkjoin (CUWEAVE_SERIALIZE=1): exit $?"
@@ -86,7 +89,7 @@ build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $
 build-gpu/examples/resident >> "$OUT/example.log" 2>&1; note "example resident: exit $?"
 build-gpu/examples/resident_handler >> "$OUT/example.log" 2>&1; note "example resident_handler: exit $?"
 build-gpu/examples/embed >> "$OUT/example.log" 2>&1; note "example embed: exit $?"
-for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu multi_process; do
+for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu multi_process first guide_streams guide_graph guide_resident guide_pipeline; do
     build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"
 done
 rm -rf /tmp/cw-example-cache

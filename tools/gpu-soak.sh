@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The GPU churn soak (issue 25): every kind of object created, used with work
 # in flight and destroyed up to a million times (tests/test_gpu_churn.c with
 # CWT_CHURN_N=1000000), each kind bounded to SOAK_S seconds (default 20),

@@ -1,11 +1,12 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs test commands; exit 0 = pass, 77 = skipped (no GPU), else fail.
 # Usage: run-tests.sh LABEL CMD [CMD...]   (each CMD is one word-split string)
 # Prints one line per command and a closing "LABEL: N passed, N failed, N skipped".
 label=$1; shift
 pass=0 failed=0 skipped=0
 for cmd in "$@"; do
-    name=$(printf '%s' "$cmd" | awk '{ for (i = 1; i <= NF; i++) if ($i !~ /=/ && $i != "env" && $i != "sh") { print $i; exit } }')
+    name=$(printf '%s' "$cmd" | awk '{ for (i = 1; i <= NF; i++) if ($i !~ /=/ && $i != "env" && $i != "sh" && $i != "python3") { print $i; exit } }')
     out=$(sh -c "$cmd" 2>&1); rc=$?
     case $rc in
         0) pass=$((pass + 1)); echo "PASS $name" ;;

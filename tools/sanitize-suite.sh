@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs every GPU test (and the pipeline examples) under one compute-sanitizer
 # tool, each with a time limit, in the sanitizer mode of the tests
 # (CWT_QUICK=1: fewer requests, longer waits; cwt_under_sanitizer() is true

@@ -1,12 +1,18 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Installs what building and testing cuweave needs on a fresh Debian (or
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
-# valgrind, and clang with libFuzzer and the sanitizer runtimes for the fuzz
+# valgrind, python3-venv (the wheel's check), doxygen (the API reference),
+# and clang with libFuzzer and the sanitizer runtimes for the fuzz
 # targets (tools/fuzz.sh; Debian 12 packs those in libclang-rt-dev, older
 # releases with clang itself).
 # Runs apt-get as root, or through sudo when not root. Idempotent.
+# Waits for the package manager's lock when another apt or dpkg holds it (an
+# unattended upgrade on a fresh machine): up to SETUP_LOCK_WAIT seconds
+# (default 600), trying again every SETUP_LOCK_POLL seconds (default 5),
+# before it gives up.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 file valgrind clang"
+pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen"
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }
@@ -18,10 +24,26 @@ done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-[ -n "$missing" ] && $SUDO apt-get install -y -qq --no-install-recommends $missing
+# apt-get ARGS, again while the lock is held by another process (apt's own
+# DPkg::Lock::Timeout covers dpkg's lock only, not the lists' lock of update).
+apt() {
+    waited=0 said=0 wait_max=${SETUP_LOCK_WAIT:-600} log=$(mktemp)
+    while :; do
+        if $SUDO apt-get -o DPkg::Lock::Timeout=5 "$@" 2>"$log"; then cat "$log" >&2; rm -f "$log"; return 0; fi
+        if grep -qi 'could not get lock\|unable to lock\|unable to acquire the dpkg frontend lock\|is another process using it' "$log" \
+            && [ "$waited" -lt "$wait_max" ]; then
+            [ "$said" -eq 1 ] || { said=1; echo "setup: another process holds the package manager's lock; waiting (up to ${wait_max} s)" >&2; }
+            sleep "${SETUP_LOCK_POLL:-5}"; waited=$((waited + ${SETUP_LOCK_POLL:-5}))
+            continue
+        fi
+        cat "$log" >&2; rm -f "$log"
+        return 1
+    done
+}
+apt update -qq
+[ -n "$missing" ] && apt install -y -qq --no-install-recommends $missing
 if ! have_fuzzer; then
-    $SUDO apt-get install -y -qq --no-install-recommends libclang-rt-dev
+    apt install -y -qq --no-install-recommends libclang-rt-dev
     missing="$missing libclang-rt-dev"
 fi
 have_fuzzer || { echo "setup: clang finds no libFuzzer (libclang_rt.fuzzer-$(uname -m).a)"; exit 1; }

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # The test command (README, .ci/run): builds cuweave with meson and with the
 # Makefile and runs every test with each; then runs the CPU tests again
 # built with AddressSanitizer + UndefinedBehaviorSanitizer, built with
@@ -7,16 +8,24 @@
 # builds the libFuzzer targets with clang and runs each for FUZZ_SECONDS
 # (default 20) over its corpus (tools/fuzz.sh).
 # GPU tests run where there is a GPU and skip (exit 77) where there is none.
-# Ends with one line: "cuweave: N passed, N failed, N skipped".
+# Every result goes to build/test-results.txt; tools/test-summary.py counts
+# each test (a program, a script check, a fuzz target, a Python test module)
+# once however many steps ran it, names each skipped test once with its
+# reason, and ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
-pass=0 failed=0 skipped=0 steps_failed=""
+mkdir -p build
+results=build/test-results.txt
+: > "$results"
+summary() { python3 tools/test-summary.py "$@" >> "$results"; }
+fail_step() { # STEP WHY: a step that could not run its tests counts as a failed test
+    summary add "$1" "step:$1" FAIL "$2"
+}
 
-add_meson_counts() { # LOG
-    ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$1"); bad=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$1")
-    sk=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$1"); to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$1")
-    pass=$((pass + ${ok:-0})); failed=$((failed + ${bad:-0} + ${to:-0})); skipped=$((skipped + ${sk:-0}))
+add_meson_counts() { # STEP BUILD_DIR
+    if [ -f "$2/meson-logs/testlog.json" ]; then summary meson "$1" "$2/meson-logs/testlog.json";
+    else fail_step "$1" "no $2/meson-logs/testlog.json"; fi
 }
 
 step() { echo; echo "=== $*"; }
@@ -25,46 +34,62 @@ step "meson build + all tests"
 if meson setup --reconfigure build/meson >/dev/null 2>&1 || meson setup build/meson; then :; fi
 if ninja -C build/meson; then
     meson test -C build/meson --print-errorlogs 2>&1 | tee build/meson-test.log
-    add_meson_counts build/meson-test.log
+    add_meson_counts meson build/meson
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed meson-build"
+    fail_step meson "the meson build failed"
 fi
 
 step "Makefile build + all tests"
 if make -j"$jobs" O=build/make; then
     make O=build/make check 2>&1 | tee build/make-check.log
-    line=$(grep '^make: [0-9]* passed' build/make-check.log | tail -1)
-    p=$(echo "$line" | sed -n 's/^make: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped/\1 \2 \3/p')
-    set -- $p
-    if [ $# -eq 3 ]; then pass=$((pass + $1)); failed=$((failed + $2)); skipped=$((skipped + $3));
-    else failed=$((failed + 1)); steps_failed="$steps_failed make-check"; fi
+    if grep -q '^make: [0-9]* passed' build/make-check.log; then summary lines make build/make-check.log;
+    else fail_step make "make check did not run its tests"; fi
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed make-build"
+    fail_step make "the Makefile build failed"
 fi
 
 step "Python bindings (unittest, fake driver)"
-if CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
     python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
-    n=$(sed -n 's/^Ran \([0-9]*\) test.*/\1/p' build/python-test.log)
-    sk=$(sed -n 's/^OK (skipped=\([0-9]*\))$/\1/p' build/python-test.log)
-    pass=$((pass + ${n:-0} - ${sk:-0})); skipped=$((skipped + ${sk:-0})); tail -3 build/python-test.log
+    summary unittest python build/python-test.log 0; tail -3 build/python-test.log
 else
-    failed=$((failed + 1)); cat build/python-test.log
+    summary unittest python build/python-test.log 1; cat build/python-test.log
+fi
+
+step "Python wheel: built with the library inside, installed into a fresh venv, imported with no variable set"
+if sh tests/check-wheel.sh . > build/wheel.log 2>&1; then
+    summary add python-wheel python_wheel PASS; tail -3 build/wheel.log
+else
+    summary add python-wheel python_wheel FAIL; tail -40 build/wheel.log
+fi
+
+step "API reference: Doxygen over the public headers, warnings as errors (tools/api-docs.sh)"
+if sh tools/api-docs.sh . build/api > build/api-docs.log 2>&1; then
+    summary add api-docs api_docs PASS; tail -1 build/api-docs.log
+else
+    summary add api-docs api_docs FAIL; tail -40 build/api-docs.log
 fi
 
 step "libstdc++ linked in: meson -Dstatic_libstdcxx=true (CPU tests), make STATIC_LIBSTDCXX=1"
 if { [ -d build/nostdcxx ] || meson setup build/nostdcxx -Dstatic_libstdcxx=true -Dbench=false; } \
     && ninja -C build/nostdcxx; then
     meson test -C build/nostdcxx --suite cpu --print-errorlogs 2>&1 | tee build/nostdcxx-test.log
-    add_meson_counts build/nostdcxx-test.log
+    add_meson_counts nostdcxx build/nostdcxx
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed nostdcxx-meson-build"
+    fail_step nostdcxx "the meson -Dstatic_libstdcxx=true build failed"
 fi
 if make -j"$jobs" O=build/make-nostdcxx STATIC_LIBSTDCXX=1 lib >/dev/null \
     && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.1; then
-    pass=$((pass + 1)); echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
+    summary add make-nostdcxx no_libstdcxx_make PASS; echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
 else
-    failed=$((failed + 1)); echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"
+    summary add make-nostdcxx no_libstdcxx_make FAIL; echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"
+fi
+
+step "every command of README.md, docs/ and bindings/python/README.md, as written (tests/check-doc-commands.sh)"
+if sh tests/check-doc-commands.sh . > build/doc-commands.log 2>&1; then
+    summary add doc-commands doc_commands PASS; tail -1 build/doc-commands.log
+else
+    summary add doc-commands doc_commands FAIL "$(grep '^=== ' build/doc-commands.log | tail -1)"; tail -40 build/doc-commands.log
 fi
 
 step "ASan + UBSan build, CPU tests"
@@ -72,18 +97,18 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=
 if { [ -d build/asan ] || meson setup build/asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; } \
     && ninja -C build/asan; then
     meson test -C build/asan --suite cpu --print-errorlogs 2>&1 | tee build/asan-test.log
-    add_meson_counts build/asan-test.log
+    add_meson_counts asan build/asan
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed asan-build"
+    fail_step asan "the ASan + UBSan build failed"
 fi
 
 step "ThreadSanitizer build, CPU tests"
 if { [ -d build/tsan ] || meson setup build/tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug; } \
     && ninja -C build/tsan; then
     TSAN_OPTIONS=halt_on_error=1 meson test -C build/tsan --suite cpu --print-errorlogs 2>&1 | tee build/tsan-test.log
-    add_meson_counts build/tsan-test.log
+    add_meson_counts tsan build/tsan
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed tsan-build"
+    fail_step tsan "the ThreadSanitizer build failed"
 fi
 
 step "valgrind memcheck, CPU tests (Makefile build)"
@@ -95,27 +120,26 @@ if command -v valgrind >/dev/null 2>&1; then
              "build/make/tests/test_model_cpu build/make/tests/libfakecuda.so"; do
         if valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q $t \
             > build/valgrind.log 2>&1; then
-            pass=$((pass + 1)); echo "PASS valgrind $t"
+            summary add valgrind "valgrind:${t%% *}" PASS; echo "PASS valgrind $t"
         else
-            failed=$((failed + 1)); echo "FAIL valgrind $t"; grep '^==' build/valgrind.log | head -40
+            summary add valgrind "valgrind:${t%% *}" FAIL; echo "FAIL valgrind $t"; grep '^==' build/valgrind.log | head -40
         fi
     done
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed valgrind-missing"
+    fail_step valgrind "valgrind is not installed (sh tools/setup.sh)"
 fi
 
 step "libFuzzer targets (clang, ASan + UBSan): tools/fuzz.sh, ${FUZZ_SECONDS:-20} s each"
 if command -v clang >/dev/null 2>&1; then
     sh tools/fuzz.sh "${FUZZ_SECONDS:-20}" 2>&1 | tee build/fuzz.log
-    p=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' build/fuzz.log | tail -1)
-    set -- $p
-    if [ $# -eq 2 ]; then pass=$((pass + $1)); failed=$((failed + $2));
-    else failed=$((failed + 1)); steps_failed="$steps_failed fuzz"; fi
+    if grep -q '^fuzz: [0-9]* passed' build/fuzz.log; then
+        sed 's/^\(PASS\|FAIL\) /\1 fuzz:/' build/fuzz.log > build/fuzz-lines.log
+        summary lines fuzz build/fuzz-lines.log
+        grep -q '^fuzz: 0 passed, [0-9]* failed' build/fuzz.log && fail_step fuzz "no fuzz target ran: $(grep '^fuzz:' build/fuzz.log | tail -1)"
+    else fail_step fuzz "tools/fuzz.sh printed no tally"; fi
 else
-    failed=$((failed + 1)); steps_failed="$steps_failed clang-missing"
+    fail_step fuzz "clang is not installed (sh tools/setup.sh)"
 fi
 
-echo
-[ -n "$steps_failed" ] && echo "steps that failed to build:$steps_failed"
-echo "cuweave: $pass passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+step "summary: each test counted once (build/test-results.txt has every run)"
+python3 tools/test-summary.py report "$results"

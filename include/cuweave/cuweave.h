@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: umbrella header. Including it includes every public C header.
  * See docs/api.md for the guide.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave: header-only C++17 wrappers over the C API (no ABI of their own:
 // every function is inline and calls the C API; nothing of C++ is compiled
 // into libcuweave).

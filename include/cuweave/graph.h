@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: graphs. Capture work issued to a stream into a graph, instantiate
  * it, launch it on any stream, update it with a re-captured sequence, and

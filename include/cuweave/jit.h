@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: run-time compiled kernels. NVRTC programs, a kernel cache in
  * memory and on disk, modules loaded with the context-independent library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: green contexts — SM partitions of one device.
  *

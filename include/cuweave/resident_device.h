@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: device-side functions for kernels of a GPU-resident loop (the
  * workload and the data-ready handler of a cw_resident). For nvcc and for

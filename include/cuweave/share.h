@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave: buffers and events shared between processes of one machine
  * (CUDA IPC through the driver: cuIpcGetMemHandle / cuIpcOpenMemHandle,

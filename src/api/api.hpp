@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: what every file of the C API uses. Each public function here
 // is a thin shim: it names itself for the error detail (CW_ENTRY), checks
 // its arguments and handles, and calls the layer that does the work. No

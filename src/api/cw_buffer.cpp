@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/buffer.h (device buffers, copies, pinned
 // host memory).
 #include "api/api.hpp"

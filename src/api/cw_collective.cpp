@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/collective.h (NCCL communicators).
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/common.h (status names, the error detail, the
 // log callback).
 #include "api/api.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/context.h.
 #include "api/api.hpp"
 #include "core/context.hpp"

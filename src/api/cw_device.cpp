@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/device.h (versions, init, features, devices).
 #include "api/api.hpp"
 #include "core/device.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/flow.h (operators, pipelines, cw_io).
 #include "api/api.hpp"
 #include "flow/flow.hpp"

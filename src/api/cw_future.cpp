@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/future.h (host completion).
 #include "api/api.hpp"
 #include "core/future.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/graph.h (capture, graphs, executable graphs).
 #include "api/api.hpp"
 #include "graph/graph.hpp"

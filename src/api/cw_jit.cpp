@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/jit.h (NVRTC programs, the kernel cache,
 // modules, kernels, launches, built-in kernels).
 #include "api/api.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/multi.h (device groups, peers, copies between
 // devices).
 #include "api/api.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/partition.h (green contexts).
 #include "api/api.hpp"
 #include "core/partition.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/resident.h (the GPU-resident loop).
 #include "api/api.hpp"
 #include "graph/resident.hpp"

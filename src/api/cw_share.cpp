@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/share.h (buffers and events shared between
 // processes).
 #include "api/api.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/stream.h (streams, ordering, fork and join,
 // stream pools, timers).
 #include "api/api.hpp"

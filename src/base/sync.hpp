@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave base: the monotonic clock, a pause for spin loops, and a spin
 // lock for short critical sections. Nothing here knows CUDA.
 #pragma once

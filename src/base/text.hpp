@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave base: malloc'ed copies of strings (the library never throws).
 #pragma once
 

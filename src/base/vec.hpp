@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave base: a growable array for a library built without exceptions.
 // push() reports running out of memory instead of aborting (std::vector
 // would terminate the process). Elements are relocated bitwise, so T must not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: device buffers from a stream-ordered pool, freed after every
 // use; pinned host memory (buffer.hpp).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: device buffers from a stream-ordered pool, freed after every
 // use (buffer.cpp), the cache that recycles them (buffer_cache.cpp), and
 // pinned host memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: the buffer cache (buffer.hpp). It keeps buffers whose last
 // reference went, and hands one back when every use recorded on it has
 // finished on the GPU: memory recycled without a free, an allocation, or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: contexts (primary, external, green) and the current-context
 // rule (context.hpp).
 #include "core/context.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: contexts (primary, external, green), the current-context
 // rule, and what a context owns for the objects made on it.
 #pragma once

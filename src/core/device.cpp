@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: devices by ordinal (device.hpp).
 #include "core/device.hpp"
 

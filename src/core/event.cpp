@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: the context's event pool, marks and timers (event.hpp).
 #include "core/event.hpp"
 

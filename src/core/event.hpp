@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: events. Every event the library records comes from here:
 //
 // - the context's pool of timing-disabled events (one per stream for

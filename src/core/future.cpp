@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: host completion (futures), when_all, and the watcher thread
 // that completes callbacks and file descriptors of written-value and event
 // futures (future.hpp).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: host completion (futures) and when_all.
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: the handles the API hands out, and the registry that says
 // which are live (registry.cpp).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: persistent work counted per driver context, and the
 // releases that wait until none runs (idle.hpp).
 #include "core/idle.hpp"

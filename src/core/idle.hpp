@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: persistent work, and the releases that wait for it.
 //
 // Some driver calls wait until no kernel runs on the device (measured by

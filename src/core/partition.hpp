@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: green contexts, disjoint SM partitions made by one split.
 #pragma once
 

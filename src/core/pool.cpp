@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: stream pools (lease, round-robin, single) and named streams
 // (pool.hpp).
 #include "core/pool.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: the registry of live handles (handle.hpp): an open-addressed hash set of
 // handle addresses with their kinds. Lookups take no lock on the way to a
 // live handle and never touch the handle's memory, so a destroyed or

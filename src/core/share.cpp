@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: buffers and events shared between processes (share.hpp).
 //
 // A handle (cw_shared_handle, 128 bytes) carries the driver's IPC handle,

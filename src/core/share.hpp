@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave core: buffers and events shared between processes (share.cpp;
 // include/cuweave/share.h).
 //

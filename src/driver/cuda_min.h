@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave driver layer: the subset of the CUDA driver API's types and constants
  * that cuweave uses, declared here so that the library builds without the

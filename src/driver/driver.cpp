@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: the CUDA driver loader.
 #include "driver/driver.hpp"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: the CUDA driver, loaded at run time.
 //
 // libcuda is opened at run time and every entry point is resolved through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: status names, the per-thread error detail, the log
 // callback.
 #include "driver/error.hpp"

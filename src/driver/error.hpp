@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: error reporting.
 //
 // Every public function starts with CW_ENTRY, which names it for the error

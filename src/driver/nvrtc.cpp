@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: the NVRTC loader (opened on first use only).
 #include "driver/nvrtc.hpp"
 

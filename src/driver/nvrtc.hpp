@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave driver layer: NVRTC, opened lazily on first use.
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: the CPU-driven executor (flow.hpp). Each iteration
 // runs every operator once, in topological order (one thread) or as its
 // inputs arrive (worker threads); after each compute call it records one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: operators, ports and connections (model.cpp), the
 // memory of resident pipelines' ports (memory.cpp), the CPU-driven executor
 // (executor.cpp), the stream rules and what a compute call may do through

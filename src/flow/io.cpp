@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: what a compute call does through its cw_io, and the
 // stream rules (flow.hpp, docs/pipelines.md): the call's stream is the
 // operator's internal stream (leased once, kept), else the upstream one,

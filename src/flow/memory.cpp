@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: the memory of ports (flow.hpp). A resident pipeline
 // passes data through port memory: one allocation per output port, shared
 // with every input connected to it, written again each iteration.

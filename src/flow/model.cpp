@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: operators, ports, pipelines and their connections,
 // and the checks that make a pipeline runnable (flow.hpp).
 #include <new>

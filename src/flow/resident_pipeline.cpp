@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave flow layer: resident pipelines (flow.hpp). The pipeline becomes a
 // capture function of a resident loop: each build captures every operator
 // once per copy of the iteration, on a stream forked from the loop's build

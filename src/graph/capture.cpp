@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: stream capture (graph.hpp). The capture's state lives
 // in the stream (core/stream.hpp), so that every call on a capturing stream
 // can note what broke the capture.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: executable graphs (graph.hpp).
 #include <new>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: graphs built from parts (child graphs, conditional
 // nodes) and what they hold (graph.hpp).
 #include <new>

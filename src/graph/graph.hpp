@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: stream capture, graphs built from parts (child
 // graphs, conditional nodes), executable graphs; the GPU-resident loop is
 // built on these (resident.hpp).

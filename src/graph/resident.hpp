@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: the GPU-resident loop. One graph, launched once, that
 // serves sequence-numbered requests on the GPU until it is torn down:
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * cuweave graph layer: the memory layout shared by the resident loop's host code
  * (src/graph/resident_*.cpp) and its kernels (ptx/cuweave_kernels.cu). Plain C so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: building the resident loop's graph (resident.hpp).
 // The loop's own kernels are captured one at a time into the graph (or a
 // body), after its sinks; the workload and the handler go in as child

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: the resident loop's life (resident.hpp): made,
 // launched, asked to serve requests (the doorbell), its results waited for,
 // stopped, destroyed. Its graph is built by resident_build.cpp.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: the resident loop's trace (resident.hpp). With
 // settings.trace, each stage of an iteration (the workload, the handler,
 // stages a capture function begins) is marked at its begin and end by a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: the kernel cache. Canonical options, key material, the memory
 // cache and the configuration (the disk cache is in disk.cpp).
 #include <mutex>

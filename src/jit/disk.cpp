@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: the kernel cache on disk (cache.cpp: options, key
 // material, entries and the memory cache). One file per entry, verified by
 // SHA-256, written through a temporary file and a rename, kept under a size

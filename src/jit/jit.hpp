@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: run-time compilation. Programs compiled by NVRTC
 // (program.cpp) behind the kernel cache, in memory (cache.cpp) and on disk
 // (disk.cpp); their code is loaded as modules by the kernel layer.

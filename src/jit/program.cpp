@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: programs compiled by NVRTC behind the kernel cache, and
 // their code loaded as modules (jit.hpp). The NVRTC loader is the driver
 // layer's (driver/nvrtc.cpp), the cache is cache.cpp (memory)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: SHA-256 and a fast 64-bit hash (see sha256.hpp).
 #include "jit/sha256.hpp"
 

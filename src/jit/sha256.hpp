@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave jit layer: SHA-256 (FIPS 180-4), for the kernel cache's keys and
 // the integrity hash of its files, and a fast 64-bit hash for the memory
 // cache's buckets.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave kernel layer: code on the GPU without NVRTC. Modules (driver
 // libraries, context-independent), their kernels, launches, and the
 // library's own kernels embedded at build time (the built-in image). What the

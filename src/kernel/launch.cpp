@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave kernel layer: launches, each kernel's functions per context, its
 // parameters, and what a kernel asks of its launch (kernel.hpp).
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave kernel layer: modules, their kernels, and the library's built-in
 // kernels (kernel.hpp).
 #include <mutex>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: the common bootstrap of a communicator by rank
 // (collective.hpp, comm_bootstrap). Rank 0 makes the id and publishes it
 // with the world size, through a file (written to a temporary beside it,

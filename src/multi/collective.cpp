@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: collectives through NCCL, opened at run time
 // (collective.hpp).
 //

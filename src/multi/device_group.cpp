@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: device groups (multi.hpp).
 #include <new>
 #include <stdlib.h>

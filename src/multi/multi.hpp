@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: several GPUs in one process. Device groups (a primary
 // context per device), peer access and peer copies (device_group.cpp,
 // peer.cpp); collectives through NCCL opened at run time (collective.hpp).

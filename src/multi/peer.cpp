@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: peer access and peer copies (multi.hpp).
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave testing: hooks that let tests look inside the layers (seam.h):
 // the handle registry, the hash of the kernel cache and its disk hook, a
 // written-value future's word, a resident loop's trace marks, a stream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave testing: the driver test seam. See seam.h.
 #include "testing/seam.h"
 

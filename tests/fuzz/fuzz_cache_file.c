@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * libFuzzer target: the kernel cache's file reader (src/jit/cache.cpp,
  * file_decode: what disk_load does with the bytes of <dir>/<key>.cwk), through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * libFuzzer target: the environment variables the library parses (those it
  * only hands to dlopen, CUWEAVE_LIBCUDA, CUWEAVE_LIBNVRTC, CUWEAVE_LIBNCCL,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * libFuzzer target: the NVRTC option canonicaliser of the kernel cache
  * (canonical_options in src/jit/cache.cpp, which takes the strings of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * libFuzzer target: every public settings struct, from raw bytes, given to
  * the real public functions that take it, on the fake driver

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/,
  * committed; docs/testing.md): cache files made by the library's own writer

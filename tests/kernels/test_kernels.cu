@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Kernels used by the GPU tests and the benchmarks. Compiled ahead of time by
 // tools/gen-test-kernels.sh into test_kernels_fatbin.h (committed), so that
 // neither CI nor the tests need nvcc or NVRTC.

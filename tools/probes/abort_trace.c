@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Probe, not part of the library: LD_PRELOAD it to get a host backtrace
  * when a process aborts or faults (glibc's "double free or corruption"
  * calls abort). Offsets into shared objects (lib(+0x...)) are for

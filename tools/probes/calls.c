@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Host cost of the driver calls a pipeline iteration makes, on one stream
  * pair, completed work (what an executor pays per call when the GPU keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Probe, not part of the library: plain CUDA (runtime + driver API) answers
 // to two questions the resident loop raised.
 //   two  : are two WHILE-graph loops served when both run at once (primary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Probe, not part of the library: the waiter's half of the stream pool's
  * release/waiter handshake (src/core/pool.cpp, "Waiting"), as the old and
  * the new code order it. A waiter adds itself to the waiter count (seq_cst

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // Probe, not part of the library: plain CUDA (runtime API) asking whether
 // compute-sanitizer's synccheck reports a barrier in a kernel that cannot
 // diverge (one thread, or a full warp) when the kernel runs inside a

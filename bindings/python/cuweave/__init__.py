@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """cuweave for Python: a pure-Python package over ctypes.
 
 Handles are freed by weakref.finalize (children keep their parents alive, so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Exception classes generated from the C library's status list: one class
 per cw_status (CW_ERROR_POOL_EXHAUSTED -> PoolExhaustedError, ...), all
 deriving from CuweaveError; a few also derive from the matching built-in

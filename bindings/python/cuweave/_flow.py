@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Operators and pipelines (cuweave/flow.h, docs/pipelines.md) for Python.
 
 An Operator's compute is a Python function compute(io) that the C executor

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Loads libcuweave and declares every C signature the bindings use, as data,
 in one place. Errors become exceptions through one errcheck.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The log callback (cw_log_set_callback) and what the bindings report
 through it.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The GPU-resident loop driven from Python, its data in CuPy arrays.
 
 One graph is launched once and serves requests on the GPU until torn down.
@@ -35,12 +36,12 @@ def main():
         import numpy as np
     except ImportError:
         print("resident_cupy: needs CuPy")
-        return 0
+        return 77  # skipped, as every example without what it needs
     try:
         cuweave.init()
     except cuweave.CuweaveError as exc:
         print("resident_cupy: no GPU here: %s" % exc)
-        return 0
+        return 77
     n = 1024
     with cuweave.Context(0) as ctx, cuweave.Stream(ctx) as s:
         kernel = cuweave.Program(ctx, SOURCE, name="square_plus_seq.cu",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The bindings against the C side, from the public headers:
 
   - struct layouts: a small C program, compiled by the C compiler (cc, or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests, against the fake driver, of the calls bound in 0.2 beyond those
 test_cuweave.py covers: device info and features, graph building
 (empty, child and conditional nodes, condition handles, sinks, DOT output,
@@ -24,6 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
+# CI (tools/test-all.sh, meson test) sets CUWEAVE_TESTS_NEED_FAKE=1: a missing fake driver
+# is then an error, not a reason to skip.
+if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE):
+    raise RuntimeError("CUWEAVE_TESTS_NEED_FAKE=1 and the fake driver %s is missing" % FAKE)
 
 os.environ["CUWEAVE_LIBCUDA"] = FAKE
 os.environ["FAKE_CUDA_FEATURES"] = "all"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of communicators by rank across real processes (Python
 bindings of cw_comm_id_generate, cw_comm_create_rank, cw_comm_bootstrap)
 against the fake driver and the fake NCCL (tests/fake_nccl.c, whose ranks

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of the Python bindings: the library loads, errors become the
 generated exception classes, the no-driver path, and (against the fake
 driver, tests/fake_cuda.c) contexts, streams, pools, leases, futures (asyncio
@@ -21,6 +22,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
+# CI (tools/test-all.sh, meson test) sets CUWEAVE_TESTS_NEED_FAKE=1: a missing fake driver
+# is then an error, not a reason to skip.
+if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE):
+    raise RuntimeError("CUWEAVE_TESTS_NEED_FAKE=1 and the fake driver %s is missing" % FAKE)
 
 # The driver is chosen once, at the first cuweave call: use the fake one,
 # with its conditional-node and library features (graphs, modules and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of operators and pipelines from Python (cuweave/flow.h) against
 the fake driver (tests/fake_cuda.c, whose device memory is host memory and
 whose streams run their work on a thread of their own):
@@ -37,6 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
+# CI (tools/test-all.sh, meson test) sets CUWEAVE_TESTS_NEED_FAKE=1: a missing fake driver
+# is then an error, not a reason to skip.
+if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE):
+    raise RuntimeError("CUWEAVE_TESTS_NEED_FAKE=1 and the fake driver %s is missing" % FAKE)
 
 # As test_cuweave.py: the fake driver with every feature, chosen before the
 # first cuweave call (whichever of the two modules is imported first).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """GPU: cuweave streams and CuPy streams ordered through cuweave, proved with
 data; cuweave buffers read and written by CuPy through __cuda_array_interface__
 (its stream honoured, proved against a control without it); a graph captured from Python with CuPy work in it; an NVRTC kernel

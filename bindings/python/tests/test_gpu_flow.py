@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """GPU: pipelines of Python operators whose compute launches CuPy or PyTorch
 work on the stream the operator receives (io.receive_stream, wrapped with
 cupy.cuda.ExternalStream / torch.cuda.ExternalStream), as a C operator

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """GPU, two devices or more: the several-device bindings on real GPUs.
 Buffers copied from device 0 to device 1 and back with Buffer.copy_from,
 first staged (no peer access), then direct (after Context.enable_peer each

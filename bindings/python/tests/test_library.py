@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Finding and checking the C library, and the versions:
 
   - the soname the bindings load (cuweave._lib.SONAME) is the one the build

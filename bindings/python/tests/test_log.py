@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The log callback from Python (cw_log_set_callback) and the finalizers that
 report through it, against the fake driver:
 
@@ -28,6 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so"))
+# CI (tools/test-all.sh, meson test) sets CUWEAVE_TESTS_NEED_FAKE=1: a missing fake driver
+# is then an error, not a reason to skip.
+if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE):
+    raise RuntimeError("CUWEAVE_TESTS_NEED_FAKE=1 and the fake driver %s is missing" % FAKE)
 
 os.environ["CUWEAVE_LIBCUDA"] = FAKE
 os.environ["FAKE_CUDA_FEATURES"] = "all"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of the several-device bindings (cuweave/multi.h and
 cuweave/collective.h) against the fake driver with two devices
 (FAKE_CUDA_DEVICES=2) and the fake NCCL (tests/fake_nccl.c, which performs
@@ -31,6 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 FAKE = os.path.abspath(os.environ.get("CUWEAVE_FAKE_DRIVER", os.path.join(ROOT, "build/make/tests/libfakecuda.so")))
+# CI (tools/test-all.sh, meson test) sets CUWEAVE_TESTS_NEED_FAKE=1: a missing fake driver
+# is then an error, not a reason to skip.
+if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE):
+    raise RuntimeError("CUWEAVE_TESTS_NEED_FAKE=1 and the fake driver %s is missing" % FAKE)
 FAKE_NCCL = os.path.join(os.path.dirname(FAKE), "libfakenccl.so")
 FAKE_NVRTC = os.path.join(os.path.dirname(FAKE), "libfakenvrtc.so")
 CHILD = os.environ.get("CUWEAVE_PYTEST_MULTI_CHILD") == "1"

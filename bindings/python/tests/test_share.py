@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """CPU tests of the sharing between processes (cuweave/share.h) against the
 fake driver: a shareable buffer written here is read by a child interpreter
 that imports its handle (and written there, read back here), a shared event

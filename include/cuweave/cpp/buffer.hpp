@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/buffer.h: cw::buffer, cw::copy_to_device,
 // cw::copy_to_host, cw::host_buffer.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

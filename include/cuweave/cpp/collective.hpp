@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/collective.h: cw::nccl_version, cw::comm_id_generate,
 // cw::comm, cw::comm_group.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

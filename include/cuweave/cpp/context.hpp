@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/context.h: cw::context.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_CONTEXT_HPP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // The common part of the C++ wrappers, included by every cpp/*.hpp: the
 // exceptions / no-exceptions switch and its namespaces, cw::status and
 // cw::result (over common.h's cw_status), cw::error, the detail helpers (the

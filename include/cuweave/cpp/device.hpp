@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/version.h, device.h and common.h: versions, init,
 // devices, errors (the calling thread's detail) and the log callback.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/flow.h: cw::message, cw::io, cw::op_spec,
 // cw::operator_base, cw::pipeline.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

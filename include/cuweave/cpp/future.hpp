@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/future.h: cw::future, cw::when_all.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_FUTURE_HPP

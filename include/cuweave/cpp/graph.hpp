@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/graph.h: cw::graph, cw::graph_exec, cw::capture.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_GRAPH_HPP

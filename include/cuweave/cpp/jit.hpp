@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/jit.h: cw::program, cw::module, cw::kernel, cw::dims,
 // the jit cache, NVRTC's version and log, the built-in kernels.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

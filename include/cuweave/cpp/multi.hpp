@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/multi.h: cw::device_group, peer access and copies,
 // cw::share_buffer_pool.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

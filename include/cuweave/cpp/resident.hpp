@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/resident.h: cw::resident (the GPU-resident loop),
 // cw::resident_device_header.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/share.h: cw::create_shareable_buffer,
 // cw::export_buffer, cw::import_buffer, cw::shared_event.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/stream.h: cw::stream, cw::forked, cw::lease,
 // cw::stream_pool, cw::timer.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
