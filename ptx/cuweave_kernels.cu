@@ -174,8 +174,12 @@ __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphCondi
                 res_pause(d, now, sleep_ns, spin_ns, flags);
                 continue;  // check stop and timeout again after the sleep
             }
+            // The handler runs next and may call cw_resident_skip: it sees
+            // 0 (1 only when the loop stops). The workload stays closed
+            // until the gate, after the handler, opens it or not.
             d->pub.ready = 0u;
-            res_open(d, work, 0u, flags);
+            d->pub.skip = 0u;
+            if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, 0u);
             return;
         }
         if (requested > started) {

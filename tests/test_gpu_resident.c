@@ -7,6 +7,7 @@
  *  - requests made faster than the loop serves them (also from 4 threads
  *    at once) are all served, in order, each exactly once;
  *  - a data-ready handler fed by a GPU producer kernel, no host involved;
+ *    one that starts with cw_resident_skip serves too, with either gate;
  *  - the timeout fires within 10% of the time set (host and GPU clocks);
  *  - teardown from every state: never launched, idle, mid-iteration (with a
  *    timeout that expires, then one that does not), destroy while launched,
@@ -40,7 +41,7 @@ static rawcuda rc;
 static cw_context *ctx;
 static CUcontext cuctx;
 static void *module;
-static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add, *k_hog;
+static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add, *k_hog, *k_handler_skip;
 static void *k_gop_load, *k_gop_mul, *k_gop_store;
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
@@ -126,9 +127,11 @@ static int group_setup(void **state) {
     if (cwt_context_handle(ctx, &cuctx) != CW_SUCCESS) return -1;
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce", "cw_spin_add",
-                           "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store"};
+                           "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store",
+                           "cw_res_handler_skip"};
     void **fns[] = {&k_apply,    &k_record, &k_handler,  &k_produce,   &k_spin_add,
-                    &k_mul_add,  &k_hog,    &k_gop_load, &k_gop_mul,   &k_gop_store};
+                    &k_mul_add,  &k_hog,    &k_gop_load, &k_gop_mul,   &k_gop_store,
+                    &k_handler_skip};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, names[i], fns[i]) != 0) return -1;
     return 0;
@@ -715,6 +718,68 @@ static void test_handler_driven_by_gpu(void **state) {
     dfree(seqs);
 }
 
+/* Defect 6 of issue 24: a data-ready handler that starts with
+ * cw_resident_skip (as resident.h allows) sees 0 and serves, with either
+ * gate: the poll used to set skip = 1 before the handler ran, so such a
+ * handler returned at once and nothing was ever served (the wait below
+ * timed out). */
+static void test_handler_calling_skip(void **state) {
+    (void)state;
+    if (cwt_under_sanitizer()) {
+        printf("# SKIP under compute-sanitizer: the producer kernel cannot run beside the loop\n");
+        skip();
+        return;
+    }
+    const unsigned n = 20;
+    const cw_resident_gate gates[] = {CW_RESIDENT_GATE_NODE, CW_RESIDENT_GATE_KERNELS};
+    for (int g = 0; g < 2; g++) {
+        cw_resident_settings set;
+        cw_resident_settings_default(&set);
+        set.gate = gates[g];
+        set.sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
+        set.sleep_interval_us = 50;
+        cw_resident *r = NULL;
+        assert_cw_ok(cw_resident_create(&r, ctx, &set));
+        track(r);
+        cw_devptr ctl = 0;
+        assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+        dptr produced = dalloc(4), consumed = dalloc(4), count = dalloc(4), seqs = dalloc(n * 8);
+        unsigned cap = n;
+        void *ah[] = {&ctl, &produced, &consumed};
+        step hs[] = {{k_handler_skip, ah}};
+        cw_graph *hg = capture(ctx, hs, 1);
+        assert_cw_ok(cw_resident_set_handler(r, hg));
+        cw_graph_destroy(&hg);
+        void *aw[] = {&ctl, &count, &seqs, &cap};
+        step ws[] = {{k_record, aw}};
+        cw_graph *wg = capture(ctx, ws, 1);
+        assert_cw_ok(cw_resident_set_workload(r, wg));
+        cw_graph_destroy(&wg);
+        assert_cw_ok(cw_resident_launch(r));
+        cw_stream *ps = NULL;
+        assert_cw_ok(cw_stream_create(&ps, ctx, NULL));
+        long long gap = 100 * US;
+        void *ap[] = {&produced, (void *)&n, &gap};
+        launch1(k_produce, hnd(ps), ap);
+        assert_cw_ok(cw_resident_wait_result(r, n, 5000));
+        assert_cw_ok(cw_stream_synchronize(ps));
+        check_sequence(count, seqs, n);
+        assert_int_equal(dget32(consumed), n);
+        cw_resident_info stats;
+        assert_cw_ok(cw_resident_get_info(r, &stats));
+        assert_int_equal(stats.iterations, n);
+        printf("# handler calling cw_resident_skip, gate %d: %u items served\n", (int)gates[g], n);
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+        untrack(r);
+        cw_resident_destroy(&r);
+        cw_stream_destroy(&ps);
+        dfree(produced);
+        dfree(consumed);
+        dfree(count);
+        dfree(seqs);
+    }
+}
+
 /* timeout_ms is measured on the GPU: the loop stops by itself within 10%. */
 static void test_timeout(void **state) {
     (void)state;
@@ -1252,6 +1317,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_gate_kernels_inline, cleanup_loops),
         cmocka_unit_test_teardown(test_overlap_chain, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
+        cmocka_unit_test_teardown(test_handler_calling_skip, cleanup_loops),
         cmocka_unit_test_teardown(test_timeout, cleanup_loops),
         cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),
         cmocka_unit_test_teardown(test_two_loops_two_partitions, cleanup_loops),

@@ -534,6 +534,117 @@ static void test_releases_wait_for_running_loops(void **state) {
     assert_int_equal(fake_live("library"), libs_before);
 }
 
+/* Defect 3 of issue 24: a loop counts as running from before its
+ * cuGraphLaunch (which may start it), so that a load or release made by
+ * another thread meanwhile is refused or deferred, not a driver call that
+ * waits for the loop; a failed launch takes the count back. The seam runs a
+ * load inside cuGraphLaunch, where another thread could. */
+struct in_launch {
+    int calls;
+    cw_status load;
+};
+
+static void load_in_launch(void *arg) {
+    struct in_launch *p = arg;
+    static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+    cw_module *m = NULL;
+    p->calls++;
+    p->load = cw_module_load_image(&m, image);
+    cw_module_destroy(&m);
+}
+
+static void test_loop_counted_before_its_launch(void **state) {
+    (void)state;
+    static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    struct in_launch probe = {0, CW_SUCCESS};
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_reset();
+    cwi_seam_hook(cwi_seam_entry("cuGraphLaunch"), load_in_launch, &probe);
+    assert_cw_ok(cw_resident_launch(r));
+    cwi_seam_hook(-1, NULL, NULL);
+    assert_int_equal(probe.calls, 1);
+    /* inside cuGraphLaunch the loop already counts: the load is refused */
+    assert_int_equal(probe.load, CW_ERROR_INVALID_STATE);
+    assert_cw_ok(cw_resident_tear_down(r, 100));
+
+    /* a launch that fails leaves nothing counted: loading works after it */
+    cwi_seam_fail(cwi_seam_entry("cuGraphLaunch"), 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+    assert_cw(CW_ERROR_OUT_OF_MEMORY, cw_resident_launch(r));
+    assert_int_equal(cwi_seam_fired(), 1);
+    cwi_seam_reset();
+    cwi_seam_disable();
+    cw_resident_state st;
+    assert_cw_ok(cw_resident_get_state(r, &st));
+    assert_int_equal(st, CW_RESIDENT_STOPPED); /* as the teardown left it */
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, image));
+    cw_module_destroy(&m);
+    cw_resident_destroy(&r);
+}
+
+/* Defect 4 of issue 24: destroying an exec with conditional nodes waits for
+ * every running loop (docs/resident.md), so while a loop runs
+ * cw_graph_exec_destroy and the exec that cw_graph_exec_update replaces are
+ * released once none runs, like the other waiting releases. */
+static void test_exec_destroy_waits_for_running_loops(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    /* two graphs with a conditional node, and a plain one (updating it to
+     * one of the others changes its shape: the update instantiates again) */
+    cw_graph *gc = NULL, *g1 = NULL, *g2 = NULL;
+    cw_graph **conds[2] = {&gc, &g2};
+    for (int i = 0; i < 2; i++) {
+        assert_cw_ok(cw_graph_create(conds[i], ctx));
+        cw_cond_handle h;
+        assert_cw_ok(cw_graph_add_cond_handle(*conds[i], 0, 0, &h));
+        cw_graph *body = NULL;
+        assert_cw_ok(cw_graph_add_conditional(*conds[i], h, NULL, NULL, 0, NULL, &body, NULL));
+        assert_cw_ok(cw_graph_add_empty(body, NULL, 0, NULL));
+    }
+    assert_cw_ok(cw_graph_create(&g1, ctx));
+    assert_cw_ok(cw_graph_add_empty(g1, NULL, 0, NULL));
+    cw_graph_exec *ec = NULL, *e1 = NULL;
+    assert_cw_ok(cw_graph_instantiate(&ec, gc, 0));
+    assert_cw_ok(cw_graph_instantiate(&e1, g1, 0));
+    assert_cw_ok(cw_resident_launch(r));
+    const long execs = fake_live("exec");
+    const long destroys = fake_calls("cuGraphExecDestroy");
+
+    /* destroyed while the loop runs: the handle is gone at once, the driver's exec stays */
+    cw_graph_exec_destroy(&ec);
+    assert_null(ec);
+    assert_int_equal(fake_calls("cuGraphExecDestroy"), destroys);
+    assert_int_equal(fake_live("exec"), execs);
+    /* an update that instantiates again keeps the replaced exec too */
+    cw_graph_update_info ui;
+    assert_cw_ok(cw_graph_exec_update(e1, g2, &ui));
+    assert_int_equal(ui.kind, CW_GRAPH_REINSTANTIATED);
+    assert_int_equal(fake_calls("cuGraphExecDestroy"), destroys);
+    assert_int_equal(fake_live("exec"), execs + 1);
+    cw_graph_exec_info ei;
+    assert_cw_ok(cw_graph_exec_get_info(e1, &ei));
+    assert_int_equal(ei.reinstantiations, 1);
+
+    /* the loop stops: both are destroyed */
+    assert_cw_ok(cw_resident_tear_down(r, 100));
+    assert_int_equal(fake_calls("cuGraphExecDestroy"), destroys + 2);
+    assert_int_equal(fake_live("exec"), execs - 1);
+    /* and with no loop running an exec is destroyed at once */
+    cw_graph_exec_destroy(&e1);
+    assert_int_equal(fake_calls("cuGraphExecDestroy"), destroys + 3);
+    cw_resident_destroy(&r);
+    cw_graph_destroy(&gc);
+    cw_graph_destroy(&g1);
+    cw_graph_destroy(&g2);
+    assert_int_equal(leaks(before, "execs destroyed while a loop ran"), 0);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -1113,6 +1224,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kernel_function_cache),
         cmocka_unit_test(test_requests_from_many_threads),
         cmocka_unit_test(test_releases_wait_for_running_loops),
+        cmocka_unit_test(test_loop_counted_before_its_launch),
+        cmocka_unit_test(test_exec_destroy_waits_for_running_loops),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),

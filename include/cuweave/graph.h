@@ -385,6 +385,10 @@ CW_API cw_status cw_graph_instantiate(cw_graph_exec **out, cw_graph *g, unsigned
  * NULL and a pointer to NULL. Never fails: a handle that is not a live exec
  * is left alone and said so in a CW_LOG_WARNING (the thread's detail is left alone);
  * a driver that refuses to destroy the exec is logged (CW_LOG_WARNING).
+ * While a GPU-resident loop runs in the process the handle is dead at once
+ * and the driver's exec is destroyed when the last loop stops (destroying
+ * an exec with conditional nodes waits for every running kernel;
+ * docs/resident.md).
  *
  * Returns: nothing.
  */
@@ -440,7 +444,8 @@ typedef struct cw_graph_update_info {
  * arguments, copy addresses). Tries cuGraphExecUpdate; when the driver
  * cannot update in place (topology, node types, functions changed), the
  * exec is instantiated again from g with its flags and the old one is
- * destroyed (launches in flight complete). *info (may be NULL) says which
+ * destroyed (launches in flight complete; while a GPU-resident loop runs,
+ * once the last loop stops, as cw_graph_exec_destroy). *info (may be NULL) says which
  * happened and why. Launches already enqueued run the old work. The exec
  * handle stays the same either way (its driver handle, in
  * cw_graph_exec_info, changes when it is instantiated again). On failure
@@ -452,7 +457,9 @@ typedef struct cw_graph_update_info {
  *   CW_ERROR_INVALID_ARGUMENT  e or g is NULL.
  *   CW_ERROR_INVALID_HANDLE    e is not a live exec, g not a live graph.
  *   CW_ERROR_INVALID_STATE     a capture records into g: end it first.
- *   CW_ERROR_OUT_OF_MEMORY     the driver ran out instantiating g again.
+ *   CW_ERROR_OUT_OF_MEMORY     the driver ran out instantiating g again, or
+ *                              no host memory to keep the replaced exec
+ *                              until the running loops stop.
  *   CW_ERROR_DRIVER            cuGraphExecUpdate failed for another reason
  *                              than a change it cannot apply, instantiating
  *                              g again failed, or the context could not be

@@ -11,7 +11,9 @@
  *   cw_resident_skip(ctl)              nonzero: this iteration serves nothing; return at
  *                                      once (required of every workload kernel when the
  *                                      loop gates by kernels, CW_RESIDENT_GATE_KERNELS);
- *                                      waits as cw_resident_wait does first
+ *                                      waits as cw_resident_wait does first; in a
+ *                                      data-ready handler: 0, nonzero only when the loop
+ *                                      stops this iteration
  *   cw_resident_wait()                 waits until the work before this kernel in the
  *                                      iteration has finished and its writes are visible
  *                                      (needed with the overlap setting, where a kernel may

@@ -63,14 +63,45 @@ cw_status instantiate(cw_graph *g, unsigned flags, cw_graph_exec **out) {
     return CW_SUCCESS;
 }
 
-void exec_destroy(cw_graph_exec *e) {
-    handle_retire(e);
-    CUresult r = drv().cuGraphExecDestroy(e->cu);
+namespace {
+void destroy_cu(CUgraphExec cu) {
+    CUresult r = drv().cuGraphExecDestroy(cu);
     if (r != CUDA_SUCCESS) log(CW_LOG_WARNING, "%s: cuGraphExecDestroy failed with CUresult %d", current_api(), r);
+}
+
+void exec_free(void *owner) {
+    cw_graph_exec *e = static_cast<cw_graph_exec *>(owner);
+    destroy_cu(e->cu);
     cw_context *ctx = e->ctx;
     e->~cw_graph_exec();
     handle_free(e);
     context_release(ctx);
+}
+
+// A driver exec replaced by exec_update, destroyed once no persistent work runs.
+struct Replaced {
+    IdleRelease idle;
+    CUgraphExec cu;
+};
+
+void replaced_free(void *owner) {
+    Replaced *old = static_cast<Replaced *>(owner);
+    destroy_cu(old->cu);
+    free(old);
+}
+}  // namespace
+
+// Destroying an exec with conditional nodes waits until no kernel runs on
+// the device (docs/resident.md), forever while a resident loop runs: the
+// destroy waits for the loops to stop (idle.hpp), as other such releases do.
+// Every exec is deferred so, with or without conditional nodes (the driver
+// exec may hold them through a captured or child graph): a plain one is
+// only kept a little longer.
+void exec_destroy(cw_graph_exec *e) {
+    handle_retire(e);
+    e->idle.run = exec_free;
+    e->idle.owner = e;
+    release_when_idle(&e->idle);
 }
 
 cw_status exec_upload(cw_graph_exec *e, cw_stream *s) {
@@ -97,19 +128,35 @@ cw_status exec_update(cw_graph_exec *e, cw_graph *g, cw_graph_update_info *info)
         out.kind = CW_GRAPH_UPDATED_IN_PLACE;
         out.reason = "";
     } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        // While a resident loop runs, the replaced exec is destroyed once
+        // none does (as in exec_destroy): its node is made first, so that
+        // nothing fails after the new exec is.
+        Replaced *old = nullptr;
+        if (persistent_running() > 0) {
+            old = static_cast<Replaced *>(calloc(1, sizeof(Replaced)));
+            if (!old) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
         CUgraphExec fresh = nullptr;
         CUresult r2 = drv().cuGraphInstantiateWithFlags(&fresh, g->cu, e->cu_flags);
         if (r2 != CUDA_SUCCESS) {
+            free(old);
             char what[200];
             snprintf(what, sizeof what, "instantiating again after the update in place was refused (%s)",
                      update_reason(ri.result));
             return fail_cu(r2, "cuGraphInstantiateWithFlags", what);
         }
-        CUresult r3 = drv().cuGraphExecDestroy(e->cu);
-        if (r3 != CUDA_SUCCESS) {
-            // The old exec is still there: keep it, and drop the new one.
-            drv().cuGraphExecDestroy(fresh);
-            return fail_cu(r3, "cuGraphExecDestroy", "destroying the exec being replaced; the exec is unchanged");
+        if (old) {
+            old->cu = e->cu;
+            old->idle.run = replaced_free;
+            old->idle.owner = old;
+            release_when_idle(&old->idle);
+        } else {
+            CUresult r3 = drv().cuGraphExecDestroy(e->cu);
+            if (r3 != CUDA_SUCCESS) {
+                // The old exec is still there: keep it, and drop the new one.
+                drv().cuGraphExecDestroy(fresh);
+                return fail_cu(r3, "cuGraphExecDestroy", "destroying the exec being replaced; the exec is unchanged");
+            }
         }
         e->cu = fresh;
         e->reinstantiations++;

@@ -27,6 +27,7 @@ struct cw_graph_exec {
     std::atomic<uint64_t> launches;
     uint64_t updates_in_place;
     uint64_t reinstantiations;
+    cw::core::IdleRelease idle;  // its destroy, deferred while persistent work runs (exec_destroy)
 };
 
 namespace cw {

@@ -391,12 +391,18 @@ cw_status resident_launch(cw_resident *r) {
     __atomic_store_n(&h->stop, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&h->base, base, __ATOMIC_RELAXED);
     __atomic_store_n(&h->epoch, r->epoch + 1, __ATOMIC_RELEASE);
+    // Counted before the launch: from the moment cuGraphLaunch may start the
+    // loop, another thread's release or load must see it running (a driver
+    // call that waits for it would hang). Undone when the launch fails.
+    persistent_note(r->ctx->cu, +1);
     // The stream (and the driver's submission) orders these stores before the GPU reads them.
     cw_status st = exec_launch(r->exec, r->run);
-    if (st != CW_SUCCESS) return st;
+    if (st != CW_SUCCESS) {
+        persistent_note(r->ctx->cu, -1);
+        return st;
+    }
     r->epoch += 1;
     r->base = base;
-    persistent_note(r->ctx->cu, +1);
     r->launches.fetch_add(1, std::memory_order_relaxed);
     r->last_exit.store(CW_RESIDENT_EXIT_NONE, std::memory_order_relaxed);
     r->state.store(CW_RESIDENT_RUNNING, std::memory_order_release);

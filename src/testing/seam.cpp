@@ -34,6 +34,11 @@ std::atomic<unsigned long> g_fail_seen{0};
 std::atomic<int> g_fail_result{0};
 std::atomic<int> g_fired{0};
 std::atomic<int> g_fired_id{-1};  // the entry the fault failed
+// A function run inside every call of one entry, before the call reaches
+// the driver (cwi_seam_hook).
+std::atomic<int> g_hook_id{-2};  // -2 = none
+std::atomic<void (*)(void *)> g_hook_fn{nullptr};
+std::atomic<void *> g_hook_arg{nullptr};
 
 // Decides whether this call (of entry id) is the one to fail.
 bool should_fail(int id, CUresult *result) {
@@ -58,6 +63,10 @@ struct Wrap<Id, CUresult (*)(A...)> {
     static CUresult call(A... a) {
         CUresult injected;
         if (should_fail(Id, &injected)) return injected;
+        if (g_hook_id.load(std::memory_order_acquire) == Id) {
+            void (*fn)(void *) = g_hook_fn.load(std::memory_order_relaxed);
+            if (fn) fn(g_hook_arg.load(std::memory_order_relaxed));
+        }
         const bool timed = g_timing.load(std::memory_order_relaxed) != 0;
         const unsigned long long t0 = timed ? mono_ns() : 0;
         CUresult r = reinterpret_cast<CUresult (*)(A...)>(g_real_ptr[Id])(a...);
@@ -135,6 +144,14 @@ void cwi_seam_fail(int id, unsigned long nth, int result) {
     g_fail_nth.store(nth);
     g_fail_result.store(result);
     g_fail_id.store(id, std::memory_order_release);
+}
+
+void cwi_seam_hook(int id, void (*fn)(void *arg), void *arg) {
+    g_hook_id.store(-2, std::memory_order_release);
+    if (!fn || id < 0 || id >= DRV_ENTRY_COUNT) return;
+    g_hook_fn.store(fn, std::memory_order_relaxed);
+    g_hook_arg.store(arg, std::memory_order_relaxed);
+    g_hook_id.store(id, std::memory_order_release);
 }
 
 int cwi_seam_fired(void) { return g_fired.load(std::memory_order_acquire); }

@@ -38,6 +38,12 @@ void cwi_seam_reset(void);
  * driver. One fault at a time; nth 0 disarms. The fault fires once.
  */
 void cwi_seam_fail(int id, unsigned long nth, int result);
+/* Runs fn(arg) inside every call of entry `id` made through the seam, just
+ * before the call reaches the driver (after the armed fault, when it fires,
+ * the call returns without running it): for tests that check what other
+ * threads or calls see while a driver call is under way. One hook at a time;
+ * fn NULL removes it. Not reset by cwi_seam_reset. */
+void cwi_seam_hook(int id, void (*fn)(void *arg), void *arg);
 /* 1 when the armed fault has fired since it was armed. */
 int cwi_seam_fired(void);
 /* The entry whose call the fault failed, or -1 when it has not fired. (Not

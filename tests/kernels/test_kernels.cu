@@ -164,6 +164,21 @@ __global__ void cw_res_handler(cw_resident_ctl *ctl, const unsigned *produced, u
     }
 }
 
+// The same handler, starting as a workload kernel does, with
+// cw_resident_skip (allowed in a handler: nonzero only when the loop stops).
+__global__ void cw_res_handler_skip(cw_resident_ctl *ctl, const unsigned *produced, unsigned *consumed) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        const unsigned p = *(const volatile unsigned *)produced;
+        if (p > *consumed) {
+            *consumed += 1;
+            cw_resident_mark_data_ready(ctl);
+        } else {
+            cw_resident_mark_data_not_ready(ctl);
+        }
+    }
+}
+
 // A GPU producer: n times, wait gap_ns, then add one to *produced.
 __global__ void cw_res_produce(unsigned *produced, unsigned n, long long gap_ns) {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
