@@ -804,9 +804,9 @@ static void test_requests_racing_teardown(void **state) {
  * (build/tsan: meson test -C build/tsan test_resident_cpu); here: each
  * state read is one a launch goes through. */
 static int g_state_stop;
+static long g_state_reads;
 static void *read_state(void *arg) {
     cw_resident *r = arg;
-    long reads = 0;
     while (!__atomic_load_n(&g_state_stop, __ATOMIC_ACQUIRE)) {
         cw_resident_state st;
         if (cw_resident_get_state(r, &st) != CW_SUCCESS) return (void *)1;
@@ -814,9 +814,9 @@ static void *read_state(void *arg) {
             st != CW_RESIDENT_NOT_LAUNCHED)
             return (void *)1;
         (void)cw_resident_poll_result(r, 1);
-        reads++;
+        __atomic_add_fetch(&g_state_reads, 1, __ATOMIC_RELEASE);
     }
-    return reads > 0 ? NULL : (void *)1;
+    return NULL;
 }
 
 static void test_state_read_during_launch(void **state) {
@@ -829,9 +829,11 @@ static void test_state_read_during_launch(void **state) {
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
     assert_cw_ok(cw_resident_build(r));
     __atomic_store_n(&g_state_stop, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_state_reads, 0, __ATOMIC_RELEASE);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, read_state, r), 0);
-    for (int i = 0; i < 200; i++) {
+    /* 200 launches, and on until the reader has read during some */
+    for (int i = 0; i < 200 || __atomic_load_n(&g_state_reads, __ATOMIC_ACQUIRE) < 1000; i++) {
         assert_cw_ok(cw_resident_launch(r));
         uint64_t q = 0;
         assert_cw_ok(cw_resident_data_ready(r, &q));
