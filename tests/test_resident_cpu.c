@@ -731,8 +731,9 @@ static void test_dropped_requests_stay_dropped(void **state) {
  * either refused or dropped with the rest; none is accepted and then
  * forgotten (reported ready once a later launch serves a request). Two
  * threads make requests while the main thread tears the loop down, many
- * times over. */
-#define RACE_KEEP 256 /* the last requests each thread made: those near the teardown */
+ * times over; every other time the GPU first stops by itself (a timeout,
+ * written as the exit kernel would) and the main thread relaunches. */
+#define RACE_KEEP 4096 /* the last requests each thread made: those near the teardown */
 typedef struct racer {
     cw_resident *r;
     uint64_t seqs[RACE_KEEP];
@@ -772,6 +773,14 @@ static void test_requests_racing_teardown(void **state) {
         }
         for (int t = 0; t < 2; t++)
             while (!__atomic_load_n(&x[t].started, __ATOMIC_ACQUIRE)) sched_yield();
+        if (round % 2) {
+            /* the GPU stops by itself (timeout), and this thread relaunches
+             * (settling that launch) while the others make requests */
+            __atomic_store_n(&h->exit_reason, CW_RES_EXIT_TIMEOUT, __ATOMIC_RELAXED);
+            __atomic_store_n(&h->exited_epoch, __atomic_load_n(&h->epoch, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+            sched_yield();
+            assert_cw_ok(cw_resident_launch(r));
+        }
         assert_cw_ok(cw_resident_tear_down(r, 1000));
         for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
         /* nothing was served: each accepted request was dropped */
@@ -791,8 +800,9 @@ static void test_requests_racing_teardown(void **state) {
     for (int t = 0; t < 2; t++)
         for (size_t i = 0; i < x[t].n && i < RACE_KEEP; i++)
             if (cw_resident_poll_result(r, x[t].seqs[i]) != CW_ERROR_INVALID_STATE) later++;
-    printf("# %zu requests checked (the last made before each teardown), %zu not reported dropped, %zu reported ready later\n", total,
-           lost, later);
+    printf("# %zu requests checked (the last made before each teardown), %zu not reported dropped, %zu reported "
+           "ready later\n",
+           total, lost, later);
     assert_int_equal(later, 0);
     assert_int_equal(lost, 0);
     cw_resident_destroy(&r);
