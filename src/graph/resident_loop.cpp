@@ -494,7 +494,8 @@ cw_status resident_next_input(cw_resident *r, uint32_t timeout_ms, CUdeviceptr *
     // made before this launch: served or dropped).
     if (next > slots) {
         const uint64_t before = next - slots;
-        if (before > r->base.load(std::memory_order_acquire) && load_completed(r) < before) CW_TRY(resident_wait_result(r, before, timeout_ms));
+        if (before > r->base.load(std::memory_order_acquire) && load_completed(r) < before)
+            CW_TRY(resident_wait_result(r, before, timeout_ms));
     }
     *dptr = r->input + ((next - 1) % slots) * r->set.input_bytes;
     return CW_SUCCESS;
