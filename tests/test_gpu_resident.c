@@ -780,6 +780,79 @@ static void test_handler_calling_skip(void **state) {
     }
 }
 
+/* Issue 24, defect 1: a handler-driven loop torn down and relaunched
+ * numbers its requests after the first launch's (the workload records
+ * 1..2n in order; request n + 1 is not ready before the second launch
+ * served it), and host requests after a handler go on after its numbers
+ * (the first is 2n + 1, ready only once served). Before the fix the second
+ * launch restarted at 1 and the host's first request read as ready at once. */
+static void test_handler_relaunch_numbering(void **state) {
+    (void)state;
+    if (cwt_under_sanitizer()) {
+        printf("# SKIP under compute-sanitizer: the producer kernel cannot run beside the loop\n");
+        skip();
+        return;
+    }
+    const unsigned n = 20;
+    cw_resident_settings set;
+    cw_resident_settings_default(&set);
+    set.sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
+    set.sleep_interval_us = 50;
+    set.unroll = 4;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    cw_devptr ctl = 0;
+    assert_cw_ok(cw_resident_get_ctl(r, &ctl));
+    dptr produced = dalloc(4), consumed = dalloc(4), count = dalloc(4), seqs = dalloc(3 * n * 8);
+    unsigned cap = 3 * n;
+    void *ah[] = {&ctl, &produced, &consumed};
+    step hs[] = {{k_handler, ah}};
+    cw_graph *hg = capture(ctx, hs, 1);
+    assert_cw_ok(cw_resident_set_handler(r, hg));
+    void *aw[] = {&ctl, &count, &seqs, &cap};
+    step ws[] = {{k_record, aw}};
+    cw_graph *wg = capture(ctx, ws, 1);
+    assert_cw_ok(cw_resident_set_workload(r, wg));
+    cw_graph_destroy(&wg);
+    cw_stream *ps = NULL;
+    assert_cw_ok(cw_stream_create(&ps, ctx, NULL));
+    long long gap = 50 * US;
+    void *ap[] = {&produced, (void *)&n, &gap};
+    for (unsigned launch = 0; launch < 2; launch++) {
+        assert_cw_ok(cw_resident_launch(r));
+        if (launch == 1) { /* nothing produced yet: the second launch's first request is not served */
+            assert_cw(CW_ERROR_NOT_READY, cw_resident_poll_result(r, n + 1));
+            assert_cw(CW_ERROR_TIMEOUT, cw_resident_wait_result(r, n + 1, 20));
+            assert_cw_ok(cw_resident_poll_result(r, n)); /* the first launch's: served */
+        }
+        launch1(k_produce, hnd(ps), ap);
+        assert_cw_ok(cw_resident_wait_result(r, (launch + 1) * n, 10000));
+        assert_cw_ok(cw_stream_synchronize(ps));
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+    }
+    check_sequence(count, seqs, 2 * n);
+    assert_int_equal(dget32(consumed), 2 * n);
+
+    /* host requests after the handler's: numbered after them */
+    assert_cw_ok(cw_resident_set_handler(r, NULL));
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t s = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s));
+    assert_int_equal(s, 2 * n + 1);
+    assert_cw_ok(cw_resident_wait_result(r, s, 10000));
+    check_sequence(count, seqs, 2 * n + 1);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    untrack(r);
+    cw_resident_destroy(&r);
+    cw_graph_destroy(&hg);
+    cw_stream_destroy(&ps);
+    dfree(produced);
+    dfree(consumed);
+    dfree(count);
+    dfree(seqs);
+}
+
 /* timeout_ms is measured on the GPU: the loop stops by itself within 10%. */
 static void test_timeout(void **state) {
     (void)state;
@@ -1318,6 +1391,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_overlap_chain, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_calling_skip, cleanup_loops),
+        cmocka_unit_test_teardown(test_handler_relaunch_numbering, cleanup_loops),
         cmocka_unit_test_teardown(test_timeout, cleanup_loops),
         cmocka_unit_test_teardown(test_teardown_states, cleanup_loops),
         cmocka_unit_test_teardown(test_two_loops_two_partitions, cleanup_loops),

@@ -22,11 +22,13 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "cwtest.h"
 #include "fakelive.h"
+#include "graph/resident_abi.h"
 #include "testing/seam.h"
 
 static long (*fake_last_prog)(void);
@@ -731,6 +733,240 @@ static void test_workload_fn(void **state) {
     assert_int_equal(leaks(before, "capture functions"), 0);
 }
 
+/* ---- request numbering and readiness (issue 24, defects 1, 2 and 5) ----
+ * The fake runs no kernels: the test writes the host block's GPU words
+ * (completed: the last request served) as the loop's signal kernel would,
+ * and reads the words the host wrote for the GPU (base: the number the
+ * launch counts from). */
+static void gpu_serves(struct cw_res_host *h, uint64_t seq) { __atomic_store_n(&h->completed, seq, __ATOMIC_RELEASE); }
+static uint64_t launch_base(const struct cw_res_host *h) { return __atomic_load_n(&h->base, __ATOMIC_ACQUIRE); }
+
+/* Defect 1: a handler-mode launch numbers its requests after every number
+ * an earlier launch used, so a relaunch does not restart at 1 (where the
+ * first request of the new launch would read as served by the old one),
+ * and host requests after handler ones go on after them too. */
+static void test_numbering_goes_on_across_launches(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    struct cw_res_host *h = cwi_resident_host(r);
+    assert_non_null(h);
+    cw_graph *hg = NULL;
+    assert_cw_ok(cw_graph_create(&hg, ctx));
+    assert_cw_ok(cw_graph_add_empty(hg, NULL, 0, NULL));
+    assert_cw_ok(cw_resident_set_handler(r, hg));
+    cw_graph_destroy(&hg);
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(launch_base(h), 0);
+    gpu_serves(h, 100); /* the handler marked 100 requests ready, all served */
+    assert_cw_ok(cw_resident_poll_result(r, 100));
+    assert_cw_ok(cw_resident_tear_down(r, 100));
+    assert_cw_ok(cw_resident_poll_result(r, 1)); /* served by the first launch */
+
+    /* relaunch: the GPU numbers from 101 */
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(launch_base(h), 100);
+    cw_clear_error();
+    assert_cw(CW_ERROR_NOT_READY, cw_resident_poll_result(r, 101));
+    assert_cw(CW_ERROR_TIMEOUT, cw_resident_wait_result(r, 101, 0));
+    gpu_serves(h, 101);
+    assert_cw_ok(cw_resident_wait_result(r, 101, 0));
+    assert_cw_ok(cw_resident_tear_down(r, 100));
+
+    /* host requests after handler ones: numbered after them, not ready */
+    assert_cw_ok(cw_resident_set_handler(r, NULL));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(launch_base(h), 101);
+    uint64_t s = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s));
+    assert_int_equal(s, 102);
+    assert_cw(CW_ERROR_NOT_READY, cw_resident_poll_result(r, s));
+    assert_cw(CW_ERROR_TIMEOUT, cw_resident_wait_result(r, s, 0));
+    cw_resident_info info;
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.requested, 102);
+    assert_int_equal(info.completed, 101);
+    assert_cw_ok(cw_resident_tear_down(r, 100));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_poll_result(r, s));
+    assert_non_null(strstr(cw_last_error()->message, "dropped"));
+    assert_cw_ok(cw_resident_poll_result(r, 50)); /* the handler's, still served */
+    cw_resident_destroy(&r);
+    assert_int_equal(leaks(before, "numbering across launches"), 0);
+}
+
+/* Defect 2 (its second half): every teardown's dropped requests stay
+ * dropped, however many teardowns later and after later launches served
+ * requests numbered above them. */
+static void test_dropped_requests_stay_dropped(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    struct cw_res_host *h = cwi_resident_host(r);
+    enum { TEARDOWNS = 40 };
+    uint64_t dropped[TEARDOWNS], served = 0;
+    for (int i = 0; i < TEARDOWNS; i++) {
+        assert_cw_ok(cw_resident_launch(r));
+        uint64_t a = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &a));
+        if (i % 2) { /* every other launch serves one request first */
+            gpu_serves(h, a);
+            served = a;
+            assert_cw_ok(cw_resident_data_ready(r, &a));
+        }
+        dropped[i] = a;
+        assert_cw_ok(cw_resident_tear_down(r, 100));
+    }
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t s = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s));
+    assert_int_equal(s, dropped[TEARDOWNS - 1] + 1);
+    gpu_serves(h, s);
+    assert_cw_ok(cw_resident_poll_result(r, s));
+    assert_cw_ok(cw_resident_poll_result(r, served));
+    for (int i = 0; i < TEARDOWNS; i++) {
+        cw_status st = cw_resident_poll_result(r, dropped[i]);
+        if (st != CW_ERROR_INVALID_STATE || !strstr(cw_last_error()->message, "dropped"))
+            fail_msg("request %llu (dropped by teardown %d): %s", (unsigned long long)dropped[i], i,
+                     cw_status_name(st));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_wait_result(r, dropped[i], 0));
+    }
+    cw_resident_destroy(&r);
+    assert_int_equal(leaks(before, "dropped requests"), 0);
+}
+
+/* Defect 2: requests made while a teardown records what it dropped are
+ * either refused or dropped with the rest; none is accepted and then
+ * forgotten (reported ready once a later launch serves a request). Two
+ * threads make requests while the main thread tears the loop down, many
+ * times over; every other time the GPU first stops by itself (a timeout,
+ * written as the exit kernel would) and the main thread relaunches. */
+#define RACE_KEEP 4096 /* the last requests each thread made: those near the teardown */
+typedef struct racer {
+    cw_resident *r;
+    uint64_t seqs[RACE_KEEP];
+    size_t n;
+    int started;
+} racer;
+
+static void *race_requests(void *arg) {
+    racer *x = arg;
+    for (;;) {
+        uint64_t s = 0;
+        if (cw_resident_data_ready(x->r, &s) != CW_SUCCESS) break;
+        x->seqs[x->n++ % RACE_KEEP] = s;
+        __atomic_store_n(&x->started, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&x->started, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_requests_racing_teardown(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    struct cw_res_host *h = cwi_resident_host(r);
+    static racer x[2];
+    for (int t = 0; t < 2; t++) x[t].r = r;
+    size_t lost = 0, later = 0, total = 0;
+    for (int round = 0; round < 200; round++) {
+        assert_cw_ok(cw_resident_launch(r));
+        pthread_t th[2];
+        for (int t = 0; t < 2; t++) {
+            x[t].n = 0;
+            x[t].started = 0;
+            assert_int_equal(pthread_create(&th[t], NULL, race_requests, &x[t]), 0);
+        }
+        for (int t = 0; t < 2; t++)
+            while (!__atomic_load_n(&x[t].started, __ATOMIC_ACQUIRE)) sched_yield();
+        if (round % 2) {
+            /* the GPU stops by itself (timeout), and this thread relaunches
+             * (settling that launch) while the others make requests */
+            __atomic_store_n(&h->exit_reason, CW_RES_EXIT_TIMEOUT, __ATOMIC_RELAXED);
+            __atomic_store_n(&h->exited_epoch, __atomic_load_n(&h->epoch, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+            sched_yield();
+            assert_cw_ok(cw_resident_launch(r));
+        }
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+        for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+        /* nothing was served: each accepted request was dropped */
+        for (int t = 0; t < 2; t++)
+            for (size_t i = 0; i < x[t].n && i < RACE_KEEP; i++) {
+                total++;
+                cw_status st = cw_resident_poll_result(r, x[t].seqs[i]);
+                if (st != CW_ERROR_INVALID_STATE || !strstr(cw_last_error()->message, "dropped")) lost++;
+            }
+    }
+    /* a later launch serves its first request: the dropped ones stay so */
+    assert_cw_ok(cw_resident_launch(r));
+    uint64_t s = 0;
+    assert_cw_ok(cw_resident_data_ready(r, &s));
+    gpu_serves(h, s);
+    assert_cw_ok(cw_resident_poll_result(r, s));
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < x[t].n && i < RACE_KEEP; i++)
+            if (cw_resident_poll_result(r, x[t].seqs[i]) != CW_ERROR_INVALID_STATE) later++;
+    printf("# %zu requests checked (the last made before each teardown), %zu not reported dropped, %zu reported "
+           "ready later\n",
+           total, lost, later);
+    assert_int_equal(later, 0);
+    assert_int_equal(lost, 0);
+    cw_resident_destroy(&r);
+    assert_int_equal(leaks(before, "requests racing teardown"), 0);
+}
+
+/* Defect 5: the state and results are read while another thread launches
+ * and tears the loop down (documented safe). Checked by ThreadSanitizer
+ * (build/tsan: meson test -C build/tsan test_resident_cpu); here: each
+ * state read is one a launch goes through. */
+static int g_state_stop;
+static long g_state_reads;
+static void *read_state(void *arg) {
+    cw_resident *r = arg;
+    while (!__atomic_load_n(&g_state_stop, __ATOMIC_ACQUIRE)) {
+        cw_resident_state st;
+        if (cw_resident_get_state(r, &st) != CW_SUCCESS) return (void *)1;
+        if (st != CW_RESIDENT_RUNNING && st != CW_RESIDENT_STOPPED && st != CW_RESIDENT_STOPPING &&
+            st != CW_RESIDENT_NOT_LAUNCHED)
+            return (void *)1;
+        (void)cw_resident_poll_result(r, 1);
+        __atomic_add_fetch(&g_state_reads, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_state_read_during_launch(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.input_slots = 2;
+    s.input_bytes = 16;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    assert_cw_ok(cw_resident_build(r));
+    __atomic_store_n(&g_state_stop, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_state_reads, 0, __ATOMIC_RELEASE);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_state, r), 0);
+    /* 200 launches, and on until the reader has read during some */
+    for (int i = 0; i < 200 || __atomic_load_n(&g_state_reads, __ATOMIC_ACQUIRE) < 1000; i++) {
+        assert_cw_ok(cw_resident_launch(r));
+        uint64_t q = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &q));
+        assert_cw_ok(cw_resident_tear_down(r, 1000));
+    }
+    __atomic_store_n(&g_state_stop, 1, __ATOMIC_RELEASE);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    assert_null(bad);
+    cw_resident_destroy(&r);
+}
+
 /* A graph of another context is refused. */
 static void test_foreign_context_graph(void **state) {
     (void)state;
@@ -1218,6 +1454,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_handle_errors),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_handler_mode),
+        cmocka_unit_test(test_numbering_goes_on_across_launches),
+        cmocka_unit_test(test_dropped_requests_stay_dropped),
+        cmocka_unit_test(test_requests_racing_teardown),
+        cmocka_unit_test(test_state_read_during_launch),
         cmocka_unit_test(test_foreign_context_graph),
         cmocka_unit_test(test_workload_fn),
         cmocka_unit_test(test_overlap),
@@ -1232,6 +1472,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_destroy_abandons_a_loop_that_will_not_stop),
         cmocka_unit_test(test_fault_sweep),
     };
+    cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);
     return rc;

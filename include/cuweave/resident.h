@@ -466,8 +466,9 @@ CW_API cw_status cw_resident_build(cw_resident *r);
 CW_API cw_status cw_resident_launch(cw_resident *r);
 
 /*
- * Requests one iteration: one atomic add on the doorbell in host memory, no
- * driver call, no lock. *seq (seq may be NULL) receives the request's
+ * Requests one iteration: one atomic compare-and-swap on the doorbell in
+ * host memory, no driver call, no lock. A call racing the loop's stop either
+ * gets a number that stop reports dropped, or is refused. *seq (seq may be NULL) receives the request's
  * number. Write the request's input before calling (any write the host has
  * finished: a synchronous copy, a finished stream, a store to mapped
  * memory).
@@ -484,7 +485,8 @@ CW_API cw_status cw_resident_data_ready(cw_resident *r, uint64_t *seq);
 /*
  * Asks whether request seq has finished (its result signal was written),
  * as cw_future_poll asks of a future. No driver call, no lock. With a
- * data-ready handler, seq counts the iterations that served data.
+ * data-ready handler, seq numbers the iterations that served data; numbers
+ * go on across launches (each launch after every number used before it).
  *
  * Returns:
  *   CW_SUCCESS                 request seq has finished.
@@ -501,7 +503,8 @@ CW_API cw_status cw_resident_poll_result(const cw_resident *r, uint64_t seq);
 /*
  * Waits until request seq has finished: spins for a few microseconds, then
  * yields the CPU between checks. timeout_ms 0 checks once. With a
- * data-ready handler, seq counts the iterations that served data.
+ * data-ready handler, seq numbers the iterations that served data (as
+ * cw_resident_poll_result).
  *
  * Returns:
  *   CW_SUCCESS                 request seq has finished.
@@ -592,7 +595,8 @@ typedef struct cw_resident_info {
     cw_context *context;     /* the loop's context, borrowed: valid while the loop lives */
     cw_resident_state state; /* as cw_resident_get_state */
     int launched;            /* 1 while state is RUNNING or STOPPING, else 0 */
-    uint64_t requested;      /* number of the last request made (host requests) */
+    uint64_t requested;      /* the last request number given (host requests; after a
+                                handler launch stopped, its last served) */
     uint64_t completed;      /* number of the last request finished */
     uint64_t iterations;     /* requests served, over every launch */
     uint64_t idle_polls;     /* checks that found no request, over every launch */

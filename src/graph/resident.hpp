@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 
 #include "base/vec.hpp"
 #include "core/idle.hpp"
@@ -38,7 +39,13 @@ struct Stage {
 };
 constexpr uint32_t kMaxUnroll = 64;
 constexpr uint32_t kMaxSleepUs = 1000000;
-constexpr size_t kDropRanges = 8;
+// Set in the doorbell (cw_res_host.requested) once a launch has stopped:
+// the requests it took are final, and cw_resident_data_ready refuses more.
+constexpr uint64_t kDoorbellClosed = 1ull << 63;
+// Requests a stopped launch took and did not serve, lo..hi.
+struct DropRange {
+    uint64_t lo, hi;
+};
 }  // namespace graphs
 
 // The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
@@ -62,13 +69,22 @@ struct cw_resident {
     cw_graph_exec *exec;
     bool dirty;  // built graph out of date
     std::atomic<int> state;  // cw_resident_state
-    uint32_t epoch;
-    uint64_t base;  // requests made before this launch (served or dropped)
+    // Written by launch (and build's trial run), read by any thread
+    // (cw_resident_get_state, results) while it runs: atomics.
+    std::atomic<uint32_t> epoch;
+    std::atomic<uint64_t> base;  // numbers used before this launch (served or dropped)
     std::atomic<uint64_t> launches;
     std::atomic<int> last_exit;
-    // Requests dropped by teardowns, [lo, hi], the last kDropRanges of them.
-    std::atomic<uint64_t> drop_lo[cw::graphs::kDropRanges], drop_hi[cw::graphs::kDropRanges];
-    size_t drop_next;
+    // Every launch takes the numbers after those of the launches before it
+    // (base, then up to the doorbell or the last served when it stops): a
+    // request is ready when served and not in a range a stopped launch
+    // dropped. All the ranges are kept, ascending, under drop_mutex (room for
+    // one more is made at launch, so recording one never fails); drop_max,
+    // the highest dropped number (0: none), lets readers of later requests
+    // skip the lock.
+    mutable std::mutex drop_mutex;
+    cw::Vec<cw::graphs::DropRange> drops;
+    std::atomic<uint64_t> drop_max;
     cw::core::IdleRelease idle;  // destroyed while other loops run: freed when they stop
     cw_resident *abandoned_next;  // destroyed while it would not stop: the list of those
     // Trace (settings.trace): the stages of the current build, and their
@@ -121,7 +137,10 @@ bool resident_trace_marks(const cw_resident *r, volatile unsigned long long **ma
 enum ResidentKernel : int { kResArm, kResPoll, kResGate, kResSignal, kResExit, kResMark, kResKernels };
 cw_status resident_kernel(ResidentKernel which, cw_kernel **out);
 inline uint64_t load_completed(const cw_resident *r) { return __atomic_load_n(&r->host->completed, __ATOMIC_ACQUIRE); }
-inline uint64_t load_requested(const cw_resident *r) { return __atomic_load_n(&r->host->requested, __ATOMIC_ACQUIRE); }
+// The last number given to a request (the closed mark removed).
+inline uint64_t load_requested(const cw_resident *r) {
+    return __atomic_load_n(&r->host->requested, __ATOMIC_ACQUIRE) & ~kDoorbellClosed;
+}
 // A running loop is active until seen stopped (its launch settled).
 bool resident_active(const cw_resident *r);
 // Builds the loop's graph (and its trial run) into r->exec (resident_build.cpp).

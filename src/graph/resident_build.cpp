@@ -257,14 +257,14 @@ cw_status build(cw_resident *r) {
     cw_res_host *h = r->host;
     __atomic_store_n(&h->stop, 1u, __ATOMIC_RELAXED);
     __atomic_store_n(&h->base, load_requested(r), __ATOMIC_RELAXED);
-    __atomic_store_n(&h->epoch, r->epoch + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->epoch, r->epoch.load(std::memory_order_relaxed) + 1, __ATOMIC_RELEASE);
     st = exec_launch(exec, r->run);
     if (st == CW_SUCCESS) st = stream_synchronize(r->run);
     if (st != CW_SUCCESS) {
         exec_destroy(exec);
         return st;
     }
-    r->epoch += 1;
+    r->epoch.fetch_add(1, std::memory_order_release);
     if (r->exec) exec_destroy(r->exec);
     r->exec = exec;
     r->dirty = false;

@@ -39,30 +39,47 @@ cw_kernel *g_kernels[kResKernels];
 
 // The GPU has reported that the current launch's loop stopped.
 inline bool gpu_exited(const cw_resident *r) {
-    return __atomic_load_n(&r->host->exited_epoch, __ATOMIC_ACQUIRE) == r->epoch;
+    return __atomic_load_n(&r->host->exited_epoch, __ATOMIC_ACQUIRE) == r->epoch.load(std::memory_order_acquire);
 }
 
-// Records the requests a stopped launch did not serve.
-void note_dropped(cw_resident *r) {
-    const uint64_t lo = load_completed(r) + 1, hi = load_requested(r);
-    if (hi < lo) return;
-    const size_t i = r->drop_next++ % kDropRanges;
-    r->drop_hi[i].store(0, std::memory_order_relaxed);  // no range while it changes
-    r->drop_lo[i].store(lo, std::memory_order_relaxed);
-    r->drop_hi[i].store(hi, std::memory_order_release);
+// Ends a launch's numbers (its stream idle: the GPU takes and serves no
+// more): closes the doorbell in one atomic step with the last number taken,
+// so that a cw_resident_data_ready racing it either got a number at or below
+// that one or is refused, and records the numbers the launch took and did
+// not serve as dropped. The closed doorbell holds the launch's last number
+// (a handler launch's: the last it served), where the next launch starts.
+// Runs once per launch (a second call finds the doorbell closed).
+void close_launch(cw_resident *r) {
+    std::lock_guard<std::mutex> lock(r->drop_mutex);
+    unsigned long long *bell = &r->host->requested;
+    const unsigned long long done = std::max(load_completed(r), r->base.load(std::memory_order_relaxed));
+    unsigned long long cur = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+    do {
+        if (cur & kDoorbellClosed) return;
+    } while (!__atomic_compare_exchange_n(bell, &cur, std::max(cur, done) | kDoorbellClosed, false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_ACQUIRE));
+    if (cur <= done) return;
+    (void)r->drops.push(DropRange{done + 1, cur});  // room made at launch
+    r->drop_max.store(cur, std::memory_order_release);
 }
 
+// Whether request seq was taken by a launch that stopped before serving it.
 bool was_dropped(const cw_resident *r, uint64_t seq) {
-    for (size_t i = 0; i < kDropRanges; i++) {
-        const uint64_t hi = r->drop_hi[i].load(std::memory_order_acquire);
-        if (hi && seq <= hi && seq >= r->drop_lo[i].load(std::memory_order_relaxed)) return true;
+    if (__builtin_expect(seq > r->drop_max.load(std::memory_order_acquire), 1)) return false;
+    std::lock_guard<std::mutex> lock(r->drop_mutex);
+    const DropRange *d = r->drops.begin();
+    size_t lo = 0, hi = r->drops.size();  // ranges ascending: the last with lo <= seq
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (d[mid].lo <= seq) lo = mid + 1;
+        else hi = mid;
     }
-    return false;
+    return lo > 0 && seq <= d[lo - 1].hi;
 }
 
 // The launch stopped on the GPU and its stream is idle: records why.
 void finish_stop(cw_resident *r, cw_resident_exit why) {
-    note_dropped(r);
+    close_launch(r);
     persistent_note(r->ctx->cu, -1);
     r->last_exit.store(why, std::memory_order_relaxed);
     r->state.store(CW_RESIDENT_STOPPED, std::memory_order_release);
@@ -264,7 +281,8 @@ cw_status check_fault(const cw_resident *r) {
     const unsigned long long served = (unsigned long long)load_completed(r);
     // the request being served: after the last finished one, and after
     // those a teardown dropped before this launch
-    const unsigned long long serving = (served > r->base ? served : (unsigned long long)r->base) + 1;
+    const unsigned long long base = r->base.load(std::memory_order_acquire);
+    const unsigned long long serving = (served > base ? served : base) + 1;
     char where[384];
     describe_open_stages(r, where, sizeof where);
     cw_status st = fail_cu(q, "cuStreamQuery", "the resident loop's stream");
@@ -384,13 +402,22 @@ cw_status resident_build(cw_resident *r) {
 
 cw_status resident_launch(cw_resident *r) {
     CW_TRY(build_unless_launched(r, "the loop is launched already (tear it down before launching again)"));
-    // Every request made so far has been served or dropped: this launch
-    // starts after them.
+    // Room to record the requests this launch may drop (recording cannot fail).
+    {
+        std::lock_guard<std::mutex> lock(r->drop_mutex);
+        if (!r->drops.reserve(r->drops.size() + 1)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    // Every number given so far has been served or dropped (the closed
+    // doorbell holds the last, a handler launch's included): this launch
+    // numbers after them, and opens the doorbell there.
     cw_res_host *h = r->host;
     const uint64_t base = load_requested(r);
+    const uint32_t epoch = r->epoch.load(std::memory_order_relaxed) + 1;
+    r->base.store(base, std::memory_order_release);
     __atomic_store_n(&h->stop, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&h->base, base, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->epoch, r->epoch + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->epoch, epoch, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->requested, base, __ATOMIC_SEQ_CST);
     // Counted before the launch: from the moment cuGraphLaunch may start the
     // loop, another thread's release or load must see it running (a driver
     // call that waits for it would hang). Undone when the launch fails.
@@ -399,10 +426,10 @@ cw_status resident_launch(cw_resident *r) {
     cw_status st = exec_launch(r->exec, r->run);
     if (st != CW_SUCCESS) {
         persistent_note(r->ctx->cu, -1);
+        close_launch(r);  // a request that raced in is dropped, and more refused
         return st;
     }
-    r->epoch += 1;
-    r->base = base;
+    r->epoch.store(epoch, std::memory_order_release);
     r->launches.fetch_add(1, std::memory_order_relaxed);
     r->last_exit.store(CW_RESIDENT_EXIT_NONE, std::memory_order_relaxed);
     r->state.store(CW_RESIDENT_RUNNING, std::memory_order_release);
@@ -415,8 +442,15 @@ cw_status resident_data_ready(cw_resident *r, uint64_t *seq) {
     if (__builtin_expect(r->handler.set(), 0))
         return fail(CW_ERROR_INVALID_STATE,
                     "this loop's requests come from its data-ready handler; the host cannot add any");
-    const uint64_t s = __atomic_add_fetch(&r->host->requested, 1, __ATOMIC_SEQ_CST);
-    if (seq) *seq = s;
+    // A number from the open doorbell; closed (the launch stopped meanwhile
+    // and its numbers are final): refused, as when the state said so.
+    unsigned long long *bell = &r->host->requested;
+    unsigned long long cur = __atomic_load_n(bell, __ATOMIC_RELAXED);
+    do {
+        if (__builtin_expect(cur & kDoorbellClosed, 0))
+            return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
+    } while (!__atomic_compare_exchange_n(bell, &cur, cur + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    if (seq) *seq = cur + 1;
     return CW_SUCCESS;
 }
 
@@ -464,7 +498,8 @@ cw_status resident_next_input(cw_resident *r, uint32_t timeout_ms, CUdeviceptr *
     // made before this launch: served or dropped).
     if (next > slots) {
         const uint64_t before = next - slots;
-        if (before > r->base && load_completed(r) < before) CW_TRY(resident_wait_result(r, before, timeout_ms));
+        if (before > r->base.load(std::memory_order_acquire) && load_completed(r) < before)
+            CW_TRY(resident_wait_result(r, before, timeout_ms));
     }
     *dptr = r->input + ((next - 1) % slots) * r->set.input_bytes;
     return CW_SUCCESS;

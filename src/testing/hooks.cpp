@@ -53,6 +53,11 @@ int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsi
     return cw::graphs::resident_trace_marks(r, marks, stages) ? 0 : -1;
 }
 
+cw_res_host *cwi_resident_host(cw_resident *r) {
+    if (!r || !cw::live(r)) return nullptr;
+    return r->host;
+}
+
 int cwi_pool_waiting(cw_stream_pool *p) {
     if (!p || !cw::live(p)) return -1;
     // Under the pool's mutex: a waiter holds it from the moment it counts

@@ -110,6 +110,13 @@ int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *arm
 struct cw_resident;
 int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
 
+/* A resident loop's host block (struct cw_res_host, graph/resident_abi.h):
+ * the doorbell and launch words the host writes, and the words the GPU
+ * writes (completed, exited_epoch, exit_reason), which a test writes as
+ * the GPU would. NULL for a handle that is not a live loop. */
+struct cw_res_host;
+struct cw_res_host *cwi_resident_host(struct cw_resident *r);
+
 /* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
  * sleeps). -1 for a handle that is not a live pool. */
