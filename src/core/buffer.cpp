@@ -119,30 +119,6 @@ cw_status release_stream(cw_context *ctx, cw_stream **out) {
     return CW_SUCCESS;
 }
 
-// The calling thread's capture interaction mode set to relaxed for the
-// release stream's waits and free, then put back. Neither is part of a
-// capture (the release stream never captures), but the driver counts a
-// stream-ordered free as unsafe while the thread has a GLOBAL or
-// THREAD_LOCAL capture open (or any thread a GLOBAL one): it refuses the
-// free and invalidates that capture. A buffer dropped during a capture is
-// then freed, and the capture goes on.
-class RelaxedCapture {
-  public:
-    RelaxedCapture() {
-        if (drv().cuThreadExchangeStreamCaptureMode)
-            set_ = drv().cuThreadExchangeStreamCaptureMode(&prev_) == CUDA_SUCCESS;
-    }
-    ~RelaxedCapture() {
-        if (set_) (void)drv().cuThreadExchangeStreamCaptureMode(&prev_);
-    }
-    RelaxedCapture(const RelaxedCapture &) = delete;
-    RelaxedCapture &operator=(const RelaxedCapture &) = delete;
-
-  private:
-    CUstreamCaptureMode prev_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool set_ = false;
-};
-
 }  // namespace
 // Frees the memory after every use, and the object.
 void buffer_free(cw_buffer *b) {
@@ -150,6 +126,8 @@ void buffer_free(cw_buffer *b) {
     cw_stream *rel = nullptr;
     cw_status st = release_stream(b->ctx, &rel);
     if (st != CW_SUCCESS) rel = nullptr;
+    // The release stream's waits and free: in relaxed mode, so that a buffer
+    // dropped while this thread captures is freed and the capture goes on.
     RelaxedCapture relaxed;
     bool ordered = true;
     for (int i = 0; i < b->nuses; i++) ordered = mark_fold(rel, b->uses[i]) && ordered;

@@ -93,6 +93,29 @@ class CurrentGuard {
     bool switched_ = false;
 };
 
+// Sets the calling thread's capture interaction mode to relaxed and puts the
+// previous one back when it goes. For frees that are not part of any capture
+// (a buffer's on the release stream, a kept shared object's): the driver
+// counts them as unsafe while the thread has a GLOBAL or THREAD_LOCAL capture
+// open (or any thread a GLOBAL one), refuses them and invalidates that
+// capture. Without the driver entry it does nothing.
+class RelaxedCapture {
+  public:
+    RelaxedCapture() {
+        if (drv().cuThreadExchangeStreamCaptureMode)
+            set_ = drv().cuThreadExchangeStreamCaptureMode(&prev_) == CUDA_SUCCESS;
+    }
+    ~RelaxedCapture() {
+        if (set_) (void)drv().cuThreadExchangeStreamCaptureMode(&prev_);
+    }
+    RelaxedCapture(const RelaxedCapture &) = delete;
+    RelaxedCapture &operator=(const RelaxedCapture &) = delete;
+
+  private:
+    CUstreamCaptureMode prev_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool set_ = false;
+};
+
 // A context of device `ordinal`'s primary context (retained), or wrapping a
 // CUcontext the caller owns (never destroyed or changed).
 cw_status context_create_primary(int ordinal, cw_context **out);

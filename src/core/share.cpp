@@ -273,36 +273,43 @@ Pending *g_pending;
 void pending_free(Pending *p) {
     CurrentGuard guard;
     (void)guard.enter(p->ctx->cu);
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool relaxed = drv().cuThreadExchangeStreamCaptureMode &&
-                   drv().cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
-    if (p->ptr) {
-        CUresult r = drv().cuMemFree(p->ptr);
-        if (r != CUDA_SUCCESS) {
-            (void)fail_cu(r, "cuMemFree");
-            log(CW_LOG_ERROR, "a shared buffer's memory could not be freed (cuMemFree failed)");
+    {
+        RelaxedCapture relaxed;
+        if (p->ptr) {
+            CUresult r = drv().cuMemFree(p->ptr);
+            if (r != CUDA_SUCCESS) {
+                (void)fail_cu(r, "cuMemFree");
+                log(CW_LOG_ERROR, "a shared buffer's memory could not be freed (cuMemFree failed)");
+            }
         }
+        if (p->ev) (void)drv().cuEventDestroy(p->ev);
     }
-    if (p->ev) (void)drv().cuEventDestroy(p->ev);
-    if (relaxed) (void)drv().cuThreadExchangeStreamCaptureMode(&mode);
     block_free(p->sh);
     free(p);
 }
 
-void share_teardown(cw_context *ctx) {
-    Pending *mine = nullptr;
+// Takes the kept objects `pick` chooses off the list (under its lock) and
+// returns them as a list of their own.
+template <typename Pick>
+Pending *take_pending(Pick pick) {
+    Pending *taken = nullptr;
     pthread_mutex_lock(&g_mu);
     for (Pending **pp = &g_pending; *pp;) {
-        if ((*pp)->ctx == ctx) {
+        if (pick(*pp)) {
             Pending *p = *pp;
             *pp = p->next;
-            p->next = mine;
-            mine = p;
+            p->next = taken;
+            taken = p;
         } else {
             pp = &(*pp)->next;
         }
     }
     pthread_mutex_unlock(&g_mu);
+    return taken;
+}
+
+void share_teardown(cw_context *ctx) {
+    Pending *mine = take_pending([ctx](const Pending *p) { return p->ctx == ctx; });
     while (mine) {
         Pending *p = mine;
         mine = p->next;
@@ -338,19 +345,7 @@ void register_teardown() { context_on_teardown(share_teardown, kTeardownUsers); 
 }  // namespace
 
 void share_sweep() {
-    Pending *done = nullptr;
-    pthread_mutex_lock(&g_mu);
-    for (Pending **pp = &g_pending; *pp;) {
-        if (block_holders((*pp)->sh->block) == 0) {
-            Pending *p = *pp;
-            *pp = p->next;
-            p->next = done;
-            done = p;
-        } else {
-            pp = &(*pp)->next;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
+    Pending *done = take_pending([](const Pending *p) { return block_holders(p->sh->block) == 0; });
     while (done) {
         Pending *p = done;
         done = p->next;
