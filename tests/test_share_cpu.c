@@ -236,6 +236,16 @@ static void expect(struct child *c, int cmd, struct msg *m) {
     assert_int_equal(m->cmd, cmd);
 }
 
+/* Sends a read to the child and returns its result (0: every value right),
+ * after its "enqueued" report. */
+static int64_t child_read(struct child *c, const struct msg *m) {
+    struct msg r;
+    send_msg(c->to, m);
+    expect(c, M_ENQUEUED, &r);
+    expect(c, M_RESULT, &r);
+    return r.result;
+}
+
 static cw_buffer *filled(uint32_t seed) {
     static uint32_t host[N];
     for (uint32_t i = 0; i < N; i++) host[i] = value(seed, i);
@@ -254,10 +264,7 @@ static void test_buffer_values_both_ways(void **state) {
     struct child c = spawn("reader");
     struct msg m = {.cmd = M_READ, .seed = 11}, r;
     assert_cw_ok(cw_buffer_export(b, &m.hb));
-    send_msg(c.to, &m);
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0); /* every value as this process wrote it */
+    assert_int_equal(child_read(&c, &m), 0); /* every value as this process wrote it */
     /* The other way: the importer writes, this process reads. */
     struct msg w = {.cmd = M_WRITE, .seed = 12};
     send_msg(c.to, &w);
@@ -342,10 +349,7 @@ static void test_record_before_import_and_never_recorded(void **state) {
     struct msg m = {.cmd = M_READ, .wait = 1, .seed = 31}, r;
     assert_cw_ok(cw_buffer_export(b, &m.hb));
     assert_cw_ok(cw_shared_event_export(e, &m.he));
-    send_msg(c.to, &m); /* never recorded: nothing to wait for */
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0);
+    assert_int_equal(child_read(&c, &m), 0); /* never recorded: nothing to wait for */
     cw_shared_event_info info;
     assert_cw_ok(cw_shared_event_get_info(e, &info));
     assert_int_equal(info.imported, 0);
@@ -391,10 +395,7 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
     struct child c = spawn("reader");
     struct msg m = {.cmd = M_READ, .seed = 41}, r;
     assert_cw_ok(cw_buffer_export(b, &m.hb));
-    send_msg(c.to, &m);
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0);
+    assert_int_equal(child_read(&c, &m), 0);
     cw_buffer_destroy(&b); /* the importer holds it: kept */
     sweep();
     assert_int_equal(fake_live("devmem"), devmem0 + 1);
@@ -406,10 +407,7 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
         assert_int_equal(r.result, -(int64_t)CW_ERROR_INVALID_STATE);
         finish(&c2);
     }
-    send_msg(c.to, &m); /* reads it again: intact */
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0);
+    assert_int_equal(child_read(&c, &m), 0); /* reads it again: intact */
     struct msg cl = {.cmd = M_CLOSE};
     send_msg(c.to, &cl);
     expect(&c, M_CLOSED, &r);
@@ -433,10 +431,7 @@ static void test_forked_child_exit_keeps_exports(void **state) {
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     struct child c = spawn("reader");
-    send_msg(c.to, &m);
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0);
+    assert_int_equal(child_read(&c, &m), 0);
     struct msg cl = {.cmd = M_CLOSE};
     send_msg(c.to, &cl);
     expect(&c, M_CLOSED, &r);
@@ -449,12 +444,9 @@ static void test_importer_that_dies_counts_as_closed(void **state) {
     long devmem0 = fake_live("devmem");
     cw_buffer *b = filled(51);
     struct child c = spawn("reader");
-    struct msg m = {.cmd = M_READ, .seed = 51}, r;
+    struct msg m = {.cmd = M_READ, .seed = 51};
     assert_cw_ok(cw_buffer_export(b, &m.hb));
-    send_msg(c.to, &m);
-    expect(&c, M_ENQUEUED, &r);
-    expect(&c, M_RESULT, &r);
-    assert_int_equal(r.result, 0);
+    assert_int_equal(child_read(&c, &m), 0);
     cw_buffer_destroy(&b);
     sweep();
     assert_int_equal(fake_live("devmem"), devmem0 + 1);
