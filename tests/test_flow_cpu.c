@@ -64,6 +64,7 @@ typedef struct top {
     const char *out[MAXP];  /* output ports */
     unsigned in_flags[MAXP];
     int use_stream;         /* 1: receive_stream on every input (or NULL for sources) */
+    int keep_context;       /* with use_stream: leave the current context alone before receive_stream */
     int alloc;              /* bytes to cw_io_alloc and emit on every output (0: emit value only) */
     int no_emit;
     int fail_at;            /* iteration at which compute fails (0: never; iteration+1) */
@@ -129,7 +130,7 @@ static cw_status top_compute(cw_io *io, void *user) {
     }
     if (t->use_stream) {
         /* the host program left another context current: receive_stream sets ours */
-        fake_ctx_set(fake_other());
+        if (!t->keep_context) fake_ctx_set(fake_other());
         cw_stream *s = NULL;
         st = cw_io_receive_stream(io, t->in[0], &s);
         if (st) return st;
@@ -1693,6 +1694,43 @@ static void test_not_ready_is_a_failure(void **state) {
     assert_int_equal(problems, 0);
 }
 
+/* With the pipeline's context already current on the calling thread (the
+ * usual case), an iteration switches no context: receive_stream finds it
+ * current and the run leaves it as it was. Before the fix every compute call
+ * that received its stream made one cuCtxSetCurrent and the run one more at
+ * its end (4 operators x 10 iterations + 1 = 41 here). */
+static void test_no_context_switch_when_current(void **state) {
+    (void)state;
+    diamond g;
+    diamond_init(&g, NULL, 0);
+    top *all[] = {&g.a, &g.b, &g.d, &g.c};
+    for (int i = 0; i < 4; i++) all[i]->keep_context = 1;
+    CUcontext mine = NULL;
+    assert_cw_ok(cwt_context_handle(ctx, &mine));
+    fake_ctx_set(mine);
+    assert_cw_ok(cw_pipeline_run(g.p, 1)); /* streams made, operators started */
+    const long sets0 = fake_calls("cuCtxSetCurrent");
+    assert_cw_ok(cw_pipeline_run(g.p, 10));
+    assert_int_equal(fake_calls("cuCtxSetCurrent") - sets0, 0);
+    for (int i = 0; i < 10; i++) { /* each run numbers its iterations from 0 */
+        assert_ptr_equal(g.b.current[i], mine);
+        assert_ptr_equal(g.c.current[i], mine);
+    }
+    CUcontext after = NULL;
+    fake_ctx_get(&after);
+    assert_ptr_equal(after, mine);
+    /* another context current before the run: switched to ours for the
+     * compute calls and given back after it, as before */
+    for (int i = 0; i < 4; i++) all[i]->keep_context = 0;
+    fake_ctx_set(fake_other());
+    assert_cw_ok(cw_pipeline_run(g.p, 2));
+    fake_ctx_get(&after);
+    assert_ptr_equal(after, fake_other());
+    assert_ptr_equal(g.c.current[1], mine);
+    fake_ctx_set(NULL);
+    cw_pipeline_destroy(&g.p);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1732,6 +1770,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 8; k++) cw_stream_destroy(&s[k]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_names_ports),
+        cmocka_unit_test(test_no_context_switch_when_current),
         cmocka_unit_test(test_connect_and_check_rules),
         cmocka_unit_test(test_stream_rules),
         cmocka_unit_test(test_fallbacks),

@@ -349,7 +349,8 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         CUcontext prev = nullptr;
         bool have = false;
         ~Restore() {
-            if (have) drv().cuCtxSetCurrent(prev);
+            CUcontext cur = nullptr;
+            if (have && (drv().cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != prev)) drv().cuCtxSetCurrent(prev);
         }
     } restore;
     {

@@ -201,6 +201,18 @@ cw_status io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t 
     return CW_SUCCESS;
 }
 
+// Makes cu current on this thread when it is not already: a query, and a
+// switch only when needed (the caller's context is usually the pipeline's).
+static cw_status make_current(CUcontext cu) {
+    CUcontext cur = nullptr;
+    CUresult r = drv().cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent");
+    if (cur == cu) return CW_SUCCESS;
+    r = drv().cuCtxSetCurrent(cu);
+    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+    return CW_SUCCESS;
+}
+
 cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
     int pi = -1;
     if (port) CW_TRY(input_port(io, port, &pi));
@@ -215,8 +227,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         // Neither a pool stream nor an upstream one: the legacy stream, and
         // outputs carry nothing (what Holoscan documents for this case).
         CW_TRY(legacy_stream(io->p, &s));
-        CUresult r = drv().cuCtxSetCurrent(io->p->ctx->cu);
-        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+        CW_TRY(make_current(io->p->ctx->cu));
         *out = s;
         return CW_SUCCESS;
     }
@@ -240,8 +251,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         }
     }
     if (io->made_current != s->ctx->cu) {
-        CUresult r = drv().cuCtxSetCurrent(s->ctx->cu);
-        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+        CW_TRY(make_current(s->ctx->cu));
         io->made_current = s->ctx->cu;
     }
     *out = s;
