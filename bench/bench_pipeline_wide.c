@@ -82,8 +82,11 @@
  *   work/call  the host work's time per call: it grows when the workers
  *              share cores (SMT siblings, frequency, caches), and then no
  *              scheduler can scale;
- *   enq/call   the rest of a branch call (stream ordering, the launch): the
- *              driver's calls from several threads contend on its locks;
+ *   enq/call   the rest of a branch call (stream ordering, the launch): it
+ *              grows where the driver's calls from several threads wait on
+ *              each other (cuweave makes about 81 driver calls per frame,
+ *              the pool 47: a mark per call, a stream wait per input, a
+ *              context switch per call; BENCH_PROFILE shows them);
  *   busy       compute time of all calls / (workers x wall time): the rest
  *              is the workers' idle time, waiting for work or for the lock;
  *   hand-off   from a branch's first call returning to its second starting:
