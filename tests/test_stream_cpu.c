@@ -24,6 +24,7 @@
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1607,6 +1608,78 @@ static void test_future_fd(void **state) {
     pfd.fd = fd;
     pfd.revents = 0;
     assert_int_equal(poll(&pfd, 1, 1000), 1);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
+/* The waiting policy (docs/threading.md, "How a wait waits"): a wait that
+ * completes within the future's spin budget never gives the CPU away, for
+ * every kind whose check needs no driver call (a HOST_FUNC future's counter,
+ * a WRITE_VALUE future's word); one that lasts past the budget does sleep.
+ * Measured by the waiting thread's voluntary context switches
+ * (getrusage(RUSAGE_THREAD).ru_nvcsw: a futex wait, a nanosleep or a poll
+ * counts one; being preempted while spinning counts as involuntary). The
+ * marker is held by the fake, released 20 ms after the waiter has started.
+ * (An EVENT future's check is cuEventQuery, which takes the fake's lock and
+ * may sleep on it: not countable here.) */
+struct spin_waiter {
+    cw_future *f;
+    atomic_int started;
+    long nvcsw; /* voluntary switches during the wait */
+    double waited_ms;
+    cw_status st;
+};
+
+static void *spin_waiter_main(void *arg) {
+    struct spin_waiter *w = (struct spin_waiter *)arg;
+    struct rusage before, after;
+    getrusage(RUSAGE_THREAD, &before);
+    atomic_store(&w->started, 1);
+    const double t0 = now_ms();
+    w->st = cw_future_wait(w->f, 10000000);
+    w->waited_ms = now_ms() - t0;
+    getrusage(RUSAGE_THREAD, &after);
+    w->nvcsw = after.ru_nvcsw - before.ru_nvcsw;
+    return NULL;
+}
+
+/* Waits on f from another thread while its marker is held for 20 ms. */
+static struct spin_waiter wait_held(cw_future *f) {
+    struct spin_waiter w;
+    memset(&w, 0, sizeof w);
+    w.f = f;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, spin_waiter_main, &w), 0);
+    while (!atomic_load(&w.started)) sched_yield();
+    sleep_ms(20);
+    fk.hold(0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    return w;
+}
+
+static void test_future_wait_spins_within_budget(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    cw_future *f = NULL;
+    /* within the budget: a 20 ms wait under a 5 s spin never sleeps */
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&f, s, kind));
+    assert_cw_ok(cw_future_set_spin(f, 5000000));
+    struct spin_waiter w = wait_held(f);
+    assert_cw_ok(w.st);
+    if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
+    if (w.nvcsw != 0)
+        fail_msg("a wait of %.1f ms within a 5 s spin budget gave the CPU away %ld times (slept instead of spinning)",
+                 w.waited_ms, w.nvcsw);
+    assert_cw_ok(cw_future_poll(f));
+    /* past the budget (spin 0): the same wait sleeps, it does not burn the CPU */
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    assert_cw_ok(cw_future_set_spin(f, 0));
+    w = wait_held(f);
+    assert_cw_ok(w.st);
+    if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
+    if (w.nvcsw < 1) fail_msg("a wait of %.1f ms with spin 0 never slept", w.waited_ms);
     cw_future_destroy(&f);
     cw_stream_destroy(&s);
 }
@@ -3342,6 +3415,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_fd, k_host),
         TEST_K(test_future_fd, k_write),
         TEST_K(test_future_fd, k_event),
+        TEST_K(test_future_wait_spins_within_budget, k_host),
+        TEST_K(test_future_wait_spins_within_budget, k_write),
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
         TEST_K(test_future_callback, k_event),
