@@ -24,6 +24,7 @@
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1750,6 +1751,49 @@ static void test_future_callback(void **state) {
     cw_stream_destroy(&s);
 }
 
+/* The watcher thread (callbacks and fds of WRITE_VALUE and EVENT futures)
+ * polls with sleeps that start at 2 us: they must be 2 us, not the default
+ * timer slack of 50 us that Linux adds to every sleep of a thread (which
+ * made the watcher's first look come some 50 us after it started watching,
+ * whatever the work took). The callback runs on the watcher thread and reads
+ * its timer slack there. */
+struct slack_record {
+    atomic_int calls;
+    long slack_ns;
+    pthread_t thread;
+};
+
+static void slack_cb(void *user, cw_future *f, cw_status st) {
+    (void)f;
+    (void)st;
+    struct slack_record *r = (struct slack_record *)user;
+    r->slack_ns = (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    r->thread = pthread_self();
+    atomic_store(&r->calls, 1);
+}
+
+static void test_watcher_timer_slack(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    struct slack_record rec;
+    memset(&rec, 0, sizeof rec);
+    fk.hold(1);
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, kind));
+    assert_cw_ok(cw_future_set_callback(f, slack_cb, &rec));
+    sleep_ms(5);
+    fk.hold(0);
+    assert_cw_ok(cw_future_wait(f, 5000000));
+    for (int i = 0; i < 5000 && !atomic_load(&rec.calls); i++) sleep_ms(1);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_false(pthread_equal(rec.thread, pthread_self())); /* on the watcher thread */
+    if (rec.slack_ns > 1000)
+        fail_msg("the watcher thread's timer slack is %ld ns: each of its 2 us sleeps lasts that much longer",
+                 rec.slack_ns);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
 static void test_future_rearm(void **state) {
     const cw_future_kind kind = kind_of(state);
     cw_stream *s = new_stream(), *s2 = new_stream();
@@ -3420,6 +3464,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
         TEST_K(test_future_callback, k_event),
+        TEST_K(test_watcher_timer_slack, k_write),
+        TEST_K(test_watcher_timer_slack, k_event),
         TEST_K(test_future_rearm, k_host),
         TEST_K(test_future_rearm, k_write),
         TEST_K(test_future_rearm, k_event),
