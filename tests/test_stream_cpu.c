@@ -1794,6 +1794,42 @@ static void test_watcher_timer_slack(void **state) {
     cw_stream_destroy(&s);
 }
 
+/* A future watched while the watcher polls slowly (another watched future
+ * has been pending long enough for its sleeps to grow to 1 ms) is looked at
+ * at once, and the polls start short again: the watcher is woken by the new
+ * watch, not left to finish a 1 ms sleep (which made a callback or an fd of
+ * a fast future up to a millisecond late whenever a slow one was watched
+ * too). */
+static void test_watcher_woken_by_new_watch(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    struct cb_record slow, fast;
+    memset(&slow, 0, sizeof slow);
+    memset(&fast, 0, sizeof fast);
+    fk.hold(1);
+    cw_future *a = NULL, *b = NULL;
+    assert_cw_ok(cw_future_create(&a, s, kind));
+    assert_cw_ok(cw_future_set_callback(a, record_cb, &slow));
+    sleep_ms(30); /* the watcher's polls of a have grown to 1 ms */
+    const unsigned long w0 = cwi_future_watcher_wakes();
+    assert_cw_ok(cw_future_create(&b, s, kind));
+    assert_cw_ok(cw_future_set_callback(b, record_cb, &fast));
+    unsigned long w1 = w0;
+    for (int i = 0; i < 200 && w1 == w0; i++) {
+        sleep_ms(1);
+        w1 = cwi_future_watcher_wakes();
+    }
+    if (w1 == w0) fail_msg("the watcher was not woken by a newly watched future (it finished its long sleep)");
+    fk.hold(0);
+    assert_true(wait_calls(&slow, 1, 5000));
+    assert_true(wait_calls(&fast, 1, 5000));
+    assert_int_equal(fast.status, CW_SUCCESS);
+    assert_false(pthread_equal(fast.thread, pthread_self()));
+    cw_future_destroy(&a);
+    cw_future_destroy(&b);
+    cw_stream_destroy(&s);
+}
+
 static void test_future_rearm(void **state) {
     const cw_future_kind kind = kind_of(state);
     cw_stream *s = new_stream(), *s2 = new_stream();
@@ -3466,6 +3502,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_callback, k_event),
         TEST_K(test_watcher_timer_slack, k_write),
         TEST_K(test_watcher_timer_slack, k_event),
+        TEST_K(test_watcher_woken_by_new_watch, k_write),
+        TEST_K(test_watcher_woken_by_new_watch, k_event),
         TEST_K(test_future_rearm, k_host),
         TEST_K(test_future_rearm, k_write),
         TEST_K(test_future_rearm, k_event),

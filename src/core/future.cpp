@@ -190,16 +190,25 @@ void notify(cw_future *f, cw_status st) {
 
 // ---- the watcher thread (futures with a callback or an fd) ----
 // It completes written-value futures and notices device faults for both
-// kinds. It polls with sleeps from 2 us growing to 1 ms while anything is
-// watched (its timer slack 1 ns, so that they are), and sleeps on a
-// condition variable otherwise.
+// kinds (a fault check of every watched future once a millisecond). It
+// polls with sleeps from 2 us growing to 1 ms while anything is watched
+// (its timer slack 1 ns, so that they are), and sleeps on the condition
+// variable otherwise. A newly watched future wakes it from a polling sleep
+// too, and its polls start again from 2 us: a future watched while another
+// has been pending for long is looked at at once, not after the rest of a
+// 1 ms sleep.
 
 struct Watch {
     pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t cond;      // on the monotonic clock: set up by watch() before the thread starts
+    bool cond_ready = false;  // cond is set up
     cw_future *head = nullptr;
     bool running = false;
+    bool added = false;  // a future was watched since the watcher last looked at its list
 } g_watch;
+// Times the watcher was woken from its polling sleep by a newly watched
+// future (future_watcher_wakes, for tests).
+std::atomic<unsigned long> g_watch_wakes{0};
 
 void *watcher_main(void *) {
     // Its own sleeps as asked: Linux lengthens every sleep of a thread by
@@ -207,23 +216,28 @@ void *watcher_main(void *) {
     // that started this one), which made the first 2 us poll after a future
     // was watched a 50 us one. Only this thread's setting changes.
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    int64_t idle_ns = 2000;
+    int64_t idle_ns = 2000, next_fault_check = 0;
     pthread_mutex_lock(&g_watch.mutex);
     for (;;) {
         while (!g_watch.head) {
             idle_ns = 2000;
+            next_fault_check = 0;
             pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
         }
+        g_watch.added = false;
+        // Once a millisecond of polling, also look for a fault (after one,
+        // no marker completes).
+        const int64_t t = now_ns();
+        if (next_fault_check == 0) next_fault_check = t + 1000000;
+        const bool fault_pass = t >= next_fault_check;
+        if (fault_pass) next_fault_check = t + 1000000;
         // Take the finished ones off the list under the lock; notify them
         // after it is released, so that callbacks may use other futures.
         cw_future *ready = nullptr;
         for (cw_future **pp = &g_watch.head; *pp;) {
             cw_future *f = *pp;
             bool finished = marker_done(f);
-            if (!finished && idle_ns >= 1000000) {
-                // While it sleeps long, also look for a fault now and then.
-                finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
-            }
+            if (!finished && fault_pass) finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
             if (finished) {
                 *pp = f->watch_next;
                 // notifying first: unwatch reads `watched` without the lock,
@@ -246,10 +260,20 @@ void *watcher_main(void *) {
             notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
             f->notifying.store(0, std::memory_order_release);  // last touch of f
         }
-        struct timespec ts = {0, idle_ns};
-        nanosleep(&ts, nullptr);
-        if (idle_ns < 1000000) idle_ns *= 2;
         pthread_mutex_lock(&g_watch.mutex);
+        // Sleep idle_ns, unless a future was watched meanwhile (watch()
+        // sets `added` and signals under the mutex, so none is missed).
+        if (!g_watch.added && g_watch.head) {
+            const int64_t until = now_ns() + idle_ns;
+            struct timespec ts = {until / 1000000000, until % 1000000000};
+            pthread_cond_timedwait(&g_watch.cond, &g_watch.mutex, &ts);
+        }
+        if (g_watch.added) {
+            idle_ns = 2000;
+            g_watch_wakes.fetch_add(1, std::memory_order_relaxed);
+        } else if (idle_ns < 1000000) {
+            idle_ns *= 2;
+        }
     }
     return nullptr;
 }
@@ -257,6 +281,14 @@ void *watcher_main(void *) {
 cw_status watch(cw_future *f) {
     pthread_mutex_lock(&g_watch.mutex);
     if (!g_watch.running) {
+        if (!g_watch.cond_ready) {
+            pthread_condattr_t ca;
+            pthread_condattr_init(&ca);
+            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+            pthread_cond_init(&g_watch.cond, &ca);
+            pthread_condattr_destroy(&ca);
+            g_watch.cond_ready = true;
+        }
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);
@@ -273,6 +305,7 @@ cw_status watch(cw_future *f) {
         f->watched.store(true, std::memory_order_release);
         f->watch_next = g_watch.head;
         g_watch.head = f;
+        g_watch.added = true;
         pthread_cond_signal(&g_watch.cond);
     }
     pthread_mutex_unlock(&g_watch.mutex);
@@ -770,6 +803,8 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
     pool_release(pool, join);
     return st;
 }
+
+unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
 
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (f->kind != CW_FUTURE_WRITE_VALUE) return false;
