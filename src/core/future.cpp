@@ -191,12 +191,9 @@ void notify(cw_future *f, cw_status st) {
 // ---- the watcher thread (futures with a callback or an fd) ----
 // It completes written-value futures and notices device faults for both
 // kinds (a fault check of every watched future once a millisecond). It
-// polls with sleeps from 2 us growing to 1 ms while anything is watched
-// (its timer slack 1 ns, so that they are), and sleeps on the condition
-// variable otherwise. A newly watched future wakes it from a polling sleep
-// too, and its polls start again from 2 us: a future watched while another
-// has been pending for long is looked at at once, not after the rest of a
-// 1 ms sleep.
+// polls with sleeps from 2 us growing to 1 ms while anything is watched, and
+// sleeps on the condition variable otherwise. A newly watched future wakes
+// it, and its polls start again from 2 us.
 
 struct Watch {
     pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -206,15 +203,12 @@ struct Watch {
     bool running = false;
     bool added = false;  // a future was watched since the watcher last looked at its list
 } g_watch;
-// Times the watcher was woken from its polling sleep by a newly watched
-// future (future_watcher_wakes, for tests).
+// Times a newly watched future woke the watcher (future_watcher_wakes).
 std::atomic<unsigned long> g_watch_wakes{0};
 
 void *watcher_main(void *) {
-    // Its own sleeps as asked: Linux lengthens every sleep of a thread by
-    // the thread's timer slack (50 us by default, inherited from the thread
-    // that started this one), which made the first 2 us poll after a future
-    // was watched a 50 us one. Only this thread's setting changes.
+    // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
+    // inherited) to every sleep. Only this thread's setting changes.
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     int64_t idle_ns = 2000, next_fault_check = 0;
     pthread_mutex_lock(&g_watch.mutex);
@@ -225,8 +219,7 @@ void *watcher_main(void *) {
             pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
         }
         g_watch.added = false;
-        // Once a millisecond of polling, also look for a fault (after one,
-        // no marker completes).
+        // Once a millisecond of polling, also look for a fault.
         const int64_t t = now_ns();
         if (next_fault_check == 0) next_fault_check = t + 1000000;
         const bool fault_pass = t >= next_fault_check;
@@ -281,14 +274,8 @@ void *watcher_main(void *) {
 cw_status watch(cw_future *f) {
     pthread_mutex_lock(&g_watch.mutex);
     if (!g_watch.running) {
-        if (!g_watch.cond_ready) {
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-            pthread_cond_init(&g_watch.cond, &ca);
-            pthread_condattr_destroy(&ca);
-            g_watch.cond_ready = true;
-        }
+        if (!g_watch.cond_ready) cond_init_monotonic(&g_watch.cond);
+        g_watch.cond_ready = true;
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);
@@ -394,6 +381,25 @@ void reset_notification(cw_future *f) {
     f->cb_user = nullptr;
 }
 
+// The spin of WRITE_VALUE and HOST_FUNC waits, until reached() or spin_us
+// (at most the deadline): no clock for the first 256 turns (a few us, the
+// usual wait), then a clock read every 1024 turns. Returns the deadline (-1:
+// no limit), counted from the end of those first turns.
+template <class Reached>
+inline int64_t spin_for(Reached reached, unsigned spin_us, int64_t timeout_us) {
+    unsigned n = 0;
+    while (!reached() && ++n < 256) cpu_relax();
+    const int64_t start = now_ns();
+    const int64_t deadline = deadline_after_us(start, timeout_us);
+    int64_t spin_until = start + (int64_t)spin_us * 1000;
+    if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
+    for (n = 1; !reached(); n++) {
+        cpu_relax();
+        if ((n & 1023) == 0 && now_ns() >= spin_until) break;
+    }
+    return deadline;
+}
+
 // Waits for the marker, at most timeout_us microseconds (negative, or too
 // large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
@@ -439,23 +445,10 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         }
         CW_TRY(guard.leave());
     } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
-        // The spin is the latency-critical part: one load and one compare per
-        // turn on the word itself. The first 256 turns (a few microseconds,
-        // the usual wait) read no clock at all; after that the clock is read
-        // every 1024 turns. Timeouts are therefore measured from the end of
-        // those first turns: late by a few microseconds at most.
         const uint32_t want = f->armed.load(std::memory_order_acquire);
         const volatile uint32_t *word = f->word;
-        unsigned n = 0;
-        while (static_cast<int32_t>(load_word(word) - want) < 0 && ++n < 256) cpu_relax();
-        const int64_t start = now_ns();
-        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
-        int64_t spin_until = start + (int64_t)f->spin_us * 1000;
-        if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        for (n = 1; static_cast<int32_t>(load_word(word) - want) < 0; n++) {
-            cpu_relax();
-            if ((n & 1023) == 0 && now_ns() >= spin_until) break;
-        }
+        const int64_t deadline =
+            spin_for([&] { return static_cast<int32_t>(load_word(word) - want) >= 0; }, f->spin_us, timeout_us);
         int64_t sleep_ns = 2000, next_fault_check = 0;
         while (!marker_done(f)) {
             int64_t t = now_ns();
@@ -470,23 +463,13 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
     } else {
-        // HOST_FUNC: spins on the counter the host function sets, as a
-        // WRITE_VALUE wait spins on its word (the same turns, the same clock
-        // reads), for spin_us; then sleeps on the condition variable the
-        // host function signals. Sleeping at once cost a futex wake-up (tens
-        // of microseconds at p99 on a loaded host) on every wait that the
-        // driver's callback thread would have ended within microseconds.
+        // HOST_FUNC: spins on the counter the host function sets, then sleeps
+        // on the condition variable it signals (sleeping at once cost every
+        // wait a futex wake-up, tens of microseconds at p99).
         const uint32_t want = f->armed.load(std::memory_order_acquire);
-        unsigned n = 0;
-        while (static_cast<int32_t>(f->done.load(std::memory_order_acquire) - want) < 0 && ++n < 256) cpu_relax();
-        const int64_t start = now_ns();
-        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
-        int64_t spin_until = start + (int64_t)f->spin_us * 1000;
-        if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        for (n = 1; static_cast<int32_t>(f->done.load(std::memory_order_acquire) - want) < 0; n++) {
-            cpu_relax();
-            if ((n & 1023) == 0 && now_ns() >= spin_until) break;
-        }
+        const int64_t deadline = spin_for(
+            [&] { return static_cast<int32_t>(f->done.load(std::memory_order_acquire) - want) >= 0; }, f->spin_us,
+            timeout_us);
         if (!marker_done(f)) {
             pthread_mutex_lock(&f->mutex);
             while (!marker_done(f)) {
@@ -611,11 +594,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     f->kind = kind;
     f->efd.store(-1);
     f->spin_us = kDefaultSpinUs;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&f->cond);
     pthread_mutex_init(&f->mutex, nullptr);
     bool have_slot = false;
     cw_status st = event_get(ctx, &f->ev);
