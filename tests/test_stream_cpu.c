@@ -1669,7 +1669,13 @@ static void test_future_wait_spins_within_budget(void **state) {
     struct spin_waiter w = wait_held(f);
     assert_cw_ok(w.st);
     if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
-    if (w.nvcsw != 0)
+    /* valgrind runs one thread at a time, handing the CPU over through a
+     * lock: a spinning thread waits on that lock for the fake's callback
+     * thread to run (a voluntary switch that is valgrind's, not the wait's) */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload"))
+        print_message("# under valgrind: %ld voluntary switches in the spin, not judged\n", w.nvcsw);
+    else if (w.nvcsw != 0)
         fail_msg("a wait of %.1f ms within a 5 s spin budget gave the CPU away %ld times (slept instead of spinning)",
                  w.waited_ms, w.nvcsw);
     assert_cw_ok(cw_future_poll(f));
