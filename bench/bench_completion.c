@@ -148,14 +148,14 @@ static const char *const method_name[M_COUNT] = {
 /* The judged pairs: cuweave's waiting path over the raw spin on its condition. */
 typedef struct pair {
     int cw, raw;
-    const char *name;
+    const char *name, *brief;
 } pair;
 static const pair pairs[] = {
-    {M_FUT_WV, M_RAW_WV, "WRITE_VALUE future / raw write value + spin"},
-    {M_FUT_HF, M_RAW_HF, "HOST_FUNC future / raw host func + spin"},
-    {M_FUT_EV, M_RAW_EV, "EVENT future / raw event + cuEventQuery spin"},
-    {M_CW_SYNC, M_SYNC, "cw_stream_synchronize / cuStreamSynchronize"},
-    {M_RES_WAIT, M_RES_RAW, "cw_resident_wait_result / raw word spin"},
+    {M_FUT_WV, M_RAW_WV, "WRITE_VALUE future / raw write value + spin", "WRITE_VALUE b/d"},
+    {M_FUT_HF, M_RAW_HF, "HOST_FUNC future / raw host func + spin", "HOST_FUNC a/e"},
+    {M_FUT_EV, M_RAW_EV, "EVENT future / raw event + cuEventQuery spin", "EVENT h/j"},
+    {M_CW_SYNC, M_SYNC, "cw_stream_synchronize / cuStreamSynchronize", "synchronize i/c"},
+    {M_RES_WAIT, M_RES_RAW, "cw_resident_wait_result / raw word spin", "wait_result k/l"},
 };
 #define NPAIRS ((int)(sizeof pairs / sizeof pairs[0]))
 
@@ -585,17 +585,21 @@ int main(void) {
         met += rr[i].passed == rr[i].judged;
     }
 
-    printf("\nevery run, cuweave / raw at p50 / p99 / p99.9 (p99 target <= %.2f):\n", TARGET_TAIL_RATIO);
+    printf("\nevery run, cuweave / raw at p50 / p99 / p99.9, the p99 judged (<= %.2f):\n  run", TARGET_TAIL_RATIO);
+    for (int p = 0; p < NPAIRS; p++) printf("  %-24s", pairs[p].brief);
+    printf("  targets\n");
     for (int i = 0; i < runs; i++) {
-        printf("  run %d:", i + 1);
+        printf("  %3d", i + 1);
         for (int p = 0; p < NPAIRS; p++) {
+            char cell[64];
             if (rr[i].pair_ok[p] < 0)
-                printf("  %s n/a;", pairs[p].name);
+                snprintf(cell, sizeof cell, "n/a");
             else
-                printf("  %s %.3f / %.3f %s / %.3f;", pairs[p].name, rr[i].r50[p], rr[i].r99[p],
-                       pass(rr[i].pair_ok[p]), rr[i].r999[p]);
+                snprintf(cell, sizeof cell, "%.3f/%.3f/%.3f %s", rr[i].r50[p], rr[i].r99[p], rr[i].r999[p],
+                         pass(rr[i].pair_ok[p]));
+            printf("  %-24s", cell);
         }
-        printf("  %d of %d targets\n", rr[i].passed, rr[i].judged);
+        printf("  %d of %d\n", rr[i].passed, rr[i].judged);
     }
     printf("targets met in %d of %d runs\n", met, runs);
 
@@ -628,7 +632,7 @@ int main(void) {
     printf("### Host completion after an empty kernel (bench_completion)\n\n");
     printf("%s, %s, driver %d.%d, commit %s. Microseconds from before the launch (or the resident\n"
            "request) to the waiting thread awake; %d runs in one process, %zu rounds each, methods in a\n"
-           "fresh random order each round. The last run:\n\n",
+           "fresh random order each round; the pairs judged are named by their methods' letters. The last run:\n\n",
            date, info.name, drv / 1000, drv % 1000 / 10, commit, runs, rounds);
     printf("| method | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |\n");
     for (int m = 0; m < M_COUNT; m++)
@@ -636,7 +640,7 @@ int main(void) {
             printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", method_name[m], last->sm[m].p50, last->sm[m].p90,
                    last->sm[m].p99, last->sm[m].p999, last->sm[m].max);
     printf("\nEvery run, cuweave / raw at p50 / p99 / p99.9 (target: p99 <= %.2f):\n\n| run |", TARGET_TAIL_RATIO);
-    for (int p = 0; p < NPAIRS; p++) printf(" %s |", pairs[p].name);
+    for (int p = 0; p < NPAIRS; p++) printf(" %s |", pairs[p].brief);
     printf(" WRITE_VALUE / raw p50 (<= %.2f) | HOST_FUNC / WRITE_VALUE p50, p99 (>= %.0fx) | targets |\n| --- |",
            TARGET_WV_VS_RAW, TARGET_HF_OVER_WV);
     for (int p = 0; p < NPAIRS; p++) printf(" --- |");
