@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * bench_completion: how long from enqueueing a kernel until a waiting host
- * thread knows it is done, for cuweave's futures against the raw driver
- * mechanisms they stand for, measured in one run on device 0.
+ * bench_completion: how long from enqueueing work until a waiting host
+ * thread knows it is done, for every waiting path cuweave offers (futures of
+ * each kind, cw_stream_synchronize, the resident loop's wait_result) against
+ * a raw spin on the same condition, measured in the same rounds on device 0,
+ * at p50, p99 and p99.9, in several runs of one process.
  *
  * One iteration = enqueue the empty kernel cw_empty (tests/kernels) on a
  * stream, enqueue the completion mechanism, wait on the host; the time is
@@ -19,22 +21,50 @@
  *                          spinning on the value
  *   e) raw host func       cuLaunchHostFunc bumping an atomic counter, the
  *                          host spinning on it
- *   h) future EVENT        cw_future_rearm(f, s) + cw_future_wait(f) (not
- *                          judged)
  *   f) raw event + write   d) with a cuEventRecord (timing-disabled event)
  *                          before the write: what the WRITE_VALUE future
- *                          enqueues (its fault-check event, then the write);
- *                          not judged, it tells the future's own cost from
- *                          that of its extra event
+ *                          enqueued in an older version; not judged
+ *   g) diagnostic          cw_future_rearm of b), then the raw spin on the
+ *                          future's own word (tells the enqueue side of the
+ *                          future from its waiting side); not judged
+ *   h) future EVENT        cw_future_rearm(f, s) + cw_future_wait(f)
+ *   i) cw_stream_synchronize on the same stream
+ *   j) raw event + query   cuEventRecord (timing-disabled event) + a spin on
+ *                          cuEventQuery, back to back (what the EVENT future
+ *                          does: it spaces its queries by half a microsecond)
+ *
+ * and, when the driver has conditional graph nodes, on a resident loop
+ * (cw_resident, no workload, sleep_interval_us 0: the GPU checks the
+ * doorbell without sleeping), launched for that part of each run and torn
+ * down after it; one iteration = cw_resident_data_ready, then:
+ *
+ *   k) cw_resident_wait_result(r, seq, ...)
+ *   l) raw spin on the loop's completion word (the mapped host word the GPU
+ *      writes, read with acquire loads as wait_result reads it; its address
+ *      from the test seam, cwi_resident_host): the same condition, no API
+ *   m) cw_resident_poll_result(r, seq) in a tight loop (the same condition
+ *      through the API: its handle check every turn); not judged
+ *
+ * Pairs judged, cuweave / raw (ratios of the percentiles of the same rounds):
+ * b/d, a/e, h/j, i/c, k/l. Target: within 1.10 at p99; p50 and p99.9 are
+ * printed with them (p99.9 marked, not judged). Also kept: the WRITE_VALUE
+ * future within 10% of the raw write value + spin at p50; the WRITE_VALUE
+ * future at least 2x faster than the HOST_FUNC future at p50 and at p99.
  *
  * The futures are made once and re-armed (no allocation per iteration).
  * After warm-up, the methods run in rounds (one iteration of each per round,
  * in a fresh random order every round, since what ran just before changes a
- * method's latency) to cancel drift and order effects. All run
- * on one stream from cw_stream_create, with the cw_context's CUcontext
- * current on the thread. Targets: the WRITE_VALUE future within 10% of the
- * raw write value + spin at p50; the WRITE_VALUE future at least 2x faster
- * than the HOST_FUNC future at p50 and at p99.
+ * method's latency) to cancel drift and order effects; the stream methods
+ * in one set of rounds, then the resident ones in another. All run on one
+ * stream from cw_stream_create, with the cw_context's CUcontext current on
+ * the thread.
+ *
+ * The whole measurement runs BENCH_RUNS_REPEAT times (default 5) in one
+ * process, BENCH_ROUNDS rounds each (default 20000: p99.9 is then the 20th
+ * slowest sample); every run's ratios are printed, then "targets met in k of
+ * N runs" (a run meets them when every judged target passes). Some 20 s on
+ * an H100 with the defaults (estimated from the methods' earlier medians:
+ * about 140 us a round of a) to j), 3.5 s a run).
  *
  * Prints what it measures first and a Markdown block for docs/benchmarks.md
  * last. Exits 77 without a GPU, 1 when a call fails, 0 otherwise (a MISS is
@@ -61,6 +91,7 @@
 #define BENCH_NAME "bench_completion"
 #include "bench_common.h"
 #include "../src/testing/seam.h"
+#include "../src/graph/resident_abi.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #  include <immintrin.h>
@@ -71,30 +102,73 @@
 #  define CPU_RELAX() ((void)0)
 #endif
 
-#define ROUNDS 3000        /* measured iterations per method */
-#define WARMUP_ROUNDS 300  /* warm-up iterations per method */
-#define TIMEOUT_US 5000000 /* a wait longer than 5 s is a failure, not a sample */
+#define DEFAULT_ROUNDS 20000 /* measured rounds per run (BENCH_ROUNDS) */
+#define DEFAULT_RUNS 5        /* runs of the whole measurement (BENCH_RUNS_REPEAT) */
+#define WARMUP_ROUNDS 1000    /* warm-up rounds at the start of each run */
+#define DIAG_ROUNDS 3000      /* rounds of the marker-cost diagnostics (once) */
+#define TIMEOUT_US 5000000    /* a wait longer than 5 s is a failure, not a sample */
 
-#define TARGET_WV_VS_RAW 1.10 /* WRITE_VALUE future p50 / raw write value p50 */
-#define TARGET_HF_OVER_WV 2.0 /* HOST_FUNC future / WRITE_VALUE future, p50 and p99 */
+#define TARGET_WV_VS_RAW 1.10   /* WRITE_VALUE future p50 / raw write value p50 */
+#define TARGET_HF_OVER_WV 2.0   /* HOST_FUNC future / WRITE_VALUE future, p50 and p99 */
+#define TARGET_TAIL_RATIO 1.10  /* every waiting path / its raw spin, at p99 */
 
-enum { M_FUT_HF, M_FUT_WV, M_SYNC, M_RAW_WV, M_RAW_HF, M_RAW_EV_WV, M_FUT_WV_SPIN, M_FUT_EV, M_COUNT };
-static const char *const method_name[M_COUNT] = {
-    "future HOST_FUNC (rearm + wait)",
-    "future WRITE_VALUE (rearm + wait)",
-    "cuStreamSynchronize",
-    "raw cuStreamWriteValue32 + spin",
-    "raw cuLaunchHostFunc + spin",
-    "raw cuEventRecord + cuStreamWriteValue32 + spin",
-    "diagnostic: future WRITE_VALUE rearm + raw spin on its word",
-    "future EVENT (rearm + wait)",
+enum {
+    M_FUT_HF,
+    M_FUT_WV,
+    M_SYNC,
+    M_RAW_WV,
+    M_RAW_HF,
+    M_RAW_EV_WV,
+    M_FUT_WV_SPIN,
+    M_FUT_EV,
+    M_CW_SYNC,
+    M_RAW_EV,
+    M_STREAM_COUNT, /* the stream methods above; the resident ones below */
+    M_RES_WAIT = M_STREAM_COUNT,
+    M_RES_RAW,
+    M_RES_POLL,
+    M_COUNT
 };
+static const char *const method_name[M_COUNT] = {
+    "a) future HOST_FUNC (rearm + wait)",
+    "b) future WRITE_VALUE (rearm + wait)",
+    "c) cuStreamSynchronize",
+    "d) raw cuStreamWriteValue32 + spin",
+    "e) raw cuLaunchHostFunc + spin",
+    "f) raw cuEventRecord + cuStreamWriteValue32 + spin",
+    "g) diag: future WRITE_VALUE rearm + raw spin on its word",
+    "h) future EVENT (rearm + wait)",
+    "i) cw_stream_synchronize",
+    "j) raw cuEventRecord + cuEventQuery spin",
+    "k) resident: data_ready + cw_resident_wait_result",
+    "l) resident: data_ready + raw spin on completion word",
+    "m) resident: data_ready + cw_resident_poll_result spin",
+};
+
+/* The judged pairs: cuweave's waiting path over the raw spin on its condition. */
+typedef struct pair {
+    int cw, raw;
+    const char *name, *brief;
+} pair;
+static const pair pairs[] = {
+    {M_FUT_WV, M_RAW_WV, "WRITE_VALUE future / raw write value + spin", "WRITE_VALUE b/d"},
+    {M_FUT_HF, M_RAW_HF, "HOST_FUNC future / raw host func + spin", "HOST_FUNC a/e"},
+    {M_FUT_EV, M_RAW_EV, "EVENT future / raw event + cuEventQuery spin", "EVENT h/j"},
+    {M_CW_SYNC, M_SYNC, "cw_stream_synchronize / cuStreamSynchronize", "synchronize i/c"},
+    {M_RES_WAIT, M_RES_RAW, "cw_resident_wait_result / raw word spin", "wait_result k/l"},
+};
+#define NPAIRS ((int)(sizeof pairs / sizeof pairs[0]))
 
 /* ---- small helpers ------------------------------------------------------ */
 
 static rawcuda rc;
 
-
+static size_t env_size(const char *name, size_t dflt, size_t min) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    long v = atol(e);
+    return v < (long)min ? min : (size_t)v;
+}
 
 /* ---- the measured iterations -------------------------------------------- */
 
@@ -107,6 +181,8 @@ static unsigned long long pinned_d; /* device view */
 static uint32_t wv_seq;
 static atomic_uint hf_count;
 static unsigned hf_expected;
+static cw_resident *res;             /* NULL when the driver has no conditional nodes */
+static cw_res_host *res_host;        /* the loop's host block (the completion word) */
 
 static void raw_host_fn(void *p) { atomic_fetch_add_explicit((atomic_uint *)p, 1, memory_order_release); }
 
@@ -126,15 +202,18 @@ static double iter_future(cw_future *f) {
     return (double)(t1 - t0) / 1000.0;
 }
 
-static double iter_sync(void) {
+static double iter_sync(int through_cw) {
     unsigned long long t0 = now_ns();
     launch_empty();
-    CU_CHECK(rc.cuStreamSynchronize(hs));
+    if (through_cw)
+        CW_CHECK(cw_stream_synchronize(s));
+    else
+        CU_CHECK(rc.cuStreamSynchronize(hs));
     unsigned long long t1 = now_ns();
     return (double)(t1 - t0) / 1000.0;
 }
 
-static CUevent raw_ev; /* timing-disabled; recorded before the write in method f */
+static CUevent raw_ev; /* timing-disabled; recorded before the write in method f, the marker of j */
 
 static double iter_raw_wv(int with_event) {
     uint32_t want = ++wv_seq;
@@ -164,6 +243,22 @@ static double iter_raw_hf(void) {
     return (double)(t1 - t0) / 1000.0;
 }
 
+/* j) the raw EVENT design: record, then ask the driver until it says done. */
+static double iter_raw_ev(void) {
+    unsigned long long t0 = now_ns();
+    launch_empty();
+    CU_CHECK(rc.cuEventRecord(raw_ev, hs));
+    for (unsigned n = 1;; n++) {
+        rc_result r = rc.cuEventQuery(raw_ev);
+        if (r == 0) break;
+        if (r != 600 /* CUDA_ERROR_NOT_READY */) CU_CHECK(r);
+        CPU_RELAX();
+        if ((n & 0xfffu) == 0 && now_ns() - t0 > TIMEOUT_US * 1000ull) spin_timeout("raw event query");
+    }
+    unsigned long long t1 = now_ns();
+    return (double)(t1 - t0) / 1000.0;
+}
+
 /* Diagnostic: cuweave's enqueue (rearm) with the raw waiting loop, to tell
  * the enqueue side from the waiting side. */
 static double iter_future_rawspin(cw_future *f) {
@@ -185,16 +280,44 @@ static double iter_future_rawspin(cw_future *f) {
     return (double)(t1 - t0) / 1000.0;
 }
 
+/* k, l, m: one request to the resident loop and its completion awaited. */
+static double iter_res(int m) {
+    unsigned long long t0 = now_ns();
+    uint64_t seq = 0;
+    CW_CHECK(cw_resident_data_ready(res, &seq));
+    if (m == M_RES_WAIT) {
+        CW_CHECK(cw_resident_wait_result(res, seq, TIMEOUT_US / 1000));
+    } else if (m == M_RES_RAW) {
+        for (unsigned n = 1; __atomic_load_n(&res_host->completed, __ATOMIC_ACQUIRE) < seq; n++) {
+            CPU_RELAX();
+            if ((n & 0xffffu) == 0 && now_ns() - t0 > TIMEOUT_US * 1000ull) spin_timeout("resident word");
+        }
+    } else {
+        for (unsigned n = 1;; n++) {
+            cw_status q = cw_resident_poll_result(res, seq);
+            if (q == CW_SUCCESS) break;
+            if (q != CW_ERROR_NOT_READY) CW_CHECK(q);
+            CPU_RELAX();
+            if ((n & 0xffffu) == 0 && now_ns() - t0 > TIMEOUT_US * 1000ull) spin_timeout("resident poll");
+        }
+    }
+    unsigned long long t1 = now_ns();
+    return (double)(t1 - t0) / 1000.0;
+}
+
 static double iter(int m) {
     switch (m) {
     case M_FUT_HF: return iter_future(fut_hf);
     case M_FUT_WV: return iter_future(fut_wv);
-    case M_SYNC: return iter_sync();
+    case M_SYNC: return iter_sync(0);
     case M_RAW_WV: return iter_raw_wv(0);
     case M_RAW_HF: return iter_raw_hf();
+    case M_RAW_EV_WV: return iter_raw_wv(1);
     case M_FUT_WV_SPIN: return iter_future_rawspin(fut_wv);
     case M_FUT_EV: return iter_future(fut_ev);
-    default: return iter_raw_wv(1);
+    case M_CW_SYNC: return iter_sync(1);
+    case M_RAW_EV: return iter_raw_ev();
+    default: return iter_res(m);
     }
 }
 
@@ -211,7 +334,6 @@ static const char *const diag_name[D_COUNT] = {
     "cw_future_rearm (EVENT)",
     "cuEventRecord",
 };
-
 
 static double diag(int d) {
     unsigned long long t0, t1;
@@ -256,25 +378,132 @@ static double diag(int d) {
     return (double)(t1 - t0) / 1000.0;
 }
 
+/* ---- one run ------------------------------------------------------------ */
+
+typedef struct run_result {
+    stats sm[M_COUNT];
+    int have[M_COUNT];          /* measured in this run */
+    double r50[NPAIRS], r99[NPAIRS], r999[NPAIRS];
+    int pair_ok[NPAIRS];        /* p99 within TARGET_TAIL_RATIO; -1: not measured */
+    double wv_vs_raw, hf_over_wv50, hf_over_wv99;
+    int ok_wv, ok_hf50, ok_hf99;
+    int judged, passed;         /* targets judged and met in this run */
+} run_result;
+
+/* `rounds` rounds (after WARMUP_ROUNDS) of the methods first..first+count-1,
+ * each round in a fresh random order; t[m] receives method m's samples. */
+static void measure(int first, int count, size_t rounds, double **t) {
+    int order[M_COUNT];
+    for (int j = 0; j < count; j++) order[j] = first + j;
+    for (size_t r = 0; r < WARMUP_ROUNDS + rounds; r++) {
+        shuffle(order, count);
+        for (int j = 0; j < count; j++) {
+            double v = iter(order[j]);
+            if (r >= WARMUP_ROUNDS) t[order[j]][r - WARMUP_ROUNDS] = v;
+        }
+    }
+}
+
+static void one_run(int run, size_t rounds, double **t, run_result *out) {
+    memset(out, 0, sizeof *out);
+    measure(0, M_STREAM_COUNT, rounds, t);
+    CU_CHECK(rc.cuStreamSynchronize(hs));
+    for (int m = 0; m < M_STREAM_COUNT; m++) out->have[m] = 1;
+    if (res) {
+        /* the loop runs only for this part: nothing else of the run waits for it */
+        CW_CHECK(cw_resident_launch(res));
+        measure(M_STREAM_COUNT, M_COUNT - M_STREAM_COUNT, rounds, t);
+        CW_CHECK(cw_resident_tear_down(res, 5000));
+        for (int m = M_STREAM_COUNT; m < M_COUNT; m++) out->have[m] = 1;
+    }
+    for (int m = 0; m < M_COUNT; m++)
+        if (out->have[m]) out->sm[m] = stats_of(t[m], rounds);
+
+    const stats *sm = out->sm;
+    for (int p = 0; p < NPAIRS; p++) {
+        if (!out->have[pairs[p].cw]) {
+            out->pair_ok[p] = -1;
+            continue;
+        }
+        const stats *c = &sm[pairs[p].cw], *r = &sm[pairs[p].raw];
+        out->r50[p] = c->p50 / r->p50;
+        out->r99[p] = c->p99 / r->p99;
+        out->r999[p] = c->p999 / r->p999;
+        out->pair_ok[p] = out->r99[p] <= TARGET_TAIL_RATIO;
+        out->judged++;
+        out->passed += out->pair_ok[p];
+    }
+    const stats *hf = &sm[M_FUT_HF], *wv = &sm[M_FUT_WV], *rwv = &sm[M_RAW_WV];
+    out->wv_vs_raw = wv->p50 / rwv->p50;
+    out->hf_over_wv50 = hf->p50 / wv->p50;
+    out->hf_over_wv99 = hf->p99 / wv->p99;
+    out->ok_wv = out->wv_vs_raw <= TARGET_WV_VS_RAW;
+    out->ok_hf50 = out->hf_over_wv50 >= TARGET_HF_OVER_WV;
+    out->ok_hf99 = out->hf_over_wv99 >= TARGET_HF_OVER_WV;
+    out->judged += 3;
+    out->passed += out->ok_wv + out->ok_hf50 + out->ok_hf99;
+
+    printf("\nrun %d: microseconds, %zu rounds (after %d warm-up rounds)\n", run, rounds, WARMUP_ROUNDS);
+    printf("  %-56s %8s %8s %8s %8s %9s\n", "method", "p50", "p90", "p99", "p99.9", "max");
+    for (int m = 0; m < M_COUNT; m++) {
+        if (!out->have[m]) {
+            printf("  %-56s not measured (no resident loop)\n", method_name[m]);
+            continue;
+        }
+        printf("  %-56s %8.2f %8.2f %8.2f %8.2f %9.2f\n", method_name[m], sm[m].p50, sm[m].p90, sm[m].p99,
+               sm[m].p999, sm[m].max);
+    }
+    printf("  ratios cuweave / raw, same rounds (target: p99 <= %.2f; p99.9 shown, not judged):\n", TARGET_TAIL_RATIO);
+    for (int p = 0; p < NPAIRS; p++) {
+        if (out->pair_ok[p] < 0) {
+            printf("    %-46s not measured\n", pairs[p].name);
+            continue;
+        }
+        printf("    %-46s p50 %.3f  p99 %.3f %s  p99.9 %.3f (%s)\n", pairs[p].name, out->r50[p], out->r99[p],
+               pass(out->pair_ok[p]), out->r999[p], out->r999[p] <= TARGET_TAIL_RATIO ? "within" : "over");
+    }
+    printf("    WRITE_VALUE future / raw write value, p50: %.3f (target <= %.2f): %s\n", out->wv_vs_raw,
+           TARGET_WV_VS_RAW, pass(out->ok_wv));
+    printf("    HOST_FUNC future / WRITE_VALUE future, p50: %.2fx, p99: %.2fx (target >= %.1fx): %s, %s\n",
+           out->hf_over_wv50, out->hf_over_wv99, TARGET_HF_OVER_WV, pass(out->ok_hf50), pass(out->ok_hf99));
+    printf("    not judged: WRITE_VALUE future / raw event + write value, p50 %.3f, p99 %.3f\n",
+           wv->p50 / sm[M_RAW_EV_WV].p50, wv->p99 / sm[M_RAW_EV_WV].p99);
+    if (res)
+        printf("    not judged: resident poll_result spin / raw word spin, p50 %.3f, p99 %.3f, p99.9 %.3f\n",
+               sm[M_RES_POLL].p50 / sm[M_RES_RAW].p50, sm[M_RES_POLL].p99 / sm[M_RES_RAW].p99,
+               sm[M_RES_POLL].p999 / sm[M_RES_RAW].p999);
+    printf("  run %d: %d of %d targets met: %s\n", run, out->passed, out->judged,
+           out->passed == out->judged ? "MET" : "MISSED");
+    fflush(stdout);
+}
+
 int main(void) {
-    printf("bench_completion: round trip from enqueueing an empty kernel to a waiting host thread awake\n"
+    const size_t rounds = env_size("BENCH_ROUNDS", DEFAULT_ROUNDS, 1000);
+    const int runs = (int)env_size("BENCH_RUNS_REPEAT", DEFAULT_RUNS, 1);
+    printf("bench_completion: round trip from enqueueing an empty kernel (or a resident loop request) to a\n"
+           "waiting host thread awake, for every waiting path, against a raw spin on the same condition\n"
            "  a) cw_future HOST_FUNC: launch + cw_future_rearm + cw_future_wait\n"
            "  b) cw_future WRITE_VALUE: launch + cw_future_rearm + cw_future_wait (default spin)\n"
            "  c) launch + cuStreamSynchronize\n"
            "  d) launch + cuStreamWriteValue32 of a sequence into mapped pinned memory + host spin\n"
            "  e) launch + cuLaunchHostFunc bumping an atomic + host spin\n"
-           "  f) as d) with a cuEventRecord before the write (not judged: the cost of one more\n"
-           "     driver call between the launch and the marker)\n"
+           "  f) as d) with a cuEventRecord before the write (not judged)\n"
            "  g) cw_future_rearm, then the raw spin on the future's own word (not judged: tells\n"
            "     the enqueue side of the future from its waiting side)\n"
-           "  h) cw_future EVENT: launch + cw_future_rearm + cw_future_wait (not judged: the marker\n"
-           "     cheapest to enqueue, waited for with cuEventQuery)\n"
-           "  method: %d warm-up + %d measured iterations each, one of each per round, in a random\n"
-           "          order (fixed seed), one stream, CLOCK_MONOTONIC from before the launch to the wake-up\n"
-           "  then, not judged: the host time of enqueueing each marker alone (cw_future_rearm of\n"
-           "          WRITE_VALUE and EVENT futures, cuStreamWriteValue32, cuEventRecord +\n"
-           "          cuStreamWriteValue32, cuEventRecord) and of a wait that finds the future complete\n",
-           WARMUP_ROUNDS, ROUNDS);
+           "  h) cw_future EVENT: launch + cw_future_rearm + cw_future_wait\n"
+           "  i) launch + cw_stream_synchronize\n"
+           "  j) launch + cuEventRecord + spin on cuEventQuery\n"
+           "  k) resident loop (no workload, GPU spinning): cw_resident_data_ready + cw_resident_wait_result\n"
+           "  l) resident loop: cw_resident_data_ready + raw spin on the loop's completion word\n"
+           "  m) resident loop: cw_resident_data_ready + cw_resident_poll_result spin (not judged)\n"
+           "  judged, cuweave / raw: b/d, a/e, h/j, i/c, k/l within %.2f at p99 (p50, p99.9 shown);\n"
+           "          b/d within %.2f at p50; a/b >= %.1fx at p50 and p99\n"
+           "  method: %d runs (BENCH_RUNS_REPEAT) of %d warm-up + %zu measured rounds (BENCH_ROUNDS), one\n"
+           "          iteration of each method per round in a random order (fixed seed), a) to j) in one set\n"
+           "          of rounds on one stream, k) to m) in another while the loop runs; CLOCK_MONOTONIC from\n"
+           "          before the launch (or the request) to the wake-up\n"
+           "  then, once, not judged: the host time of enqueueing each marker alone\n",
+           TARGET_TAIL_RATIO, TARGET_WV_VS_RAW, TARGET_HF_OVER_WV, runs, WARMUP_ROUNDS, rounds);
     fflush(stdout);
 
     cw_device_info info;
@@ -299,6 +528,10 @@ int main(void) {
     CU_CHECK(rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, "cw_empty", &fn_empty));
     CW_CHECK(cw_stream_create(&s, ctx, NULL));
     hs = bench_cu_stream(s);
+    /* load cw_empty now (lazy loading loads it at its first launch, which
+     * would wait for a running resident loop) */
+    launch_empty();
+    CU_CHECK(rc.cuStreamSynchronize(hs));
 
     CU_CHECK(rc.cuEventCreate(&raw_ev, 0x2 /* CU_EVENT_DISABLE_TIMING */));
     void *hp = NULL;
@@ -315,68 +548,65 @@ int main(void) {
     CW_CHECK(cw_future_wait(fut_hf, TIMEOUT_US));
     CW_CHECK(cw_future_wait(fut_wv, TIMEOUT_US));
 
+    /* the resident loop: built once, launched for the resident part of each run */
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.sleep_interval_us = 0; /* the GPU checks the doorbell without sleeping */
+    cw_status rst = cw_resident_create(&res, ctx, &rs);
+    if (rst == CW_ERROR_NOT_SUPPORTED) {
+        printf("resident loop: not supported here (%s): k) to m) not measured\n", cw_last_error()->message);
+        res = NULL;
+    } else {
+        CW_CHECK(rst);
+        CW_CHECK(cw_resident_build(res));
+        res_host = cwi_resident_host(res);
+        if (!res_host) {
+            fprintf(stderr, "bench_completion: cwi_resident_host failed\n");
+            return 1;
+        }
+    }
+
     double *t[M_COUNT];
     for (int m = 0; m < M_COUNT; m++) {
-        t[m] = malloc(sizeof(double) * ROUNDS);
+        t[m] = malloc(sizeof(double) * rounds);
         if (!t[m]) {
             fprintf(stderr, "bench_completion: out of memory\n");
             return 1;
         }
     }
-    /* Each round runs every method once, in a fresh random order: a method's
-     * latency depends on what ran just before it (after a host-function
-     * method the driver's callback thread is still busy for microseconds),
-     * so a fixed rotation would always put the same method after the same
-     * neighbour. A fixed seed keeps runs comparable. */
-    int order[M_COUNT];
-    for (int m = 0; m < M_COUNT; m++) order[m] = m;
-    for (int r = 0; r < WARMUP_ROUNDS + ROUNDS; r++) {
-        shuffle(order, M_COUNT);
-        for (int j = 0; j < M_COUNT; j++) {
-            double v = iter(order[j]);
-            if (r >= WARMUP_ROUNDS) t[order[j]][r - WARMUP_ROUNDS] = v;
-        }
+    run_result *rr = calloc((size_t)runs, sizeof *rr);
+    if (!rr) {
+        fprintf(stderr, "bench_completion: out of memory\n");
+        return 1;
     }
-    CU_CHECK(rc.cuStreamSynchronize(hs));
+    int met = 0;
+    for (int i = 0; i < runs; i++) {
+        one_run(i + 1, rounds, t, &rr[i]);
+        met += rr[i].passed == rr[i].judged;
+    }
 
-    /* WRITE_VALUE future over raw write value, round by round, before the sorts */
-    double *pr = malloc(sizeof(double) * ROUNDS);
-    if (!pr) return 1;
-    for (int r = 0; r < ROUNDS; r++) pr[r] = t[M_FUT_WV][r] / t[M_RAW_WV][r];
-    stats s_pr = stats_of(pr, ROUNDS);
-    free(pr);
-
-    stats sm[M_COUNT];
-    for (int m = 0; m < M_COUNT; m++) sm[m] = stats_of(t[m], ROUNDS);
-
-    const stats *hf = &sm[M_FUT_HF], *wv = &sm[M_FUT_WV], *rwv = &sm[M_RAW_WV], *rhf = &sm[M_RAW_HF];
-    double wv_vs_raw = wv->p50 / rwv->p50;
-    double hf_over_wv50 = hf->p50 / wv->p50, hf_over_wv99 = hf->p99 / wv->p99;
-    int ok1 = wv_vs_raw <= TARGET_WV_VS_RAW, ok2 = hf_over_wv50 >= TARGET_HF_OVER_WV,
-        ok3 = hf_over_wv99 >= TARGET_HF_OVER_WV;
-
-    printf("results (microseconds, %d iterations each):\n", ROUNDS);
-    for (int m = 0; m < M_COUNT; m++)
-        printf("  %-48s p50 %8.2f  p90 %8.2f  p99 %8.2f  max %9.2f\n", method_name[m], sm[m].p50, sm[m].p90,
-               sm[m].p99, sm[m].max);
-    printf("ratios:\n");
-    printf("  WRITE_VALUE future / raw write value, p50: %.3f (target <= %.2f): %s\n", wv_vs_raw, TARGET_WV_VS_RAW,
-           pass(ok1));
-    printf("  WRITE_VALUE future / raw write value, per round (same round): p10 %.3f, p50 %.3f, p90 %.3f\n",
-           s_pr.p10, s_pr.p50, s_pr.p90);
-    printf("  HOST_FUNC future / WRITE_VALUE future, p50: %.2fx (target >= %.1fx): %s\n", hf_over_wv50,
-           TARGET_HF_OVER_WV, pass(ok2));
-    printf("  HOST_FUNC future / WRITE_VALUE future, p99: %.2fx (target >= %.1fx): %s\n", hf_over_wv99,
-           TARGET_HF_OVER_WV, pass(ok3));
-    printf("  HOST_FUNC future / raw host func, p50 %.3f, p99 %.3f (no target)\n", hf->p50 / rhf->p50,
-           hf->p99 / rhf->p99);
-    printf("  WRITE_VALUE future / raw event + write value, p50 %.3f, p99 %.3f (no target)\n",
-           wv->p50 / sm[M_RAW_EV_WV].p50, wv->p99 / sm[M_RAW_EV_WV].p99);
+    printf("\nevery run, cuweave / raw at p50 / p99 / p99.9, the p99 judged (<= %.2f):\n  run", TARGET_TAIL_RATIO);
+    for (int p = 0; p < NPAIRS; p++) printf("  %-24s", pairs[p].brief);
+    printf("  targets\n");
+    for (int i = 0; i < runs; i++) {
+        printf("  %3d", i + 1);
+        for (int p = 0; p < NPAIRS; p++) {
+            char cell[64];
+            if (rr[i].pair_ok[p] < 0)
+                snprintf(cell, sizeof cell, "n/a");
+            else
+                snprintf(cell, sizeof cell, "%.3f/%.3f/%.3f %s", rr[i].r50[p], rr[i].r99[p], rr[i].r999[p],
+                         pass(rr[i].pair_ok[p]));
+            printf("  %-24s", cell);
+        }
+        printf("  %d of %d\n", rr[i].passed, rr[i].judged);
+    }
+    printf("targets met in %d of %d runs\n", met, runs);
 
     /* diagnostics: host cost of the marker alone, interleaved, same stream */
     double *dt[D_COUNT];
     for (int d = 0; d < D_COUNT; d++) {
-        dt[d] = malloc(sizeof(double) * ROUNDS);
+        dt[d] = malloc(sizeof(double) * DIAG_ROUNDS);
         if (!dt[d]) {
             fprintf(stderr, "bench_completion: out of memory\n");
             return 1;
@@ -384,38 +614,55 @@ int main(void) {
     }
     for (int r = 0; r < WARMUP_ROUNDS; r++)
         for (int j = 0; j < D_COUNT; j++) (void)diag((r + j) % D_COUNT);
-    for (int r = 0; r < ROUNDS; r++)
+    for (int r = 0; r < DIAG_ROUNDS; r++)
         for (int j = 0; j < D_COUNT; j++) {
             int d = (r + j) % D_COUNT;
             dt[d][r] = diag(d);
         }
-    printf("diagnostics, not judged: host time of the call alone, idle stream, microseconds:\n");
+    printf("\ndiagnostics, not judged: host time of the call alone, idle stream, microseconds:\n");
     for (int d = 0; d < D_COUNT; d++) {
-        stats sd = stats_of(dt[d], ROUNDS);
+        stats sd = stats_of(dt[d], DIAG_ROUNDS);
         printf("  %-48s p50 %6.2f  p90 %6.2f  p99 %6.2f\n", diag_name[d], sd.p50, sd.p90, sd.p99);
         free(dt[d]);
     }
 
     /* the block for docs/benchmarks.md */
+    const run_result *last = &rr[runs - 1];
     printf("\n---- docs/benchmarks.md ----\n");
     printf("### Host completion after an empty kernel (bench_completion)\n\n");
-    printf("%s, %s, driver %d.%d, commit %s. Microseconds from before the launch to the waiting\n"
-           "thread awake; %d iterations each, methods in a fresh random order each round on one stream.\n\n",
-           date, info.name, drv / 1000, drv % 1000 / 10, commit, ROUNDS);
-    printf("| method | p50 | p90 | p99 | max |\n| --- | --- | --- | --- | --- |\n");
+    printf("%s, %s, driver %d.%d, commit %s. Microseconds from before the launch (or the resident\n"
+           "request) to the waiting thread awake; %d runs in one process, %zu rounds each, methods in a\n"
+           "fresh random order each round; the pairs judged are named by their methods' letters. The last run:\n\n",
+           date, info.name, drv / 1000, drv % 1000 / 10, commit, runs, rounds);
+    printf("| method | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |\n");
     for (int m = 0; m < M_COUNT; m++)
-        printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", method_name[m], sm[m].p50, sm[m].p90, sm[m].p99,
-               sm[m].max);
-    printf("\n| target | measured | result |\n| --- | --- | --- |\n");
-    printf("| WRITE_VALUE future within 10%% of raw write value + spin (p50) | %.3f | %s |\n", wv_vs_raw,
-           pass(ok1));
-    printf("| WRITE_VALUE future >= 2x faster than HOST_FUNC future (p50) | %.2fx | %s |\n", hf_over_wv50,
-           pass(ok2));
-    printf("| WRITE_VALUE future >= 2x faster than HOST_FUNC future (p99) | %.2fx | %s |\n", hf_over_wv99,
-           pass(ok3));
+        if (last->have[m])
+            printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", method_name[m], last->sm[m].p50, last->sm[m].p90,
+                   last->sm[m].p99, last->sm[m].p999, last->sm[m].max);
+    printf("\nEvery run, cuweave / raw at p50 / p99 / p99.9 (target: p99 <= %.2f):\n\n| run |", TARGET_TAIL_RATIO);
+    for (int p = 0; p < NPAIRS; p++) printf(" %s |", pairs[p].brief);
+    printf(" WRITE_VALUE / raw p50 (<= %.2f) | HOST_FUNC / WRITE_VALUE p50, p99 (>= %.0fx) | targets |\n| --- |",
+           TARGET_WV_VS_RAW, TARGET_HF_OVER_WV);
+    for (int p = 0; p < NPAIRS; p++) printf(" --- |");
+    printf(" --- | --- | --- |\n");
+    for (int i = 0; i < runs; i++) {
+        printf("| %d |", i + 1);
+        for (int p = 0; p < NPAIRS; p++) {
+            if (rr[i].pair_ok[p] < 0)
+                printf(" n/a |");
+            else
+                printf(" %.3f / %.3f %s / %.3f |", rr[i].r50[p], rr[i].r99[p], pass(rr[i].pair_ok[p]),
+                       rr[i].r999[p]);
+        }
+        printf(" %.3f %s | %.2fx, %.2fx %s | %d of %d |\n", rr[i].wv_vs_raw, pass(rr[i].ok_wv), rr[i].hf_over_wv50,
+               rr[i].hf_over_wv99, pass(rr[i].ok_hf50 && rr[i].ok_hf99), rr[i].passed, rr[i].judged);
+    }
+    printf("\nTargets met in %d of %d runs.\n", met, runs);
     printf("---- end ----\n");
 
     for (int m = 0; m < M_COUNT; m++) free(t[m]);
+    free(rr);
+    cw_resident_destroy(&res);
     cw_future_destroy(&fut_hf);
     cw_future_destroy(&fut_wv);
     cw_future_destroy(&fut_ev);

@@ -24,6 +24,8 @@
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1611,6 +1613,84 @@ static void test_future_fd(void **state) {
     cw_stream_destroy(&s);
 }
 
+/* The waiting policy (docs/threading.md, "How a wait waits"): a wait that
+ * completes within the future's spin budget never gives the CPU away, for
+ * every kind whose check needs no driver call (a HOST_FUNC future's counter,
+ * a WRITE_VALUE future's word); one that lasts past the budget does sleep.
+ * Measured by the waiting thread's voluntary context switches
+ * (getrusage(RUSAGE_THREAD).ru_nvcsw: a futex wait, a nanosleep or a poll
+ * counts one; being preempted while spinning counts as involuntary). The
+ * marker is held by the fake, released 20 ms after the waiter has started.
+ * (An EVENT future's check is cuEventQuery, which takes the fake's lock and
+ * may sleep on it: not countable here.) */
+struct spin_waiter {
+    cw_future *f;
+    atomic_int started;
+    long nvcsw; /* voluntary switches during the wait */
+    double waited_ms;
+    cw_status st;
+};
+
+static void *spin_waiter_main(void *arg) {
+    struct spin_waiter *w = (struct spin_waiter *)arg;
+    struct rusage before, after;
+    getrusage(RUSAGE_THREAD, &before);
+    atomic_store(&w->started, 1);
+    const double t0 = now_ms();
+    w->st = cw_future_wait(w->f, 10000000);
+    w->waited_ms = now_ms() - t0;
+    getrusage(RUSAGE_THREAD, &after);
+    w->nvcsw = after.ru_nvcsw - before.ru_nvcsw;
+    return NULL;
+}
+
+/* Waits on f from another thread while its marker is held for 20 ms. */
+static struct spin_waiter wait_held(cw_future *f) {
+    struct spin_waiter w;
+    memset(&w, 0, sizeof w);
+    w.f = f;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, spin_waiter_main, &w), 0);
+    while (!atomic_load(&w.started)) sched_yield();
+    sleep_ms(20);
+    fk.hold(0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    return w;
+}
+
+static void test_future_wait_spins_within_budget(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    cw_future *f = NULL;
+    /* within the budget: a 20 ms wait under a 5 s spin never sleeps */
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&f, s, kind));
+    assert_cw_ok(cw_future_set_spin(f, 5000000));
+    struct spin_waiter w = wait_held(f);
+    assert_cw_ok(w.st);
+    if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
+    /* valgrind runs one thread at a time, handing the CPU over through a
+     * lock: a spinning thread waits on that lock for the fake's callback
+     * thread to run (a voluntary switch that is valgrind's, not the wait's) */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload"))
+        print_message("# under valgrind: %ld voluntary switches in the spin, not judged\n", w.nvcsw);
+    else if (w.nvcsw != 0)
+        fail_msg("a wait of %.1f ms within a 5 s spin budget gave the CPU away %ld times (slept instead of spinning)",
+                 w.waited_ms, w.nvcsw);
+    assert_cw_ok(cw_future_poll(f));
+    /* past the budget (spin 0): the same wait sleeps, it does not burn the CPU */
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    assert_cw_ok(cw_future_set_spin(f, 0));
+    w = wait_held(f);
+    assert_cw_ok(w.st);
+    if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
+    if (w.nvcsw < 1) fail_msg("a wait of %.1f ms with spin 0 never slept", w.waited_ms);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
 struct cb_record {
     atomic_int calls;
     cw_status status;
@@ -1674,6 +1754,85 @@ static void test_future_callback(void **state) {
     sleep_ms(20);
     assert_int_equal(atomic_load(&rec.calls), 1);
     cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
+/* The watcher thread (callbacks and fds of WRITE_VALUE and EVENT futures)
+ * polls with sleeps that start at 2 us: they must be 2 us, not the default
+ * timer slack of 50 us that Linux adds to every sleep of a thread (which
+ * made the watcher's first look come some 50 us after it started watching,
+ * whatever the work took). The callback runs on the watcher thread and reads
+ * its timer slack there. */
+struct slack_record {
+    atomic_int calls;
+    long slack_ns;
+    pthread_t thread;
+};
+
+static void slack_cb(void *user, cw_future *f, cw_status st) {
+    (void)f;
+    (void)st;
+    struct slack_record *r = (struct slack_record *)user;
+    r->slack_ns = (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    r->thread = pthread_self();
+    atomic_store(&r->calls, 1);
+}
+
+static void test_watcher_timer_slack(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    struct slack_record rec;
+    memset(&rec, 0, sizeof rec);
+    fk.hold(1);
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, kind));
+    assert_cw_ok(cw_future_set_callback(f, slack_cb, &rec));
+    sleep_ms(5);
+    fk.hold(0);
+    assert_cw_ok(cw_future_wait(f, 5000000));
+    for (int i = 0; i < 5000 && !atomic_load(&rec.calls); i++) sleep_ms(1);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_false(pthread_equal(rec.thread, pthread_self())); /* on the watcher thread */
+    if (rec.slack_ns > 1000)
+        fail_msg("the watcher thread's timer slack is %ld ns: each of its 2 us sleeps lasts that much longer",
+                 rec.slack_ns);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
+/* A future watched while the watcher polls slowly (another watched future
+ * has been pending long enough for its sleeps to grow to 1 ms) is looked at
+ * at once, and the polls start short again: the watcher is woken by the new
+ * watch, not left to finish a 1 ms sleep (which made a callback or an fd of
+ * a fast future up to a millisecond late whenever a slow one was watched
+ * too). */
+static void test_watcher_woken_by_new_watch(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    cw_stream *s = new_stream();
+    struct cb_record slow, fast;
+    memset(&slow, 0, sizeof slow);
+    memset(&fast, 0, sizeof fast);
+    fk.hold(1);
+    cw_future *a = NULL, *b = NULL;
+    assert_cw_ok(cw_future_create(&a, s, kind));
+    assert_cw_ok(cw_future_set_callback(a, record_cb, &slow));
+    sleep_ms(30); /* the watcher's polls of a have grown to 1 ms */
+    const unsigned long w0 = cwi_future_watcher_wakes();
+    assert_cw_ok(cw_future_create(&b, s, kind));
+    assert_cw_ok(cw_future_set_callback(b, record_cb, &fast));
+    unsigned long w1 = w0;
+    for (int i = 0; i < 200 && w1 == w0; i++) {
+        sleep_ms(1);
+        w1 = cwi_future_watcher_wakes();
+    }
+    if (w1 == w0) fail_msg("the watcher was not woken by a newly watched future (it finished its long sleep)");
+    fk.hold(0);
+    assert_true(wait_calls(&slow, 1, 5000));
+    assert_true(wait_calls(&fast, 1, 5000));
+    assert_int_equal(fast.status, CW_SUCCESS);
+    assert_false(pthread_equal(fast.thread, pthread_self()));
+    cw_future_destroy(&a);
+    cw_future_destroy(&b);
     cw_stream_destroy(&s);
 }
 
@@ -3342,9 +3501,15 @@ int main(int argc, char **argv) {
         TEST_K(test_future_fd, k_host),
         TEST_K(test_future_fd, k_write),
         TEST_K(test_future_fd, k_event),
+        TEST_K(test_future_wait_spins_within_budget, k_host),
+        TEST_K(test_future_wait_spins_within_budget, k_write),
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
         TEST_K(test_future_callback, k_event),
+        TEST_K(test_watcher_timer_slack, k_write),
+        TEST_K(test_watcher_timer_slack, k_event),
+        TEST_K(test_watcher_woken_by_new_watch, k_write),
+        TEST_K(test_watcher_woken_by_new_watch, k_event),
         TEST_K(test_future_rearm, k_host),
         TEST_K(test_future_rearm, k_write),
         TEST_K(test_future_rearm, k_event),

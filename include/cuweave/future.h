@@ -7,8 +7,10 @@
  *
  *  CW_FUTURE_HOST_FUNC    a host function (cuLaunchHostFunc) runs on a
  *                         driver thread when the stream reaches it and wakes
- *                         everything waiting. Works on every stream; slower
- *                         (tens of microseconds on the H100).
+ *                         everything waiting; a waiter spins on the counter it
+ *                         sets for spin_us, then sleeps on a condition
+ *                         variable. Works on every stream; slower (tens of
+ *                         microseconds on the H100).
  *  CW_FUTURE_WRITE_VALUE  the stream writes a sequence number
  *                         (cuStreamWriteValue32) into mapped pinned host
  *                         memory; a waiter spins on it for a short while
@@ -144,9 +146,12 @@ CW_API cw_status cw_future_poll(cw_future *f);
  * (negative: no limit; 0: checks once). A timeout too large to represent as
  * a point of the monotonic clock in nanoseconds (INT64_MAX, or anything past
  * about 9.2e15 us less the uptime: some 292 years) also means no limit: it
- * never ends the wait early. A WRITE_VALUE wait starts with a short spin
- * that reads no clock (256 turns, a few microseconds), so its timeout may
- * end that much late. Any number of threads may wait.
+ * never ends the wait early. A WRITE_VALUE or HOST_FUNC wait starts with a
+ * short spin that reads no clock (256 turns, a few microseconds), so its
+ * timeout may end that much late. Every kind spins for the future's spin_us
+ * (cw_future_set_spin) before it sleeps: docs/threading.md, "How a wait
+ * waits", gives each kind's checks and what a wait past the spin costs.
+ * Any number of threads may wait.
  *
  * Returns:
  *   CW_SUCCESS                 complete.
@@ -161,8 +166,12 @@ CW_API cw_status cw_future_poll(cw_future *f);
 CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
 
 /*
- * Sets how long a WRITE_VALUE waiter spins before it starts sleeping
- * (default 200 us, at most 10 s). No effect on HOST_FUNC futures.
+ * Sets how long a waiter spins before it starts sleeping (default 200 us,
+ * at most 10 s), for every kind: a WRITE_VALUE waiter spins on its word, a
+ * HOST_FUNC waiter on the counter its host function sets, an EVENT waiter
+ * on cuEventQuery. A wait that outlasts the spin polls with sleeps (a
+ * HOST_FUNC wait sleeps on a condition variable) and may return later than
+ * the completion by up to a sleep (docs/threading.md, "How a wait waits").
  *
  * Returns:
  *   CW_SUCCESS                 set.

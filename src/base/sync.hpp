@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -23,6 +24,15 @@ inline int64_t now_ns() {
 inline int64_t deadline_after_us(int64_t start_ns, int64_t timeout_us) {
     if (timeout_us < 0 || timeout_us > (INT64_MAX - start_ns) / 1000) return -1;
     return start_ns + timeout_us * 1000;
+}
+
+// Initialises a condition variable whose timed waits use the monotonic clock.
+inline void cond_init_monotonic(pthread_cond_t *c) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 // A pause for spin loops (no-op where the CPU has no such hint).

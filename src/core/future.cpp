@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -189,34 +190,47 @@ void notify(cw_future *f, cw_status st) {
 
 // ---- the watcher thread (futures with a callback or an fd) ----
 // It completes written-value futures and notices device faults for both
-// kinds. It polls with sleeps from 2 us growing to 1 ms while anything is
-// watched, and sleeps on a condition variable otherwise.
+// kinds (a fault check of every watched future once a millisecond). It
+// polls with sleeps from 2 us growing to 1 ms while anything is watched, and
+// sleeps on the condition variable otherwise. A newly watched future wakes
+// it, and its polls start again from 2 us.
 
 struct Watch {
     pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t cond;      // on the monotonic clock: set up by watch() before the thread starts
+    bool cond_ready = false;  // cond is set up
     cw_future *head = nullptr;
     bool running = false;
+    bool added = false;  // a future was watched since the watcher last looked at its list
 } g_watch;
+// Times a newly watched future woke the watcher (future_watcher_wakes).
+std::atomic<unsigned long> g_watch_wakes{0};
 
 void *watcher_main(void *) {
-    int64_t idle_ns = 2000;
+    // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
+    // inherited) to every sleep. Only this thread's setting changes.
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    int64_t idle_ns = 2000, next_fault_check = 0;
     pthread_mutex_lock(&g_watch.mutex);
     for (;;) {
         while (!g_watch.head) {
             idle_ns = 2000;
+            next_fault_check = 0;
             pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
         }
+        g_watch.added = false;
+        // Once a millisecond of polling, also look for a fault.
+        const int64_t t = now_ns();
+        if (next_fault_check == 0) next_fault_check = t + 1000000;
+        const bool fault_pass = t >= next_fault_check;
+        if (fault_pass) next_fault_check = t + 1000000;
         // Take the finished ones off the list under the lock; notify them
         // after it is released, so that callbacks may use other futures.
         cw_future *ready = nullptr;
         for (cw_future **pp = &g_watch.head; *pp;) {
             cw_future *f = *pp;
             bool finished = marker_done(f);
-            if (!finished && idle_ns >= 1000000) {
-                // While it sleeps long, also look for a fault now and then.
-                finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
-            }
+            if (!finished && fault_pass) finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
             if (finished) {
                 *pp = f->watch_next;
                 // notifying first: unwatch reads `watched` without the lock,
@@ -239,10 +253,20 @@ void *watcher_main(void *) {
             notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
             f->notifying.store(0, std::memory_order_release);  // last touch of f
         }
-        struct timespec ts = {0, idle_ns};
-        nanosleep(&ts, nullptr);
-        if (idle_ns < 1000000) idle_ns *= 2;
         pthread_mutex_lock(&g_watch.mutex);
+        // Sleep idle_ns, unless a future was watched meanwhile (watch()
+        // sets `added` and signals under the mutex, so none is missed).
+        if (!g_watch.added && g_watch.head) {
+            const int64_t until = now_ns() + idle_ns;
+            struct timespec ts = {until / 1000000000, until % 1000000000};
+            pthread_cond_timedwait(&g_watch.cond, &g_watch.mutex, &ts);
+        }
+        if (g_watch.added) {
+            idle_ns = 2000;
+            g_watch_wakes.fetch_add(1, std::memory_order_relaxed);
+        } else if (idle_ns < 1000000) {
+            idle_ns *= 2;
+        }
     }
     return nullptr;
 }
@@ -250,6 +274,8 @@ void *watcher_main(void *) {
 cw_status watch(cw_future *f) {
     pthread_mutex_lock(&g_watch.mutex);
     if (!g_watch.running) {
+        if (!g_watch.cond_ready) cond_init_monotonic(&g_watch.cond);
+        g_watch.cond_ready = true;
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);
@@ -266,6 +292,7 @@ cw_status watch(cw_future *f) {
         f->watched.store(true, std::memory_order_release);
         f->watch_next = g_watch.head;
         g_watch.head = f;
+        g_watch.added = true;
         pthread_cond_signal(&g_watch.cond);
     }
     pthread_mutex_unlock(&g_watch.mutex);
@@ -354,6 +381,25 @@ void reset_notification(cw_future *f) {
     f->cb_user = nullptr;
 }
 
+// The spin of WRITE_VALUE and HOST_FUNC waits, until reached() or spin_us
+// (at most the deadline): no clock for the first 256 turns (a few us, the
+// usual wait), then a clock read every 1024 turns. Returns the deadline (-1:
+// no limit), counted from the end of those first turns.
+template <class Reached>
+inline int64_t spin_for(Reached reached, unsigned spin_us, int64_t timeout_us) {
+    unsigned n = 0;
+    while (!reached() && ++n < 256) cpu_relax();
+    const int64_t start = now_ns();
+    const int64_t deadline = deadline_after_us(start, timeout_us);
+    int64_t spin_until = start + (int64_t)spin_us * 1000;
+    if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
+    for (n = 1; !reached(); n++) {
+        cpu_relax();
+        if ((n & 1023) == 0 && now_ns() >= spin_until) break;
+    }
+    return deadline;
+}
+
 // Waits for the marker, at most timeout_us microseconds (negative, or too
 // large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
@@ -399,23 +445,10 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
         }
         CW_TRY(guard.leave());
     } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
-        // The spin is the latency-critical part: one load and one compare per
-        // turn on the word itself. The first 256 turns (a few microseconds,
-        // the usual wait) read no clock at all; after that the clock is read
-        // every 1024 turns. Timeouts are therefore measured from the end of
-        // those first turns: late by a few microseconds at most.
         const uint32_t want = f->armed.load(std::memory_order_acquire);
         const volatile uint32_t *word = f->word;
-        unsigned n = 0;
-        while (static_cast<int32_t>(load_word(word) - want) < 0 && ++n < 256) cpu_relax();
-        const int64_t start = now_ns();
-        const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
-        int64_t spin_until = start + (int64_t)f->spin_us * 1000;
-        if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
-        for (n = 1; static_cast<int32_t>(load_word(word) - want) < 0; n++) {
-            cpu_relax();
-            if ((n & 1023) == 0 && now_ns() >= spin_until) break;
-        }
+        const int64_t deadline =
+            spin_for([&] { return static_cast<int32_t>(load_word(word) - want) >= 0; }, f->spin_us, timeout_us);
         int64_t sleep_ns = 2000, next_fault_check = 0;
         while (!marker_done(f)) {
             int64_t t = now_ns();
@@ -430,7 +463,13 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
     } else {
-        const int64_t deadline = deadline_after_us(now_ns(), timeout_us);  // -1: no limit
+        // HOST_FUNC: spins on the counter the host function sets, then sleeps
+        // on the condition variable it signals (sleeping at once cost every
+        // wait a futex wake-up, tens of microseconds at p99).
+        const uint32_t want = f->armed.load(std::memory_order_acquire);
+        const int64_t deadline = spin_for(
+            [&] { return static_cast<int32_t>(f->done.load(std::memory_order_acquire) - want) >= 0; }, f->spin_us,
+            timeout_us);
         if (!marker_done(f)) {
             pthread_mutex_lock(&f->mutex);
             while (!marker_done(f)) {
@@ -555,11 +594,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     f->kind = kind;
     f->efd.store(-1);
     f->spin_us = kDefaultSpinUs;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_monotonic(&f->cond);
     pthread_mutex_init(&f->mutex, nullptr);
     bool have_slot = false;
     cw_status st = event_get(ctx, &f->ev);
@@ -747,6 +782,8 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
     pool_release(pool, join);
     return st;
 }
+
+unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
 
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (f->kind != CW_FUTURE_WRITE_VALUE) return false;

@@ -55,6 +55,9 @@ cw_status future_get_fd(cw_future *f, int *fd);
 void future_destroy(cw_future *f);
 // A future completed by the work queued so far on every stream (one context).
 cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out);
+// Times the watcher was woken from its polling sleep by a newly watched
+// future (tests).
+unsigned long future_watcher_wakes();
 // A written-value future's word and the number its marker writes (tests).
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed);
 

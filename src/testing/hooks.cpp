@@ -43,6 +43,8 @@ int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
     return cw::core::future_word(f, word, armed) ? 0 : -1;
 }
 
+unsigned long cwi_future_watcher_wakes(void) { return cw::core::future_watcher_wakes(); }
+
 void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg) {
     cw::jit::g_disk_hook_arg = arg;
     cw::jit::g_disk_hook = fn;

@@ -104,6 +104,12 @@ void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void 
 struct cw_future;
 int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *armed);
 
+/* Times the futures' watcher thread (callbacks and fds of WRITE_VALUE and
+ * EVENT futures) was woken from its polling sleep by a future newly watched
+ * (then its polls start again from the shortest sleep), since the process
+ * started. */
+unsigned long cwi_future_watcher_wakes(void);
+
 /* A resident loop's trace (settings.trace): its marks (two words a stage,
  * begun and ended, as the GPU writes them) and how many stages its last
  * build made. Returns 0, or -1 when the loop has no marks yet. */

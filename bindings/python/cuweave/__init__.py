@@ -545,7 +545,7 @@ class Future(_Handle):
         return cls(None, _ptr=_new(lib.cw_future_when_all, arr, len(streams), kind), _context=streams[0].context)
 
     def set_spin(self, spin_us):
-        """How long a WRITE_VALUE waiter spins before sleeping (default 200 us)."""
+        """How long a waiter spins before sleeping, any kind (default 200 us)."""
         lib.cw_future_set_spin(self.handle, int(spin_us))
 
     def add_done_callback(self, fn):
