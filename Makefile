@@ -66,6 +66,7 @@ LIB_SRCS = \
 	src/graph/exec.cpp \
 	src/graph/graph.cpp \
 	src/graph/resident_build.cpp \
+	src/graph/resident_fused.cpp \
 	src/graph/resident_loop.cpp \
 	src/graph/resident_trace.cpp \
 	src/jit/cache.cpp \
@@ -192,9 +193,10 @@ $(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/graph/resident_abi.h
 	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 		-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -o $@ $<
 
-$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h
+$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h src/graph/resident_abi.h
 	@mkdir -p $(dir $@)
-	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@ include/cuweave/resident_device.h
+	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@ include/cuweave/resident_device.h \
+		src/graph/resident_abi.h
 
 $(O)/src/builtin_image.o: $(O)/src/builtin_image.cpp
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -c $< -o $@
