@@ -119,7 +119,7 @@ CPP_HEADERS = \
 	include/cuweave/cpp/share.hpp \
 	include/cuweave/cpp/stream.hpp
 
-EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_handler video_pipeline
+EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_fused resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
