@@ -58,6 +58,14 @@
  *    updated (they never run). Destroying a graph (or the top-level graph
  *    of a body) that a capture records into ends that capture.
  *    cuStreamBeginCaptureToGraph is always present.
+ * Always present: cuOccupancyMaxActiveBlocksPerMultiprocessor (blocks of
+ * a library kernel's function an SM holds: 2048 threads and 228 KiB of
+ * shared memory an SM, at most 32 blocks; $FAKE_CUDA_OCCUPANCY, read at each
+ * call, instead when set), cuFuncSetAttribute (only
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), and
+ * CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH 1 (0 while $FAKE_CUDA_NO_COOPERATIVE
+ * is set); cuLaunchKernelEx records the last launch's grid, block, dynamic
+ * shared bytes and CU_LAUNCH_ATTRIBUTE_COOPERATIVE (fake_cuda_last_launch).
  * The new entries count in fake_cuda_calls like every other; a kernel launch
  * is a work item like the others (it can fault with fake_cuda_fault; it is
  * not counted by fake_cuda_discard, having no host-visible effect).

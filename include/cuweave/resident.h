@@ -231,7 +231,8 @@ CW_API void cw_resident_destroy(cw_resident **r);
  *                              build.
  *   CW_ERROR_INVALID_ARGUMENT  r or settings is NULL; a value out of range;
  *                              nonzero reserved bytes; a different input
- *                              layout or priority.
+ *                              layout or priority; trace or overlap for a
+ *                              fused loop (cw_resident_set_fused).
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
  *   CW_ERROR_INVALID_STATE     the loop is launched ("tear the loop down
  *                              first").
@@ -290,7 +291,8 @@ CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, cw_d
  *                              context.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop; workload is not NULL
  *                              and not a live graph.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
  *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
  *                              call).
@@ -319,7 +321,8 @@ typedef cw_status (*cw_resident_capture_fn)(cw_stream *s, void *user);
  *   CW_SUCCESS                 the workload is set, for the next build.
  *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  */
 CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
@@ -331,7 +334,8 @@ CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture
  *   CW_SUCCESS                 the handler is set, for the next build.
  *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  */
 CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
@@ -350,7 +354,8 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
  *                              context.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop; handler is not NULL
  *                              and not a live graph.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
  *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
  *                              call).
