@@ -12,7 +12,9 @@
  * attribute) at build and launch, and the host protocol end to end: the
  * test writes the GPU's words (completed) as the fused kernel would and
  * checks sequence numbers, results, double-buffered input slots, dropped
- * requests at a teardown and numbering per launch. Nothing leaks.
+ * requests at a teardown and numbering per launch. Nothing leaks. The
+ * kernel's generated source: its parts in order, and, where a real NVRTC
+ * is installed (no GPU needed), that it compiles for sm_80 and sm_90.
  * The fake runs no kernels (tests/test_gpu_resident_fused.c runs them).
  */
 #define _GNU_SOURCE
@@ -405,6 +407,98 @@ static void test_launch_failure(void **state) {
     cw_resident_destroy(&r);
 }
 
+/* The kernel's source: the device header and resident_abi.h (its include
+ * rewritten to the in-memory name), the caller's source from line 1 of
+ * "stages.cu", then the loop calling the stages in order, a grid barrier
+ * after each (the last one system-wide with sync_with_host). */
+static void test_generated_source(void **state) {
+    (void)state;
+    static const char *const three[] = {"second", "first", "second"};
+    cw_resident_fused f = fused_desc();
+    f.stages = three;
+    f.stage_count = 3;
+    char *src = cwi_resident_fused_source(&f);
+    assert_non_null(src);
+    assert_non_null(strstr(src, "#include \"cuweave/resident_device.h\""));
+    assert_null(strstr(src, "../../include"));
+    assert_non_null(strstr(src, "typedef struct cw_res_host"));
+    const char *user = strstr(src, "#line 1 \"stages.cu\"\n");
+    assert_non_null(user);
+    assert_non_null(strstr(user, kSource));
+    const char *a = strstr(src, "        second((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, 0u);\n");
+    assert_non_null(a);
+    const char *b = strstr(a + 1, "        first((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, 0u);\n");
+    assert_non_null(b);
+    const char *c = strstr(b + 1, "        second((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, sys);\n");
+    assert_non_null(c);
+    assert_non_null(strstr(src, "__global__ void __launch_bounds__(1024) cwf_resident_loop("));
+    assert_null(strstr(src, "CWF_STAGES"));
+    free(src);
+    f.stages = NULL; /* refused: NULL */
+    static const char *const bad[] = {"nope"};
+    f.stages = bad;
+    f.stage_count = 1;
+    assert_null(cwi_resident_fused_source(&f));
+}
+
+/* With a real NVRTC on this machine (no GPU needed): the generated source
+ * compiles for sm_80 and sm_90. Skipped when there is none. */
+typedef int (*nvrtc_create_fn)(void **, const char *, const char *, int, const char *const *, const char *const *);
+typedef int (*nvrtc_compile_fn)(void *, int, const char *const *);
+typedef int (*nvrtc_logsize_fn)(void *, size_t *);
+typedef int (*nvrtc_log_fn)(void *, char *);
+typedef int (*nvrtc_destroy_fn)(void **);
+static void test_generated_source_compiles(void **state) {
+    (void)state;
+    void *nv = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (!nv) nv = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!nv) nv = dlopen("libnvrtc.so.12", RTLD_NOW | RTLD_LOCAL);
+    nvrtc_create_fn create = nv ? (nvrtc_create_fn)dlsym(nv, "nvrtcCreateProgram") : NULL;
+    if (!create || dlsym(nv, "fake_nvrtc_compiles")) {
+        printf("# SKIP: no real NVRTC here (libnvrtc.so)\n");
+        skip();
+        return;
+    }
+    nvrtc_compile_fn compile = (nvrtc_compile_fn)dlsym(nv, "nvrtcCompileProgram");
+    nvrtc_logsize_fn logsize = (nvrtc_logsize_fn)dlsym(nv, "nvrtcGetProgramLogSize");
+    nvrtc_log_fn getlog = (nvrtc_log_fn)dlsym(nv, "nvrtcGetProgramLog");
+    nvrtc_destroy_fn destroy = (nvrtc_destroy_fn)dlsym(nv, "nvrtcDestroyProgram");
+    assert_true(compile && logsize && getlog && destroy);
+    static const char stages[] =
+        "#include \"cuweave/resident_device.h\"\n"
+        "extern \"C\" __device__ void a(cw_resident_ctl *ctl, void *user) {\n"
+        "    const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
+        "    if (threadIdx.x == 0) ((unsigned *)user)[blockIdx.x] = (unsigned)cw_resident_sequence(ctl) + (in ? *in : 0u);\n"
+        "}\n"
+        "extern \"C\" __device__ void b(cw_resident_ctl *ctl, void *user) { (void)ctl; (void)user; }\n";
+    static const char *const names[] = {"a", "b", "a"};
+    cw_resident_fused f = fused_desc();
+    f.source = stages;
+    f.stages = names;
+    f.stage_count = 3;
+    char *src = cwi_resident_fused_source(&f);
+    assert_non_null(src);
+    const char *hname[] = {"cuweave/resident_device.h"};
+    const char *htext[] = {cw_builtin_get_resident_header()};
+    const char *archs[] = {"--gpu-architecture=sm_80", "--gpu-architecture=sm_90"};
+    for (int i = 0; i < 2; i++) {
+        void *prog = NULL;
+        assert_int_equal(create(&prog, src, "cuweave_fused_loop.cu", 1, htext, hname), 0);
+        const char *opts[] = {archs[i]};
+        const int r = compile(prog, 1, opts);
+        size_t n = 0;
+        logsize(prog, &n);
+        char *log = malloc(n + 1);
+        assert_non_null(log);
+        log[0] = 0;
+        getlog(prog, log);
+        if (r != 0) fail_msg("NVRTC (%s) refused the fused loop's source: %s", archs[i], log);
+        free(log);
+        destroy(&prog);
+    }
+    free(src);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -439,7 +533,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_argument_errors), cmocka_unit_test(test_compile_error),
         cmocka_unit_test(test_grid_fits),       cmocka_unit_test(test_kernel_cache),
         cmocka_unit_test(test_states),          cmocka_unit_test(test_launch_and_protocol),
-        cmocka_unit_test(test_launch_failure),
+        cmocka_unit_test(test_launch_failure),  cmocka_unit_test(test_generated_source),
+        cmocka_unit_test(test_generated_source_compiles),
     };
     cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
