@@ -270,9 +270,10 @@ static void test_timeout(void **state) {
         assert_true(info.run_ns >= 290000000ull && info.run_ns <= 400000000ull);
         assert_true(took >= 290000000ull);
     }
-    cw_clear_error();
+    assert_cw_ok(cw_resident_tear_down(r, 1000)); /* settles the stopped launch */
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.exit, CW_RESIDENT_EXIT_TIMEOUT); /* still why it stopped */
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_data_ready(r, NULL));
-    assert_cw_ok(cw_resident_tear_down(r, 1000)); /* nothing to do */
     cw_resident_destroy(&r);
     cur();
     assert_cu_ok(rc.cuMemFree(user));
