@@ -407,6 +407,101 @@ static void test_launch_failure(void **state) {
     cw_resident_destroy(&r);
 }
 
+/* ---- fault sweep: every driver call of create + set_fused + launch +
+ * data_ready + tear_down failed in turn; each run returns an error (named
+ * after the public call that failed) or absorbs a failed release, and
+ * leaves nothing behind (modules included). */
+static const char *g_step;
+#define STEP(call) (g_step = #call, (call))
+static cw_status scenario(cw_resident **r) {
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.input_slots = 2;
+    s.input_bytes = 16;
+    cw_status st = STEP(cw_resident_create)(r, ctx, &s);
+    if (st != CW_SUCCESS) return st;
+    cw_resident_fused f = fused_desc();
+    f.grid_blocks = 3;
+    f.shared_bytes = 64 * 1024; /* the attribute call too */
+    st = STEP(cw_resident_set_fused)(*r, &f);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_launch)(*r);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_data_ready)(*r, NULL);
+    if (st == CW_SUCCESS) st = STEP(cw_resident_tear_down)(*r, 100);
+    return st;
+}
+
+static void test_fault_sweep(void **state) {
+    (void)state;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cw_resident *r = NULL;
+    assert_int_equal(scenario(&r), CW_SUCCESS); /* once first: what is done once per process */
+    cw_resident_destroy(&r);
+    long before[NKINDS];
+    snapshot(before);
+    long libs = fake_live("library");
+    cwi_seam_reset();
+    assert_int_equal(scenario(&r), CW_SUCCESS);
+    const unsigned long calls = cwi_seam_calls(-1);
+    cw_resident_destroy(&r);
+    assert_int_equal(leaks(before, "the clean run"), 0);
+    assert_int_equal(fake_live("library"), libs);
+    unsigned long handled = 0, absorbed = 0, tried = 0, bad = 0;
+    for (unsigned long k = 1; k <= calls; k++) {
+        r = NULL;
+        cwi_seam_reset();
+        cwi_seam_fail(-1, k, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+        cw_status st = scenario(&r);
+        const int fired = cwi_seam_fired();
+        char function[64];
+        snprintf(function, sizeof function, "%s", cw_last_error()->function);
+        const char *entry = cwi_seam_fired_entry() >= 0 ? cwi_seam_entry_name(cwi_seam_fired_entry()) : "?";
+        const int is_release = strstr(entry, "Destroy") || strstr(entry, "Free") || strstr(entry, "Unload");
+        cwi_seam_reset();
+        if (!fired) {
+            if (st != CW_SUCCESS) bad++;
+            cw_resident_destroy(&r);
+            break;
+        }
+        tried++;
+        if (is_release) {
+            absorbed++;
+            cw_resident_destroy(&r);
+            snapshot(before);
+            libs = fake_live("library");
+            continue;
+        }
+        if (st == CW_SUCCESS) {
+            printf("# call %lu (%s) failing: the scenario returned CW_SUCCESS\n", k, entry);
+            bad++;
+        } else {
+            handled++;
+            if (strcmp(function, g_step) != 0) {
+                printf("# call %lu (%s): the detail names %s, the call that failed was %s\n", k, entry, function,
+                       g_step);
+                bad++;
+            }
+        }
+        cw_resident_destroy(&r);
+        char what[64];
+        snprintf(what, sizeof what, "failing call %lu (%s)", k, entry);
+        if (leaks(before, what)) bad++;
+        if (fake_live("library") != libs) {
+            printf("# %s: a module left behind\n", what);
+            bad++;
+        }
+    }
+    r = NULL;
+    assert_int_equal(scenario(&r), CW_SUCCESS); /* the library still works */
+    cw_resident_destroy(&r);
+    cwi_seam_disable();
+    printf("# fused fault sweep: %lu driver calls, %lu failures injected: %lu returned an error and leaked nothing, "
+           "%lu failed releases absorbed; %lu problems\n",
+           calls, tried, handled, absorbed, bad);
+    assert_int_equal(bad, 0);
+    assert_int_equal(handled + absorbed, tried);
+    assert_true(tried >= 20);
+}
+
 /* The kernel's source: the device header and resident_abi.h (its include
  * rewritten to the in-memory name), the caller's source from line 1 of
  * "stages.cu", then the loop calling the stages in order, a grid barrier
@@ -534,7 +629,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_grid_fits),       cmocka_unit_test(test_kernel_cache),
         cmocka_unit_test(test_states),          cmocka_unit_test(test_launch_and_protocol),
         cmocka_unit_test(test_launch_failure),  cmocka_unit_test(test_generated_source),
-        cmocka_unit_test(test_generated_source_compiles),
+        cmocka_unit_test(test_generated_source_compiles), cmocka_unit_test(test_fault_sweep),
     };
     cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
