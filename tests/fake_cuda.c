@@ -58,6 +58,14 @@
  *    updated (they never run). Destroying a graph (or the top-level graph
  *    of a body) that a capture records into ends that capture.
  *    cuStreamBeginCaptureToGraph is always present.
+ * Always present: cuOccupancyMaxActiveBlocksPerMultiprocessor (blocks of
+ * a library kernel's function an SM holds: 2048 threads and 228 KiB of
+ * shared memory an SM, at most 32 blocks; $FAKE_CUDA_OCCUPANCY, read at each
+ * call, instead when set), cuFuncSetAttribute (only
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), and
+ * CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH 1 (0 while $FAKE_CUDA_NO_COOPERATIVE
+ * is set); cuLaunchKernelEx records the last launch's grid, block, dynamic
+ * shared bytes and CU_LAUNCH_ATTRIBUTE_COOPERATIVE (fake_cuda_last_launch).
  * The new entries count in fake_cuda_calls like every other; a kernel launch
  * is a work item like the others (it can fault with fake_cuda_fault; it is
  * not counted by fake_cuda_discard, having no host-visible effect).
@@ -367,7 +375,7 @@ static pthread_t g_worker;
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
     X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
-    X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
+    X(cuFuncGetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuFuncSetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
     X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) X(cuMemPoolSetAccess) X(cuMemPoolGetAccess)     \
@@ -1196,6 +1204,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = 232448; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = !getenv("FAKE_CUDA_NO_COOPERATIVE"); break;
     default:
         if (attrib <= 0 || attrib > 200) RETURN(CUDA_ERROR_INVALID_VALUE);
         v = 0;
@@ -2292,6 +2301,9 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     RETURN(launch_locked(k, gx, gy, gz, bx, by, bz, shared, stream));
 }
 
+/* The last cuLaunchKernelEx's shape (fake_cuda_last_launch). */
+static unsigned g_last_launch[5];
+
 FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
     (void)params, (void)extra;
     ENTER(cuLaunchKernelEx);
@@ -2299,6 +2311,14 @@ FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, v
     if (!config || !f || (config->numAttrs && !config->attrs)) RETURN(CUDA_ERROR_INVALID_VALUE);
     struct CUkern_st *k = kernel_of_function(f);
     if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    unsigned coop = 0;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) coop = config->attrs[i].value.cooperative != 0;
+    g_last_launch[0] = config->gridDimX;
+    g_last_launch[1] = config->blockDimX;
+    g_last_launch[2] = config->sharedMemBytes;
+    g_last_launch[3] = coop;
+    g_last_launch[4]++;
     RETURN(launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                          config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream));
 }
@@ -2413,6 +2433,33 @@ FAKE_API CUresult cuKernelGetFunction(CUfunction *f, CUkernel kernel) {
     if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     *f = &k->fn;
+    RETURN(CUDA_SUCCESS);
+}
+
+/* Blocks of f that fit on one SM: 2048 threads and 228 KiB of shared
+ * memory an SM, at most 32 blocks; $FAKE_CUDA_OCCUPANCY (read at each call)
+ * instead when set. */
+FAKE_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction f, int block_threads,
+                                                              size_t shared_bytes) {
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    NEED_INIT();
+    if (!blocks || !f || block_threads <= 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!kernel_of_function(f)) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    const char *env = getenv("FAKE_CUDA_OCCUPANCY");
+    int n = block_threads > 1024 ? 0 : 2048 / block_threads;
+    if (n > 32) n = 32;
+    if (shared_bytes && (size_t)n * shared_bytes > 228u * 1024u) n = (int)(228u * 1024u / shared_bytes);
+    *blocks = env && *env ? atoi(env) : n;
+    RETURN(CUDA_SUCCESS);
+}
+
+/* Only CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up to 227 KiB. */
+FAKE_API CUresult cuFuncSetAttribute(CUfunction f, int attrib, int value) {
+    ENTER(cuFuncSetAttribute);
+    NEED_INIT();
+    if (!f || attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || value < 0 || value > 227 * 1024)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!kernel_of_function(f)) RETURN(CUDA_ERROR_INVALID_HANDLE);
     RETURN(CUDA_SUCCESS);
 }
 
@@ -3233,6 +3280,7 @@ static const struct {
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
     PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY)
     PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
+    P_(cuOccupancyMaxActiveBlocksPerMultiprocessor) P_(cuFuncSetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)
     PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)
     P_(cuMemPoolCreate) P_(cuMemPoolDestroy) P_(cuMemPoolSetAttribute) P_(cuMemPoolGetAttribute)
@@ -3412,6 +3460,15 @@ FAKE_API long fake_cuda_calls(const char *entry) {
 /* The optional features turned on by FAKE_CUDA_FEATURES: bit 0 "conditional",
  * bit 1 "library" (reads the variable if no cuGetProcAddress_v2 call did). */
 FAKE_API unsigned fake_cuda_features(void) { return features(); }
+
+/* The last cuLaunchKernelEx: out[0] grid x, out[1] block x, out[2] dynamic
+ * shared bytes, out[3] 1 when cooperative (CU_LAUNCH_ATTRIBUTE_COOPERATIVE),
+ * out[4] the number of cuLaunchKernelEx calls that got that far. */
+FAKE_API void fake_cuda_last_launch(unsigned out[5]) {
+    pthread_mutex_lock(&g_mu);
+    memcpy(out, g_last_launch, sizeof g_last_launch);
+    pthread_mutex_unlock(&g_mu);
+}
 
 /* Programmatic edges in the graph last instantiated (-1: none yet). */
 FAKE_API long fake_cuda_last_prog_edges(void) {

@@ -65,6 +65,8 @@ typedef struct rawcuda {
     rc_result (*cuModuleGetFunction)(void **, void *, const char *);
     rc_result (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 CUstream, void **, void **);
+    rc_result (*cuLaunchCooperativeKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                           unsigned, CUstream, void **);
     rc_result (*cuMemcpyDtoDAsync)(unsigned long long, unsigned long long, size_t, CUstream);
     rc_result (*cuMemsetD32Async)(unsigned long long, unsigned, size_t, CUstream);
     /* graphs (handles as void *) */
@@ -138,6 +140,7 @@ static inline int rawcuda_open(rawcuda *rc) {
     RC_SYM_(cuGraphDestroy, "cuGraphDestroy")
 #undef RC_SYM_
     *(void **)&rc->cuCtxCreate_v4 = dlsym(rc->lib, "cuCtxCreate_v4");
+    *(void **)&rc->cuLaunchCooperativeKernel = dlsym(rc->lib, "cuLaunchCooperativeKernel"); /* may be NULL */
     *(void **)&rc->cuCtxCreate_v2 = dlsym(rc->lib, "cuCtxCreate_v2");
     if (!rc->cuCtxCreate_v4 && !rc->cuCtxCreate_v2) return 0;
     return rc->cuInit(0) == 0;

@@ -580,7 +580,37 @@ static void test_resident_on_gpu(void **) {
         r.tear_down(2000);
         assert_int_equal(r.info().completed, 50);
     }
-    printf("# C++ wrappers: resident loops (captured graph, C++ capture function) used on the GPU\n");
+    {
+        // fused persistent mode: the same work as one stage of a compiled persistent kernel
+        static const char *stages =
+            "#include \"cuweave/resident_device.h\"\n"
+            "extern \"C\" __device__ void apply(cw_resident_ctl *ctl, void *user) {\n"
+            "    if (blockIdx.x == 0 && threadIdx.x == 0) {\n"
+            "        const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
+            "        ((unsigned *)user)[0] = in[0] * 3u + 1u;\n"
+            "        ((unsigned *)user)[1] = (unsigned)cw_resident_sequence(ctl);\n"
+            "    }\n"
+            "}\n";
+        const char *names[] = {"apply"};
+        cw::resident r = cw::resident::create(ctx, &rs);
+        cw_resident_fused f{};
+        f.source = stages;
+        f.stages = names;
+        f.stage_count = 1;
+        f.grid_blocks = 2;
+        f.block_threads = 64;
+        f.user = (cw_devptr)(uintptr_t)out.as<unsigned>();
+        r.set_fused(f);
+        assert_int_equal(r.info().fused, 1);
+        assert_int_equal(r.info().grid_blocks, 2);
+        r.launch();
+        serve(r, s, stage, o, 100);
+        r.tear_down(2000);
+        assert_int_equal(r.info().completed, 100);
+        r.set_fused(nullptr); // a graph loop again
+        assert_int_equal(r.info().fused, 0);
+    }
+    printf("# C++ wrappers: resident loops (captured graph, C++ capture function, fused) used on the GPU\n");
 }
 
 int main() {

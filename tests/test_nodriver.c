@@ -507,6 +507,7 @@ static void test_resident_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_resident_set_handler_fn, cw_resident_set_handler_fn(NULL, NULL, NULL));
     EXPECT_INVALID_ND(cw_resident_launch, cw_resident_launch(NULL));
     EXPECT_INVALID_ND(cw_resident_build, cw_resident_build(NULL));
+    EXPECT_INVALID_ND(cw_resident_set_fused, cw_resident_set_fused(NULL, NULL));
     uint32_t stage = 7;
     EXPECT_INVALID_ND(cw_resident_stage_begin, cw_resident_stage_begin(NULL, NULL, "x", &stage));
     EXPECT_INVALID_ND(cw_resident_stage_end, cw_resident_stage_end(NULL, NULL, 0));

@@ -2,18 +2,20 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """Embeds the library's own kernels in a C++ source file.
 
-usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER
+usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER ABI_HEADER
 
 IMAGE is a fatbin (nvcc at build time) or the checked-in PTX; a NUL is
 appended so that PTX text is terminated. ORIGIN is a short description kept
 in the library (cw_versions.builtin_origin). DEVICE_HEADER is
 include/cuweave/resident_device.h, kept as text for NVRTC programs
-(cw_builtin_get_resident_header()).
+(cw_builtin_get_resident_header()). ABI_HEADER is src/graph/resident_abi.h,
+kept as text for the fused resident loop's kernel (compiled with NVRTC).
 """
 import sys
 
-image, origin, out, device_header = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+image, origin, out, device_header, abi_header = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 header_text = open(device_header, 'rb').read()
+abi_text = open(abi_header, 'rb').read()
 data = open(image, 'rb').read() + b'\0'
 data += b'\0' * (-len(data) % 8)
 words = [int.from_bytes(data[i:i + 8], 'little') for i in range(0, len(data), 8)]
@@ -30,6 +32,12 @@ with open(out, 'w') as f:
     f.write('// include/cuweave/resident_device.h\n')
     f.write('extern const char kResidentDeviceHeader[] = {\n')
     chunk = list(header_text) + [0]
+    for i in range(0, len(chunk), 16):
+        f.write('    ' + ', '.join('%d' % b for b in chunk[i:i + 16]) + ',\n')
+    f.write('};\n')
+    f.write('// src/graph/resident_abi.h\n')
+    f.write('extern const char kResidentAbiHeader[] = {\n')
+    chunk = list(abi_text) + [0]
     for i in range(0, len(chunk), 16):
         f.write('    ' + ', '.join('%d' % b for b in chunk[i:i + 16]) + ',\n')
     f.write('};\n')

@@ -88,6 +88,7 @@ build-gpu/examples/green >> "$OUT/example.log" 2>&1; note "example green: exit $
 build-gpu/examples/graph >> "$OUT/example.log" 2>&1; note "example graph: exit $?"
 build-gpu/examples/resident >> "$OUT/example.log" 2>&1; note "example resident: exit $?"
 build-gpu/examples/resident_handler >> "$OUT/example.log" 2>&1; note "example resident_handler: exit $?"
+build-gpu/examples/resident_fused >> "$OUT/example.log" 2>&1; note "example resident_fused: exit $?"
 build-gpu/examples/embed >> "$OUT/example.log" 2>&1; note "example embed: exit $?"
 for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu multi_process first guide_streams guide_graph guide_resident guide_pipeline; do
     build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"

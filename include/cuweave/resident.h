@@ -231,7 +231,8 @@ CW_API void cw_resident_destroy(cw_resident **r);
  *                              build.
  *   CW_ERROR_INVALID_ARGUMENT  r or settings is NULL; a value out of range;
  *                              nonzero reserved bytes; a different input
- *                              layout or priority.
+ *                              layout or priority; trace or overlap for a
+ *                              fused loop (cw_resident_set_fused).
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
  *   CW_ERROR_INVALID_STATE     the loop is launched ("tear the loop down
  *                              first").
@@ -290,7 +291,8 @@ CW_API cw_status cw_resident_get_input(const cw_resident *r, uint32_t slot, cw_d
  *                              context.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop; workload is not NULL
  *                              and not a live graph.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
  *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
  *                              call).
@@ -319,7 +321,8 @@ typedef cw_status (*cw_resident_capture_fn)(cw_stream *s, void *user);
  *   CW_SUCCESS                 the workload is set, for the next build.
  *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  */
 CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
@@ -331,7 +334,8 @@ CW_API cw_status cw_resident_set_workload_fn(cw_resident *r, cw_resident_capture
  *   CW_SUCCESS                 the handler is set, for the next build.
  *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  */
 CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_fn fn, void *user);
 
@@ -350,7 +354,8 @@ CW_API cw_status cw_resident_set_handler_fn(cw_resident *r, cw_resident_capture_
  *                              context.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop; handler is not NULL
  *                              and not a live graph.
- *   CW_ERROR_INVALID_STATE     the loop is launched.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it is fused
+ *                              (cw_resident_set_fused) and this sets one.
  *   CW_ERROR_OUT_OF_MEMORY     copying the graph ran out of memory.
  *   CW_ERROR_DRIVER            the driver refused the copy (detail: the
  *                              call).
@@ -610,7 +615,13 @@ typedef struct cw_resident_info {
     uint64_t median_window;
     uint64_t run_ns;       /* GPU time from the start of the last launch to its stop (0 while it runs) */
     cw_resident_exit exit; /* why the last launch stopped */
-    uint8_t reserved[44];  /* zeroed */
+    /* Fused persistent mode (cw_resident_set_fused); all 0 for a graph loop. */
+    int fused;                /* 1 when the loop is fused */
+    uint32_t grid_blocks;     /* blocks its kernel is launched with */
+    uint32_t block_threads;   /* threads a block */
+    uint32_t max_grid_blocks; /* the most blocks that fit co-resident on the
+                                 context's SMs (a green partition's SMs) */
+    uint8_t reserved[28];     /* zeroed */
 } cw_resident_info;
 
 /*
@@ -627,6 +638,94 @@ typedef struct cw_resident_info {
  *                              call).
  */
 CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info);
+
+/* ---- Fused persistent mode ----
+ *
+ * Instead of a graph, the loop runs one persistent kernel that cuweave
+ * compiles (NVRTC, through the kernel cache) from device functions the
+ * caller gives as source: the stages. Every block of the grid loops:
+ *
+ *   block 0 polls the doorbell (sleep mode, timeout, stop word as the graph
+ *   loop) -> grid barrier -> stage 1 -> grid barrier -> ... -> stage n ->
+ *   grid barrier -> block 0 writes the result signal -> again
+ *
+ * Each stage is `extern "C" __device__ void NAME(cw_resident_ctl *ctl,
+ * void *user)`, called by every thread of the grid once per request;
+ * cw_resident_sequence(ctl) and cw_resident_input(ctl) work as in the
+ * graph loop's kernels (the source may include "cuweave/resident_device.h":
+ * it is given to NVRTC in memory). The barriers are grid-wide (the kernel is
+ * launched cooperatively, with every block co-resident): what a stage
+ * writes is visible to every thread of the next. The host API is the
+ * graph loop's: cw_resident_launch, data_ready, poll/wait_result,
+ * next_input, tear_down, get_info, get_state, destroy.
+ *
+ * Settings that apply: timeout_ms, sleep_interval_us, sleep_mode, spin_us,
+ * sync_with_host, input_slots/input_bytes, priority, destroy_timeout_ms.
+ * gate and unroll do not apply (there is no graph) and are ignored; trace
+ * and overlap are refused (CW_ERROR_INVALID_ARGUMENT) by
+ * cw_resident_set_fused and by cw_resident_configure of a fused loop.
+ * docs/resident.md, "Fused persistent mode", says when to pick it.
+ */
+
+#define CW_RESIDENT_MAX_FUSED_STAGES 64u
+
+/* What a fused loop runs. Zero-initialise, then fill in. */
+typedef struct cw_resident_fused {
+    const char *source;          /* CUDA C++ defining the stages (NUL-terminated) */
+    const char *const *stages;   /* the stages' names, in the order they run */
+    const char *const *options;  /* NVRTC options, option_count of them (may be NULL
+                                    when option_count is 0; no architecture option) */
+    cw_devptr user;              /* passed to every stage as `void *user` */
+    uint32_t stage_count;        /* 1 .. CW_RESIDENT_MAX_FUSED_STAGES */
+    uint32_t option_count;
+    /* Blocks of the grid; 0: the most that fit co-resident on the context's
+     * SMs (cw_resident_info.max_grid_blocks). */
+    uint32_t grid_blocks;
+    uint32_t block_threads;      /* threads a block, 1 .. 1024; 0: 256 */
+    uint32_t shared_bytes;       /* dynamic shared memory a block (extern __shared__) */
+    uint8_t reserved[44];        /* zero */
+} cw_resident_fused;
+
+/*
+ * Makes r a fused loop running `fused` (or, with NULL, a graph loop again).
+ * Compiles the stages with the loop's kernel for r's device (the library's
+ * kernel cache: a second call with the same source compiles nothing),
+ * loads it into r's context and checks that the grid fits co-resident
+ * (blocks an SM holds, from the driver's occupancy calculator, times the
+ * context's SMs: a green partition's own). Nothing is kept from fused
+ * (its strings may go). cw_resident_build then runs the kernel once with
+ * the stop already asked (loading it), cw_resident_launch launches it.
+ * Not with a workload or a data-ready handler (remove them first). Call
+ * from the thread that changes the loop; loading code, it is refused while
+ * any loop runs in the process (as cw_resident_build).
+ *
+ * Returns:
+ *   CW_SUCCESS                 the loop is fused (or a graph loop again).
+ *   CW_ERROR_INVALID_ARGUMENT  r is NULL; source or stages is NULL;
+ *                              stage_count 0 or above
+ *                              CW_RESIDENT_MAX_FUSED_STAGES; a stage name
+ *                              NULL, not an identifier, or not in the
+ *                              source; options NULL with option_count > 0,
+ *                              or an option NULL or refused (as
+ *                              cw_program_compile); block_threads above
+ *                              1024; nonzero reserved bytes; the loop's
+ *                              settings trace or overlap; a grid that does
+ *                              not fit co-resident (the detail gives the
+ *                              most that fit).
+ *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
+ *   CW_ERROR_INVALID_STATE     the loop is launched; it has a workload or a
+ *                              data-ready handler; a loop runs in the
+ *                              process (loading code would wait for it).
+ *   CW_ERROR_COMPILE           NVRTC refused the source (the detail has the
+ *                              log's first lines; cw_jit_get_compile_log()
+ *                              all of it).
+ *   CW_ERROR_NOT_SUPPORTED     no NVRTC; a driver without cooperative
+ *                              launch or the occupancy calculator.
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
+ *   CW_ERROR_DRIVER            the driver refused the code or a query
+ *                              (detail: the call).
+ */
+CW_API cw_status cw_resident_set_fused(cw_resident *r, const cw_resident_fused *fused);
 
 /*
  * The text of include/cuweave/resident_device.h, for NVRTC programs: pass

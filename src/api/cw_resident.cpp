@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave api: include/cuweave/resident.h (the GPU-resident loop).
+#include <stdlib.h>
+
 #include "api/api.hpp"
 #include "graph/resident.hpp"
+#include "jit/jit.hpp"
+#include "kernel/kernel.hpp"
 
 using namespace cw;
 
 static_assert(sizeof(cw_resident_settings) == 104, "cw_resident_settings keeps its 0.1 size");
 static_assert(sizeof(cw_resident_info) == 144, "cw_resident_info: 16 bytes of context and state, then the 0.1 stats");
+static_assert(sizeof(cw_resident_fused) == 96, "cw_resident_fused: four pointers, five counts, 44 reserved bytes");
 
 namespace {
 
@@ -54,6 +59,48 @@ cw_resident_settings normalized(const cw_resident_settings *s) {
     n.overlap = s->overlap != 0;
     n.trace = s->trace != 0;
     return n;
+}
+
+cw_status check_fused(const cw_resident_fused *f) {
+    CW_CHECK_ARG(f->source != NULL);
+    CW_CHECK_ARG(f->stages != NULL);
+    if (f->stage_count == 0 || f->stage_count > CW_RESIDENT_MAX_FUSED_STAGES)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stage_count %u (1 to %u)", f->stage_count,
+                    CW_RESIDENT_MAX_FUSED_STAGES);
+    CW_CHECK_ARG(f->option_count == 0 || f->options != NULL);
+    for (uint32_t i = 0; i < f->option_count; i++) CW_CHECK_ARG(f->options[i] != NULL);
+    if (f->block_threads > 1024)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: block_threads %u (at most 1024)", f->block_threads);
+    for (size_t i = 0; i < sizeof f->reserved; i++) CW_CHECK_ARG(f->reserved[i] == 0);
+    return CW_SUCCESS;
+}
+
+// Compiles the fused kernel for r's device (the kernel cache) and loads it.
+cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **m, cw_kernel **k) {
+    char *src = nullptr;
+    CW_TRY(graphs::fused_source(f, &src));
+    cw_header headers[1] = {{"cuweave/resident_device.h", kResidentDeviceHeader}};
+    cw_program_settings ps;
+    memset(&ps, 0, sizeof ps);
+    ps.name = "cuweave_fused_loop.cu";
+    ps.options = f->options;
+    ps.n_options = f->option_count;
+    ps.headers = headers;
+    ps.n_headers = 1;
+    ps.cache = CW_CACHE_DEFAULT;
+    cw_program *p = nullptr;
+    cw_status st = jit::program_compile(r->ctx, src, &ps, &p);
+    free(src);
+    if (st != CW_SUCCESS) return st;
+    st = jit::module_load(p, m);
+    jit::program_destroy(p);
+    if (st != CW_SUCCESS) return st;
+    st = kernels::module_get_kernel(*m, "cwf_resident_loop", k);
+    if (st != CW_SUCCESS) {
+        kernels::module_destroy(*m);
+        *m = nullptr;
+    }
+    return st;
 }
 
 }  // namespace
@@ -225,6 +272,20 @@ CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info) {
     CW_CHECK_HANDLE(r);
     CW_CHECK_ARG(info != NULL);
     return graphs::resident_info(r, info);
+}
+
+CW_API cw_status cw_resident_set_fused(cw_resident *r, const cw_resident_fused *fused) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(r);
+    if (!fused) return graphs::resident_clear_fused(r);
+    CW_TRY(check_fused(fused));
+    CW_TRY(graphs::fused_may_set(r));  // before compiling: a loop that cannot take it compiles nothing
+    cw_module *m = nullptr;
+    cw_kernel *k = nullptr;
+    CW_TRY(compile_fused(r, fused, &m, &k));
+    cw_status st = graphs::resident_set_fused(r, fused, m, k);
+    if (st != CW_SUCCESS) kernels::module_destroy(m);
+    return st;
 }
 
 CW_API const char *cw_builtin_get_resident_header(void) { return kResidentDeviceHeader; }

@@ -157,6 +157,9 @@ namespace cw {
       (CUkernel kernel, size_t index, size_t *offset, size_t *size))                             \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
       (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                 \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \
+      (int *blocks, CUfunction f, int block_threads, size_t shared_bytes))                       \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", 9000, (CUfunction f, int attrib, int value))     \
     X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000, (int *can, CUdevice dev, CUdevice peer)) \
     X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute", 8000,                                  \
       (int *value, int attrib, CUdevice src, CUdevice dst))                                      \

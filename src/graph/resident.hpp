@@ -46,7 +46,22 @@ constexpr uint64_t kDoorbellClosed = 1ull << 63;
 struct DropRange {
     uint64_t lo, hi;
 };
+// Fused persistent mode (resident_fused.cpp): the loop's own kernel, made
+// from the caller's stages. module NULL: a graph loop (the barrier's memory
+// is kept for a later set).
+struct Fused {
+    cw_module *module;  // owned
+    cw_kernel *kernel;  // cwf_resident_loop
+    CUfunction fn;      // in the loop's context
+    CUdeviceptr sync;   // the grid barrier's words (128 bytes)
+    CUdeviceptr user;
+    uint32_t grid, block, shared, stages;
+    uint32_t per_sm, max_grid;  // co-resident blocks an SM holds; times the context's SMs
+};
 }  // namespace graphs
+
+// The text of src/graph/resident_abi.h (embedded by tools/embed.py).
+extern const char kResidentAbiHeader[];
 
 // The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
 extern const char kResidentDeviceHeader[];
@@ -93,6 +108,7 @@ struct cw_resident {
     cw::Vec<cw::graphs::Stage> stages;
     unsigned long long *marks;
     CUdeviceptr marks_dev;
+    cw::graphs::Fused *fused;  // fused persistent mode (NULL until first set)
     bool building;        // inside build_into: the capture functions run
     uint32_t build_copy;  // the copy being built
     uint8_t build_part;   // the part being built (Stage::part)
@@ -132,7 +148,32 @@ cw_status resident_stage_end(cw_resident *r, cw_stream *s, uint32_t stage);
 // before the first traced build (tests).
 bool resident_trace_marks(const cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
 
+// ---- fused persistent mode (resident_fused.cpp) ----
+// Refuses trace and overlap (they do not apply to a fused loop).
+cw_status fused_check_settings(const cw_resident_settings *s);
+// Whether the loop may be made fused now (not launched, no workload or
+// handler, settings that apply).
+cw_status fused_may_set(cw_resident *r);
+// The kernel's source for f (checked: stage names are identifiers found in
+// f->source), malloc'ed: the caller frees it. Its headers: the device
+// header as "cuweave/resident_device.h".
+cw_status fused_source(const cw_resident_fused *f, char **out);
+// Makes r fused with the compiled kernel k of module m (owned by r from
+// success on): checks co-residency of f's grid in r's context.
+cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k);
+// Makes r a graph loop again.
+cw_status resident_clear_fused(cw_resident *r);
+bool is_fused(const cw_resident *r);
+// The fused loop's trial run (cw_resident_build) and its launch.
+cw_status fused_build(cw_resident *r);
+cw_status fused_launch(cw_resident *r);
+void fused_free(cw_resident *r);
+// Fills the fused fields of info.
+void fused_info(const cw_resident *r, cw_resident_info *info);
+
 // ---- between the loop's files ----
+// A launch that stopped on the GPU by itself is settled (resident_loop.cpp).
+void settle_launch(cw_resident *r);
 // The loop's own kernels (resolved once, when the first loop is made).
 enum ResidentKernel : int { kResArm, kResPoll, kResGate, kResSignal, kResExit, kResMark, kResKernels };
 cw_status resident_kernel(ResidentKernel which, cw_kernel **out);

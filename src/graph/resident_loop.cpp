@@ -138,6 +138,7 @@ void settle(cw_resident *r) {
 }
 
 void resident_free(cw_resident *r) {
+    fused_free(r);
     if (r->exec) exec_destroy(r->exec);
     if (r->workload.graph) graph_destroy(r->workload.graph);
     if (r->handler.graph) graph_destroy(r->handler.graph);
@@ -240,11 +241,11 @@ cw_status alloc_memory(cw_resident *r) {
 cw_status build_unless_launched(cw_resident *r, const char *launched) {
     settle(r);
     if (resident_active(r)) return fail(CW_ERROR_INVALID_STATE, "%s", launched);
-    if (r->dirty || !r->exec) {
+    if (r->dirty || (!is_fused(r) && !r->exec)) {
         // Instantiating loads code; replacing an old build destroys a graph
         // with conditional nodes: both wait for running loops to end.
         CW_TRY(refuse_load_while_persistent("building a resident loop's graph"));
-        CW_TRY(build(r));
+        CW_TRY(is_fused(r) ? fused_build(r) : build(r));
     }
     return CW_SUCCESS;
 }
@@ -306,6 +307,8 @@ cw_status resident_kernel(ResidentKernel which, cw_kernel **out) {
     *out = g_kernels[which];
     return CW_SUCCESS;
 }
+
+void settle_launch(cw_resident *r) { settle(r); }
 
 bool resident_active(const cw_resident *r) {
     const int st = r->state.load(std::memory_order_acquire);
@@ -381,6 +384,7 @@ cw_status resident_configure(cw_resident *r, const cw_resident_settings *setting
         return fail(CW_ERROR_INVALID_STATE,
                     "the settings are built into the loop's graph at launch: tear the loop down "
                     "(cw_resident_tear_down) before changing them");
+    if (is_fused(r)) CW_TRY(fused_check_settings(settings));
     r->set = *settings;
     r->dirty = true;
     return CW_SUCCESS;
@@ -392,6 +396,11 @@ cw_status resident_set_part(cw_resident *r, bool handler, const cw_graph *g, cw_
     settle(r);
     if (resident_active(r))
         return fail(CW_ERROR_INVALID_STATE, "the %s is built into the loop's graph at launch: tear the loop down first",
+                    what);
+    if (is_fused(r) && (g || fn))
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the loop is fused (cw_resident_set_fused): it runs its stages, not a %s; "
+                    "cw_resident_set_fused(r, NULL) first",
                     what);
     return set_part(r, g, fn, user, part);
 }
@@ -423,7 +432,7 @@ cw_status resident_launch(cw_resident *r) {
     // call that waits for it would hang). Undone when the launch fails.
     persistent_note(r->ctx->cu, +1);
     // The stream (and the driver's submission) orders these stores before the GPU reads them.
-    cw_status st = exec_launch(r->exec, r->run);
+    cw_status st = is_fused(r) ? fused_launch(r) : exec_launch(r->exec, r->run);
     if (st != CW_SUCCESS) {
         persistent_note(r->ctx->cu, -1);
         close_launch(r);  // a request that raced in is dropped, and more refused
@@ -541,6 +550,7 @@ cw_status resident_info(cw_resident *r, cw_resident_info *info) {
         o.iter_median_ns = d.ring[n / 2];
         o.median_window = n;
     }
+    fused_info(r, &o);
     int st = r->state.load(std::memory_order_acquire);
     if (st == CW_RESIDENT_NOT_LAUNCHED) {
         o.exit = CW_RESIDENT_EXIT_NONE;  // (a build's trial run does not count)

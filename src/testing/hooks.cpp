@@ -60,6 +60,11 @@ cw_res_host *cwi_resident_host(cw_resident *r) {
     return r->host;
 }
 
+char *cwi_resident_fused_source(const cw_resident_fused *f) {
+    char *out = nullptr;
+    return cw::graphs::fused_source(f, &out) == CW_SUCCESS ? out : nullptr;
+}
+
 int cwi_pool_waiting(cw_stream_pool *p) {
     if (!p || !cw::live(p)) return -1;
     // Under the pool's mutex: a waiter holds it from the moment it counts

@@ -123,6 +123,12 @@ int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **mark
 struct cw_res_host;
 struct cw_res_host *cwi_resident_host(struct cw_resident *r);
 
+/* The source a fused loop compiles for f (cw_resident_set_fused), malloc'ed
+ * (free it), or NULL when f is refused (cw_last_error says why). Its one
+ * in-memory header is "cuweave/resident_device.h". */
+struct cw_resident_fused;
+char *cwi_resident_fused_source(const struct cw_resident_fused *f);
+
 /* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
  * sleeps). -1 for a handle that is not a live pool. */

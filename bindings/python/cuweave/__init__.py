@@ -29,7 +29,7 @@ import weakref
 
 from . import _errors, _lib, _log
 from ._lib import (COMM_ID_BYTES, BufferInfo, CommBootstrapSettings, CommId, CommInfo, DeviceGroupInfo, PartitionCaps, Header, LaunchConfig, PoolSettings, PoolInfo,
-                   ProgramSettings, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
+                   ProgramSettings, ResidentFused, ResidentInfo, ResidentSettings, StreamSettings, last_error, lib)
 from ._log import LogLevel
 
 LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = LogLevel.ERROR, LogLevel.WARNING, LogLevel.INFO, LogLevel.DEBUG
@@ -1529,6 +1529,34 @@ class Resident(_Handle):
 
     def stage_end(self, stream, stage):
         lib.cw_resident_stage_end(self.handle, stream.handle, int(stage))
+
+    def set_fused(self, source, stages, grid_blocks=0, block_threads=0, shared_bytes=0, options=(), user=0):
+        """Fused persistent mode (cw_resident_set_fused): one persistent
+        kernel, compiled from `source` (CUDA C++), runs the stages named in
+        `stages` in order for each request, with a grid-wide barrier after
+        each; every stage is extern "C" __device__ void NAME(cw_resident_ctl
+        *ctl, void *user). grid_blocks 0: the most that fit co-resident
+        (stats()["grid_blocks"] says how many). user: a device address (an
+        int, a Buffer, or an object with __cuda_array_interface__) passed to
+        every stage. set_fused(None) makes the loop a graph loop again."""
+        if source is None:
+            lib.cw_resident_set_fused(self.handle, None)
+            return
+        names = [str(x).encode() for x in stages]
+        opts = [str(x).encode() for x in options]
+        c_stages = (ctypes.c_char_p * max(1, len(names)))(*names)
+        c_opts = (ctypes.c_char_p * max(1, len(opts)))(*opts)
+        f = ResidentFused()
+        f.source = source.encode() if isinstance(source, str) else bytes(source)
+        f.stages = ctypes.cast(c_stages, ctypes.POINTER(ctypes.c_char_p))
+        f.stage_count = len(names)
+        f.options = ctypes.cast(c_opts, ctypes.POINTER(ctypes.c_char_p)) if opts else None
+        f.option_count = len(opts)
+        f.grid_blocks = grid_blocks
+        f.block_threads = block_threads
+        f.shared_bytes = shared_bytes
+        f.user = _address(user)
+        lib.cw_resident_set_fused(self.handle, ctypes.byref(f))
 
     def build(self):
         self._call(lib.cw_resident_build)

@@ -383,6 +383,26 @@ class ResidentInfo(ctypes.Structure):
         ("median_window", ctypes.c_uint64),
         ("run_ns", ctypes.c_uint64),
         ("exit", ctypes.c_int),
+        ("fused", ctypes.c_int),
+        ("grid_blocks", ctypes.c_uint32),
+        ("block_threads", ctypes.c_uint32),
+        ("max_grid_blocks", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 28),
+    ]
+
+
+class ResidentFused(ctypes.Structure):
+    _c_name_ = "cw_resident_fused"
+    _fields_ = [
+        ("source", ctypes.c_char_p),
+        ("stages", ctypes.POINTER(ctypes.c_char_p)),
+        ("options", ctypes.POINTER(ctypes.c_char_p)),
+        ("user", ctypes.c_uint64),
+        ("stage_count", ctypes.c_uint32),
+        ("option_count", ctypes.c_uint32),
+        ("grid_blocks", ctypes.c_uint32),
+        ("block_threads", ctypes.c_uint32),
+        ("shared_bytes", ctypes.c_uint32),
         ("reserved", ctypes.c_uint8 * 44),
     ]
 
@@ -743,6 +763,7 @@ _SIGNATURES = [
     ("cw_resident_tear_down", _int, [_vp, _u32], True),
     ("cw_resident_get_state", _int, [_vp, c_int_p], True),
     ("cw_resident_get_info", _int, [_vp, _P(ResidentInfo)], True),
+    ("cw_resident_set_fused", _int, [_vp, _P(ResidentFused)], True),
     ("cw_builtin_get_resident_header", _str, [], False),
     # buffer.h
     ("cw_buffer_create", _int, [c_void_pp, _vp, _size], True),

@@ -347,6 +347,39 @@ class TestGraphsKernelsResident(unittest.TestCase):
         r.close()
         r.close()
 
+    def test_resident_fused(self):
+        src = ('extern "C" __device__ void a(cw_resident_ctl *c, void *u) {}\n'
+               'extern "C" __device__ void b(cw_resident_ctl *c, void *u) {}\n')
+        r = cuweave.Resident(self.ctx, input_slots=2, input_bytes=16)
+        # the fake: 2048 threads an SM, 132 SMs
+        r.set_fused(src, ["a", "b"], block_threads=512, user=0x1000)
+        st = r.stats()
+        self.assertEqual((st["fused"], st["grid_blocks"], st["block_threads"], st["max_grid_blocks"]),
+                         (1, 4 * 132, 512, 4 * 132))
+        with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+            r.set_fused(src, ["a", "b"], block_threads=512, grid_blocks=4 * 132 + 1)
+        self.assertIn("at most 528", str(cm.exception))
+        with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+            r.set_fused(src, ["a", "zz"])
+        self.assertIn("'zz', is not in the source", str(cm.exception))
+        with self.assertRaises(cuweave.CompileError):
+            r.set_fused(src + "#error nope\n", ["a"])
+        with self.assertRaises(cuweave.InvalidStateError):
+            with self.s.capture() as cap:
+                pass
+            r.set_workload(cap.graph)
+        r.set_fused(src, ["a"], grid_blocks=2, options=["-DX=1"])
+        self.assertEqual(r.stats()["grid_blocks"], 2)
+        r.launch()
+        self.assertEqual(r.data_ready(), 1)
+        self.assertFalse(r.result_ready(1))  # the fake runs no kernel
+        r.tear_down(timeout=1.0)
+        with self.assertRaises(cuweave.InvalidStateError):
+            r.result_ready(1)  # dropped
+        r.set_fused(None, None)
+        self.assertEqual(r.stats()["fused"], 0)
+        r.close()
+
 
 if __name__ == "__main__":
     unittest.main()

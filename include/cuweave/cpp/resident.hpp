@@ -90,6 +90,10 @@ class resident : public detail::handle<resident, cw_resident, cw_resident_destro
     detail::void_ret stage_end(const stream &s, uint32_t stage) const {
         return detail::done(cw_resident_stage_end(get(), s.get(), stage));
     }
+    // Fused persistent mode (cw_resident_set_fused): one persistent kernel
+    // compiled from f's stages; nullptr makes it a graph loop again.
+    detail::void_ret set_fused(const cw_resident_fused *f) const { return detail::done(cw_resident_set_fused(get(), f)); }
+    detail::void_ret set_fused(const cw_resident_fused &f) const { return detail::done(cw_resident_set_fused(get(), &f)); }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     // Stops a launched loop, waiting up to timeout_ms (cw_resident_tear_down):

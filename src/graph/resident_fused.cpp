@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// cuweave graph layer: the resident loop's fused persistent mode
+// (cw_resident_set_fused). One cooperative kernel, compiled from the
+// caller's stages and the loop below, replaces the graph: block 0 polls the
+// doorbell as cwk_res_poll does, every block runs the stages with a grid
+// barrier after each, block 0 signals as cwk_res_signal does. It uses the
+// graph loop's host and device blocks (resident_abi.h) word for word, so
+// the host side (resident_loop.cpp: the doorbell, results, stopping,
+// statistics) is the same code. The api layer compiles the source made
+// here (the jit layer) and hands the module over.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/resident.hpp"
+#include "kernel/kernel.hpp"
+
+namespace cw {
+namespace graphs {
+
+using namespace core;
+
+namespace {
+
+// The loop around the stages. CWF_STAGES is replaced by the calls of the
+// stages, each followed by a grid barrier. Keep in step with
+// ptx/cuweave_kernels.cu (cwk_res_arm, cwk_res_poll, cwk_res_signal,
+// cwk_res_exit): the host reads the same words the same way.
+const char kLoop[] = R"CWF(
+extern "C" {
+
+/* The grid barrier's words (the loop's own allocation, zeroed before each
+ * launch): arrivals, the generation, and block 0's decision for the
+ * iteration (1 serve, 2 stop). */
+struct cwf_sync {
+    unsigned int count;
+    unsigned int gen;
+    unsigned int cmd;
+    unsigned int pad[29];
+};
+
+static __device__ __forceinline__ unsigned long long cwf_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ void cwf_sleep(unsigned long long ns) {
+    const unsigned long long end = cwf_now() + ns;
+    for (;;) {
+        const unsigned long long now = cwf_now();
+        if (now >= end) return;
+        const unsigned long long left = end - now;
+        __nanosleep(left > 1000000ull ? 1000000u : (unsigned)left);
+    }
+}
+
+/* As res_pause (cuweave_kernels.cu): nothing, a fixed sleep, or adaptive. */
+static __device__ void cwf_pause(cw_res_dev *d, unsigned long long now, unsigned sleep_ns, unsigned spin_ns,
+                                 unsigned flags) {
+    if (sleep_ns == 0u) return;
+    if (!(flags & CW_RES_ADAPTIVE)) {
+        cwf_sleep(sleep_ns);
+        return;
+    }
+    if (now - d->last_done < (unsigned long long)spin_ns) return;
+    unsigned b = d->backoff_ns;
+    b = b == 0u ? 1000u : b * 2u;
+    if (b > sleep_ns) b = sleep_ns;
+    d->backoff_ns = b;
+    cwf_sleep(b);
+}
+
+/* Every thread of every block arrives; the last block to arrive starts the
+ * next generation. The generation is read before arriving (it cannot move
+ * before every block has arrived), the arrivals are reset before the
+ * generation moves, and fences on both sides make each block's writes
+ * before the barrier visible to every block after it. Waiting blocks nap
+ * up to nap_ns between checks (0: spin). sys: a system-wide fence (writes
+ * to host memory visible to the host). */
+static __device__ __forceinline__ void cwf_barrier(cwf_sync *s, unsigned nap_ns, unsigned sys) {
+    __syncthreads();
+    if (gridDim.x == 1u) return;
+    if (threadIdx.x == 0u) {
+        volatile unsigned *gen = &s->gen;
+        const unsigned g = *gen;
+        if (sys) __threadfence_system();
+        else __threadfence();
+        if (atomicAdd(&s->count, 1u) == gridDim.x - 1u) {
+            atomicExch(&s->count, 0u);
+            __threadfence();
+            atomicExch(&s->gen, g + 1u);
+        } else {
+            unsigned nap = 32u;
+            while (*gen == g) {
+                if (nap_ns) {
+                    __nanosleep(nap);
+                    if (nap < nap_ns) nap *= 2u;
+                }
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(1024) cwf_resident_loop(cw_res_host *h, cw_res_dev *d, cwf_sync *s, void *user,
+                                                          unsigned long long timeout_ns, unsigned sleep_ns,
+                                                          unsigned spin_ns, unsigned flags) {
+    __shared__ unsigned cwf_cmd;
+    const bool lead = blockIdx.x == 0u && threadIdx.x == 0u;
+    const unsigned sys = (flags & CW_RES_SYNC_HOST) ? 1u : 0u;
+    /* Blocks waiting for a request nap up to 1 us between checks (spin
+     * when the loop spins): block 0 does the sleeping of the idle modes. */
+    const unsigned idle_nap = sleep_ns == 0u ? 0u : 1000u;
+    if (lead) { /* cwk_res_arm */
+        const unsigned long long now = cwf_now();
+        const unsigned long long base = *(volatile unsigned long long *)&h->base;
+        d->t0 = now;
+        d->last_done = now;
+        d->stopped = 0u;
+        d->reason = 0u;
+        d->backoff_ns = 0u;
+        d->idle = 0u;
+        d->started = base;
+        d->pub.seq = base;
+        d->pub.ready = 0u;
+        d->pub.skip = 1u;
+        d->epoch = *(volatile unsigned *)&h->epoch;
+        __threadfence_system();
+        *(volatile unsigned *)&h->running_epoch = d->epoch;
+    }
+    for (;;) {
+        if (lead) { /* cwk_res_poll, host requests */
+            unsigned cmd = 1u;
+            const unsigned long long started = d->started;
+            for (;;) {
+                unsigned long long requested, hi;
+                asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(requested), "=l"(hi) : "l"(h) : "memory");
+                const unsigned stop = (unsigned)(hi & 0xffffffffull);
+                const unsigned long long now = cwf_now();
+                if (stop || (timeout_ns != 0ull && now - d->t0 >= timeout_ns)) {
+                    d->stopped = 1u;
+                    d->reason = stop ? CW_RES_EXIT_TEAR_DOWN : CW_RES_EXIT_TIMEOUT;
+                    d->pub.skip = 1u;
+                    cmd = 2u;
+                    break;
+                }
+                if (requested > started) {
+                    d->started = started + 1ull;
+                    d->pub.seq = started + 1ull;
+                    d->t_start = now;
+                    d->backoff_ns = 0u;
+                    d->pub.skip = 0u;
+                    break;
+                }
+                d->idle_polls += 1ull;
+                cwf_pause(d, now, sleep_ns, spin_ns, flags);
+            }
+            *(volatile unsigned *)&s->cmd = cmd;
+        }
+        cwf_barrier(s, idle_nap, 0u);
+        if (threadIdx.x == 0u) cwf_cmd = *(volatile unsigned *)&s->cmd;
+        __syncthreads();
+        const unsigned cmd = cwf_cmd;
+        if (cmd == 2u) break;
+CWF_STAGES
+        if (lead) { /* cwk_res_signal */
+            const unsigned long long now = cwf_now();
+            const unsigned long long dur = now - d->t_start;
+            const unsigned long long served = d->served;
+            d->ring[served % CW_RES_RING] = dur > 0xffffffffull ? 0xffffffffu : (unsigned)dur;
+            if (served == 0ull || dur < d->min_ns) d->min_ns = dur;
+            if (dur > d->max_ns) d->max_ns = dur;
+            d->served = served + 1ull;
+            d->last_done = now;
+            if (sys) __threadfence_system();
+            *(volatile unsigned long long *)&h->completed = d->pub.seq;
+        }
+    }
+    if (lead) { /* cwk_res_exit */
+        *(volatile unsigned *)&h->exit_reason = d->reason;
+        *(volatile unsigned long long *)&h->run_ns = cwf_now() - d->t0;
+        __threadfence_system();
+        *(volatile unsigned *)&h->exited_epoch = d->epoch;
+    }
+}
+
+}  /* extern "C" */
+)CWF";
+
+constexpr size_t kSyncBytes = 128;  // struct cwf_sync
+constexpr uint32_t kDefaultBlockThreads = 256;
+
+bool is_ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+bool is_identifier(const char *s) {
+    if (!s[0] || (s[0] >= '0' && s[0] <= '9')) return false;
+    for (const char *c = s; *c; c++)
+        if (!is_ident_char(*c)) return false;
+    return true;
+}
+
+// Whether `word` occurs in text as a whole identifier.
+bool has_word(const char *text, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
+        if ((p == text || !is_ident_char(p[-1])) && !is_ident_char(p[n])) return true;
+    return false;
+}
+
+// A growable malloc'ed string (the library never throws).
+struct Text {
+    char *s = nullptr;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    void add(const char *t, size_t len) {
+        if (!ok) return;
+        if (n + len + 1 > cap) {
+            size_t c = cap ? cap : 4096;
+            while (n + len + 1 > c) c *= 2;
+            char *p = static_cast<char *>(realloc(s, c));
+            if (!p) {
+                ok = false;
+                return;
+            }
+            s = p;
+            cap = c;
+        }
+        memcpy(s + n, t, len);
+        n += len;
+        s[n] = 0;
+    }
+    void add(const char *t) { add(t, strlen(t)); }
+};
+
+uint32_t block_threads_of(const cw_resident_fused *f) {
+    return f->block_threads ? f->block_threads : kDefaultBlockThreads;
+}
+
+// Launches the loop's kernel on the run stream, cooperatively, after
+// zeroing the barrier's words there.
+cw_status fused_start(cw_resident *r) {
+    Fused *fu = r->fused;
+    CW_TRY(on_stream(r->run, "cuMemsetD32Async",
+                     [&] { return drv().cuMemsetD32Async(fu->sync, 0u, kSyncBytes / 4, r->run->cu); }));
+    CUdeviceptr h = r->host_dev, d = r->dev, s = fu->sync, user = fu->user;
+    unsigned long long timeout_ns = (unsigned long long)r->set.timeout_ms * 1000000ull;
+    unsigned sleep_ns = r->set.sleep_interval_us * 1000u;
+    unsigned spin_ns = r->set.spin_us * 1000u;
+    unsigned flags = (r->set.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE ? CW_RES_ADAPTIVE : 0u) |
+                     (r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u);
+    void *args[] = {&h, &d, &s, &user, &timeout_ns, &sleep_ns, &spin_ns, &flags};
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    CUlaunchConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.gridDimX = fu->grid;
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = fu->block;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.sharedMemBytes = fu->shared;
+    lc.hStream = r->run->cu;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    return on_stream(r->run, "cuLaunchKernelEx", [&] { return drv().cuLaunchKernelEx(&lc, fu->fn, args, nullptr); });
+}
+
+}  // namespace
+
+cw_status fused_check_settings(const cw_resident_settings *s) {
+    if (s->trace)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: settings.trace does not apply to a fused loop (it has no graph stages to "
+                    "mark); turn it off");
+    if (s->overlap)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: settings.overlap does not apply to a fused loop (one kernel: nothing to "
+                    "overlap); turn it off");
+    return CW_SUCCESS;
+}
+
+cw_status fused_source(const cw_resident_fused *f, char **out) {
+    for (uint32_t i = 0; i < f->stage_count; i++) {
+        const char *name = f->stages[i];
+        if (!name || !is_identifier(name))
+            return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stage %u's name %s%s%s is not an identifier", i,
+                        name ? "'" : "", name ? name : "(NULL)", name ? "'" : "");
+        if (!has_word(f->source, name))
+            return fail(CW_ERROR_INVALID_ARGUMENT,
+                        "invalid argument: stage %u, '%s', is not in the source (each stage is an extern \"C\" "
+                        "__device__ void %s(cw_resident_ctl *ctl, void *user))",
+                        i, name, name);
+    }
+    // resident_abi.h as NVRTC sees it: its include of the device header by
+    // the in-memory name.
+    static const char kAbiInclude[] = "#include \"../../include/cuweave/resident_device.h\"";
+    const char *abi = kResidentAbiHeader;
+    const char *inc = strstr(abi, kAbiInclude);
+    if (!inc) return fail(CW_ERROR_INTERNAL, "the embedded resident_abi.h does not include the device header");
+    Text t;
+    t.add("#include \"cuweave/resident_device.h\"\n");
+    t.add(abi, (size_t)(inc - abi));
+    t.add("#include \"cuweave/resident_device.h\"");
+    t.add(inc + sizeof kAbiInclude - 1);
+    t.add("\n#line 1 \"stages.cu\"\n");
+    t.add(f->source);
+    t.add("\n#line 1 \"cuweave_fused_loop.cu\"\n");
+    const char *mark = strstr(kLoop, "CWF_STAGES");
+    t.add(kLoop, (size_t)(mark - kLoop));
+    for (uint32_t i = 0; i < f->stage_count; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "        %s((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, %s);\n",
+                 f->stages[i], i + 1 == f->stage_count ? "sys" : "0u");
+        t.add(line);
+    }
+    t.add(mark + strlen("CWF_STAGES"));
+    if (!t.ok) {
+        free(t.s);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    *out = t.s;
+    return CW_SUCCESS;
+}
+
+cw_status fused_may_set(cw_resident *r) {
+    settle_launch(r);
+    if (resident_active(r))
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the fused kernel is what the launched loop runs: tear the loop down before changing it");
+    if (r->workload.set() || r->handler.set())
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the loop has a %s: a fused loop has none (cw_resident_set_workload / set_handler NULL first)",
+                    r->workload.set() ? "workload" : "data-ready handler");
+    return fused_check_settings(&r->set);
+}
+
+cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k) {
+    CW_TRY(fused_may_set(r));
+    const uint32_t block = block_threads_of(f);
+    if (!drv().cuOccupancyMaxActiveBlocksPerMultiprocessor || !drv().cuLaunchKernelEx || !drv().cuKernelGetFunction)
+        return fail(CW_ERROR_NOT_SUPPORTED,
+                    "the fused resident loop needs cooperative launch and the occupancy calculator (a CUDA 12.0 "
+                    "driver or newer)");
+    CurrentGuard guard;
+    CW_TRY(guard.enter(r->ctx->cu));
+    CUfunction fn = nullptr;
+    CW_CU(cuKernelGetFunction, (&fn, k->cu));
+    int coop = 0;
+    CW_CU(cuDeviceGetAttribute, (&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, r->ctx->device));
+    if (!coop)
+        return fail(CW_ERROR_NOT_SUPPORTED, "device %d does not support cooperative launch", r->ctx->ordinal);
+    if (f->shared_bytes > 48u * 1024u) {
+        if (!drv().cuFuncSetAttribute)
+            return fail(CW_ERROR_NOT_SUPPORTED, "more than 48 KiB of shared memory needs cuFuncSetAttribute");
+        CW_CU(cuFuncSetAttribute, (fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)f->shared_bytes));
+    }
+    int per_sm = 0;
+    CW_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, (&per_sm, fn, (int)block, (size_t)f->shared_bytes));
+    const uint64_t max_grid = (uint64_t)(per_sm > 0 ? per_sm : 0) * r->ctx->sm_count;
+    if (max_grid == 0)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: no block of %u threads with %u bytes of shared memory fits on an SM (the "
+                    "stages' registers or shared memory)",
+                    block, f->shared_bytes);
+    const uint32_t max32 = max_grid > 0xffffffffull ? 0xffffffffu : (uint32_t)max_grid;
+    if (f->grid_blocks > max32)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: a grid of %u blocks does not fit co-resident: at most %u (%d blocks of %u "
+                    "threads an SM x %u SMs of the context)",
+                    f->grid_blocks, max32, per_sm, block, r->ctx->sm_count);
+    CW_TRY(guard.leave());
+    Fused *fu = r->fused;
+    if (!fu) {
+        fu = static_cast<Fused *>(calloc(1, sizeof(Fused)));
+        if (!fu) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        CurrentGuard g2;
+        cw_status st = g2.enter(r->ctx->cu);
+        if (st == CW_SUCCESS && drv().cuMemAlloc(&fu->sync, kSyncBytes) != CUDA_SUCCESS)
+            st = fail(CW_ERROR_OUT_OF_MEMORY, "the fused loop's barrier: out of device memory");
+        if (st != CW_SUCCESS) {
+            free(fu);
+            return st;
+        }
+        r->fused = fu;
+    } else if (fu->module) {
+        kernels::module_destroy(fu->module);
+    }
+    fu->module = m;
+    fu->kernel = k;
+    fu->fn = fn;
+    fu->grid = f->grid_blocks ? f->grid_blocks : max32;
+    fu->block = block;
+    fu->shared = f->shared_bytes;
+    fu->per_sm = (uint32_t)per_sm;
+    fu->max_grid = max32;
+    fu->stages = f->stage_count;
+    fu->user = f->user;
+    r->dirty = true;
+    return CW_SUCCESS;
+}
+
+cw_status resident_clear_fused(cw_resident *r) {
+    settle_launch(r);
+    if (resident_active(r))
+        return fail(CW_ERROR_INVALID_STATE, "the loop is launched: tear it down before making it a graph loop again");
+    if (r->fused && r->fused->module) {
+        kernels::module_destroy(r->fused->module);
+        r->fused->module = nullptr;
+        r->fused->kernel = nullptr;
+        r->fused->fn = nullptr;
+    }
+    r->dirty = true;
+    return CW_SUCCESS;
+}
+
+bool is_fused(const cw_resident *r) { return r->fused && r->fused->module; }
+
+cw_status fused_build(cw_resident *r) {
+    // A trial run that stops at its first check (as build's): the first
+    // launch in the context loads the code, which waits for running kernels.
+    cw_res_host *h = r->host;
+    __atomic_store_n(&h->stop, 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->base, load_requested(r), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->epoch, r->epoch.load(std::memory_order_relaxed) + 1, __ATOMIC_RELEASE);
+    CW_TRY(fused_start(r));
+    CW_TRY(stream_synchronize(r->run));
+    r->epoch.fetch_add(1, std::memory_order_release);
+    if (r->exec) {
+        exec_destroy(r->exec);
+        r->exec = nullptr;
+    }
+    r->dirty = false;
+    return CW_SUCCESS;
+}
+
+cw_status fused_launch(cw_resident *r) { return fused_start(r); }
+
+void fused_free(cw_resident *r) {
+    Fused *fu = r->fused;
+    if (!fu) return;
+    if (fu->module) kernels::module_destroy(fu->module);
+    if (fu->sync) {
+        CurrentGuard guard;
+        if (guard.enter(r->ctx->cu) == CW_SUCCESS) {
+            drv().cuMemFree(fu->sync);
+            (void)guard.leave();
+        }
+    }
+    free(fu);
+    r->fused = nullptr;
+}
+
+void fused_info(const cw_resident *r, cw_resident_info *info) {
+    if (!is_fused(r)) return;
+    info->fused = 1;
+    info->grid_blocks = r->fused->grid;
+    info->block_threads = r->fused->block;
+    info->max_grid_blocks = r->fused->max_grid;
+}
+
+}  // namespace graphs
+}  // namespace cw
