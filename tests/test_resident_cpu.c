@@ -44,7 +44,7 @@ static void test_settings_defaults_and_validation(void **state) {
     cw_resident_settings_default(&s);
     assert_int_equal(s.timeout_ms, 0);
     assert_int_equal(s.sleep_interval_us, 500);
-    assert_int_equal(s.sleep_mode, CW_RESIDENT_SLEEP_FIXED);
+    assert_int_equal(s.sleep_mode, CW_RESIDENT_SLEEP_ADAPTIVE); /* issue 24: fast by default */
     assert_int_equal(s.spin_us, 200);
     assert_int_equal(s.sync_with_host, 0);
     assert_int_equal(s.input_slots, 0);

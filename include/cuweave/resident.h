@@ -140,7 +140,10 @@ typedef struct cw_resident_settings {
      * 0: never sleep (spin: lowest latency, one GPU thread always busy).
      * Default 500. */
     uint32_t sleep_interval_us;
-    cw_resident_sleep sleep_mode; /* default CW_RESIDENT_SLEEP_FIXED */
+    /* Default CW_RESIDENT_SLEEP_ADAPTIVE (issue 24: requests that follow
+     * each other within spin_us are served at spinning speed; an idle loop
+     * costs what FIXED costs). Earlier versions defaulted to FIXED. */
+    cw_resident_sleep sleep_mode;
     /* CW_RESIDENT_SLEEP_ADAPTIVE: how long to keep checking without
      * sleeping after each served request, in microseconds, at most 1000000.
      * Default 200. */

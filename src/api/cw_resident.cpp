@@ -14,7 +14,7 @@ void defaults(cw_resident_settings *s) {
     memset(s, 0, sizeof *s);
     s->timeout_ms = 0;
     s->sleep_interval_us = 500;
-    s->sleep_mode = CW_RESIDENT_SLEEP_FIXED;
+    s->sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
     s->spin_us = 200;
     s->sync_with_host = 0;
     s->input_slots = 0;

@@ -264,6 +264,20 @@ __global__ void cw_gop_store(const cw_resident_ctl *ctl, const unsigned *buf, un
     if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
 }
 
+// The same three operators for a loop with gate FUSED (issue 24): the first
+// takes the request (cw_resident_begin), the middle one is cw_gop_mul, the
+// last reports the result (cw_resident_end): a request is these three
+// kernels and nothing else.
+__global__ void cw_fop_load(cw_resident_ctl *ctl, const unsigned *in, unsigned *buf) {
+    if (cw_resident_begin(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = *(const volatile unsigned *)in + 1u;
+}
+__global__ void cw_fop_store(cw_resident_ctl *ctl, const unsigned *buf, unsigned *out) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
+    cw_resident_end(ctl);
+}
+
 // The floor: one persistent polling kernel (one thread) that serves the
 // same three operators. doorbell and stop are written by the host (mapped
 // memory); done is written here after out.
