@@ -60,7 +60,8 @@
  *      median and what the build chose (cw_resident_get_info gate, overlap):
  *        n1 the minimal program of docs/resident.md: cw_resident_settings_default
  *           (gate and overlap AUTO, ADAPTIVE sleep) with sync_with_host 1 only,
- *           the cw_gop_* kernels captured into a graph (cw_resident_set_workload)
+ *           the cw_gop_* kernels captured into a graph (cw_resident_set_workload),
+ *           which the build copies into the iteration when it qualifies
  *        n2 the defaults with the same kernels as a capture function
  *           (cw_resident_set_workload_fn)
  *        n3 gate FUSED: cw_fop_load (cw_resident_begin), cw_gop_mul,

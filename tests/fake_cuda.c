@@ -35,7 +35,8 @@
  *    kernel node keeps the function and a copy of its arguments (up to 16,
  *    as the name lays them out): cuGraphKernelNodeGetParams gives them back
  *    (always present, as cuGraphChildGraphNodeGetGraph, whose clone
- *    cuGraphGetNodes accepts). A launch (cuLaunchKernelEx or cuLaunchKernel, of a
+ *    cuGraphGetNodes accepts, cuGraphAddKernelNode, which makes such a node
+ *    by hand, and cuGraphKernelNodeCopyAttributes, a no-op). A launch (cuLaunchKernelEx or cuLaunchKernel, of a
  *    kernel's function or of a CUkernel cast to CUfunction) is a work item
  *    that does nothing, in stream order; during a capture it is recorded as
  *    a kernel node, replayed (as a no-op item) by graph launches. A launch
@@ -377,7 +378,7 @@ static pthread_t g_worker;
     X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
-    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuFuncGetName) X(cuLaunchKernelEx) X(cuGraphKernelNodeGetParams) X(cuGraphChildGraphNodeGetGraph)         \
+    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuFuncGetName) X(cuLaunchKernelEx) X(cuGraphKernelNodeGetParams) X(cuGraphChildGraphNodeGetGraph) X(cuGraphAddKernelNode) X(cuGraphKernelNodeCopyAttributes)         \
     X(cuFuncGetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
@@ -3052,6 +3053,46 @@ FAKE_API CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CU
     RETURN(add_node(node, graph, deps, ndeps, NULL));
 }
 
+/* A kernel node made by hand: a node whose item is a kernel launch of
+ * params->func with a copy of its arguments (as the kernel's name lays them
+ * out), as a captured launch would be. */
+FAKE_API CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                       const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    ENTER(cuGraphAddKernelNode);
+    NEED_INIT();
+    struct CUkern_st *k = params && params->func ? kernel_of_function(params->func) : NULL;
+    if (!k) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item *it = new_item(IT_KERNEL, NULL);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->user = k;
+    it->func = params->func;
+    size_t off = 0, size = 0;
+    for (unsigned i = 0; i < 16 && params->kernelParams && param_of_name(k->name, i, &off, &size) &&
+                         off + size <= sizeof it->args;
+         i++) {
+        memcpy(it->args + off, params->kernelParams[i], size);
+        it->param_off[i] = (unsigned short)off;
+        it->nparams = i + 1;
+    }
+    CUresult r = add_node(node, graph, deps, ndeps, NULL);
+    if (r != CUDA_SUCCESS) {
+        free(it);
+        RETURN(r);
+    }
+    ((struct CUgraphNode_st *)*node)->item = it;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+    ENTER(cuGraphKernelNodeCopyAttributes);
+    NEED_INIT();
+    const struct CUgraphNode_st *d = (const struct CUgraphNode_st *)dst, *s = (const struct CUgraphNode_st *)src;
+    if (!d || !s || d->magic != MAGIC_NODE || s->magic != MAGIC_NODE || !d->item || !s->item ||
+        d->item->kind != IT_KERNEL || s->item->kind != IT_KERNEL)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(CUDA_SUCCESS); /* the fake keeps no attributes */
+}
+
 FAKE_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned flags) {
     (void)flags;
     ENTER(cuGraphDebugDotPrint);
@@ -3323,7 +3364,8 @@ static const struct {
     PF_(cuGraphConditionalHandleCreate, FEAT_CONDITIONAL) PF_(cuGraphAddNode, FEAT_CONDITIONAL)
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
     PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetName, FEAT_LIBRARY)
-    P_(cuGraphKernelNodeGetParams) P_(cuGraphChildGraphNodeGetGraph)
+    P_(cuGraphKernelNodeGetParams) P_(cuGraphChildGraphNodeGetGraph) P_(cuGraphAddKernelNode)
+    P_(cuGraphKernelNodeCopyAttributes)
     PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)
     PF_(cuGraphRemoveDependencies, FEAT_CONDITIONAL)

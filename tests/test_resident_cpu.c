@@ -910,21 +910,32 @@ static void test_auto_gate_and_overlap(void **state) {
     assert_cw_ok(cw_capture_end(&g, cs));
     assert_cw_ok(cw_resident_set_workload(r, g));
     cond0 = fake_calls("cuGraphAddNode");
+    long kn0 = fake_calls("cuGraphAddKernelNode"), child0 = fake_calls("cuGraphAddChildGraphNode");
     assert_cw_ok(cw_resident_build(r));
     assert_cw_ok(cw_resident_get_info(r, &info));
     assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
     assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
+    assert_int_equal(info.overlap, 1);
     assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1);
+    /* its kernels copied into every copy of the iteration, no child graph
+     * node, and so chained by overlap as a capture function's are */
+    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 4 * 2);
+    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 0);
+    assert_int_equal(fake_last_prog(), 4 * 3 + 3);
     cw_graph_destroy(&g);
     w.kinds[1] = "copy";
     assert_cw_ok(cw_capture_begin(cs, NULL, CW_CAPTURE_THREAD_LOCAL));
     assert_cw_ok(fused_capture(cs, &w));
     assert_cw_ok(cw_capture_end(&g, cs));
     assert_cw_ok(cw_resident_set_workload(r, g));
+    kn0 = fake_calls("cuGraphAddKernelNode"), child0 = fake_calls("cuGraphAddChildGraphNode");
     assert_cw_ok(cw_resident_build(r));
     assert_cw_ok(cw_resident_get_info(r, &info));
     assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
     assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NODE);
+    /* a graph that does not qualify stays a child graph node, in each IF body */
+    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 0);
+    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 4);
     cw_graph_destroy(&g);
 
     /* A data-ready handler: kernels still, overlap off (its kernels are not known to wait). */
