@@ -165,6 +165,10 @@ int main(void) {
     printf("the GPU's own clock: %llu iterations, per iteration min %.2f us, median %.2f us, max %.2f us\n",
            (unsigned long long)stats.iterations, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3,
            stats.iter_max_ns / 1e3);
+    /* what the defaults (gate and overlap AUTO) chose for this workload, and why where they fell back */
+    printf("the loop the build chose: gate %s, overlap %s%s%s\n",
+           stats.gate == CW_RESIDENT_GATE_KERNELS ? "kernels (no IF node)" : "IF node", stats.overlap ? "on" : "off",
+           stats.fallback_detail[0] ? "; " : "", stats.fallback_detail);
     TRY(cw_resident_tear_down(r, 1000));
     printf("torn down\n");
 

@@ -1312,6 +1312,13 @@ static void test_resident_loop(void **) {
         // handler is not looked at
         assert_int_equal(w.calls, 3 + 1);
         assert_int_equal(g_c_handler_calls, 3);
+        // what the default gate chose, through info(): the timestamp kernel
+        // does not take the device block, so the IF node, and why
+        cw_resident_info bi = VAL(r.info());
+        assert_int_equal(bi.gate, CW_RESIDENT_GATE_NODE);
+        assert_int_equal(bi.overlap, 0);
+        assert_int_equal(bi.fallback, CW_RESIDENT_FALLBACK_NO_CTL);
+        assert_non_null(strstr(bi.fallback_detail, "cwk_timestamp"));
         OK(r.set_handler_fn(nullptr, nullptr)); // host requests again
         OK(r.launch());
         assert_int_equal(r.state(), CW_RESIDENT_RUNNING);
