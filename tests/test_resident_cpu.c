@@ -781,6 +781,21 @@ static cw_status fused_capture(cw_stream *s, void *user) {
     fused_work *w = (fused_work *)user;
     w->calls++;
     for (int i = 0; i < w->n; i++) {
+        if (!strcmp(w->kinds[i], "fork")) {
+            /* the next kernel on a branch beside the rest, joined back at the end */
+            cw_stream *br = NULL;
+            cw_status st = cw_stream_fork(&br, s);
+            fused_work one = *w;
+            one.kinds[0] = w->kinds[i + 1];
+            one.n = 1;
+            if (st == CW_SUCCESS) st = fused_capture(br, &one);
+            fused_work rest = *w;
+            for (int k = 0; k + i + 2 < w->n; k++) rest.kinds[k] = w->kinds[k + i + 2];
+            rest.n = w->n - i - 2;
+            if (st == CW_SUCCESS) st = fused_capture(s, &rest);
+            cw_status j = br ? cw_stream_join(s, &br) : CW_SUCCESS;
+            return st != CW_SUCCESS ? st : j;
+        }
         if (!strcmp(w->kinds[i], "copy")) {
             cw_status st = cw_copy_to_device(s, w->ctl, w->host, 8);
             if (st != CW_SUCCESS) return st;
@@ -1007,6 +1022,17 @@ static void test_fused(void **state) {
     assert_cw_ok(cw_host_alloc(&w.host, ctx, 64));
     cw_resident *warm = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 1);
     cw_resident_destroy(&warm); /* (the context's pool of events grows to what a loop takes, beside cs) */
+    {
+        /* (the context's pools of forked streams and of events grow to what
+         * a fork in a capture function takes beside a loop: one such build
+         * made before the snapshot) */
+        cw_resident *warm2 = made(CW_RESIDENT_GATE_FUSED, CW_RESIDENT_OVERLAP_AUTO, 2);
+        assert_cw_ok(cw_resident_get_ctl(warm2, &w.ctl));
+        w.kinds[0] = "fork", w.kinds[1] = "firstctl#8,8", w.kinds[2] = "lastctl#8,8", w.n = 3;
+        assert_cw_ok(cw_resident_set_workload_fn(warm2, fused_capture, &w));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(warm2));
+        cw_resident_destroy(&warm2);
+    }
     long before[NKINDS];
     snapshot(before);
     cw_resident_info info;
@@ -1055,6 +1081,8 @@ static void test_fused(void **state) {
         {{"firstctl#8,8", "copy"}, 2, "last node is a copy"},
         {{"copy", "lastctl#8,8"}, 2, "first node is a copy"},
         {{NULL}, 0, "captured nothing"},
+        /* two kernels side by side: 2 first and 2 last nodes */
+        {{"fork", "firstctl#8,8", "lastctl#8,8"}, 3, "its graph has 2 first and 2 last nodes"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cw_resident *r = made(CW_RESIDENT_GATE_FUSED, CW_RESIDENT_OVERLAP_AUTO, 2);
