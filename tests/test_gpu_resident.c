@@ -253,6 +253,14 @@ static void test_host_driven_100k(void **state) {
     assert_int_equal(is_launched(r), 0);
     assert_cw_ok(cw_resident_launch(r));
     assert_int_equal(is_launched(r), 1);
+    /* issue 24: the defaults. k_apply takes the device block, so the build
+     * takes the kernel gate and copies the graph's kernel into the
+     * iteration (the real driver lists the arguments: CUDA 12.4 or newer) */
+    cw_resident_info bi;
+    assert_cw_ok(cw_resident_get_info(r, &bi));
+    printf("# defaults, a workload graph: gate %d, overlap %d%s%s\n", (int)bi.gate, bi.overlap,
+           bi.fallback_detail[0] ? ": " : "", bi.fallback_detail);
+    if (bi.fallback != CW_RESIDENT_FALLBACK_DRIVER) assert_int_equal(bi.gate, CW_RESIDENT_GATE_KERNELS);
 
     unsigned long long bad = 0;
     for (unsigned long long i = 1; i <= n; i++) {
