@@ -991,6 +991,17 @@ static void test_auto_gate_and_overlap(void **state) {
     assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
     cw_resident_destroy(&r);
 
+    /* under compute-sanitizer (its injection variable set) overlap AUTO turns off */
+    setenv("NV_SANITIZER_INJECTION_PORT_BASE", "12345", 1);
+    r = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 2);
+    assert_cw_ok(cw_resident_build(r));
+    unsetenv("NV_SANITIZER_INJECTION_PORT_BASE");
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 0);
+    assert_non_null(strstr(info.fallback_detail, "compute-sanitizer"));
+    cw_resident_destroy(&r);
+
     /* trace: overlap AUTO turns off */
     cw_resident_settings_default(&s);
     s.trace = 1;

@@ -194,8 +194,9 @@ typedef struct cw_resident_settings {
      * as on): on when the gate in force is KERNELS or FUSED, the device has
      * compute capability 9.0 or newer, the driver has graph edge data (CUDA
      * 12.3), every workload kernel's code is for 9.0 or newer (its PTX
-     * version), and the loop neither traces nor has a data-ready handler;
-     * else off (cw_resident_info says why). */
+     * version), and the loop neither traces nor has a data-ready handler,
+     * nor runs under compute-sanitizer (NV_SANITIZER_INJECTION_PORT_BASE
+     * set); else off (cw_resident_info says why). */
     int overlap;
     /* Boolean: trace the iteration's stages, so that a device fault names
      * the stage it happened in (docs/resident.md, "Which stage faulted").

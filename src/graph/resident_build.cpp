@@ -463,6 +463,15 @@ cw_status choose_overlap(cw_resident *r, cw_graph *body, const OwnNodes &own, cw
                   "no overlap: the loop has a data-ready handler (its kernels are not known to wait)");
         return CW_SUCCESS;
     }
+    // compute-sanitizer's racecheck aborts or hangs on programmatic edges
+    // inside a WHILE body (docs/resident.md, "Limits"): under the sanitizer
+    // the automatic choice leaves them out (overlap 1 still asks for them).
+    if (getenv("NV_SANITIZER_INJECTION_PORT_BASE")) {
+        fall_back(r, CW_RESIDENT_FALLBACK_SETTING,
+                  "no overlap: compute-sanitizer is attached (NV_SANITIZER_INJECTION_PORT_BASE), whose racecheck does "
+                  "not survive programmatic edges inside a loop");
+        return CW_SUCCESS;
+    }
     if (!drv().cuGraphNodeGetType || !drv().cuGraphNodeGetDependencies || !drv().cuGraphAddDependencies ||
         !drv().cuGraphRemoveDependencies) {
         fall_back(r, CW_RESIDENT_FALLBACK_DRIVER, "no overlap: the driver has no graph edge data (CUDA 12.3)");
