@@ -625,6 +625,14 @@ static unsigned long long fused_serve(cw_resident *r, const fused_args *f, volat
 
 static void test_fused_begin_end(void **state) {
     (void)state;
+    if (cwt_sanitizer_is("synccheck")) {
+        /* synccheck reports every barrier in a kernel inside a WHILE graph
+         * body (docs/resident.md, "Limits"); cw_resident_begin and
+         * cw_resident_end hold one each */
+        printf("# gate FUSED is skipped under synccheck (it fails barriers inside a loop's graph)\n");
+        skip();
+        return;
+    }
     const unsigned n = requests(20000, 1000), m = requests(3000, 1000);
     cw_resident_settings set = spin_settings();
     set.gate = CW_RESIDENT_GATE_FUSED;
