@@ -1078,6 +1078,13 @@ static void test_fused(void **state) {
         l0 = launches();
         assert_cw_ok(cw_resident_build(r));
         assert_int_equal(launches() - l0, 1 + 4 + 1 + 1);
+        /* a build refused afterwards leaves what the last good one chose in the info */
+        w.kinds[0] = "copy", w.kinds[1] = "lastctl#8,8", w.n = 2;
+        assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+        assert_cw_ok(cw_resident_get_info(r, &info));
+        assert_int_equal(info.gate, CW_RESIDENT_GATE_FUSED);
+        assert_int_equal(info.overlap, overlap);
         cw_resident_destroy(&r);
     }
 

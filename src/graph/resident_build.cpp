@@ -677,6 +677,18 @@ cw_status build(cw_resident *r) {
     cw_graph *top = nullptr;
     CW_TRY(graph_create(r->ctx, &top));
     cw_graph_exec *exec = nullptr;
+    // What the last good build chose stays in cw_resident_info if this one fails.
+    const cw_resident_gate gate_used = r->gate_used;
+    const int overlap_used = r->overlap_used;
+    const cw_resident_fallback fallback = r->fallback;
+    char detail[sizeof r->fallback_detail];
+    memcpy(detail, r->fallback_detail, sizeof detail);
+    auto keep_last = [&] {
+        r->gate_used = gate_used;
+        r->overlap_used = overlap_used;
+        r->fallback = fallback;
+        memcpy(r->fallback_detail, detail, sizeof detail);
+    };
     r->building = true;
     cw_status st = build_into(r, top);
     r->building = false;
@@ -686,6 +698,7 @@ cw_status build(cw_resident *r) {
     if (st == CW_SUCCESS) st = exec_upload(exec, r->run);
     if (st != CW_SUCCESS) {
         if (exec) exec_destroy(exec);
+        keep_last();
         return st;
     }
     // A trial run that stops at its first poll: the driver loads code into
@@ -700,6 +713,7 @@ cw_status build(cw_resident *r) {
     if (st == CW_SUCCESS) st = stream_synchronize(r->run);
     if (st != CW_SUCCESS) {
         exec_destroy(exec);
+        keep_last();
         return st;
     }
     r->epoch.fetch_add(1, std::memory_order_release);
