@@ -1319,6 +1319,17 @@ static void test_resident_loop(void **) {
         assert_int_equal(bi.overlap, 0);
         assert_int_equal(bi.fallback, CW_RESIDENT_FALLBACK_NO_CTL);
         assert_non_null(strstr(bi.fallback_detail, "cwk_timestamp"));
+        {
+            // gate FUSED through the wrapper: a capture function whose first
+            // kernel does not take the device block is refused at the build
+            cw_resident_settings fs = cw::defaults<cw_resident_settings>();
+            fs.gate = CW_RESIDENT_GATE_FUSED;
+            cw::resident f = VAL(cw::resident::create(ctx, &fs));
+            stamp_workload fw;
+            OK(f.set_workload_fn(fw));
+            assert_int_equal(STATUS_OF(f.build()), CW_ERROR_INVALID_STATE);
+            assert_non_null(strstr(cw_last_error()->message, "gate FUSED"));
+        }
         OK(r.set_handler_fn(nullptr, nullptr)); // host requests again
         OK(r.launch());
         assert_int_equal(r.state(), CW_RESIDENT_RUNNING);

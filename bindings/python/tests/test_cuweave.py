@@ -316,6 +316,15 @@ class TestGraphsKernelsResident(unittest.TestCase):
         r = cuweave.Resident(self.ctx, trace=1)
         self.assertEqual(r.settings()["trace"], 1)
         r.close()
+        # gate FUSED: the workload's kernels poll and signal; without a capture function the build refuses
+        r = cuweave.Resident(self.ctx, gate=cuweave.GATE_FUSED, overlap=0)
+        self.assertEqual(r.settings()["gate"], cuweave.GATE_FUSED)
+        with self.assertRaises(cuweave.InvalidStateError) as cm:
+            r.build()
+        self.assertIn("gate FUSED needs the workload as a capture function", str(cm.exception))
+        r.close()
+        with self.assertRaises(cuweave.InvalidArgumentError):
+            cuweave.Resident(self.ctx, trace=1, gate=cuweave.GATE_FUSED)
         self.assertIn("cw_resident_ctl", cuweave.resident_device_header())
 
     def test_resident_states_and_requests(self):
