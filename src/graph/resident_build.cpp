@@ -303,11 +303,14 @@ cw_status kernel_facts(const cw_resident *r, CUgraphNode node, KernelFacts *f) {
     f->takes_ctl = -1;
     f->ptx = 0;
     if (!drv().cuGraphKernelNodeGetParams) return CW_SUCCESS;
+    // What the driver cannot say is "cannot tell" (the automatic choice then
+    // falls back), never a failed build.
     CUDA_KERNEL_NODE_PARAMS_v2 p;
     memset(&p, 0, sizeof p);
-    CW_CU(cuGraphKernelNodeGetParams, (node, &p));
+    if (drv().cuGraphKernelNodeGetParams(node, &p) != CUDA_SUCCESS) return CW_SUCCESS;
     CUfunction fn = p.func;
-    if (!fn && p.kern && drv().cuKernelGetFunction) CW_CU(cuKernelGetFunction, (&fn, p.kern));
+    if (!fn && p.kern && drv().cuKernelGetFunction && drv().cuKernelGetFunction(&fn, p.kern) != CUDA_SUCCESS)
+        fn = nullptr;
     if (!fn) return CW_SUCCESS;
     const char *name = nullptr;
     if (drv().cuFuncGetName && drv().cuFuncGetName(&name, fn) == CUDA_SUCCESS && name) f->name = name;
@@ -330,7 +333,10 @@ cw_status kernel_facts(const cw_resident *r, CUgraphNode node, KernelFacts *f) {
         size_t off = 0, size = 0;
         const CUresult q = drv().cuFuncGetParamInfo(fn, i, &off, &size);
         if (q == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-        if (q != CUDA_SUCCESS) return fail_cu(q, "cuFuncGetParamInfo");
+        if (q != CUDA_SUCCESS) {
+            f->takes_ctl = -1;
+            return CW_SUCCESS;
+        }
         if (size != sizeof ctl) continue;
         const void *arg = p.kernelParams ? p.kernelParams[i]
                           : buffer && off + size <= buffer_size ? buffer + off
@@ -395,8 +401,9 @@ cw_status look_at(cw_resident *r, CUgraph g, const OwnNodes *skip, Look *look, i
         if (look->ok && gate) {
             if (f.takes_ctl < 0)
                 fall_back(r, CW_RESIDENT_FALLBACK_DRIVER,
-                          "the driver cannot list kernel parameters (cuFuncGetParamInfo, CUDA 12.4): the workload's "
-                          "kernels cannot be checked for the device block (gate NODE)");
+                          "the driver did not list the parameters of the workload's kernel '%s' (cuFuncGetParamInfo "
+                          "needs CUDA 12.4): it cannot be checked for the device block (gate NODE)",
+                          f.name);
             else
                 fall_back(r, CW_RESIDENT_FALLBACK_NO_CTL,
                           "the workload's kernel '%s' does not take the loop's device block (cw_resident_get_ctl) as "
