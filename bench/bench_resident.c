@@ -55,6 +55,19 @@
  *           naming a faulting stage costs
  *      and a decomposition: IF node ~ f3 - f1 (GPU median), child graph
  *      node ~ f4 - f3 (GPU median), loop-back ~ f2 - f1 (back-to-back p50).
+ *   n) issue 24, next to a)-e) in the same blocks: what the defaults give
+ *      and the fused loop, back-to-back and already polling, with the GPU
+ *      median and what the build chose (cw_resident_get_info gate, overlap):
+ *        n1 the minimal program of docs/resident.md: cw_resident_settings_default
+ *           (gate and overlap AUTO, ADAPTIVE sleep) with sync_with_host 1 only,
+ *           the cw_gop_* kernels captured into a graph (cw_resident_set_workload),
+ *           which the build copies into the iteration when it qualifies
+ *        n2 the defaults with the same kernels as a capture function
+ *           (cw_resident_set_workload_fn)
+ *        n3 gate FUSED: cw_fop_load (cw_resident_begin), cw_gop_mul,
+ *           cw_fop_store (cw_resident_end) as a capture function, spin,
+ *           overlap AUTO, unroll 16: the user's three kernels and nothing else
+ *      with ratios against a), c) and e).
  *   g) idle settings: already polling after an idle gap (not counted) of
  *      1 ms plus a random 0-500 us (an exact 1 ms would hit the same phase
  *      of a FIXED 100 or 500 us sleep cycle every time), for spin, ADAPTIVE
@@ -191,7 +204,7 @@ typedef struct kset {
     const char *name;
     cw_context *ctx; /* borrowed */
     CUcontext cu;
-    void *module, *f_load, *f_mul, *f_store, *f_gload, *f_gmul, *f_gstore, *f_pers, *f_hog;
+    void *module, *f_load, *f_mul, *f_store, *f_gload, *f_gmul, *f_gstore, *f_pers, *f_hog, *f_fload, *f_fstore;
     dptr buf, sink;                     /* device memory of this context */
     dptr in, out, doorbell, stop, done; /* the mapped host words, as this context addresses them */
     cw_stream *cap;                     /* the capture stream of the cw workload */
@@ -214,6 +227,8 @@ static void kset_load(kset *k, const char *name, cw_context *ctx) {
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_gop_mul", &k->f_gmul));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_gop_store", &k->f_gstore));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_op_persistent", &k->f_pers));
+    CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_fop_load", &k->f_fload));
+    CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_fop_store", &k->f_fstore));
     CU_CHECK(rawcuda_kernel(&rc, &k->module, cw_test_kernels_fatbin, "cw_hog", &k->f_hog));
     CU_CHECK(rc.cuMemAlloc(&k->buf, 64));
     CU_CHECK(rc.cuMemAlloc(&k->sink, 64));
@@ -271,6 +286,30 @@ static void launch_gops(kset *k, dptr ctl, CUstream h) {
     CU_CHECK(rawcuda_launch1(&rc, k->f_gstore, h, a_store));
 }
 
+/* The fused operators (gate FUSED: cw_fop_load begins, cw_fop_store ends). */
+static void launch_fops(kset *k, dptr ctl, CUstream h) {
+    void *a_load[] = {&ctl, &k->in, &k->buf};
+    void *a_mul[] = {&ctl, &k->buf};
+    void *a_store[] = {&ctl, &k->buf, &k->out};
+    CU_CHECK(rawcuda_launch1(&rc, k->f_fload, h, a_load));
+    CU_CHECK(rawcuda_launch1(&rc, k->f_gmul, h, a_mul));
+    CU_CHECK(rawcuda_launch1(&rc, k->f_fstore, h, a_store));
+}
+
+/* The guarded operators captured into a graph on k's cw_stream (the
+ * minimal program's workload: cw_resident_set_workload). */
+static cw_graph *capture_gops(kset *k, dptr ctl) {
+    CUcontext prev = NULL;
+    CU_CHECK(rc.cuCtxGetCurrent(&prev));
+    CU_CHECK(rc.cuCtxSetCurrent(k->cu));
+    cw_graph *g = NULL;
+    CW_CHECK(cw_capture_begin(k->cap, NULL, CW_CAPTURE_GLOBAL));
+    launch_gops(k, ctl, k->cap_h);
+    CW_CHECK(cw_capture_end(&g, k->cap));
+    CU_CHECK(rc.cuCtxSetCurrent(prev));
+    return g;
+}
+
 /* The workload for a cw_resident as a graph: the three operators captured on
  * k's cw_stream (the general path: the loop holds it as a child graph node). */
 static cw_graph *capture_ops(kset *k) {
@@ -295,7 +334,10 @@ typedef enum {
     W_GUARDED_FN_PLAIN, /* the same without overlap (f0) */
     W_PLAIN_FN,   /* IF node: cw_resident_set_workload_fn launching cw_op_* */
     W_GRAPH,      /* IF node: cw_resident_set_workload with capture_ops's graph (child graph node) */
-    W_NONE        /* IF node, no workload: the loop's own kernels only (out is not written) */
+    W_NONE,       /* IF node, no workload: the loop's own kernels only (out is not written) */
+    W_DEFAULT_GRAPH, /* n1: the defaults (gate, overlap, sleep), cw_gop_* as a graph */
+    W_DEFAULT_FN,    /* n2: the defaults, cw_gop_* as a capture function */
+    W_FUSED          /* n3: gate FUSED, cw_fop_load / cw_gop_mul / cw_fop_store as a capture function */
 } wkind;
 
 /* The user data of a workload function: lives as long as the process (a
@@ -303,7 +345,7 @@ typedef enum {
 typedef struct wl {
     kset *k;
     cw_devptr ctl;
-    int guarded;
+    int guarded; /* 1 cw_gop_*, 2 the fused operators, 0 cw_op_* */
 } wl;
 static wl wl_pool[16];
 static int wl_used;
@@ -319,7 +361,9 @@ static cw_status wl_capture(cw_stream *s, void *user) {
     CUcontext prev = NULL;
     CU_CHECK(rc.cuCtxGetCurrent(&prev));
     CU_CHECK(rc.cuCtxSetCurrent(w->k->cu));
-    if (w->guarded)
+    if (w->guarded == 2)
+        launch_fops(w->k, w->ctl, h);
+    else if (w->guarded)
         launch_gops(w->k, w->ctl, h);
     else
         launch_ops(w->k, h);
@@ -339,14 +383,24 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
     if (mode == CW_RESIDENT_SLEEP_ADAPTIVE) s.spin_us = spin_us;
     s.sync_with_host = 1; /* the workload writes `out` in host memory */
     s.unroll = unroll;
-    const int guarded = w == W_GUARDED_FN || w == W_GUARDED_FN_PLAIN;
-    s.gate = guarded ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
-    s.overlap = w == W_GUARDED_FN ? (uint32_t)g_overlap : 0u;
+    const int guarded = w == W_GUARDED_FN || w == W_GUARDED_FN_PLAIN || w == W_DEFAULT_FN ? 1 : w == W_FUSED ? 2 : 0;
+    if (w == W_DEFAULT_GRAPH || w == W_DEFAULT_FN) {
+        /* the minimal program: the defaults, but for the results in host memory */
+        cw_resident_settings_default(&s);
+        s.sync_with_host = 1;
+    } else if (w == W_FUSED) {
+        s.gate = CW_RESIDENT_GATE_BEGIN_END; /* overlap AUTO (the default) */
+    } else {
+        s.gate = guarded ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
+        s.overlap = w == W_GUARDED_FN ? g_overlap : 0;
+    }
     cw_status st = cw_resident_create(r, k->ctx, &s);
     if (st != CW_SUCCESS) return st;
     switch (w) {
     case W_GUARDED_FN:
     case W_GUARDED_FN_PLAIN:
+    case W_DEFAULT_FN:
+    case W_FUSED:
     case W_PLAIN_FN: {
         if (wl_used == (int)(sizeof wl_pool / sizeof wl_pool[0])) {
             fprintf(stderr, "%s: more loops than wl_pool holds\n", BENCH_NAME);
@@ -357,6 +411,14 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
         x->guarded = guarded;
         CW_CHECK(cw_resident_get_ctl(*r, &x->ctl));
         CW_CHECK(cw_resident_set_workload_fn(*r, wl_capture, x));
+        break;
+    }
+    case W_DEFAULT_GRAPH: {
+        cw_devptr ctl = 0;
+        CW_CHECK(cw_resident_get_ctl(*r, &ctl));
+        cw_graph *g = capture_gops(k, ctl);
+        CW_CHECK(cw_resident_set_workload(*r, g));
+        cw_graph_destroy(&g);
         break;
     }
     case W_GRAPH: {
@@ -1132,7 +1194,7 @@ int main(void) {
     CU_CHECK(rc.cuStreamSynchronize(raw_s));
 
     /* the loops: a)/b) (= f1) and the rest of the sweep, then g)'s idle settings */
-    enum { L_A, L_F0, L_F2, L_F3, L_F4, L_F5, L_F6, L_SPIN, L_ADAPT, L_F500, L_F100, L_COUNT };
+    enum { L_A, L_F0, L_F2, L_F3, L_F4, L_F5, L_F6, L_SPIN, L_ADAPT, L_F500, L_F100, L_N1, L_N2, L_N3, L_COUNT };
     static const struct {
         const char *label;
         wkind w;
@@ -1151,6 +1213,9 @@ int main(void) {
         {"ADAPTIVE 500 us, spin_us 200", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_ADAPTIVE, 500, 200, 0},
         {"FIXED 500 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 500, 0, 0},
         {"FIXED 100 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 100, 0, 0},
+        {"n1 defaults, graph (the minimal program)", W_DEFAULT_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"n2 defaults, fn", W_DEFAULT_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"n3 gate FUSED, fn, unroll 16", W_FUSED, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
     };
     cw_resident *loops[L_COUNT] = {0};
     for (int i = 0; i < L_COUNT; i++) {
@@ -1165,7 +1230,8 @@ int main(void) {
 
     enum {
         V_A, V_B, V_C, V_D, V_E_B2B, V_E_POLL, V_F0_B2B, V_F0_POLL, V_F2_B2B, V_F2_POLL, V_F3_B2B, V_F3_POLL, V_F4_B2B, V_F4_POLL,
-        V_F5_B2B, V_F5_POLL, V_F6_B2B, V_F6_POLL, V_SPIN, V_ADAPT, V_F500, V_F100, V_COUNT
+        V_F5_B2B, V_F5_POLL, V_F6_B2B, V_F6_POLL, V_SPIN, V_ADAPT, V_F500, V_F100, V_N1_B2B, V_N1_POLL, V_N2_B2B,
+        V_N2_POLL, V_N3_B2B, V_N3_POLL, V_COUNT
     };
     variant v[V_COUNT];
     variant_init(&v[V_A], "a) cw resident, back-to-back", T_LOOP, 0, iters);
@@ -1187,6 +1253,12 @@ int main(void) {
     v[V_F5_B2B].nocheck = v[V_F5_POLL].nocheck = 1; /* no workload: out is not written */
     variant_init(&v[V_F6_B2B], "f6) IF node, fn, trace, back-to-back", T_LOOP, 0, iters);
     variant_init(&v[V_F6_POLL], "f6) IF node, fn, trace, already polling", T_LOOP, POLL_GAP_NS, iters);
+    variant_init(&v[V_N1_B2B], "n1) defaults, graph, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_N1_POLL], "n1) defaults, graph, already polling", T_LOOP, POLL_GAP_NS, iters);
+    variant_init(&v[V_N2_B2B], "n2) defaults, fn, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_N2_POLL], "n2) defaults, fn, already polling", T_LOOP, POLL_GAP_NS, iters);
+    variant_init(&v[V_N3_B2B], "n3) gate FUSED, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_N3_POLL], "n3) gate FUSED, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_SPIN], "g) spin", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_ADAPT], "g) ADAPTIVE", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_F500], "g) FIXED 500", T_LOOP, SLEEP_GAP_NS, sleep_iters);
@@ -1197,7 +1269,10 @@ int main(void) {
      * phase, not the setting: the gap is 1 ms plus a random 0-500 us. */
     for (int i = V_SPIN; i <= V_F100; i++) v[i].jitter_ns = SLEEP_JITTER_NS;
 
-    family f_a, f_f0, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_f6, f_spin, f_adapt, f_f500, f_f100;
+    family f_a, f_f0, f_raw, f_pers, f_f2, f_f3, f_f4, f_f5, f_f6, f_spin, f_adapt, f_f500, f_f100, f_n1, f_n2, f_n3;
+    family_init(&f_n1, lcfg[L_N1].label, T_LOOP, loops[L_N1], &v[V_N1_B2B], &v[V_N1_POLL]);
+    family_init(&f_n2, lcfg[L_N2].label, T_LOOP, loops[L_N2], &v[V_N2_B2B], &v[V_N2_POLL]);
+    family_init(&f_n3, lcfg[L_N3].label, T_LOOP, loops[L_N3], &v[V_N3_B2B], &v[V_N3_POLL]);
     family_init(&f_a, lcfg[L_A].label, T_LOOP, loops[L_A], &v[V_A], &v[V_B]);
     family_init(&f_raw, "raw", T_RAW_GRAPH, NULL, &v[V_C], &v[V_D]);
     family_init(&f_pers, "persistent", T_PERS, NULL, &v[V_E_B2B], &v[V_E_POLL]);
@@ -1215,14 +1290,23 @@ int main(void) {
     unsigned long long t_sec = now_ns();
     printf("measuring a)-f) ...\n");
     fflush(stdout);
-    family *main_fams[] = {&f_a, &f_f0, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6};
-    run_blocks(main_fams, 9, BLOCKS, WARMUP, iters);
+    family *main_fams[] = {&f_a, &f_f0, &f_raw, &f_pers, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6, &f_n1, &f_n2, &f_n3};
+    run_blocks(main_fams, 12, BLOCKS, WARMUP, iters);
     printf("  done in %.1f s\nmeasuring g) ...\n", (double)(now_ns() - t_sec) / 1e9);
     fflush(stdout);
     t_sec = now_ns();
     family *sleep_fams[] = {&f_spin, &f_adapt, &f_f500, &f_f100};
     run_blocks(sleep_fams, 4, SLEEP_BLOCKS, SLEEP_WARMUP, sleep_iters);
     for (int i = 0; i < V_COUNT; i++) variant_done(&v[i]);
+    /* what the n) builds chose, in words (the loop owns the text: copied before the loops go) */
+    char n1_note[256] = "", n3_note[256] = "";
+    {
+        cw_resident_info ni;
+        CW_CHECK(cw_resident_get_info(loops[L_N1], &ni));
+        snprintf(n1_note, sizeof n1_note, "%s", ni.fallback_detail ? ni.fallback_detail : "");
+        CW_CHECK(cw_resident_get_info(loops[L_N3], &ni));
+        snprintf(n3_note, sizeof n3_note, "%s", ni.fallback_detail ? ni.fallback_detail : "");
+    }
     printf("  done in %.1f s\nmeasuring h) ...\n", (double)(now_ns() - t_sec) / 1e9);
     fflush(stdout);
 
@@ -1295,6 +1379,38 @@ int main(void) {
            "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
            gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
+    printf("\nn) issue 24: the defaults and gate FUSED, in the same blocks as a)-f) (p50/p99/p99.9 us; GPU median;\n"
+           "   what the build chose, cw_resident_get_info):\n");
+    printf("  %-40s %26s   %26s %10s  %s\n", "row", "back-to-back p50/p99/p99.9", "already polling p50/p99/p99.9",
+           "GPU median", "gate/overlap");
+    {
+        static const char *const gate_names[] = {"NODE", "KERNELS", "AUTO", "FUSED"};
+        const struct {
+            const char *what;
+            const family *f;
+            const variant *b2b, *poll;
+        } nrows[] = {
+            {"a) tuned: gate kernels, fn, overlap", &f_a, &v[V_A], &v[V_B]},
+            {"n1 defaults, graph (the minimal program)", &f_n1, &v[V_N1_B2B], &v[V_N1_POLL]},
+            {"n2 defaults, fn", &f_n2, &v[V_N2_B2B], &v[V_N2_POLL]},
+            {"n3 gate FUSED, fn", &f_n3, &v[V_N3_B2B], &v[V_N3_POLL]},
+        };
+        for (size_t i = 0; i < sizeof nrows / sizeof nrows[0]; i++) {
+            const cw_resident_info *li = &nrows[i].f->last;
+            const unsigned g = (unsigned)li->gate < 4 ? (unsigned)li->gate : 2;
+            printf("  %-40s %8.2f %8.2f %8.2f   %8.2f %8.2f %8.2f %10.2f  %s/%d\n", nrows[i].what, nrows[i].b2b->st.p50,
+                   nrows[i].b2b->st.p99, nrows[i].b2b->st.p999, nrows[i].poll->st.p50, nrows[i].poll->st.p99,
+                   nrows[i].poll->st.p999, (double)li->iter_median_ns / 1e3, gate_names[g], li->overlap);
+        }
+        const double raw_p50 = v[V_C].st.p50, raw_p99 = v[V_C].st.p99, pers = v[V_E_B2B].st.p50;
+        printf("  ratios (back-to-back): n1/a p50 %.2f p99 %.2f; n1/c p50 %.2f p99 %.2f; n3/a p50 %.2f p99 %.2f;\n"
+               "  n3/c p50 %.2f p99 %.2f; n3/e p50 %.2f (e: the persistent kernel, %.2f us)\n",
+               v[V_N1_B2B].st.p50 / v[V_A].st.p50, v[V_N1_B2B].st.p99 / v[V_A].st.p99, v[V_N1_B2B].st.p50 / raw_p50,
+               v[V_N1_B2B].st.p99 / raw_p99, v[V_N3_B2B].st.p50 / v[V_A].st.p50, v[V_N3_B2B].st.p99 / v[V_A].st.p99,
+               v[V_N3_B2B].st.p50 / raw_p50, v[V_N3_B2B].st.p99 / raw_p99, v[V_N3_B2B].st.p50 / pers, pers);
+        if (n1_note[0]) printf("  n1 fell back: %s\n", n1_note);
+        if (n3_note[0]) printf("  n3: %s\n", n3_note);
+    }
     printf("\ng) idle settings (already polling after an idle gap of 1 ms + random 0-500 us; idle polls/s from\n"
            "   cw_resident_get_info):\n");
     printf("  %-32s %8s %8s %8s %8s %14s\n", "setting", "p50", "p99", "p99.9", "max", "idle polls/s");
@@ -1309,8 +1425,9 @@ int main(void) {
     printf("\nloops (launch and tear-down host times; cw_resident_tear_down(r, %d) returned CW_SUCCESS for every "
            "block):\n",
            TEARDOWN_MS);
-    family *lf[] = {&f_a, &f_f0, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6, &f_spin, &f_adapt, &f_f500, &f_f100};
-    for (int i = 0; i < 11; i++) loop_facts(lf[i]);
+    family *lf[] = {&f_a, &f_f0, &f_f2, &f_f3, &f_f4, &f_f5, &f_f6, &f_spin, &f_adapt, &f_f500, &f_f100,
+                    &f_n1, &f_n2, &f_n3};
+    for (int i = 0; i < 14; i++) loop_facts(lf[i]);
 
     printf("\nh) under load, green partitions (the loop configured as a)):\n");
     if (pr.ran) {

@@ -59,6 +59,7 @@ static const char *k_source =
     "#include \"cuweave/resident_device.h\"\n"
     "extern \"C\" __global__ void produce(const cw_resident_ctl *ctl, unsigned *out, unsigned n,\n"
     "                                    unsigned in_words) {\n"
+    "    if (cw_resident_skip(ctl)) return;\n"
     "    const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
     "    const unsigned seq = (unsigned)cw_resident_sequence(ctl);\n"
     "    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)\n"

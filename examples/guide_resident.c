@@ -8,6 +8,7 @@
 #define TRY(x) do { if ((x) != CW_SUCCESS) { fprintf(stderr, "%s\n", cw_last_error()->message); return 1; } } while (0)
 static const char *source = "#include \"cuweave/resident_device.h\"\n"
     "extern \"C\" __global__ void square(const cw_resident_ctl *ctl, unsigned *out) {\n"
+    "    if (cw_resident_skip(ctl)) return;\n"
     "    const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
     "    unsigned i = threadIdx.x;\n"
     "    out[i] = in[i] * in[i] + (unsigned)cw_resident_sequence(ctl);\n}\n";

@@ -26,6 +26,7 @@ enum { N = 256, REQUESTS = 1000 };
 static const char *k_source =
     "#include \"cuweave/resident_device.h\"\n"
     "extern \"C\" __global__ void square(const cw_resident_ctl *ctl, unsigned *out) {\n"
+    "    if (cw_resident_skip(ctl)) return;  // no request in this iteration (the loop stops)\n"
     "    const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
     "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "    if (i < 256) out[i] = in[i] * in[i] + (unsigned)cw_resident_sequence(ctl);\n"
@@ -164,6 +165,10 @@ int main(void) {
     printf("the GPU's own clock: %llu iterations, per iteration min %.2f us, median %.2f us, max %.2f us\n",
            (unsigned long long)stats.iterations, stats.iter_min_ns / 1e3, stats.iter_median_ns / 1e3,
            stats.iter_max_ns / 1e3);
+    /* what the defaults (gate and overlap AUTO) chose for this workload, and why where they fell back */
+    printf("the loop the build chose: gate %s, overlap %s%s%s\n",
+           stats.gate == CW_RESIDENT_GATE_KERNELS ? "kernels (no IF node)" : "IF node", stats.overlap ? "on" : "off",
+           stats.fallback_detail[0] ? "; " : "", stats.fallback_detail);
     TRY(cw_resident_tear_down(r, 1000));
     printf("torn down\n");
 

@@ -32,6 +32,7 @@ constexpr unsigned N = 256, REQUESTS = 1000;
 const char *k_source =
     "#include \"cuweave/resident_device.h\"\n"
     "extern \"C\" __global__ void square(const cw_resident_ctl *ctl, unsigned *out) {\n"
+    "    if (cw_resident_skip(ctl)) return;  // no request in this iteration (the loop stops)\n"
     "    const unsigned *in = (const unsigned *)cw_resident_input(ctl);\n"
     "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "    if (i < 256) out[i] = in[i] * in[i] + (unsigned)cw_resident_sequence(ctl);\n"

@@ -37,6 +37,7 @@ static const char *k_source =
     "}\n"
     "// the workload: adds the frame's number (its request number) to a sum\n"
     "extern \"C\" __global__ void process(const cw_resident_ctl *ctl, unsigned long long *sum) {\n"
+    "    if (cw_resident_skip(ctl)) return;  // an iteration whose handler found no frame\n"
     "    *sum += cw_resident_sequence(ctl);\n"
     "}\n";
 

@@ -47,6 +47,8 @@ __global__ void cwk_set_cond(cudaGraphConditionalHandle handle, const uint32_t *
 // body:  `unroll` copies of   poll -> [handler -> gate] -> IF(work) { workload -> signal }
 //        or, gated by kernels: poll -> [handler -> gate] -> workload -> signal
 //        (pub.skip tells the workload's kernels and the signal to do nothing)
+//        or, gate FUSED: `unroll` copies of the workload (cw_resident_begin in
+//        its first kernel, cw_resident_end in its last), then loop
 //
 // One thread of one block runs each of these. h is mapped host memory (the
 // doorbell and the results), d is the loop's device block.
@@ -62,73 +64,17 @@ static __device__ __forceinline__ void res_wait_previous() {
 #endif
 }
 
-static __device__ __forceinline__ unsigned long long res_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
+// The poll's and the signal's work are cw__res_poll and cw__res_signal
+// (include/cuweave/resident_device.h), shared with cw_resident_begin and
+// cw_resident_end, which do the same work inside the workload's kernels
+// (gate CW_RESIDENT_GATE_BEGIN_END).
 
-// Sleeps about ns nanoseconds (__nanosleep sleeps at most about 1 ms and
-// may wake early: the global timer decides).
-static __device__ void res_sleep(unsigned long long ns) {
-    const unsigned long long end = res_now() + ns;
-    for (;;) {
-        const unsigned long long now = res_now();
-        if (now >= end) return;
-        const unsigned long long left = end - now;
-        __nanosleep(left > 1000000ull ? 1000000u : (unsigned)left);
-    }
-}
-
-// What an idle check is followed by: nothing (spin), a fixed sleep, or the
-// adaptive policy (no sleep within spin_ns of the last result, then 1 us,
-// 2 us, 4 us, ... up to sleep_ns).
-static __device__ void res_pause(cw_res_dev *d, unsigned long long now, unsigned sleep_ns, unsigned spin_ns,
-                                 unsigned flags) {
-    if (sleep_ns == 0u) return;
-    if (!(flags & CW_RES_ADAPTIVE)) {
-        res_sleep(sleep_ns);
-        return;
-    }
-    if (now - d->last_done < (unsigned long long)spin_ns) return;
-    unsigned b = d->backoff_ns;
-    b = b == 0u ? 1000u : b * 2u;
-    if (b > sleep_ns) b = sleep_ns;
-    d->backoff_ns = b;
-    res_sleep(b);
-}
-
-// Reads the host-written line in one 16-byte load: the doorbell and the stop word.
-static __device__ __forceinline__ void res_read_host(const cw_res_host *h, unsigned long long *requested,
-                                                     unsigned *stop) {
-    unsigned long long a, b;
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(h) : "memory");
-    *requested = a;
-    *stop = (unsigned)(b & 0xffffffffull);
-}
-
-// Stops the loop: this iteration does no work and the WHILE node ends.
-static __device__ void res_stop(cw_res_dev *d, unsigned reason, cudaGraphConditionalHandle loop,
-                                cudaGraphConditionalHandle work, unsigned flags) {
-    d->stopped = 1u;
-    d->reason = reason;
-    d->pub.skip = 1u;
-    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, 0u);
-    cudaGraphSetConditional(loop, 0u);
-}
-
-// Opens (1) or closes (0) this iteration's workload: the IF node's value, or
-// the skip word the workload's kernels read.
-static __device__ __forceinline__ void res_open(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned open,
-                                                unsigned flags) {
-    d->pub.skip = open ? 0u : 1u;
-    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, open);
-}
-
-// Before the WHILE node: starts a launch.
-__global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d) {
+// Before the WHILE node: starts a launch. Keeps the poll's settings in the
+// device block for cw_resident_begin and cw_resident_end.
+__global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d, unsigned long long timeout_ns, unsigned sleep_ns,
+                            unsigned spin_ns, unsigned flags) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long now = res_now();
+    const unsigned long long now = cw__res_now();
     const unsigned long long base = *(volatile unsigned long long *)&h->base;
     d->t0 = now;
     d->last_done = now;
@@ -140,59 +86,39 @@ __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d) {
     d->pub.seq = base;
     d->pub.ready = 0u;
     d->pub.skip = 1u;
+    d->host = (unsigned long long)h;
+    d->timeout_ns = timeout_ns;
+    d->sleep_ns = sleep_ns;
+    d->spin_ns = spin_ns;
+    d->flags = flags;
+    d->decided = 0u;
+    d->ended = 0u;
     d->epoch = *(volatile unsigned *)&h->epoch;
     __threadfence_system();
     *(volatile unsigned *)&h->running_epoch = d->epoch;
 }
 
-// First in each iteration. Host requests: waits (spinning or sleeping as
-// set) until the doorbell is ahead of the requests taken, takes one and
-// opens the IF node; or stops on the stop word or the timeout. With a
-// data-ready handler: checks stop and timeout, sleeps when the last
-// iteration found nothing, and clears the ready mark for the handler.
+// First in each iteration: the poll (cw__res_poll), then the graph's
+// conditions: the IF node opens for a request, the WHILE node ends when the
+// loop stops.
 __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphConditionalHandle loop,
                              cudaGraphConditionalHandle work, unsigned long long timeout_ns, unsigned sleep_ns,
                              unsigned spin_ns, unsigned flags) {
     res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    if (d->stopped) {
-        res_open(d, work, 0u, flags);
-        cudaGraphSetConditional(loop, 0u);
-        return;
-    }
-    const unsigned long long started = d->started;
-    for (bool first = true;; first = false) {
-        unsigned long long requested;
-        unsigned stop;
-        res_read_host(h, &requested, &stop);
-        const unsigned long long now = res_now();
-        if (stop) return res_stop(d, CW_RES_EXIT_TEAR_DOWN, loop, work, flags);
-        if (timeout_ns != 0ull && now - d->t0 >= timeout_ns)
-            return res_stop(d, CW_RES_EXIT_TIMEOUT, loop, work, flags);
-        if (flags & CW_RES_HANDLER) {
-            if (first && d->idle) {
-                res_pause(d, now, sleep_ns, spin_ns, flags);
-                continue;  // check stop and timeout again after the sleep
-            }
-            // The handler runs next and may call cw_resident_skip: it sees
-            // 0 (1 only when the loop stops). The workload stays closed
-            // until the gate, after the handler, opens it or not.
-            d->pub.ready = 0u;
-            d->pub.skip = 0u;
-            if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, 0u);
-            return;
-        }
-        if (requested > started) {
-            d->started = started + 1ull;
-            d->pub.seq = started + 1ull;
-            d->t_start = now;
-            d->backoff_ns = 0u;
-            res_open(d, work, 1u, flags);
-            return;
-        }
-        d->idle_polls += 1ull;
-        res_pause(d, now, sleep_ns, spin_ns, flags);
-    }
+    const unsigned got = cw__res_poll(h, d, timeout_ns, sleep_ns, spin_ns, flags);
+    // With a handler the workload stays closed until the gate, after the
+    // handler, opens it or not.
+    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, got == 1u ? 1u : 0u);
+    if (got == 0u) cudaGraphSetConditional(loop, 0u);
+}
+
+// Opens (1) or closes (0) this iteration's workload: the IF node's value, or
+// the skip word the workload's kernels read.
+static __device__ __forceinline__ void res_open(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned open,
+                                                unsigned flags) {
+    d->pub.skip = open ? 0u : 1u;
+    if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, open);
 }
 
 // With a data-ready handler, after it: serves a request when the handler
@@ -204,7 +130,7 @@ __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, uns
         const unsigned long long seq = d->started + 1ull;
         d->started = seq;
         d->pub.seq = seq;
-        d->t_start = res_now();
+        d->t_start = cw__res_now();
         d->idle = 0u;
         d->backoff_ns = 0u;
         res_open(d, work, 1u, flags);
@@ -224,16 +150,16 @@ __global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags) {
     res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (d->pub.skip) return;  // gated by kernels: nothing was served
-    const unsigned long long now = res_now();
-    const unsigned long long dur = now - d->t_start;
-    const unsigned long long served = d->served;
-    d->ring[served % CW_RES_RING] = dur > 0xffffffffull ? 0xffffffffu : (unsigned)dur;
-    if (served == 0ull || dur < d->min_ns) d->min_ns = dur;
-    if (dur > d->max_ns) d->max_ns = dur;
-    d->served = served + 1ull;
-    d->last_done = now;
-    if (flags & CW_RES_SYNC_HOST) __threadfence_system();
-    *(volatile unsigned long long *)&h->completed = d->pub.seq;
+    cw__res_signal(h, d, flags);
+}
+
+// Gate FUSED: last in the WHILE body (once per `unroll` requests). The
+// workload's cw_resident_begin took the requests and stops the loop by
+// setting d->stopped (the poll's stop); this ends the WHILE node then.
+__global__ void cwk_res_loop(const cw_res_dev *d, cudaGraphConditionalHandle loop) {
+    res_wait_previous();
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    if (*(const volatile unsigned *)&d->stopped) cudaGraphSetConditional(loop, 0u);
 }
 
 // Trace: a stage of the loop's graph begins or ends (cw_resident_stage_begin,
@@ -252,7 +178,7 @@ __global__ void cwk_res_mark(cw_res_dev *d, unsigned long long *mark) {
 __global__ void cwk_res_exit(cw_res_host *h, cw_res_dev *d) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     *(volatile unsigned *)&h->exit_reason = d->reason;
-    *(volatile unsigned long long *)&h->run_ns = res_now() - d->t0;
+    *(volatile unsigned long long *)&h->run_ns = cw__res_now() - d->t0;
     __threadfence_system();
     *(volatile unsigned *)&h->exited_epoch = d->epoch;
 }

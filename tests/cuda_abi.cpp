@@ -112,6 +112,11 @@ SAME(CU_FUNC_ATTRIBUTE_PTX_VERSION); SAME(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_S
 SAME(CU_GRAPH_NODE_TYPE_HOST); SAME(CU_GRAPH_NODE_TYPE_GRAPH); SAME(CU_GRAPH_NODE_TYPE_EMPTY);
 SAME(CU_GRAPH_NODE_TYPE_EVENT_RECORD); SAME(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP); SAME(CU_GRAPH_DEPENDENCY_TYPE_DEFAULT); SAME(CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC);
 static_assert(mine::CW_KERNEL_NODE_PORT_DEFAULT == CU_GRAPH_KERNEL_NODE_PORT_DEFAULT, "port default");
+static_assert(sizeof(mine::CUDA_KERNEL_NODE_PARAMS_v2) == sizeof(::CUDA_KERNEL_NODE_PARAMS_v2), "kernel node params size");
+static_assert(offsetof(mine::CUDA_KERNEL_NODE_PARAMS_v2, kernelParams) ==
+                  offsetof(::CUDA_KERNEL_NODE_PARAMS_v2, kernelParams), "kernel node params layout");
+static_assert(offsetof(mine::CUDA_KERNEL_NODE_PARAMS_v2, kern) == offsetof(::CUDA_KERNEL_NODE_PARAMS_v2, kern),
+              "kernel node params layout");
 static_assert(mine::CW_KERNEL_NODE_PORT_LAUNCH_ORDER == CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, "port launch order");
 static_assert(sizeof(mine::CUgraphEdgeData) == sizeof(::CUgraphEdgeData), "CUgraphEdgeData size");
 static_assert(offsetof(mine::CUgraphEdgeData, type) == offsetof(::CUgraphEdgeData, type), "CUgraphEdgeData.type");

@@ -30,7 +30,13 @@
  *    commas, "fill#8,4,8", has those parameters, laid out as a compiler
  *    would (each at an offset aligned to its size, at most 8); any other
  *    kernel has none: CUDA_ERROR_INVALID_VALUE for every index, as past the
- *    last one) and cuLaunchKernelEx. A launch (cuLaunchKernelEx or cuLaunchKernel, of a
+ *    last one), cuFuncGetParamInfo (the same, for the kernel's function),
+ *    cuFuncGetName (the kernel's name) and cuLaunchKernelEx. A captured
+ *    kernel node keeps the function and a copy of its arguments (up to 16,
+ *    as the name lays them out): cuGraphKernelNodeGetParams gives them back
+ *    (always present, as cuGraphChildGraphNodeGetGraph, whose clone
+ *    cuGraphGetNodes accepts, cuGraphAddKernelNode, which makes such a node
+ *    by hand, and cuGraphKernelNodeCopyAttributes, a no-op). A launch (cuLaunchKernelEx or cuLaunchKernel, of a
  *    kernel's function or of a CUkernel cast to CUfunction) is a work item
  *    that does nothing, in stream order; during a capture it is recorded as
  *    a kernel node, replayed (as a no-op item) by graph launches. A launch
@@ -294,6 +300,12 @@ struct item {
     size_t bytes;
     int dst_checked, src_checked; /* 1: the address must be a tracked allocation */
     int ipc;                      /* a wait on an interprocess event's shared page */
+    /* IT_KERNEL: the launched function and a copy of its arguments (as the
+     * kernel's name lays them out), for cuGraphKernelNodeGetParams */
+    CUfunction func;
+    unsigned nparams;
+    unsigned short param_off[16];
+    unsigned char args[256];
     struct item *next;
 };
 
@@ -374,7 +386,7 @@ static pthread_t g_worker;
     X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
-    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuLaunchKernelEx)         \
+    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuFuncGetName) X(cuLaunchKernelEx) X(cuGraphKernelNodeGetParams) X(cuGraphChildGraphNodeGetGraph) X(cuGraphAddKernelNode) X(cuGraphKernelNodeCopyAttributes) \
     X(cuFuncGetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuFuncSetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
@@ -734,6 +746,7 @@ struct CUgraphNode_st {
     int cond_type;
     unsigned nbodies;
     CUgraph bodies[2];        /* what params->conditional.phGraph_out points to */
+    void *argp[16];           /* cuGraphKernelNodeGetParams: pointers into item->args */
 };
 
 /* A graph's kind: a clone is the private copy a child graph node holds (not
@@ -812,6 +825,24 @@ static struct CUgraph_st *graph_of(CUgraph h) {
     for (struct CUgraph_st *g = g_graphs; g; g = g->next_live)
         if (g == (struct CUgraph_st *)h) return g;
     return NULL;
+}
+
+/* A child graph node's clone (cuGraphChildGraphNodeGetGraph) found under g. */
+static struct CUgraph_st *clone_under(struct CUgraph_st *g, CUgraph h, int depth) {
+    for (size_t i = 0; depth < 16 && i < g->count; i++) {
+        struct CUgraph_st *c = g->nodes[i]->child;
+        if (!c) continue;
+        if (c == (struct CUgraph_st *)h) return c;
+        if ((c = clone_under(c, h, depth + 1))) return c;
+    }
+    return NULL;
+}
+
+/* A graph handle, or a child graph node's clone (which can be queried). */
+static struct CUgraph_st *graph_or_clone_of(CUgraph h) {
+    struct CUgraph_st *g = graph_of(h);
+    for (struct CUgraph_st *t = g_graphs; !g && t; t = t->next_live) g = clone_under(t, h, 0);
+    return g;
 }
 
 static void capture_clear_locked(struct CUgraph_st *g);
@@ -2276,10 +2307,32 @@ static struct CUkern_st *kernel_of_function(CUfunction f) {
     return NULL;
 }
 
+/* Parameter `index` of a kernel named "name#8,4,8" (see the top comment): 1
+ * and its offset and size, or 0 past the last one. */
+static int param_of_name(const char *name, size_t index, size_t *offset, size_t *size) {
+    const char *p = strrchr(name, '#');
+    size_t at = 0;
+    for (size_t i = 0; p && p[1]; i++) {
+        char *end = NULL;
+        const unsigned long n = strtoul(p + 1, &end, 10);
+        if (end == p + 1 || n == 0) break; /* malformed: no more parameters */
+        const size_t align = n < 8 ? n : 8;
+        at = (at + align - 1) / align * align;
+        if (i == index) {
+            *offset = at;
+            if (size) *size = n;
+            return 1;
+        }
+        at += n;
+        p = *end == ',' ? end : NULL;
+    }
+    return 0;
+}
+
 /* A launch of kernel k: a no-op work item in stream order, or a kernel node
- * during a capture. Lock held. */
+ * during a capture (with a copy of its arguments). Lock held. */
 static CUresult launch_locked(struct CUkern_st *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                              unsigned by, unsigned bz, unsigned shared, CUstream stream) {
+                              unsigned by, unsigned bz, unsigned shared, CUstream stream, void **params) {
     CUresult err = CUDA_SUCCESS;
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) return err;
@@ -2288,24 +2341,32 @@ static CUresult launch_locked(struct CUkern_st *k, unsigned gx, unsigned gy, uns
     struct item *it = new_item(IT_KERNEL, s);
     if (!it) return CUDA_ERROR_OUT_OF_MEMORY;
     it->user = k; /* for debugging only: never dereferenced (it may outlive the library) */
+    it->func = &k->fn;
+    size_t off = 0, size = 0;
+    for (unsigned i = 0; i < 16 && params && param_of_name(k->name, i, &off, &size) && off + size <= sizeof it->args;
+         i++) {
+        memcpy(it->args + off, params[i], size);
+        it->param_off[i] = (unsigned short)off;
+        it->nparams = i + 1;
+    }
     return submit_locked(it);
 }
 
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
-    (void)params, (void)extra;
+    (void)extra;
     ENTER(cuLaunchKernel);
     struct CUkern_st *k = f ? kernel_of_function(f) : NULL;
     if (!k) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* the fake loads no modules: no other function exists */
     NEED_INIT();
-    RETURN(launch_locked(k, gx, gy, gz, bx, by, bz, shared, stream));
+    RETURN(launch_locked(k, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 
 /* The last cuLaunchKernelEx's shape (fake_cuda_last_launch). */
 static unsigned g_last_launch[5];
 
 FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-    (void)params, (void)extra;
+    (void)extra;
     ENTER(cuLaunchKernelEx);
     NEED_INIT();
     if (!config || !f || (config->numAttrs && !config->attrs)) RETURN(CUDA_ERROR_INVALID_VALUE);
@@ -2320,7 +2381,7 @@ FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, v
     g_last_launch[3] = coop;
     g_last_launch[4]++;
     RETURN(launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                         config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream));
+                         config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, params));
 }
 
 /* The image is one the driver loads (see the top comment). Reads byte by
@@ -2481,23 +2542,28 @@ FAKE_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *of
     struct CUkern_st *k = kernel_of(kernel);
     if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!offset) RETURN(CUDA_ERROR_INVALID_VALUE);
-    const char *p = strrchr(k->name, '#');
-    size_t at = 0;
-    for (size_t i = 0; p && p[1]; i++) {
-        char *end = NULL;
-        const unsigned long n = strtoul(p + 1, &end, 10);
-        if (end == p + 1 || n == 0) break; /* malformed: no more parameters */
-        const size_t align = n < 8 ? n : 8;
-        at = (at + align - 1) / align * align;
-        if (i == index) {
-            *offset = at;
-            if (size) *size = n;
-            RETURN(CUDA_SUCCESS);
-        }
-        at += n;
-        p = *end == ',' ? end : NULL;
-    }
-    RETURN(CUDA_ERROR_INVALID_VALUE); /* past the last parameter */
+    RETURN(param_of_name(k->name, index, offset, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
+
+/* A kernel's function's name ("library" feature). */
+FAKE_API CUresult cuFuncGetName(const char **name, CUfunction f) {
+    ENTER(cuFuncGetName);
+    NEED_INIT();
+    struct CUkern_st *k = f ? kernel_of_function(f) : NULL;
+    if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!name) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *name = k->name;
+    RETURN(CUDA_SUCCESS);
+}
+
+/* cuKernelGetParamInfo for a kernel's function ("library" feature). */
+FAKE_API CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size) {
+    ENTER(cuFuncGetParamInfo);
+    NEED_INIT();
+    struct CUkern_st *k = f ? kernel_of_function(f) : NULL;
+    if (!k) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (!offset) RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(param_of_name(k->name, index, offset, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
 }
 
 /* ---- green contexts -------------------------------------------------------
@@ -2822,7 +2888,7 @@ FAKE_API CUresult cuGraphDestroy(CUgraph graph) {
 FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
     ENTER(cuGraphGetNodes);
     NEED_INIT();
-    struct CUgraph_st *g = graph_of(graph);
+    struct CUgraph_st *g = graph_or_clone_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (nodes)
@@ -2877,6 +2943,32 @@ FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type) {
     struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
     if (!n || n->magic != MAGIC_NODE || !type) RETURN(CUDA_ERROR_INVALID_VALUE);
     *type = (CUgraphNodeType)node_type(n);
+    RETURN(CUDA_SUCCESS);
+}
+
+/* A captured kernel node: its function and its arguments (as the kernel's
+ * name lays them out), pointed into the node's own copy. */
+FAKE_API CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    ENTER(cuGraphKernelNodeGetParams);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || n->magic != MAGIC_NODE || !params || !n->item || n->item->kind != IT_KERNEL)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    memset(params, 0, sizeof *params);
+    params->func = n->item->func;
+    params->gridDimX = params->gridDimY = params->gridDimZ = 1;
+    params->blockDimX = params->blockDimY = params->blockDimZ = 1;
+    for (unsigned i = 0; i < n->item->nparams; i++) n->argp[i] = n->item->args + n->item->param_off[i];
+    params->kernelParams = n->item->nparams ? n->argp : NULL;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *graph) {
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || n->magic != MAGIC_NODE || !graph || !n->child) RETURN(CUDA_ERROR_INVALID_VALUE);
+    *graph = n->child;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -3006,6 +3098,46 @@ FAKE_API CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CU
     ENTER(cuGraphAddEmptyNode);
     NEED_INIT();
     RETURN(add_node(node, graph, deps, ndeps, NULL));
+}
+
+/* A kernel node made by hand: a node whose item is a kernel launch of
+ * params->func with a copy of its arguments (as the kernel's name lays them
+ * out), as a captured launch would be. */
+FAKE_API CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                       const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+    ENTER(cuGraphAddKernelNode);
+    NEED_INIT();
+    struct CUkern_st *k = params && params->func ? kernel_of_function(params->func) : NULL;
+    if (!k) RETURN(CUDA_ERROR_INVALID_VALUE);
+    struct item *it = new_item(IT_KERNEL, NULL);
+    if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    it->user = k;
+    it->func = params->func;
+    size_t off = 0, size = 0;
+    for (unsigned i = 0; i < 16 && params->kernelParams && param_of_name(k->name, i, &off, &size) &&
+                         off + size <= sizeof it->args;
+         i++) {
+        memcpy(it->args + off, params->kernelParams[i], size);
+        it->param_off[i] = (unsigned short)off;
+        it->nparams = i + 1;
+    }
+    CUresult r = add_node(node, graph, deps, ndeps, NULL);
+    if (r != CUDA_SUCCESS) {
+        free(it);
+        RETURN(r);
+    }
+    ((struct CUgraphNode_st *)*node)->item = it;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+    ENTER(cuGraphKernelNodeCopyAttributes);
+    NEED_INIT();
+    const struct CUgraphNode_st *d = (const struct CUgraphNode_st *)dst, *s = (const struct CUgraphNode_st *)src;
+    if (!d || !s || d->magic != MAGIC_NODE || s->magic != MAGIC_NODE || !d->item || !s->item ||
+        d->item->kind != IT_KERNEL || s->item->kind != IT_KERNEL)
+        RETURN(CUDA_ERROR_INVALID_VALUE);
+    RETURN(CUDA_SUCCESS); /* the fake keeps no attributes */
 }
 
 FAKE_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned flags) {
@@ -3278,7 +3410,9 @@ static const struct {
     P_(cuGraphExecDestroy) P_(cuGraphUpload) P_(cuGraphLaunch) P_(cuGraphExecUpdate)
     PF_(cuGraphConditionalHandleCreate, FEAT_CONDITIONAL) PF_(cuGraphAddNode, FEAT_CONDITIONAL)
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
-    PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY)
+    PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetName, FEAT_LIBRARY)
+    P_(cuGraphKernelNodeGetParams) P_(cuGraphChildGraphNodeGetGraph) P_(cuGraphAddKernelNode)
+    P_(cuGraphKernelNodeCopyAttributes)
     PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
     P_(cuOccupancyMaxActiveBlocksPerMultiprocessor) P_(cuFuncSetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)

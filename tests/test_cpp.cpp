@@ -1307,8 +1307,29 @@ static void test_resident_loop(void **) {
         w.calls = 0;
         OK(r.set_handler_fn(c_handler, &g_c_handler_calls));
         OK(r.build());
-        assert_int_equal(w.calls, 3); // once per copy of the iteration
+        // once per copy of the iteration, and once first for the build's look
+        // at the workload (gate CW_RESIDENT_GATE_AUTO, the default); the
+        // handler is not looked at
+        assert_int_equal(w.calls, 3 + 1);
         assert_int_equal(g_c_handler_calls, 3);
+        // what the default gate chose, through info(): the timestamp kernel
+        // does not take the device block, so the IF node, and why
+        cw_resident_info bi = VAL(r.info());
+        assert_int_equal(bi.gate, CW_RESIDENT_GATE_NODE);
+        assert_int_equal(bi.overlap, 0);
+        assert_int_equal(bi.fallback, CW_RESIDENT_FALLBACK_NO_CTL);
+        assert_non_null(strstr(bi.fallback_detail, "cwk_timestamp"));
+        {
+            // gate FUSED through the wrapper: a capture function whose first
+            // kernel does not take the device block is refused at the build
+            cw_resident_settings fs = cw::defaults<cw_resident_settings>();
+            fs.gate = CW_RESIDENT_GATE_BEGIN_END;
+            cw::resident f = VAL(cw::resident::create(ctx, &fs));
+            stamp_workload fw;
+            OK(f.set_workload_fn(fw));
+            assert_int_equal(STATUS_OF(f.build()), CW_ERROR_INVALID_STATE);
+            assert_non_null(strstr(cw_last_error()->message, "gate FUSED"));
+        }
         OK(r.set_handler_fn(nullptr, nullptr)); // host requests again
         OK(r.launch());
         assert_int_equal(r.state(), CW_RESIDENT_RUNNING);

@@ -43,6 +43,7 @@ static CUcontext cuctx;
 static void *module;
 static void *k_apply, *k_record, *k_handler, *k_produce, *k_spin_add, *k_mul_add, *k_hog, *k_handler_skip;
 static void *k_gop_load, *k_gop_mul, *k_gop_store;
+static void *k_fus_first, *k_fus_last, *k_fus_only;
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
@@ -128,10 +129,10 @@ static int group_setup(void **state) {
     if (rc.cuCtxSetCurrent(cuctx) != 0) return -1;
     const char *names[] = {"cw_res_apply", "cw_res_record", "cw_res_handler", "cw_res_produce", "cw_spin_add",
                            "cw_mul_add",   "cw_hog",        "cw_gop_load",    "cw_gop_mul",     "cw_gop_store",
-                           "cw_res_handler_skip"};
+                           "cw_res_handler_skip", "cw_fus_first", "cw_fus_last", "cw_fus_only"};
     void **fns[] = {&k_apply,    &k_record, &k_handler,  &k_produce,   &k_spin_add,
                     &k_mul_add,  &k_hog,    &k_gop_load, &k_gop_mul,   &k_gop_store,
-                    &k_handler_skip};
+                    &k_handler_skip, &k_fus_first, &k_fus_last, &k_fus_only};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (rawcuda_kernel(&rc, &module, cw_test_kernels_fatbin, names[i], fns[i]) != 0) return -1;
     return 0;
@@ -252,6 +253,14 @@ static void test_host_driven_100k(void **state) {
     assert_int_equal(is_launched(r), 0);
     assert_cw_ok(cw_resident_launch(r));
     assert_int_equal(is_launched(r), 1);
+    /* issue 24: the defaults. k_apply takes the device block, so the build
+     * takes the kernel gate and copies the graph's kernel into the
+     * iteration (the real driver lists the arguments: CUDA 12.4 or newer) */
+    cw_resident_info bi;
+    assert_cw_ok(cw_resident_get_info(r, &bi));
+    printf("# defaults, a workload graph: gate %d, overlap %d%s%s\n", (int)bi.gate, bi.overlap,
+           bi.fallback_detail[0] ? ": " : "", bi.fallback_detail);
+    if (bi.fallback != CW_RESIDENT_FALLBACK_DRIVER) assert_int_equal(bi.gate, CW_RESIDENT_GATE_KERNELS);
 
     unsigned long long bad = 0;
     for (unsigned long long i = 1; i <= n; i++) {
@@ -549,6 +558,174 @@ static void test_gate_kernels_inline(void **state) {
     cw_resident_destroy(&r);
     dfree(count);
     dfree(seqs);
+}
+
+/* Gate FUSED (issue 24): the workload's first kernel takes the request
+ * (cw_resident_begin) and its last reports it (cw_resident_end); the loop
+ * has no poll and no signal kernel. Both kernels run 4 blocks of 64
+ * threads: every block of the last reads what every block of the first
+ * wrote, and writes mapped host memory the host checks for every request
+ * (sync_with_host). Then: a burst, each request served once and in order;
+ * tear-down; a relaunch whose numbers go on; a stop by the timeout and a
+ * relaunch after it; and a workload of one kernel that both begins and
+ * ends. */
+enum { FUS_BLOCKS = 4, FUS_THREADS = 64 };
+
+typedef struct fused_args {
+    cw_devptr ctl;
+    dptr buf, out, count, log;
+    unsigned blocks, cap;
+    int one_kernel;
+    int calls;
+} fused_args;
+
+static cw_status capture_fused(cw_stream *s, void *user) {
+    fused_args *f = user;
+    f->calls++;
+    cur();
+    if (f->one_kernel) {
+        void *a[] = {&f->ctl, &f->out};
+        return rc.cuLaunchKernel(k_fus_only, FUS_BLOCKS, 1, 1, FUS_THREADS, 1, 1, 0, hnd(s), a, NULL) == 0
+                   ? CW_SUCCESS
+                   : CW_ERROR_DRIVER;
+    }
+    void *a1[] = {&f->ctl, &f->buf};
+    void *a2[] = {&f->ctl, &f->buf, &f->blocks, &f->out, &f->count, &f->log, &f->cap};
+    if (rc.cuLaunchKernel(k_fus_first, f->blocks, 1, 1, FUS_THREADS, 1, 1, 0, hnd(s), a1, NULL) != 0 ||
+        rc.cuLaunchKernel(k_fus_last, f->blocks, 1, 1, FUS_THREADS, 1, 1, 0, hnd(s), a2, NULL) != 0)
+        return CW_ERROR_DRIVER;
+    return CW_SUCCESS;
+}
+
+/* Serves `n` requests one at a time (input written into the loop's slot,
+ * the output checked as it arrives): the number of wrong results. */
+static unsigned long long fused_serve(cw_resident *r, const fused_args *f, volatile unsigned *o, unsigned n,
+                                      uint64_t first_seq) {
+    unsigned long long bad = 0;
+    for (unsigned i = 0; i < n; i++) {
+        cw_devptr slot = 0;
+        assert_cw_ok(cw_resident_next_input(r, 1000, &slot));
+        const unsigned v = (i + 1) * 2246822519u;
+        put_u32(slot, v);
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        assert_int_equal(seq, first_seq + i);
+        assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
+        if (f->one_kernel) {
+            if (o[0] != v * 3u + 1u || o[1] != (unsigned)seq) bad++;
+            continue;
+        }
+        const unsigned sum = f->blocks * v + f->blocks * (f->blocks - 1) / 2;
+        if (o[0] != (unsigned)seq || o[1] != sum) bad++;
+        for (unsigned b = 0; b < f->blocks; b++)
+            if (o[2 + b] != sum + b) bad++;
+    }
+    return bad;
+}
+
+static void test_fused_begin_end(void **state) {
+    (void)state;
+    if (cwt_sanitizer_is("synccheck")) {
+        /* synccheck reports every barrier in a kernel inside a WHILE graph
+         * body (docs/resident.md, "Limits"); cw_resident_begin and
+         * cw_resident_end hold one each */
+        printf("# gate FUSED is skipped under synccheck (it fails barriers inside a loop's graph)\n");
+        skip();
+        return;
+    }
+    const unsigned n = requests(20000, 1000), m = requests(3000, 1000);
+    cw_resident_settings set = spin_settings();
+    set.gate = CW_RESIDENT_GATE_BEGIN_END;
+    set.input_slots = 2;
+    set.input_bytes = 4;
+    set.sync_with_host = 1;
+    set.unroll = 8;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &set));
+    track(r);
+    fused_args f;
+    memset(&f, 0, sizeof f);
+    assert_cw_ok(cw_resident_get_ctl(r, &f.ctl));
+    void *outh = NULL;
+    f.out = halloc(64, &outh);
+    volatile unsigned *o = (volatile unsigned *)outh;
+    f.blocks = FUS_BLOCKS;
+    f.buf = dalloc(64);
+    f.count = dalloc(4);
+    f.cap = n + m + 200;
+    f.log = dalloc(f.cap * 8ull);
+    assert_cw_ok(cw_resident_set_workload_fn(r, capture_fused, &f));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(f.calls, 8); /* FUSED is explicit: once per copy, no look */
+    cw_resident_info st;
+    assert_cw_ok(cw_resident_get_info(r, &st));
+    assert_int_equal(st.gate, CW_RESIDENT_GATE_BEGIN_END);
+    printf("# fused: overlap %d%s%s\n", st.overlap, st.fallback_detail[0] ? ": " : "", st.fallback_detail);
+
+    double t0 = now_ms();
+    assert_int_equal(fused_serve(r, &f, o, n, 1), 0);
+    printf("# fused (first and last kernel, 4 blocks each): %u requests in %.1f ms\n", n, now_ms() - t0);
+    assert_cw_ok(cw_resident_get_info(r, &st));
+    assert_int_equal(st.iterations, n);
+    assert_int_equal(st.completed, n);
+    printf("# fused: iteration on the GPU median %.2f us (min %.2f)\n", st.iter_median_ns / 1e3,
+           st.iter_min_ns / 1e3);
+    assert_true(st.iter_median_ns > 0);
+
+    /* a burst: every request served once, in order */
+    for (unsigned i = 0; i < m; i++) assert_cw_ok(cw_resident_data_ready(r, NULL));
+    assert_cw_ok(cw_resident_wait_result(r, n + m, 5000));
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    cw_resident_state rs;
+    assert_cw_ok(cw_resident_get_state(r, &rs));
+    assert_int_equal(rs, CW_RESIDENT_STOPPED);
+    assert_cw_ok(cw_resident_get_info(r, &st));
+    assert_int_equal(st.exit, CW_RESIDENT_EXIT_TEAR_DOWN);
+    check_sequence(f.count, f.log, n + m);
+
+    /* relaunch: the numbers go on after the last launch's */
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fused_serve(r, &f, o, 100, n + m + 1), 0);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    check_sequence(f.count, f.log, n + m + 100);
+
+    /* stopped by its timeout (measured on the GPU inside cw_resident_begin), idle with a sleep */
+    set.timeout_ms = 200;
+    set.sleep_interval_us = 100;
+    assert_cw_ok(cw_resident_configure(r, &set));
+    t0 = now_ms();
+    assert_cw_ok(cw_resident_launch(r));
+    while (is_launched(r) && now_ms() - t0 < 5000) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(is_launched(r), 0);
+    assert_cw_ok(cw_resident_get_info(r, &st));
+    assert_int_equal(st.exit, CW_RESIDENT_EXIT_TIMEOUT);
+    printf("# fused: timeout 200 ms: stopped after %.2f ms (GPU clock)\n", st.run_ns / 1e6);
+    assert_true(st.run_ns >= 180 * MS);
+    if (!cwt_under_sanitizer()) assert_true(st.run_ns <= 260 * MS);
+    /* and relaunched after it, numbers going on */
+    set.timeout_ms = 0;
+    set.sleep_interval_us = 0;
+    assert_cw_ok(cw_resident_configure(r, &set));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fused_serve(r, &f, o, 100, n + m + 101), 0);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    check_sequence(f.count, f.log, n + m + 200);
+
+    /* one kernel that begins and ends */
+    f.one_kernel = 1;
+    assert_cw_ok(cw_resident_set_workload_fn(r, capture_fused, &f));
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fused_serve(r, &f, o, requests(2000, 200), n + m + 201), 0);
+    assert_cw_ok(cw_resident_tear_down(r, 1000));
+    untrack(r);
+    cw_resident_destroy(&r);
+    dfree(f.buf);
+    dfree(f.count);
+    dfree(f.log);
+    assert_cu_ok(rc.cuMemFreeHost(outh));
 }
 
 /* Overlap (programmatic dependent launch between the iteration's kernels):
@@ -1389,6 +1566,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_burst_in_order, cleanup_loops),
         cmocka_unit_test_teardown(test_gate_kernels_inline, cleanup_loops),
         cmocka_unit_test_teardown(test_overlap_chain, cleanup_loops),
+        cmocka_unit_test_teardown(test_fused_begin_end, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_driven_by_gpu, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_calling_skip, cleanup_loops),
         cmocka_unit_test_teardown(test_handler_relaunch_numbering, cleanup_loops),

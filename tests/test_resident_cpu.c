@@ -44,13 +44,15 @@ static void test_settings_defaults_and_validation(void **state) {
     cw_resident_settings_default(&s);
     assert_int_equal(s.timeout_ms, 0);
     assert_int_equal(s.sleep_interval_us, 500);
-    assert_int_equal(s.sleep_mode, CW_RESIDENT_SLEEP_FIXED);
+    assert_int_equal(s.sleep_mode, CW_RESIDENT_SLEEP_ADAPTIVE); /* issue 24: fast by default */
     assert_int_equal(s.spin_us, 200);
     assert_int_equal(s.sync_with_host, 0);
     assert_int_equal(s.input_slots, 0);
     assert_int_equal(s.input_bytes, 0);
     assert_int_equal(s.unroll, 16);
-    assert_int_equal(s.gate, CW_RESIDENT_GATE_NODE);
+    assert_int_equal(s.gate, CW_RESIDENT_GATE_AUTO); /* issue 24: the fast loop by default */
+    assert_int_equal(s.overlap, CW_RESIDENT_OVERLAP_AUTO);
+    assert_int_equal(s.trace, 0);
     assert_int_equal(s.use_default_priority, 1);
     assert_int_equal(s.destroy_timeout_ms, 5000);
     for (size_t i = 0; i < sizeof s.reserved; i++) assert_int_equal(s.reserved[i], 0);
@@ -64,6 +66,7 @@ static void test_settings_defaults_and_validation(void **state) {
         {"sleep too long", NULL}, {"spin too long", NULL}, {"mode", NULL},  {"trace and overlap", NULL},
         {"3 slots", NULL},        {"slots no bytes", NULL}, {"bytes no slots", NULL},
         {"unroll 0", NULL},       {"unroll 65", NULL},     {"reserved", NULL},       {"gate", NULL},
+        {"overlap, gate AUTO", NULL}, {"overlap, gate NODE", NULL}, {"trace and FUSED", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cw_resident_settings_default(&s);
@@ -78,7 +81,10 @@ static void test_settings_defaults_and_validation(void **state) {
         case 7: s.unroll = 0; break;
         case 8: s.unroll = 65; break;
         case 9: s.reserved[3] = 1; break;
-        case 10: s.gate = (cw_resident_gate)2; break;
+        case 10: s.gate = (cw_resident_gate)4; break;
+        case 11: s.overlap = 1; break; /* gate AUTO: overlap 1 needs KERNELS or FUSED */
+        case 12: s.overlap = 1, s.gate = CW_RESIDENT_GATE_NODE; break;
+        case 13: s.trace = 1, s.gate = CW_RESIDENT_GATE_BEGIN_END; break;
         }
         cw_status st = cw_resident_create(&r, ctx, &s);
         if (st != CW_ERROR_INVALID_ARGUMENT) fail_msg("%s: %s", bad[i].what, cw_status_name(st));
@@ -112,6 +118,22 @@ static void test_settings_defaults_and_validation(void **state) {
     assert_int_equal(got.trace, 1);
     assert_int_equal(got.overlap, 0);
     assert_int_equal(got.use_default_priority, 1);
+    /* overlap AUTO is kept as it is (not a boolean's 1); trace with it is allowed (AUTO turns off) */
+    s.overlap = CW_RESIDENT_OVERLAP_AUTO;
+    s.gate = CW_RESIDENT_GATE_AUTO;
+    assert_cw_ok(cw_resident_configure(r, &s));
+    assert_cw_ok(cw_resident_get_settings(r, &got));
+    assert_int_equal(got.overlap, CW_RESIDENT_OVERLAP_AUTO);
+    assert_int_equal(got.gate, CW_RESIDENT_GATE_AUTO);
+    /* overlap 1 with gate FUSED is allowed; trace with FUSED is not (configure too) */
+    s.trace = 0;
+    s.overlap = 1;
+    s.gate = CW_RESIDENT_GATE_BEGIN_END;
+    assert_cw_ok(cw_resident_configure(r, &s));
+    s.trace = 1;
+    s.overlap = 0;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_resident_configure(r, &s));
+    assert_non_null(strstr(cw_last_error()->message, "FUSED"));
     cw_resident_destroy(&r);
     assert_null(r);
 }
@@ -731,6 +753,391 @@ static void test_workload_fn(void **state) {
         cw_resident_destroy(&r);
     }
     assert_int_equal(leaks(before, "capture functions"), 0);
+}
+
+
+/* ---- issue 24: gate and overlap AUTO (the defaults), gate FUSED ----
+ * The fake's kernels from a module have the parameters their names say
+ * ("first#8,8": two 8-byte ones); a captured launch keeps its arguments,
+ * which the loop reads back (cuGraphKernelNodeGetParams, cuFuncGetParamInfo)
+ * to see whether a kernel takes the loop's device block. */
+static const char k_fake_ptx[] = "//\n// resident test kernels\n//\n\n.version 8.0\n.target sm_90\n.address_size 64\n";
+
+static long launches(void) { return fake_calls("cuLaunchKernel") + fake_calls("cuLaunchKernelEx"); }
+
+/* A capture function: kernels named in kinds[], launched one after the
+ * other, each given the loop's device block (or, for a name without
+ * "ctl", a device address that is not it), or a copy ("copy"). */
+typedef struct fused_work {
+    cw_module *m;
+    cw_devptr ctl;
+    const char *kinds[4];
+    int n;
+    int calls;
+    void *host;
+} fused_work;
+
+static cw_status fused_capture(cw_stream *s, void *user) {
+    fused_work *w = (fused_work *)user;
+    w->calls++;
+    for (int i = 0; i < w->n; i++) {
+        if (!strcmp(w->kinds[i], "fork")) {
+            /* the next kernel on a branch beside the rest, joined back at the end */
+            cw_stream *br = NULL;
+            cw_status st = cw_stream_fork(&br, s);
+            fused_work one = *w;
+            one.kinds[0] = w->kinds[i + 1];
+            one.n = 1;
+            if (st == CW_SUCCESS) st = fused_capture(br, &one);
+            fused_work rest = *w;
+            for (int k = 0; k + i + 2 < w->n; k++) rest.kinds[k] = w->kinds[k + i + 2];
+            rest.n = w->n - i - 2;
+            if (st == CW_SUCCESS) st = fused_capture(s, &rest);
+            cw_status j = br ? cw_stream_join(s, &br) : CW_SUCCESS;
+            return st != CW_SUCCESS ? st : j;
+        }
+        if (!strcmp(w->kinds[i], "copy")) {
+            cw_status st = cw_copy_to_device(s, w->ctl, w->host, 8);
+            if (st != CW_SUCCESS) return st;
+            continue;
+        }
+        cw_kernel *k = NULL;
+        cw_status st = cw_module_get_kernel(w->m, w->kinds[i], &k);
+        if (st != CW_SUCCESS) return st;
+        unsigned long long a = strstr(w->kinds[i], "ctl") ? w->ctl : 0x1000, b = 0x2000;
+        void *args[] = {&a, &b};
+        cw_launch_config cfg;
+        cw_launch_config_default(&cfg);
+        st = cw_kernel_launch(k, s, &cfg, args);
+        if (st != CW_SUCCESS) return st;
+    }
+    return CW_SUCCESS;
+}
+
+static cw_resident *made(cw_resident_gate gate, int overlap, uint32_t unroll) {
+    cw_resident_settings s;
+    cw_resident_settings_default(&s);
+    s.gate = gate;
+    s.overlap = overlap;
+    s.unroll = unroll;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    return r;
+}
+
+static void test_auto_gate_and_overlap(void **state) {
+    (void)state;
+    cw_stream *cs = NULL; /* (its events are the context's to keep: made before the snapshot) */
+    assert_cw_ok(cw_stream_create(&cs, ctx, NULL));
+    fused_work w; /* (the module and the host memory are made before the snapshot) */
+    memset(&w, 0, sizeof w);
+    assert_cw_ok(cw_module_load_image(&w.m, k_fake_ptx));
+    assert_cw_ok(cw_host_alloc(&w.host, ctx, 64));
+    cw_resident *warm = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 1);
+    cw_resident_destroy(&warm); /* (the context's pool of events grows to what a loop takes, beside cs) */
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_info info;
+
+    /* Before a build the info shows the settings as they are. */
+    cw_resident *r = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 4);
+    assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_AUTO);
+    assert_int_equal(info.overlap, CW_RESIDENT_OVERLAP_AUTO);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
+    assert_string_equal(info.fallback_detail, "");
+
+    /* No workload: nothing to gate, kernels; overlap on (the fake is a 9.0
+     * device). The conditional nodes a build adds (cuGraphAddNode): the
+     * WHILE node, and with gate NODE an IF node per copy. */
+    long cond0 = fake_calls("cuGraphAddNode");
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    if (info.overlap != 1) fail_msg("no overlap: %s", info.fallback_detail);
+    assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1); /* the WHILE node only: no IF node */
+
+    /* Kernels that take the device block: kernels, overlap, no IF node; the
+     * capture function ran once more to be looked at. */
+    w.kinds[0] = "k1ctl#8,8", w.kinds[1] = "k2ctl#8,8", w.n = 2;
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    long l0 = launches();
+    cond0 = fake_calls("cuGraphAddNode");
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(w.calls, 4 + 1);
+    /* per copy: poll, k1, k2, signal; arm and exit; and the look: k1, k2 */
+    assert_int_equal(launches() - l0, 4 * 4 + 2 + 2);
+    assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1);
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 1);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
+    assert_int_equal(fake_last_prog(), 4 * 3 + 3); /* poll->k1->k2->signal per copy, signal->next poll */
+
+    /* Code for compute 8.0: kernels still, no overlap, and why. */
+    setenv("FAKE_CUDA_PTX_VERSION", "80", 1);
+    cw_resident_settings s;
+    assert_cw_ok(cw_resident_get_settings(r, &s));
+    assert_cw_ok(cw_resident_configure(r, &s));
+    assert_cw_ok(cw_resident_build(r));
+    unsetenv("FAKE_CUDA_PTX_VERSION");
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_CODE);
+    assert_non_null(strstr(info.fallback_detail, "compute_80"));
+    assert_int_equal(fake_last_prog(), 0);
+
+    /* A kernel without the device block: gate NODE (an IF node per copy), named. */
+    w.kinds[1] = "plain#8,8";
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    cond0 = fake_calls("cuGraphAddNode");
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NO_CTL);
+    assert_non_null(strstr(info.fallback_detail, "'plain#8,8'"));
+    assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1 + 4);
+    /* the library's own timestamp kernel has no device block either */
+    assert_cw_ok(cw_resident_set_workload_fn(r, three_kernels, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
+    assert_non_null(strstr(info.fallback_detail, "cwk_timestamp"));
+
+    /* A copy in the workload: gate NODE, named. */
+    w.kinds[1] = "copy";
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NODE);
+    assert_non_null(strstr(info.fallback_detail, "a copy"));
+
+    /* A workload graph is looked into (its child graph): kernels with the
+     * block qualify; the graph is not called again. */
+    w.kinds[1] = "k2ctl#8,8";
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_capture_begin(cs, NULL, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(fused_capture(cs, &w));
+    assert_cw_ok(cw_capture_end(&g, cs));
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    cond0 = fake_calls("cuGraphAddNode");
+    long kn0 = fake_calls("cuGraphAddKernelNode"), child0 = fake_calls("cuGraphAddChildGraphNode");
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
+    assert_int_equal(info.overlap, 1);
+    assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1);
+    /* its kernels copied into every copy of the iteration, no child graph
+     * node, and so chained by overlap as a capture function's are */
+    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 4 * 2);
+    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 0);
+    assert_int_equal(fake_last_prog(), 4 * 3 + 3);
+    cw_graph_destroy(&g);
+    w.kinds[1] = "copy";
+    assert_cw_ok(cw_capture_begin(cs, NULL, CW_CAPTURE_THREAD_LOCAL));
+    assert_cw_ok(fused_capture(cs, &w));
+    assert_cw_ok(cw_capture_end(&g, cs));
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    kn0 = fake_calls("cuGraphAddKernelNode"), child0 = fake_calls("cuGraphAddChildGraphNode");
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NODE);
+    /* a graph that does not qualify stays a child graph node, in each IF body */
+    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 0);
+    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 4);
+    cw_graph_destroy(&g);
+
+    /* A data-ready handler: kernels still, overlap off (its kernels are not known to wait). */
+    w.kinds[1] = "k2ctl#8,8";
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_set_handler_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_SETTING);
+    assert_non_null(strstr(info.fallback_detail, "handler"));
+    assert_cw_ok(cw_resident_set_handler_fn(r, NULL, NULL));
+    cw_resident_destroy(&r);
+
+    /* Explicit settings keep their meaning: NODE stays NODE for a workload
+     * that qualifies, KERNELS stays KERNELS for one that does not; no look
+     * (the capture function runs once per copy). */
+    r = made(CW_RESIDENT_GATE_NODE, CW_RESIDENT_OVERLAP_AUTO, 4);
+    assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+    w.calls = 0;
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(w.calls, 4);
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_NODE);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_SETTING);
+    cw_resident_destroy(&r);
+    r = made(CW_RESIDENT_GATE_KERNELS, 0, 4);
+    assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+    w.kinds[1] = "plain#8,8";
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
+    cw_resident_destroy(&r);
+
+    /* under compute-sanitizer (its injection variable set) overlap AUTO turns off */
+    setenv("NV_SANITIZER_INJECTION_PORT_BASE", "12345", 1);
+    r = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 2);
+    assert_cw_ok(cw_resident_build(r));
+    unsetenv("NV_SANITIZER_INJECTION_PORT_BASE");
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
+    assert_int_equal(info.overlap, 0);
+    assert_non_null(strstr(info.fallback_detail, "compute-sanitizer"));
+    cw_resident_destroy(&r);
+
+    /* trace: overlap AUTO turns off */
+    cw_resident_settings_default(&s);
+    s.trace = 1;
+    s.unroll = 2;
+    assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+    w.kinds[1] = "k2ctl#8,8";
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_get_info(r, &info));
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_SETTING);
+    assert_non_null(strstr(info.fallback_detail, "traces"));
+    cw_resident_destroy(&r);
+
+    assert_int_equal(leaks(before, "auto builds"), 0);
+    cw_host_free(ctx, &w.host);
+    cw_module_destroy(&w.m);
+    cw_stream_destroy(&cs);
+}
+
+/* Gate FUSED: the WHILE body holds the workload's kernels, `unroll` times,
+ * and one loop kernel; no poll, no signal, no IF node. Every refusal. */
+static void test_fused(void **state) {
+    (void)state;
+    fused_work w; /* (the module and the host memory are made before the snapshot) */
+    memset(&w, 0, sizeof w);
+    assert_cw_ok(cw_module_load_image(&w.m, k_fake_ptx));
+    assert_cw_ok(cw_host_alloc(&w.host, ctx, 64));
+    cw_resident *warm = made(CW_RESIDENT_GATE_AUTO, CW_RESIDENT_OVERLAP_AUTO, 1);
+    cw_resident_destroy(&warm); /* (the context's pool of events grows to what a loop takes, beside cs) */
+    {
+        /* (the context's pools of forked streams and of events grow to what
+         * a fork in a capture function takes beside a loop: one such build
+         * made before the snapshot) */
+        cw_resident *warm2 = made(CW_RESIDENT_GATE_BEGIN_END, CW_RESIDENT_OVERLAP_AUTO, 2);
+        assert_cw_ok(cw_resident_get_ctl(warm2, &w.ctl));
+        w.kinds[0] = "fork", w.kinds[1] = "firstctl#8,8", w.kinds[2] = "lastctl#8,8", w.n = 3;
+        assert_cw_ok(cw_resident_set_workload_fn(warm2, fused_capture, &w));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(warm2));
+        cw_resident_destroy(&warm2);
+    }
+    long before[NKINDS];
+    snapshot(before);
+    cw_resident_info info;
+
+    for (int overlap = 0; overlap < 2; overlap++) {
+        cw_resident *r = made(CW_RESIDENT_GATE_BEGIN_END, overlap ? CW_RESIDENT_OVERLAP_AUTO : 0, 4);
+        assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+        w.kinds[0] = "firstctl#8,8", w.kinds[1] = "midctl#8,8", w.kinds[2] = "lastctl#8,8", w.n = 3;
+        w.calls = 0;
+        assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+        long l0 = launches(), cond0 = fake_calls("cuGraphAddNode");
+        assert_cw_ok(cw_resident_build(r));
+        /* arm, 4 x (first, mid, last), loop, exit: the user's kernels and 3 */
+        assert_int_equal(launches() - l0, 1 + 4 * 3 + 1 + 1);
+        assert_int_equal(w.calls, 4); /* FUSED is explicit: no look */
+        assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1); /* the WHILE node, no IF node */
+        assert_cw_ok(cw_resident_get_info(r, &info));
+        assert_int_equal(info.gate, CW_RESIDENT_GATE_BEGIN_END);
+        assert_int_equal(info.overlap, overlap);
+        /* with overlap: first->mid->last in each copy, last -> the next
+         * copy's first, the last copy's last -> the loop kernel (9.0 code) */
+        assert_int_equal(fake_last_prog(), overlap ? 4 * 2 + 3 + 1 : 0);
+        /* it launches and tears down like any loop */
+        assert_cw_ok(cw_resident_launch(r));
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        assert_int_equal(seq, 1);
+        assert_cw_ok(cw_resident_tear_down(r, 100));
+        /* one kernel that both begins and ends */
+        w.kinds[0] = "onlyctl#8,8", w.n = 1;
+        assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+        l0 = launches();
+        assert_cw_ok(cw_resident_build(r));
+        assert_int_equal(launches() - l0, 1 + 4 + 1 + 1);
+        /* a build refused afterwards leaves what the last good one chose in the info */
+        w.kinds[0] = "copy", w.kinds[1] = "lastctl#8,8", w.n = 2;
+        assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+        assert_cw_ok(cw_resident_get_info(r, &info));
+        assert_int_equal(info.gate, CW_RESIDENT_GATE_BEGIN_END);
+        assert_int_equal(info.overlap, overlap);
+        cw_resident_destroy(&r);
+    }
+
+    /* Refusals, at the build (CW_ERROR_INVALID_STATE, naming why). */
+    struct {
+        const char *kinds[3];
+        int n;
+        const char *says;
+    } bad[] = {
+        {{"firstplain#8,8", "lastctl#8,8"}, 2, "first kernel 'firstplain#8,8'"},
+        {{"firstctl#8,8", "lastplain#8,8"}, 2, "last kernel 'lastplain#8,8'"},
+        {{"firstctl#8,8", "copy"}, 2, "last node is a copy"},
+        {{"copy", "lastctl#8,8"}, 2, "first node is a copy"},
+        {{NULL}, 0, "captured nothing"},
+        /* two kernels side by side: 2 first and 2 last nodes */
+        {{"fork", "firstctl#8,8", "lastctl#8,8"}, 3, "its graph has 2 first and 2 last nodes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cw_resident *r = made(CW_RESIDENT_GATE_BEGIN_END, CW_RESIDENT_OVERLAP_AUTO, 2);
+        assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+        for (int k = 0; k < 3; k++) w.kinds[k] = bad[i].kinds[k];
+        w.n = bad[i].n;
+        assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+        if (!strstr(cw_last_error()->message, bad[i].says)) fail_msg("case %zu: %s", i, cw_last_error()->message);
+        assert_cw(CW_ERROR_INVALID_STATE, cw_resident_launch(r));
+        cw_resident_state rs;
+        assert_cw_ok(cw_resident_get_state(r, &rs));
+        assert_int_equal(rs, CW_RESIDENT_NOT_LAUNCHED);
+        cw_resident_destroy(&r);
+    }
+    /* no workload, a workload graph, a data-ready handler */
+    cw_resident *r = made(CW_RESIDENT_GATE_BEGIN_END, CW_RESIDENT_OVERLAP_AUTO, 2);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+    assert_non_null(strstr(cw_last_error()->message, "none is set"));
+    cw_graph *g = NULL;
+    assert_cw_ok(cw_graph_create(&g, ctx));
+    assert_cw_ok(cw_graph_add_empty(g, NULL, 0, NULL));
+    assert_cw_ok(cw_resident_set_workload(r, g));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+    assert_non_null(strstr(cw_last_error()->message, "it is a graph"));
+    assert_cw_ok(cw_resident_get_ctl(r, &w.ctl));
+    w.kinds[0] = "onlyctl#8,8", w.n = 1;
+    assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
+    assert_cw_ok(cw_resident_set_handler(r, g));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_resident_build(r));
+    assert_non_null(strstr(cw_last_error()->message, "data-ready handler"));
+    cw_graph_destroy(&g);
+    cw_resident_destroy(&r);
+
+    assert_int_equal(leaks(before, "fused builds"), 0);
+    cw_host_free(ctx, &w.host);
+    cw_module_destroy(&w.m);
 }
 
 /* ---- request numbering and readiness (issue 24, defects 1, 2 and 5) ----
@@ -1461,6 +1868,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_foreign_context_graph),
         cmocka_unit_test(test_workload_fn),
         cmocka_unit_test(test_overlap),
+        cmocka_unit_test(test_auto_gate_and_overlap),
+        cmocka_unit_test(test_fused),
         cmocka_unit_test(test_kernel_function_cache),
         cmocka_unit_test(test_requests_from_many_threads),
         cmocka_unit_test(test_releases_wait_for_running_loops),

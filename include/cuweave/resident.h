@@ -89,8 +89,45 @@ typedef enum cw_resident_gate {
     /* No IF node: the workload always runs, and every one of its kernels
      * starts with `if (cw_resident_skip(ctl)) return;` (resident_device.h).
      * Only kernels that do so may be in the workload. Faster per request. */
-    CW_RESIDENT_GATE_KERNELS = 1
+    CW_RESIDENT_GATE_KERNELS = 1,
+    /* The default: the build picks CW_RESIDENT_GATE_KERNELS when the
+     * workload qualifies, else CW_RESIDENT_GATE_NODE. It qualifies when every
+     * node of it (child graphs looked into) is a kernel that takes the
+     * loop's device block (the address cw_resident_get_ctl gives) as one of
+     * its arguments: the contract is that such a kernel starts with
+     * cw_resident_skip(ctl) (or cw_resident_begin). A copy, a memset, a host
+     * node or a kernel without the block makes the loop fall back, as does a
+     * driver that cannot list kernel parameters (cuFuncGetParamInfo, CUDA
+     * 12.4). No workload: kernels. cw_resident_get_info says which gate the
+     * build took and, when it fell back, why (cw_resident_fallback). */
+    CW_RESIDENT_GATE_AUTO = 2,
+    /* No poll and no signal kernel: the workload's first kernel calls
+     * cw_resident_begin(ctl) (the poll's work: it waits for the request) and
+     * its last cw_resident_end(ctl) (the signal's work), so that a request
+     * is the workload's kernels and nothing else; one more kernel per
+     * `unroll` requests ends the WHILE node when the loop stops. Needs a
+     * workload given as a capture function (cw_resident_set_workload_fn)
+     * whose graph has one first and one last node, both kernels taking the
+     * loop's device block, and no data-ready handler; cannot be combined
+     * with trace. Explicit only: the library cannot see which kernel calls
+     * begin and end, so CW_RESIDENT_GATE_AUTO never picks it. */
+    CW_RESIDENT_GATE_BEGIN_END = 3
 } cw_resident_gate;
+
+/* cw_resident_settings.overlap: decided at the build (the default). */
+#define CW_RESIDENT_OVERLAP_AUTO (-1)
+
+/* Why a build took a slower setting than the one asked for with
+ * CW_RESIDENT_GATE_AUTO or CW_RESIDENT_OVERLAP_AUTO (cw_resident_info). */
+typedef enum cw_resident_fallback {
+    CW_RESIDENT_FALLBACK_NONE = 0,     /* nothing fell back (or nothing was automatic) */
+    CW_RESIDENT_FALLBACK_NODE = 1,     /* gate NODE: the workload holds a node that is not a kernel */
+    CW_RESIDENT_FALLBACK_NO_CTL = 2,   /* gate NODE: a workload kernel does not take the device block */
+    CW_RESIDENT_FALLBACK_DRIVER = 3,   /* the driver cannot list kernel parameters or graph edges */
+    CW_RESIDENT_FALLBACK_DEVICE = 4,   /* no overlap: compute capability below 9.0 */
+    CW_RESIDENT_FALLBACK_CODE = 5,     /* no overlap: a workload kernel compiled for below 9.0 */
+    CW_RESIDENT_FALLBACK_SETTING = 6   /* no overlap: gate NODE, trace or a data-ready handler */
+} cw_resident_fallback;
 
 /* The loop's settings. Booleans (int) are 0 for false and any other value
  * for true; the library keeps and reports them as 0 or 1. */
@@ -103,7 +140,10 @@ typedef struct cw_resident_settings {
      * 0: never sleep (spin: lowest latency, one GPU thread always busy).
      * Default 500. */
     uint32_t sleep_interval_us;
-    cw_resident_sleep sleep_mode; /* default CW_RESIDENT_SLEEP_FIXED */
+    /* Default CW_RESIDENT_SLEEP_ADAPTIVE (issue 24: requests that follow
+     * each other within spin_us are served at spinning speed; an idle loop
+     * costs what FIXED costs). Earlier versions defaulted to FIXED. */
+    cw_resident_sleep sleep_mode;
     /* CW_RESIDENT_SLEEP_ADAPTIVE: how long to keep checking without
      * sleeping after each served request, in microseconds, at most 1000000.
      * Default 200. */
@@ -128,7 +168,7 @@ typedef struct cw_resident_settings {
      * H100; docs/resident.md has the figures). Larger values cost graph
      * memory and instantiate time. Default 16. */
     uint32_t unroll;
-    cw_resident_gate gate; /* default CW_RESIDENT_GATE_NODE */
+    cw_resident_gate gate; /* default CW_RESIDENT_GATE_AUTO */
     /* Priority of the stream the loop runs on, clamped into the context's
      * range. Default: the greatest (most urgent) priority the context has
      * (use_default_priority, a boolean, 1). */
@@ -137,19 +177,26 @@ typedef struct cw_resident_settings {
     /* How long cw_resident_destroy waits for a launched loop to stop before
      * it abandons it. Default 5000. */
     uint32_t destroy_timeout_ms;
-    /* Boolean: overlap the launches inside an iteration (programmatic
-     * dependent launch, compute capability 9.0 or newer): each workload and
-     * handler kernel that follows a kernel is launched as soon as that
-     * kernel has started, and waits on the GPU for it to finish, so a
-     * kernel boundary costs less (docs/resident.md has the figures). Needs
-     * CW_RESIDENT_GATE_KERNELS, and every kernel of the workload and of the
-     * handler must call cw_resident_skip(ctl) or cw_resident_wait() in
-     * every thread before it touches memory that earlier work of the
-     * iteration writes, and be compiled for compute capability 9.0 or newer
-     * (the wait is compiled out of older targets). While the loop idles, the
-     * first workload kernel is already launched and waiting: its blocks
-     * that fit hold their SMs.
-     * Default 0. */
+    /* Overlap the launches inside an iteration (programmatic dependent
+     * launch, compute capability 9.0 or newer): each workload and handler
+     * kernel that follows a kernel is launched as soon as that kernel has
+     * started, and waits on the GPU for it to finish, so a kernel boundary
+     * costs less (docs/resident.md has the figures). 0: off. Any other value
+     * but CW_RESIDENT_OVERLAP_AUTO: on (kept as 1); needs
+     * CW_RESIDENT_GATE_KERNELS or CW_RESIDENT_GATE_BEGIN_END, and every kernel of
+     * the workload and of the handler must call cw_resident_skip(ctl),
+     * cw_resident_begin(ctl) or cw_resident_wait() in every thread before it
+     * touches memory that earlier work of the iteration writes, and be
+     * compiled for compute capability 9.0 or newer (the wait is compiled out
+     * of older targets). While the loop idles, the first workload kernel is
+     * already launched and waiting: its blocks that fit hold their SMs.
+     * CW_RESIDENT_OVERLAP_AUTO (the default; -1, which earlier versions took
+     * as on): on when the gate in force is KERNELS or FUSED, the device has
+     * compute capability 9.0 or newer, the driver has graph edge data (CUDA
+     * 12.3), every workload kernel's code is for 9.0 or newer (its PTX
+     * version), and the loop neither traces nor has a data-ready handler,
+     * nor runs under compute-sanitizer (NV_SANITIZER_INJECTION_PORT_BASE
+     * set); else off (cw_resident_info says why). */
     int overlap;
     /* Boolean: trace the iteration's stages, so that a device fault names
      * the stage it happened in (docs/resident.md, "Which stage faulted").
@@ -159,8 +206,9 @@ typedef struct cw_resident_settings {
      * operator. Each stage adds two one-thread kernels to every iteration
      * that runs it (its begin and end marks, written to mapped host
      * memory), so it costs latency: for finding faults, not for
-     * production. Cannot be combined with overlap (CW_ERROR_INVALID_ARGUMENT).
-     * Default 0. */
+     * production. Cannot be combined with overlap 1 or with
+     * CW_RESIDENT_GATE_BEGIN_END (CW_ERROR_INVALID_ARGUMENT; overlap AUTO turns
+     * off). Default 0. */
     int trace;
     uint8_t reserved[40]; /* zero */
 } cw_resident_settings;
@@ -312,8 +360,11 @@ typedef cw_status (*cw_resident_capture_fn)(cw_stream *s, void *user);
  * Sets the workload as what fn enqueues: fn is called by cw_resident_build
  * and cw_resident_launch when they build the graph, once per copy of the
  * iteration (settings.unroll times), with s capturing straight into the
- * loop's graph. The work then sits in the iteration itself instead of
- * inside a child graph node, which is faster to start on the GPU. fn NULL
+ * loop's graph; with gate CW_RESIDENT_GATE_AUTO (the default) once more
+ * first, into a graph the build looks at (which kernels, taking the loop's
+ * device block or not) and then throws away. The work then sits in the
+ * iteration itself instead of inside a child graph node, which is faster
+ * to start on the GPU. fn NULL
  * removes the workload. Replaces a workload set with
  * cw_resident_set_workload, and the other way round.
  *
@@ -428,7 +479,9 @@ CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t st
  * until no kernel runs on it (seen on the H100 with CUDA 13.0, across
  * contexts and partitions too), which never happens while a loop runs. So:
  * build every loop, then launch them. The capture functions run here, on
- * this thread; an error one returns is returned as it is.
+ * this thread; an error one returns is returned as it is. Gate and overlap
+ * CW_RESIDENT_GATE_AUTO / CW_RESIDENT_OVERLAP_AUTO are decided here;
+ * cw_resident_get_info says what was chosen and why.
  *
  * Returns:
  *   CW_SUCCESS                 built (or nothing to build).
@@ -437,7 +490,12 @@ CW_API cw_status cw_resident_stage_end(cw_resident *r, cw_stream *s, uint32_t st
  *   CW_ERROR_INVALID_STATE     the loop is launched; a build is needed while
  *                              a loop runs in the process (it would wait
  *                              for that loop); a capture function left a
- *                              stage open.
+ *                              stage open; gate CW_RESIDENT_GATE_BEGIN_END with
+ *                              a data-ready handler, without a workload
+ *                              capture function, or with a workload that
+ *                              does not begin and end with one kernel that
+ *                              takes the loop's device block (the detail
+ *                              names the node).
  *   CW_ERROR_NOT_SUPPORTED     settings.overlap on a driver or device
  *                              without programmatic dependent launch.
  *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
@@ -621,7 +679,20 @@ typedef struct cw_resident_info {
     uint32_t block_threads;   /* threads a block */
     uint32_t max_grid_blocks; /* the most blocks that fit co-resident on the
                                  context's SMs (a green partition's SMs) */
-    uint8_t reserved[28];     /* zeroed */
+    /* What the last build chose (before the first build: the settings as
+     * they are, CW_RESIDENT_GATE_AUTO and CW_RESIDENT_OVERLAP_AUTO
+     * unresolved): the gate in force (never AUTO once built) and overlap (0
+     * or 1 once built). */
+    cw_resident_gate gate;
+    int overlap;
+    /* Why that build took a slower gate or no overlap where the settings
+     * left the choice to it (AUTO); CW_RESIDENT_FALLBACK_NONE otherwise. */
+    cw_resident_fallback fallback;
+    /* The fallback in words, naming the node or kernel that forced it ("" for
+     * none). Owned by the loop: valid until its next build or its
+     * destruction. */
+    const char *fallback_detail;
+    uint8_t reserved[8]; /* zeroed */
 } cw_resident_info;
 
 /*

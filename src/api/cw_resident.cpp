@@ -19,13 +19,14 @@ void defaults(cw_resident_settings *s) {
     memset(s, 0, sizeof *s);
     s->timeout_ms = 0;
     s->sleep_interval_us = 500;
-    s->sleep_mode = CW_RESIDENT_SLEEP_FIXED;
+    s->sleep_mode = CW_RESIDENT_SLEEP_ADAPTIVE;
     s->spin_us = 200;
     s->sync_with_host = 0;
     s->input_slots = 0;
     s->input_bytes = 0;
     s->unroll = 16;
-    s->gate = CW_RESIDENT_GATE_NODE;
+    s->gate = CW_RESIDENT_GATE_AUTO;
+    s->overlap = CW_RESIDENT_OVERLAP_AUTO;
     s->priority = 0;
     s->use_default_priority = 1;
     s->destroy_timeout_ms = 5000;
@@ -35,18 +36,25 @@ cw_status check_settings(const cw_resident_settings *s) {
     CW_CHECK_ARG(s->sleep_interval_us <= graphs::kMaxSleepUs);
     CW_CHECK_ARG(s->spin_us <= graphs::kMaxSleepUs);
     CW_CHECK_ARG(api::raw_enum(s->sleep_mode) <= CW_RESIDENT_SLEEP_ADAPTIVE);
-    CW_CHECK_ARG(api::raw_enum(s->gate) <= CW_RESIDENT_GATE_KERNELS);
+    CW_CHECK_ARG(api::raw_enum(s->gate) <= CW_RESIDENT_GATE_BEGIN_END);
     CW_CHECK_ARG(s->input_slots <= 2);
     CW_CHECK_ARG(s->input_slots == 0 ? s->input_bytes == 0 : s->input_bytes > 0);
     CW_CHECK_ARG(s->unroll >= 1 && s->unroll <= graphs::kMaxUnroll);
-    if (s->overlap && api::raw_enum(s->gate) != CW_RESIDENT_GATE_KERNELS)
+    const bool overlap_on = s->overlap != 0 && s->overlap != CW_RESIDENT_OVERLAP_AUTO;
+    if (overlap_on && api::raw_enum(s->gate) != CW_RESIDENT_GATE_KERNELS &&
+        api::raw_enum(s->gate) != CW_RESIDENT_GATE_BEGIN_END)
         return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS (an IF node between the "
-                    "kernels breaks the chain of launches it overlaps)");
-    if (s->trace && s->overlap)
+                    "invalid argument: overlap needs gate CW_RESIDENT_GATE_KERNELS or CW_RESIDENT_GATE_BEGIN_END (an IF "
+                    "node between the kernels breaks the chain of launches it overlaps); overlap "
+                    "CW_RESIDENT_OVERLAP_AUTO turns it on where it applies");
+    if (s->trace && overlap_on)
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: trace and overlap cannot be combined (the marks trace adds between the "
                     "kernels would break the chain of launches overlap makes)");
+    if (s->trace && api::raw_enum(s->gate) == CW_RESIDENT_GATE_BEGIN_END)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: trace and gate CW_RESIDENT_GATE_BEGIN_END cannot be combined (the workload's "
+                    "stage marks would run outside cw_resident_begin and cw_resident_end)");
     for (size_t i = 0; i < sizeof s->reserved; i++) CW_CHECK_ARG(s->reserved[i] == 0);
     return CW_SUCCESS;
 }
@@ -56,7 +64,7 @@ cw_resident_settings normalized(const cw_resident_settings *s) {
     cw_resident_settings n = *s;
     n.sync_with_host = s->sync_with_host != 0;
     n.use_default_priority = s->use_default_priority != 0;
-    n.overlap = s->overlap != 0;
+    n.overlap = s->overlap == CW_RESIDENT_OVERLAP_AUTO ? CW_RESIDENT_OVERLAP_AUTO : s->overlap != 0;
     n.trace = s->trace != 0;
     return n;
 }

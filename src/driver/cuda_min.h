@@ -286,6 +286,17 @@ typedef struct CUgraphNodeParams_st {
 /* The library API, kernels and extensible launches. */
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
+/* cuGraphKernelNodeGetParams (12.0: cuda.h's CUDA_KERNEL_NODE_PARAMS_v2). */
+typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
+    CUfunction func;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+    CUkernel kern;
+    CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS_v2;
 typedef int CUjit_option;
 typedef int CUlibraryOption;
 typedef int CUlaunchAttributeID;

@@ -155,6 +155,18 @@ namespace cw {
     X(cuKernelGetFunction, "cuKernelGetFunction", 12000, (CUfunction * f, CUkernel kernel))      \
     X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040,                                       \
       (CUkernel kernel, size_t index, size_t *offset, size_t *size))                             \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040,                                           \
+      (CUfunction f, size_t index, size_t *offset, size_t *size))                                \
+    X(cuFuncGetName, "cuFuncGetName", 12030, (const char **name, CUfunction f))                  \
+    X(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams", 12000,                           \
+      (CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2 * params))                                   \
+    X(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 10000,                     \
+      (CUgraphNode node, CUgraph * graph))                                                       \
+    X(cuGraphAddKernelNode, "cuGraphAddKernelNode", 12000,                                       \
+      (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                 \
+       const CUDA_KERNEL_NODE_PARAMS_v2 *params))                                                \
+    X(cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes", 11000,                 \
+      (CUgraphNode dst, CUgraphNode src))                                                        \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
       (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                 \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \

@@ -3,6 +3,7 @@
 // serves sequence-numbered requests on the GPU until it is torn down:
 //
 //   arm -> WHILE(loop) { unroll x [ poll -> (handler -> gate) -> IF(work) { workload -> signal } ] } -> exit
+//   gate FUSED: arm -> WHILE(loop) { unroll x [ workload ] -> loop } -> exit
 //
 // The kernels are the library's own (ptx/cuweave_kernels.cu); the memory
 // they share with the host is laid out in resident_abi.h. The code:
@@ -112,6 +113,14 @@ struct cw_resident {
     bool building;        // inside build_into: the capture functions run
     uint32_t build_copy;  // the copy being built
     uint8_t build_part;   // the part being built (Stage::part)
+    // What the last build chose (gate and overlap AUTO resolved), and why it
+    // fell back where it did (cw_resident_info).
+    bool built;
+    bool inline_workload;  // this build copies the workload graph's nodes into the iteration
+    cw_resident_gate gate_used;
+    int overlap_used;
+    cw_resident_fallback fallback;
+    char fallback_detail[256];
 };
 
 namespace cw {
@@ -175,7 +184,7 @@ void fused_info(const cw_resident *r, cw_resident_info *info);
 // A launch that stopped on the GPU by itself is settled (resident_loop.cpp).
 void settle_launch(cw_resident *r);
 // The loop's own kernels (resolved once, when the first loop is made).
-enum ResidentKernel : int { kResArm, kResPoll, kResGate, kResSignal, kResExit, kResMark, kResKernels };
+enum ResidentKernel : int { kResArm, kResPoll, kResGate, kResSignal, kResExit, kResMark, kResLoop, kResKernels };
 cw_status resident_kernel(ResidentKernel which, cw_kernel **out);
 inline uint64_t load_completed(const cw_resident *r) { return __atomic_load_n(&r->host->completed, __ATOMIC_ACQUIRE); }
 // The last number given to a request (the closed mark removed).

@@ -32,7 +32,8 @@ namespace {
 // The loop's own kernels, by name in the built-in image, resolved once: a
 // loop made while another runs finds them here (no driver call).
 const char *const kResidentKernelNames[kResKernels] = {"cwk_res_arm", "cwk_res_poll", "cwk_res_gate",
-                                                       "cwk_res_signal", "cwk_res_exit", "cwk_res_mark"};
+                                                       "cwk_res_signal", "cwk_res_exit", "cwk_res_mark",
+                                                       "cwk_res_loop"};
 std::mutex g_kernels_mutex;
 std::atomic<bool> g_kernels_ready{false};
 cw_kernel *g_kernels[kResKernels];
@@ -560,6 +561,10 @@ cw_status resident_info(cw_resident *r, cw_resident_info *info) {
     } else {
         o.exit = st == CW_RESIDENT_STOPPED ? static_cast<cw_resident_exit>(r->last_exit.load()) : CW_RESIDENT_EXIT_NONE;
     }
+    o.gate = r->built ? r->gate_used : r->set.gate;
+    o.overlap = r->built ? r->overlap_used : r->set.overlap;
+    o.fallback = r->built ? r->fallback : CW_RESIDENT_FALLBACK_NONE;
+    o.fallback_detail = r->built ? r->fallback_detail : "";
     *info = o;
     return CW_SUCCESS;
 }

@@ -149,6 +149,53 @@ __global__ void cw_res_record(const cw_resident_ctl *ctl, unsigned *count, unsig
     }
 }
 
+// ---- gate FUSED: the workload's kernels poll and signal themselves ----------
+
+// First kernel: takes the request (cw_resident_begin, every thread of every
+// block); every block writes buf[1 + b] = v + b (v: the request's input),
+// block 0 buf[0] = the request's number.
+__global__ void cw_fus_first(cw_resident_ctl *ctl, unsigned *buf) {
+    if (cw_resident_begin(ctl)) return;  // the loop stops
+    if (threadIdx.x == 0) {
+        const unsigned v = *(const volatile unsigned *)cw_resident_input(ctl);
+        buf[1 + blockIdx.x] = v + blockIdx.x;
+        if (blockIdx.x == 0) buf[0] = (unsigned)cw_resident_sequence(ctl);
+    }
+}
+
+// Last kernel: every block sums what every block of the first wrote and
+// writes out[2 + b] = sum + b; block 0 out[0] = buf[0] (the number the first
+// kernel saw), out[1] = sum, counts the request and logs its number
+// (log[count] = seq); then cw_resident_end (every thread of every block).
+__global__ void cw_fus_last(cw_resident_ctl *ctl, const unsigned *buf, unsigned blocks, unsigned *out,
+                            unsigned *count, unsigned long long *log, unsigned cap) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0) {
+        unsigned sum = 0;
+        for (unsigned b = 0; b < blocks; b++) sum += buf[1 + b];
+        ((volatile unsigned *)out)[2 + blockIdx.x] = sum + blockIdx.x;
+        if (blockIdx.x == 0) {
+            ((volatile unsigned *)out)[0] = buf[0];
+            ((volatile unsigned *)out)[1] = sum;
+            const unsigned c = atomicAdd(count, 1u);
+            if (c < cap) log[c] = cw_resident_sequence(ctl);
+        }
+    }
+    cw_resident_end(ctl);
+}
+
+// The whole workload in one kernel: begins and ends; out[0] = v * 3 + 1,
+// out[1] = seq.
+__global__ void cw_fus_only(cw_resident_ctl *ctl, unsigned *out) {
+    if (cw_resident_begin(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        const unsigned v = *(const volatile unsigned *)cw_resident_input(ctl);
+        ((volatile unsigned *)out)[0] = v * 3u + 1u;
+        ((volatile unsigned *)out)[1] = (unsigned)cw_resident_sequence(ctl);
+    }
+    cw_resident_end(ctl);
+}
+
 // A data-ready handler: data is ready when the producer's count (*produced,
 // written by another kernel) is ahead of what was consumed; then it
 // consumes one.
@@ -215,6 +262,20 @@ __global__ void cw_gop_mul(const cw_resident_ctl *ctl, unsigned *buf) {
 __global__ void cw_gop_store(const cw_resident_ctl *ctl, const unsigned *buf, unsigned *out) {
     if (cw_resident_skip(ctl)) return;
     if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
+}
+
+// The same three operators for a loop with gate FUSED (issue 24): the first
+// takes the request (cw_resident_begin), the middle one is cw_gop_mul, the
+// last reports the result (cw_resident_end): a request is these three
+// kernels and nothing else.
+__global__ void cw_fop_load(cw_resident_ctl *ctl, const unsigned *in, unsigned *buf) {
+    if (cw_resident_begin(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) buf[0] = *(const volatile unsigned *)in + 1u;
+}
+__global__ void cw_fop_store(cw_resident_ctl *ctl, const unsigned *buf, unsigned *out) {
+    if (cw_resident_skip(ctl)) return;
+    if (threadIdx.x == 0 && blockIdx.x == 0) *(volatile unsigned *)out = buf[0] + 7u;
+    cw_resident_end(ctl);
 }
 
 // The floor: one persistent polling kernel (one thread) that serves the

@@ -43,7 +43,10 @@ POOL_LEASE, POOL_ROUND_ROBIN, POOL_SINGLE = 0, 1, 2
 CAPTURE_GLOBAL, CAPTURE_THREAD_LOCAL, CAPTURE_RELAXED = 0, 1, 2
 CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED = 0, 1, 2
 SLEEP_FIXED, SLEEP_ADAPTIVE = 0, 1
-GATE_NODE, GATE_KERNELS = 0, 1
+GATE_NODE, GATE_KERNELS, GATE_AUTO, GATE_BEGIN_END = 0, 1, 2, 3
+OVERLAP_AUTO = -1  # cw_resident_settings.overlap: decided at the build (the default)
+(FALLBACK_NONE, FALLBACK_NODE, FALLBACK_NO_CTL, FALLBACK_DRIVER, FALLBACK_DEVICE, FALLBACK_CODE,
+ FALLBACK_SETTING) = range(7)
 
 
 def errors():
@@ -1609,7 +1612,9 @@ class Resident(_Handle):
         cw_resident_info (its context left out: self.context)."""
         st = ResidentInfo()
         lib.cw_resident_get_info(self.handle, ctypes.byref(st))
-        return {name: getattr(st, name) for name, _ in ResidentInfo._fields_ if name not in ("reserved", "context")}
+        out = {name: getattr(st, name) for name, _ in ResidentInfo._fields_ if name not in ("reserved", "context")}
+        out["fallback_detail"] = (st.fallback_detail or b"").decode("utf-8", "replace")
+        return out
 
     def close(self):
         """Tears the loop down (if launched) and frees it. Never raises: a loop

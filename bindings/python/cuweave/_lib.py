@@ -387,7 +387,11 @@ class ResidentInfo(ctypes.Structure):
         ("grid_blocks", ctypes.c_uint32),
         ("block_threads", ctypes.c_uint32),
         ("max_grid_blocks", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 28),
+        ("gate", ctypes.c_int),
+        ("overlap", ctypes.c_int),
+        ("fallback", ctypes.c_int),
+        ("fallback_detail", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 8),
     ]
 
 
@@ -619,6 +623,10 @@ class SharedEventInfo(ctypes.Structure):
 STRUCTS_UNBOUND = {
     "cw_resident_ctl": "device-side: resident_device.h's control block, read by kernels compiled with NVRTC "
                        "(pass its address, Resident.ctl, to them); the host never reads or writes its fields",
+    "cw_res_dev": "device-side: resident_device.h's whole device block, the library's own layout that "
+                  "cw_resident_begin and cw_resident_end read in kernels; the host never touches it",
+    "cw_res_host": "device-side: resident_device.h's host block (the doorbell and the results), the library's own "
+                   "layout; the host reads it through Resident.poll_result and friends",
 }
 
 

@@ -23,6 +23,7 @@ import cuweave  # noqa: E402
 SOURCE = r"""
 #include "cuweave/resident_device.h"
 extern "C" __global__ void square_plus_seq(const cw_resident_ctl *ctl, const float *in, float *out, int n) {
+    if (cw_resident_skip(ctl)) return;  // no request in this iteration (the loop stops)
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = in[i] * in[i] + (float)cw_resident_sequence(ctl);
 }

@@ -197,7 +197,9 @@ class TestMoreOfTheApi(unittest.TestCase):
             pass
         r.set_handler(cap.graph)
         r.build()
-        self.assertEqual(stages, [cuweave.CAPTURE_ACTIVE] * 2)  # once per unrolled copy, on a capturing stream
+        # once per unrolled copy, and once first for the build's look at the workload (gate AUTO, the
+        # default), each on a capturing stream
+        self.assertEqual(stages, [cuweave.CAPTURE_ACTIVE] * (2 + 1))
 
         def broken(stream):
             raise ValueError("no workload today")

@@ -305,6 +305,8 @@ class TestGraphsKernelsResident(unittest.TestCase):
         # trace: off by default, a boolean (any nonzero value, kept as 1), not with overlap (the field sits
         # where the C struct has it)
         self.assertEqual(d["trace"], 0)
+        # issue 24: the gate and overlap are chosen at the build by default
+        self.assertEqual((d["gate"], d["overlap"]), (cuweave.GATE_AUTO, cuweave.OVERLAP_AUTO))
         r = cuweave.Resident(self.ctx, trace=2)
         self.assertEqual(r.settings()["trace"], 1)
         r.close()
@@ -314,6 +316,15 @@ class TestGraphsKernelsResident(unittest.TestCase):
         r = cuweave.Resident(self.ctx, trace=1)
         self.assertEqual(r.settings()["trace"], 1)
         r.close()
+        # gate FUSED: the workload's kernels poll and signal; without a capture function the build refuses
+        r = cuweave.Resident(self.ctx, gate=cuweave.GATE_BEGIN_END, overlap=0)
+        self.assertEqual(r.settings()["gate"], cuweave.GATE_BEGIN_END)
+        with self.assertRaises(cuweave.InvalidStateError) as cm:
+            r.build()
+        self.assertIn("gate FUSED needs the workload as a capture function", str(cm.exception))
+        r.close()
+        with self.assertRaises(cuweave.InvalidArgumentError):
+            cuweave.Resident(self.ctx, trace=1, gate=cuweave.GATE_BEGIN_END)
         self.assertIn("cw_resident_ctl", cuweave.resident_device_header())
 
     def test_resident_states_and_requests(self):
@@ -327,7 +338,12 @@ class TestGraphsKernelsResident(unittest.TestCase):
         self.assertFalse(r.launched)
         with self.assertRaises(cuweave.InvalidStateError):
             r.data_ready()
+        st = r.stats()
+        self.assertEqual((st["gate"], st["overlap"], st["fallback_detail"]), (cuweave.GATE_AUTO, cuweave.OVERLAP_AUTO, ""))
         r.build()
+        # an empty workload qualifies for the kernel gate; the fake device is 9.0: overlap
+        st = r.stats()
+        self.assertEqual((st["gate"], st["overlap"], st["fallback"]), (cuweave.GATE_KERNELS, 1, cuweave.FALLBACK_NONE))
         r.launch()
         self.assertTrue(r.launched)
         slot = r.next_input()

@@ -505,10 +505,11 @@ class TestPipelines(unittest.TestCase):
         p.connect("S", "out", "B", "in")
         p.make_resident(r)
         r.build()
-        self.assertEqual([c[0] for c in calls], [0, 1])  # once per unrolled copy
+        # once per unrolled copy, and once first for the build's look at the workload (gate AUTO, the default)
+        self.assertEqual([c[0] for c in calls], [0, 1, 2])
         self.assertTrue(all(c[3] == cuweave.CAPTURE_ACTIVE for c in calls))
-        self.assertEqual([c[4] for c in calls], ["B", "B"])
-        self.assertEqual([c[5] for c in calls], [r.ctl, r.ctl])  # the loop's device block, for kernels
+        self.assertEqual([c[4] for c in calls], ["B", "B", "B"])
+        self.assertEqual([c[5] for c in calls], [r.ctl, r.ctl, r.ctl])  # the loop's device block, for kernels
         self.assertEqual(calls[0][1], p.port_ptr("S", "out"))  # the connection's one buffer
         self.assertEqual(calls[0][2], p.port_ptr("B", "out"))
         r.close()

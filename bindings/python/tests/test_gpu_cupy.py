@@ -149,6 +149,7 @@ class TestBuffersWithCuPy(unittest.TestCase):
 APPLY = r"""
 #include "cuweave/resident_device.h"
 extern "C" __global__ void apply(const cw_resident_ctl *ctl, const unsigned *in, unsigned *out) {
+    if (cw_resident_skip(ctl)) return;
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         out[0] = in[0] * 3u + 1u;
         out[1] = (unsigned)cw_resident_sequence(ctl);
