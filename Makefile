@@ -42,6 +42,7 @@ LIB_SRCS = \
 	src/api/cw_resident.cpp \
 	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
+	src/api/cw_trace.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
@@ -54,6 +55,7 @@ LIB_SRCS = \
 	src/core/registry.cpp \
 	src/core/share.cpp \
 	src/core/stream.cpp \
+	src/core/trace.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
 	src/driver/nvrtc.cpp \
@@ -61,6 +63,7 @@ LIB_SRCS = \
 	src/flow/io.cpp \
 	src/flow/memory.cpp \
 	src/flow/model.cpp \
+	src/flow/pipeline_trace.cpp \
 	src/flow/resident_pipeline.cpp \
 	src/graph/capture.cpp \
 	src/graph/exec.cpp \
@@ -97,6 +100,7 @@ HEADERS = \
 	include/cuweave/resident.h \
 	include/cuweave/resident_device.h \
 	include/cuweave/share.h \
+	include/cuweave/trace.h \
 	include/cuweave/stream.h \
 	include/cuweave/version.h
 
@@ -122,7 +126,7 @@ EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph gui
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.

@@ -244,6 +244,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
         io->made_current = s->ctx->cu;
     }
+    if (io->p->trace) CW_TRY(trace_call_stream(io, s));
     *out = s;
     return CW_SUCCESS;
 }

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// cuweave core: traces (cuweave/trace.h). Spans on tracks: GPU spans are
+// two timing events on a stream, put on the host's monotonic clock by one
+// calibration per context; host spans are two readings of that clock on a
+// thread. Exported as Chrome trace-event JSON (trace.cpp).
+#pragma once
+
+#include <stdint.h>
+
+#include "cuweave/trace.h"
+#include "core/context.hpp"
+
+struct cw_stream;
+
+namespace cw {
+namespace core {
+
+cw_status trace_create(const cw_trace_settings *settings, cw_trace **out);
+// Drops a reference: the creator's (cw_trace_destroy) or an attacher's.
+void trace_release(cw_trace *t);
+void trace_retain(cw_trace *t);
+// Retires the handle (no new calls) and drops the creator's reference.
+void trace_destroy(cw_trace *t);
+
+cw_status trace_name_stream(cw_trace *t, const cw_stream *s, const char *name, bool only_if_unnamed);
+cw_status trace_name_thread(cw_trace *t, const char *name);
+
+// GPU spans on s: begin records a timing event; end records the end of the
+// one begun last on s.
+cw_status trace_begin(cw_trace *t, cw_stream *s, const char *name);
+cw_status trace_end(cw_trace *t, cw_stream *s);
+// Records again, on s now, the begin of the span begun last on s.
+cw_status trace_rebegin(cw_trace *t, cw_stream *s);
+
+// Host spans on the calling thread.
+cw_status trace_host_begin(cw_trace *t, const char *name);
+cw_status trace_host_end(cw_trace *t);
+// A host span already measured (now_ns readings), on the calling thread.
+cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns);
+
+void trace_info(const cw_trace *t, cw_trace_info *info);
+cw_status trace_write(cw_trace *t, const char *path);
+
+}  // namespace core
+}  // namespace cw
