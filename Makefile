@@ -70,11 +70,13 @@ LIB_SRCS = \
 	src/graph/graph.cpp \
 	src/graph/resident_build.cpp \
 	src/graph/resident_loop.cpp \
+	src/graph/resident_timeline.cpp \
 	src/graph/resident_trace.cpp \
 	src/jit/cache.cpp \
 	src/jit/disk.cpp \
 	src/jit/program.cpp \
 	src/jit/sha256.cpp \
+	src/kernel/clock.cpp \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
 	src/multi/bootstrap.cpp \

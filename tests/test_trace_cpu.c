@@ -22,6 +22,7 @@
 
 #include "cwtest.h"
 #include "fakelive.h"
+#include "testing/seam.h"
 
 static cw_context *ctx;
 static char g_dir[256];
@@ -657,6 +658,104 @@ static void test_pipeline(void **state) {
     assert_false(leaks(before, "a traced pipeline"));
 }
 
+/* ---- a resident loop's stages ------------------------------------------- */
+
+static cw_resident *g_loop;
+static cw_status two_stages(cw_stream *s, void *user) {
+    (void)user;
+    const char *names[] = {"decode", "infer"};
+    for (int i = 0; i < 2; i++) {
+        uint32_t stage = 0;
+        cw_status st = cw_resident_stage_begin(g_loop, s, names[i], &stage);
+        if (st != CW_SUCCESS) return st;
+        if ((st = cw_resident_stage_end(g_loop, s, stage)) != CW_SUCCESS) return st;
+    }
+    return CW_SUCCESS;
+}
+
+/* Writes a copy's marks (stages workload, decode, infer from index 3 * copy):
+ * timer ns from base: workload [0, 8000], decode [1000, 3000], infer [4000, 7000]. */
+static void run_copy(volatile unsigned long long *marks, unsigned copy, unsigned long long base) {
+    const unsigned long long v[6] = {0, 8000, 1000, 3000, 4000, 7000};
+    for (unsigned i = 0; i < 6; i++) marks[6 * copy + i] = base + v[i];
+}
+
+static void test_resident(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    cw_resident *plain = NULL;
+    assert_cw_ok(cw_resident_create(&plain, ctx, &rs));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_record_resident(t, plain)); /* no trace */
+    assert_non_null(strstr(cw_last_error()->message, "settings.trace"));
+    cw_resident_destroy(&plain);
+    rs.trace = 1;
+    rs.unroll = 2;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_record_resident(t, g_loop)); /* not built */
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, two_stages, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(stages, 6);
+    /* the timer at 0 is 1 ms past now on the host's clock (the fake runs no
+     * probe kernel: the test sets the calibration) */
+    const long long offset = (long long)(now_ms() * 1e6) + 1000000;
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, offset), 0);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop)); /* nothing ran yet: nothing added */
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 0);
+    /* request 1: copies 0 and 1; then recorded twice (the second adds nothing) */
+    run_copy(marks, 0, 10000);
+    run_copy(marks, 1, 20000);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 2 * 3 + 2);
+    /* request 2 ran copy 0 again; copy 1's infer has begun and not ended */
+    run_copy(marks, 0, 40000);
+    marks[6 * 1 + 4] = 50000; /* infer of copy 1 began again: running */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 2 * 3 + 2 + 3 + 1);
+    char path[300];
+    snprintf(path, sizeof path, "%s/resident.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 12);
+    assert_int_equal(count(tr, "iteration"), 3);
+    assert_int_equal(count(tr, "workload"), 3);
+    assert_int_equal(count(tr, "decode"), 3);
+    assert_int_equal(count(tr, "infer"), 3);
+    const double t0 = find(tr, "iteration", 0)->ts; /* timer 10000 */
+    const unsigned long long bases[3] = {10000, 20000, 40000};
+    for (int i = 0; i < 3; i++) {
+        const Ev *it = find(tr, "iteration", i), *w = find(tr, "workload", i), *d = find(tr, "decode", i),
+                 *f = find(tr, "infer", i);
+        assert_int_equal(it->pid, 2);
+        assert_string_equal(track_name(tr, it), "loop 0: iterations");
+        assert_string_equal(track_name(tr, w), "loop 0: workload");
+        assert_string_equal(track_name(tr, d), "loop 0: decode");
+        assert_string_equal(track_name(tr, f), "loop 0: infer");
+        const double at = t0 + (double)(bases[i] - 10000) / 1e3;
+        assert_float_equal(it->ts, at, 0.002);
+        assert_float_equal(it->dur, 8.0, 0.002);
+        assert_float_equal(w->ts, at, 0.002);
+        assert_float_equal(d->ts, at + 1.0, 0.002);
+        assert_float_equal(d->dur, 2.0, 0.002);
+        assert_float_equal(f->ts, at + 4.0, 0.002);
+        assert_float_equal(f->dur, 3.0, 0.002);
+    }
+    free(tr);
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -692,6 +791,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_marks),
         cmocka_unit_test(test_arguments_and_limits),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_resident),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

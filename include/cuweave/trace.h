@@ -29,6 +29,7 @@
 
 #include "cuweave/common.h"
 #include "cuweave/flow.h"
+#include "cuweave/resident.h"
 #include "cuweave/stream.h"
 
 #ifdef __cplusplus
@@ -49,7 +50,7 @@ typedef struct cw_trace_info {
     uint64_t dropped;             /* spans not kept (past max_spans) */
     int64_t calibration_error_ns; /* the largest of the contexts' calibration errors (0: none yet) */
     uint32_t tracks;              /* streams and host threads seen */
-    uint32_t contexts;            /* contexts calibrated */
+    uint32_t contexts;            /* calibrations made: a context's events, a context's global timer */
     uint8_t reserved[32];
 } cw_trace_info;
 
@@ -179,6 +180,38 @@ CW_API cw_status cw_trace_host_end(cw_trace *t);
  *   CW_ERROR_INVALID_STATE     p is running.
  */
 CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t);
+
+/*
+ * Adds to t the stages of resident loop r that began and ended since t
+ * last read them: r must trace its stages (cw_resident_settings.trace),
+ * whose marks hold the GPU's global timer at each stage's last begin and
+ * end (the workload, the data-ready handler, the stages its capture
+ * functions began, a resident pipeline's operators). Each stage is a span
+ * on a GPU track "loop <n>: <stage>" (n: the loops of this trace, from 0,
+ * in the order first recorded), and each copy of the iteration an
+ * "iteration" span on "loop <n>: iterations" from its first stage's begin
+ * to its last stage's end. The marks hold one iteration (the last one each
+ * stage ran in): call this after each request's result (cw_resident_wait_result),
+ * while the loop waits for the next one; stages that ran again since then
+ * were overwritten, and stages of an iteration still running are left for
+ * the next call. The first call for a context calibrates its global timer
+ * against the host's clock: a one-thread kernel (cwk_timestamp) writing
+ * the timer to mapped memory while the host spins on it, best of five; the
+ * half-width of the window is the error (cw_trace_info). A loop that fills
+ * every SM keeps that kernel from running: record once before launching it.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the new stages are added (perhaps none).
+ *   CW_ERROR_INVALID_ARGUMENT  t or r is NULL.
+ *   CW_ERROR_INVALID_HANDLE    t or r is not live.
+ *   CW_ERROR_INVALID_STATE     r does not trace; r has no traced stages yet
+ *                              (neither built nor launched).
+ *   CW_ERROR_TIMEOUT           the calibration kernel did not run within
+ *                              200 ms.
+ *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DRIVER            the driver refused (detail: the call).
+ */
+CW_API cw_status cw_trace_record_resident(cw_trace *t, cw_resident *r);
 
 /*
  * What the trace holds (no driver call).

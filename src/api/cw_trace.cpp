@@ -3,6 +3,7 @@
 #include "api/api.hpp"
 #include "core/trace.hpp"
 #include "flow/flow.hpp"
+#include "graph/resident_timeline.hpp"
 
 using namespace cw;
 
@@ -78,6 +79,13 @@ CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t) {
     CW_CHECK_HANDLE(p);
     if (t) CW_CHECK_HANDLE(t);
     return flow::pipeline_set_trace(p, t);
+}
+
+CW_API cw_status cw_trace_record_resident(cw_trace *t, cw_resident *r) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(t);
+    CW_CHECK_HANDLE(r);
+    return graphs::resident_record_trace(t, r);
 }
 
 CW_API cw_status cw_trace_get_info(const cw_trace *t, cw_trace_info *info) {

@@ -40,6 +40,17 @@ struct Span {
     char name[48];
 };
 
+struct GlobalTimer {
+    cw_context *ctx;  // retained
+    int64_t offset;   // host ns - timer ns
+    int64_t err_ns;
+};
+
+struct Source {
+    const void *key;
+    uint64_t last;
+};
+
 struct Clock {
     cw_context *ctx;  // retained
     CUevent ref;
@@ -68,6 +79,8 @@ struct cw_trace {
     cw::Vec<Track> tracks;
     cw::Vec<Span> spans;
     cw::Vec<Clock> clocks;
+    cw::Vec<GlobalTimer> timers;
+    cw::Vec<Source> sources;
 };
 
 namespace cw {
@@ -269,6 +282,7 @@ void trace_release(cw_trace *t) {
         drv().cuEventDestroy(t->clocks[i].ref);
         context_release(t->clocks[i].ctx);
     }
+    for (size_t i = 0; i < t->timers.size(); i++) context_release(t->timers[i].ctx);
     pthread_mutex_destroy(&t->mu);
     t->~cw_trace();
     handle_free(t);
@@ -389,6 +403,71 @@ cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64
     return st;
 }
 
+cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const char *name, int64_t begin_ns,
+                         int64_t end_ns) {
+    Lock lock(t);
+    const size_t had = t->tracks.size();
+    const uint32_t k = track_of(t, key, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (t->tracks.size() > had) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
+        t->tracks[k].named = true;
+    }
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (sp) {
+        sp->b = begin_ns;
+        sp->e = end_ns < begin_ns ? begin_ns : end_ns;
+        sp->open = false;
+        sp->resolved = true;
+    } else if (st == CW_SUCCESS) {
+        t->tracks[k].dropped_open--;
+    }
+    return st;
+}
+
+bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].ctx == ctx) {
+            *offset = t->timers[i].offset;
+            return true;
+        }
+    return false;
+}
+
+cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].ctx == ctx) {
+            t->timers[i].offset = offset;
+            t->timers[i].err_ns = err_ns;
+            return CW_SUCCESS;
+        }
+    if (!t->timers.push(GlobalTimer{ctx, offset, err_ns})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    context_retain(ctx);
+    return CW_SUCCESS;
+}
+
+cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->sources.size(); i++)
+        if (t->sources[i].key == key) {
+            *index = (uint32_t)i;
+            *last = t->sources[i].last;
+            return CW_SUCCESS;
+        }
+    if (!t->sources.push(Source{key, 0})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    *index = (uint32_t)(t->sources.size() - 1);
+    *last = 0;
+    return CW_SUCCESS;
+}
+
+void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last) {
+    Lock lock(t);
+    if (index < t->sources.size()) t->sources[index].last = last;
+}
+
 void trace_info(const cw_trace *tc, cw_trace_info *info) {
     cw_trace *t = const_cast<cw_trace *>(tc);
     memset(info, 0, sizeof *info);
@@ -396,9 +475,11 @@ void trace_info(const cw_trace *tc, cw_trace_info *info) {
     info->spans = t->spans.size();
     info->dropped = t->dropped;
     info->tracks = (uint32_t)t->tracks.size();
-    info->contexts = (uint32_t)t->clocks.size();
+    info->contexts = (uint32_t)(t->clocks.size() + t->timers.size());
     for (size_t i = 0; i < t->clocks.size(); i++)
         if (t->clocks[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->clocks[i].err_ns;
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->timers[i].err_ns;
 }
 
 cw_status trace_write(cw_trace *t, const char *path) {

@@ -38,6 +38,20 @@ cw_status trace_host_end(cw_trace *t);
 // A host span already measured (now_ns readings), on the calling thread.
 cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns);
 
+// For layers above: a GPU span already on the host's clock, on the track
+// keyed `key` (named `track` when new; keys of streams are their serials,
+// below 2^63: others set the top bit).
+cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const char *name, int64_t begin_ns,
+                         int64_t end_ns);
+// ctx's global timer on the host's clock (host ns = timer ns + offset), once
+// set (err_ns: the calibration's error bound).
+bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset);
+cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns);
+// A source of spans (a resident loop): its number in this trace (from 0, in
+// the order first seen) and the last value it had recorded (0 when new).
+cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last);
+void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last);
+
 void trace_info(const cw_trace *t, cw_trace_info *info);
 cw_status trace_write(cw_trace *t, const char *path);
 

@@ -55,15 +55,16 @@ typedef struct cw_res_dev {
     unsigned int backoff_ns;      /* adaptive: the current sleep between checks */
     unsigned int idle;            /* handler mode: the last iteration found nothing */
     unsigned int pad[3];
-    unsigned long long trace_clock; /* trace: stage marks made (cwk_res_mark) */
+    unsigned long long trace_clock; /* trace: the last stage mark's value, global timer ns (cwk_res_mark) */
     unsigned long long pad2[2];
     unsigned int ring[CW_RES_RING]; /* iteration times, ns (saturated at 2^32-1) */
 } cw_res_dev;
 
 /* Trace (cw_resident_settings.trace): each stage has two words in mapped
  * host memory, marks[2 * i] when it began and marks[2 * i + 1] when it
- * ended, both values of d->trace_clock; a stage that began after it last
- * ended was running when the loop faulted. */
+ * ended, both values of d->trace_clock (the global timer's ns, made
+ * unique); a stage that began after it last ended was running when the loop
+ * faulted. */
 #define CW_RES_MAX_STAGES 1024u
 
 #endif /* CUWEAVE_RESIDENT_ABI_H */
