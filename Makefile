@@ -102,8 +102,8 @@ HEADERS = \
 	include/cuweave/resident.h \
 	include/cuweave/resident_device.h \
 	include/cuweave/share.h \
-	include/cuweave/trace.h \
 	include/cuweave/stream.h \
+	include/cuweave/trace.h \
 	include/cuweave/version.h
 
 # The C++ wrappers: cuweave.hpp includes the cpp/ ones (one per C header).
@@ -122,6 +122,7 @@ CPP_HEADERS = \
 	include/cuweave/cpp/partition.hpp \
 	include/cuweave/cpp/resident.hpp \
 	include/cuweave/cpp/share.hpp \
+	include/cuweave/cpp/trace.hpp \
 	include/cuweave/cpp/stream.hpp
 
 EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_handler video_pipeline
