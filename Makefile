@@ -350,6 +350,7 @@ check: all
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
+		"sh tests/check-trace-plot.sh . $(O)/tests/test_trace_cpu $(O)/tests/libfakecuda.so" \
 		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)

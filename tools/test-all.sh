@@ -14,6 +14,8 @@
 # reason, and ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
+# tools/setup.sh installs matplotlib: its PNG test (trace_plot) must not skip here.
+export CUWEAVE_TESTS_NEED_MATPLOTLIB="${CUWEAVE_TESTS_NEED_MATPLOTLIB:-1}"
 jobs=$(nproc 2>/dev/null || echo 2)
 mkdir -p build
 results=build/test-results.txt
