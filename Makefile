@@ -139,7 +139,7 @@ GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future tes
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
 # Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
 PROGRAMS = cuweave-info
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share bench_comm_rank
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share bench_comm_rank bench_trace
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
