@@ -752,6 +752,18 @@ static void test_resident(void **state) {
         assert_float_equal(f->dur, 3.0, 0.002);
     }
     free(tr);
+    /* stages that ran before a trace was made: its axis starts at the first */
+    cw_trace *early = NULL;
+    assert_cw_ok(cw_trace_create(&early, NULL));
+    assert_int_equal(cwi_trace_set_globaltimer(early, ctx, (long long)(now_ms() * 1e6) - 10000000), 0);
+    assert_cw_ok(cw_trace_record_resident(early, g_loop));
+    assert_cw_ok(cw_trace_write(early, path));
+    tr = calloc(1, sizeof *tr);
+    load_trace(path, tr); /* every ts >= 0 */
+    assert_int_equal(tr->n, 3 + 1 + 2 + 1); /* copy 0 (3 stages, its iteration); copy 1's workload and decode */
+    assert_float_equal(find(tr, "iteration", 0)->ts, 0.0, 0.0005);
+    free(tr);
+    cw_trace_destroy(&early);
     cw_resident_destroy(&g_loop);
     cw_trace_destroy(&t);
 }

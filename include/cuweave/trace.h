@@ -226,7 +226,8 @@ CW_API cw_status cw_trace_get_info(const cw_trace *t, cw_trace_info *info);
 /*
  * Writes the trace to `path` as Chrome trace-event JSON:
  * {"traceEvents":[...],"displayTimeUnit":"ns"}, one "X" (complete) event
- * per ended span with ts and dur in microseconds from the trace's creation,
+ * per ended span with ts and dur in microseconds from the trace's creation
+ * (or from the earliest span, when one began before it),
  * pid 1 for host threads and pid 2 for GPU streams, one tid per track, and
  * "M" events naming the processes and tracks. Waits for the GPU work of
  * every ended GPU span; spans still open are left out (and kept). May be

@@ -489,15 +489,21 @@ cw_status trace_write(cw_trace *t, const char *path) {
     // before its children, as chrome://tracing wants).
     Vec<uint32_t> order;
     if (!order.reserve(t->spans.size())) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    // ts 0 is the trace's creation, or the earliest span when one began
+    // before it (a resident loop's stages that ran before the trace was made).
+    int64_t origin = t->origin;
     for (size_t i = 0; i < t->spans.size(); i++)
-        if (!t->spans[i].open) order.push((uint32_t)i);
+        if (!t->spans[i].open) {
+            order.push((uint32_t)i);
+            if (t->spans[i].b < origin) origin = t->spans[i].b;
+        }
     struct Cmp {
         const Span *s;
         bool operator()(uint32_t a, uint32_t b) const {
             if (s[a].b != s[b].b) return s[a].b < s[b].b;
             return s[a].e > s[b].e;
         }
-    } cmp{&t->spans[0]};
+    } cmp{t->spans.empty() ? nullptr : &t->spans[0]};
     // insertion sort on nearly sorted input (spans are kept in begin order per track)
     for (size_t i = 1; i < order.size(); i++) {
         const uint32_t v = order[i];
@@ -525,7 +531,7 @@ cw_status trace_write(cw_trace *t, const char *path) {
         fputs(",\n{\"name\":", f);
         put_json_string(f, sp.name);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f}", gpu ? "gpu" : "host",
-                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - t->origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
+                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
     }
     fputs("\n]}\n", f);
     const bool bad = ferror(f) != 0;
