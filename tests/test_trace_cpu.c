@@ -466,6 +466,11 @@ static void test_marks(void **state) {
     assert_int_equal(tr->n, 7);
     assert_int_equal(count(tr, "left open"), 1);
     free(tr);
+    /* a written span's events serve the next spans: no event is created */
+    const long events = fake_live("event");
+    assert_cw_ok(cw_trace_begin(t, a, "again"));
+    assert_cw_ok(cw_trace_end(t, a));
+    assert_int_equal(fake_live("event"), events);
 
     cw_stream_destroy(&a);
     cw_stream_destroy(&b);

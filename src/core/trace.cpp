@@ -51,6 +51,12 @@ struct Source {
     uint64_t last;
 };
 
+// A timing event of a written span, kept for the next span on its context.
+struct Spare {
+    int clock;
+    CUevent ev;
+};
+
 struct Clock {
     cw_context *ctx;  // retained
     CUevent ref;
@@ -81,6 +87,7 @@ struct cw_trace {
     cw::Vec<Clock> clocks;
     cw::Vec<GlobalTimer> timers;
     cw::Vec<Source> sources;
+    cw::Vec<Spare> spare;
 };
 
 namespace cw {
@@ -201,17 +208,33 @@ Span *span_new(cw_trace *t, uint32_t k, const char *name, cw_status *st) {
     return sp;
 }
 
-cw_status record_new(const cw_stream *s, CUevent *ev) {
-    CurrentGuard guard;
-    CW_TRY(guard.enter(s->ctx->cu));
-    CW_CU(cuEventCreate, (ev, CU_EVENT_DEFAULT));
+// A timing event of clock's context (a spare one, else a new one) recorded on s.
+cw_status record_new(cw_trace *t, int clock, const cw_stream *s, CUevent *ev) {
+    *ev = nullptr;
+    for (size_t i = t->spare.size(); i-- > 0;)
+        if (t->spare[i].clock == clock) {
+            *ev = t->spare[i].ev;
+            t->spare[i] = t->spare[t->spare.size() - 1];
+            t->spare.pop();
+            break;
+        }
+    if (!*ev) {
+        CurrentGuard guard;
+        CW_TRY(guard.enter(s->ctx->cu));
+        CW_CU(cuEventCreate, (ev, CU_EVENT_DEFAULT));
+        CW_TRY(guard.leave());
+    }
     cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(*ev, s->cu); });
     if (st != CW_SUCCESS) {
         drv().cuEventDestroy(*ev);
         *ev = nullptr;
-        return st;
     }
-    return guard.leave();
+    return st;
+}
+
+// A written span's event: kept for the next span of its context.
+void spare_event(cw_trace *t, int clock, CUevent ev) {
+    if (!t->spare.push(Spare{clock, ev})) drv().cuEventDestroy(ev);
 }
 
 void put_json_string(FILE *f, const char *s) {
@@ -243,8 +266,8 @@ cw_status resolve(cw_trace *t) {
         sp.b = c.host_ns + (int64_t)((double)mb * 1e6);
         sp.e = c.host_ns + (int64_t)((double)me * 1e6);
         if (sp.e < sp.b) sp.e = sp.b;
-        drv().cuEventDestroy(sp.eb);
-        drv().cuEventDestroy(sp.ee);
+        spare_event(t, sp.clock, sp.eb);
+        spare_event(t, sp.clock, sp.ee);
         sp.eb = sp.ee = nullptr;
         sp.resolved = true;
         CW_TRY(guard.leave());
@@ -278,6 +301,7 @@ void trace_release(cw_trace *t) {
         if (sp.eb) drv().cuEventDestroy(sp.eb);
         if (sp.ee) drv().cuEventDestroy(sp.ee);
     }
+    for (size_t i = 0; i < t->spare.size(); i++) drv().cuEventDestroy(t->spare[i].ev);
     for (size_t i = 0; i < t->clocks.size(); i++) {
         drv().cuEventDestroy(t->clocks[i].ref);
         context_release(t->clocks[i].ctx);
@@ -324,7 +348,7 @@ cw_status trace_begin(cw_trace *t, cw_stream *s, const char *name) {
     Span *sp = span_new(t, k, name, &st);
     if (!sp) return st;
     sp->clock = clock;
-    st = record_new(s, &sp->eb);
+    st = record_new(t, clock, s, &sp->eb);
     if (st != CW_SUCCESS) t->spans.pop();
     return st;
 }
@@ -341,7 +365,7 @@ cw_status trace_end(cw_trace *t, cw_stream *s) {
     }
     if (i < 0) return fail(CW_ERROR_INVALID_STATE, "no span is open on this stream");
     Span &sp = t->spans[(size_t)i];
-    CW_TRY(record_new(s, &sp.ee));
+    CW_TRY(record_new(t, sp.clock, s, &sp.ee));
     sp.open = false;
     return CW_SUCCESS;
 }
@@ -424,6 +448,18 @@ cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const cha
         t->tracks[k].dropped_open--;
     }
     return st;
+}
+
+cw_status trace_gpu_track(cw_trace *t, uint64_t key, const char *track) {
+    Lock lock(t);
+    const size_t had = t->tracks.size();
+    const uint32_t k = track_of(t, key, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (t->tracks.size() > had) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
+        t->tracks[k].named = true;
+    }
+    return CW_SUCCESS;
 }
 
 bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset) {

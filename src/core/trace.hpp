@@ -45,6 +45,9 @@ cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const cha
                          int64_t end_ns);
 // ctx's global timer on the host's clock (host ns = timer ns + offset), once
 // set (err_ns: the calibration's error bound).
+// Makes the GPU track keyed `key`, named `track`, when it is new (so that it
+// comes before tracks made later).
+cw_status trace_gpu_track(cw_trace *t, uint64_t key, const char *track);
 bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset);
 cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns);
 // A source of spans (a resident loop): its number in this trace (from 0, in

@@ -49,6 +49,8 @@ cw_status resident_record_trace(cw_trace *t, cw_resident *r) {
     uint64_t first[kMaxUnroll], end[kMaxUnroll];
     for (uint32_t c = 0; c < kMaxUnroll; c++) first[c] = end[c] = 0;
     char track[64];
+    snprintf(track, sizeof track, "loop %u: iterations", loop);
+    CW_TRY(core::trace_gpu_track(t, iteration_key(loop), track));  // the loop's first track
     for (size_t i = 0; i < n; i++) {
         const unsigned long long b = __atomic_load_n(&r->marks[2 * i], __ATOMIC_ACQUIRE);
         const unsigned long long e = __atomic_load_n(&r->marks[2 * i + 1], __ATOMIC_ACQUIRE);
@@ -62,7 +64,7 @@ cw_status resident_record_trace(cw_trace *t, cw_resident *r) {
         if (e > end[c]) end[c] = e;
         if (e > newest) newest = e;
     }
-    snprintf(track, sizeof track, "loop %u: iterations", loop);
+    snprintf(track, sizeof track, "loop %u: iterations", loop);  // (made above)
     for (uint32_t c = 0; c < kMaxUnroll; c++)
         if (first[c])
             CW_TRY(core::trace_gpu_span(t, iteration_key(loop), track, "iteration", (int64_t)first[c] + offset,
