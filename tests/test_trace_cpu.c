@@ -645,6 +645,7 @@ static void test_pipeline(void **state) {
         assert_true(l->ts >= s->ts + s->dur && r->ts >= s->ts + s->dur);
         assert_true(l->ts < r->ts + r->dur && r->ts < l->ts + l->dur); /* overlap */
         assert_int_not_equal(l->tid, r->tid);
+        assert_int_equal(strncmp(track_name(tr, l), "executor thread ", 16), 0); /* workers named by the executor */
         assert_true(k->ts >= l->ts + l->dur && k->ts >= r->ts + r->dur);
         assert_true(l->dur >= 2500 && r->dur >= 2500);
     }

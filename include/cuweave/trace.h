@@ -164,7 +164,8 @@ CW_API cw_status cw_trace_host_end(cw_trace *t);
 /*
  * Attaches trace t to pipeline p (NULL detaches): from the next compute
  * call, each call is a host span on the executor thread that runs it (its
- * operator's name), the wait for its inputs a host span "wait inputs", a
+ * operator's name; a thread's track not named with cw_trace_name_thread is
+ * "executor thread <tid>"), the wait for its inputs a host span "wait inputs", a
  * wait for the max_in_flight bound a host span "in-flight wait", and the
  * call's GPU work a span on its stream (the track named after the
  * operator unless named already) from where the stream has waited for the

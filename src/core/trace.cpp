@@ -410,10 +410,15 @@ cw_status trace_host_end(cw_trace *t) {
     return CW_SUCCESS;
 }
 
-cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns) {
+cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns, const char *thread_name) {
     Lock lock(t);
     const uint32_t k = track_of(t, thread_key(), false);
     if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (thread_name && !t->tracks[k].named) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s %llu", thread_name,
+                 (unsigned long long)t->tracks[k].key);
+        t->tracks[k].named = true;
+    }
     cw_status st;
     Span *sp = span_new(t, k, name, &st);
     if (sp) {

@@ -35,8 +35,10 @@ cw_status trace_rebegin(cw_trace *t, cw_stream *s);
 // Host spans on the calling thread.
 cw_status trace_host_begin(cw_trace *t, const char *name);
 cw_status trace_host_end(cw_trace *t);
-// A host span already measured (now_ns readings), on the calling thread.
-cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns);
+// A host span already measured (now_ns readings), on the calling thread;
+// thread_name (may be NULL) names the thread's track when it has no name.
+cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns,
+                          const char *thread_name = nullptr);
 
 // For layers above: a GPU span already on the host's clock, on the track
 // keyed `key` (named `track` when new; keys of streams are their serials,

@@ -38,7 +38,9 @@ cw_status trace_call_end(cw_io *io) {
 }
 
 void trace_host(cw_pipeline *p, const char *name, int64_t begin_ns) {
-    (void)core::trace_host_span(p->trace, name, begin_ns, now_ns());  // a lost span is no failure of the run
+    // a lost span is no failure of the run; a thread the user did not name
+    // is "executor thread <tid>"
+    (void)core::trace_host_span(p->trace, name, begin_ns, now_ns(), "executor thread");
 }
 
 }  // namespace flow
