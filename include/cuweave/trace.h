@@ -121,6 +121,7 @@ CW_API cw_status cw_trace_name_thread(cw_trace *t, const char *name);
  *   CW_ERROR_INVALID_STATE     s is capturing.
  *   CW_ERROR_OUT_OF_MEMORY     no host memory (the span is counted dropped
  *                              when past max_spans instead: CW_SUCCESS).
+ *   CW_ERROR_DEVICE_FAULT      the context's device faulted (sticky).
  *   CW_ERROR_DRIVER            the driver refused (detail: the call).
  */
 CW_API cw_status cw_trace_begin(cw_trace *t, cw_stream *s, const char *name);
@@ -134,6 +135,7 @@ CW_API cw_status cw_trace_begin(cw_trace *t, cw_stream *s, const char *name);
  *   CW_ERROR_INVALID_ARGUMENT  t or s is NULL.
  *   CW_ERROR_INVALID_HANDLE    t or s is not live.
  *   CW_ERROR_INVALID_STATE     no span is open on s.
+ *   CW_ERROR_DEVICE_FAULT      the context's device faulted (sticky).
  *   CW_ERROR_DRIVER            the driver refused (detail: the call).
  */
 CW_API cw_status cw_trace_end(cw_trace *t, cw_stream *s);
@@ -210,6 +212,7 @@ CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t);
  *   CW_ERROR_TIMEOUT           the calibration kernel did not run within
  *                              200 ms.
  *   CW_ERROR_OUT_OF_MEMORY     no host memory.
+ *   CW_ERROR_DEVICE_FAULT      the context's device faulted (sticky).
  *   CW_ERROR_DRIVER            the driver refused (detail: the call).
  */
 CW_API cw_status cw_trace_record_resident(cw_trace *t, cw_resident *r);
