@@ -10,8 +10,11 @@
  * nested or apart (never overlapping in part). Then the spans themselves:
  * the ones scheduled, named as given, on the tracks named as given, in the
  * order and overlap they were made with; a pipeline's operators (host
- * spans per compute call, GPU spans per operator stream); argument checks,
- * max_spans, the handle contract, and no events left behind.
+ * spans per compute call, GPU spans per operator stream); a resident loop's
+ * stages and iterations from marks the test writes (the fake runs no
+ * kernels), its global timer set through the test seam; argument checks,
+ * max_spans, the handle contract, events reused after a write, and no
+ * events left behind.
  * Links libcuweave.a; the fake's path is argv[1].
  */
 #define _GNU_SOURCE
