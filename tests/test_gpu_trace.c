@@ -10,6 +10,9 @@
  *     a stream synchronize starts after the host span that waited;
  *   - the calibration error bound is small (under 50 us);
  *   - a traced pipeline's GPU spans cover the kernels its operators launched;
+ *     in a diamond whose second branch is slow, the sink's span begins after
+ *     both branches' work (the span's begin is recorded again after each
+ *     input port's wait);
  *   - a resident loop's stages (100 us and 50 us spins) come back with those
  *     durations, in order, inside their iteration, on the loop's tracks;
  *   - spans on a green partition's stream get a calibration of their own.
@@ -296,6 +299,93 @@ static void test_pipeline(void **state) {
     cw_stream_destroy(&s);
 }
 
+/* ---- a diamond: the sink's span begins after both producers' work ------------- */
+
+typedef struct dop {
+    const char *in[2];
+    int nout;
+    long long ns;
+} dop;
+
+static cw_status dop_compute(cw_io *io, void *user) {
+    dop *o = user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, o->in[0], &s);
+    if (st != CW_SUCCESS) return st;
+    if (o->in[1] && (st = cw_io_receive_stream(io, o->in[1], &s)) != CW_SUCCESS) return st;
+    long long ns = o->ns;
+    void *args[] = {&g_word, &ns};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    if ((st = cw_kernel_launch(k_spin, s, &cfg, args)) != CW_SUCCESS) return st;
+    for (int i = 0; i < o->nout; i++)
+        if ((st = cw_io_emit(io, i ? "out2" : "out", NULL, NULL)) != CW_SUCCESS) return st;
+    return CW_SUCCESS;
+}
+
+static void test_diamond_sink_after_both(void **state) {
+    (void)state;
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create(&b, s, 64));
+    assert_cw_ok(cw_buffer_get_ptr(b, &g_word));
+    assert_cw_ok(cw_stream_synchronize(s));
+    /* left is quick, right slow: the sink asks for "a" (left's) first */
+    static dop ops[4] = {{{NULL, NULL}, 2, 1000}, {{"in", NULL}, 1, 10000}, {{"in", NULL}, 1, 300000},
+                         {{"a", "b"}, 0, 1000}};
+    static const char *names[4] = {"src", "left", "right", "sink"};
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    for (int i = 0; i < 4; i++) {
+        cw_operator_ops oo;
+        memset(&oo, 0, sizeof oo);
+        oo.compute = dop_compute;
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, names[i], &oo, &ops[i], NULL));
+        for (int k = 0; k < 2; k++)
+            if (ops[i].in[k]) assert_cw_ok(cw_operator_add_input(op, ops[i].in[k], NULL));
+        if (ops[i].nout > 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (ops[i].nout > 1) assert_cw_ok(cw_operator_add_output(op, "out2", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out", "left", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out2", "right", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "left", "out", "sink", "a"));
+    assert_cw_ok(cw_pipeline_connect(p, "right", "out", "sink", "b"));
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    assert_cw_ok(cw_pipeline_run(p, 2));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_trace_write(t, g_path));
+    Span sp[64];
+    const size_t n = read_spans(g_path, sp, 64);
+    for (int it = 0; it < 2; it++) {
+        const Span *l = NULL, *r = NULL, *k = NULL;
+        int nl = 0, nr = 0, nk = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (sp[i].pid != 2) continue;
+            if (!strcmp(sp[i].name, "left") && nl++ == it) l = &sp[i];
+            if (!strcmp(sp[i].name, "right") && nr++ == it) r = &sp[i];
+            if (!strcmp(sp[i].name, "sink") && nk++ == it) k = &sp[i];
+        }
+        assert_non_null(l);
+        assert_non_null(r);
+        assert_non_null(k);
+        printf("# iteration %d: left ends %.1f, right ends %.1f, sink begins %.1f us\n", it, l->ts + l->dur,
+               r->ts + r->dur, k->ts);
+        assert_true(r->dur >= 299.0);
+        assert_true(l->ts < r->ts + r->dur && r->ts < l->ts + l->dur); /* the branches overlap */
+        assert_true(k->ts >= r->ts + r->dur - 1.0);                   /* after the slow branch too */
+        assert_true(k->ts >= l->ts + l->dur - 1.0);
+    }
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&s);
+}
+
 /* ---- a green partition's stream ---------------------------------------------- */
 
 static void test_partition_calibrated(void **state) {
@@ -355,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_spans_match_the_gpu),
         cmocka_unit_test(test_resident_stages),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_diamond_sink_after_both),
         cmocka_unit_test(test_partition_calibrated),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
