@@ -42,6 +42,7 @@ LIB_SRCS = \
 	src/api/cw_resident.cpp \
 	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
+	src/api/cw_trace.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
@@ -54,6 +55,7 @@ LIB_SRCS = \
 	src/core/registry.cpp \
 	src/core/share.cpp \
 	src/core/stream.cpp \
+	src/core/trace.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
 	src/driver/nvrtc.cpp \
@@ -61,6 +63,7 @@ LIB_SRCS = \
 	src/flow/io.cpp \
 	src/flow/memory.cpp \
 	src/flow/model.cpp \
+	src/flow/pipeline_trace.cpp \
 	src/flow/resident_pipeline.cpp \
 	src/graph/capture.cpp \
 	src/graph/exec.cpp \
@@ -68,11 +71,13 @@ LIB_SRCS = \
 	src/graph/resident_build.cpp \
 	src/graph/resident_fused.cpp \
 	src/graph/resident_loop.cpp \
+	src/graph/resident_timeline.cpp \
 	src/graph/resident_trace.cpp \
 	src/jit/cache.cpp \
 	src/jit/disk.cpp \
 	src/jit/program.cpp \
 	src/jit/sha256.cpp \
+	src/kernel/clock.cpp \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
 	src/multi/bootstrap.cpp \
@@ -99,6 +104,7 @@ HEADERS = \
 	include/cuweave/resident_device.h \
 	include/cuweave/share.h \
 	include/cuweave/stream.h \
+	include/cuweave/trace.h \
 	include/cuweave/version.h
 
 # The C++ wrappers: cuweave.hpp includes the cpp/ ones (one per C header).
@@ -117,23 +123,24 @@ CPP_HEADERS = \
 	include/cuweave/cpp/partition.hpp \
 	include/cuweave/cpp/resident.hpp \
 	include/cuweave/cpp/share.hpp \
+	include/cuweave/cpp/trace.hpp \
 	include/cuweave/cpp/stream.hpp
 
 EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_fused resident_handler video_pipeline
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
 CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_resident_fused test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_resident_fused test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank test_gpu_trace
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
 # Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
 PROGRAMS = cuweave-info
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_resident_fused bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_resident_fused bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -345,6 +352,7 @@ check: all
 		"sh tests/check-layers.sh ." \
 		"sh tests/check-api.sh ." \
 		"sh tools/check-ptx.sh" \
+		"sh tests/check-trace-plot.sh . $(O)/tests/test_trace_cpu $(O)/tests/libfakecuda.so" \
 		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)

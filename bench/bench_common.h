@@ -80,7 +80,44 @@ static stats stats_of(double *v, size_t n) {
     return s;
 }
 
-static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
+__attribute__((unused)) static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
+
+/*
+ * BENCH_CSV=dir: a benchmark writes each set of samples it measures to
+ * dir/<BENCH_NAME>-<nn>-<label>.csv (nn counts the files this process
+ * wrote, the label's characters other than letters and digits become '_'):
+ * a header "sample,ns", then one line per sample, in the order measured.
+ * tools/trace_plot.py latency draws them (docs/tracing.md). v holds
+ * microseconds (as the benchmarks' samples do). Call before stats_of, which
+ * sorts v. Without BENCH_CSV nothing happens; a file that cannot be written
+ * is said on stderr, and the benchmark goes on.
+ */
+__attribute__((unused)) static void bench_csv_us(const char *label, const double *v, size_t n) {
+    static int files = 0;
+    const char *dir = getenv("BENCH_CSV");
+    if (!dir || !*dir) return;
+    char name[160];
+    size_t k = 0;
+    for (const char *c = label; *c && k + 1 < sizeof name; c++) {
+        const int alnum = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
+        if (alnum)
+            name[k++] = *c;
+        else if (k > 0 && name[k - 1] != '_')
+            name[k++] = '_';
+    }
+    while (k > 0 && name[k - 1] == '_') k--;
+    name[k] = 0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-%02d-%s.csv", dir, BENCH_NAME, files++, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "%s: BENCH_CSV: cannot write %s\n", BENCH_NAME, path);
+        return;
+    }
+    fputs("sample,ns\n", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%zu,%.0f\n", i, v[i] * 1e3);
+    if (fclose(f) != 0) fprintf(stderr, "%s: BENCH_CSV: cannot write %s\n", BENCH_NAME, path);
+}
 
 /* Fisher-Yates with xorshift64: a fixed-seed shuffle, for running methods in
  * a fresh random order each round. */

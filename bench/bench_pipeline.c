@@ -87,8 +87,10 @@
  * (default 10) runs per variant and mode, BENCH_SPIN_NS (default 20000),
  * BENCH_N (diamond elements, default 262144), BENCH_GRID (diamond blocks,
  * default 32), BENCH_THREADS (cw_pipeline_settings.threads, default 1),
- * CW_COMMIT (the commit named in the output). A quick run:
- * BENCH_FRAMES=200 BENCH_RUNS=2.
+ * CW_COMMIT (the commit named in the output), BENCH_CSV=dir (each variant's
+ * one-at-a-time latencies as CSV, bench_common.h), BENCH_TRACE_DIR=dir ((a)'s
+ * timeline of 8 pipelined frames per workload, dir/pipeline-<workload>.json,
+ * docs/tracing.md). A quick run: BENCH_FRAMES=200 BENCH_RUNS=2.
  *
  * Memory: (a) allocates per frame; the pool cannot reuse a block before its
  * free has run on the GPU, so while the host is ahead of the GPU in the
@@ -1251,6 +1253,22 @@ static void run_workload(result *R, const workload *W, cw_context *ctx, cw_strea
         }
         next += F;
     }
+    const char *trace_dir = getenv("BENCH_TRACE_DIR");
+    if (trace_dir && *trace_dir) {
+        /* A timeline of (a): 8 pipelined frames traced (cw_pipeline_set_trace),
+         * written to BENCH_TRACE_DIR/pipeline-<workload>.json (docs/tracing.md). */
+        cw_trace *t = NULL;
+        CW_CHECK(cw_trace_create(&t, NULL));
+        CW_CHECK(cw_pipeline_set_trace(g_var[V_CW].p, t));
+        (void)run_pipelined(&g_var[V_CW], W, next, 8, NULL);
+        next += 8;
+        CW_CHECK(cw_pipeline_set_trace(g_var[V_CW].p, NULL));
+        char path[512];
+        snprintf(path, sizeof path, "%s/pipeline-%s.json", trace_dir, W->name);
+        CW_CHECK(cw_trace_write(t, path));
+        printf("trace: %s\n", path);
+        cw_trace_destroy(&t);
+    }
     /* host cost: driver calls per frame (and, for (a), the time in them) */
     {
         const long cf = F < 500 ? F : 500;
@@ -1269,6 +1287,9 @@ static void run_workload(result *R, const workload *W, cw_context *ctx, cw_strea
     CW_CHECK(cw_pipeline_get_info(g_var[V_CW].p, &R->pst));
 
     for (int v = 0; v < V_COUNT; v++) {
+        char label[160];
+        snprintf(label, sizeof label, "%s %s one at a time", W->name, variant_name[v]);
+        bench_csv_us(label, lat[v], (size_t)F * (size_t)runs);
         R->lat[v] = stats_of(lat[v], (size_t)F * (size_t)runs);
         R->lenq[v] = stats_of(lenq[v], (size_t)F * (size_t)runs);
         free(lenq[v]);

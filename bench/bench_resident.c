@@ -113,7 +113,9 @@
  * 2x of unloaded. Prints the tables, the targets and a Markdown block for
  * docs/benchmarks.md. Exits 77 without a GPU (or without the resident loop's
  * driver features), 1 when a call fails or a result is wrong, 0 otherwise (a
- * MISS is a result, not a failure). Set CW_COMMIT to name the commit. About
+ * MISS is a result, not a failure). Set CW_COMMIT to name the commit;
+ * BENCH_CSV=dir writes each variant's round trips as CSV (bench_common.h:
+ * tools/trace_plot.py latency draws them). About
  * 1 minute on an H100 with the defaults (h and i included).
  *
  * Build (after `make -j2 O=build/make lib`):
@@ -571,6 +573,7 @@ static void variant_done(variant *v) {
         fprintf(stderr, "%s: %s: no samples\n", BENCH_NAME, v->label);
         exit(1);
     }
+    bench_csv_us(v->label, v->t, v->n);
     v->st = stats_of(v->t, v->n);
 }
 

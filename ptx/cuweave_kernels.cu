@@ -166,10 +166,18 @@ __global__ void cwk_res_loop(const cw_res_dev *d, cudaGraphConditionalHandle loo
 // cw_resident_stage_end). Takes the next value of the loop's trace clock and
 // writes it to the stage's word in mapped host memory, fenced, so that the
 // host can read which stages had begun and not ended after a fault made the
-// context unusable.
+// context unusable. The clock's values are the global timer's nanoseconds
+// where they are new, else one past the last value taken: every mark gets a
+// value of its own, later marks larger ones, and cw_trace_record_resident
+// reads them as times.
 __global__ void cwk_res_mark(cw_res_dev *d, unsigned long long *mark) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long c = atomicAdd(&d->trace_clock, 1ull) + 1ull;
+    const unsigned long long now = cw__res_now();
+    // atomicMax takes `now` when it is past every value taken so far; else
+    // atomicAdd takes the next one. Either way one thread moves the clock to
+    // the value it takes, so no two marks share one.
+    const unsigned long long prev = atomicMax(&d->trace_clock, now);
+    const unsigned long long c = now > prev ? now : atomicAdd(&d->trace_clock, 1ull) + 1ull;
     *(volatile unsigned long long *)mark = c;
     __threadfence_system();
 }

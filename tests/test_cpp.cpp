@@ -255,6 +255,49 @@ static void test_lease_returns_stream(void **) {
     assert_int_equal(pool.stats().idle, 2);
 }
 
+// cw::trace: GPU and host spans, a pipeline attached and detached, the
+// file written with every span; the events go back with the trace.
+static void test_trace(void **) {
+    const long e0 = live_events();
+    char path[] = "/tmp/cw-cpp-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    {
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::stream s = VAL(cw::stream::create(ctx));
+        cw::trace t = VAL(cw::trace::create());
+        OK(t.name_stream(s, "gpu work"));
+        OK(t.name_thread("main"));
+        OK(t.host_begin("host work"));
+        OK(t.begin(s, "span"));
+        OK(t.end(s));
+        OK(t.host_end());
+        cw::pipeline p = VAL(cw::pipeline::create(ctx));
+        OK(t.attach(p));
+        OK(cw::trace::detach(p));
+        cw_trace_info i = VAL(t.info());
+        assert_int_equal(i.spans, 2);
+        assert_int_equal(i.contexts, 1);
+        OK(t.write(path));
+        cw_resident_settings rs = cw::defaults<cw_resident_settings>();
+        rs.trace = 1;
+        cw::resident r = VAL(cw::resident::create(ctx, &rs));
+        assert_int_equal(STATUS_OF(t.record_resident(r)), CW_ERROR_INVALID_STATE);  // not built yet
+    }
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(text, "\"name\":\"span\",\"cat\":\"gpu\""));
+    assert_non_null(strstr(text, "\"name\":\"host work\",\"cat\":\"host\""));
+    assert_non_null(strstr(text, "{\"name\":\"gpu work\"}"));
+    assert_int_equal(live_events(), e0);
+}
+
 static void test_future_and_timer(void **) {
     const long e0 = live_events();
     {
@@ -1719,6 +1762,7 @@ static int run_group(const char *fake, bool features) {
         cmocka_unit_test(test_resident_tear_down_reports),
         cmocka_unit_test(test_host_memory_and_copies),
         cmocka_unit_test(test_several_devices),
+        cmocka_unit_test(test_trace),
         cmocka_unit_test(test_every_handle_destroyed),
     };
     return cmocka_run_group_tests_name("C++ wrappers, FAKE_CUDA_FEATURES=all", tests, NULL, NULL);

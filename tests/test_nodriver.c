@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cwtest.h"
 
@@ -602,6 +603,55 @@ static void test_multi_without_driver(void **state) {
     assert_null(comm);
 }
 
+/* A trace needs no driver for host spans; the calls on streams, pipelines
+ * and loops refuse NULL handles naming themselves. */
+static void test_trace_without_driver(void **state) {
+    (void)state;
+    cw_trace_settings ts;
+    memset(&ts, 0x7f, sizeof ts);
+    cw_trace_settings_default(&ts);
+    cw_trace_settings_default(NULL);
+    assert_int_equal(ts.max_spans, 0);
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, &ts));
+    assert_cw_ok(cw_trace_name_thread(t, "main"));
+    assert_cw_ok(cw_trace_host_begin(t, "work"));
+    assert_cw_ok(cw_trace_host_end(t));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 1);
+    assert_int_equal(info.contexts, 0);
+    char path[] = "/tmp/cw-nodriver-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_cw_ok(cw_trace_write(t, path));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char text[2048] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(text, "\"traceEvents\""));
+    assert_non_null(strstr(text, "\"name\":\"work\",\"cat\":\"host\",\"ph\":\"X\""));
+    assert_non_null(strstr(text, "\"args\":{\"name\":\"main\"}"));
+    EXPECT_INVALID_ND(cw_trace_create, cw_trace_create(NULL, NULL));
+    EXPECT_INVALID_ND(cw_trace_name_stream, cw_trace_name_stream(t, NULL, "x"));
+    EXPECT_INVALID_ND(cw_trace_name_thread, cw_trace_name_thread(NULL, "x"));
+    EXPECT_INVALID_ND(cw_trace_begin, cw_trace_begin(t, NULL, "x"));
+    EXPECT_INVALID_ND(cw_trace_end, cw_trace_end(t, NULL));
+    EXPECT_INVALID_ND(cw_trace_host_begin, cw_trace_host_begin(t, NULL));
+    EXPECT_INVALID_ND(cw_trace_host_end, cw_trace_host_end(NULL));
+    EXPECT_INVALID_ND(cw_pipeline_set_trace, cw_pipeline_set_trace(NULL, t));
+    EXPECT_INVALID_ND(cw_trace_record_resident, cw_trace_record_resident(t, NULL));
+    EXPECT_INVALID_ND(cw_trace_get_info, cw_trace_get_info(t, NULL));
+    EXPECT_INVALID_ND(cw_trace_write, cw_trace_write(t, NULL));
+    cw_trace_destroy(&t);
+    assert_null(t);
+    cw_trace_destroy(NULL);
+}
+
 int main(void) {
     /* Before any cuweave call: the loader reads these once. */
     setenv("CUWEAVE_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
@@ -623,6 +673,7 @@ int main(void) {
         cmocka_unit_test(test_flow_without_driver),
         cmocka_unit_test(test_multi_without_driver),
         cmocka_unit_test(test_share_without_driver),
+        cmocka_unit_test(test_trace_without_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

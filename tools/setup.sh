@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Installs what building and testing cuweave needs on a fresh Debian (or
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
-# valgrind, python3-venv (the wheel's check), doxygen (the API reference),
+# valgrind, python3-venv (the wheel's check; matplotlib's environment),
+# doxygen (the API reference),
 # and clang with libFuzzer and the sanitizer runtimes for the fuzz
 # targets (tools/fuzz.sh; Debian 12 packs those in libclang-rt-dev, older
 # releases with clang itself).
@@ -16,11 +17,24 @@ pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }
+# matplotlib for tools/trace_plot.py (its test renders PNGs from traces), from
+# PyPI with pip into a virtual environment of its own, $CUWEAVE_PLOT_VENV
+# (default ~/.cache/cuweave/plot-venv; Debian's python3 is externally
+# managed). SETUP_PLOT=0 skips it.
+plot_env() {
+    [ "${SETUP_PLOT:-1}" = 0 ] && return 0
+    venv=${CUWEAVE_PLOT_VENV:-$HOME/.cache/cuweave/plot-venv}
+    if "$venv/bin/python3" -c 'import matplotlib' >/dev/null 2>&1; then
+        echo "setup: matplotlib already in $venv"
+        return 0
+    fi
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q matplotlib && echo "setup: installed matplotlib in $venv"
+}
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
-[ -z "$missing" ] && have_fuzzer && { echo "setup: all of ($pkgs) and libFuzzer already installed"; exit 0; }
+[ -z "$missing" ] && have_fuzzer && { plot_env; echo "setup: all of ($pkgs) and libFuzzer already installed"; exit 0; }
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
@@ -47,4 +61,5 @@ if ! have_fuzzer; then
     missing="$missing libclang-rt-dev"
 fi
 have_fuzzer || { echo "setup: clang finds no libFuzzer (libclang_rt.fuzzer-$(uname -m).a)"; exit 1; }
+plot_env
 echo "setup: installed$missing"

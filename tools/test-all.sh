@@ -14,6 +14,8 @@
 # reason, and ends with one line: "cuweave: N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
+# tools/setup.sh installs matplotlib: its PNG test (trace_plot) must not skip here.
+export CUWEAVE_TESTS_NEED_MATPLOTLIB="${CUWEAVE_TESTS_NEED_MATPLOTLIB:-1}"
 jobs=$(nproc 2>/dev/null || echo 2)
 mkdir -p build
 results=build/test-results.txt
@@ -117,7 +119,8 @@ if command -v valgrind >/dev/null 2>&1; then
              "build/make/tests/test_stream_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_multi_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_handles_cpu build/make/tests/libfakecuda.so" \
-             "build/make/tests/test_model_cpu build/make/tests/libfakecuda.so"; do
+             "build/make/tests/test_model_cpu build/make/tests/libfakecuda.so" \
+             "build/make/tests/test_trace_cpu build/make/tests/libfakecuda.so"; do
         if valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q $t \
             > build/valgrind.log 2>&1; then
             summary add valgrind "valgrind:${t%% *}" PASS; echo "PASS valgrind $t"

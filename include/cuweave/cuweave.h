@@ -21,5 +21,6 @@
 #include "cuweave/multi.h"
 #include "cuweave/collective.h"
 #include "cuweave/share.h"
+#include "cuweave/trace.h"
 
 #endif /* CUWEAVE_CUWEAVE_H */

@@ -33,7 +33,8 @@
 // kernels (with a typed launch), the jit cache, buffers, page-locked host
 // memory and copies, several devices (device groups, peer access, peer
 // copies, pools shared with peers), NCCL collectives (communicators,
-// groups), and operators and pipelines (a base class for operator authors).
+// groups), operators and pipelines (a base class for operator authors), and
+// traces (timelines).
 // Settings stay the C structs: cw::defaults<cw_..._settings>() gives one
 // filled with defaults.
 // There is no event wrapper: the C API has no public event object (ordering
@@ -59,6 +60,7 @@
 #include "cuweave/cpp/collective.hpp"
 #include "cuweave/cpp/share.hpp"
 #include "cuweave/cpp/flow.hpp"
+#include "cuweave/cpp/trace.hpp"
 
 namespace cw {
 inline namespace v0_2 {
@@ -77,6 +79,7 @@ static_assert(sizeof(stream) == sizeof(detail::handle_and_flag), "stream is the 
 static_assert(sizeof(stream_pool) == sizeof(detail::handle_and_flag), "stream_pool is the handle plus ownership");
 static_assert(sizeof(partition_group) == sizeof(detail::handle_and_flag), "partition_group is the handle plus ownership");
 static_assert(sizeof(timer) == sizeof(detail::handle_and_flag), "timer is the handle plus ownership");
+static_assert(sizeof(trace) == sizeof(detail::handle_and_flag), "trace is the handle plus ownership");
 static_assert(sizeof(future) == sizeof(detail::handle_and_flag), "future is the handle plus ownership");
 static_assert(sizeof(graph) == sizeof(detail::handle_and_flag), "graph is the handle plus ownership");
 static_assert(sizeof(graph_exec) == sizeof(detail::handle_and_flag), "graph_exec is the handle plus ownership");

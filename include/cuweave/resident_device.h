@@ -124,7 +124,7 @@ typedef struct cw_res_dev {
     unsigned int backoff_ns;      /* adaptive: the current sleep between checks */
     unsigned int idle;            /* handler mode: the last iteration found nothing */
     unsigned int pad[3];
-    unsigned long long trace_clock; /* trace: stage marks made (cwk_res_mark) */
+    unsigned long long trace_clock; /* trace: the last stage mark's value, global timer ns (cwk_res_mark) */
     /* Set by the arm kernel for cw_resident_begin and cw_resident_end. */
     unsigned long long host;        /* device address of the cw_res_host */
     unsigned long long timeout_ns;

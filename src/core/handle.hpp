@@ -37,6 +37,7 @@
     X(cw_operator, 0x43574f50u)      /* CWOP */           \
     X(cw_pipeline, 0x43575049u)      /* CWPI */           \
     X(cw_shared_event, 0x43575345u)  /* CWSE */           \
+    X(cw_trace, 0x43575452u)         /* CWTR */           \
     X(cw_io, 0x4357494fu)            /* CWIO: not registered, see flow.hpp */
 
 #define CW_HANDLE_DECLARE_(type, tag) struct type;

@@ -160,8 +160,11 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
             }
         }
     }
+    cw_trace *const trace = p->trace;
+    const int64_t call_begin = trace ? now_ns() : 0;
     if (op->settings.wait_inputs) {
         cw_status st = wait_inputs(p, op);
+        if (trace) trace_host(p, "wait inputs", call_begin);
         if (st != CW_SUCCESS) {
             record_failure(p, op, "waiting for its inputs", st);
             return;
@@ -173,8 +176,13 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
     cw_status st = op->ops.compute(&op->io, op->user);
     op->io.active = false;
     if (st != CW_SUCCESS) record_failure(p, op, "compute", st);
+    if (trace) {
+        cw_status te = trace_call_end(&op->io);
+        if (st == CW_SUCCESS && te != CW_SUCCESS) record_failure(p, op, "tracing", te);
+    }
     cw_status fin = finish_call(p, op, st == CW_SUCCESS);
     if (st == CW_SUCCESS && fin != CW_SUCCESS) record_failure(p, op, "recording buffer uses", fin);
+    if (trace) trace_host(p, op->name, call_begin);
     p->computes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -238,6 +246,7 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
     io->touched.clear();
     io->waited.clear();
     io->allocated.clear();
+    io->trace_stream = nullptr;
     for (Port &pt : op->ports) {
         pt.emitted = false;
         pt.pending = Message{};
@@ -412,8 +421,10 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         const uint64_t global = p->iterations.fetch_add(1, std::memory_order_relaxed);
         if (p->max_in_flight) {
             if ((st = mark_iteration(p, global)) != CW_SUCCESS) break;
+            const int64_t wait_begin = p->trace ? now_ns() : 0;
             if (global + 1 >= p->max_in_flight && (st = settle_marks(p, global + 1 - p->max_in_flight, true)))
                 break;
+            if (p->trace && global + 1 >= p->max_in_flight) trace_host(p, "in-flight wait", wait_begin);
         }
     }
     if (!workers.empty()) {

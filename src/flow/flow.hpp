@@ -80,6 +80,7 @@ struct cw_io {
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
     cw::Vec<cw::core::Mark *> waited;    // marks the call's stream waited for (held by their messages)
     cw::Vec<cw_buffer *> allocated;
+    cw_stream *trace_stream;     // with a trace: the stream the call's GPU span was begun on
 };
 
 struct cw_operator {
@@ -142,6 +143,7 @@ struct cw_pipeline {
     char fail_msg[512];
     int fail_cu;           // the failing driver call's CUresult (0: none), from the detail
     char fail_call[64];    // and its name, passed on in cw_pipeline_run's detail
+    cw_trace *trace;       // cw_pipeline_set_trace (retained), or NULL: no cost but this test
 };
 
 
@@ -216,6 +218,15 @@ cw_status io_port_ptr(cw_io *io, const char *port, CUdeviceptr *dptr);
 // The pipeline becomes r's workload: each iteration captures every
 // operator on a stream of its own, forked from the loop's.
 cw_status make_resident(cw_pipeline *p, cw_resident *r);
+
+// ---- pipeline_trace.cpp: the hooks of cw_pipeline_set_trace -----------------
+cw_status pipeline_set_trace(cw_pipeline *p, cw_trace *t);
+void pipeline_drop_trace(cw_pipeline *p);
+// The call's GPU span begins on s (once per call); ends after the compute call.
+cw_status trace_call_stream(cw_io *io, cw_stream *s);
+cw_status trace_call_end(cw_io *io);
+// A host span on this thread from begin_ns to now.
+void trace_host(cw_pipeline *p, const char *name, int64_t begin_ns);
 
 }  // namespace flow
 }  // namespace cw

@@ -254,6 +254,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         CW_TRY(make_current(s->ctx->cu));
         io->made_current = s->ctx->cu;
     }
+    if (io->p->trace) CW_TRY(trace_call_stream(io, s));
     *out = s;
     return CW_SUCCESS;
 }

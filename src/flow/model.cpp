@@ -177,6 +177,7 @@ void pipeline_destroy(cw_pipeline *p) {
     if (p->null_stream) stream_free(p->null_stream);
     if (p->own_pool) pool_destroy(p->pool);
     if (p->memory) release_memory(p->memory);
+    pipeline_drop_trace(p);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);

@@ -15,8 +15,9 @@
 
 /* Trace (cw_resident_settings.trace): each stage has two words in mapped
  * host memory, marks[2 * i] when it began and marks[2 * i + 1] when it
- * ended, both values of d->trace_clock; a stage that began after it last
- * ended was running when the loop faulted. */
+ * ended, both values of d->trace_clock (the global timer's ns, made
+ * unique); a stage that began after it last ended was running when the loop
+ * faulted. */
 #define CW_RES_MAX_STAGES 1024u
 
 #endif /* CUWEAVE_RESIDENT_ABI_H */

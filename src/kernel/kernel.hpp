@@ -104,5 +104,11 @@ cw_status builtin_by_name(const char *name, cw_kernel **out);
 // How the image was made (nvcc at build time, or the checked-in PTX).
 const char *builtin_origin();
 
+// ---- clock.cpp ----
+// ctx's global timer on the host's monotonic clock: host ns = timer ns +
+// *offset, within *err_ns (a probe kernel, best of five). CW_ERROR_TIMEOUT
+// when the probe does not run within 200 ms.
+cw_status globaltimer_offset(cw_context *ctx, int64_t *offset, int64_t *err_ns);
+
 }  // namespace kernels
 }  // namespace cw

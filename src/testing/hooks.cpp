@@ -12,6 +12,7 @@
 #include "core/future.hpp"
 #include "core/handle.hpp"
 #include "core/pool.hpp"
+#include "core/trace.hpp"
 #include "graph/resident.hpp"
 #include "jit/jit.hpp"
 #include "jit/sha256.hpp"
@@ -53,6 +54,11 @@ void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void 
 int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {
     if (!r || !cw::live(r)) return -1;
     return cw::graphs::resident_trace_marks(r, marks, stages) ? 0 : -1;
+}
+
+int cwi_trace_set_globaltimer(cw_trace *t, cw_context *ctx, long long offset) {
+    if (!t || !cw::live(t) || !ctx || !cw::live(ctx)) return -1;
+    return cw::core::trace_set_globaltimer(t, ctx, offset, 0) == CW_SUCCESS ? 0 : -1;
 }
 
 cw_res_host *cwi_resident_host(cw_resident *r) {

@@ -116,6 +116,13 @@ unsigned long cwi_future_watcher_wakes(void);
 struct cw_resident;
 int cwi_resident_trace(struct cw_resident *r, volatile unsigned long long **marks, unsigned *stages);
 
+/* Sets trace t's global timer of context ctx (host ns = timer ns + offset),
+ * as cw_trace_record_resident's calibration kernel would (the fake runs no
+ * kernels). Returns 0, or -1 when t or ctx is not live. */
+struct cw_trace;
+struct cw_context;
+int cwi_trace_set_globaltimer(struct cw_trace *t, struct cw_context *ctx, long long offset);
+
 /* A resident loop's host block (struct cw_res_host, graph/resident_abi.h):
  * the doorbell and launch words the host writes, and the words the GPU
  * writes (completed, exited_epoch, exit_reason), which a test writes as

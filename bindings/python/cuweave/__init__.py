@@ -13,7 +13,7 @@ Covers the whole C API but cw_buffer_get_ptr (Buffer.ptr reads
 cw_buffer_get_info; cuweave._lib.UNBOUND): library and devices, the log callback, contexts,
 green partitions, streams (with the __cuda_stream__ protocol) and forks,
 stream pools, leases and named streams, futures (awaitable with asyncio
-through their eventfd; callbacks), timers, graphs, NVRTC programs, modules
+through their eventfd; callbacks), timers, traces (timelines), graphs, NVRTC programs, modules
 and kernels, the GPU-resident loop, device buffers and host memory,
 operators and pipelines with a compute in Python (cuweave/_flow.py), and
 several devices: device groups, peer access and copies, and NCCL
@@ -637,6 +637,75 @@ class Timer(_Handle):
         ms = ctypes.c_float()
         lib.cw_timer_get_elapsed_ms(self.handle, ctypes.byref(ms))
         return ms.value
+
+
+class Trace(_Handle):
+    """A timeline (cuweave/trace.h, docs/tracing.md): GPU spans on streams
+    (begin/end, or `with trace.span(stream, name):`), host spans on the
+    calling thread (host_begin/host_end, or `with trace.host_span(name):`),
+    a Pipeline's operators (Pipeline.set_trace), a Resident loop's stages
+    (record_resident). write(path) exports Chrome trace-event JSON, which
+    ui.perfetto.dev opens and tools/trace_plot.py renders."""
+
+    _destroy = lib.cw_trace_destroy
+
+    def __init__(self, max_spans=0):
+        s = _lib.TraceSettings()
+        lib.cw_trace_settings_default(ctypes.byref(s))
+        s.max_spans = int(max_spans)
+        super().__init__(_new(lib.cw_trace_create, ctypes.byref(s)))
+
+    def name_stream(self, stream, name):
+        lib.cw_trace_name_stream(self.handle, stream.handle, str(name).encode())
+
+    def name_thread(self, name):
+        lib.cw_trace_name_thread(self.handle, str(name).encode())
+
+    def begin(self, stream, name):
+        lib.cw_trace_begin(self.handle, stream.handle, str(name).encode())
+
+    def end(self, stream):
+        lib.cw_trace_end(self.handle, stream.handle)
+
+    def host_begin(self, name):
+        lib.cw_trace_host_begin(self.handle, str(name).encode())
+
+    def host_end(self):
+        lib.cw_trace_host_end(self.handle)
+
+    class _Span:
+        def __init__(self, enter, leave):
+            self._enter, self._leave = enter, leave
+
+        def __enter__(self):
+            self._enter()
+            return self
+
+        def __exit__(self, *exc):
+            self._leave()
+            return False
+
+    def span(self, stream, name):
+        """A GPU span on stream around the with block's work."""
+        return Trace._Span(lambda: self.begin(stream, name), lambda: self.end(stream))
+
+    def host_span(self, name):
+        """A host span on this thread around the with block."""
+        return Trace._Span(lambda: self.host_begin(name), self.host_end)
+
+    def record_resident(self, resident):
+        """Adds the stages of a Resident loop (trace=1) that ran since the
+        last call (cw_trace_record_resident)."""
+        lib.cw_trace_record_resident(self.handle, resident.handle)
+
+    def info(self):
+        i = _lib.TraceInfo()
+        lib.cw_trace_get_info(self.handle, ctypes.byref(i))
+        return {name: getattr(i, name) for name, _ in _lib.TraceInfo._fields_ if name != "reserved"}
+
+    def write(self, path):
+        """Writes the ended spans as Chrome trace-event JSON to path."""
+        lib.cw_trace_write(self.handle, os.fsencode(path))
 
 
 def partition_caps(device=0):

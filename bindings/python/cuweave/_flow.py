@@ -536,6 +536,13 @@ class Pipeline:
         lib.cw_pipeline_get_port_ptr(self.handle, _name(op).encode(), str(port).encode(), ctypes.byref(v))
         return v.value
 
+    def set_trace(self, trace):
+        """Traces the next runs into trace (a cuweave.Trace; None: stop
+        tracing): a host span per compute call, a GPU span per operator on its
+        stream (cw_pipeline_set_trace). The pipeline keeps the trace alive."""
+        lib.cw_pipeline_set_trace(self.handle, trace.handle if trace is not None else None)
+        self._trace = trace
+
     def make_resident(self, resident):
         """Makes the pipeline the workload of a Resident loop
         (cw_pipeline_make_resident): every operator resident=True; their

@@ -618,6 +618,23 @@ class SharedEventInfo(ctypes.Structure):
     ]
 
 
+class TraceSettings(ctypes.Structure):
+    _c_name_ = "cw_trace_settings"
+    _fields_ = [("max_spans", ctypes.c_uint32), ("reserved", ctypes.c_uint8 * 60)]
+
+
+class TraceInfo(ctypes.Structure):
+    _c_name_ = "cw_trace_info"
+    _fields_ = [
+        ("spans", ctypes.c_uint64),
+        ("dropped", ctypes.c_uint64),
+        ("calibration_error_ns", ctypes.c_int64),
+        ("tracks", ctypes.c_uint32),
+        ("contexts", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
 # Public structs of include/cuweave/*.h that have no Structure here, and why
 # (tests/test_abi.py fails on a public struct neither bound nor listed).
 STRUCTS_UNBOUND = {
@@ -847,6 +864,19 @@ _SIGNATURES = [
     ("cw_io_alloc", _int, [c_void_pp, _vp, _size], True),
     ("cw_io_get_port_ptr", _int, [_vp, _str, c_uint64_p], True),
     ("cw_io_get_info", _int, [_vp, _P(IoInfo)], True),
+    ("cw_trace_settings_default", None, [_P(TraceSettings)], False),
+    ("cw_trace_create", _int, [c_void_pp, _P(TraceSettings)], True),
+    ("cw_trace_destroy", None, [c_void_pp], False),
+    ("cw_trace_name_stream", _int, [_vp, _vp, _str], True),
+    ("cw_trace_name_thread", _int, [_vp, _str], True),
+    ("cw_trace_begin", _int, [_vp, _vp, _str], True),
+    ("cw_trace_end", _int, [_vp, _vp], True),
+    ("cw_trace_host_begin", _int, [_vp, _str], True),
+    ("cw_trace_host_end", _int, [_vp], True),
+    ("cw_pipeline_set_trace", _int, [_vp, _vp], True),
+    ("cw_trace_record_resident", _int, [_vp, _vp], True),
+    ("cw_trace_get_info", _int, [_vp, _P(TraceInfo)], True),
+    ("cw_trace_write", _int, [_vp, _str], True),
     ("cw_version", ctypes.c_uint, [], False),
 ]
 

@@ -113,6 +113,7 @@ CW_HPP_DEFAULTS_(cw_port_settings, cw_port_settings_default)
 CW_HPP_DEFAULTS_(cw_operator_settings, cw_operator_settings_default)
 CW_HPP_DEFAULTS_(cw_pipeline_settings, cw_pipeline_settings_default)
 CW_HPP_DEFAULTS_(cw_comm_bootstrap_settings, cw_comm_bootstrap_settings_default)
+CW_HPP_DEFAULTS_(cw_trace_settings, cw_trace_settings_default)
 #undef CW_HPP_DEFAULTS_
 
 // ---- what differs between the modes --------------------------------------------

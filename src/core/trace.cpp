@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+// cuweave core: traces (trace.hpp). Every call takes the trace's lock; GPU
+// spans hold their two timing events until cw_trace_write resolves them to
+// host nanoseconds: elapsed time from the context's calibration event, plus
+// the host time that event was estimated at.
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <new>
+
+#include "base/sync.hpp"
+#include "base/vec.hpp"
+#include "core/handle.hpp"
+#include "core/stream.hpp"
+#include "core/trace.hpp"
+
+namespace {
+
+struct Track {
+    uint64_t key;  // the stream's serial, or the host thread's id
+    bool gpu;
+    bool named;
+    uint32_t dropped_open;  // spans begun past max_spans and not ended
+    char name[64];
+};
+
+struct Span {
+    uint32_t track;
+    int clock;        // GPU: index of its context's clock; -1: host
+    bool open;
+    bool resolved;    // host spans, and GPU spans once written
+    CUevent eb, ee;   // GPU: begin and end events until resolved
+    int64_t b, e;     // host monotonic ns
+    char name[48];
+};
+
+struct GlobalTimer {
+    cw_context *ctx;  // retained
+    int64_t offset;   // host ns - timer ns
+    int64_t err_ns;
+};
+
+struct Source {
+    const void *key;
+    uint64_t last;
+};
+
+// A timing event of a written span, kept for the next span on its context.
+struct Spare {
+    int clock;
+    CUevent ev;
+};
+
+struct Clock {
+    cw_context *ctx;  // retained
+    CUevent ref;
+    int64_t host_ns;  // the estimate of ref's GPU time on the host's clock
+    int64_t err_ns;   // half the window it was taken in
+};
+
+constexpr uint32_t kDefaultMaxSpans = 1u << 20;
+constexpr int kCalibrations = 5;
+
+uint64_t thread_key() {
+    static thread_local uint64_t tid = 0;
+    if (!tid) tid = (uint64_t)syscall(SYS_gettid);
+    return tid;
+}
+
+}  // namespace
+
+struct cw_trace {
+    uint32_t tag;
+    std::atomic<int> refs;
+    pthread_mutex_t mu;
+    uint32_t max_spans;
+    int64_t origin;  // host ns of ts 0
+    uint64_t dropped;
+    cw::Vec<Track> tracks;
+    cw::Vec<Span> spans;
+    cw::Vec<Clock> clocks;
+    cw::Vec<GlobalTimer> timers;
+    cw::Vec<Source> sources;
+    cw::Vec<Spare> spare;
+};
+
+namespace cw {
+namespace core {
+
+namespace {
+
+struct Lock {
+    pthread_mutex_t *m;
+    explicit Lock(cw_trace *t) : m(&t->mu) { pthread_mutex_lock(m); }
+    ~Lock() { pthread_mutex_unlock(m); }
+};
+
+// The track of (key, gpu), made when new (UINT32_MAX when out of memory).
+uint32_t track_of(cw_trace *t, uint64_t key, bool gpu) {
+    for (size_t i = 0; i < t->tracks.size(); i++)
+        if (t->tracks[i].key == key && t->tracks[i].gpu == gpu) return (uint32_t)i;
+    Track k;
+    memset(&k, 0, sizeof k);
+    k.key = key;
+    k.gpu = gpu;
+    snprintf(k.name, sizeof k.name, gpu ? "stream %llu" : "thread %llu", (unsigned long long)key);
+    if (!t->tracks.push(k)) return UINT32_MAX;
+    return (uint32_t)(t->tracks.size() - 1);
+}
+
+cw_status elapsed_ms(CUevent a, CUevent b, float *ms) {
+    if (drv().cuEventElapsedTime)
+        CW_CU(cuEventElapsedTime, (ms, a, b));
+    else if (drv().cuEventElapsedTime_v1)
+        CW_CU(cuEventElapsedTime_v1, (ms, a, b));
+    else
+        return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no cuEventElapsedTime");
+    return CW_SUCCESS;
+}
+
+// The clock of ctx: calibrated now when new. The best of kCalibrations
+// records of an event on a private stream, each waited for: the event's GPU
+// time lies between the host's readings before the record and after the
+// wait, estimated at the middle.
+cw_status clock_of(cw_trace *t, cw_context *ctx, int *idx) {
+    for (size_t i = 0; i < t->clocks.size(); i++)
+        if (t->clocks[i].ctx == ctx) {
+            *idx = (int)i;
+            return CW_SUCCESS;
+        }
+    cw_stream *tmp = nullptr;  // a partition's stream on a green context
+    CW_TRY(stream_new(ctx, CW_STREAM_NON_BLOCKING, 0, true, &tmp));
+    CurrentGuard guard;
+    cw_status entered = guard.enter(ctx->cu);
+    if (entered != CW_SUCCESS) {
+        stream_free(tmp);
+        return entered;
+    }
+    Clock c{ctx, nullptr, 0, INT64_MAX};
+    cw_status st = CW_SUCCESS;
+    for (int k = 0; k < kCalibrations && st == CW_SUCCESS; k++) {
+        CUevent ev = nullptr;
+        CUresult r = drv().cuEventCreate(&ev, CU_EVENT_DEFAULT);
+        if (r != CUDA_SUCCESS) {
+            st = fail_cu(r, "cuEventCreate");
+            break;
+        }
+        const int64_t t0 = now_ns();
+        r = drv().cuEventRecord(ev, tmp->cu);
+        if (r == CUDA_SUCCESS) r = drv().cuEventSynchronize(ev);
+        const int64_t t1 = now_ns();
+        if (r != CUDA_SUCCESS) {
+            st = fail_cu(r, "cuEventSynchronize");
+            drv().cuEventDestroy(ev);
+            break;
+        }
+        if ((t1 - t0) / 2 < c.err_ns) {
+            if (c.ref) drv().cuEventDestroy(c.ref);
+            c.ref = ev;
+            c.err_ns = (t1 - t0 + 1) / 2;
+            c.host_ns = t0 + (t1 - t0) / 2;
+        } else {
+            drv().cuEventDestroy(ev);
+        }
+    }
+    stream_free(tmp);
+    if (st == CW_SUCCESS && !t->clocks.push(c)) st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st != CW_SUCCESS) {
+        if (c.ref) drv().cuEventDestroy(c.ref);
+        return st;
+    }
+    context_retain(ctx);
+    *idx = (int)(t->clocks.size() - 1);
+    return guard.leave();
+}
+
+// The span begun last and not ended on track k (-1: none).
+long last_open(cw_trace *t, uint32_t k) {
+    for (size_t i = t->spans.size(); i-- > 0;)
+        if (t->spans[i].open && t->spans[i].track == k) return (long)i;
+    return -1;
+}
+
+// A span begun on track k (host: at b); false when past max_spans.
+Span *span_new(cw_trace *t, uint32_t k, const char *name, cw_status *st) {
+    *st = CW_SUCCESS;
+    if (t->spans.size() >= t->max_spans) {
+        t->dropped++;
+        t->tracks[k].dropped_open++;
+        return nullptr;
+    }
+    Span *sp = t->spans.emplace();
+    if (!sp) {
+        *st = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return nullptr;
+    }
+    memset(sp, 0, sizeof *sp);
+    sp->track = k;
+    sp->clock = -1;
+    sp->open = true;
+    snprintf(sp->name, sizeof sp->name, "%s", name);
+    return sp;
+}
+
+// A timing event of clock's context (a spare one, else a new one) recorded on s.
+cw_status record_new(cw_trace *t, int clock, const cw_stream *s, CUevent *ev) {
+    *ev = nullptr;
+    for (size_t i = t->spare.size(); i-- > 0;)
+        if (t->spare[i].clock == clock) {
+            *ev = t->spare[i].ev;
+            t->spare[i] = t->spare[t->spare.size() - 1];
+            t->spare.pop();
+            break;
+        }
+    if (!*ev) {
+        CurrentGuard guard;
+        CW_TRY(guard.enter(s->ctx->cu));
+        CW_CU(cuEventCreate, (ev, CU_EVENT_DEFAULT));
+        CW_TRY(guard.leave());
+    }
+    cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(*ev, s->cu); });
+    if (st != CW_SUCCESS) {
+        drv().cuEventDestroy(*ev);
+        *ev = nullptr;
+    }
+    return st;
+}
+
+// A written span's event: kept for the next span of its context.
+void spare_event(cw_trace *t, int clock, CUevent ev) {
+    if (!t->spare.push(Spare{clock, ev})) drv().cuEventDestroy(ev);
+}
+
+void put_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+// Resolves every ended GPU span to host ns (waits for its end event).
+cw_status resolve(cw_trace *t) {
+    for (size_t i = 0; i < t->spans.size(); i++) {
+        Span &sp = t->spans[i];
+        if (sp.open || sp.resolved) continue;
+        const Clock &c = t->clocks[(size_t)sp.clock];
+        CurrentGuard guard;
+        CW_TRY(guard.enter(c.ctx->cu));
+        CW_CU(cuEventSynchronize, (sp.ee));
+        float mb = 0, me = 0;
+        CW_TRY(elapsed_ms(c.ref, sp.eb, &mb));
+        CW_TRY(elapsed_ms(c.ref, sp.ee, &me));
+        sp.b = c.host_ns + (int64_t)((double)mb * 1e6);
+        sp.e = c.host_ns + (int64_t)((double)me * 1e6);
+        if (sp.e < sp.b) sp.e = sp.b;
+        spare_event(t, sp.clock, sp.eb);
+        spare_event(t, sp.clock, sp.ee);
+        sp.eb = sp.ee = nullptr;
+        sp.resolved = true;
+        CW_TRY(guard.leave());
+    }
+    return CW_SUCCESS;
+}
+
+}  // namespace
+
+cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
+    cw_trace *t = static_cast<cw_trace *>(calloc(1, sizeof(cw_trace)));
+    if (!t) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    new (t) cw_trace();
+    t->refs.store(1);
+    pthread_mutex_init(&t->mu, nullptr);
+    t->max_spans = settings && settings->max_spans ? settings->max_spans : kDefaultMaxSpans;
+    t->origin = now_ns();
+    room.publish(t);
+    *out = t;
+    return CW_SUCCESS;
+}
+
+void trace_retain(cw_trace *t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void trace_release(cw_trace *t) {
+    if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    for (size_t i = 0; i < t->spans.size(); i++) {
+        Span &sp = t->spans[i];
+        if (sp.eb) drv().cuEventDestroy(sp.eb);
+        if (sp.ee) drv().cuEventDestroy(sp.ee);
+    }
+    for (size_t i = 0; i < t->spare.size(); i++) drv().cuEventDestroy(t->spare[i].ev);
+    for (size_t i = 0; i < t->clocks.size(); i++) {
+        drv().cuEventDestroy(t->clocks[i].ref);
+        context_release(t->clocks[i].ctx);
+    }
+    for (size_t i = 0; i < t->timers.size(); i++) context_release(t->timers[i].ctx);
+    pthread_mutex_destroy(&t->mu);
+    t->~cw_trace();
+    handle_free(t);
+}
+
+void trace_destroy(cw_trace *t) {
+    handle_retire(t);
+    trace_release(t);
+}
+
+cw_status trace_name_stream(cw_trace *t, const cw_stream *s, const char *name, bool only_if_unnamed) {
+    Lock lock(t);
+    const uint32_t k = track_of(t, s->serial, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    Track &tr = t->tracks[k];
+    if (only_if_unnamed && tr.named) return CW_SUCCESS;
+    snprintf(tr.name, sizeof tr.name, "%s", name);
+    tr.named = true;
+    return CW_SUCCESS;
+}
+
+cw_status trace_name_thread(cw_trace *t, const char *name) {
+    Lock lock(t);
+    const uint32_t k = track_of(t, thread_key(), false);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", name);
+    t->tracks[k].named = true;
+    return CW_SUCCESS;
+}
+
+cw_status trace_begin(cw_trace *t, cw_stream *s, const char *name) {
+    if (capturing(s)) return fail(CW_ERROR_INVALID_STATE, "the stream is capturing: a trace marks work as it runs");
+    Lock lock(t);
+    int clock = -1;
+    CW_TRY(clock_of(t, s->ctx, &clock));
+    const uint32_t k = track_of(t, s->serial, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (!sp) return st;
+    sp->clock = clock;
+    st = record_new(t, clock, s, &sp->eb);
+    if (st != CW_SUCCESS) t->spans.pop();
+    return st;
+}
+
+cw_status trace_end(cw_trace *t, cw_stream *s) {
+    Lock lock(t);
+    const uint32_t k = track_of(t, s->serial, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const long i = last_open(t, k);
+    // A span dropped past max_spans, begun after the last kept one, ends first.
+    if (t->tracks[k].dropped_open && (i < 0 || t->spans.size() >= t->max_spans)) {
+        t->tracks[k].dropped_open--;
+        return CW_SUCCESS;
+    }
+    if (i < 0) return fail(CW_ERROR_INVALID_STATE, "no span is open on this stream");
+    Span &sp = t->spans[(size_t)i];
+    CW_TRY(record_new(t, sp.clock, s, &sp.ee));
+    sp.open = false;
+    return CW_SUCCESS;
+}
+
+cw_status trace_rebegin(cw_trace *t, cw_stream *s) {
+    Lock lock(t);
+    const uint32_t k = track_of(t, s->serial, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const long i = last_open(t, k);
+    if (i < 0 || t->tracks[k].dropped_open) return CW_SUCCESS;  // dropped past max_spans
+    CUevent ev = t->spans[(size_t)i].eb;
+    return on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(ev, s->cu); });
+}
+
+cw_status trace_host_begin(cw_trace *t, const char *name) {
+    const int64_t now = now_ns();
+    Lock lock(t);
+    const uint32_t k = track_of(t, thread_key(), false);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (sp) {
+        sp->b = now;
+        sp->resolved = true;
+    }
+    return st;
+}
+
+cw_status trace_host_end(cw_trace *t) {
+    const int64_t now = now_ns();
+    Lock lock(t);
+    const uint32_t k = track_of(t, thread_key(), false);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const long i = last_open(t, k);
+    if (t->tracks[k].dropped_open && (i < 0 || t->spans.size() >= t->max_spans)) {
+        t->tracks[k].dropped_open--;
+        return CW_SUCCESS;
+    }
+    if (i < 0) return fail(CW_ERROR_INVALID_STATE, "no host span is open on this thread");
+    t->spans[(size_t)i].e = now;
+    t->spans[(size_t)i].open = false;
+    return CW_SUCCESS;
+}
+
+cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns, const char *thread_name) {
+    Lock lock(t);
+    const uint32_t k = track_of(t, thread_key(), false);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (thread_name && !t->tracks[k].named) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s %llu", thread_name,
+                 (unsigned long long)t->tracks[k].key);
+        t->tracks[k].named = true;
+    }
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (sp) {
+        sp->b = begin_ns;
+        sp->e = end_ns;
+        sp->open = false;
+        sp->resolved = true;
+    } else if (st == CW_SUCCESS) {
+        t->tracks[k].dropped_open--;  // a complete span leaves nothing open
+    }
+    return st;
+}
+
+cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const char *name, int64_t begin_ns,
+                         int64_t end_ns) {
+    Lock lock(t);
+    const size_t had = t->tracks.size();
+    const uint32_t k = track_of(t, key, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (t->tracks.size() > had) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
+        t->tracks[k].named = true;
+    }
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (sp) {
+        sp->b = begin_ns;
+        sp->e = end_ns < begin_ns ? begin_ns : end_ns;
+        sp->open = false;
+        sp->resolved = true;
+    } else if (st == CW_SUCCESS) {
+        t->tracks[k].dropped_open--;
+    }
+    return st;
+}
+
+cw_status trace_gpu_track(cw_trace *t, uint64_t key, const char *track) {
+    Lock lock(t);
+    const size_t had = t->tracks.size();
+    const uint32_t k = track_of(t, key, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (t->tracks.size() > had) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
+        t->tracks[k].named = true;
+    }
+    return CW_SUCCESS;
+}
+
+bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].ctx == ctx) {
+            *offset = t->timers[i].offset;
+            return true;
+        }
+    return false;
+}
+
+cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].ctx == ctx) {
+            t->timers[i].offset = offset;
+            t->timers[i].err_ns = err_ns;
+            return CW_SUCCESS;
+        }
+    if (!t->timers.push(GlobalTimer{ctx, offset, err_ns})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    context_retain(ctx);
+    return CW_SUCCESS;
+}
+
+cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last) {
+    Lock lock(t);
+    for (size_t i = 0; i < t->sources.size(); i++)
+        if (t->sources[i].key == key) {
+            *index = (uint32_t)i;
+            *last = t->sources[i].last;
+            return CW_SUCCESS;
+        }
+    if (!t->sources.push(Source{key, 0})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    *index = (uint32_t)(t->sources.size() - 1);
+    *last = 0;
+    return CW_SUCCESS;
+}
+
+void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last) {
+    Lock lock(t);
+    if (index < t->sources.size()) t->sources[index].last = last;
+}
+
+void trace_info(const cw_trace *tc, cw_trace_info *info) {
+    cw_trace *t = const_cast<cw_trace *>(tc);
+    memset(info, 0, sizeof *info);
+    Lock lock(t);
+    info->spans = t->spans.size();
+    info->dropped = t->dropped;
+    info->tracks = (uint32_t)t->tracks.size();
+    info->contexts = (uint32_t)(t->clocks.size() + t->timers.size());
+    for (size_t i = 0; i < t->clocks.size(); i++)
+        if (t->clocks[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->clocks[i].err_ns;
+    for (size_t i = 0; i < t->timers.size(); i++)
+        if (t->timers[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->timers[i].err_ns;
+}
+
+cw_status trace_write(cw_trace *t, const char *path) {
+    Lock lock(t);
+    CW_TRY(resolve(t));
+    // Ended spans by begin, the longer first at equal begins (a parent
+    // before its children, as chrome://tracing wants).
+    Vec<uint32_t> order;
+    if (!order.reserve(t->spans.size())) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    // ts 0 is the trace's creation, or the earliest span when one began
+    // before it (a resident loop's stages that ran before the trace was made).
+    int64_t origin = t->origin;
+    for (size_t i = 0; i < t->spans.size(); i++)
+        if (!t->spans[i].open) {
+            order.push((uint32_t)i);
+            if (t->spans[i].b < origin) origin = t->spans[i].b;
+        }
+    struct Cmp {
+        const Span *s;
+        bool operator()(uint32_t a, uint32_t b) const {
+            if (s[a].b != s[b].b) return s[a].b < s[b].b;
+            return s[a].e > s[b].e;
+        }
+    } cmp{t->spans.empty() ? nullptr : &t->spans[0]};
+    // insertion sort on nearly sorted input (spans are kept in begin order per track)
+    for (size_t i = 1; i < order.size(); i++) {
+        const uint32_t v = order[i];
+        size_t j = i;
+        for (; j > 0 && cmp(v, order[j - 1]); j--) order[j] = order[j - 1];
+        order[j] = v;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"host threads\"}},\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":\"GPU streams\"}}", f);
+    for (size_t k = 0; k < t->tracks.size(); k++) {
+        const Track &tr = t->tracks[k];
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":{\"name\":",
+                tr.gpu ? 2 : 1, k + 1);
+        put_json_string(f, tr.name);
+        fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":"
+                   "{\"sort_index\":%zu}}",
+                tr.gpu ? 2 : 1, k + 1, k + 1);
+    }
+    for (size_t i = 0; i < order.size(); i++) {
+        const Span &sp = t->spans[order[i]];
+        const bool gpu = t->tracks[sp.track].gpu;
+        fputs(",\n{\"name\":", f);
+        put_json_string(f, sp.name);
+        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f}", gpu ? "gpu" : "host",
+                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
+    }
+    fputs("\n]}\n", f);
+    const bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
+    return CW_SUCCESS;
+}
+
+}  // namespace core
+}  // namespace cw

@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * CPU tests of traces (cuweave/trace.h) against the fake CUDA driver
+ * (tests/fake_cuda.c, whose events complete in stream order and take the
+ * host's monotonic clock when they do). The exported file is parsed by a
+ * strict JSON parser here and checked against what Perfetto's importer of
+ * Chrome trace-event JSON reads: a traceEvents array, every event's name,
+ * ph, pid and tid, ts and dur on complete ("X") events, process_name and
+ * thread_name metadata ("M") for every track used, and slices on one track
+ * nested or apart (never overlapping in part). Then the spans themselves:
+ * the ones scheduled, named as given, on the tracks named as given, in the
+ * order and overlap they were made with; a pipeline's operators (host
+ * spans per compute call, GPU spans per operator stream); a resident loop's
+ * stages and iterations from marks the test writes (the fake runs no
+ * kernels), its global timer set through the test seam; argument checks,
+ * max_spans, the handle contract, events reused after a write, and no
+ * events left behind.
+ * Links libcuweave.a; the fake's path is argv[1].
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cwtest.h"
+#include "fakelive.h"
+#include "testing/seam.h"
+
+static cw_context *ctx;
+static char g_dir[256];
+
+/* ---- a strict JSON parser (RFC 8259), into a small tree ----------------- */
+
+enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+typedef struct JV {
+    int type;
+    double num;
+    char *str;         /* J_STR */
+    struct JV *items;  /* J_ARR, J_OBJ: values */
+    char **keys;       /* J_OBJ */
+    size_t n;
+} JV;
+
+typedef struct {
+    const char *p;
+    int bad;
+} JP;
+
+static void ws(JP *j) {
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') j->p++;
+}
+
+static char *jstring(JP *j) {
+    if (*j->p != '"') {
+        j->bad = 1;
+        return NULL;
+    }
+    j->p++;
+    size_t cap = 16, n = 0;
+    char *out = malloc(cap);
+    for (;;) {
+        unsigned char c = (unsigned char)*j->p++;
+        if (c == '"') break;
+        if (c < 0x20) {
+            j->bad = 1;
+            break;
+        }
+        if (c == '\\') {
+            char e = *j->p++;
+            switch (e) {
+            case '"': c = '"'; break;
+            case '\\': c = '\\'; break;
+            case '/': c = '/'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case 'u': {
+                unsigned v = 0;
+                for (int k = 0; k < 4; k++) {
+                    char h = *j->p++;
+                    v <<= 4;
+                    if (h >= '0' && h <= '9') v |= (unsigned)(h - '0');
+                    else if (h >= 'a' && h <= 'f') v |= (unsigned)(h - 'a' + 10);
+                    else if (h >= 'A' && h <= 'F') v |= (unsigned)(h - 'A' + 10);
+                    else j->bad = 1;
+                }
+                c = v < 0x80 ? (unsigned char)v : '?';
+                break;
+            }
+            default: j->bad = 1;
+            }
+        }
+        if (j->bad) break;
+        if (n + 2 > cap) out = realloc(out, cap *= 2);
+        out[n++] = (char)c;
+    }
+    out[n] = 0;
+    return out;
+}
+
+static void jvalue(JP *j, JV *v);
+
+static void jnumber(JP *j, JV *v) {
+    const char *s = j->p;
+    if (*j->p == '-') j->p++;
+    if (*j->p == '0')
+        j->p++;
+    else if (*j->p >= '1' && *j->p <= '9')
+        while (*j->p >= '0' && *j->p <= '9') j->p++;
+    else {
+        j->bad = 1;
+        return;
+    }
+    if (*j->p == '.') {
+        j->p++;
+        if (!(*j->p >= '0' && *j->p <= '9')) j->bad = 1;
+        while (*j->p >= '0' && *j->p <= '9') j->p++;
+    }
+    if (*j->p == 'e' || *j->p == 'E') {
+        j->p++;
+        if (*j->p == '+' || *j->p == '-') j->p++;
+        if (!(*j->p >= '0' && *j->p <= '9')) j->bad = 1;
+        while (*j->p >= '0' && *j->p <= '9') j->p++;
+    }
+    v->type = J_NUM;
+    v->num = strtod(s, NULL);
+}
+
+static void jvalue(JP *j, JV *v) {
+    memset(v, 0, sizeof *v);
+    ws(j);
+    if (j->bad) return;
+    if (*j->p == '{' || *j->p == '[') {
+        const int obj = *j->p == '{';
+        const char close = obj ? '}' : ']';
+        v->type = obj ? J_OBJ : J_ARR;
+        j->p++;
+        ws(j);
+        if (*j->p == close) {
+            j->p++;
+            return;
+        }
+        size_t cap = 0;
+        for (;;) {
+            if (v->n == cap) {
+                cap = cap ? cap * 2 : 8;
+                v->items = realloc(v->items, cap * sizeof *v->items);
+                if (obj) v->keys = realloc(v->keys, cap * sizeof *v->keys);
+            }
+            memset(&v->items[v->n], 0, sizeof v->items[v->n]);
+            if (obj) v->keys[v->n] = NULL;
+            if (obj) {
+                ws(j);
+                v->keys[v->n] = jstring(j);
+                ws(j);
+                if (j->bad || *j->p != ':') {
+                    j->bad = 1;
+                    v->items[v->n++].type = J_NULL;
+                    return;
+                }
+                j->p++;
+            }
+            jvalue(j, &v->items[v->n++]);
+            if (j->bad) return;
+            ws(j);
+            if (*j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (*j->p == close) {
+                j->p++;
+                return;
+            }
+            j->bad = 1;
+            return;
+        }
+    }
+    if (*j->p == '"') {
+        v->type = J_STR;
+        v->str = jstring(j);
+    } else if (!strncmp(j->p, "true", 4) || !strncmp(j->p, "false", 5)) {
+        v->type = J_BOOL;
+        v->num = *j->p == 't';
+        j->p += *j->p == 't' ? 4 : 5;
+    } else if (!strncmp(j->p, "null", 4)) {
+        j->p += 4;
+    } else {
+        jnumber(j, v);
+    }
+}
+
+static void jfree(JV *v) {
+    for (size_t i = 0; i < v->n; i++) {
+        jfree(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+}
+
+static const JV *jget(const JV *o, const char *key) {
+    if (o->type != J_OBJ) return NULL;
+    for (size_t i = 0; i < o->n; i++)
+        if (!strcmp(o->keys[i], key)) return &o->items[i];
+    return NULL;
+}
+
+/* Parses text; 0 when it is not one JSON value with nothing after it. */
+static int jparse(const char *text, JV *out) {
+    JP j = {text, 0};
+    jvalue(&j, out);
+    ws(&j);
+    if (*j.p) j.bad = 1;
+    if (j.bad) jfree(out);
+    return !j.bad;
+}
+
+static void jparse_tests(void **state) {
+    (void)state;
+    JV v;
+    assert_true(jparse("{\"a\":[1,-2.5e3,\"x\\u0041\\n\",true,null,{}]}", &v));
+    assert_int_equal(jget(&v, "a")->n, 6);
+    assert_true(jget(&v, "a")->items[1].num == -2500.0);
+    assert_string_equal(jget(&v, "a")->items[2].str, "xA\n");
+    jfree(&v);
+    const char *bad[] = {"{\"a\":1,}", "[1 2]", "{a:1}", "[01]", "[1.]", "\"\t\"", "[1]x", "{\"a\"}", "[\"\\q\"]", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (jparse(bad[i], &v)) fail_msg("accepted bad JSON %s", bad[i]);
+}
+
+/* ---- the trace file, checked against the format ------------------------- */
+
+typedef struct Ev {
+    char name[64];
+    int pid, tid;
+    double ts, dur;
+} Ev;
+
+typedef struct Trace {
+    Ev ev[512];
+    size_t n;
+    struct {
+        int pid, tid;
+        char name[64];
+    } tracks[64];
+    size_t ntracks;
+} Trace;
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int is_int(const JV *v) { return v && v->type == J_NUM && v->num == (double)(long long)v->num; }
+
+/* Reads and validates path into *t (fails the test on any format error). */
+static void load_trace(const char *path, Trace *t) {
+    memset(t, 0, sizeof *t);
+    char *text = slurp(path);
+    JV root;
+    if (!jparse(text, &root)) fail_msg("%s is not valid JSON:\n%s", path, text);
+    free(text);
+    const JV *evs = jget(&root, "traceEvents");
+    assert_non_null(evs);
+    assert_int_equal(evs->type, J_ARR);
+    const JV *unit = jget(&root, "displayTimeUnit");
+    assert_true(unit && unit->type == J_STR && !strcmp(unit->str, "ns"));
+    int procs[8] = {0};
+    for (size_t i = 0; i < evs->n; i++) {
+        const JV *e = &evs->items[i];
+        assert_int_equal(e->type, J_OBJ);
+        const JV *name = jget(e, "name"), *ph = jget(e, "ph"), *pid = jget(e, "pid"), *tid = jget(e, "tid");
+        assert_true(name && name->type == J_STR);
+        assert_true(ph && ph->type == J_STR);
+        assert_true(is_int(pid) && pid->num >= 0 && pid->num < 8);
+        assert_true(is_int(tid) && tid->num >= 0);
+        if (!strcmp(ph->str, "M")) {
+            const JV *args = jget(e, "args");
+            assert_true(args && args->type == J_OBJ);
+            if (!strcmp(name->str, "process_name")) {
+                assert_true(jget(args, "name") && jget(args, "name")->type == J_STR);
+                procs[(int)pid->num] = 1;
+            } else if (!strcmp(name->str, "thread_name")) {
+                const JV *tn = jget(args, "name");
+                assert_true(tn && tn->type == J_STR);
+                assert_true(t->ntracks < 64);
+                t->tracks[t->ntracks].pid = (int)pid->num;
+                t->tracks[t->ntracks].tid = (int)tid->num;
+                snprintf(t->tracks[t->ntracks].name, 64, "%s", tn->str);
+                t->ntracks++;
+            } else {
+                assert_string_equal(name->str, "thread_sort_index");
+                assert_true(is_int(jget(args, "sort_index")));
+            }
+            continue;
+        }
+        assert_string_equal(ph->str, "X");
+        const JV *ts = jget(e, "ts"), *dur = jget(e, "dur");
+        assert_true(ts && ts->type == J_NUM && ts->num >= 0);
+        assert_true(dur && dur->type == J_NUM && dur->num >= 0);
+        assert_true(t->n < 512);
+        Ev *x = &t->ev[t->n++];
+        snprintf(x->name, sizeof x->name, "%s", name->str);
+        x->pid = (int)pid->num;
+        x->tid = (int)tid->num;
+        x->ts = ts->num;
+        x->dur = dur->num;
+    }
+    jfree(&root);
+    /* Metadata for every process and track a slice is on; one name per track. */
+    for (size_t i = 0; i < t->n; i++) {
+        assert_true(procs[t->ev[i].pid]);
+        int named = 0;
+        for (size_t k = 0; k < t->ntracks; k++)
+            named += t->tracks[k].pid == t->ev[i].pid && t->tracks[k].tid == t->ev[i].tid;
+        assert_int_equal(named, 1);
+    }
+    /* Slices of one track nest or are apart (the importer's rule). */
+    for (size_t i = 0; i < t->n; i++)
+        for (size_t k = 0; k < t->n; k++) {
+            const Ev *a = &t->ev[i], *b = &t->ev[k];
+            if (i == k || a->pid != b->pid || a->tid != b->tid) continue;
+            const double ae = a->ts + a->dur, be = b->ts + b->dur;
+            const int apart = ae <= b->ts || be <= a->ts;
+            const int a_in_b = a->ts >= b->ts && ae <= be, b_in_a = b->ts >= a->ts && be <= ae;
+            if (!apart && !a_in_b && !b_in_a)
+                fail_msg("slices '%s' [%.3f, %.3f] and '%s' [%.3f, %.3f] overlap in part on one track", a->name,
+                         a->ts, ae, b->name, b->ts, be);
+        }
+}
+
+static const Ev *find(const Trace *t, const char *name, int nth) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->ev[i].name, name) && nth-- == 0) return &t->ev[i];
+    fail_msg("no span '%s' in the trace", name);
+    return NULL;
+}
+
+static int count(const Trace *t, const char *name) {
+    int n = 0;
+    for (size_t i = 0; i < t->n; i++) n += !strcmp(t->ev[i].name, name);
+    return n;
+}
+
+/* The n-th span named `name` in process pid, in time order (NULL: none). */
+static const Ev *nth_on(const Trace *t, const char *name, int pid, int n) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->ev[i].name, name) && t->ev[i].pid == pid && n-- == 0) return &t->ev[i];
+    return NULL;
+}
+
+static const char *track_name(const Trace *t, const Ev *e) {
+    for (size_t k = 0; k < t->ntracks; k++)
+        if (t->tracks[k].pid == e->pid && t->tracks[k].tid == e->tid) return t->tracks[k].name;
+    return "";
+}
+
+/* ---- spans placed by hand ------------------------------------------------ */
+
+static void *other_thread(void *arg) {
+    cw_trace *t = arg;
+    if (cw_trace_name_thread(t, "helper") != CW_SUCCESS) return (void *)1;
+    if (cw_trace_host_begin(t, "helper work") != CW_SUCCESS) return (void *)1;
+    sleep_ms(2);
+    return (void *)(intptr_t)(cw_trace_host_end(t) != CW_SUCCESS);
+}
+
+static void test_marks(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_stream *a = NULL, *b = NULL;
+    assert_cw_ok(cw_stream_create(&a, ctx, NULL));
+    assert_cw_ok(cw_stream_create(&b, ctx, NULL));
+    assert_cw_ok(cw_trace_name_stream(t, a, "decode \"A\""));  /* a name that needs escaping */
+    assert_cw_ok(cw_trace_name_stream(t, b, "filter B"));
+    assert_cw_ok(cw_trace_name_thread(t, "main"));
+    assert_cw_ok(cw_trace_host_begin(t, "enqueue"));
+    /* a: [outer [inner]] ; b: [b1] overlapping outer, then [b2] after b1 */
+    assert_cw_ok(cw_trace_begin(t, a, "outer"));
+    assert_cw_ok(cw_trace_begin(t, b, "b1"));
+    assert_cw_ok(cw_stream_synchronize(a));
+    sleep_ms(2);
+    assert_cw_ok(cw_trace_begin(t, a, "inner"));
+    sleep_ms(2);
+    assert_cw_ok(cw_trace_end(t, a)); /* inner */
+    sleep_ms(2);
+    assert_cw_ok(cw_trace_end(t, a)); /* outer */
+    sleep_ms(2);
+    assert_cw_ok(cw_trace_end(t, b)); /* b1 */
+    assert_cw_ok(cw_stream_synchronize(b));
+    sleep_ms(2);
+    assert_cw_ok(cw_trace_begin(t, b, "b2"));
+    sleep_ms(1);
+    assert_cw_ok(cw_trace_end(t, b));
+    assert_cw_ok(cw_trace_host_end(t));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_end(t, a));     /* nothing open on a */
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_host_end(t));   /* nothing open here */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, other_thread, t), 0);
+    void *rc = NULL;
+    pthread_join(th, &rc);
+    assert_null(rc);
+    assert_cw_ok(cw_trace_begin(t, a, "left open"));  /* not ended: not written */
+
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 7);
+    assert_int_equal(info.dropped, 0);
+    assert_int_equal(info.tracks, 4);
+    assert_int_equal(info.contexts, 1);
+    assert_true(info.calibration_error_ns > 0);
+
+    char path[300];
+    snprintf(path, sizeof path, "%s/marks.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 6);
+    assert_int_equal(tr->ntracks, 4);
+    const Ev *outer = find(tr, "outer", 0), *inner = find(tr, "inner", 0), *b1 = find(tr, "b1", 0),
+             *b2 = find(tr, "b2", 0), *enq = find(tr, "enqueue", 0), *hw = find(tr, "helper work", 0);
+    assert_int_equal(count(tr, "left open"), 0);
+    assert_string_equal(track_name(tr, outer), "decode \"A\"");
+    assert_string_equal(track_name(tr, inner), "decode \"A\"");
+    assert_string_equal(track_name(tr, b1), "filter B");
+    assert_string_equal(track_name(tr, enq), "main");
+    assert_string_equal(track_name(tr, hw), "helper");
+    assert_int_equal(outer->pid, 2);
+    assert_int_equal(enq->pid, 1);
+    assert_int_equal(hw->pid, 1);
+    assert_int_not_equal(hw->tid, enq->tid);
+    assert_int_not_equal(b1->tid, outer->tid);
+    const double slack = 1.0; /* us: float milliseconds and the fake's clock */
+    /* nesting on a: inner within outer, by the sleeps (2 ms each side) */
+    assert_true(inner->ts >= outer->ts + 1500);
+    assert_true(inner->ts + inner->dur <= outer->ts + outer->dur - 1500);
+    assert_true(inner->dur >= 1500 && inner->dur < 100000);
+    /* b1 overlaps outer; b2 comes after b1, with no overlap */
+    assert_true(b1->ts < outer->ts + outer->dur && outer->ts < b1->ts + b1->dur);
+    assert_true(b1->ts + b1->dur >= outer->ts + outer->dur - slack);
+    assert_true(b2->ts >= b1->ts + b1->dur + 1500);
+    /* the host span covers the GPU work it enqueued and waited for; the
+     * helper's span comes after it */
+    assert_true(enq->ts <= outer->ts + slack);
+    assert_true(enq->ts + enq->dur >= b2->ts + b2->dur - slack);
+    assert_true(hw->ts >= enq->ts + enq->dur);
+    assert_true(hw->dur >= 1500);
+    free(tr);
+    /* written again after the open span ends: now 7 */
+    assert_cw_ok(cw_trace_end(t, a));
+    assert_cw_ok(cw_trace_write(t, path));
+    tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 7);
+    assert_int_equal(count(tr, "left open"), 1);
+    free(tr);
+    /* a written span's events serve the next spans: no event is created */
+    const long events = fake_live("event");
+    assert_cw_ok(cw_trace_begin(t, a, "again"));
+    assert_cw_ok(cw_trace_end(t, a));
+    assert_int_equal(fake_live("event"), events);
+
+    cw_stream_destroy(&a);
+    cw_stream_destroy(&b);
+    cw_trace_destroy(&t);
+    assert_null(t);
+    cw_trace_destroy(&t); /* NULL: nothing */
+    cw_trace_destroy(NULL);
+    assert_false(leaks(before, "a trace with marks"));
+}
+
+static void test_arguments_and_limits(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    cw_trace_settings s;
+    cw_trace_settings_default(&s);
+    assert_int_equal(s.max_spans, 0);
+    s.reserved[3] = 1;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_create(&t, &s));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_create(NULL, NULL));
+    cw_trace_settings_default(&s);
+    s.max_spans = 2;
+    assert_cw_ok(cw_trace_create(&t, &s));
+    cw_stream *a = NULL;
+    assert_cw_ok(cw_stream_create(&a, ctx, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_begin(t, a, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_begin(NULL, a, "x"));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_write(t, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_get_info(t, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_name_thread(t, NULL));
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_trace_begin((cw_trace *)a, a, "x"));
+    /* past max_spans: counted, not kept, and their ends still match */
+    assert_cw_ok(cw_trace_begin(t, a, "kept 1"));
+    assert_cw_ok(cw_trace_host_begin(t, "kept 2"));
+    assert_cw_ok(cw_trace_begin(t, a, "dropped 1"));
+    assert_cw_ok(cw_trace_host_begin(t, "dropped 2"));
+    assert_cw_ok(cw_trace_host_end(t));
+    assert_cw_ok(cw_trace_host_end(t));
+    assert_cw_ok(cw_trace_end(t, a));
+    assert_cw_ok(cw_trace_end(t, a));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_end(t, a));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 2);
+    assert_int_equal(info.dropped, 2);
+    char path[300];
+    snprintf(path, sizeof path, "%s/limits.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 2);
+    assert_non_null(find(tr, "kept 1", 0));
+    assert_non_null(find(tr, "kept 2", 0));
+    free(tr);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_write(t, "/nonexistent-dir/x.json"));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent-dir/x.json"));
+    cw_trace *stale = t;
+    cw_trace_destroy(&t);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_trace_host_begin(stale, "x"));
+    cw_trace_destroy(&stale); /* not live: ignored */
+    cw_stream_destroy(&a);
+}
+
+/* ---- a pipeline: a diamond src -> (left, right) -> sink ------------------ */
+
+typedef struct Op {
+    int sleep_ms;
+    const char *in[2];
+    int nout;
+} Op;
+
+static cw_status op_compute(cw_io *io, void *user) {
+    Op *o = user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, o->in[0], &s);
+    if (st != CW_SUCCESS) return st;
+    if (o->in[1]) {
+        cw_stream *s2 = NULL;
+        if ((st = cw_io_receive_stream(io, o->in[1], &s2)) != CW_SUCCESS) return st;
+    }
+    if (o->sleep_ms) sleep_ms(o->sleep_ms);
+    for (int i = 0; i < o->nout; i++)
+        if ((st = cw_io_emit(io, i ? "out2" : "out", NULL, NULL)) != CW_SUCCESS) return st;
+    return CW_SUCCESS;
+}
+
+static cw_operator *make_op(const char *name, Op *o) {
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = op_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, name, &ops, o, NULL));
+    for (int i = 0; i < 2; i++)
+        if (o->in[i]) assert_cw_ok(cw_operator_add_input(op, o->in[i], NULL));
+    if (o->nout > 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    if (o->nout > 1) assert_cw_ok(cw_operator_add_output(op, "out2", NULL));
+    return op;
+}
+
+static Op src = {1, {NULL, NULL}, 2}, left = {3, {"in", NULL}, 1}, right = {3, {"in", NULL}, 1},
+          sink = {1, {"a", "b"}, 0};
+
+static cw_pipeline *make_diamond(void) {
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 2;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    assert_cw_ok(cw_pipeline_add(p, make_op("src", &src)));
+    assert_cw_ok(cw_pipeline_add(p, make_op("left", &left)));
+    assert_cw_ok(cw_pipeline_add(p, make_op("right", &right)));
+    assert_cw_ok(cw_pipeline_add(p, make_op("sink", &sink)));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out", "left", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out2", "right", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "left", "out", "sink", "a"));
+    assert_cw_ok(cw_pipeline_connect(p, "right", "out", "sink", "b"));
+    return p;
+}
+
+static void test_pipeline(void **state) {
+    (void)state;
+    /* warm the context's pools with an untraced run of the same pipeline */
+    cw_pipeline *p = make_diamond();
+    assert_cw_ok(cw_pipeline_run(p, 8));
+    cw_pipeline_destroy(&p);
+    long before[NKINDS];
+    snapshot(before);
+    p = make_diamond();
+    assert_cw_ok(cw_pipeline_run(p, 1)); /* untraced */
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_pipeline_set_trace(NULL, t));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    cw_trace_destroy(&t); /* the pipeline keeps it */
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    /* write through a trace the test holds: attach a second one to get it */
+    cw_trace *t2 = NULL;
+    assert_cw_ok(cw_trace_create(&t2, NULL));
+    assert_cw_ok(cw_pipeline_set_trace(p, t2));  /* drops the first: freed now */
+    assert_cw_ok(cw_pipeline_run(p, 2));
+    assert_cw_ok(cw_pipeline_set_trace(p, NULL));
+    assert_cw_ok(cw_pipeline_run(p, 1));         /* untraced again */
+    char path[300];
+    snprintf(path, sizeof path, "%s/pipeline.json", g_dir);
+    assert_cw_ok(cw_trace_write(t2, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    const char *names[] = {"src", "left", "right", "sink"};
+    for (int k = 0; k < 4; k++) {
+        int host = 0, gpu = 0;
+        for (size_t i = 0; i < tr->n; i++) {
+            if (strcmp(tr->ev[i].name, names[k])) continue;
+            if (tr->ev[i].pid == 1) host++;
+            if (tr->ev[i].pid == 2) {
+                gpu++;
+                assert_string_equal(track_name(tr, &tr->ev[i]), names[k]); /* the operator's stream */
+            }
+        }
+        assert_int_equal(host, 2); /* one per compute call of the two iterations */
+        assert_int_equal(gpu, 2);
+    }
+    assert_true(count(tr, "wait inputs") == 0); /* wait_inputs is off by default */
+    for (int it = 0; it < 2; it++) {
+        /* host spans: on worker threads; left and right overlap (two workers,
+         * 3 ms each); sink starts after both ended, src before both began */
+        const Ev *s = nth_on(tr, "src", 1, it), *l = nth_on(tr, "left", 1, it), *r = nth_on(tr, "right", 1, it),
+                 *k = nth_on(tr, "sink", 1, it);
+        assert_non_null(s);
+        assert_non_null(l);
+        assert_non_null(r);
+        assert_non_null(k);
+        assert_true(l->ts >= s->ts + s->dur && r->ts >= s->ts + s->dur);
+        assert_true(l->ts < r->ts + r->dur && r->ts < l->ts + l->dur); /* overlap */
+        assert_int_not_equal(l->tid, r->tid);
+        assert_int_equal(strncmp(track_name(tr, l), "executor thread ", 16), 0); /* workers named by the executor */
+        assert_true(k->ts >= l->ts + l->dur && k->ts >= r->ts + r->dur);
+        assert_true(l->dur >= 2500 && r->dur >= 2500);
+    }
+    /* GPU spans: each operator's span ends after its call; the sink's begins
+     * where its stream waited for left's and right's work */
+    for (int it = 0; it < 2; it++) {
+        const Ev *k = nth_on(tr, "sink", 2, it), *l = nth_on(tr, "left", 2, it), *r = nth_on(tr, "right", 2, it);
+        assert_non_null(k);
+        assert_non_null(l);
+        assert_non_null(r);
+        assert_true(k->ts >= l->ts + l->dur - 1.0 && k->ts >= r->ts + r->dur - 1.0);
+    }
+    free(tr);
+    cw_trace_destroy(&t2);
+    cw_pipeline_destroy(&p);
+    assert_false(leaks(before, "a traced pipeline"));
+}
+
+/* ---- a resident loop's stages ------------------------------------------- */
+
+static cw_resident *g_loop;
+static cw_status two_stages(cw_stream *s, void *user) {
+    (void)user;
+    const char *names[] = {"decode", "infer"};
+    for (int i = 0; i < 2; i++) {
+        uint32_t stage = 0;
+        cw_status st = cw_resident_stage_begin(g_loop, s, names[i], &stage);
+        if (st != CW_SUCCESS) return st;
+        if ((st = cw_resident_stage_end(g_loop, s, stage)) != CW_SUCCESS) return st;
+    }
+    return CW_SUCCESS;
+}
+
+/* Writes a copy's marks (stages workload, decode, infer from index 3 * copy):
+ * timer ns from base: workload [0, 8000], decode [1000, 3000], infer [4000, 7000]. */
+static void run_copy(volatile unsigned long long *marks, unsigned copy, unsigned long long base) {
+    const unsigned long long v[6] = {0, 8000, 1000, 3000, 4000, 7000};
+    for (unsigned i = 0; i < 6; i++) marks[6 * copy + i] = base + v[i];
+}
+
+static void test_resident(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    cw_resident *plain = NULL;
+    assert_cw_ok(cw_resident_create(&plain, ctx, &rs));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_record_resident(t, plain)); /* no trace */
+    assert_non_null(strstr(cw_last_error()->message, "settings.trace"));
+    cw_resident_destroy(&plain);
+    rs.trace = 1;
+    rs.unroll = 2;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw(CW_ERROR_INVALID_STATE, cw_trace_record_resident(t, g_loop)); /* not built */
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, two_stages, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(stages, 6);
+    /* the timer at 0 is 1 ms past now on the host's clock (the fake runs no
+     * probe kernel: the test sets the calibration) */
+    const long long offset = (long long)(now_ms() * 1e6) + 1000000;
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, offset), 0);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop)); /* nothing ran yet: nothing added */
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 0);
+    /* request 1: copies 0 and 1; then recorded twice (the second adds nothing) */
+    run_copy(marks, 0, 10000);
+    run_copy(marks, 1, 20000);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 2 * 3 + 2);
+    /* request 2 ran copy 0 again; copy 1's infer has begun and not ended */
+    run_copy(marks, 0, 40000);
+    marks[6 * 1 + 4] = 50000; /* infer of copy 1 began again: running */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 2 * 3 + 2 + 3 + 1);
+    char path[300];
+    snprintf(path, sizeof path, "%s/resident.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 12);
+    assert_int_equal(count(tr, "iteration"), 3);
+    assert_int_equal(count(tr, "workload"), 3);
+    assert_int_equal(count(tr, "decode"), 3);
+    assert_int_equal(count(tr, "infer"), 3);
+    const double t0 = find(tr, "iteration", 0)->ts; /* timer 10000 */
+    const unsigned long long bases[3] = {10000, 20000, 40000};
+    for (int i = 0; i < 3; i++) {
+        const Ev *it = find(tr, "iteration", i), *w = find(tr, "workload", i), *d = find(tr, "decode", i),
+                 *f = find(tr, "infer", i);
+        assert_int_equal(it->pid, 2);
+        assert_string_equal(track_name(tr, it), "loop 0: iterations");
+        assert_string_equal(track_name(tr, w), "loop 0: workload");
+        assert_string_equal(track_name(tr, d), "loop 0: decode");
+        assert_string_equal(track_name(tr, f), "loop 0: infer");
+        const double at = t0 + (double)(bases[i] - 10000) / 1e3;
+        assert_float_equal(it->ts, at, 0.002);
+        assert_float_equal(it->dur, 8.0, 0.002);
+        assert_float_equal(w->ts, at, 0.002);
+        assert_float_equal(d->ts, at + 1.0, 0.002);
+        assert_float_equal(d->dur, 2.0, 0.002);
+        assert_float_equal(f->ts, at + 4.0, 0.002);
+        assert_float_equal(f->dur, 3.0, 0.002);
+    }
+    free(tr);
+    /* stages that ran before a trace was made: its axis starts at the first */
+    cw_trace *early = NULL;
+    assert_cw_ok(cw_trace_create(&early, NULL));
+    assert_int_equal(cwi_trace_set_globaltimer(early, ctx, (long long)(now_ms() * 1e6) - 10000000), 0);
+    assert_cw_ok(cw_trace_record_resident(early, g_loop));
+    assert_cw_ok(cw_trace_write(early, path));
+    tr = calloc(1, sizeof *tr);
+    load_trace(path, tr); /* every ts >= 0 */
+    assert_int_equal(tr->n, 3 + 1 + 2 + 1); /* copy 0 (3 stages, its iteration); copy 1's workload and decode */
+    assert_float_equal(find(tr, "iteration", 0)->ts, 0.0, 0.0005);
+    free(tr);
+    cw_trace_destroy(&early);
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !argv[1][0]) {
+        printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
+        return CWT_SKIP_EXIT;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
+        !(live_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain"))) {
+        printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
+        printf("FAIL: cuweave could not use the fake driver: %s\n", cw_last_error()->message);
+        return 1;
+    }
+    /* TRACE_OUT=dir keeps the files (tools/trace_plot.py's test renders one) */
+    const char *keep = getenv("TRACE_OUT");
+    if (keep && *keep) {
+        snprintf(g_dir, sizeof g_dir, "%s", keep);
+    } else {
+        snprintf(g_dir, sizeof g_dir, "/tmp/cw-trace-XXXXXX");
+        if (!mkdtemp(g_dir)) return 1;
+    }
+    /* warm the context's pools so that live counts compare like with like */
+    cw_stream *s[4] = {0};
+    for (int k = 0; k < 4; k++)
+        if (cw_stream_create(&s[k], ctx, NULL)) return 1;
+    for (int k = 0; k < 4; k++) cw_stream_destroy(&s[k]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(jparse_tests),
+        cmocka_unit_test(test_marks),
+        cmocka_unit_test(test_arguments_and_limits),
+        cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_resident),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    cw_context_destroy(&ctx);
+    if (!(keep && *keep)) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0) rc = rc ? rc : 1;
+    }
+    return rc;
+}
