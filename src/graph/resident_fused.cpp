@@ -277,10 +277,11 @@ cw_status fused_check_settings(const cw_resident_settings *s) {
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: settings.trace does not apply to a fused loop (it has no graph stages to "
                     "mark); turn it off");
-    if (s->overlap)
+    // AUTO (the default) resolves to off here; only an explicit request is refused.
+    if (s->overlap != 0 && s->overlap != CW_RESIDENT_OVERLAP_AUTO)
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: settings.overlap does not apply to a fused loop (one kernel: nothing to "
-                    "overlap); turn it off");
+                    "overlap); leave it CW_RESIDENT_OVERLAP_AUTO or 0");
     return CW_SUCCESS;
 }
 
