@@ -137,6 +137,7 @@ PROGRAMS = cuweave-info
 # cuweave inside FFmpeg (docs/embedding.md, "Inside FFmpeg").
 FFMPEG_EXAMPLES = ffmpeg_decode
 FFMPEG_GPU_TESTS = test_gpu_ffmpeg
+FFMPEG_CPU_TESTS = test_ffmpeg_cpu
 FFMPEG_BENCHES = bench_ffmpeg
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_multi bench_share bench_comm_rank
 
@@ -192,7 +193,7 @@ programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
 	$(if $(HAVE_FFMPEG),$(FFMPEG_EXAMPLES:%=$(O)/examples/%))
 tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
-	$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
+	$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%))
 benches: $(BENCHES:%=$(O)/bench/%) $(if $(HAVE_FFMPEG),$(FFMPEG_BENCHES:%=$(O)/bench/%))
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
@@ -309,8 +310,8 @@ $(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
 
-# The FFmpeg GPU test: libcuweave.a, CMocka and FFmpeg's libraries.
-$(FFMPEG_GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h examples/ffmpeg_cuweave.h $(STATIC) $(HEADERS)
+# The FFmpeg tests: libcuweave.a, CMocka and FFmpeg's libraries.
+$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h examples/ffmpeg_cuweave.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests -Iexamples $(CMOCKA_CFLAGS) $(FFMPEG_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(FFMPEG_LIBS) $(LIBS_PRIVATE)
@@ -375,7 +376,7 @@ check: all
 		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%) \
-		$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
+		$(if $(HAVE_FFMPEG),$(FFMPEG_CPU_TESTS:%=$(O)/tests/%) $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
 
 # The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
 api-docs:

@@ -64,6 +64,9 @@
 #include <libavutil/hwcontext.h>
 #include <libavutil/pixdesc.h>
 
+/* Every function is static; not every includer uses them all. */
+#define FCW_FN_ __attribute__((unused)) static
+
 /* ---- the host program's own driver calls (dlopen, as a host's would) ---- */
 
 typedef struct fcw_driver {
@@ -100,7 +103,7 @@ typedef struct fcw_driver {
 static fcw_driver fcw_cu;
 
 /* Returns 0 when every entry point resolved. */
-static int fcw_driver_open(void) {
+FCW_FN_ int fcw_driver_open(void) {
     if (fcw_cu.lib) return 0;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return -1;
@@ -149,7 +152,7 @@ typedef struct fcw_result {
 } fcw_result;
 
 /* 3x3 box blur with clamped edges, rounded: (sum + 4) / 9. */
-static void fcw_blur_cpu(const uint8_t *src, size_t pitch, unsigned w, unsigned h, uint8_t *dst) {
+FCW_FN_ void fcw_blur_cpu(const uint8_t *src, size_t pitch, unsigned w, unsigned h, uint8_t *dst) {
     for (unsigned y = 0; y < h; y++) {
         const uint8_t *r0 = src + (size_t)(y ? y - 1 : 0) * pitch, *r1 = src + (size_t)y * pitch,
                       *r2 = src + (size_t)(y + 1 < h ? y + 1 : h - 1) * pitch;
@@ -166,7 +169,7 @@ static void fcw_blur_cpu(const uint8_t *src, size_t pitch, unsigned w, unsigned 
  * apart), its blur into blur (w * h bytes) and the SAD against prev_blur
  * (NULL for the first frame: 0).
  */
-static void fcw_reference(const uint8_t *luma, size_t pitch, unsigned w, unsigned h, const uint8_t *prev_blur,
+FCW_FN_ void fcw_reference(const uint8_t *luma, size_t pitch, unsigned w, unsigned h, const uint8_t *prev_blur,
                           uint8_t *blur, fcw_result *r) {
     memset(r, 0, sizeof *r);
     for (unsigned y = 0; y < h; y++)
@@ -238,13 +241,13 @@ typedef struct fcw_kernels {
     cw_kernel *spin, *zero, *blur, *hist, *sad;
 } fcw_kernels;
 
-static void fcw_kernels_close(fcw_kernels *k) {
+FCW_FN_ void fcw_kernels_close(fcw_kernels *k) {
     cw_module_destroy(&k->mod);
     cw_program_destroy(&k->prog);
     memset(k, 0, sizeof *k);
 }
 
-static cw_status fcw_kernels_open(fcw_kernels *k, cw_context *ctx) {
+FCW_FN_ cw_status fcw_kernels_open(fcw_kernels *k, cw_context *ctx) {
     memset(k, 0, sizeof *k);
     cw_program_settings ps;
     cw_program_settings_default(&ps);
@@ -317,7 +320,7 @@ typedef struct fcw_proc {
         if (st_ != CW_SUCCESS) return st_;     \
     } while (0)
 
-static cw_status fcw_launch2d(cw_kernel *k, cw_stream *s, unsigned gx, unsigned gy, unsigned bx, unsigned by, void **args) {
+FCW_FN_ cw_status fcw_launch2d(cw_kernel *k, cw_stream *s, unsigned gx, unsigned gy, unsigned bx, unsigned by, void **args) {
     cw_launch_config lc;
     cw_launch_config_default(&lc);
     lc.grid[0] = gx;
@@ -327,7 +330,7 @@ static cw_status fcw_launch2d(cw_kernel *k, cw_stream *s, unsigned gx, unsigned 
     return cw_kernel_launch(k, s, &lc, args);
 }
 
-static cw_status fcw_op_frame(cw_io *io, void *user) {
+FCW_FN_ cw_status fcw_op_frame(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_stream *s;
     FCW_TRY_(cw_io_receive_stream(io, NULL, &s));
@@ -339,7 +342,7 @@ static cw_status fcw_op_frame(cw_io *io, void *user) {
     return cw_io_emit(io, "out", p, NULL);
 }
 
-static cw_status fcw_op_blur(cw_io *io, void *user) {
+FCW_FN_ cw_status fcw_op_blur(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_stream *s;
     FCW_TRY_(cw_io_receive_stream(io, "in", &s));
@@ -354,7 +357,7 @@ static cw_status fcw_op_blur(cw_io *io, void *user) {
     return cw_io_emit(io, "out", p, o);
 }
 
-static cw_status fcw_op_hist(cw_io *io, void *user) {
+FCW_FN_ cw_status fcw_op_hist(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_stream *s;
     FCW_TRY_(cw_io_receive_stream(io, "in", &s));
@@ -370,7 +373,7 @@ static cw_status fcw_op_hist(cw_io *io, void *user) {
     return cw_io_emit(io, "out", p, o);
 }
 
-static cw_status fcw_op_sad(cw_io *io, void *user) {
+FCW_FN_ cw_status fcw_op_sad(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_message m;
     FCW_TRY_(cw_io_receive(io, "in", &m));
@@ -399,7 +402,7 @@ static cw_status fcw_op_sad(cw_io *io, void *user) {
     return cw_io_emit(io, "out", p, o);
 }
 
-static cw_status fcw_op_sink(cw_io *io, void *user) {
+FCW_FN_ cw_status fcw_op_sink(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_message mh, ms;
     FCW_TRY_(cw_io_receive(io, "hist", &mh));
@@ -421,7 +424,7 @@ static cw_status fcw_op_sink(cw_io *io, void *user) {
 
 /* Waits for the slot's frame, hands its result over and releases the frame
  * back to FFmpeg (av_frame_unref): after cuweave's last use. */
-static cw_status fcw_retire(fcw_proc *p, fcw_slot *sl) {
+FCW_FN_ cw_status fcw_retire(fcw_proc *p, fcw_slot *sl) {
     if (sl->index < 0) return CW_SUCCESS;
     if (sl->done) {
         cw_status st = cw_future_poll(sl->done);
@@ -438,7 +441,7 @@ static cw_status fcw_retire(fcw_proc *p, fcw_slot *sl) {
 }
 
 /* Retires every frame in flight, oldest first. */
-static cw_status fcw_drain(fcw_proc *p) {
+FCW_FN_ cw_status fcw_drain(fcw_proc *p) {
     for (unsigned i = 0; i < FCW_RING; i++) {
         fcw_slot *oldest = NULL;
         for (unsigned j = 0; j < FCW_RING; j++)
@@ -449,7 +452,7 @@ static cw_status fcw_drain(fcw_proc *p) {
     return CW_SUCCESS;
 }
 
-static void fcw_close(fcw_proc **pp) {
+FCW_FN_ void fcw_close(fcw_proc **pp) {
     if (!pp || !*pp) return;
     fcw_proc *p = *pp;
     if (p->pipe) {
@@ -470,7 +473,7 @@ static void fcw_close(fcw_proc **pp) {
     *pp = NULL;
 }
 
-static cw_status fcw_add_op(cw_pipeline *pl, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
+FCW_FN_ cw_status fcw_add_op(cw_pipeline *pl, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
                             const char *in1, const char *in2, const char *out) {
     cw_operator_ops ops;
     memset(&ops, 0, sizeof ops);
@@ -491,7 +494,7 @@ static cw_status fcw_add_op(cw_pipeline *pl, const char *name, cw_status (*compu
  * as they are now) for frames of w x h. opt may be NULL. Returns CW_SUCCESS
  * or the failing call's status (the detail in cw_last_error()).
  */
-static cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, unsigned h, const fcw_options *opt) {
+FCW_FN_ cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, unsigned h, const fcw_options *opt) {
     *out = NULL;
     const AVCUDADeviceContext *hw = (const AVCUDADeviceContext *)((AVHWDeviceContext *)hw_device->data)->hwctx;
     fcw_proc *p = (fcw_proc *)calloc(1, sizeof *p);
@@ -540,7 +543,7 @@ static cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, un
  * when the frame retires (a later call or fcw_drain). The processor keeps a
  * reference to frame until then; the caller may unref its own at once.
  */
-static cw_status fcw_process(fcw_proc *p, AVFrame *frame, long long index, AVFrame *out) {
+FCW_FN_ cw_status fcw_process(fcw_proc *p, AVFrame *frame, long long index, AVFrame *out) {
     if (!p || !frame || frame->format != AV_PIX_FMT_CUDA || (unsigned)frame->width != p->w ||
         (unsigned)frame->height != p->h)
         return CW_ERROR_INVALID_ARGUMENT;
@@ -586,7 +589,7 @@ typedef struct fcw_decoder {
     int stream, eof, sent_eof;
 } fcw_decoder;
 
-static enum AVPixelFormat fcw_get_cuda_format(AVCodecContext *c, const enum AVPixelFormat *fmts) {
+FCW_FN_ enum AVPixelFormat fcw_get_cuda_format(AVCodecContext *c, const enum AVPixelFormat *fmts) {
     (void)c;
     for (const enum AVPixelFormat *f = fmts; *f != AV_PIX_FMT_NONE; f++)
         if (*f == AV_PIX_FMT_CUDA) return *f;
@@ -594,7 +597,7 @@ static enum AVPixelFormat fcw_get_cuda_format(AVCodecContext *c, const enum AVPi
     return AV_PIX_FMT_NONE;
 }
 
-static void fcw_decoder_close(fcw_decoder *d) {
+FCW_FN_ void fcw_decoder_close(fcw_decoder *d) {
     avcodec_free_context(&d->dec);
     avformat_close_input(&d->fmt);
     av_packet_free(&d->pkt);
@@ -603,7 +606,7 @@ static void fcw_decoder_close(fcw_decoder *d) {
 
 /* Opens path; hw_device NULL: software decoding, else NVDEC into CUDA frames
  * of that device. Returns 0 or an AVERROR. */
-static int fcw_decoder_open(fcw_decoder *d, const char *path, AVBufferRef *hw_device) {
+FCW_FN_ int fcw_decoder_open(fcw_decoder *d, const char *path, AVBufferRef *hw_device) {
     memset(d, 0, sizeof *d);
     int r = avformat_open_input(&d->fmt, path, NULL, NULL);
     if (r >= 0) r = avformat_find_stream_info(d->fmt, NULL);
@@ -629,7 +632,7 @@ static int fcw_decoder_open(fcw_decoder *d, const char *path, AVBufferRef *hw_de
 }
 
 /* Back to the first frame (the decoder flushed). Returns 0 or an AVERROR. */
-__attribute__((unused)) static int fcw_decoder_rewind(fcw_decoder *d) {
+FCW_FN_ int fcw_decoder_rewind(fcw_decoder *d) {
     int r = av_seek_frame(d->fmt, d->stream, 0, AVSEEK_FLAG_BACKWARD);
     if (r < 0) return r;
     avcodec_flush_buffers(d->dec);
@@ -638,7 +641,7 @@ __attribute__((unused)) static int fcw_decoder_rewind(fcw_decoder *d) {
 }
 
 /* The next frame into f: 0, AVERROR_EOF at the end, or another AVERROR. */
-static int fcw_decoder_next(fcw_decoder *d, AVFrame *f) {
+FCW_FN_ int fcw_decoder_next(fcw_decoder *d, AVFrame *f) {
     for (;;) {
         int r = avcodec_receive_frame(d->dec, f);
         if (r != AVERROR(EAGAIN)) return r;
@@ -660,7 +663,7 @@ static int fcw_decoder_next(fcw_decoder *d, AVFrame *f) {
  * fcw_reference for every frame. *out: an array of *count results (free()).
  * Returns 0 or an AVERROR. w and h receive the frame size.
  */
-static int fcw_reference_clip(const char *path, fcw_result **out, size_t *count, unsigned *w, unsigned *h) {
+FCW_FN_ int fcw_reference_clip(const char *path, fcw_result **out, size_t *count, unsigned *w, unsigned *h) {
     *out = NULL;
     *count = 0;
     fcw_decoder d;
@@ -714,7 +717,7 @@ static int fcw_reference_clip(const char *path, fcw_result **out, size_t *count,
  * uses it, else the stream stays NULL. *stream receives it. Returns 0 or an
  * AVERROR (or -1 when the driver call failed).
  */
-static int fcw_device_open(AVBufferRef **dev, int stream_flags, CUstream *stream) {
+FCW_FN_ int fcw_device_open(AVBufferRef **dev, int stream_flags, CUstream *stream) {
     *stream = NULL;
     int r = av_hwdevice_ctx_create(dev, AV_HWDEVICE_TYPE_CUDA, "0", NULL, 0);
     if (r < 0 || stream_flags < 0) return r;
@@ -729,7 +732,7 @@ static int fcw_device_open(AVBufferRef **dev, int stream_flags, CUstream *stream
 }
 
 /* Frees the device; the program's stream (if any) is destroyed first. */
-static void fcw_device_close(AVBufferRef **dev, CUstream stream) {
+FCW_FN_ void fcw_device_close(AVBufferRef **dev, CUstream stream) {
     if (!*dev) return;
     if (stream) {
         AVCUDADeviceContext *hw = (AVCUDADeviceContext *)((AVHWDeviceContext *)(*dev)->data)->hwctx;

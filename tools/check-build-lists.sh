@@ -44,6 +44,7 @@ compare "installed programs" "$(meson_list meson.build cw_programs)" "$(make_lis
 compare "programs on disk and in the build" "$(ls programs/*.c | sed 's|^programs/||; s|\.c$||' | sort)" "$(make_list PROGRAMS)"
 compare "FFmpeg examples" "$(meson_list examples/meson.build ffmpeg_examples)" "$(make_list FFMPEG_EXAMPLES)"
 compare "FFmpeg GPU tests" "$(meson_list tests/meson.build ffmpeg_gpu_tests)" "$(make_list FFMPEG_GPU_TESTS)"
+compare "FFmpeg CPU tests" "$(meson_list tests/meson.build ffmpeg_cpu_tests)" "$(make_list FFMPEG_CPU_TESTS)"
 compare "FFmpeg benchmarks" "$(meson_list bench/meson.build ffmpeg_benches)" "$(make_list FFMPEG_BENCHES)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 compare "fuzz targets" "$(meson_list tests/fuzz/meson.build fuzz_targets)" "$(make_list FUZZ_TARGETS)"
