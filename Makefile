@@ -376,7 +376,7 @@ check: all
 		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%) \
-		$(if $(HAVE_FFMPEG),$(FFMPEG_CPU_TESTS:%=$(O)/tests/%) $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
+		$(if $(HAVE_FFMPEG),$(foreach t,$(FFMPEG_CPU_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
 
 # The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
 api-docs:

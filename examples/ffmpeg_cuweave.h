@@ -267,7 +267,7 @@ FCW_FN_ cw_status fcw_kernels_open(fcw_kernels *k, cw_context *ctx) {
 
 /* ---- the processor: a pipeline per frame --------------------------------- */
 
-enum { FCW_RING = 4 }; /* frames in flight: the pipeline's max_in_flight too */
+enum { FCW_RING = 4 }; /* frames in flight */
 
 typedef struct fcw_options {
     /* GPU time (ns) the frame operator spends busy before any read of the
@@ -513,7 +513,10 @@ FCW_FN_ cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, u
     }
     cw_pipeline_settings ps;
     cw_pipeline_settings_default(&ps);
-    ps.max_in_flight = FCW_RING;
+    /* the ring bounds the frames in flight (a frame is retired before its
+     * slot is used again); the pipeline's own bound, which waits at the end
+     * of iteration i for iteration i + 1 - max_in_flight, stays behind it */
+    ps.max_in_flight = FCW_RING + 1;
     if (st == CW_SUCCESS) st = cw_pipeline_create(&p->pipe, p->ctx, &ps);
     if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "frame", fcw_op_frame, p, NULL, NULL, "out");
     if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "blur", fcw_op_blur, p, "in", NULL, "out");

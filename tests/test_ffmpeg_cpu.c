@@ -8,11 +8,30 @@
  * decode, and after the decoder is rewound as the benchmark does). Also
  * that FFmpeg's hwcontext_cuda.h compiled here without CUDA's cuda.h, with
  * the AVCUDADeviceContext layout FFmpeg's library uses.
+ *
+ * And the processor itself (fcw_open, fcw_process, fcw_drain, fcw_close)
+ * on the fake driver (tests/fake_cuda.c, path in argv[1]; the fake NVRTC
+ * beside it), with FFmpeg's device context filled in by hand as a program
+ * that hands FFmpeg its own context does: while the fake GPU holds its work,
+ * no frame goes back to FFmpeg (their buffers' free callbacks are not
+ * called) though the program dropped its references; once the work is
+ * done every frame is released, in order, each after its result was handed
+ * over; a released-at-once control frees them at once; the context current
+ * before each call (none, or FFmpeg's) is current after it and FFmpeg's
+ * stream is the same; FFmpeg's stream gets exactly one wait per frame, and
+ * none with no_order_back; frames of another format or size are refused.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cwtest.h"
 
 #include "ffmpeg_cuweave.h"
+
+/* the fake driver's hooks (argv[1]); NULL without it */
+static void (*fake_hold)(int);
+static int (*fake_drain)(int);
+static long (*fake_calls)(const char *);
+static int (*fake_ctx_get)(CUcontext *);
+static int (*fake_ctx_set)(CUcontext);
 
 /* hwcontext_cuda.h through cuweave's handle types: the struct FFmpeg's
  * library fills (cuda_ctx, stream, internal). */
@@ -142,8 +161,257 @@ static void test_rewind_decodes_the_same_frames(void **state) {
     fcw_decoder_close(&d);
 }
 
-int main(void) {
+/* ---- the processor on the fake driver ------------------------------------- */
+
+enum { FW = 64, FH = 32, FPITCH = 128, NFRAMES = 10 };
+
+typedef struct released {
+    int order[64];
+    int count;
+    int results_before[64]; /* results handed over when frame i was released */
+    int results;
+} released;
+
+static released g_rel;
+
+static void frame_free(void *opaque, uint8_t *data) {
+    (void)data;
+    const int i = (int)(intptr_t)opaque;
+    g_rel.results_before[i] = g_rel.results;
+    g_rel.order[g_rel.count++] = i;
+}
+
+static void count_result(void *user, long long index, const fcw_result *r) {
+    (void)r;
+    released *rel = (released *)user;
+    assert_int_equal(index, rel->results); /* in order */
+    rel->results++;
+}
+
+typedef struct fake_host {
+    cw_context *own;   /* the "FFmpeg" context, made by the test */
+    cw_stream *stream; /* its stream, when the case sets one */
+    cw_buffer *mem;    /* the frames' device memory */
+    AVBufferRef *dev;
+    AVCUDADeviceContext *hw;
+    cw_devptr base;
+} fake_host;
+
+static void fake_host_open(fake_host *h, int own_stream) {
+    memset(h, 0, sizeof *h);
+    assert_cw_ok(cw_context_create(&h->own, 0));
+    cw_stream *alloc_stream = NULL;
+    assert_cw_ok(cw_stream_create(&alloc_stream, h->own, NULL));
+    assert_cw_ok(cw_buffer_create(&h->mem, alloc_stream, (size_t)FPITCH * FH));
+    assert_cw_ok(cw_buffer_get_ptr(h->mem, &h->base));
+    assert_cw_ok(cw_stream_synchronize(alloc_stream));
+    cw_stream_destroy(&alloc_stream);
+    if (own_stream) assert_cw_ok(cw_stream_create(&h->stream, h->own, NULL));
+    /* FFmpeg's device context as a program fills it in before
+     * av_hwdevice_ctx_init (not called: nothing of FFmpeg's CUDA loader runs) */
+    h->dev = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA);
+    assert_non_null(h->dev);
+    h->hw = (AVCUDADeviceContext *)((AVHWDeviceContext *)h->dev->data)->hwctx;
+    cw_context_info ci;
+    assert_cw_ok(cw_context_get_info(h->own, &ci));
+    h->hw->cuda_ctx = ci.handle;
+    if (h->stream) {
+        cw_stream_info si;
+        assert_cw_ok(cw_stream_get_info(h->stream, &si));
+        h->hw->stream = si.handle;
+    }
+}
+
+static void fake_host_close(fake_host *h) {
+    h->hw->cuda_ctx = NULL;
+    h->hw->stream = NULL;
+    av_buffer_unref(&h->dev);
+    cw_buffer_destroy(&h->mem);
+    cw_stream_destroy(&h->stream);
+    cw_context_destroy(&h->own);
+}
+
+/* A CUDA frame over the host's memory whose buffer reports its release. */
+static AVFrame *fake_frame(const fake_host *h, int i) {
+    AVFrame *f = av_frame_alloc();
+    assert_non_null(f);
+    f->format = AV_PIX_FMT_CUDA;
+    f->width = FW;
+    f->height = FH;
+    f->data[0] = (uint8_t *)(uintptr_t)h->base;
+    f->linesize[0] = FPITCH;
+    static uint8_t dummy;
+    f->buf[0] = av_buffer_create(&dummy, 1, frame_free, (void *)(intptr_t)i, 0);
+    assert_non_null(f->buf[0]);
+    return f;
+}
+
+static void need_fake(void) {
+    if (!fake_hold) {
+        printf("# no fake driver given (argv[1])\n");
+        skip();
+    }
+}
+
+/* The state a host watches around each call. */
+static void process_checked(fcw_proc *p, const fake_host *h, AVFrame *f, long long i, CUcontext current) {
+    CUstream stream_before = h->hw->stream;
+    assert_int_equal(fake_ctx_set(current), 0);
+    assert_cw_ok(fcw_process(p, f, i, NULL));
+    CUcontext after = (CUcontext)(uintptr_t)1;
+    assert_int_equal(fake_ctx_get(&after), 0);
+    assert_ptr_equal(after, current);
+    assert_ptr_equal(h->hw->stream, stream_before);
+    assert_int_equal(fake_ctx_set(NULL), 0);
+}
+
+static void released_only_after_the_work(int own_stream) {
+    need_fake();
+    fake_host h;
+    fake_host_open(&h, own_stream);
+    memset(&g_rel, 0, sizeof g_rel);
+    fcw_proc *p = NULL;
+    assert_cw_ok(fcw_open(&p, h.dev, FW, FH, NULL));
+    p->on_result = count_result;
+    p->user = &g_rel;
+    fake_hold(1); /* the fake GPU runs nothing from here */
+    for (int i = 0; i < FCW_RING; i++) {
+        AVFrame *f = fake_frame(&h, i);
+        process_checked(p, &h, f, i, i % 2 ? h.hw->cuda_ctx : NULL);
+        av_frame_free(&f); /* the program's reference goes at once */
+    }
+    assert_int_equal(g_rel.count, 0); /* nothing back to FFmpeg while the GPU has not run the work */
+    assert_int_equal(g_rel.results, 0);
+    fake_hold(0);
+    assert_cw_ok(fcw_drain(p));
+    assert_int_equal(g_rel.count, FCW_RING);
+    for (int i = 0; i < FCW_RING; i++) {
+        assert_int_equal(g_rel.order[i], i);            /* in order */
+        assert_int_equal(g_rel.results_before[i], i);   /* before its own result was handed over */
+    }
+    assert_int_equal(g_rel.results, FCW_RING);
+    /* more frames than the ring: each released FCW_RING frames later at the latest */
+    for (int i = FCW_RING; i < NFRAMES; i++) {
+        AVFrame *f = fake_frame(&h, i);
+        process_checked(p, &h, f, i, NULL);
+        av_frame_free(&f);
+        assert_true(g_rel.count >= i + 1 - FCW_RING);
+    }
+    fcw_close(&p);
+    assert_int_equal(g_rel.count, NFRAMES);
+    assert_int_equal(g_rel.results, NFRAMES);
+    for (int i = 0; i < NFRAMES; i++) assert_int_equal(g_rel.order[i], i);
+    assert_true(fake_drain(5000));
+    fake_host_close(&h);
+}
+
+static void test_fake_released_after_the_work_null_stream(void **state) {
+    (void)state;
+    released_only_after_the_work(0);
+}
+
+static void test_fake_released_after_the_work_own_stream(void **state) {
+    (void)state;
+    released_only_after_the_work(1);
+}
+
+/* The control's knob: released at once, while the GPU still holds the work. */
+static void test_fake_release_at_once(void **state) {
+    (void)state;
+    need_fake();
+    fake_host h;
+    fake_host_open(&h, 0);
+    memset(&g_rel, 0, sizeof g_rel);
+    fcw_options opt = {0, 1, 1};
+    fcw_proc *p = NULL;
+    assert_cw_ok(fcw_open(&p, h.dev, FW, FH, &opt));
+    fake_hold(1);
+    for (int i = 0; i < 3; i++) {
+        AVFrame *f = fake_frame(&h, i);
+        assert_cw_ok(fcw_process(p, f, i, NULL));
+        av_frame_free(&f);
+    }
+    assert_int_equal(g_rel.count, 3);
+    fake_hold(0);
+    fcw_close(&p);
+    assert_true(fake_drain(5000));
+    fake_host_close(&h);
+}
+
+/* FFmpeg's stream waits once per frame for the sink; with no_order_back
+ * never. */
+static long waits_for(int no_order_back) {
+    fake_host h;
+    fake_host_open(&h, 1);
+    memset(&g_rel, 0, sizeof g_rel);
+    fcw_options opt = {0, no_order_back, 0};
+    fcw_proc *p = NULL;
+    assert_cw_ok(fcw_open(&p, h.dev, FW, FH, &opt));
+    AVFrame *f = fake_frame(&h, 0);
+    assert_cw_ok(fcw_process(p, f, 0, NULL)); /* the pipeline's first run leases its streams */
+    assert_cw_ok(fcw_drain(p));
+    const long before = fake_calls("cuStreamWaitEvent");
+    for (int i = 1; i < NFRAMES; i++) assert_cw_ok(fcw_process(p, f, i, NULL));
+    assert_cw_ok(fcw_drain(p));
+    const long waits = fake_calls("cuStreamWaitEvent") - before;
+    av_frame_free(&f);
+    fcw_close(&p);
+    assert_true(fake_drain(5000));
+    fake_host_close(&h);
+    return waits;
+}
+
+static void test_fake_one_wait_back_per_frame(void **state) {
+    (void)state;
+    need_fake();
+    const long ordered = waits_for(0), not_back = waits_for(1);
+    printf("# cuStreamWaitEvent calls for %d frames: %ld with FFmpeg's stream waiting, %ld without\n", NFRAMES - 1,
+           ordered, not_back);
+    assert_int_equal(ordered - not_back, NFRAMES - 1);
+}
+
+static void test_fake_refuses_other_frames(void **state) {
+    (void)state;
+    need_fake();
+    fake_host h;
+    fake_host_open(&h, 0);
+    fcw_proc *p = NULL;
+    assert_cw_ok(fcw_open(&p, h.dev, FW, FH, NULL));
+    memset(&g_rel, 0, sizeof g_rel);
+    AVFrame *f = fake_frame(&h, 0);
+    f->format = AV_PIX_FMT_NV12;
+    assert_int_equal(fcw_process(p, f, 0, NULL), CW_ERROR_INVALID_ARGUMENT);
+    f->format = AV_PIX_FMT_CUDA;
+    f->width = FW / 2;
+    assert_int_equal(fcw_process(p, f, 0, NULL), CW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(p->frames, 0);
+    av_frame_free(&f);
+    assert_int_equal(g_rel.count, 1); /* the processor kept no reference */
+    fcw_close(&p);
+    fake_host_close(&h);
+}
+
+int main(int argc, char **argv) {
     av_log_set_level(AV_LOG_ERROR);
+    if (argc > 1 && argv[1][0]) {
+        setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+        setenv("FAKE_CUDA_FEATURES", "all", 1);
+        char nvrtc[4096];
+        snprintf(nvrtc, sizeof nvrtc, "%s", argv[1]);
+        char *slash = strrchr(nvrtc, '/');
+        snprintf(slash ? slash + 1 : nvrtc, sizeof nvrtc - (size_t)(slash ? slash + 1 - nvrtc : 0), "libfakenvrtc.so");
+        setenv("CUWEAVE_LIBNVRTC", nvrtc, 1);
+        setenv("CUWEAVE_CACHE_DIR", "off", 1);
+        void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+        if (!lib || !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold")) ||
+            !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain")) ||
+            !(*(void **)&fake_calls = dlsym(lib, "fake_cuda_calls")) ||
+            !(*(void **)&fake_ctx_get = dlsym(lib, "cuCtxGetCurrent")) ||
+            !(*(void **)&fake_ctx_set = dlsym(lib, "cuCtxSetCurrent")) || cw_init() != CW_SUCCESS) {
+            printf("FAIL: cannot use the fake driver %s: %s\n", argv[1], cw_last_error()->message);
+            return 1;
+        }
+    }
     cwt_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hwcontext_cuda_header_without_cuda_h),
@@ -152,6 +420,11 @@ int main(void) {
         cmocka_unit_test(test_h264_clip_reference),
         cmocka_unit_test(test_hevc_clip_reference),
         cmocka_unit_test(test_rewind_decodes_the_same_frames),
+        cmocka_unit_test(test_fake_released_after_the_work_null_stream),
+        cmocka_unit_test(test_fake_released_after_the_work_own_stream),
+        cmocka_unit_test(test_fake_release_at_once),
+        cmocka_unit_test(test_fake_one_wait_back_per_frame),
+        cmocka_unit_test(test_fake_refuses_other_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
