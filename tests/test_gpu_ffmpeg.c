@@ -168,8 +168,9 @@ static void decode_case(int which, int own_stream, unsigned long long extra_ns, 
     assert_int_equal(ctx_flags(hw->cuda_ctx), ctx_flags_before);
     /* With FFmpeg's stream not waiting, nothing holds the decoder back: it
      * runs ahead of the 10 ms reads, and frames were held (retirement waited
-     * for the GPU) while cuweave still read them. */
-    if (extra_ns && no_order_back) assert_true(waits > 0);
+     * for the GPU) while cuweave still read them. (Not under
+     * compute-sanitizer, which serializes all GPU work, NVDEC's copies too.) */
+    if (extra_ns && no_order_back && !cwt_under_sanitizer()) assert_true(waits > 0);
     av_frame_free(&f);
     fcw_decoder_close(&d);
     fcw_device_close(&dev, stream);
