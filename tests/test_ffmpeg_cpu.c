@@ -96,8 +96,8 @@ static void test_reference_by_hand(void **state) {
 static void check_clip(const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", fcw_data_dir(), name);
-    fcw_result *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
+    fcw_result *a = NULL;
+    size_t na = 0;
     unsigned w = 0, h = 0;
     int r = fcw_reference_clip(path, &a, &na, &w, &h);
     if (r < 0) fail_msg("%s: %s", path, av_err2str(r));
@@ -111,13 +111,9 @@ static void check_clip(const char *name) {
         if (i == 0) assert_int_equal(a[i].sad, 0);
         else assert_true(a[i].sad > 0); /* testsrc2 moves every frame */
     }
-    assert_int_equal(fcw_reference_clip(path, &b, &nb, &w, &h), 0);
-    assert_int_equal(nb, na);
-    assert_memory_equal(a, b, na * sizeof *a);
     printf("# %s: %zu frames of %ux%u; frame 1's SAD %llu, frame 49's %llu\n", name, na, w, h,
            (unsigned long long)a[1].sad, (unsigned long long)a[49].sad);
     free(a);
-    free(b);
 }
 
 static void test_h264_clip_reference(void **state) {
