@@ -452,6 +452,15 @@ FCW_FN_ cw_status fcw_drain(fcw_proc *p) {
     return CW_SUCCESS;
 }
 
+/* Starts again at frame 0 (another clip, or the same from its start): every
+ * frame in flight retired, the previous blur dropped (the next frame's SAD
+ * is 0). The next fcw_process takes index 0. */
+FCW_FN_ cw_status fcw_restart(fcw_proc *p) {
+    FCW_TRY_(fcw_drain(p));
+    cw_buffer_destroy(&p->prev_blur);
+    return CW_SUCCESS;
+}
+
 FCW_FN_ void fcw_close(fcw_proc **pp) {
     if (!pp || !*pp) return;
     fcw_proc *p = *pp;
