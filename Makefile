@@ -140,6 +140,13 @@ GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future tes
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings
 # Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
 PROGRAMS = cuweave-info
+# Built when pkg-config finds FFmpeg's development packages (libavformat,
+# libavcodec, libavutil): the example, the GPU test and the benchmark of
+# cuweave inside FFmpeg (docs/embedding.md, "Inside FFmpeg").
+FFMPEG_EXAMPLES = ffmpeg_decode
+FFMPEG_GPU_TESTS = test_gpu_ffmpeg
+FFMPEG_CPU_TESTS = test_ffmpeg_cpu
+FFMPEG_BENCHES = bench_ffmpeg
 BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_resident_fused bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
@@ -161,6 +168,10 @@ LIBS_STATIC = -ldl -lpthread -lstdc++ -lm
 LIB_LDFLAGS = $(if $(filter 1,$(STATIC_LIBSTDCXX)),-static-libstdc++ -static-libgcc)
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+FFMPEG_PC = libavformat libavcodec libavutil
+HAVE_FFMPEG := $(shell $(PKG_CONFIG) --exists $(FFMPEG_PC) 2>/dev/null && echo yes)
+FFMPEG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(FFMPEG_PC) 2>/dev/null) -DFCW_DATA_DIR='"$(abspath tests/data)"'
+FFMPEG_LIBS = $(shell $(PKG_CONFIG) --libs $(FFMPEG_PC) 2>/dev/null)
 
 OBJS = $(LIB_SRCS:%.cpp=$(O)/%.o) $(O)/src/builtin_image.o
 
@@ -187,9 +198,11 @@ HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 all: lib programs examples tests benches headers
 lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
 programs: $(PROGRAMS:%=$(O)/%)
-examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi)
-benches: $(BENCHES:%=$(O)/bench/%)
+examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
+	$(if $(HAVE_FFMPEG),$(FFMPEG_EXAMPLES:%=$(O)/examples/%))
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+	$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%))
+benches: $(BENCHES:%=$(O)/bench/%) $(if $(HAVE_FFMPEG),$(FFMPEG_BENCHES:%=$(O)/bench/%))
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -237,6 +250,12 @@ $(PROGRAMS:%=$(O)/%): $(O)/%: programs/%.c $(SHARED) $(HEADERS)
 $(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..'
+
+# The FFmpeg example: the shared library and FFmpeg's.
+$(FFMPEG_EXAMPLES:%=$(O)/examples/%): $(O)/examples/%: examples/%.c examples/ffmpeg_cuweave.h $(SHARED) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $(FFMPEG_CFLAGS) $< -o $@ -L$(O) -l:$(SONAME) -Wl,-rpath,'$$ORIGIN/..' \
+		$(FFMPEG_LIBS) -ldl
 
 # C++ programs (cuweave.hpp) linking the shared library.
 $(CPP_EXAMPLES:%=$(O)/examples/%): $(O)/examples/%: examples/%.cpp $(CPP_HEADERS) $(SHARED) $(HEADERS)
@@ -300,6 +319,12 @@ $(FAKE_TESTS:%=$(O)/tests/%) $(GPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests $(CMOCKA_CFLAGS) -c $< -o $@.o
 	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(LIBS_PRIVATE)
 
+# The FFmpeg tests: libcuweave.a, CMocka and FFmpeg's libraries.
+$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%): $(O)/tests/%: tests/%.c tests/cwtest.h examples/ffmpeg_cuweave.h $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Itests -Iexamples $(CMOCKA_CFLAGS) $(FFMPEG_CFLAGS) -c $< -o $@.o
+	$(CXX) $@.o -o $@ $(STATIC) $(CMOCKA_LIBS) $(FFMPEG_LIBS) $(LIBS_PRIVATE)
+
 # The libFuzzer targets (make fuzz, above), the seed corpora's maker, and the
 # fakes next to them.
 fuzz: $(FUZZ_TARGETS:%=$(O)/tests/%) $(O)/tests/make_seeds $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so
@@ -315,6 +340,11 @@ $(O)/tests/make_seeds: tests/fuzz/make_seeds.c $(STATIC) $(HEADERS)
 $(O)/tests/cuda_abi: tests/cuda_abi.cpp src/driver/cuda_min.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
+
+$(FFMPEG_BENCHES:%=$(O)/bench/%): $(O)/bench/%: bench/%.c bench/bench_common.h examples/ffmpeg_cuweave.h $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -Isrc -Iexamples $(FFMPEG_CFLAGS) -c $< -o $@.o
+	$(CXX) $@.o -o $@ $(STATIC) $(FFMPEG_LIBS) $(LIBS_PRIVATE) -lm
 
 $(O)/bench/%: bench/%.c bench/bench_common.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -355,7 +385,8 @@ check: all
 		"sh tests/check-trace-plot.sh . $(O)/tests/test_trace_cpu $(O)/tests/libfakecuda.so" \
 		"sh tests/expect-exit.sh 77 env CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 $(O)/examples/devices-static" \
 		"env FAKE_CUDA_DEVICES=2 CUWEAVE_LIBCUDA=$(abspath $(O))/tests/libfakecuda.so CUWEAVE_LIBNCCL=$(abspath $(O))/tests/libfakenccl.so $(O)/examples/multi_process" \
-		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%)
+		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%) \
+		$(if $(HAVE_FFMPEG),$(foreach t,$(FFMPEG_CPU_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
 
 # The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
 api-docs:

@@ -99,5 +99,10 @@ if [ -n "${BENCH_DIR:-}" ]; then
         CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 timeout 60 "$BENCH_DIR/$b" > "$tmp/b.log" 2>&1; rc=$?
         check "$b exits 77 without a GPU" 77 "$rc"
     done
+    # built only where FFmpeg's development packages are
+    if [ -x "$BENCH_DIR/bench_ffmpeg" ]; then
+        CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 timeout 60 "$BENCH_DIR/bench_ffmpeg" > "$tmp/b.log" 2>&1; rc=$?
+        check "bench_ffmpeg exits 77 without a GPU" 77 "$rc"
+    fi
 fi
 exit $fail

@@ -42,6 +42,10 @@ compare "fake-driver tests" "$(meson_list tests/meson.build fake_tests)" "$(make
 compare "GPU tests" "$(meson_list tests/meson.build gpu_tests)" "$(make_list GPU_TESTS)"
 compare "installed programs" "$(meson_list meson.build cw_programs)" "$(make_list PROGRAMS)"
 compare "programs on disk and in the build" "$(ls programs/*.c | sed 's|^programs/||; s|\.c$||' | sort)" "$(make_list PROGRAMS)"
+compare "FFmpeg examples" "$(meson_list examples/meson.build ffmpeg_examples)" "$(make_list FFMPEG_EXAMPLES)"
+compare "FFmpeg GPU tests" "$(meson_list tests/meson.build ffmpeg_gpu_tests)" "$(make_list FFMPEG_GPU_TESTS)"
+compare "FFmpeg CPU tests" "$(meson_list tests/meson.build ffmpeg_cpu_tests)" "$(make_list FFMPEG_CPU_TESTS)"
+compare "FFmpeg benchmarks" "$(meson_list bench/meson.build ffmpeg_benches)" "$(make_list FFMPEG_BENCHES)"
 compare "benchmarks" "$(meson_list bench/meson.build cw_benches)" "$(make_list BENCHES)"
 compare "fuzz targets" "$(meson_list tests/fuzz/meson.build fuzz_targets)" "$(make_list FUZZ_TARGETS)"
 
@@ -49,7 +53,7 @@ compare "fuzz targets" "$(meson_list tests/fuzz/meson.build fuzz_targets)" "$(ma
 on_disk=$(ls src/*/*.cpp | sort)
 compare "sources on disk and in the build" "$on_disk" "$(make_list LIB_SRCS)"
 compare "C examples on disk and in the build" "$(ls examples/*.c | sed 's|^examples/||; s|\.c$||' | sort)" \
-    "$(make_list EXAMPLES)"
+    "$( (make_list EXAMPLES; make_list FFMPEG_EXAMPLES) | sort)"
 compare "C++ examples on disk and in the build" "$(ls examples/*.cpp | sed 's|^examples/||; s|\.cpp$||' | sort)" \
     "$(make_list CPP_EXAMPLES)"
 compare "C++ headers on disk and in the build" "$(ls include/cuweave/cuweave.hpp include/cuweave/cpp/*.hpp | sort)" \

@@ -90,6 +90,14 @@ build-gpu/examples/resident >> "$OUT/example.log" 2>&1; note "example resident: 
 build-gpu/examples/resident_handler >> "$OUT/example.log" 2>&1; note "example resident_handler: exit $?"
 build-gpu/examples/resident_fused >> "$OUT/example.log" 2>&1; note "example resident_fused: exit $?"
 build-gpu/examples/embed >> "$OUT/example.log" 2>&1; note "example embed: exit $?"
+# FFmpeg's NVDEC frames (built where FFmpeg's dev packages are: .deps/ has them)
+for clip in tests/data/clip_h264.mp4 tests/data/clip_hevc.mp4; do
+    if [ -x build-gpu/examples/ffmpeg_decode ]; then
+        build-gpu/examples/ffmpeg_decode "$clip" >> "$OUT/example.log" 2>&1; note "example ffmpeg_decode $(basename "$clip"): exit $?"
+    else
+        note "example ffmpeg_decode: NOT BUILT (FFmpeg's dev packages not found)"
+    fi
+done
 for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu multi_process first guide_streams guide_graph guide_resident guide_pipeline; do
     build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"
 done

@@ -4,16 +4,17 @@
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
 # valgrind, python3-venv (the wheel's check; matplotlib's environment),
 # doxygen (the API reference),
-# and clang with libFuzzer and the sanitizer runtimes for the fuzz
+# clang with libFuzzer and the sanitizer runtimes for the fuzz
 # targets (tools/fuzz.sh; Debian 12 packs those in libclang-rt-dev, older
-# releases with clang itself).
+# releases with clang itself), and FFmpeg's development packages (the
+# FFmpeg example, tests and benchmark: docs/embedding.md, "Inside FFmpeg").
 # Runs apt-get as root, or through sudo when not root. Idempotent.
 # Waits for the package manager's lock when another apt or dpkg holds it (an
 # unattended upgrade on a fresh machine): up to SETUP_LOCK_WAIT seconds
 # (default 600), trying again every SETUP_LOCK_POLL seconds (default 5),
 # before it gives up.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen"
+pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen libavformat-dev libavcodec-dev libavutil-dev"
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }
