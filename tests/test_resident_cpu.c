@@ -929,14 +929,15 @@ static void test_auto_gate_and_overlap(void **state) {
     assert_cw_ok(cw_resident_build(r));
     assert_cw_ok(cw_resident_get_info(r, &info));
     assert_int_equal(info.gate, CW_RESIDENT_GATE_KERNELS);
-    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NONE);
-    assert_int_equal(info.overlap, 1);
     assert_int_equal(fake_calls("cuGraphAddNode") - cond0, 1);
-    /* its kernels copied into every copy of the iteration, no child graph
-     * node, and so chained by overlap as a capture function's are */
-    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 4 * 2);
-    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 0);
-    assert_int_equal(fake_last_prog(), 4 * 3 + 3);
+    /* a child graph node in every copy of the iteration (no node-by-node
+     * copy: cuGraphAddKernelNode of a node read back crashed in the H100's
+     * driver), so no overlap, with the reason */
+    assert_int_equal(fake_calls("cuGraphAddKernelNode") - kn0, 0);
+    assert_int_equal(fake_calls("cuGraphAddChildGraphNode") - child0, 4);
+    assert_int_equal(info.overlap, 0);
+    assert_int_equal(info.fallback, CW_RESIDENT_FALLBACK_NODE);
+    assert_non_null(strstr(info.fallback_detail, "child graph node"));
     cw_graph_destroy(&g);
     w.kinds[1] = "copy";
     assert_cw_ok(cw_capture_begin(cs, NULL, CW_CAPTURE_THREAD_LOCAL));

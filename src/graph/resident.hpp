@@ -116,7 +116,6 @@ struct cw_resident {
     // What the last build chose (gate and overlap AUTO resolved), and why it
     // fell back where it did (cw_resident_info).
     bool built;
-    bool inline_workload;  // this build copies the workload graph's nodes into the iteration
     cw_resident_gate gate_used;
     int overlap_used;
     cw_resident_fallback fallback;

@@ -20,110 +20,8 @@ namespace {
 
 inline cw_status cu_check(CUresult r, const char *call) { return r == CUDA_SUCCESS ? CW_SUCCESS : fail_cu(r, call); }
 
-// The graph a workload graph copy (set_part: a graph holding the user's as
-// its one child node) wraps, when every node of it is a kernel or an empty
-// node (nothing nested) and the driver can copy them: else nullptr.
-cw_status inlinable(const Part &part, CUgraph *inner) {
-    *inner = nullptr;
-    if (!part.graph || !drv().cuGraphNodeGetDependencies || !drv().cuGraphKernelNodeGetParams ||
-        !drv().cuGraphAddKernelNode || !drv().cuGraphChildGraphNodeGetGraph)
-        return CW_SUCCESS;
-    CUgraphNode top[2];
-    size_t n = 2;
-    CW_CU(cuGraphGetNodes, (part.graph->cu, top, &n));
-    CUgraphNodeType type = 0;
-    if (n != 1) return CW_SUCCESS;
-    CW_CU(cuGraphNodeGetType, (top[0], &type));
-    if (type != CU_GRAPH_NODE_TYPE_GRAPH) return CW_SUCCESS;
-    CUgraph child = nullptr;
-    CW_CU(cuGraphChildGraphNodeGetGraph, (top[0], &child));
-    size_t count = 0;
-    CW_CU(cuGraphGetNodes, (child, nullptr, &count));
-    CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
-    if (!nodes) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    cw_status st = cu_check(drv().cuGraphGetNodes(child, nodes, &count), "cuGraphGetNodes");
-    bool ok = true;
-    for (size_t i = 0; st == CW_SUCCESS && ok && i < count; i++) {
-        st = cu_check(drv().cuGraphNodeGetType(nodes[i], &type), "cuGraphNodeGetType");
-        ok = type == CU_GRAPH_NODE_TYPE_KERNEL || type == CU_GRAPH_NODE_TYPE_EMPTY;
-    }
-    free(nodes);
-    if (st == CW_SUCCESS && ok) *inner = child;
-    return st;
-}
-
-// Copies the nodes of src (kernels, with their attributes, and empty nodes)
-// into g after g's sinks, keeping src's edges: the workload's kernels then
-// sit in the iteration itself, as a capture function's would, and overlap
-// can chain them.
-cw_status inline_graph(cw_graph *g, CUgraph src) {
-    size_t count = 0;
-    CW_CU(cuGraphGetNodes, (src, nullptr, &count));
-    if (count == 0) return CW_SUCCESS;
-    CUgraphNode *sinks = nullptr;
-    size_t nsinks = 0;
-    CW_TRY(sinks_of(g->cu, &sinks, &nsinks));
-    CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count, sizeof(CUgraphNode)));
-    CUgraphNode *made = static_cast<CUgraphNode *>(calloc(count, sizeof(CUgraphNode)));
-    CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count, sizeof(CUgraphNode)));
-    CUgraphNode *mapped = static_cast<CUgraphNode *>(calloc(count + nsinks, sizeof(CUgraphNode)));
-    cw_status st = nodes && made && deps && mapped ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(src, nodes, &count), "cuGraphGetNodes");
-    // In passes: a node goes in once every node it depends on is in.
-    size_t placed = 0;
-    for (size_t pass = 0; st == CW_SUCCESS && placed < count && pass <= count; pass++) {
-        for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
-            if (made[i]) continue;
-            size_t nd = count;
-            st = cu_check(drv().cuGraphNodeGetDependencies(nodes[i], deps, nullptr, &nd), "cuGraphNodeGetDependencies");
-            size_t nm = 0;
-            bool ready = true;
-            for (size_t k = 0; st == CW_SUCCESS && ready && k < nd; k++) {
-                size_t j = 0;
-                while (j < count && nodes[j] != deps[k]) j++;
-                ready = j < count && made[j];
-                if (ready) mapped[nm++] = made[j];
-            }
-            if (st != CW_SUCCESS || !ready) continue;
-            if (nd == 0) {
-                for (size_t k = 0; k < nsinks; k++) mapped[k] = sinks[k];
-                nm = nsinks;
-            }
-            CUgraphNodeType type = 0;
-            st = cu_check(drv().cuGraphNodeGetType(nodes[i], &type), "cuGraphNodeGetType");
-            if (st != CW_SUCCESS) break;
-            if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
-                CUDA_KERNEL_NODE_PARAMS_v2 p;
-                memset(&p, 0, sizeof p);
-                st = cu_check(drv().cuGraphKernelNodeGetParams(nodes[i], &p), "cuGraphKernelNodeGetParams");
-                if (st == CW_SUCCESS)
-                    st = cu_check(drv().cuGraphAddKernelNode(&made[i], g->cu, mapped, nm, &p), "cuGraphAddKernelNode");
-                if (st == CW_SUCCESS && drv().cuGraphKernelNodeCopyAttributes)
-                    st = cu_check(drv().cuGraphKernelNodeCopyAttributes(made[i], nodes[i]),
-                                  "cuGraphKernelNodeCopyAttributes");
-            } else {
-                st = cu_check(drv().cuGraphAddEmptyNode(&made[i], g->cu, mapped, nm), "cuGraphAddEmptyNode");
-            }
-            if (st == CW_SUCCESS) placed++;
-        }
-    }
-    free(sinks);
-    free(nodes);
-    free(made);
-    free(deps);
-    free(mapped);
-    if (st == CW_SUCCESS && placed < count)
-        return fail(CW_ERROR_INTERNAL, "the workload graph's nodes could not be ordered (%zu of %zu)", placed, count);
-    return st;
-}
-
 // Adds a part (may be unset: nothing) after g's sinks.
 cw_status add_part(cw_resident *r, cw_graph *g, const Part &part) {
-    if (part.graph && r->inline_workload && &part == &r->workload) {
-        CUgraph inner = nullptr;
-        CW_TRY(inlinable(part, &inner));
-        if (inner) return inline_graph(g, inner);
-    }
     if (part.graph) {
         cw_graph_node *deps[8];
         size_t n = 0;
@@ -448,9 +346,10 @@ cw_status choose_gate(cw_resident *r, cw_resident_gate *gate) {
         CW_TRY(st);
     }
     if (!look.ok) *gate = CW_RESIDENT_GATE_NODE;
-    // A graph that qualifies goes into the iteration node by node, not as a
-    // child graph node (when it holds nothing nested and the driver can copy it).
-    r->inline_workload = look.ok && r->workload.graph;
+    // A workload graph stays one child graph node per copy of the iteration.
+    // (Copying its kernel nodes into the iteration with cuGraphKernelNodeGetParams
+    // and cuGraphAddKernelNode crashed inside the H100's driver, 580.159, for
+    // kernels launched through the library API: not done.)
     return CW_SUCCESS;
 }
 
@@ -468,6 +367,12 @@ cw_status choose_overlap(cw_resident *r, cw_graph *body, const OwnNodes &own, cw
     if (r->handler.set()) {
         fall_back(r, CW_RESIDENT_FALLBACK_SETTING,
                   "no overlap: the loop has a data-ready handler (its kernels are not known to wait)");
+        return CW_SUCCESS;
+    }
+    if (r->workload.graph) {
+        fall_back(r, CW_RESIDENT_FALLBACK_NODE,
+                  "no overlap: the workload is a graph, whose kernels sit in a child graph node that overlap cannot "
+                  "chain (give a capture function, cw_resident_set_workload_fn, for overlap)");
         return CW_SUCCESS;
     }
     // compute-sanitizer's racecheck aborts or hangs on programmatic edges
@@ -575,7 +480,6 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
     const bool handler = r->handler.set();
     r->fallback = CW_RESIDENT_FALLBACK_NONE;
     r->fallback_detail[0] = '\0';
-    r->inline_workload = false;
     cw_resident_gate gate = r->set.gate;
     if (gate == CW_RESIDENT_GATE_BEGIN_END) {
         if (handler)
