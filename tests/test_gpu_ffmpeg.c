@@ -338,8 +338,11 @@ static void test_filter_slow_kernels(void **state) {
 }
 
 /* The control: no ordering back to FFmpeg's stream, frames released at once,
- * slow kernels: the download reads the output before the blur wrote it and
- * the next upload overwrites a surface still to be read. */
+ * slow kernels: the download reads the output before the blur wrote it, so
+ * the pictures come out wrong (49 of 50 on the H100). The results (histogram
+ * and SAD, read from the input surfaces) stayed right there: 0 of 50 wrong,
+ * the next upload did not overwrite a surface still being read in that run,
+ * so only the pictures are asserted; the results are printed. */
 static void test_filter_unordered_is_wrong(void **state) {
     (void)state;
     if (cwt_under_sanitizer()) {
@@ -353,7 +356,6 @@ static void test_filter_unordered_is_wrong(void **state) {
            "wrong pictures\n",
            o.frames, o.wrong_results, o.wrong_pictures);
     assert_true(o.wrong_pictures > 0);
-    assert_true(o.wrong_results > 0);
 }
 
 int main(void) {
