@@ -341,9 +341,11 @@ class TestGraphsKernelsResident(unittest.TestCase):
         st = r.stats()
         self.assertEqual((st["gate"], st["overlap"], st["fallback_detail"]), (cuweave.GATE_AUTO, cuweave.OVERLAP_AUTO, ""))
         r.build()
-        # an empty workload qualifies for the kernel gate; the fake device is 9.0: overlap
+        # an empty workload qualifies for the kernel gate; given as a graph it is
+        # a child graph node, which overlap cannot chain: off, with the reason
         st = r.stats()
-        self.assertEqual((st["gate"], st["overlap"], st["fallback"]), (cuweave.GATE_KERNELS, 1, cuweave.FALLBACK_NONE))
+        self.assertEqual((st["gate"], st["overlap"], st["fallback"]), (cuweave.GATE_KERNELS, 0, cuweave.FALLBACK_NODE))
+        self.assertIn("child graph node", st["fallback_detail"])
         r.launch()
         self.assertTrue(r.launched)
         slot = r.next_input()
