@@ -64,7 +64,7 @@
  *           which the build copies into the iteration when it qualifies
  *        n2 the defaults with the same kernels as a capture function
  *           (cw_resident_set_workload_fn)
- *        n3 gate FUSED: cw_fop_load (cw_resident_begin), cw_gop_mul,
+ *        n3 gate BEGIN_END: cw_fop_load (cw_resident_begin), cw_gop_mul,
  *           cw_fop_store (cw_resident_end) as a capture function, spin,
  *           overlap AUTO, unroll 16: the user's three kernels and nothing else
  *      with ratios against a), c) and e).
@@ -1218,7 +1218,7 @@ int main(void) {
         {"FIXED 100 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 100, 0, 0},
         {"n1 defaults, graph (the minimal program)", W_DEFAULT_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
         {"n2 defaults, fn", W_DEFAULT_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
-        {"n3 gate FUSED, fn, unroll 16", W_FUSED, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"n3 gate BEGIN_END, fn, unroll 16", W_FUSED, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
     };
     cw_resident *loops[L_COUNT] = {0};
     for (int i = 0; i < L_COUNT; i++) {
@@ -1396,7 +1396,7 @@ int main(void) {
             {"a) tuned: gate kernels, fn, overlap", &f_a, &v[V_A], &v[V_B]},
             {"n1 defaults, graph (the minimal program)", &f_n1, &v[V_N1_B2B], &v[V_N1_POLL]},
             {"n2 defaults, fn", &f_n2, &v[V_N2_B2B], &v[V_N2_POLL]},
-            {"n3 gate FUSED, fn", &f_n3, &v[V_N3_B2B], &v[V_N3_POLL]},
+            {"n3 gate BEGIN_END, fn", &f_n3, &v[V_N3_B2B], &v[V_N3_POLL]},
         };
         for (size_t i = 0; i < sizeof nrows / sizeof nrows[0]; i++) {
             const cw_resident_info *li = &nrows[i].f->last;

@@ -575,7 +575,7 @@ static void test_resident_on_gpu(void **) {
         r.configure(c);
         r.set_workload_fn(workload);
         r.launch();
-        assert_int_equal(calls, 4); // once per copy of the iteration
+        assert_int_equal(calls, 5); // once per copy of the iteration, and once for gate AUTO's look
         serve(r, s, stage, o, 50);
         r.tear_down(2000);
         assert_int_equal(r.info().completed, 50);
