@@ -288,7 +288,7 @@ static void launch_gops(kset *k, dptr ctl, CUstream h) {
     CU_CHECK(rawcuda_launch1(&rc, k->f_gstore, h, a_store));
 }
 
-/* The fused operators (gate FUSED: cw_fop_load begins, cw_fop_store ends). */
+/* The fused operators (gate BEGIN_END: cw_fop_load begins, cw_fop_store ends). */
 static void launch_fops(kset *k, dptr ctl, CUstream h) {
     void *a_load[] = {&ctl, &k->in, &k->buf};
     void *a_mul[] = {&ctl, &k->buf};
@@ -339,7 +339,7 @@ typedef enum {
     W_NONE,       /* IF node, no workload: the loop's own kernels only (out is not written) */
     W_DEFAULT_GRAPH, /* n1: the defaults (gate, overlap, sleep), cw_gop_* as a graph */
     W_DEFAULT_FN,    /* n2: the defaults, cw_gop_* as a capture function */
-    W_FUSED          /* n3: gate FUSED, cw_fop_load / cw_gop_mul / cw_fop_store as a capture function */
+    W_BEGIN_END          /* n3: gate BEGIN_END, cw_fop_load / cw_gop_mul / cw_fop_store as a capture function */
 } wkind;
 
 /* The user data of a workload function: lives as long as the process (a
@@ -385,12 +385,12 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
     if (mode == CW_RESIDENT_SLEEP_ADAPTIVE) s.spin_us = spin_us;
     s.sync_with_host = 1; /* the workload writes `out` in host memory */
     s.unroll = unroll;
-    const int guarded = w == W_GUARDED_FN || w == W_GUARDED_FN_PLAIN || w == W_DEFAULT_FN ? 1 : w == W_FUSED ? 2 : 0;
+    const int guarded = w == W_GUARDED_FN || w == W_GUARDED_FN_PLAIN || w == W_DEFAULT_FN ? 1 : w == W_BEGIN_END ? 2 : 0;
     if (w == W_DEFAULT_GRAPH || w == W_DEFAULT_FN) {
         /* the minimal program: the defaults, but for the results in host memory */
         cw_resident_settings_default(&s);
         s.sync_with_host = 1;
-    } else if (w == W_FUSED) {
+    } else if (w == W_BEGIN_END) {
         s.gate = CW_RESIDENT_GATE_BEGIN_END; /* overlap AUTO (the default) */
     } else {
         s.gate = guarded ? CW_RESIDENT_GATE_KERNELS : CW_RESIDENT_GATE_NODE;
@@ -402,7 +402,7 @@ static cw_status loop_make(cw_resident **r, kset *k, wkind w, uint32_t unroll, c
     case W_GUARDED_FN:
     case W_GUARDED_FN_PLAIN:
     case W_DEFAULT_FN:
-    case W_FUSED:
+    case W_BEGIN_END:
     case W_PLAIN_FN: {
         if (wl_used == (int)(sizeof wl_pool / sizeof wl_pool[0])) {
             fprintf(stderr, "%s: more loops than wl_pool holds\n", BENCH_NAME);
@@ -1218,7 +1218,7 @@ int main(void) {
         {"FIXED 100 us", W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 100, 0, 0},
         {"n1 defaults, graph (the minimal program)", W_DEFAULT_GRAPH, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
         {"n2 defaults, fn", W_DEFAULT_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
-        {"n3 gate BEGIN_END, fn, unroll 16", W_FUSED, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
+        {"n3 gate BEGIN_END, fn, unroll 16", W_BEGIN_END, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0},
     };
     cw_resident *loops[L_COUNT] = {0};
     for (int i = 0; i < L_COUNT; i++) {
@@ -1260,8 +1260,8 @@ int main(void) {
     variant_init(&v[V_N1_POLL], "n1) defaults, graph, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_N2_B2B], "n2) defaults, fn, back-to-back", T_LOOP, 0, iters);
     variant_init(&v[V_N2_POLL], "n2) defaults, fn, already polling", T_LOOP, POLL_GAP_NS, iters);
-    variant_init(&v[V_N3_B2B], "n3) gate FUSED, back-to-back", T_LOOP, 0, iters);
-    variant_init(&v[V_N3_POLL], "n3) gate FUSED, already polling", T_LOOP, POLL_GAP_NS, iters);
+    variant_init(&v[V_N3_B2B], "n3) gate BEGIN_END, back-to-back", T_LOOP, 0, iters);
+    variant_init(&v[V_N3_POLL], "n3) gate BEGIN_END, already polling", T_LOOP, POLL_GAP_NS, iters);
     variant_init(&v[V_SPIN], "g) spin", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_ADAPT], "g) ADAPTIVE", T_LOOP, SLEEP_GAP_NS, sleep_iters);
     variant_init(&v[V_F500], "g) FIXED 500", T_LOOP, SLEEP_GAP_NS, sleep_iters);
@@ -1382,7 +1382,7 @@ int main(void) {
            "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
            gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
-    printf("\nn) issue 24: the defaults and gate FUSED, in the same blocks as a)-f) (p50/p99/p99.9 us; GPU median;\n"
+    printf("\nn) issue 24: the defaults and gate BEGIN_END, in the same blocks as a)-f) (p50/p99/p99.9 us; GPU median;\n"
            "   what the build chose, cw_resident_get_info):\n");
     printf("  %-40s %26s   %26s %10s  %s\n", "row", "back-to-back p50/p99/p99.9", "already polling p50/p99/p99.9",
            "GPU median", "gate/overlap");

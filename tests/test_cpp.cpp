@@ -1363,7 +1363,7 @@ static void test_resident_loop(void **) {
         assert_int_equal(bi.fallback, CW_RESIDENT_FALLBACK_NO_CTL);
         assert_non_null(strstr(bi.fallback_detail, "cwk_timestamp"));
         {
-            // gate FUSED through the wrapper: a capture function whose first
+            // gate BEGIN_END through the wrapper: a capture function whose first
             // kernel does not take the device block is refused at the build
             cw_resident_settings fs = cw::defaults<cw_resident_settings>();
             fs.gate = CW_RESIDENT_GATE_BEGIN_END;
@@ -1371,7 +1371,7 @@ static void test_resident_loop(void **) {
             stamp_workload fw;
             OK(f.set_workload_fn(fw));
             assert_int_equal(STATUS_OF(f.build()), CW_ERROR_INVALID_STATE);
-            assert_non_null(strstr(cw_last_error()->message, "gate FUSED"));
+            assert_non_null(strstr(cw_last_error()->message, "gate BEGIN_END"));
         }
         OK(r.set_handler_fn(nullptr, nullptr)); // host requests again
         OK(r.launch());

@@ -560,7 +560,7 @@ static void test_gate_kernels_inline(void **state) {
     dfree(seqs);
 }
 
-/* Gate FUSED (issue 24): the workload's first kernel takes the request
+/* Gate BEGIN_END (issue 24): the workload's first kernel takes the request
  * (cw_resident_begin) and its last reports it (cw_resident_end); the loop
  * has no poll and no signal kernel. Both kernels run 4 blocks of 64
  * threads: every block of the last reads what every block of the first
@@ -629,7 +629,7 @@ static void test_fused_begin_end(void **state) {
         /* synccheck reports every barrier in a kernel inside a WHILE graph
          * body (docs/resident.md, "Limits"); cw_resident_begin and
          * cw_resident_end hold one each */
-        printf("# gate FUSED is skipped under synccheck (it fails barriers inside a loop's graph)\n");
+        printf("# gate BEGIN_END is skipped under synccheck (it fails barriers inside a loop's graph)\n");
         skip();
         return;
     }

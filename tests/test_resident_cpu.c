@@ -66,7 +66,7 @@ static void test_settings_defaults_and_validation(void **state) {
         {"sleep too long", NULL}, {"spin too long", NULL}, {"mode", NULL},  {"trace and overlap", NULL},
         {"3 slots", NULL},        {"slots no bytes", NULL}, {"bytes no slots", NULL},
         {"unroll 0", NULL},       {"unroll 65", NULL},     {"reserved", NULL},       {"gate", NULL},
-        {"overlap, gate AUTO", NULL}, {"overlap, gate NODE", NULL}, {"trace and FUSED", NULL},
+        {"overlap, gate AUTO", NULL}, {"overlap, gate NODE", NULL}, {"trace and gate CW_RESIDENT_GATE_BEGIN_END", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cw_resident_settings_default(&s);
@@ -125,7 +125,7 @@ static void test_settings_defaults_and_validation(void **state) {
     assert_cw_ok(cw_resident_get_settings(r, &got));
     assert_int_equal(got.overlap, CW_RESIDENT_OVERLAP_AUTO);
     assert_int_equal(got.gate, CW_RESIDENT_GATE_AUTO);
-    /* overlap 1 with gate FUSED is allowed; trace with FUSED is not (configure too) */
+    /* overlap 1 with gate BEGIN_END is allowed; trace with FUSED is not (configure too) */
     s.trace = 0;
     s.overlap = 1;
     s.gate = CW_RESIDENT_GATE_BEGIN_END;
@@ -756,7 +756,7 @@ static void test_workload_fn(void **state) {
 }
 
 
-/* ---- issue 24: gate and overlap AUTO (the defaults), gate FUSED ----
+/* ---- issue 24: gate and overlap AUTO (the defaults), gate BEGIN_END ----
  * The fake's kernels from a module have the parameters their names say
  * ("first#8,8": two 8-byte ones); a captured launch keeps its arguments,
  * which the loop reads back (cuGraphKernelNodeGetParams, cuFuncGetParamInfo)
@@ -1024,7 +1024,7 @@ static void test_auto_gate_and_overlap(void **state) {
     cw_stream_destroy(&cs);
 }
 
-/* Gate FUSED: the WHILE body holds the workload's kernels, `unroll` times,
+/* Gate BEGIN_END: the WHILE body holds the workload's kernels, `unroll` times,
  * and one loop kernel; no poll, no signal, no IF node. Every refusal. */
 static void test_fused(void **state) {
     (void)state;

@@ -3,7 +3,7 @@
 // serves sequence-numbered requests on the GPU until it is torn down:
 //
 //   arm -> WHILE(loop) { unroll x [ poll -> (handler -> gate) -> IF(work) { workload -> signal } ] } -> exit
-//   gate FUSED: arm -> WHILE(loop) { unroll x [ workload ] -> loop } -> exit
+//   gate BEGIN_END: arm -> WHILE(loop) { unroll x [ workload ] -> loop } -> exit
 //
 // The kernels are the library's own (ptx/cuweave_kernels.cu); the memory
 // they share with the host is laid out in resident_abi.h. The code:

@@ -159,7 +159,7 @@ cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t
     return mark_into(r, g, idx, true);
 }
 
-// ---- what the workload is made of (gate and overlap AUTO, gate FUSED) ----
+// ---- what the workload is made of (gate and overlap AUTO, gate BEGIN_END) ----
 
 // Records the first reason a build fell back (later ones are consequences).
 void fall_back(cw_resident *r, cw_resident_fallback why, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -418,14 +418,14 @@ cw_status choose_overlap(cw_resident *r, cw_graph *body, const OwnNodes &own, cw
     return CW_SUCCESS;
 }
 
-// Gate FUSED, after the first copy of the workload went into the empty
+// Gate BEGIN_END, after the first copy of the workload went into the empty
 // body: one first and one last node, both kernels that take the device
 // block (when the driver can tell).
 cw_status check_fused_shape(cw_resident *r, cw_graph *body) {
     size_t count = 0;
     CW_CU(cuGraphGetNodes, (body->cu, nullptr, &count));
     if (count == 0)
-        return fail(CW_ERROR_INVALID_STATE, "gate FUSED: the workload's capture function captured nothing");
+        return fail(CW_ERROR_INVALID_STATE, "gate BEGIN_END: the workload's capture function captured nothing");
     CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count, sizeof(CUgraphNode)));
     cw_status st = nodes ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(body->cu, nodes, &count), "cuGraphGetNodes");
@@ -434,7 +434,7 @@ cw_status check_fused_shape(cw_resident *r, cw_graph *body) {
     for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
         size_t after = 0, before = 0;
         st = cu_check(drv().cuGraphNodeGetDependentNodes(nodes[i], nullptr, &after), "cuGraphNodeGetDependentNodes");
-        // (gate FUSED needs conditional nodes, and so a 12.3 driver, which has this)
+        // (gate BEGIN_END needs conditional nodes, and so a 12.3 driver, which has this)
         if (st == CW_SUCCESS && drv().cuGraphNodeGetDependencies)
             st = cu_check(drv().cuGraphNodeGetDependencies(nodes[i], nullptr, nullptr, &before),
                           "cuGraphNodeGetDependencies");
@@ -451,7 +451,7 @@ cw_status check_fused_shape(cw_resident *r, cw_graph *body) {
     CW_TRY(st);
     if (roots != 1 || sinks != 1)
         return fail(CW_ERROR_INVALID_STATE,
-                    "gate FUSED: the workload must begin with one kernel (the one that calls cw_resident_begin) and "
+                    "gate BEGIN_END: the workload must begin with one kernel (the one that calls cw_resident_begin) and "
                     "end with one (cw_resident_end); its graph has %zu first and %zu last nodes",
                     roots, sinks);
     CurrentGuard guard;
@@ -461,13 +461,13 @@ cw_status check_fused_shape(cw_resident *r, cw_graph *body) {
         CUgraphNodeType type = 0;
         CW_CU(cuGraphNodeGetType, (ends[i], &type));
         if (type != CU_GRAPH_NODE_TYPE_KERNEL)
-            return fail(CW_ERROR_INVALID_STATE, "gate FUSED: the workload's %s node is %s, not a kernel that calls %s",
+            return fail(CW_ERROR_INVALID_STATE, "gate BEGIN_END: the workload's %s node is %s, not a kernel that calls %s",
                         i ? "last" : "first", node_kind(type), i ? "cw_resident_end" : "cw_resident_begin");
         KernelFacts f;
         CW_TRY(kernel_facts(r, ends[i], &f));
         if (f.takes_ctl == 0)
             return fail(CW_ERROR_INVALID_STATE,
-                        "gate FUSED: the workload's %s kernel '%s' does not take the loop's device block "
+                        "gate BEGIN_END: the workload's %s kernel '%s' does not take the loop's device block "
                         "(cw_resident_get_ctl), so it cannot call %s",
                         i ? "last" : "first", f.name, i ? "cw_resident_end" : "cw_resident_begin");
     }
@@ -484,11 +484,11 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
     if (gate == CW_RESIDENT_GATE_BEGIN_END) {
         if (handler)
             return fail(CW_ERROR_INVALID_STATE,
-                        "gate FUSED: the loop has a data-ready handler (its gate kernel decides between the handler "
+                        "gate BEGIN_END: the loop has a data-ready handler (its gate kernel decides between the handler "
                         "and the workload): use gate KERNELS");
         if (!r->workload.fn)
             return fail(CW_ERROR_INVALID_STATE,
-                        "gate FUSED needs the workload as a capture function (cw_resident_set_workload_fn) whose "
+                        "gate BEGIN_END needs the workload as a capture function (cw_resident_set_workload_fn) whose "
                         "first kernel calls cw_resident_begin and last cw_resident_end%s",
                         r->workload.graph ? " (it is a graph, which becomes a child graph node)" : " (none is set)");
     }

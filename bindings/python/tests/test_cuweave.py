@@ -316,12 +316,12 @@ class TestGraphsKernelsResident(unittest.TestCase):
         r = cuweave.Resident(self.ctx, trace=1)
         self.assertEqual(r.settings()["trace"], 1)
         r.close()
-        # gate FUSED: the workload's kernels poll and signal; without a capture function the build refuses
+        # gate BEGIN_END: the workload's kernels poll and signal; without a capture function the build refuses
         r = cuweave.Resident(self.ctx, gate=cuweave.GATE_BEGIN_END, overlap=0)
         self.assertEqual(r.settings()["gate"], cuweave.GATE_BEGIN_END)
         with self.assertRaises(cuweave.InvalidStateError) as cm:
             r.build()
-        self.assertIn("gate FUSED needs the workload as a capture function", str(cm.exception))
+        self.assertIn("gate BEGIN_END needs the workload as a capture function", str(cm.exception))
         r.close()
         with self.assertRaises(cuweave.InvalidArgumentError):
             cuweave.Resident(self.ctx, trace=1, gate=cuweave.GATE_BEGIN_END)
