@@ -74,18 +74,6 @@ static __device__ __forceinline__ void res_wait_previous() {
 __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d, unsigned long long timeout_ns, unsigned sleep_ns,
                             unsigned spin_ns, unsigned flags) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long now = cw__res_now();
-    const unsigned long long base = *(volatile unsigned long long *)&h->base;
-    d->t0 = now;
-    d->last_done = now;
-    d->stopped = 0u;
-    d->reason = 0u;
-    d->backoff_ns = 0u;
-    d->idle = 0u;
-    d->started = base;
-    d->pub.seq = base;
-    d->pub.ready = 0u;
-    d->pub.skip = 1u;
     d->host = (unsigned long long)h;
     d->timeout_ns = timeout_ns;
     d->sleep_ns = sleep_ns;
@@ -93,9 +81,7 @@ __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d, unsigned long long ti
     d->flags = flags;
     d->decided = 0u;
     d->ended = 0u;
-    d->epoch = *(volatile unsigned *)&h->epoch;
-    __threadfence_system();
-    *(volatile unsigned *)&h->running_epoch = d->epoch;
+    cw__res_arm(h, d);  // last: it announces the launch to the host
 }
 
 // First in each iteration: the poll (cw__res_poll), then the graph's
@@ -185,10 +171,7 @@ __global__ void cwk_res_mark(cw_res_dev *d, unsigned long long *mark) {
 // After the WHILE node: says why and when the loop stopped.
 __global__ void cwk_res_exit(cw_res_host *h, cw_res_dev *d) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    *(volatile unsigned *)&h->exit_reason = d->reason;
-    *(volatile unsigned long long *)&h->run_ns = cw__res_now() - d->t0;
-    __threadfence_system();
-    *(volatile unsigned *)&h->exited_epoch = d->epoch;
+    cw__res_exit(h, d);
 }
 
 }  // extern "C"

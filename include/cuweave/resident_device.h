@@ -283,6 +283,36 @@ static __device__ void cw__res_signal(cw_res_host *h, cw_res_dev *d, unsigned fl
     *(volatile unsigned long long *)&h->completed = d->pub.seq;
 }
 
+/* The start of a launch (one thread, before the first poll): the launch's
+ * numbers begin after the requests finished before it (h->base), and the
+ * launch is announced to the host (running_epoch) after everything else. */
+static __device__ void cw__res_arm(cw_res_host *h, cw_res_dev *d) {
+    const unsigned long long now = cw__res_now();
+    const unsigned long long base = *(volatile unsigned long long *)&h->base;
+    d->t0 = now;
+    d->last_done = now;
+    d->stopped = 0u;
+    d->reason = 0u;
+    d->backoff_ns = 0u;
+    d->idle = 0u;
+    d->started = base;
+    d->pub.seq = base;
+    d->pub.ready = 0u;
+    d->pub.skip = 1u;
+    d->epoch = *(volatile unsigned *)&h->epoch;
+    __threadfence_system();
+    *(volatile unsigned *)&h->running_epoch = d->epoch;
+}
+
+/* The end of a launch (one thread, after the loop): why and when it stopped,
+ * then which launch stopped. */
+static __device__ void cw__res_exit(cw_res_host *h, const cw_res_dev *d) {
+    *(volatile unsigned *)&h->exit_reason = d->reason;
+    *(volatile unsigned long long *)&h->run_ns = cw__res_now() - d->t0;
+    __threadfence_system();
+    *(volatile unsigned *)&h->exited_epoch = d->epoch;
+}
+
 /* ---- gate CW_RESIDENT_GATE_BEGIN_END: the workload's kernels poll and signal ---- */
 
 static __device__ __forceinline__ unsigned cw_resident_begin(cw_resident_ctl *ctl) {

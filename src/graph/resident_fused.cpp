@@ -23,9 +23,10 @@ using namespace core;
 namespace {
 
 // The loop around the stages. CWF_STAGES is replaced by the calls of the
-// stages, each followed by a grid barrier. Keep in step with
-// ptx/cuweave_kernels.cu (cwk_res_arm, cwk_res_poll, cwk_res_signal,
-// cwk_res_exit): the host reads the same words the same way.
+// stages, each followed by a grid barrier. The start, the poll, the signal
+// and the end are the graph loop's own (cw__res_arm, cw__res_poll,
+// cw__res_signal, cw__res_exit in resident_device.h, which the built-in
+// kernels call too): the host reads the same words written the same way.
 const char kLoop[] = R"CWF(
 extern "C" {
 
@@ -38,38 +39,6 @@ struct cwf_sync {
     unsigned int cmd;
     unsigned int pad[29];
 };
-
-static __device__ __forceinline__ unsigned long long cwf_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-static __device__ void cwf_sleep(unsigned long long ns) {
-    const unsigned long long end = cwf_now() + ns;
-    for (;;) {
-        const unsigned long long now = cwf_now();
-        if (now >= end) return;
-        const unsigned long long left = end - now;
-        __nanosleep(left > 1000000ull ? 1000000u : (unsigned)left);
-    }
-}
-
-/* As res_pause (cuweave_kernels.cu): nothing, a fixed sleep, or adaptive. */
-static __device__ void cwf_pause(cw_res_dev *d, unsigned long long now, unsigned sleep_ns, unsigned spin_ns,
-                                 unsigned flags) {
-    if (sleep_ns == 0u) return;
-    if (!(flags & CW_RES_ADAPTIVE)) {
-        cwf_sleep(sleep_ns);
-        return;
-    }
-    if (now - d->last_done < (unsigned long long)spin_ns) return;
-    unsigned b = d->backoff_ns;
-    b = b == 0u ? 1000u : b * 2u;
-    if (b > sleep_ns) b = sleep_ns;
-    d->backoff_ns = b;
-    cwf_sleep(b);
-}
 
 /* Every thread of every block arrives; the last block to arrive starts the
  * next generation. The generation is read before arriving (it cannot move
@@ -113,77 +82,19 @@ __global__ void __launch_bounds__(1024) cwf_resident_loop(cw_res_host *h, cw_res
     /* Blocks waiting for a request nap up to 1 us between checks (spin
      * when the loop spins): block 0 does the sleeping of the idle modes. */
     const unsigned idle_nap = sleep_ns == 0u ? 0u : 1000u;
-    if (lead) { /* cwk_res_arm */
-        const unsigned long long now = cwf_now();
-        const unsigned long long base = *(volatile unsigned long long *)&h->base;
-        d->t0 = now;
-        d->last_done = now;
-        d->stopped = 0u;
-        d->reason = 0u;
-        d->backoff_ns = 0u;
-        d->idle = 0u;
-        d->started = base;
-        d->pub.seq = base;
-        d->pub.ready = 0u;
-        d->pub.skip = 1u;
-        d->epoch = *(volatile unsigned *)&h->epoch;
-        __threadfence_system();
-        *(volatile unsigned *)&h->running_epoch = d->epoch;
-    }
+    if (lead) cw__res_arm(h, d);
     for (;;) {
-        if (lead) { /* cwk_res_poll, host requests */
-            unsigned cmd = 1u;
-            const unsigned long long started = d->started;
-            for (;;) {
-                unsigned long long requested, hi;
-                asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(requested), "=l"(hi) : "l"(h) : "memory");
-                const unsigned stop = (unsigned)(hi & 0xffffffffull);
-                const unsigned long long now = cwf_now();
-                if (stop || (timeout_ns != 0ull && now - d->t0 >= timeout_ns)) {
-                    d->stopped = 1u;
-                    d->reason = stop ? CW_RES_EXIT_TEAR_DOWN : CW_RES_EXIT_TIMEOUT;
-                    d->pub.skip = 1u;
-                    cmd = 2u;
-                    break;
-                }
-                if (requested > started) {
-                    d->started = started + 1ull;
-                    d->pub.seq = started + 1ull;
-                    d->t_start = now;
-                    d->backoff_ns = 0u;
-                    d->pub.skip = 0u;
-                    break;
-                }
-                d->idle_polls += 1ull;
-                cwf_pause(d, now, sleep_ns, spin_ns, flags);
-            }
-            *(volatile unsigned *)&s->cmd = cmd;
-        }
+        if (lead) /* 1: a request taken; else the loop stops (tear-down or timeout) */
+            *(volatile unsigned *)&s->cmd = cw__res_poll(h, d, timeout_ns, sleep_ns, spin_ns, flags) == 1u ? 1u : 2u;
         cwf_barrier(s, idle_nap, 0u);
         if (threadIdx.x == 0u) cwf_cmd = *(volatile unsigned *)&s->cmd;
         __syncthreads();
         const unsigned cmd = cwf_cmd;
         if (cmd == 2u) break;
 CWF_STAGES
-        if (lead) { /* cwk_res_signal */
-            const unsigned long long now = cwf_now();
-            const unsigned long long dur = now - d->t_start;
-            const unsigned long long served = d->served;
-            d->ring[served % CW_RES_RING] = dur > 0xffffffffull ? 0xffffffffu : (unsigned)dur;
-            if (served == 0ull || dur < d->min_ns) d->min_ns = dur;
-            if (dur > d->max_ns) d->max_ns = dur;
-            d->served = served + 1ull;
-            d->last_done = now;
-            if (sys) __threadfence_system();
-            *(volatile unsigned long long *)&h->completed = d->pub.seq;
-        }
+        if (lead) cw__res_signal(h, d, flags);
     }
-    if (lead) { /* cwk_res_exit */
-        *(volatile unsigned *)&h->exit_reason = d->reason;
-        *(volatile unsigned long long *)&h->run_ns = cwf_now() - d->t0;
-        __threadfence_system();
-        *(volatile unsigned *)&h->exited_epoch = d->epoch;
-    }
+    if (lead) cw__res_exit(h, d);
 }
 
 }  /* extern "C" */
