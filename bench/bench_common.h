@@ -83,6 +83,51 @@ static stats stats_of(double *v, size_t n) {
 __attribute__((unused)) static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
 
 /*
+ * The slowest 1% of samples against the typical ones. parts[k][i] is part k
+ * of sample i (k < nparts); parts[total] holds each sample's total. For each
+ * part: each[k], its percentiles over all samples; slow[k], its mean over
+ * the slow samples (total at least the total's p99, *cut); grew[k], how many
+ * slow samples had their largest excess over the part's median in part k
+ * (only parts with may_grow[k] set compete). Returns the number of slow
+ * samples. The parts are left as they were.
+ */
+__attribute__((unused)) static long bench_slowest(double *const *parts, int nparts, int total, long count,
+                                                  const int *may_grow, stats *each, double *slow, int *grew,
+                                                  double *cut) {
+    double *tmp = malloc(sizeof(double) * (size_t)count);
+    if (!tmp) {
+        fprintf(stderr, "%s: out of host memory\n", BENCH_NAME);
+        exit(1);
+    }
+    for (int k = 0; k < nparts; k++) {
+        memcpy(tmp, parts[k], sizeof(double) * (size_t)count);
+        each[k] = stats_of(tmp, (size_t)count);
+        slow[k] = 0.0;
+        grew[k] = 0;
+    }
+    free(tmp);
+    *cut = each[total].p99;
+    long nslow = 0;
+    for (long i = 0; i < count; i++) {
+        if (parts[total][i] < *cut) continue;
+        nslow++;
+        int worst = -1;
+        double excess = 0.0;
+        for (int k = 0; k < nparts; k++) {
+            slow[k] += parts[k][i];
+            const double e = parts[k][i] - each[k].p50;
+            if (may_grow[k] && (worst < 0 || e > excess)) {
+                excess = e;
+                worst = k;
+            }
+        }
+        if (worst >= 0) grew[worst]++;
+    }
+    for (int k = 0; k < nparts; k++) slow[k] /= (double)(nslow ? nslow : 1);
+    return nslow;
+}
+
+/*
  * BENCH_CSV=dir: a benchmark writes each set of samples it measures to
  * dir/<BENCH_NAME>-<nn>-<label>.csv (nn counts the files this process
  * wrote, the label's characters other than letters and digits become '_'):

@@ -1124,32 +1124,14 @@ static breakdown run_breakdown(variant *V, const workload *W, long f0, long coun
         part[B_ENQ][i] = e - a;
         part[B_TOTAL][i] = b - a;
     }
-    /* the slowest 1% by total, and what grew in them */
-    double *sorted = malloc(sizeof(double) * (size_t)count);
-    if (!sorted) exit(1);
-    memcpy(sorted, part[B_TOTAL], sizeof(double) * (size_t)count);
-    stats ts = stats_of(sorted, (size_t)count);
-    B.slow_cut = ts.p99;
+    /* the slowest 1% by total, and what grew in them (enqueue runs beside the
+     * parts and the total is their sum: neither competes) */
+    static const int may_grow[B_COUNT] = {1, 1, 1, 1, 1, 1, 1, 0, 0};
+    stats each[B_COUNT];
     B.frames = count;
-    for (int k = 0; k < B_COUNT; k++) {
-        memcpy(sorted, part[k], sizeof(double) * (size_t)count);
-        B.typical[k] = stats_of(sorted, (size_t)count).p50;
-    }
-    for (long i = 0; i < count; i++) {
-        if (part[B_TOTAL][i] < B.slow_cut) continue;
-        B.slow_frames++;
-        int worst = 0;
-        double excess = -1e30;
-        for (int k = 0; k < B_COUNT; k++) {
-            B.slow[k] += part[k][i];
-            if (k != B_ENQ && k != B_TOTAL && part[k][i] - B.typical[k] > excess) {
-                excess = part[k][i] - B.typical[k];
-                worst = k;
-            }
-        }
-        B.worst_part[worst]++;
-    }
-    for (int k = 0; k < B_COUNT; k++) B.slow[k] /= (double)(B.slow_frames ? B.slow_frames : 1);
+    B.slow_frames =
+        bench_slowest(part, B_COUNT, B_TOTAL, count, may_grow, each, B.slow, B.worst_part, &B.slow_cut);
+    for (int k = 0; k < B_COUNT; k++) B.typical[k] = each[k].p50;
     if (hs) {
         /* the host split of (a)'s enqueue: a, A in, A out, B in, B out, D in, D out, C in, C out, e */
         B.have_host = 1;
@@ -1172,7 +1154,6 @@ static breakdown run_breakdown(variant *V, const workload *W, long f0, long coun
         }
         free(hs);
     }
-    free(sorted);
     free(ha);
     free(t);
     for (int k = 0; k < B_COUNT; k++) free(part[k]);

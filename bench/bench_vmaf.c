@@ -588,38 +588,16 @@ typedef struct timeline {
 
 
 static timeline summarize_timeline(double *parts[T_COUNT], long count) {
+    static const int may_grow[T_COUNT] = {1, 1, 1, 0}; /* the total is no part */
     timeline T;
     memset(&T, 0, sizeof T);
     T.frames = count;
-    double *tmp = malloc(sizeof(double) * (size_t)count);
-    if (!tmp) exit(1);
-    for (int k = 0; k < T_COUNT; k++) {
-        memcpy(tmp, parts[k], sizeof(double) * (size_t)count);
-        stats st = stats_of(tmp, (size_t)count);
-        T.typical[k] = st.p50;
-        if (k == T_WAKE) {
-            T.wake_p99 = st.p99;
-            T.wake_p999 = st.p999;
-        }
-    }
-    memcpy(tmp, parts[T_TOTAL], sizeof(double) * (size_t)count);
-    const double cut = stats_of(tmp, (size_t)count).p99;
-    for (long i = 0; i < count; i++) {
-        if (parts[T_TOTAL][i] < cut) continue;
-        T.slow_frames++;
-        int worst = 0;
-        double ex = -1e30;
-        for (int k = 0; k < T_COUNT; k++) {
-            T.slow[k] += parts[k][i];
-            if (k != T_TOTAL && parts[k][i] - T.typical[k] > ex) {
-                ex = parts[k][i] - T.typical[k];
-                worst = k;
-            }
-        }
-        T.grew[worst]++;
-    }
-    for (int k = 0; k < T_COUNT; k++) T.slow[k] /= (double)(T.slow_frames ? T.slow_frames : 1);
-    free(tmp);
+    stats each[T_COUNT];
+    double cut = 0.0;
+    T.slow_frames = bench_slowest(parts, T_COUNT, T_TOTAL, count, may_grow, each, T.slow, T.grew, &cut);
+    for (int k = 0; k < T_COUNT; k++) T.typical[k] = each[k].p50;
+    T.wake_p99 = each[T_WAKE].p99;
+    T.wake_p999 = each[T_WAKE].p999;
     return T;
 }
 
