@@ -794,11 +794,6 @@ int main(void) {
         }
     }
 
-    pthread_t watcher;
-    if (pthread_create(&watcher, NULL, watcher_main, NULL) != 0) {
-        fprintf(stderr, "bench_vmaf: pthread_create failed\n");
-        return 1;
-    }
     size_result res[NSIZES];
     for (int si = 0; si < NSIZES; si++) {
         alarm(SETUP_WATCHDOG_S);
@@ -842,6 +837,13 @@ int main(void) {
                     parts[v][k] = malloc(sizeof(double) * (size_t)frames_per);
                     if (!parts[v][k]) exit(1);
                 }
+            /* the watcher spins: it lives for this pass only, not beside the measured blocks */
+            atomic_store(&g_watch.quit, 0);
+            pthread_t watcher;
+            if (pthread_create(&watcher, NULL, watcher_main, NULL) != 0) {
+                fprintf(stderr, "bench_vmaf: pthread_create failed\n");
+                return 1;
+            }
             for (int r = 0; r < rounds; r++) {
                 for (int j = 0; j < V_COUNT; j++) {
                     const int v = (r + j) % V_COUNT;
@@ -849,6 +851,8 @@ int main(void) {
                 }
                 next += BLOCK;
             }
+            atomic_store(&g_watch.quit, 1);
+            pthread_join(watcher, NULL);
             for (int v = 0; v < V_COUNT; v++) {
                 R->tl[v] = summarize_timeline(parts[v], frames_per);
                 for (int k = 0; k < T_COUNT; k++) free(parts[v][k]);
@@ -953,8 +957,6 @@ int main(void) {
         alarm(0);
     }
 
-    atomic_store(&g_watch.quit, 1);
-    pthread_join(watcher, NULL);
     long mismatches = 0, checked = 0;
     printf("\nresults checked against the CPU:\n");
     for (int v = 0; v < V_COUNT; v++) {
