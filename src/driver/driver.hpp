@@ -162,11 +162,6 @@ namespace cw {
       (CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2 * params))                                   \
     X(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 10000,                     \
       (CUgraphNode node, CUgraph * graph))                                                       \
-    X(cuGraphAddKernelNode, "cuGraphAddKernelNode", 12000,                                       \
-      (CUgraphNode * node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,                 \
-       const CUDA_KERNEL_NODE_PARAMS_v2 *params))                                                \
-    X(cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes", 11000,                 \
-      (CUgraphNode dst, CUgraphNode src))                                                        \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
       (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                 \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \
