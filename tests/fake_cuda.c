@@ -2892,6 +2892,8 @@ FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *cou
     struct CUgraph_st *g = graph_or_clone_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
+    /* The H100's driver (580) refuses an array with room for no node. */
+    if (nodes && *count == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (nodes)
         for (size_t i = 0; i < *count && i < g->count; i++) nodes[i] = g->nodes[i];
     *count = g->count;

@@ -108,7 +108,7 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
     CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
     CUgraphEdgeData *edges = static_cast<CUgraphEdgeData *>(calloc(count ? count : 1, sizeof(CUgraphEdgeData)));
     cw_status st = nodes && deps && edges ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(body, nodes, &count), "cuGraphGetNodes");
+    if (st == CW_SUCCESS && count) st = cu_check(drv().cuGraphGetNodes(body, nodes, &count), "cuGraphGetNodes");
     for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
         CUgraphNode to = nodes[i];
         CUgraphNodeType type = 0;
@@ -438,7 +438,7 @@ cw_status make_begin_cooperative(cw_graph *body, const CUgraphNode *before, size
     CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
     CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
     cw_status st = nodes && deps ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(body->cu, nodes, &count), "cuGraphGetNodes");
+    if (st == CW_SUCCESS && count) st = cu_check(drv().cuGraphGetNodes(body->cu, nodes, &count), "cuGraphGetNodes");
     auto old = [&](CUgraphNode n) {
         for (size_t k = 0; k < nbefore; k++)
             if (before[k] == n) return true;
@@ -473,7 +473,9 @@ cw_status graph_nodes(cw_graph *g, CUgraphNode **out, size_t *n) {
     CW_CU(cuGraphGetNodes, (g->cu, nullptr, &count));
     CUgraphNode *v = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
     if (!v) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    cw_status st = cu_check(drv().cuGraphGetNodes(g->cu, v, &count), "cuGraphGetNodes");
+    // The driver refuses an array with room for no node (the body is empty
+    // before the first copy).
+    cw_status st = count ? cu_check(drv().cuGraphGetNodes(g->cu, v, &count), "cuGraphGetNodes") : CW_SUCCESS;
     if (st != CW_SUCCESS) {
         free(v);
         return st;
