@@ -386,7 +386,7 @@ static pthread_t g_worker;
     X(cuGraphAddEmptyNode) X(cuGraphDebugDotPrint) X(cuGraphInstantiateWithFlags)                 \
     X(cuGraphExecDestroy) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecUpdate)                   \
     X(cuGraphConditionalHandleCreate) X(cuGraphAddNode) X(cuLibraryLoadData) X(cuLibraryUnload)  \
-    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuFuncGetName) X(cuLaunchKernelEx) X(cuGraphKernelNodeGetParams) X(cuGraphChildGraphNodeGetGraph) X(cuGraphAddKernelNode) X(cuGraphKernelNodeCopyAttributes) \
+    X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuKernelGetParamInfo) X(cuFuncGetParamInfo) X(cuFuncGetName) X(cuLaunchKernelEx) X(cuGraphKernelNodeGetParams) X(cuGraphChildGraphNodeGetGraph) X(cuGraphAddKernelNode) X(cuGraphKernelNodeCopyAttributes) X(cuGraphKernelNodeSetAttribute) \
     X(cuFuncGetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuFuncSetAttribute) X(cuGraphNodeGetType) X(cuGraphNodeGetDependencies) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies) \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)             \
     X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuDeviceCanAccessPeer) X(cuDeviceGetP2PAttribute)      \
@@ -740,6 +740,7 @@ struct CUgraphNode_st {
     struct CUgraph_st *child; /* child graph node: the node's own clone */
     struct deps deps;
     struct deps prog; /* the dependencies whose edge is programmatic (type 1) */
+    int cooperative;  /* cuGraphKernelNodeSetAttribute(CU_LAUNCH_ATTRIBUTE_COOPERATIVE) */
     long dependents;
     /* conditional node ("conditional" feature) */
     int is_cond;
@@ -2891,6 +2892,8 @@ FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *cou
     struct CUgraph_st *g = graph_or_clone_of(graph);
     if (!g) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (!count) RETURN(CUDA_ERROR_INVALID_VALUE);
+    /* The H100's driver (580) refuses an array with room for no node. */
+    if (nodes && *count == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (nodes)
         for (size_t i = 0; i < *count && i < g->count; i++) nodes[i] = g->nodes[i];
     *count = g->count;
@@ -3139,6 +3142,25 @@ FAKE_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode s
         RETURN(CUDA_ERROR_INVALID_VALUE);
     RETURN(CUDA_SUCCESS); /* the fake keeps no attributes */
 }
+
+/* The fake keeps one attribute: a kernel node's cooperative flag (counted
+ * by fake_cuda_cooperative_nodes). */
+static long g_cooperative_nodes;
+FAKE_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode node, CUlaunchAttributeID attr,
+                                                const CUlaunchAttributeValue *value) {
+    ENTER(cuGraphKernelNodeSetAttribute);
+    NEED_INIT();
+    struct CUgraphNode_st *n = (struct CUgraphNode_st *)node;
+    if (!n || !value || n->magic != MAGIC_NODE || !n->item || n->item->kind != IT_KERNEL) RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (attr == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+        if (value->cooperative && !n->cooperative) g_cooperative_nodes++;
+        n->cooperative = value->cooperative != 0;
+    }
+    RETURN(CUDA_SUCCESS);
+}
+
+/* Kernel nodes made cooperative so far (the attribute set to nonzero). */
+FAKE_API long fake_cuda_cooperative_nodes(void) { return g_cooperative_nodes; }
 
 FAKE_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned flags) {
     (void)flags;
@@ -3412,7 +3434,7 @@ static const struct {
     PF_(cuLibraryLoadData, FEAT_LIBRARY) PF_(cuLibraryUnload, FEAT_LIBRARY) PF_(cuLibraryGetKernel, FEAT_LIBRARY)
     PF_(cuKernelGetFunction, FEAT_LIBRARY) PF_(cuKernelGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetParamInfo, FEAT_LIBRARY) PF_(cuFuncGetName, FEAT_LIBRARY)
     P_(cuGraphKernelNodeGetParams) P_(cuGraphChildGraphNodeGetGraph) P_(cuGraphAddKernelNode)
-    P_(cuGraphKernelNodeCopyAttributes)
+    P_(cuGraphKernelNodeCopyAttributes) P_(cuGraphKernelNodeSetAttribute)
     PF_(cuLaunchKernelEx, FEAT_LIBRARY) P_(cuGraphNodeGetType) P_(cuFuncGetAttribute)
     P_(cuOccupancyMaxActiveBlocksPerMultiprocessor) P_(cuFuncSetAttribute)
     PF_(cuGraphNodeGetDependencies, FEAT_CONDITIONAL) PF_(cuGraphAddDependencies, FEAT_CONDITIONAL)

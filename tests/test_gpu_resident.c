@@ -633,6 +633,15 @@ static void test_fused_begin_end(void **state) {
         skip();
         return;
     }
+    if (cwt_sanitizer_is("racecheck")) {
+        /* racecheck does not run the cooperative first kernel's blocks
+         * together: blocks waiting in cw_resident_begin for block 0 never
+         * see its decision (on the H100 the test did not end in 80 s;
+         * docs/resident.md, "Limits"). memcheck runs it. */
+        printf("# gate BEGIN_END is skipped under racecheck (it does not run a cooperative kernel's blocks together)\n");
+        skip();
+        return;
+    }
     const unsigned n = requests(20000, 1000), m = requests(3000, 1000);
     cw_resident_settings set = spin_settings();
     set.gate = CW_RESIDENT_GATE_BEGIN_END;

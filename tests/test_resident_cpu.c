@@ -32,6 +32,7 @@
 #include "testing/seam.h"
 
 static long (*fake_last_prog)(void);
+static long (*fake_coop_nodes)(void);
 static long (*fake_calls)(const char *entry);
 static CUcontext (*fake_other)(void);
 
@@ -1055,8 +1056,11 @@ static void test_fused(void **state) {
         w.kinds[0] = "firstctl#8,8", w.kinds[1] = "midctl#8,8", w.kinds[2] = "lastctl#8,8", w.n = 3;
         w.calls = 0;
         assert_cw_ok(cw_resident_set_workload_fn(r, fused_capture, &w));
-        long l0 = launches(), cond0 = fake_calls("cuGraphAddNode");
+        long l0 = launches(), cond0 = fake_calls("cuGraphAddNode"), coop0 = fake_coop_nodes();
         assert_cw_ok(cw_resident_build(r));
+        /* each copy's first kernel (the one calling cw_resident_begin, whose
+         * blocks wait for block 0) cooperative, and only it: 4 copies */
+        assert_int_equal(fake_coop_nodes() - coop0, 4);
         /* arm, 4 x (first, mid, last), loop, exit: the user's kernels and 3 */
         assert_int_equal(launches() - l0, 1 + 4 * 3 + 1 + 1);
         assert_int_equal(w.calls, 4); /* FUSED is explicit: no look */
@@ -1841,6 +1845,7 @@ int main(int argc, char **argv) {
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
         !(fake_last_prog = (long (*)(void))dlsym(lib, "fake_cuda_last_prog_edges")) ||
+        !(fake_coop_nodes = (long (*)(void))dlsym(lib, "fake_cuda_cooperative_nodes")) ||
         !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
         !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold")) ||

@@ -162,6 +162,8 @@ namespace cw {
       (CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v2 * params))                                   \
     X(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 10000,                     \
       (CUgraphNode node, CUgraph * graph))                                                       \
+    X(cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute", 11000,                     \
+      (CUgraphNode node, CUlaunchAttributeID attr, const CUlaunchAttributeValue *value))         \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                                               \
       (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))                 \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \

@@ -108,7 +108,7 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
     CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
     CUgraphEdgeData *edges = static_cast<CUgraphEdgeData *>(calloc(count ? count : 1, sizeof(CUgraphEdgeData)));
     cw_status st = nodes && deps && edges ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == CW_SUCCESS) st = cu_check(drv().cuGraphGetNodes(body, nodes, &count), "cuGraphGetNodes");
+    if (st == CW_SUCCESS && count) st = cu_check(drv().cuGraphGetNodes(body, nodes, &count), "cuGraphGetNodes");
     for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
         CUgraphNode to = nodes[i];
         CUgraphNodeType type = 0;
@@ -421,6 +421,70 @@ cw_status choose_overlap(cw_resident *r, cw_graph *body, const OwnNodes &own, cw
 // Gate BEGIN_END, after the first copy of the workload went into the empty
 // body: one first and one last node, both kernels that take the device
 // block (when the driver can tell).
+// Gate BEGIN_END: the first kernel of the copy just captured (the node not
+// in before[] whose dependencies all are) is launched cooperatively. Its
+// blocks other than block 0 wait in cw_resident_begin for block 0's
+// decision, which CUDA promises to end only when all of the kernel's
+// blocks are on the GPU at once: a cooperative kernel's are (its launch is
+// refused where they cannot be). Without that, under a tool that runs
+// blocks one after another (compute-sanitizer's racecheck), the loop
+// stopped serving.
+cw_status make_begin_cooperative(cw_graph *body, const CUgraphNode *before, size_t nbefore) {
+    if (!drv().cuGraphKernelNodeSetAttribute || !drv().cuGraphNodeGetDependencies)
+        return fail(CW_ERROR_NOT_SUPPORTED,
+                    "gate BEGIN_END: the driver cannot make a graph's kernel cooperative (cuGraphKernelNodeSetAttribute)");
+    size_t count = 0;
+    CW_CU(cuGraphGetNodes, (body->cu, nullptr, &count));
+    CUgraphNode *nodes = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
+    CUgraphNode *deps = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
+    cw_status st = nodes && deps ? CW_SUCCESS : fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == CW_SUCCESS && count) st = cu_check(drv().cuGraphGetNodes(body->cu, nodes, &count), "cuGraphGetNodes");
+    auto old = [&](CUgraphNode n) {
+        for (size_t k = 0; k < nbefore; k++)
+            if (before[k] == n) return true;
+        return false;
+    };
+    size_t made = 0;
+    for (size_t i = 0; st == CW_SUCCESS && i < count; i++) {
+        if (old(nodes[i])) continue;
+        size_t nd = count;
+        st = cu_check(drv().cuGraphNodeGetDependencies(nodes[i], deps, nullptr, &nd), "cuGraphNodeGetDependencies");
+        bool first = true;
+        for (size_t k = 0; st == CW_SUCCESS && k < nd; k++) first = first && old(deps[k]);
+        if (st != CW_SUCCESS || !first) continue;
+        CUlaunchAttributeValue v;
+        memset(&v, 0, sizeof v);
+        v.cooperative = 1;
+        st = cu_check(drv().cuGraphKernelNodeSetAttribute(nodes[i], CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v),
+                      "cuGraphKernelNodeSetAttribute");
+        made++;
+    }
+    free(nodes);
+    free(deps);
+    CW_TRY(st);
+    if (made != 1)
+        return fail(CW_ERROR_INTERNAL, "gate BEGIN_END: %zu first kernels in a copy of the workload", made);
+    return CW_SUCCESS;
+}
+
+// The nodes of g now (the caller frees *out).
+cw_status graph_nodes(cw_graph *g, CUgraphNode **out, size_t *n) {
+    size_t count = 0;
+    CW_CU(cuGraphGetNodes, (g->cu, nullptr, &count));
+    CUgraphNode *v = static_cast<CUgraphNode *>(calloc(count ? count : 1, sizeof(CUgraphNode)));
+    if (!v) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    // The driver refuses an array with room for no node (the body is empty
+    // before the first copy).
+    cw_status st = count ? cu_check(drv().cuGraphGetNodes(g->cu, v, &count), "cuGraphGetNodes") : CW_SUCCESS;
+    if (st != CW_SUCCESS) {
+        free(v);
+        return st;
+    }
+    *out = v;
+    *n = count;
+    return CW_SUCCESS;
+}
+
 cw_status check_fused_shape(cw_resident *r, cw_graph *body) {
     size_t count = 0;
     CW_CU(cuGraphGetNodes, (body->cu, nullptr, &count));
@@ -522,8 +586,14 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
     for (uint32_t i = 0; i < r->set.unroll; i++) {
         if (fused) {
             // The workload's own kernels poll and signal (cw_resident_begin, cw_resident_end).
-            CW_TRY(add_traced_part(r, body, r->workload, 0, i));
-            if (i == 0) CW_TRY(check_fused_shape(r, body));
+            CUgraphNode *before = nullptr;
+            size_t nbefore = 0;
+            CW_TRY(graph_nodes(body, &before, &nbefore));
+            cw_status st = add_traced_part(r, body, r->workload, 0, i);
+            if (st == CW_SUCCESS && i == 0) st = check_fused_shape(r, body);
+            if (st == CW_SUCCESS) st = make_begin_cooperative(body, before, nbefore);
+            free(before);
+            CW_TRY(st);
             continue;
         }
         // Gated by kernels the handle is never set: the kernels take it all the same.
