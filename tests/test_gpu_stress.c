@@ -391,5 +391,6 @@ int main(void) {
         cmocka_unit_test(test_soak_resident),
         cmocka_unit_test(test_soak_fused),
     };
+    cwt_filter_from_env(); /* CWT_FILTER=test_soak_fused: the fused soak alone */
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
