@@ -43,7 +43,9 @@
  *      max, served, last_done stored), +seqmem (the done value loaded from
  *      the device block after the system fence, as cw__res_signal's
  *      pub.seq), +cas (the host makes the request with a compare-and-swap,
- *      as cw_resident_data_ready), -cmd (block 0 takes the decision from
+ *      as cw_resident_data_ready), "+bell16, 2 loads in flight" (a second
+ *      doorbell load issued half a measured round trip after the first, so
+ *      the doorbell is sampled twice per round trip), -cmd (block 0 takes the decision from
  *      shared memory: no store and volatile load of a global word), -bar (no
  *      __syncthreads between the stages); "old loop by hand" has all of
  *      timer, bell16, state, stats, seqmem (the fused loop before
@@ -108,6 +110,7 @@ static const char kHand[] =
     "#define H_NOCMD 32u\n"
     "#define H_NOBAR 64u\n"
     "#define H_STATSREG 128u\n"
+    "#define H_PIPE 256u\n"
     "struct hdev {\n"
     "    unsigned long long seq, started, t0, t_start, last_done, served, min_ns, max_ns, idle_polls;\n"
     "    unsigned stopped, skip, backoff, pad;\n"
@@ -140,11 +143,41 @@ static const char kHand[] =
     "    unsigned long long taken = 0, t_start = 0, served = 0, mn = 0, mx = 0;\n"
     "    if (lead && (F & (H_TIMER | H_STATS | H_STATSREG))) d->t0 = gtimer();\n"
     "    if (lead && (F & H_STATSREG)) { served = d->served; mn = d->min_ns; mx = d->max_ns; }\n"
+    "    unsigned long long half_rtt = 0, pend_a = 0, pend_b = 0, sink = 0;\n"
+    "    if (lead && (F & H_PIPE)) {\n"
+    "        /* one doorbell load's round trip, measured */\n"
+    "        unsigned long long r0, w0;\n"
+    "        const unsigned long long t1 = gtimer();\n"
+    "        asm volatile(\"ld.volatile.global.v2.u64 {%0, %1}, [%2];\" : \"=l\"(r0), \"=l\"(w0) : \"l\"(bell) : \"memory\");\n"
+    "        sink = r0 ^ w0;\n"
+    "        asm volatile(\"\" : \"+l\"(sink));\n"
+    "        half_rtt = (gtimer() - t1) / 2u;\n"
+    "    }\n"
     "    for (;;) {\n"
     "        if (lead) {\n"
     "            unsigned c = 0u;\n"
     "            unsigned long long started = taken;\n"
     "            if (F & H_STATE) { if (d->stopped) c = 2u; started = d->started; }\n"
+    "            if (F & H_PIPE) {\n"
+    "                /* two doorbell loads in flight, the second issued half a round trip after the first:\n"
+    "                 * the doorbell is sampled twice per round trip. Loads left in flight stay live (sink)\n"
+    "                 * until after the result, so nothing on the path waits for them. */\n"
+    "                unsigned long long ra, wa, rb, wb;\n"
+    "                asm volatile(\"ld.volatile.global.v2.u64 {%0, %1}, [%2];\" : \"=l\"(ra), \"=l\"(wa) : \"l\"(bell) : \"memory\");\n"
+    "                const unsigned long long until = gtimer() + half_rtt;\n"
+    "                while (gtimer() < until) { }\n"
+    "                asm volatile(\"ld.volatile.global.v2.u64 {%0, %1}, [%2];\" : \"=l\"(rb), \"=l\"(wb) : \"l\"(bell) : \"memory\");\n"
+    "                for (;;) {\n"
+    "                    if ((unsigned)wa) { c = 2u; break; }\n"
+    "                    if (ra > started) { c = 1u; break; }\n"
+    "                    asm volatile(\"ld.volatile.global.v2.u64 {%0, %1}, [%2];\" : \"=l\"(ra), \"=l\"(wa) : \"l\"(bell) : \"memory\");\n"
+    "                    if ((unsigned)wb) { c = 2u; break; }\n"
+    "                    if (rb > started) { c = 1u; break; }\n"
+    "                    asm volatile(\"ld.volatile.global.v2.u64 {%0, %1}, [%2];\" : \"=l\"(rb), \"=l\"(wb) : \"l\"(bell) : \"memory\");\n"
+    "                }\n"
+    "                pend_a = ra ^ wa;\n"
+    "                pend_b = rb ^ wb;\n"
+    "            }\n"
     "            while (c == 0u) {\n"
     "                unsigned long long req;\n"
     "                if (F & H_BELL16) {\n"
@@ -212,13 +245,14 @@ static const char kHand[] =
     "            }\n"
     "            __threadfence_system();\n"
     "            *done = (F & H_SEQMEM) ? d->seq : taken;\n"
+    "            if (F & H_PIPE) { sink ^= pend_a ^ pend_b; if (sink == 1ull) d->pad = 1u; }\n"
     "        }\n"
     "    }\n"
     "}\n"
     "#define HAND(n) extern \"C\" __global__ void hand_f##n(volatile unsigned long long *bell, volatile unsigned *stop, \\\n"
     "    volatile unsigned long long *done, unsigned *s, unsigned *work, hdev *d, unsigned long long timeout_ns) { \\\n"
     "    hand_body<n##u>(bell, stop, done, s, work, d, timeout_ns); }\n"
-    "HAND(0) HAND(1) HAND(2) HAND(4) HAND(8) HAND(16) HAND(32) HAND(64) HAND(31) HAND(163)\n"
+    "HAND(0) HAND(1) HAND(2) HAND(4) HAND(8) HAND(16) HAND(32) HAND(64) HAND(31) HAND(163) HAND(258)\n"
     "extern \"C\" {\n"
     "__global__ void k0(unsigned *w) { if (threadIdx.x == 0) atomicAdd(w + 0, 1u); }\n"
     "__global__ void k1(unsigned *w) { if (threadIdx.x == 0) atomicAdd(w + 1, 1u); }\n"
@@ -236,6 +270,7 @@ static const char kHand[] =
 #define H_NOCMD 32u
 #define H_NOBAR 64u
 #define H_STATSREG 128u
+#define H_PIPE 256u
 typedef struct ablation {
     const char *name;
     unsigned flags;
@@ -247,6 +282,7 @@ static const ablation kAbl[] = {
     {"+timer (timeout 0, as a))", H_TIMER, 0, 0},
     {"+timer, timeout 60 s", H_TIMER, 60000000000ull, 0},
     {"+bell16", H_BELL16, 0, 0},
+    {"+bell16, 2 loads in flight", H_BELL16 | H_PIPE, 0, 0},
     {"+state", H_STATE, 0, 0},
     {"+stats", H_STATS, 0, 0},
     {"+seqmem", H_SEQMEM, 0, 0},
