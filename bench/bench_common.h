@@ -8,7 +8,10 @@
 #ifndef CUWEAVE_BENCH_COMMON_H
 #define CUWEAVE_BENCH_COMMON_H
 
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +231,118 @@ __attribute__((unused)) static int bench_setup(rawcuda *raw, cw_device_info *inf
     time_t tnow = time(NULL);
     strftime(date, date_size, "%Y-%m-%d", gmtime(&tnow));
     return 0;
+}
+
+/*
+ * The hog: a host thread keeping a context full (bench_resident h) and i),
+ * bench_resident_fused's loaded partition). It launches fn(sink, ns) (a
+ * kernel of `threads`-thread blocks that each wait ns nanoseconds; block 0
+ * adds 1 to *sink, e.g. cw_hog of the test kernels) as `blocks` blocks on
+ * stream h of context cu, at most `depth` (up to 8) launches in flight,
+ * until bench_hog_stop. bench_hog_start returns once the first wave runs and
+ * a second is queued behind it; a launch that fails is reported by
+ * bench_hog_stop (which exits).
+ */
+#define BENCH_HOG_MAX_DEPTH 8
+typedef struct bench_hog {
+    rawcuda *rc;
+    CUcontext cu;
+    void *fn;
+    unsigned long long sink;
+    long long ns;
+    CUstream h;
+    unsigned blocks, threads, depth;
+    pthread_t thread;
+    atomic_int stop;
+    atomic_ullong launched;
+    int err;
+    const char *err_call;
+} bench_hog;
+
+#define BENCH_HOG_CU_(call)                                                                           \
+    do {                                                                                              \
+        rc_result r_ = (call);                                                                        \
+        if (r_ != 0 && !g->err) {                                                                     \
+            g->err = r_;                                                                              \
+            g->err_call = #call;                                                                      \
+        }                                                                                             \
+    } while (0)
+
+__attribute__((unused)) static void *bench_hog_main(void *arg) {
+    bench_hog *g = (bench_hog *)arg;
+    rawcuda *rc = g->rc;
+    long long ns = g->ns;
+    void *args[] = {&g->sink, &ns};
+    CUevent ev[BENCH_HOG_MAX_DEPTH] = {0};
+    BENCH_HOG_CU_(rc->cuCtxSetCurrent(g->cu));
+    for (unsigned i = 0; i < g->depth && !g->err; i++)
+        BENCH_HOG_CU_(rc->cuEventCreate(&ev[i], 0x1 | 0x2 /* CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING */));
+    for (unsigned long long i = 0; !g->err && !atomic_load_explicit(&g->stop, memory_order_acquire); i++) {
+        if (i >= g->depth) BENCH_HOG_CU_(rc->cuEventSynchronize(ev[i % g->depth]));
+        BENCH_HOG_CU_(rc->cuLaunchKernel(g->fn, g->blocks, 1, 1, g->threads, 1, 1, 0, g->h, args, NULL));
+        BENCH_HOG_CU_(rc->cuEventRecord(ev[i % g->depth], g->h));
+        if (!g->err) atomic_fetch_add_explicit(&g->launched, 1, memory_order_release);
+    }
+    BENCH_HOG_CU_(rc->cuStreamSynchronize(g->h));
+    for (unsigned i = 0; i < g->depth; i++)
+        if (ev[i]) BENCH_HOG_CU_(rc->cuEventDestroy(ev[i]));
+    BENCH_HOG_CU_(rc->cuCtxSetCurrent(NULL));
+    return NULL;
+}
+
+__attribute__((unused)) static void bench_hog_start(bench_hog *g, rawcuda *rc, CUcontext cu, void *fn,
+                                                    unsigned long long sink, CUstream h, unsigned blocks,
+                                                    unsigned threads, long long ns, unsigned depth) {
+    memset(g, 0, sizeof *g);
+    g->rc = rc;
+    g->cu = cu;
+    g->fn = fn;
+    g->sink = sink;
+    g->h = h;
+    g->blocks = blocks;
+    g->threads = threads;
+    g->ns = ns;
+    g->depth = depth < 1 ? 1 : depth > BENCH_HOG_MAX_DEPTH ? BENCH_HOG_MAX_DEPTH : depth;
+    atomic_init(&g->stop, 0);
+    atomic_init(&g->launched, 0);
+    if (pthread_create(&g->thread, NULL, bench_hog_main, g) != 0) {
+        fprintf(stderr, "%s: pthread_create failed\n", BENCH_NAME);
+        exit(1);
+    }
+    /* full once the first wave runs and a second is queued behind it */
+    const unsigned long long t = now_ns();
+    while (atomic_load_explicit(&g->launched, memory_order_acquire) < 2 && !g->err) {
+        if (now_ns() - t > 5000000000ull) {
+            fprintf(stderr, "%s: the hog thread did not launch within 5 s\n", BENCH_NAME);
+            exit(1);
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    /* let the first wave start */
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Stops and joins the hog thread (its stream drained); returns its launches. */
+__attribute__((unused)) static unsigned long long bench_hog_stop(bench_hog *g) {
+    atomic_store_explicit(&g->stop, 1, memory_order_release);
+    pthread_join(g->thread, NULL);
+    if (g->err) {
+        fprintf(stderr, "%s: hog thread: %s failed with CUresult %d\n", BENCH_NAME, g->err_call, g->err);
+        exit(1);
+    }
+    return atomic_load(&g->launched);
+}
+
+/* Blocks of fn that fit on one SM at `threads` threads (fn's context
+ * current on this thread; 2048 / threads without the occupancy call). */
+__attribute__((unused)) static int bench_hog_blocks_per_sm(rawcuda *rc, void *fn, int threads) {
+    rc_result (*occ)(int *, void *, int, size_t) = NULL;
+    *(void **)&occ = dlsym(rc->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    int n = 0;
+    if (occ && occ(&n, fn, threads, 0) == 0 && n > 0) return n;
+    return 2048 / threads;
 }
 
 #endif /* CUWEAVE_BENCH_COMMON_H */

@@ -685,95 +685,28 @@ static void run_blocks(family **fams, int nf, int blocks, size_t warmup, size_t 
 
 /* ---- the hog: a host thread keeping a context full ------------------------------- */
 
+/* bench_common.h's bench_hog, on a kset's context and cw_hog, counting its
+ * launches into the kset (kset_unload checks them against the GPU's count). */
 typedef struct hog {
+    bench_hog b;
     kset *k;
-    CUstream h;
-    unsigned blocks;
-    pthread_t thread;
-    atomic_int stop;
-    atomic_ullong launched;
-    int err;
-    const char *err_call;
 } hog;
 
-#define HOG_CU_(call)                                                                                 \
-    do {                                                                                              \
-        rc_result r_ = (call);                                                                        \
-        if (r_ != 0 && !g->err) {                                                                     \
-            g->err = r_;                                                                              \
-            g->err_call = #call;                                                                      \
-        }                                                                                             \
-    } while (0)
-
-static void *hog_main(void *arg) {
-    hog *g = arg;
-    long long ns = HOG_NS;
-    void *args[] = {&g->k->sink, &ns};
-    CUevent ev[HOG_DEPTH] = {0};
-    HOG_CU_(rc.cuCtxSetCurrent(g->k->cu));
-    for (int i = 0; i < HOG_DEPTH && !g->err; i++)
-        HOG_CU_(rc.cuEventCreate(&ev[i], 0x1 | 0x2 /* CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING */));
-    for (unsigned long long i = 0; !g->err && !atomic_load_explicit(&g->stop, memory_order_acquire); i++) {
-        if (i >= HOG_DEPTH) HOG_CU_(rc.cuEventSynchronize(ev[i % HOG_DEPTH]));
-        HOG_CU_(rc.cuLaunchKernel(g->k->f_hog, g->blocks, 1, 1, HOG_THREADS, 1, 1, 0, g->h, args, NULL));
-        HOG_CU_(rc.cuEventRecord(ev[i % HOG_DEPTH], g->h));
-        if (!g->err) atomic_fetch_add_explicit(&g->launched, 1, memory_order_release);
-    }
-    HOG_CU_(rc.cuStreamSynchronize(g->h));
-    for (int i = 0; i < HOG_DEPTH; i++)
-        if (ev[i]) HOG_CU_(rc.cuEventDestroy(ev[i]));
-    HOG_CU_(rc.cuCtxSetCurrent(NULL));
-    return NULL;
-}
-
 static void hog_start(hog *g, kset *k, cw_stream *s, unsigned blocks) {
-    memset(g, 0, sizeof *g);
     g->k = k;
-    g->blocks = blocks;
-    g->h = bench_cu_stream(s);
-    atomic_init(&g->stop, 0);
-    atomic_init(&g->launched, 0);
-    if (pthread_create(&g->thread, NULL, hog_main, g) != 0) {
-        fprintf(stderr, "%s: pthread_create failed\n", BENCH_NAME);
-        exit(1);
-    }
-    /* full once the first wave runs and a second is queued behind it */
-    const unsigned long long t = now_ns();
-    while (atomic_load_explicit(&g->launched, memory_order_acquire) < 2 && !g->err) {
-        if (now_ns() - t > 5000000000ull) {
-            fprintf(stderr, "%s: the hog thread did not launch within 5 s\n", BENCH_NAME);
-            exit(1);
-        }
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    /* let the first wave start */
-    struct timespec ts = {0, 2000000};
-    nanosleep(&ts, NULL);
+    bench_hog_start(&g->b, &rc, k->cu, k->f_hog, k->sink, bench_cu_stream(s), blocks, HOG_THREADS, HOG_NS, HOG_DEPTH);
 }
 
 /* Stops and joins the hog thread (its stream drained); returns its launches. */
 static unsigned long long hog_stop(hog *g) {
-    atomic_store_explicit(&g->stop, 1, memory_order_release);
-    pthread_join(g->thread, NULL);
-    if (g->err) {
-        fprintf(stderr, "%s: hog thread: %s failed with CUresult %d\n", BENCH_NAME, g->err_call, g->err);
-        exit(1);
-    }
-    const unsigned long long n = atomic_load(&g->launched);
+    const unsigned long long n = bench_hog_stop(&g->b);
     g->k->hog_launched += n;
     return n;
 }
 
 /* Blocks of cw_hog that fit on one SM at HOG_THREADS threads (k's context
  * current on this thread; 2048 / HOG_THREADS without the occupancy call). */
-static int hog_blocks_per_sm(void *fn) {
-    rc_result (*occ)(int *, void *, int, size_t) = NULL;
-    *(void **)&occ = dlsym(rc.lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    int n = 0;
-    if (occ && occ(&n, fn, HOG_THREADS, 0) == 0 && n > 0) return n;
-    return 2048 / HOG_THREADS;
-}
+static int hog_blocks_per_sm(void *fn) { return bench_hog_blocks_per_sm(&rc, fn, HOG_THREADS); }
 
 /* ---- i): the child process -------------------------------------------------------- */
 

@@ -16,6 +16,14 @@
  *    its output checked; the resident set size and the device's free memory
  *    are reported at the start and the end (and must not grow by more than
  *    a few MiB).
+ *  - fused soak: the same through a fused persistent loop
+ *    (cw_resident_set_fused): CWT_FUSED_SOAK_REQUESTS requests (default
+ *    100000; 10000000 for the full run, docs/reliability.md "Soak"), on a
+ *    grid of CWT_FUSED_SOAK_GRID blocks (default 1), two stages: the last
+ *    block computes the result from the request's input into device memory,
+ *    block 0 copies it and the request's number to mapped host memory after
+ *    the grid barrier; every result checked, GPU iterations == requests,
+ *    memory flat as above.
  *
  * Links libcuweave.a. Exits 77 without a GPU.
  */
@@ -253,6 +261,114 @@ static void test_soak_resident(void **state) {
     assert_cu_ok(rc.cuModuleUnload(module));
 }
 
+/* The fused soak's two stages. user: the device address of a struct
+ * soak_dev in device memory: the mapped host block's device address (struct
+ * fused_io: the inputs and the result) and the scratch word between the
+ * stages, so that the one read of host memory a request makes is its input. */
+static const char kFusedSoak[] =
+    "struct fused_io { unsigned in[2]; unsigned out[2]; };\n"
+    "struct soak_dev { fused_io *io; unsigned scratch; unsigned pad; };\n"
+    "extern \"C\" __device__ void soak_compute(cw_resident_ctl *ctl, void *user) {\n"
+    "    if (blockIdx.x != gridDim.x - 1u || threadIdx.x != 0u) return;\n"
+    "    soak_dev *d = (soak_dev *)user;\n"
+    "    volatile fused_io *io = d->io;\n"
+    "    const unsigned long long seq = cw_resident_sequence(ctl);\n"
+    "    *(volatile unsigned *)&d->scratch = io->in[seq & 1ull] * 3u + 1u;\n"
+    "}\n"
+    "extern \"C\" __device__ void soak_publish(cw_resident_ctl *ctl, void *user) {\n"
+    "    if (blockIdx.x != 0u || threadIdx.x != 0u) return;\n"
+    "    soak_dev *d = (soak_dev *)user;\n"
+    "    volatile fused_io *io = d->io;\n"
+    "    io->out[0] = *(volatile unsigned *)&d->scratch;\n"
+    "    io->out[1] = (unsigned)cw_resident_sequence(ctl);\n"
+    "}\n";
+
+typedef struct fused_io {
+    unsigned in[2];  /* request n's input: in[n & 1] */
+    unsigned out[2]; /* the last result and its request's number */
+} fused_io;
+
+typedef struct soak_dev {
+    unsigned long long io; /* device address of the fused_io */
+    unsigned scratch, pad;
+} soak_dev;
+
+static void test_soak_fused(void **state) {
+    (void)state;
+    const long n = env_long("CWT_FUSED_SOAK_REQUESTS", 100000, 1000);
+    const long grid = env_long("CWT_FUSED_SOAK_GRID", 1, 1);
+    assert_true(grid >= 1);
+    rc_result (*mem_info)(size_t *, size_t *) = (rc_result(*)(size_t *, size_t *))dlsym(rc.lib, "cuMemGetInfo_v2");
+    assert_non_null(mem_info);
+    assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
+    fused_io *io = NULL;
+    assert_cu_ok(rc.cuMemHostAlloc((void **)&io, sizeof *io, 0x01 | 0x02));
+    memset(io, 0, sizeof *io);
+    unsigned long long io_d = 0, dev = 0;
+    assert_cu_ok(rc.cuMemHostGetDevicePointer(&io_d, io, 0));
+    assert_cu_ok(rc.cuMemAlloc(&dev, sizeof(soak_dev)));
+    soak_dev init = {io_d, 0, 0};
+    assert_cu_ok(rc.cuMemcpyHtoD(dev, &init, sizeof init));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.sleep_interval_us = 0;
+    rs.sync_with_host = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    static const char *const stages[] = {"soak_compute", "soak_publish"};
+    cw_resident_fused f;
+    memset(&f, 0, sizeof f);
+    f.source = kFusedSoak;
+    f.stages = stages;
+    f.stage_count = 2;
+    f.grid_blocks = (uint32_t)grid;
+    f.block_threads = 64;
+    f.user = dev;
+    assert_cw_ok(cw_resident_set_fused(r, &f));
+    assert_cw_ok(cw_resident_launch(r));
+    size_t free0 = 0, total = 0, free1 = 0;
+    assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
+    assert_cu_ok(mem_info(&free0, &total));
+    const long rss0 = rss_kib();
+    const double t0 = now_s();
+    long bad = 0;
+    volatile fused_io *vio = io;
+    for (long i = 1; i <= n; i++) {
+        const unsigned v = (unsigned)i * 2654435761u;
+        /* request i is the loop's i-th (a fresh loop numbers from 1) */
+        vio->in[i & 1] = v;
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        uint64_t seq = 0;
+        assert_cw_ok(cw_resident_data_ready(r, &seq));
+        if (seq != (uint64_t)i) {
+            bad++;
+            break;
+        }
+        assert_cw_ok(cw_resident_wait_result(r, seq, 2000));
+        if (vio->out[0] != v * 3u + 1u || vio->out[1] != (unsigned)seq) bad++;
+    }
+    const double dt = now_s() - t0;
+    cw_resident_info st;
+    assert_cw_ok(cw_resident_get_info(r, &st));
+    assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
+    assert_cu_ok(mem_info(&free1, &total));
+    const long rss1 = rss_kib();
+    printf("# fused soak (grid %ld): %ld requests in %.1f s (%.2f us each), %ld wrong; %llu iterations on the GPU, "
+           "median %.2f us; resident set %ld -> %ld KiB; device free %zu -> %zu MiB\n",
+           grid, n, dt, dt / (double)n * 1e6, bad, (unsigned long long)st.iterations, st.iter_median_ns / 1e3, rss0,
+           rss1, free0 >> 20, free1 >> 20);
+    assert_int_equal(bad, 0);
+    assert_int_equal((long)st.iterations, n);
+    assert_int_equal((long)st.completed, n);
+    assert_true(rss1 - rss0 < 8 * 1024);             /* flat: less than 8 MiB of growth */
+    assert_true(free0 < free1 + ((size_t)8 << 20)); /* device memory flat too */
+    assert_cw_ok(cw_resident_tear_down(r, 2000));
+    cw_resident_destroy(&r);
+    assert_cu_ok(rc.cuCtxSetCurrent(cuctx));
+    assert_cu_ok(rc.cuMemFree(dev));
+    assert_cu_ok(rc.cuMemFreeHost(io));
+}
+
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS) return -1;
@@ -273,6 +389,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stress_16_threads),
         cmocka_unit_test(test_soak_resident),
+        cmocka_unit_test(test_soak_fused),
     };
+    cwt_filter_from_env(); /* CWT_FILTER=test_soak_fused: the fused soak alone */
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -528,6 +528,25 @@ static void test_generated_source(void **state) {
     assert_non_null(c);
     assert_non_null(strstr(src, "__global__ void __launch_bounds__(1024) cwf_resident_loop("));
     assert_null(strstr(src, "CWF_STAGES"));
+    /* The loop's lead thread keeps its state in registers (cwf_arm, cwf_poll,
+     * cwf_signal): it does not call the graph loop's poll and signal, which
+     * load it from the device block between the doorbell and the result; a
+     * grid of one block takes the decision from shared memory. */
+    const char *loop = strstr(src, "#line 1 \"cuweave_fused_loop.cu\"\n");
+    assert_non_null(loop);
+    assert_non_null(strstr(loop, "if (lead) cwf_arm(h, d, L, timeout_ns);"));
+    assert_non_null(strstr(loop, "cwf_poll(h, d, L, sleep_ns, spin_ns, flags)"));
+    assert_non_null(strstr(loop, "if (lead) cwf_signal(h, d, L, flags);"));
+    assert_non_null(strstr(loop, "if (!one) *(volatile unsigned *)&s->cmd = c;"));
+    assert_null(strstr(loop, "cw__res_poll("));
+    assert_null(strstr(loop, "cw__res_signal("));
+    assert_null(strstr(loop, "cw__res_arm("));
+    /* the signal loads nothing from the device block: its statistics come from L */
+    const char *sig = strstr(loop, "static __device__ __forceinline__ void cwf_signal(");
+    assert_non_null(sig);
+    const char *sig_end = strstr(sig, "\n}\n");
+    assert_non_null(sig_end);
+    for (const char *p = strstr(sig, "= d->"); p; p = strstr(p + 1, "= d->")) assert_true(p > sig_end);
     free(src);
     f.stages = NULL; /* refused: NULL */
     static const char *const bad[] = {"nope"};

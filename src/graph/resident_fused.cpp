@@ -23,10 +23,11 @@ using namespace core;
 namespace {
 
 // The loop around the stages. CWF_STAGES is replaced by the calls of the
-// stages, each followed by a grid barrier. The start, the poll, the signal
-// and the end are the graph loop's own (cw__res_arm, cw__res_poll,
-// cw__res_signal, cw__res_exit in resident_device.h, which the built-in
-// kernels call too): the host reads the same words written the same way.
+// stages, each followed by a grid barrier. The start, the poll and the
+// signal are the graph loop's (cw__res_arm, cw__res_poll, cw__res_signal in
+// resident_device.h) with the lead thread's state in registers for the
+// whole launch (cwf_arm, cwf_poll, cwf_signal), the end is cw__res_exit:
+// the host reads the same words, written in the same order.
 const char kLoop[] = R"CWF(
 extern "C" {
 
@@ -73,26 +74,135 @@ static __device__ __forceinline__ void cwf_barrier(cwf_sync *s, unsigned nap_ns,
     __syncthreads();
 }
 
+/* The lead thread's (block 0, thread 0) copy of the loop's state, kept in
+ * registers for the whole launch: the poll and the signal of cw__res_poll
+ * and cw__res_signal, but without a global load between seeing the
+ * doorbell and writing the result (the graph loop's kernels are separate
+ * launches and keep it in the device block). Every word the host reads is
+ * still stored, in the same place, before the result: served, min_ns,
+ * max_ns, the ring, idle_polls, the sequence words, the exit words. */
+struct cwf_lead {
+    unsigned long long started;  /* requests taken: the number of the last one */
+    unsigned long long t0;       /* globaltimer at the start of this launch */
+    unsigned long long deadline; /* t0 + the GPU timeout (never, without one) */
+    unsigned long long t_start;  /* globaltimer when the current request was taken */
+    unsigned long long served, min_ns, max_ns;
+};
+
+/* cw__res_arm: the launch's numbers begin at h->base; announced to the host
+ * (running_epoch) after everything else. */
+static __device__ __forceinline__ void cwf_arm(cw_res_host *h, cw_res_dev *d, cwf_lead &L,
+                                               unsigned long long timeout_ns) {
+    const unsigned long long now = cw__res_now();
+    const unsigned long long base = *(volatile unsigned long long *)&h->base;
+    L.started = base;
+    L.t0 = now;
+    L.deadline = timeout_ns != 0ull ? now + timeout_ns : ~0ull;
+    L.t_start = now;
+    L.served = d->served; /* the statistics run over every launch */
+    L.min_ns = d->min_ns;
+    L.max_ns = d->max_ns;
+    d->t0 = now;
+    d->last_done = now;
+    d->stopped = 0u;
+    d->reason = 0u;
+    d->backoff_ns = 0u;
+    d->idle = 0u;
+    d->started = base;
+    d->pub.seq = base;
+    d->pub.ready = 0u;
+    d->pub.skip = 1u;
+    const unsigned epoch = *(volatile unsigned *)&h->epoch;
+    d->epoch = epoch;
+    __threadfence_system();
+    *(volatile unsigned *)&h->running_epoch = epoch;
+}
+
+/* cw__res_poll for host requests (a fused loop has no data-ready handler):
+ * 1 a request was taken (its number L.started, written to pub.seq for the
+ * stages), 0 the loop stops (the stop word or the GPU timeout; the stop word
+ * wins over a request made before it, as in cw__res_poll). On the way to a
+ * taken request the one memory access waited for is the doorbell's load;
+ * stop and timeout are compares of registers. The idle path (idle_polls,
+ * the adaptive back-off) keeps its words in the device block. */
+static __device__ __forceinline__ unsigned cwf_poll(const cw_res_host *h, cw_res_dev *d, cwf_lead &L,
+                                                    unsigned sleep_ns, unsigned spin_ns, unsigned flags) {
+    for (;;) {
+        /* the doorbell and the stop word in one 16-byte load */
+        unsigned long long requested, word;
+        asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(requested), "=l"(word) : "l"(h) : "memory");
+        const unsigned long long now = cw__res_now();
+        const unsigned stop = (unsigned)(word & 0xffffffffull);
+        if (stop || now >= L.deadline) {
+            d->stopped = 1u;
+            d->reason = stop ? CW_RES_EXIT_TEAR_DOWN : CW_RES_EXIT_TIMEOUT;
+            d->pub.skip = 1u;
+            return 0u;
+        }
+        if (requested > L.started) {
+            const unsigned long long seq = L.started + 1ull;
+            L.started = seq;
+            L.t_start = now;
+            d->pub.seq = seq;
+            d->started = seq;
+            d->pub.skip = 0u;
+            d->backoff_ns = 0u;
+            return 1u;
+        }
+        d->idle_polls += 1ull;
+        cw__res_pause(d, now, sleep_ns, spin_ns, flags);
+    }
+}
+
+/* cw__res_signal from registers: the iteration's time into the ring and
+ * the statistics (stored only, nothing loaded), then the request's number
+ * where the host reads it, after a system-wide fence with sync_with_host. */
+static __device__ __forceinline__ void cwf_signal(cw_res_host *h, cw_res_dev *d, cwf_lead &L, unsigned flags) {
+    const unsigned long long now = cw__res_now();
+    const unsigned long long dur = now - L.t_start;
+    const unsigned long long served = L.served;
+    d->ring[served % CW_RES_RING] = dur > 0xffffffffull ? 0xffffffffu : (unsigned)dur;
+    if (served == 0ull || dur < L.min_ns) L.min_ns = dur;
+    if (dur > L.max_ns) L.max_ns = dur;
+    L.served = served + 1ull;
+    d->min_ns = L.min_ns;
+    d->max_ns = L.max_ns;
+    d->served = served + 1ull;
+    d->last_done = now;
+    if (flags & CW_RES_SYNC_HOST) __threadfence_system();
+    *(volatile unsigned long long *)&h->completed = L.started;
+}
+
 __global__ void __launch_bounds__(1024) cwf_resident_loop(cw_res_host *h, cw_res_dev *d, cwf_sync *s, void *user,
                                                           unsigned long long timeout_ns, unsigned sleep_ns,
                                                           unsigned spin_ns, unsigned flags) {
     __shared__ unsigned cwf_cmd;
     const bool lead = blockIdx.x == 0u && threadIdx.x == 0u;
+    const bool one = gridDim.x == 1u;
     const unsigned sys = (flags & CW_RES_SYNC_HOST) ? 1u : 0u;
     /* Blocks waiting for a request nap up to 1 us between checks (spin
      * when the loop spins): block 0 does the sleeping of the idle modes. */
     const unsigned idle_nap = sleep_ns == 0u ? 0u : 1000u;
-    if (lead) cw__res_arm(h, d);
+    cwf_lead L = {};
+    if (lead) cwf_arm(h, d, L, timeout_ns);
     for (;;) {
-        if (lead) /* 1: a request taken; else the loop stops (tear-down or timeout) */
-            *(volatile unsigned *)&s->cmd = cw__res_poll(h, d, timeout_ns, sleep_ns, spin_ns, flags) == 1u ? 1u : 2u;
+        /* The decision, 1 a request taken, 2 the loop stops (tear-down or
+         * timeout): block 0 reads it from shared memory; the other blocks
+         * (only with more than one) from the barrier's words. */
+        if (lead) {
+            const unsigned c = cwf_poll(h, d, L, sleep_ns, spin_ns, flags) == 1u ? 1u : 2u;
+            cwf_cmd = c;
+            if (!one) *(volatile unsigned *)&s->cmd = c;
+        }
         cwf_barrier(s, idle_nap, 0u);
-        if (threadIdx.x == 0u) cwf_cmd = *(volatile unsigned *)&s->cmd;
-        __syncthreads();
+        if (!one) {
+            if (threadIdx.x == 0u && blockIdx.x != 0u) cwf_cmd = *(volatile unsigned *)&s->cmd;
+            __syncthreads();
+        }
         const unsigned cmd = cwf_cmd;
         if (cmd == 2u) break;
 CWF_STAGES
-        if (lead) cw__res_signal(h, d, flags);
+        if (lead) cwf_signal(h, d, L, flags);
     }
     if (lead) cw__res_exit(h, d);
 }
