@@ -49,6 +49,7 @@ LIB_SRCS = \
 	src/core/device.cpp \
 	src/core/event.cpp \
 	src/core/future.cpp \
+	src/core/future_slab.cpp \
 	src/core/idle.cpp \
 	src/core/partition.cpp \
 	src/core/pool.cpp \

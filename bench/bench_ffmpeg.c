@@ -25,6 +25,24 @@
  *     a blocking stream does: FFmpeg's NULL-stream copy of frame n+1 waits
  *     for the processing of frame n.
  *
+ *  C. Where the time goes, for every variant: a pipelined pass's phases (the
+ *     first frame received, frame 10 received, the rate of frames 10.. and
+ *     the drain: the first frames of an H.264 pass take most of its time,
+ *     so the fps of a whole pass mostly measures the decoder's start), and
+ *     a one-frame-at-a-time pass with GPU stamps (fcw_stamp: %globaltimer
+ *     written to page-locked memory by a 1-thread kernel at the same points
+ *     of cuweave's operators and of the hand-written code: processing
+ *     start, extra work end, each of hist, blur, sad start and end, the
+ *     copies' end; and on FFmpeg's stream after the frame was received)
+ *     and host times (receipt, submit, result in hand) on one clock:
+ *     submit, submit to GPU start, each operator, GPU end to the host
+ *     having the result (the wait's wake-up), total. Added for issue 28:
+ *     by reading, cuweave's 0.9 ms over the hand-written code in the ADR
+ *     case was the wake-up (an EVENT future's wait polled with sleeps grown
+ *     to 1 ms where the hand-written cuEventSynchronize sleeps in the
+ *     driver; changed in src/core/future.cpp); the breakdown shows on the
+ *     GPU whether anything else is left.
+ *
  * Every result is checked against the CPU over the software-decoded clip.
  * Prints a block for docs/benchmarks.md. Exits 77 without a GPU, NVRTC or
  * the clips' hardware decoding.
@@ -36,7 +54,7 @@
 
 #include "ffmpeg_cuweave.h"
 
-enum { PASSES = 12, ADR_WORK_US = 2000, TL_FIRST = 10, TL_COUNT = 8 };
+enum { PASSES = 12, ADR_WORK_US = 2000, TL_FIRST = 10, TL_COUNT = 8, MAX_FRAMES = 1024 };
 
 /* ---- the hand-written processing (raw driver API) -------------------------- */
 
@@ -48,7 +66,8 @@ typedef struct raw_proc {
     CUevent ready[FCW_RING], done[FCW_RING];
     AVFrame *frame[FCW_RING];
     long long index[FCW_RING];
-    void *mod, *fspin, *fzero, *fblur, *fhist, *fsad;
+    void *mod, *fspin, *fzero, *fblur, *fhist, *fsad, *fstamp;
+    unsigned long long *stamps; /* the breakdown's words of the current frame (FCW_ST_*), or NULL */
     unsigned long long blur[2], dres[FCW_RING]; /* dres: 256 words of histogram, then the SAD */
     fcw_result *pinned;
     unsigned long long extra_ns;
@@ -105,6 +124,7 @@ static void raw_open(raw_proc *p, AVBufferRef *dev, const cw_program *prog, unsi
     RAW_TRY_(fcw_cu.module_get_function(&p->fblur, p->mod, "fcw_blur"));
     RAW_TRY_(fcw_cu.module_get_function(&p->fhist, p->mod, "fcw_hist"));
     RAW_TRY_(fcw_cu.module_get_function(&p->fsad, p->mod, "fcw_sad"));
+    RAW_TRY_(fcw_cu.module_get_function(&p->fstamp, p->mod, "fcw_stamp"));
     RAW_TRY_(fcw_cu.mem_alloc(&p->blur[0], (size_t)w * h));
     RAW_TRY_(fcw_cu.mem_alloc(&p->blur[1], (size_t)w * h));
     RAW_TRY_(fcw_cu.host_alloc((void **)&p->pinned, FCW_RING * sizeof(fcw_result)));
@@ -137,6 +157,14 @@ static void raw_close(raw_proc *p) {
     RAW_TRY_(fcw_cu.ctx_pop(&dummy));
 }
 
+/* The breakdown's stamp k on s (as fcw_stamp does for cuweave's operators). */
+static void raw_stamp(raw_proc *p, CUstream s, unsigned k) {
+    if (!p->stamps) return;
+    unsigned long long at = (unsigned long long)(uintptr_t)&p->stamps[k];
+    void *a[] = {&at};
+    RAW_TRY_(fcw_cu.launch(p->fstamp, 1, 1, 1, 1, 1, 1, 0, s, a, NULL));
+}
+
 static void raw_process(raw_proc *p, AVFrame *f, long long index) {
     const unsigned i = (unsigned)(index % FCW_RING);
     raw_retire(p, i);
@@ -154,23 +182,32 @@ static void raw_process(raw_proc *p, AVFrame *f, long long index) {
     unsigned long long cur = p->blur[index % 2], prev = index > 0 ? p->blur[(index - 1) % 2] : cur, none = 0, npitch = 0;
     unsigned long long hist = p->dres[i], sad = p->dres[i] + 256 * 4;
     unsigned w = p->w, h = p->h, n256 = 256, n2 = 2, npx = w * h;
+    raw_stamp(p, s, FCW_ST_START);
     if (p->extra_ns) {
         void *a[] = {&p->extra_ns};
         RAW_TRY_(fcw_cu.launch(p->fspin, 1, 1, 1, 1, 1, 1, 0, s, a, NULL));
     }
+    raw_stamp(p, s, FCW_ST_SPIN_END);
     void *zh[] = {&hist, &n256};
+    raw_stamp(p, s, FCW_ST_HIST0);
     RAW_TRY_(fcw_cu.launch(p->fzero, 1, 1, 1, 256, 1, 1, 0, s, zh, NULL));
     void *ah[] = {&luma, &pitch, &w, &h, &hist};
     RAW_TRY_(fcw_cu.launch(p->fhist, FCW_HIST_GRID, 1, 1, FCW_HIST_BLOCK, 1, 1, 0, s, ah, NULL));
+    raw_stamp(p, s, FCW_ST_HIST1);
     void *ab[] = {&luma, &pitch, &cur, &w, &h, &none, &npitch};
+    raw_stamp(p, s, FCW_ST_BLUR0);
     RAW_TRY_(fcw_cu.launch(p->fblur, (w + FCW_BLUR_BX - 1) / FCW_BLUR_BX, (h + FCW_BLUR_BY - 1) / FCW_BLUR_BY, 1,
                            FCW_BLUR_BX, FCW_BLUR_BY, 1, 0, s, ab, NULL));
+    raw_stamp(p, s, FCW_ST_BLUR1);
     void *zs[] = {&sad, &n2};
+    raw_stamp(p, s, FCW_ST_SAD0);
     RAW_TRY_(fcw_cu.launch(p->fzero, 1, 1, 1, 32, 1, 1, 0, s, zs, NULL));
     void *as[] = {&cur, &prev, &npx, &sad};
     RAW_TRY_(fcw_cu.launch(p->fsad, FCW_SAD_GRID, 1, 1, FCW_SAD_BLOCK, 1, 1, 0, s, as, NULL));
+    raw_stamp(p, s, FCW_ST_SAD1);
     RAW_TRY_(fcw_cu.dtoh_async(p->pinned[i].hist, hist, sizeof p->pinned[i].hist, s));
     RAW_TRY_(fcw_cu.dtoh_async(&p->pinned[i].sad, sad, sizeof p->pinned[i].sad, s));
+    raw_stamp(p, s, FCW_ST_END);
     RAW_TRY_(fcw_cu.event_record(p->done[i], s));
     RAW_TRY_(fcw_cu.ctx_pop(&dummy));
     if (av_frame_ref(p->frame[i], f) < 0) exit(1);
@@ -208,6 +245,22 @@ typedef struct timeline {
 
 static void tl_sink(void *user, long long index, cw_stream *s);
 
+/* The per-frame breakdown of a one-at-a-time pass: GPU stamps (fcw_stamp,
+ * the GPU's %globaltimer, at the FCW_ST_* points; FCW_ST_DECODED on FFmpeg's
+ * stream right after avcodec_receive_frame returned) and host times
+ * (CLOCK_MONOTONIC), on one clock: gpu_off_ns, measured when the runner
+ * opens (the smallest host-minus-GPU difference of 20 stamps written to
+ * page-locked memory while the host spins on it), brings a stamp to the
+ * host's clock (to within the ~1 us a stamp takes to reach the host). */
+enum { BD_SUBMIT, BD_TO_GPU, BD_DECODED, BD_SPIN, BD_HIST, BD_BLUR, BD_SAD, BD_AFTER_SPIN, BD_WAKE, BD_TOTAL, BD_N };
+static const char *bd_name[BD_N] = {"submit (host)", "submit -> GPU start", "recv -> FFmpeg's stream reached",
+                                    "extra work", "hist", "blur", "sad", "extra work end -> results copied",
+                                    "results copied -> host has them", "total (recv -> host has them)"};
+typedef struct breakdown {
+    double p50[BD_N], p99[BD_N]; /* us, over frames 1.. of the pass */
+    double hist_at, blur_at, sad_at, end_at; /* p50 of each start (and the copies' end) after the extra work's end, us */
+} breakdown;
+
 typedef struct runner {
     AVBufferRef *dev;
     const AVCUDADeviceContext *hw;
@@ -223,7 +276,23 @@ typedef struct runner {
     fcw_proc *cw[V_COUNT];
     raw_proc raw[V_COUNT];
     int raw_open[V_COUNT];
+    /* the breakdown */
+    int bd_on;
+    void *smod, *fstamp;          /* fcw_stamp for FFmpeg's stream and the calibration */
+    unsigned long long *bd;       /* page-locked: MAX_FRAMES x FCW_STAMPS GPU stamps */
+    double sub0_ms[MAX_FRAMES], sub1_ms[MAX_FRAMES], recv_ms[MAX_FRAMES], done_ms[MAX_FRAMES];
+    long long gpu_off_ns;         /* host ns = GPU ns + gpu_off_ns */
+    /* where the last pass's time went (ms from its start; fps) */
+    double ph[4];
 } runner;
+
+/* A pass's phases: the first frame received, frame TL_FIRST received (ms
+ * from the pass's start), the rate of frames TL_FIRST.. (fps, by their
+ * receipt: a pipelined pass's host is held to the GPU's pace by the ring),
+ * the last frame received to the pass's end (the drain, ms). */
+enum { PH_FIRST, PH_TENTH, PH_STEADY_FPS, PH_DRAIN, PH_N };
+static const char *ph_name[PH_N] = {"first frame received (ms)", "frame 10 received (ms)",
+                                    "frames 10.. received per second", "last frame received -> drained (ms)"};
 
 static runner *g_run; /* for tl_sink */
 
@@ -241,7 +310,7 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
         fprintf(stderr, "bench_ffmpeg: cannot rewind the clip\n");
         exit(1);
     }
-    double recv_ms[1024];
+    double *recv_ms = R->recv_ms;
     const int is_cw = v == V_CW || v == V_CW_NB;
     const unsigned long long extra = v >= V_OLD ? ADR_WORK_US * 1000ull : 0;
     if (is_cw && !R->cw[v]) {
@@ -259,7 +328,7 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
     fcw_proc *cw = R->cw[v];
     raw_proc *raw = &R->raw[v];
     if (is_cw) CW_CHECK(fcw_restart(cw)); /* frame 0 again: no previous blur */
-    double done_ms[1024];
+    double *done_ms = R->done_ms;
     R->chk.done_ms = done_ms;
     AVFrame *f = av_frame_alloc();
     CUcontext dummy;
@@ -272,8 +341,20 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
     const double t0 = (double)now_ns() / 1e6;
     long long n = 0;
     int r;
-    while ((r = fcw_decoder_next(&R->dec, f)) >= 0 && n < 1024) {
+    while ((r = fcw_decoder_next(&R->dec, f)) >= 0 && n < MAX_FRAMES) {
         recv_ms[n] = (double)now_ns() / 1e6;
+        if (R->bd_on) {
+            unsigned long long *row = &R->bd[n * FCW_STAMPS];
+            memset(row, 0, FCW_STAMPS * sizeof *row);
+            unsigned long long at = (unsigned long long)(uintptr_t)&row[FCW_ST_DECODED];
+            void *a[] = {&at};
+            RAW_TRY_(fcw_cu.ctx_push(R->hw->cuda_ctx));
+            RAW_TRY_(fcw_cu.launch(R->fstamp, 1, 1, 1, 1, 1, 1, 0, R->hw->stream, a, NULL));
+            RAW_TRY_(fcw_cu.ctx_pop(&dummy));
+            if (is_cw) cw->stamps = row;
+            else raw->stamps = row;
+            R->sub0_ms[n] = (double)now_ns() / 1e6;
+        }
         if (R->tl.on && n < TL_FIRST + TL_COUNT) {
             R->tl.host_ms[n] = recv_ms[n];
             RAW_TRY_(fcw_cu.ctx_push(R->hw->cuda_ctx));
@@ -282,9 +363,11 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
         }
         if (is_cw) {
             CW_CHECK(fcw_process(cw, f, n, NULL));
+            if (R->bd_on) R->sub1_ms[n] = (double)now_ns() / 1e6;
             if (one_at_a_time) CW_CHECK(fcw_drain(cw));
         } else {
             raw_process(raw, f, n);
+            if (R->bd_on) R->sub1_ms[n] = (double)now_ns() / 1e6;
             if (R->tl.on && n < TL_FIRST + TL_COUNT) {
                 RAW_TRY_(fcw_cu.ctx_push(R->hw->cuda_ctx));
                 RAW_TRY_(fcw_cu.event_record(R->tl.end[n], raw->per_picture ? raw->ps[n % FCW_RING] : raw->host));
@@ -305,6 +388,14 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
         raw_drain(raw);
     }
     const double t1 = (double)now_ns() / 1e6;
+    if (is_cw) cw->stamps = NULL;
+    else raw->stamps = NULL;
+    if (n > TL_FIRST + 1) {
+        R->ph[PH_FIRST] = recv_ms[0] - t0;
+        R->ph[PH_TENTH] = recv_ms[TL_FIRST] - t0;
+        R->ph[PH_STEADY_FPS] = (double)(n - 1 - TL_FIRST) / ((recv_ms[n - 1] - recv_ms[TL_FIRST]) / 1e3);
+        R->ph[PH_DRAIN] = t1 - recv_ms[n - 1];
+    }
     if (lat_ms)
         for (long long i = 0; i < n; i++) lat_ms[i] = done_ms[i] - recv_ms[i];
     av_frame_free(&f);
@@ -317,11 +408,93 @@ typedef struct vstats {
     stats lat;       /* ms, one at a time */
     double fps_p50;  /* pipelined passes */
     double fps_p01;  /* the slowest 1% (p99 of the pass time) */
+    breakdown bd;    /* a one-at-a-time pass with stamps */
+    double ph[PH_N]; /* pipelined passes: p50 of each phase */
 } vstats;
 
+/* A GPU stamp of frame n on the host's clock, ms. */
+static double bd_gpu_ms(const runner *R, size_t n, unsigned k) {
+    return (double)((long long)R->bd[n * FCW_STAMPS + k] + R->gpu_off_ns) / 1e6;
+}
+
+/* One one-at-a-time pass of v with stamps, summed up in *b. */
+static void measure_breakdown(runner *R, variant v, breakdown *b) {
+    R->bd_on = 1;
+    run_pass(R, v, 1, NULL);
+    R->bd_on = 0;
+    const size_t n = R->frames;
+    static double part[BD_N][MAX_FRAMES], at[4][MAX_FRAMES];
+    size_t m = 0;
+    for (size_t i = 1; i < n; i++, m++) { /* frame 0 has no previous blur */
+        const double start = bd_gpu_ms(R, i, FCW_ST_START), spin_end = bd_gpu_ms(R, i, FCW_ST_SPIN_END),
+                     end = bd_gpu_ms(R, i, FCW_ST_END);
+        part[BD_SUBMIT][m] = R->sub1_ms[i] - R->sub0_ms[i];
+        part[BD_TO_GPU][m] = start - R->sub0_ms[i];
+        part[BD_DECODED][m] = bd_gpu_ms(R, i, FCW_ST_DECODED) - R->recv_ms[i];
+        part[BD_SPIN][m] = spin_end - start;
+        part[BD_HIST][m] = bd_gpu_ms(R, i, FCW_ST_HIST1) - bd_gpu_ms(R, i, FCW_ST_HIST0);
+        part[BD_BLUR][m] = bd_gpu_ms(R, i, FCW_ST_BLUR1) - bd_gpu_ms(R, i, FCW_ST_BLUR0);
+        part[BD_SAD][m] = bd_gpu_ms(R, i, FCW_ST_SAD1) - bd_gpu_ms(R, i, FCW_ST_SAD0);
+        part[BD_AFTER_SPIN][m] = end - spin_end;
+        part[BD_WAKE][m] = R->done_ms[i] - end;
+        part[BD_TOTAL][m] = R->done_ms[i] - R->recv_ms[i];
+        at[0][m] = bd_gpu_ms(R, i, FCW_ST_HIST0) - spin_end;
+        at[1][m] = bd_gpu_ms(R, i, FCW_ST_BLUR0) - spin_end;
+        at[2][m] = bd_gpu_ms(R, i, FCW_ST_SAD0) - spin_end;
+        at[3][m] = end - spin_end;
+    }
+    for (int k = 0; k < BD_N; k++) {
+        for (size_t i = 0; i < m; i++) part[k][i] *= 1e3; /* us */
+        stats st = stats_of(part[k], m);
+        b->p50[k] = st.p50;
+        b->p99[k] = st.p99;
+    }
+    double *dst[4] = {&b->hist_at, &b->blur_at, &b->sad_at, &b->end_at};
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; i < m; i++) at[k][i] *= 1e3;
+        *dst[k] = stats_of(at[k], m).p50;
+    }
+}
+
+/* Where the pipelined passes' time went, for the variants vs. */
+static void print_phases(const char *title, const variant *vs, const vstats *st, int nv) {
+    printf("\n%s: where a pipelined pass's time goes (p50 over the passes)\n\n| phase |", title);
+    for (int i = 0; i < nv; i++) printf(" %s |", variant_name[vs[i]]);
+    printf("\n| --- |");
+    for (int i = 0; i < nv; i++) printf(" ---: |");
+    printf("\n");
+    for (int k = 0; k < PH_N; k++) {
+        printf("| %s |", ph_name[k]);
+        for (int i = 0; i < nv; i++) printf(k == PH_STEADY_FPS ? " %.0f |" : " %.2f |", st[i].ph[k]);
+        printf("\n");
+    }
+}
+
+/* The breakdown's rows for the variants vs (their vstats in st). */
+static void print_breakdown(const char *title, const variant *vs, const vstats *st, int nv) {
+    printf("\n%s: one frame at a time, frames 1.. of one pass with stamps (p50, us; p99 in brackets);\n"
+           "the GPU's stamps put on the host's clock:\n\n| part |",
+           title);
+    for (int i = 0; i < nv; i++) printf(" %s |", variant_name[vs[i]]);
+    printf("\n| --- |");
+    for (int i = 0; i < nv; i++) printf(" ---: |");
+    printf("\n");
+    for (int k = 0; k < BD_N; k++) {
+        printf("| %s |", bd_name[k]);
+        for (int i = 0; i < nv; i++) {
+            printf(" %.1f (%.1f) |", st[i].bd.p50[k], st[i].bd.p99[k]);
+        }
+        printf("\n");
+    }
+    printf("| hist / blur / sad start, copies end (after the extra work's end) |");
+    for (int i = 0; i < nv; i++)
+        printf(" %.1f / %.1f / %.1f, %.1f |", st[i].bd.hist_at, st[i].bd.blur_at, st[i].bd.sad_at, st[i].bd.end_at);
+    printf("\n");
+}
+
 static void measure(runner *R, const variant *vs, int nv, vstats *out) {
-    static double lat[V_COUNT][PASSES * 1024];
-    double fps[V_COUNT][PASSES];
+    static double lat[V_COUNT][PASSES * MAX_FRAMES];
+    double fps[V_COUNT][PASSES], ph[V_COUNT][PH_N][PASSES];
     size_t nlat[V_COUNT] = {0};
     int order[V_COUNT];
     for (int i = 0; i < nv; i++) order[i] = i;
@@ -332,6 +505,7 @@ static void measure(runner *R, const variant *vs, int nv, vstats *out) {
             const int i = order[j];
             const double ms = run_pass(R, vs[i], 0, NULL);
             fps[i][pass] = (double)R->frames / (ms / 1e3);
+            for (int k = 0; k < PH_N; k++) ph[i][k][pass] = R->ph[k];
             run_pass(R, vs[i], 1, &lat[i][nlat[i]]);
             nlat[i] += R->frames;
         }
@@ -341,7 +515,9 @@ static void measure(runner *R, const variant *vs, int nv, vstats *out) {
         stats s = stats_of(fps[i], PASSES);
         out[i].fps_p50 = s.p50;
         out[i].fps_p01 = fps[i][0]; /* sorted: the slowest pass */
+        for (int k = 0; k < PH_N; k++) out[i].ph[k] = stats_of(ph[i][k], PASSES).p50;
     }
+    for (int i = 0; i < nv; i++) measure_breakdown(R, vs[i], &out[i].bd);
 }
 
 static int open_runner(runner *R, const char *clip, int own_stream, CUstream *stream, const fcw_result *want,
@@ -366,6 +542,28 @@ static int open_runner(runner *R, const char *clip, int own_stream, CUstream *st
         RAW_TRY_(fcw_cu.event_create(&R->tl.dec[i], 0));
         RAW_TRY_(fcw_cu.event_create(&R->tl.end[i], 0));
     }
+    /* the breakdown's stamps and the GPU clock's offset */
+    cw_program_info pi;
+    CW_CHECK(cw_program_get_info(R->k.prog, &pi));
+    RAW_TRY_(fcw_cu.module_load_data(&R->smod, pi.code));
+    RAW_TRY_(fcw_cu.module_get_function(&R->fstamp, R->smod, "fcw_stamp"));
+    RAW_TRY_(fcw_cu.host_alloc((void **)&R->bd, (size_t)MAX_FRAMES * FCW_STAMPS * sizeof *R->bd));
+    CUstream cal;
+    RAW_TRY_(fcw_cu.stream_create(&cal, 0x1 /* CU_STREAM_NON_BLOCKING */));
+    volatile unsigned long long *word = R->bd;
+    for (int t = 0; t < 20; t++) {
+        *word = 0;
+        unsigned long long at = (unsigned long long)(uintptr_t)R->bd;
+        void *a[] = {&at};
+        RAW_TRY_(fcw_cu.launch(R->fstamp, 1, 1, 1, 1, 1, 1, 0, cal, a, NULL));
+        unsigned long long g;
+        while ((g = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == 0) {
+        }
+        const long long off = (long long)now_ns() - (long long)g;
+        if (t == 0 || off < R->gpu_off_ns) R->gpu_off_ns = off;
+    }
+    RAW_TRY_(fcw_cu.stream_sync(cal));
+    RAW_TRY_(fcw_cu.stream_destroy(cal));
     RAW_TRY_(fcw_cu.ctx_pop(&dummy));
     g_run = R;
     return 0;
@@ -383,6 +581,8 @@ static void close_runner(runner *R, CUstream stream) {
             fcw_cu.event_destroy(R->tl.dec[i]);
             fcw_cu.event_destroy(R->tl.end[i]);
         }
+        if (R->smod) fcw_cu.module_unload(R->smod);
+        if (R->bd) fcw_cu.host_free(R->bd);
         fcw_cu.ctx_pop(&dummy);
     }
     fcw_kernels_close(&R->k);
@@ -505,6 +705,15 @@ int main(int argc, char **argv) {
             printf("| %s | %s | %.3f | %.3f, %.3f |\n", c ? "HEVC" : "H.264", own ? "the program's" : "NULL",
                    a[c][own][1].fps_p50 / a[c][own][0].fps_p50, a[c][own][0].lat.p50 / a[c][own][1].lat.p50,
                    a[c][own][0].lat.p99 / a[c][own][1].lat.p99);
+    const variant av[2] = {V_CW, V_RAW};
+    for (int c = 0; c < 2; c++)
+        for (int own = 0; own < 2; own++) {
+            char title[96];
+            snprintf(title, sizeof title, "Breakdown, %s, FFmpeg's stream %s", c ? "HEVC" : "H.264",
+                     own ? "the program's" : "NULL");
+            print_phases(title, av, a[c][own], 2);
+            print_breakdown(title, av, a[c][own], 2);
+        }
     printf("\nThe ADR-0378 case (H.264, FFmpeg on the NULL stream, %d us more GPU work per frame, FFmpeg's\n"
            "stream not made to wait: the frames are held until the work is done):\n\n",
            ADR_WORK_US);
@@ -513,6 +722,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)
         printf("| %s | %.0f / %.0f | %.3f / %.3f | %.3f |\n", variant_name[bv[i]], b[i].fps_p50, b[i].fps_p01,
                b[i].lat.p50, b[i].lat.p99, b[i].fps_p50 / b[2].fps_p50);
+    print_phases("The ADR-0378 case", bv, b, 3);
+    print_breakdown("Breakdown, the ADR-0378 case", bv, b, 3);
     printf("\nTimeline of frames %d to %d in one pipelined pass of each (ms from an event recorded on the NULL\n"
            "stream at the start; \"decoded\": an event recorded on the NULL stream right after\n"
            "avcodec_receive_frame returned, i.e. after FFmpeg's copy of the frame; \"processed\": the end of the\n"

@@ -187,6 +187,12 @@ static const char fcw_source[] =
     "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
     "    do { asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); } while (t - t0 < ns);\n"
     "}\n"
+    "// the GPU's clock (ns) into *p: the benchmark's per-frame breakdown\n"
+    "extern \"C\" __global__ void fcw_stamp(unsigned long long *p) {\n"
+    "    unsigned long long t;\n"
+    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n"
+    "    *p = t;\n"
+    "}\n"
     "extern \"C\" __global__ void fcw_zero(unsigned *p, unsigned n) {\n"
     "    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = 0u;\n"
     "}\n"
@@ -238,7 +244,7 @@ enum { FCW_BLUR_BX = 32, FCW_BLUR_BY = 8, FCW_HIST_GRID = 264, FCW_HIST_BLOCK = 
 typedef struct fcw_kernels {
     cw_program *prog;
     cw_module *mod;
-    cw_kernel *spin, *zero, *blur, *hist, *sad;
+    cw_kernel *spin, *zero, *blur, *hist, *sad, *stamp;
 } fcw_kernels;
 
 FCW_FN_ void fcw_kernels_close(fcw_kernels *k) {
@@ -259,8 +265,9 @@ FCW_FN_ cw_status fcw_kernels_open(fcw_kernels *k, cw_context *ctx) {
     if (st == CW_SUCCESS) st = cw_module_get_kernel(k->mod, "fcw_blur", &k->blur);
     if (st == CW_SUCCESS) st = cw_module_get_kernel(k->mod, "fcw_hist", &k->hist);
     if (st == CW_SUCCESS) st = cw_module_get_kernel(k->mod, "fcw_sad", &k->sad);
-    cw_kernel *all[] = {k->spin, k->zero, k->blur, k->hist, k->sad};
-    for (unsigned i = 0; st == CW_SUCCESS && i < 5; i++) st = cw_kernel_preload(all[i], ctx);
+    if (st == CW_SUCCESS) st = cw_module_get_kernel(k->mod, "fcw_stamp", &k->stamp);
+    cw_kernel *all[] = {k->spin, k->zero, k->blur, k->hist, k->sad, k->stamp};
+    for (unsigned i = 0; st == CW_SUCCESS && i < 6; i++) st = cw_kernel_preload(all[i], ctx);
     if (st != CW_SUCCESS) fcw_kernels_close(k);
     return st;
 }
@@ -268,6 +275,23 @@ FCW_FN_ cw_status fcw_kernels_open(fcw_kernels *k, cw_context *ctx) {
 /* ---- the processor: a pipeline per frame --------------------------------- */
 
 enum { FCW_RING = 4 }; /* frames in flight */
+
+/* The per-frame breakdown's GPU timestamps (bench_ffmpeg): the words a
+ * frame's processing writes with fcw_stamp (the GPU's %globaltimer, ns), the
+ * same points in cuweave's operators and in the hand-written code. */
+enum {
+    FCW_ST_DECODED = 0,  /* on FFmpeg's stream when the host got the frame (the benchmark's) */
+    FCW_ST_START = 1,    /* processing starts: after the wait for FFmpeg's stream */
+    FCW_ST_SPIN_END = 2, /* after the extra work (extra_ns), or = start */
+    FCW_ST_HIST0 = 3,    /* histogram (zero + hist) start, end */
+    FCW_ST_HIST1 = 4,
+    FCW_ST_BLUR0 = 5, /* blur start, end */
+    FCW_ST_BLUR1 = 6,
+    FCW_ST_SAD0 = 7, /* SAD (zero + sad) start, end */
+    FCW_ST_SAD1 = 8,
+    FCW_ST_END = 9, /* after both copies to page-locked memory */
+    FCW_STAMPS = 10
+};
 
 typedef struct fcw_options {
     /* GPU time (ns) the frame operator spends busy before any read of the
@@ -311,6 +335,11 @@ typedef struct fcw_proc {
     /* called by the sink with its stream after the copies (the benchmark
      * records a timing event there); may be NULL */
     void (*on_sink)(void *user, long long index, cw_stream *s);
+    /* NULL, or FCW_STAMPS words of page-locked memory (the device reaches it
+     * at the same address) that the current frame's operators stamp with
+     * fcw_stamp at the FCW_ST_* points (the benchmark's breakdown: a few
+     * 1-thread kernels more per frame); set before each fcw_process */
+    unsigned long long *stamps;
     unsigned long long frames, waits; /* waits: retirements that had to wait for the GPU */
 } fcw_proc;
 
@@ -330,15 +359,25 @@ FCW_FN_ cw_status fcw_launch2d(cw_kernel *k, cw_stream *s, unsigned gx, unsigned
     return cw_kernel_launch(k, s, &lc, args);
 }
 
+/* Stamps word k of the current frame's breakdown on s (when on). */
+FCW_FN_ cw_status fcw_stamp(fcw_proc *p, cw_stream *s, unsigned k) {
+    if (!p->stamps) return CW_SUCCESS;
+    unsigned long long at = (unsigned long long)(uintptr_t)&p->stamps[k];
+    void *args[] = {&at};
+    return fcw_launch2d(p->k.stamp, s, 1, 1, 1, 1, args);
+}
+
 FCW_FN_ cw_status fcw_op_frame(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_stream *s;
     FCW_TRY_(cw_io_receive_stream(io, NULL, &s));
     FCW_TRY_(cw_stream_wait(s, p->host)); /* after FFmpeg's decode / upload of the frame */
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_START));
     if (p->opt.extra_ns) {
         void *args[] = {&p->opt.extra_ns};
         FCW_TRY_(fcw_launch2d(p->k.spin, s, 1, 1, 1, 1, args));
     }
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_SPIN_END));
     return cw_io_emit(io, "out", p, NULL);
 }
 
@@ -352,8 +391,10 @@ FCW_FN_ cw_status fcw_op_blur(cw_io *io, void *user) {
     FCW_TRY_(cw_buffer_get_writable(o, &dst));
     unsigned w = p->w, h = p->h;
     void *args[] = {&p->luma, &p->pitch, &dst, &w, &h, &p->out_luma, &p->out_pitch};
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_BLUR0));
     FCW_TRY_(fcw_launch2d(p->k.blur, s, (w + FCW_BLUR_BX - 1) / FCW_BLUR_BX, (h + FCW_BLUR_BY - 1) / FCW_BLUR_BY,
                           FCW_BLUR_BX, FCW_BLUR_BY, args));
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_BLUR1));
     return cw_io_emit(io, "out", p, o);
 }
 
@@ -367,9 +408,11 @@ FCW_FN_ cw_status fcw_op_hist(cw_io *io, void *user) {
     FCW_TRY_(cw_buffer_get_writable(o, &hist));
     unsigned n = 256, w = p->w, h = p->h;
     void *zargs[] = {&hist, &n};
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_HIST0));
     FCW_TRY_(fcw_launch2d(p->k.zero, s, 1, 1, 256, 1, zargs));
     void *args[] = {&p->luma, &p->pitch, &w, &h, &hist};
     FCW_TRY_(fcw_launch2d(p->k.hist, s, FCW_HIST_GRID, 1, FCW_HIST_BLOCK, 1, args));
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_HIST1));
     return cw_io_emit(io, "out", p, o);
 }
 
@@ -389,9 +432,11 @@ FCW_FN_ cw_status fcw_op_sad(cw_io *io, void *user) {
     if (p->prev_blur) FCW_TRY_(cw_buffer_get_ptr(p->prev_blur, &prev));
     unsigned two = 2, n = p->w * p->h;
     void *zargs[] = {&out, &two};
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_SAD0));
     FCW_TRY_(fcw_launch2d(p->k.zero, s, 1, 1, 32, 1, zargs));
     void *args[] = {&cur, &prev, &n, &out};
     FCW_TRY_(fcw_launch2d(p->k.sad, s, FCW_SAD_GRID, 1, FCW_SAD_BLOCK, 1, args));
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_SAD1));
     if (p->prev_blur) {
         /* this call read the previous blur too: its free waits for s */
         FCW_TRY_(cw_buffer_use(p->prev_blur, s));
@@ -416,6 +461,7 @@ FCW_FN_ cw_status fcw_op_sink(cw_io *io, void *user) {
     FCW_TRY_(cw_buffer_get_ptr(ms.buffer, &sad));
     FCW_TRY_(cw_copy_to_host(s, p->cur->result->hist, hist, sizeof p->cur->result->hist));
     FCW_TRY_(cw_copy_to_host(s, &p->cur->result->sad, sad, sizeof p->cur->result->sad));
+    FCW_TRY_(fcw_stamp(p, s, FCW_ST_END));
     if (p->on_sink) p->on_sink(p->user, p->cur->index, s);
     if (!p->opt.no_order_back) FCW_TRY_(cw_stream_wait(p->host, s)); /* FFmpeg's later work after ours */
     if (p->cur->done) return cw_future_rearm(p->cur->done, s);

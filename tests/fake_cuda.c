@@ -353,7 +353,7 @@ static struct CUstream_st *g_streams;
 static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
-static long g_badaccess, g_cbcalls, g_orphans, g_live_ipcmem;
+static long g_badaccess, g_cbcalls, g_orphans, g_live_ipcmem, g_sync_blocking;
 static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels, g_live_mempools;
 
 static struct item *g_head, *g_tail;
@@ -1634,6 +1634,7 @@ FAKE_API CUresult cuEventSynchronize(CUevent event) {
     struct CUevent_st *e = event_of(event);
     if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
     if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    if (e->flags & CU_EVENT_BLOCKING_SYNC) g_sync_blocking++;
     e->pins++; /* pin against a concurrent destroy */
     while (e->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
     e->pins--;
@@ -3486,8 +3487,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
  * events still alive when their primary context's last retain went, or
  * their green context was destroyed), "green" (green contexts alive), "sticky"
  * (the sticky error, 0 if none), "badresource" (cuDevResourceGenerateDesc
- * calls given resources outside the last split's arrays). -1 for an unknown
- * kind. */
+ * calls given resources outside the last split's arrays), "syncblocking"
+ * (cuEventSynchronize calls on events made with CU_EVENT_BLOCKING_SYNC, the
+ * driver's sleeping wait). -1 for an unknown kind. */
 FAKE_API long fake_cuda_live(const char *kind) {
     long v = -1;
     if (!kind) return -1;
@@ -3507,6 +3509,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "pending")) v = g_queued;
     else if (!strcmp(kind, "badaccess")) v = g_badaccess;
     else if (!strcmp(kind, "cbcalls")) v = g_cbcalls;
+    else if (!strcmp(kind, "syncblocking")) v = g_sync_blocking;
     else if (!strcmp(kind, "orphans")) v = g_orphans;
     else if (!strcmp(kind, "sticky")) v = g_sticky;
     else if (!strcmp(kind, "graph")) v = g_live_graphs;

@@ -1629,6 +1629,7 @@ struct spin_waiter {
     long nvcsw; /* voluntary switches during the wait */
     double waited_ms;
     cw_status st;
+    int64_t timeout_us; /* 0: 10 s */
 };
 
 static void *spin_waiter_main(void *arg) {
@@ -1637,18 +1638,19 @@ static void *spin_waiter_main(void *arg) {
     getrusage(RUSAGE_THREAD, &before);
     atomic_store(&w->started, 1);
     const double t0 = now_ms();
-    w->st = cw_future_wait(w->f, 10000000);
+    w->st = cw_future_wait(w->f, w->timeout_us ? w->timeout_us : 10000000);
     w->waited_ms = now_ms() - t0;
     getrusage(RUSAGE_THREAD, &after);
     w->nvcsw = after.ru_nvcsw - before.ru_nvcsw;
     return NULL;
 }
 
-/* Waits on f from another thread while its marker is held for 20 ms. */
-static struct spin_waiter wait_held(cw_future *f) {
+/* Waits on f (timeout_us 0: 10 s) from another thread while its marker is held for 20 ms. */
+static struct spin_waiter wait_held_for(cw_future *f, int64_t timeout_us) {
     struct spin_waiter w;
     memset(&w, 0, sizeof w);
     w.f = f;
+    w.timeout_us = timeout_us;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, spin_waiter_main, &w), 0);
     while (!atomic_load(&w.started)) sched_yield();
@@ -1656,6 +1658,61 @@ static struct spin_waiter wait_held(cw_future *f) {
     fk.hold(0);
     assert_int_equal(pthread_join(t, NULL), 0);
     return w;
+}
+
+static struct spin_waiter wait_held(cw_future *f) { return wait_held_for(f, 0); }
+
+/* An EVENT wait with no limit, past its spin, sleeps in the driver
+ * (cuEventSynchronize on an event made with CU_EVENT_BLOCKING_SYNC: woken by
+ * the GPU's completion) instead of polling cuEventQuery with sleeps grown to
+ * 1 ms, which returned a 2 ms wait 0.9 ms late on the H100 (bench_ffmpeg's
+ * ADR case). A wait with a limit polls as before (the driver's wait has no
+ * limit). The fake counts cuEventSynchronize calls on BLOCKING_SYNC events
+ * ("syncblocking"). */
+static void test_future_event_wait_sleeps_in_driver(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    cw_future *f = NULL;
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_EVENT));
+    assert_cw_ok(cw_future_set_spin(f, 0));
+    long sync0 = fk.live("syncblocking"), query0 = fk.calls("cuEventQuery");
+    struct spin_waiter w = wait_held_for(f, -1);
+    assert_cw_ok(w.st);
+    if (w.waited_ms < 5.0) fail_msg("the wait returned after %.3f ms: it did not wait for the held marker", w.waited_ms);
+    long syncs = fk.live("syncblocking") - sync0, queries = fk.calls("cuEventQuery") - query0;
+    if (syncs != 1)
+        fail_msg("a %.1f ms wait with no limit made %ld cuEventSynchronize calls on a blocking-sync event, expected 1 "
+                 "(and %ld cuEventQuery calls)",
+                 w.waited_ms, syncs, queries);
+    /* one query before the driver's wait (spin 0); polling with growing
+     * sleeps made some 15 in 20 ms */
+    if (queries > 2) fail_msg("a %.1f ms wait with no limit made %ld cuEventQuery calls: it polled", w.waited_ms, queries);
+    assert_cw_ok(cw_future_poll(f));
+    /* rearmed: the same again, the event reused */
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    sync0 = fk.live("syncblocking");
+    w = wait_held_for(f, -1);
+    assert_cw_ok(w.st);
+    assert_int_equal(fk.live("syncblocking") - sync0, 1);
+    /* with a limit: polls (no driver wait), and still completes */
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    sync0 = fk.live("syncblocking");
+    query0 = fk.calls("cuEventQuery");
+    w = wait_held_for(f, 5000000);
+    assert_cw_ok(w.st);
+    assert_int_equal(fk.live("syncblocking") - sync0, 0);
+    if (fk.calls("cuEventQuery") - query0 < 3)
+        fail_msg("a %.1f ms wait with a limit made %ld cuEventQuery calls: expected it to poll", w.waited_ms,
+                 fk.calls("cuEventQuery") - query0);
+    /* done: no driver wait at all */
+    sync0 = fk.live("syncblocking");
+    assert_cw_ok(cw_future_wait(f, -1));
+    assert_int_equal(fk.live("syncblocking") - sync0, 0);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
 }
 
 static void test_future_wait_spins_within_budget(void **state) {
@@ -3503,6 +3560,7 @@ int main(int argc, char **argv) {
         TEST_K(test_future_fd, k_event),
         TEST_K(test_future_wait_spins_within_budget, k_host),
         TEST_K(test_future_wait_spins_within_budget, k_write),
+        TEST(test_future_event_wait_sleeps_in_driver),
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
         TEST_K(test_future_callback, k_event),

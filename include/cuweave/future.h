@@ -17,10 +17,13 @@
  *                         (spin_us) and then polls it with sleeps that grow
  *                         up to 1 ms. The fastest way for a thread to learn
  *                         of completion (a few microseconds).
- *  CW_FUTURE_EVENT        the stream records an event (from the context's
- *                         pool); a waiter spins on cuEventQuery for spin_us
- *                         and then polls it with sleeps that grow up to
- *                         1 ms. The cheapest marker to enqueue (one
+ *  CW_FUTURE_EVENT        the stream records an event (the future's own,
+ *                         made with CU_EVENT_BLOCKING_SYNC); a waiter spins
+ *                         on cuEventQuery for spin_us, then, waiting with
+ *                         no limit, sleeps in cuEventSynchronize until the
+ *                         GPU's completion wakes it (with a limit it polls
+ *                         with sleeps that grow up to 1 ms). The cheapest
+ *                         marker to enqueue (one
  *                         cuEventRecord, where WRITE_VALUE enqueues a memory
  *                         operation): for hosts that enqueue many frames and
  *                         wait for few. Each check is a driver call.
@@ -170,8 +173,10 @@ CW_API cw_status cw_future_wait(cw_future *f, int64_t timeout_us);
  * at most 10 s), for every kind: a WRITE_VALUE waiter spins on its word, a
  * HOST_FUNC waiter on the counter its host function sets, an EVENT waiter
  * on cuEventQuery. A wait that outlasts the spin polls with sleeps (a
- * HOST_FUNC wait sleeps on a condition variable) and may return later than
- * the completion by up to a sleep (docs/threading.md, "How a wait waits").
+ * HOST_FUNC wait sleeps on a condition variable; an EVENT wait with no
+ * limit sleeps in cuEventSynchronize, woken by the completion) and may
+ * return later than the completion by up to a sleep (docs/threading.md,
+ * "How a wait waits").
  *
  * Returns:
  *   CW_SUCCESS                 set.

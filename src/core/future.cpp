@@ -22,81 +22,6 @@ namespace cw {
 namespace core {
 namespace {
 
-constexpr size_t kSlabPageBytes = 4096;
-constexpr size_t kSlotBytes = 64;
-constexpr size_t kSlotsPerPage = kSlabPageBytes / kSlotBytes;
-
-// The context's orphans and slab go with it (registered when first made).
-void futures_teardown(cw_context *ctx);
-
-// ---- the context's slab of mapped host words (written-value futures) ----
-
-cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev) {
-    HostSlab &sl = ctx->slab;
-    for (;;) {
-        {
-            SpinLock lock(ctx->lock);
-            if (sl.free_count > 0) {
-                uint32_t id = sl.free_slots[--sl.free_count];
-                const HostSlab::Page &pg = sl.pages[id / kSlotsPerPage];
-                size_t off = (id % kSlotsPerPage) * kSlotBytes;
-                *slot = id;
-                *host = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(pg.host) + off);
-                *dev = pg.dev + off;
-                return CW_SUCCESS;
-            }
-        }
-        // Grow by one page (outside the spin lock: the driver call is slow).
-        context_on_teardown(futures_teardown, kTeardownUsers);
-        CurrentGuard guard;
-        CW_TRY(guard.enter(ctx->cu));
-        void *hostp = nullptr;
-        CUdeviceptr devp = 0;
-        // Mapped for this context only: the slab serves this context's futures.
-        CW_TRY(host_mapped_alloc(kSlabPageBytes, 0, &hostp, &devp));
-        cw_status st = guard.leave();
-        if (st != CW_SUCCESS) {
-            drv().cuMemFreeHost(hostp);
-            return st;
-        }
-        SpinLock lock(ctx->lock);
-        bool ok = true;
-        if (sl.page_count == sl.page_cap) {
-            size_t cap = sl.page_cap ? sl.page_cap * 2 : 4;
-            void *p = realloc(sl.pages, cap * sizeof(HostSlab::Page));
-            if (p) {
-                sl.pages = static_cast<HostSlab::Page *>(p);
-                sl.page_cap = cap;
-            } else {
-                ok = false;
-            }
-        }
-        // Room for every slot that will exist, so that slab_put never grows.
-        if (ok && sl.free_cap < (sl.page_count + 1) * kSlotsPerPage) {
-            size_t cap = (sl.page_count + 1) * kSlotsPerPage * 2;
-            void *p = realloc(sl.free_slots, cap * sizeof(uint32_t));
-            if (p) {
-                sl.free_slots = static_cast<uint32_t *>(p);
-                sl.free_cap = cap;
-            } else {
-                ok = false;
-            }
-        }
-        if (!ok) {
-            drv().cuMemFreeHost(hostp);
-            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-        }
-        uint32_t page = static_cast<uint32_t>(sl.page_count);
-        sl.pages[sl.page_count++] = HostSlab::Page{hostp, devp};
-        for (size_t i = kSlotsPerPage; i-- > 0;) sl.free_slots[sl.free_count++] = page * kSlotsPerPage + (uint32_t)i;
-    }
-}
-void slab_put(cw_context *ctx, uint32_t slot) {
-    SpinLock lock(ctx->lock);
-    // free_cap always covers every slot ever made, so this cannot overflow.
-    ctx->slab.free_slots[ctx->slab.free_count++] = slot;
-}
-
 constexpr unsigned kDefaultSpinUs = 200;
 constexpr int64_t kEventQueryGapNs = 500;  // EVENT waits: time between cuEventQuery calls while spinning
 
@@ -405,8 +330,14 @@ inline int64_t spin_for(Reached reached, unsigned spin_us, int64_t timeout_us) {
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_EVENT) {
         // Spins on cuEventQuery (the context made current once; a query
-        // every kEventQueryGapNs) for spin_us, then polls with sleeps
-        // growing to 1 ms.
+        // every kEventQueryGapNs) for spin_us. Then, with no limit, sleeps in
+        // cuEventSynchronize: the future's event is made with
+        // CU_EVENT_BLOCKING_SYNC, so the driver wakes the thread when the GPU
+        // reaches it (what a hand-written cuEventSynchronize on a context
+        // made with CU_CTX_SCHED_BLOCKING_SYNC, as FFmpeg's, does; polling
+        // with sleeps grown to 1 ms returned a 2 ms wait 0.9 ms late on the
+        // H100, bench_ffmpeg's ADR case). With a limit, polls with sleeps
+        // growing to 1 ms (the driver's wait cannot be bounded).
         CurrentGuard guard;
         CW_TRY(guard.enter(f->ctx->cu));
         const int64_t start = now_ns();
@@ -438,6 +369,17 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
                 // tail when queried back to back).
                 while (now_ns() - t < kEventQueryGapNs) cpu_relax();
                 continue;
+            }
+            if (deadline < 0) {
+                r = drv().cuEventSynchronize(f->ev);
+                if (r == CUDA_SUCCESS) {
+                    f->seen_done.store(true, std::memory_order_release);
+                    break;
+                }
+                cw_status st = fail_cu(r, "cuEventSynchronize", "the stream faulted before the future's marker");
+                if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
+                (void)guard.leave();
+                return st;
             }
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, nullptr);
@@ -500,6 +442,33 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
     return outcome(f);
 }
 
+// The future's marker event. EVENT: one of its own, made with
+// CU_EVENT_BLOCKING_SYNC, so that a wait with no limit past its spin can
+// sleep in cuEventSynchronize until the GPU's completion wakes it (wait_done;
+// the context's pool holds events without that flag, which the driver waits
+// for as the context's CU_CTX_SCHED_* flags say: spinning, on a context made
+// with the default flags). The other kinds only ask their event for a fault:
+// one from the context's pool.
+cw_status marker_event_get(cw_context *ctx, cw_future_kind kind, CUevent *ev) {
+    if (kind != CW_FUTURE_EVENT) return event_get(ctx, ev);
+    CurrentGuard guard;
+    CW_TRY(guard.enter(ctx->cu));
+    CW_CU(cuEventCreate, (ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+    cw_status st = guard.leave();
+    if (st != CW_SUCCESS) {
+        drv().cuEventDestroy(*ev);
+        *ev = nullptr;
+    }
+    return st;
+}
+void marker_event_put(cw_context *ctx, cw_future_kind kind, CUevent ev) {
+    if (kind == CW_FUTURE_EVENT) {
+        drv().cuEventDestroy(ev);  // does not wait for a running loop (resident.md)
+        return;
+    }
+    event_put(ctx, ev);
+}
+
 // Frees a live future once its marker can no longer touch it (see
 // cw_future_destroy). Keeps the caller's error detail. holds_ctx: the future
 // holds a context reference to drop (orphans do not).
@@ -540,7 +509,7 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     }
     cw_context *ctx = f->ctx;
     if (f->kind == CW_FUTURE_WRITE_VALUE) slab_put(ctx, f->slot);
-    event_put(ctx, f->ev);
+    marker_event_put(ctx, f->kind, f->ev);
     int fd = f->efd.load();
     if (fd >= 0) close(fd);
     pthread_mutex_destroy(&f->mutex);
@@ -597,7 +566,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     cond_init_monotonic(&f->cond);
     pthread_mutex_init(&f->mutex, nullptr);
     bool have_slot = false;
-    cw_status st = event_get(ctx, &f->ev);
+    cw_status st = marker_event_get(ctx, kind, &f->ev);
     if (st == CW_SUCCESS && kind == CW_FUTURE_WRITE_VALUE) {
         st = slab_get(ctx, &f->slot, &f->word, &f->word_dev);
         have_slot = st == CW_SUCCESS;
@@ -621,7 +590,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     }
     if (st != CW_SUCCESS) {
         if (have_slot) slab_put(ctx, f->slot);
-        if (f->ev) event_put(ctx, f->ev);
+        if (f->ev) marker_event_put(ctx, kind, f->ev);
         pthread_mutex_destroy(&f->mutex);
         pthread_cond_destroy(&f->cond);
         f->~cw_future();
@@ -634,6 +603,8 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     return CW_SUCCESS;
 }
 
+}  // namespace
+
 // The context is going: its orphans (freed once their markers have run, or
 // the context faulted, waiting quietly as destroy does), then its slab.
 void futures_teardown(cw_context *ctx) {
@@ -644,14 +615,8 @@ void futures_teardown(cw_context *ctx) {
         list = f->orphan_next;
         future_free(f, false);
     }
-    HostSlab &sl = ctx->slab;
-    for (size_t i = 0; i < sl.page_count; i++) drv().cuMemFreeHost(sl.pages[i].host);
-    free(sl.pages);
-    free(sl.free_slots);
-    sl = HostSlab{};
+    slab_free(ctx);
 }
-
-}  // namespace
 
 void future_destroy(cw_future *f) { future_free(f); }
 

@@ -60,6 +60,15 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
 unsigned long future_watcher_wakes();
 // A written-value future's word and the number its marker writes (tests).
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed);
+// The context's orphan futures and its slab go with it (future.cpp;
+// registered with context_on_teardown when either is first made).
+void futures_teardown(cw_context *ctx);
+// The context's slab of mapped host words for written-value futures
+// (future_slab.cpp): a word (its slot, host and device addresses), given
+// back with slab_put; slab_free frees every page (futures_teardown).
+cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CUdeviceptr *dev);
+void slab_put(cw_context *ctx, uint32_t slot);
+void slab_free(cw_context *ctx);
 
 }  // namespace core
 }  // namespace cw
