@@ -16,11 +16,15 @@
 namespace cw {
 namespace core {
 
-// A small spin-locked stack of pooled driver events (event.cpp).
+struct Mark;
+// A small spin-locked stack of pooled driver events (event.cpp), and under
+// the same lock the marks that went, each keeping its event (a mark is taken
+// again with no allocation and no second pool).
 struct EventPool {
     std::atomic<int> lock{0};
     CUevent *items = nullptr;
     size_t count = 0, cap = 0;
+    Mark *marks = nullptr;  // free marks, linked through Mark::next
 };
 
 // Pinned, mapped host memory carved into cache-line slots, for futures that

@@ -51,6 +51,10 @@ void mark_cover(Mark *m, Mark *earlier);
 // The stream m was recorded on (compare only: it may be gone), and that
 // stream's serial (unique in the process, unlike its address).
 const cw_stream *mark_stream(const Mark *m);
+// Marks allocated since the process started (a mark's host memory is reused
+// from its context's free list: the count grows only with the most marks
+// alive at once; test_flow_cpu asserts no growth per iteration).
+unsigned long marks_allocated();
 uint64_t mark_serial(const Mark *m);
 // Makes the release stream rel wait for m (or, when it cannot, the host),
 // then drops the caller's reference. False when neither could wait (a
