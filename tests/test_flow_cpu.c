@@ -1742,8 +1742,10 @@ static void test_no_context_switch_when_current(void **state) {
  * cuEventSynchronize per iteration (the max_in_flight bound: the sink's mark
  * covers the rest), one cuCtxGetCurrent per compute call that receives its
  * stream and two per run (the caller's context, kept), no context switch, no
- * cuEventQuery. Before the mark free list every mark was a calloc (4 per
- * frame here). */
+ * cuEventQuery; none of that cuEventSynchronize when the host waits on the
+ * sink's stream after each frame. Before the mark free list every mark was a
+ * calloc (4 per frame here); before mark_synced every frame made the
+ * cuEventSynchronize. */
 static void test_frame_cost_counted(void **state) {
     (void)state;
     cw_pipeline_settings ps;
@@ -1780,6 +1782,40 @@ static void test_frame_cost_counted(void **state) {
     assert_int_equal(per[6], 0);                /* cuCtxSetCurrent */
     assert_int_equal(per[7] + per[8], 0);       /* buffers: from the pipeline's cache */
     assert_int_equal(per[9], 0);
+    /* The host waiting on the sink's stream after each frame
+     * (cw_stream_synchronize, bench_pipeline's wait) shows the iteration that
+     * the in-flight bound waits for finished: no cuEventSynchronize but the
+     * first frame's (its bound's iteration was recorded before any wait). */
+    cw_stream *sink = g.c.got[0];
+    assert_non_null(sink);
+    long syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) {
+        assert_cw_ok(cw_pipeline_run(g.p, 1));
+        assert_cw_ok(cw_stream_synchronize(sink));
+    }
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, 1);
+    /* Only marks recorded before a wait began count as finished: after the
+     * last wait, the next frames' bound skips the 3 iterations recorded before
+     * it (max_in_flight 4) and waits for the 7 after; with no wait, for all. */
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES - 3);
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES);
+    assert_cw_ok(cw_stream_synchronize(sink));
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES - 3);
+    /* A wait that failed shows nothing finished: the bound still asks. */
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_fail(cwi_seam_entry("cuStreamSynchronize"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
+    assert_int_not_equal(cw_stream_synchronize(sink), CW_SUCCESS);
+    cwi_seam_disable();
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES);
     fake_ctx_set(NULL);
     cw_pipeline_destroy(&g.p);
 }

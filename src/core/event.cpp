@@ -22,6 +22,7 @@ struct Mark {
     CUevent ev;
     const cw_stream *s;  // compared only, within a compute call (the stream is alive)
     uint64_t serial;     // the stream's serial: compared across time
+    uint64_t syncs;      // the stream's host waits begun when it was recorded (mark_synced)
     Mark *next;          // in the pool's free list
 };
 
@@ -145,6 +146,8 @@ cw_status mark_record(cw_stream *s, Mark **out) {
     context_retain(ctx);
     m->s = s;
     m->serial = s->serial;
+    // After the record: a host wait on s numbered above this began after it.
+    m->syncs = s->syncs_begun.load(std::memory_order_seq_cst);
     *out = m;
     return CW_SUCCESS;
 }
@@ -176,6 +179,13 @@ void mark_set_done(Mark *m) {
 }  // namespace
 
 bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
+
+bool mark_synced(Mark *m, const cw_stream *s) {
+    if (m->done.load(std::memory_order_acquire)) return true;
+    if (s->serial != m->serial || s->synced.load(std::memory_order_acquire) <= m->syncs) return false;
+    mark_set_done(m);
+    return true;
+}
 
 bool mark_done(Mark *m) {
     if (m->done.load(std::memory_order_acquire)) return true;

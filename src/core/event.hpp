@@ -43,6 +43,10 @@ CUevent mark_event(const Mark *m);
 bool mark_done(Mark *m);
 // True when m is known finished (no driver call).
 bool mark_finished(const Mark *m);
+// True when m is known finished, or was recorded on s (alive: the caller
+// holds it) before a host wait on s began that has ended in success
+// (stream_synchronize): then noted finished, with what it covers. No driver call.
+bool mark_synced(Mark *m, const cw_stream *s);
 cw_status mark_wait(Mark *m);
 // m was recorded on a stream that had waited for `earlier`: when m is seen
 // finished, so is earlier (no driver call asks about it). Only before m is

@@ -307,6 +307,10 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
         cw_pipeline::Ended e = p->ended[settled];
         if (wait && e.iteration > upto) break;
         if (wait && st == CW_SUCCESS) {
+            // A host wait on the operator's own stream (cw_stream_synchronize,
+            // the usual wait of one frame at a time) that began after the
+            // mark shows it finished: no driver call.
+            if (cw_stream *own = p->ops[e.op]->internal) (void)mark_synced(e.mark, own);
             st = mark_wait(e.mark);
             if (st == CW_ERROR_DEVICE_FAULT) {
                 // Name the stage: the iteration, and its operators whose work
