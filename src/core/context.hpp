@@ -18,8 +18,8 @@ namespace core {
 
 struct Mark;
 // A small spin-locked stack of pooled driver events (event.cpp), and under
-// the same lock the marks that went, each keeping its event (a mark is taken
-// again with no allocation and no second pool).
+// the same lock the host memory of marks that went (a mark and its event
+// are taken again together, with no allocation and one lock round).
 struct EventPool {
     std::atomic<int> lock{0};
     CUevent *items = nullptr;
