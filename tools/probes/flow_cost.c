@@ -48,7 +48,6 @@
     } while (0)
 
 static long (*fake_calls)(const char *entry);
-static unsigned char host_word[64];
 
 static cw_status op_src(cw_io *io, void *user) {
     (void)user;
