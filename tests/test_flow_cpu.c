@@ -13,7 +13,8 @@
  * worker threads running independent operators at once, a failing start or
  * compute named and stopping the run without leaks, runs after a failure),
  * resident pipelines (the memory rules, one stream per operator, the loop's
- * control block), and a fault-injection sweep over a pipeline run. The fake
+ * control block), a frame's host cost (driver calls and mark allocations
+ * per iteration counted), and a fault-injection sweep over a pipeline run. The fake
  * runs no kernels: ordering by data is proved by test_gpu_flow on the GPU.
  * Links libcuweave.a for the test seam; the fake's path is argv[1].
  */
@@ -1733,6 +1734,93 @@ static void test_no_context_switch_when_current(void **state) {
     cw_pipeline_destroy(&g.p);
 }
 
+/* What one frame costs the host, counted (issue 26): a warm diamond run one
+ * frame at a time (cw_pipeline_run(p, 1), as bench_pipeline's latency mode)
+ * allocates no mark and creates no event, and makes exactly the driver calls
+ * the hand-written code makes for ordering plus the ones documented in
+ * docs/pipelines.md ("What a frame costs"): one cuEventRecord per compute
+ * call (its mark), one cuStreamWaitEvent per connection, one
+ * cuEventSynchronize per iteration (the max_in_flight bound: the sink's mark
+ * covers the rest), one cuCtxGetCurrent per compute call that receives its
+ * stream and two per run (the caller's context, kept), no context switch, no
+ * cuEventQuery; none of that cuEventSynchronize when the host waits on the
+ * sink's stream after each frame. Before the mark free list every mark was a
+ * calloc (4 per frame here); before mark_synced every frame made the
+ * cuEventSynchronize. */
+static void test_frame_cost_counted(void **state) {
+    (void)state;
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 4;
+    diamond g;
+    diamond_init(&g, &ps, 256);
+    top *all[] = {&g.a, &g.b, &g.d, &g.c};
+    for (int i = 0; i < 4; i++) all[i]->keep_context = 1;
+    CUcontext mine = NULL;
+    assert_cw_ok(cwt_context_handle(ctx, &mine));
+    fake_ctx_set(mine);
+    for (int i = 0; i < 8; i++) assert_cw_ok(cw_pipeline_run(g.p, 1)); /* warm: streams, buffers, marks */
+    static const char *const entries[] = {"cuEventRecord", "cuStreamWaitEvent", "cuEventSynchronize", "cuEventQuery",
+                                          "cuEventCreate", "cuCtxGetCurrent", "cuCtxSetCurrent",
+                                          "cuMemAllocFromPoolAsync", "cuMemAllocAsync", "cuStreamSynchronize"};
+    enum { NE = sizeof entries / sizeof entries[0], FRAMES = 10 };
+    long before[NE];
+    for (int e = 0; e < NE; e++) before[e] = fake_calls(entries[e]);
+    const unsigned long marks0 = cwi_marks_allocated();
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    long per[NE];
+    for (int e = 0; e < NE; e++) {
+        per[e] = fake_calls(entries[e]) - before[e];
+        printf("# %s: %ld in %d frames\n", entries[e], per[e], FRAMES);
+    }
+    assert_int_equal(cwi_marks_allocated() - marks0, 0);
+    assert_int_equal(per[0], 4 * FRAMES);       /* cuEventRecord: one mark per compute call */
+    assert_int_equal(per[1], 4 * FRAMES);       /* cuStreamWaitEvent: A->B, A->D, B->C, D->C */
+    assert_int_equal(per[2], FRAMES);           /* cuEventSynchronize: the in-flight bound */
+    assert_int_equal(per[3], 0);                /* cuEventQuery */
+    assert_int_equal(per[4], 0);                /* cuEventCreate: pooled */
+    assert_int_equal(per[5], (4 + 2 + 4) * FRAMES); /* cuCtxGetCurrent (+ 4: the test operators' own look) */
+    assert_int_equal(per[6], 0);                /* cuCtxSetCurrent */
+    assert_int_equal(per[7] + per[8], 0);       /* buffers: from the pipeline's cache */
+    assert_int_equal(per[9], 0);
+    /* The host waiting on the sink's stream after each frame
+     * (cw_stream_synchronize, bench_pipeline's wait) shows the iteration that
+     * the in-flight bound waits for finished: no cuEventSynchronize but the
+     * first frame's (its bound's iteration was recorded before any wait). */
+    cw_stream *sink = g.c.got[0];
+    assert_non_null(sink);
+    long syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) {
+        assert_cw_ok(cw_pipeline_run(g.p, 1));
+        assert_cw_ok(cw_stream_synchronize(sink));
+    }
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, 1);
+    /* Only marks recorded before a wait began count as finished: after the
+     * last wait, the next frames' bound skips the 3 iterations recorded before
+     * it (max_in_flight 4) and waits for the 7 after; with no wait, for all. */
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES - 3);
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES);
+    assert_cw_ok(cw_stream_synchronize(sink));
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES - 3);
+    /* A wait that failed shows nothing finished: the bound still asks. */
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_fail(cwi_seam_entry("cuStreamSynchronize"), 1, 700 /* CUDA_ERROR_ILLEGAL_ADDRESS */);
+    assert_int_not_equal(cw_stream_synchronize(sink), CW_SUCCESS);
+    cwi_seam_disable();
+    syncs0 = fake_calls("cuEventSynchronize");
+    for (int i = 0; i < FRAMES; i++) assert_cw_ok(cw_pipeline_run(g.p, 1));
+    assert_int_equal(fake_calls("cuEventSynchronize") - syncs0, FRAMES);
+    fake_ctx_set(NULL);
+    cw_pipeline_destroy(&g.p);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1773,6 +1861,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_names_ports),
         cmocka_unit_test(test_no_context_switch_when_current),
+        cmocka_unit_test(test_frame_cost_counted),
         cmocka_unit_test(test_connect_and_check_rules),
         cmocka_unit_test(test_stream_rules),
         cmocka_unit_test(test_fallbacks),

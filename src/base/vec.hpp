@@ -7,6 +7,7 @@
 
 #include <new>
 #include <stdlib.h>
+#include <string.h>
 
 namespace cw {
 
@@ -49,6 +50,14 @@ class Vec {
         return true;
     }
     void pop() { data_[--n_].~T(); }
+    // Removes the first k elements (at most size()), moving the rest up.
+    void erase_front(size_t k) {
+        if (k > n_) k = n_;
+        if (k == 0) return;
+        for (size_t i = 0; i < k; i++) data_[i].~T();
+        memmove(static_cast<void *>(data_), static_cast<const void *>(data_ + k), (n_ - k) * sizeof(T));
+        n_ -= k;
+    }
     void clear() {
         for (size_t i = 0; i < n_; i++) data_[i].~T();
         n_ = 0;

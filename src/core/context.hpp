@@ -16,11 +16,15 @@
 namespace cw {
 namespace core {
 
-// A small spin-locked stack of pooled driver events (event.cpp).
+struct Mark;
+// A small spin-locked stack of pooled driver events (event.cpp), and under
+// the same lock the host memory of marks that went (a mark and its event
+// are taken again together, with no allocation and one lock round).
 struct EventPool {
     std::atomic<int> lock{0};
     CUevent *items = nullptr;
     size_t count = 0, cap = 0;
+    Mark *marks = nullptr;  // free marks, linked through Mark::next
 };
 
 // Pinned, mapped host memory carved into cache-line slots, for futures that

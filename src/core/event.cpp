@@ -10,9 +10,29 @@
 namespace cw {
 namespace core {
 
+struct Mark {
+    std::atomic<int> refs;
+    std::atomic<bool> done;  // seen finished
+    // Marks this one is known to come after on the GPU (its stream waited
+    // for them before it was recorded): finished when it is. References,
+    // dropped when it is seen finished or goes.
+    Mark *covers[8];
+    int ncovers;
+    cw_context *ctx;  // the event's pool (retained while the mark is in use)
+    CUevent ev;
+    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
+    uint64_t serial;     // the stream's serial: compared across time
+    uint64_t syncs;      // the stream's host waits begun when it was recorded (mark_synced)
+    Mark *next;          // in the pool's free list
+};
+
 namespace {
 // The pool goes last with its context (its events' users went first).
 void events_teardown(cw_context *ctx) {
+    while (Mark *m = ctx->events.marks) {
+        ctx->events.marks = m->next;
+        free(m);
+    }
     for (size_t i = 0; i < ctx->events.count; i++) drv().cuEventDestroy(ctx->events.items[i]);
     free(ctx->events.items);
     ctx->events.items = nullptr;
@@ -36,21 +56,25 @@ cw_status event_get(cw_context *ctx, CUevent *ev) {
     if (st != CW_SUCCESS) drv().cuEventDestroy(*ev);
     return st;
 }
+namespace {
+// ev onto the pool's stack; false when it cannot grow (the lock held).
+bool event_push_locked(cw_context *ctx, CUevent ev) {
+    if (ctx->events.count == ctx->events.cap) {
+        size_t cap = ctx->events.cap ? ctx->events.cap * 2 : 16;
+        void *p = realloc(ctx->events.items, cap * sizeof(CUevent));
+        if (!p) return false;
+        ctx->events.items = static_cast<CUevent *>(p);
+        ctx->events.cap = cap;
+    }
+    ctx->events.items[ctx->events.count++] = ev;
+    return true;
+}
+}  // namespace
+
 void event_put(cw_context *ctx, CUevent ev) {
     {
         SpinLock lock(ctx->events.lock);
-        if (ctx->events.count < ctx->events.cap ||
-            [&] {
-                size_t cap = ctx->events.cap ? ctx->events.cap * 2 : 16;
-                void *p = realloc(ctx->events.items, cap * sizeof(CUevent));
-                if (!p) return false;
-                ctx->events.items = static_cast<CUevent *>(p);
-                ctx->events.cap = cap;
-                return true;
-            }()) {
-            ctx->events.items[ctx->events.count++] = ev;
-            return;
-        }
+        if (event_push_locked(ctx, ev)) return;
     }
     // No room to keep it: give it back to the driver.
     drv().cuEventDestroy(ev);
@@ -58,37 +82,72 @@ void event_put(cw_context *ctx, CUevent ev) {
 
 // ---- marks -------------------------------------------------------------------
 
-struct Mark {
-    std::atomic<int> refs;
-    std::atomic<bool> done;  // seen finished
-    // Marks this one is known to come after on the GPU (its stream waited
-    // for them before it was recorded): finished when it is. References,
-    // dropped when it is seen finished or goes.
-    Mark *covers[8];
-    int ncovers;
-    cw_context *ctx;  // the event's pool (retained)
-    CUevent ev;
-    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
-    uint64_t serial;     // the stream's serial: compared across time
-};
+namespace {
+std::atomic<unsigned long> g_marks_allocated{0};
 
-cw_status mark_record(cw_stream *s, Mark **out) {
-    Mark *m = static_cast<Mark *>(calloc(1, sizeof(Mark)));
-    if (!m) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    cw_status st = event_get(s->ctx, &m->ev);
-    if (st == CW_SUCCESS) {
-        st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(m->ev, s->cu); });
-        if (st != CW_SUCCESS) event_put(s->ctx, m->ev);
+// A mark back to its context's free list and its event to the pool, under
+// one lock (the caller holds a context reference until after this).
+void mark_free(cw_context *ctx, Mark *m) {
+    {
+        SpinLock lock(ctx->events.lock);
+        m->next = ctx->events.marks;
+        ctx->events.marks = m;
+        if (event_push_locked(ctx, m->ev)) return;
     }
+    drv().cuEventDestroy(m->ev);  // no room to keep it
+}
+}  // namespace
+
+// The mark and its event come from the context's free list and pool, under
+// one lock: no allocation once the pool has served as many marks as are
+// alive at once.
+cw_status mark_record(cw_stream *s, Mark **out) {
+    cw_context *const ctx = s->ctx;
+    Mark *m;
+    bool have_ev = false;
+    CUevent ev = nullptr;
+    {
+        SpinLock lock(ctx->events.lock);
+        m = ctx->events.marks;
+        if (m) ctx->events.marks = m->next;
+        if (ctx->events.count > 0) {
+            ev = ctx->events.items[--ctx->events.count];
+            have_ev = true;
+        }
+    }
+    if (!m) {  // the pool's first marks: made once, reused from then on
+        context_on_teardown(events_teardown, kTeardownEvents);
+        m = static_cast<Mark *>(calloc(1, sizeof(Mark)));
+        if (m) g_marks_allocated.fetch_add(1, std::memory_order_relaxed);
+        if (!m) {
+            if (have_ev) event_put(ctx, ev);
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+    }
+    if (!have_ev) {
+        cw_status st = event_get(ctx, &ev);
+        if (st != CW_SUCCESS) {
+            SpinLock lock(ctx->events.lock);
+            m->next = ctx->events.marks;
+            ctx->events.marks = m;
+            return st;
+        }
+    }
+    m->ev = ev;
+    cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(m->ev, s->cu); });
     if (st != CW_SUCCESS) {
-        free(m);
+        mark_free(ctx, m);
         return st;
     }
     m->refs.store(1, std::memory_order_relaxed);
-    m->ctx = s->ctx;
-    context_retain(m->ctx);
+    m->done.store(false, std::memory_order_relaxed);
+    m->ncovers = 0;
+    m->ctx = ctx;
+    context_retain(ctx);
     m->s = s;
     m->serial = s->serial;
+    // After the record: a host wait on s numbered above this began after it.
+    m->syncs = s->syncs_begun.load(std::memory_order_seq_cst);
     *out = m;
     return CW_SUCCESS;
 }
@@ -98,9 +157,9 @@ void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
 void mark_release(Mark *m) {
     if (!m || m->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     for (int i = 0; i < m->ncovers; i++) mark_release(m->covers[i]);
-    event_put(m->ctx, m->ev);
-    context_release(m->ctx);
-    free(m);
+    cw_context *ctx = m->ctx;
+    mark_free(ctx, m);
+    context_release(ctx);
 }
 
 CUevent mark_event(const Mark *m) { return m->ev; }
@@ -121,6 +180,13 @@ void mark_set_done(Mark *m) {
 
 bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
 
+bool mark_synced(Mark *m, const cw_stream *s) {
+    if (m->done.load(std::memory_order_acquire)) return true;
+    if (s->serial != m->serial || s->synced.load(std::memory_order_acquire) <= m->syncs) return false;
+    mark_set_done(m);
+    return true;
+}
+
 bool mark_done(Mark *m) {
     if (m->done.load(std::memory_order_acquire)) return true;
     if (drv().cuEventQuery(m->ev) != CUDA_SUCCESS) return false;
@@ -136,6 +202,7 @@ cw_status mark_wait(Mark *m) {
     return CW_SUCCESS;
 }
 const cw_stream *mark_stream(const Mark *m) { return m->s; }
+unsigned long marks_allocated() { return g_marks_allocated.load(std::memory_order_relaxed); }
 uint64_t mark_serial(const Mark *m) { return m->serial; }
 
 bool mark_fold(cw_stream *rel, Mark *m) {

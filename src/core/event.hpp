@@ -43,6 +43,10 @@ CUevent mark_event(const Mark *m);
 bool mark_done(Mark *m);
 // True when m is known finished (no driver call).
 bool mark_finished(const Mark *m);
+// True when m is known finished, or was recorded on s (alive: the caller
+// holds it) before a host wait on s began that has ended in success
+// (stream_synchronize): then noted finished, with what it covers. No driver call.
+bool mark_synced(Mark *m, const cw_stream *s);
 cw_status mark_wait(Mark *m);
 // m was recorded on a stream that had waited for `earlier`: when m is seen
 // finished, so is earlier (no driver call asks about it). Only before m is
@@ -51,6 +55,10 @@ void mark_cover(Mark *m, Mark *earlier);
 // The stream m was recorded on (compare only: it may be gone), and that
 // stream's serial (unique in the process, unlike its address).
 const cw_stream *mark_stream(const Mark *m);
+// Marks allocated since the process started (a mark's host memory is reused
+// from its context's free list: the count grows only with the most marks
+// alive at once; test_flow_cpu asserts no growth per iteration).
+unsigned long marks_allocated();
 uint64_t mark_serial(const Mark *m);
 // Makes the release stream rel wait for m (or, when it cannot, the host),
 // then drops the caller's reference. False when neither could wait (a

@@ -147,7 +147,14 @@ cw_status stream_wrap(cw_context *ctx, CUstream stream, cw_stream **out) {
 }
 
 cw_status stream_synchronize(cw_stream *s) {
-    return on_stream(s, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(s->cu); });
+    // Numbered before the driver call: the marks recorded before it are
+    // covered by it (mark_synced).
+    const uint64_t n = s->syncs_begun.fetch_add(1, std::memory_order_seq_cst) + 1;
+    CW_TRY(on_stream(s, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(s->cu); }));
+    uint64_t prev = s->synced.load(std::memory_order_relaxed);
+    while (prev < n && !s->synced.compare_exchange_weak(prev, n, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+    return CW_SUCCESS;
 }
 
 cw_status stream_query(cw_stream *s) {

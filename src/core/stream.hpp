@@ -41,6 +41,11 @@ struct cw_stream {
     cw::core::CaptureState cap;  // a capture begun on this stream
     bool in_capture;       // forked from a capturing stream and not yet joined
     uint64_t serial;       // unique in the process (an address can be reused by a later stream)
+    // Host waits on the stream (stream_synchronize): how many began, and the
+    // number of the last that ended in success. A mark recorded before a wait
+    // began is finished once that wait ended (mark_synced).
+    std::atomic<uint64_t> syncs_begun{0};
+    std::atomic<uint64_t> synced{0};
 };
 
 namespace cw {

@@ -299,15 +299,18 @@ void end_iteration(cw_pipeline *p) {
 }
 
 cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
+    // The list is in iteration order (mark_iteration appends): only its
+    // front is settled, the rest moved up once (not visited entry by entry).
     cw_status st = CW_SUCCESS;
-    size_t keep = 0;
-    for (size_t i = 0; i < p->ended.size(); i++) {
-        cw_pipeline::Ended e = p->ended[i];
-        if (wait && e.iteration > upto) {
-            p->ended[keep++] = e;
-            continue;
-        }
+    size_t settled = 0;
+    for (; settled < p->ended.size(); settled++) {
+        cw_pipeline::Ended e = p->ended[settled];
+        if (wait && e.iteration > upto) break;
         if (wait && st == CW_SUCCESS) {
+            // A host wait on the operator's own stream (cw_stream_synchronize,
+            // the usual wait of one frame at a time) that began after the
+            // mark shows it finished: no driver call.
+            if (cw_stream *own = p->ops[e.op]->internal) (void)mark_synced(e.mark, own);
             st = mark_wait(e.mark);
             if (st == CW_ERROR_DEVICE_FAULT) {
                 // Name the stage: the iteration, and its operators whose work
@@ -335,7 +338,7 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
         }
         mark_release(e.mark);
     }
-    while (p->ended.size() > keep) p->ended.pop();
+    p->ended.erase_front(settled);
     return st;
 }
 

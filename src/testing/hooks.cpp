@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/event.hpp"
 #include "core/future.hpp"
 #include "core/handle.hpp"
 #include "core/pool.hpp"
@@ -45,6 +46,8 @@ int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
 }
 
 unsigned long cwi_future_watcher_wakes(void) { return cw::core::future_watcher_wakes(); }
+
+unsigned long cwi_marks_allocated(void) { return cw::core::marks_allocated(); }
 
 void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg) {
     cw::jit::g_disk_hook_arg = arg;

@@ -110,6 +110,11 @@ int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *arm
  * started. */
 unsigned long cwi_future_watcher_wakes(void);
 
+/* Marks (the events the pipeline records after each compute call) whose host
+ * memory was allocated since the process started: reused from then on, so
+ * a warm pipeline's iterations allocate none. */
+unsigned long cwi_marks_allocated(void);
+
 /* A resident loop's trace (settings.trace): its marks (two words a stage,
  * begun and ended, as the GPU writes them) and how many stages its last
  * build made. Returns 0, or -1 when the loop has no marks yet. */

@@ -5,6 +5,12 @@
  * up): cuCtxGetCurrent, cuCtxSetCurrent (same context), cuEventRecord,
  * cuStreamWaitEvent, cuEventQuery and cuEventSynchronize of a finished
  * event, cuLaunchKernel of an empty kernel. Median of 20000 calls each, ns.
+ * Then how the events are reused (issue 26): cuweave's marks take pooled
+ * events, most recently freed first, so an event is recorded on another
+ * stream than the last time (and a wait of yet another stream may still
+ * name it), where hand-written code keeps one event per stage and ring slot,
+ * always recorded on its stage's stream. One record plus one wait per pair,
+ * ns per pair.
  * Plain driver API, no cuweave. Build: cc -O2 -o calls tools/probes/calls.c -ldl
  */
 #define _GNU_SOURCE
@@ -52,9 +58,10 @@ int main(void) {
     S(cuLaunchKernel, (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
                             void **, void **));
     int d;
-    void *ctx, *a, *b, *ev, *m, *f, *cur;
+    void *ctx, *a, *b, *c, *ev, *ev2, *m, *f, *cur;
     if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&ctx, d) || cuCtxSetCurrent(ctx) ||
-        cuStreamCreate(&a, 1) || cuStreamCreate(&b, 1) || cuEventCreate(&ev, 2) || cuModuleLoadData(&m, cw_test_kernels_fatbin) ||
+        cuStreamCreate(&a, 1) || cuStreamCreate(&b, 1) || cuStreamCreate(&c, 1) || cuEventCreate(&ev, 2) ||
+        cuEventCreate(&ev2, 2) || cuModuleLoadData(&m, cw_test_kernels_fatbin) ||
         cuModuleGetFunction(&f, m, "cw_empty"))
         return printf("setup failed\n"), 1;
     double t;
@@ -64,6 +71,19 @@ int main(void) {
         call;                                         \
         v[i] = now() - t;                             \
     }                                                 \
+    printf("%-40s %7.0f ns\n", name, med());
+/* the same, the streams drained every 64 calls (not timed): the launch queue never fills */
+#define TIME_DRAINED(name, call)                                   \
+    for (int i = 0; i < N; i++) {                                  \
+        t = now();                                                 \
+        call;                                                      \
+        v[i] = now() - t;                                          \
+        if ((i & 63) == 63) {                                      \
+            cuStreamSynchronize(a);                                \
+            cuStreamSynchronize(b);                                \
+            cuStreamSynchronize(c);                                \
+        }                                                          \
+    }                                                              \
     printf("%-40s %7.0f ns\n", name, med());
     TIME("cuCtxGetCurrent", cuCtxGetCurrent(&cur));
     TIME("cuCtxSetCurrent (already current)", cuCtxSetCurrent(ctx));
@@ -75,5 +95,32 @@ int main(void) {
     TIME("cuEventSynchronize (finished)", cuEventSynchronize(ev));
     TIME("cuLaunchKernel (empty, 1x1)", cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL));
     cuStreamSynchronize(a);
+    /* record + wait pairs, one event per stream (hand-written) against one
+     * event recorded on a, then on b, in turn (a pool's reuse) */
+    int k = 0;
+    TIME("record+wait, same event per stream", (k++ & 1) ? (cuEventRecord(ev2, b), cuStreamWaitEvent(c, ev2, 0))
+                                                         : (cuEventRecord(ev, a), cuStreamWaitEvent(c, ev, 0)));
+    cuStreamSynchronize(c);
+    TIME("record+wait, one event on a, b in turn", (k++ & 1) ? (cuEventRecord(ev, b), cuStreamWaitEvent(c, ev, 0))
+                                                                : (cuEventRecord(ev, a), cuStreamWaitEvent(c, ev, 0)));
+    cuStreamSynchronize(c);
+    /* the same with a little work on the streams, so that the waits are
+     * pending when the event is recorded again */
+    TIME_DRAINED("kernel+record+wait, same event per stream",
+         (k++ & 1) ? (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, b, NULL, NULL), cuEventRecord(ev2, b),
+                      cuStreamWaitEvent(c, ev2, 0))
+                   : (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL), cuEventRecord(ev, a),
+                      cuStreamWaitEvent(c, ev, 0)));
+    cuStreamSynchronize(a);
+    cuStreamSynchronize(b);
+    cuStreamSynchronize(c);
+    TIME_DRAINED("kernel+record+wait, one event, a/b in turn",
+         (k++ & 1) ? (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, b, NULL, NULL), cuEventRecord(ev, b),
+                      cuStreamWaitEvent(c, ev, 0))
+                   : (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL), cuEventRecord(ev, a),
+                      cuStreamWaitEvent(c, ev, 0)));
+    cuStreamSynchronize(a);
+    cuStreamSynchronize(b);
+    cuStreamSynchronize(c);
     return 0;
 }

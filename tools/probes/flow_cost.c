@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * flow_cost: cuweave's own host work per frame, off the GPU (issue 26/31).
+ * Runs, against the fake driver (tests/fake_cuda.c), the cw_io calls that
+ * bench_pipeline's (a) variant makes per frame for the diamond (A -> B, D ->
+ * C) and the video pipeline (two uploads, two blurs, sad), and the submit of
+ * bench_vmaf's cuweave design (two cw_stream_wait, a future rearm). The
+ * kernels and copies the benches make themselves are left out (the same
+ * driver calls in the hand-written code): what remains is the library's
+ * work and the driver calls it adds. The fake's calls are cheap, so
+ * instructions under callgrind measure the library:
+ *
+ *   valgrind --tool=callgrind --toggle-collect='frames_*' --callgrind-out-file=cg.out \
+ *       ./flow_cost build/dev/tests/libfakecuda.so diamond 2000
+ *   python3 tools/probes/callgrind_objects.py cg.out 2000
+ *
+ * Prints, per workload: ns per frame (natively: noisy, the fake's calls
+ * included) and driver calls per frame (the fake's counters; the pipeline's
+ * include the host's cuStreamSynchronize on the sink's stream per frame).
+ * callgrind_objects.py splits the instructions: the library's own, those of
+ * the driver calls it makes, and calls of malloc/calloc/free per frame.
+ *
+ * Build (after ninja -C build/dev):
+ *   cc -std=c11 -O2 -g -Iinclude -o build/dev/flow_cost tools/probes/flow_cost.c \
+ *      build/dev/src/libcuweave.so -ldl -lpthread -Wl,-rpath,$PWD/build/dev/src
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuweave/cuweave.h>
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        cw_status s_ = (x);                                                                        \
+        if (s_ != CW_SUCCESS) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cw_last_error()->message); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define TRY(x)                                  \
+    do {                                        \
+        cw_status t_ = (x);                     \
+        if (t_ != CW_SUCCESS) return t_;        \
+    } while (0)
+
+static long (*fake_calls)(const char *entry);
+
+static cw_status op_src(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, NULL, &s));
+    cw_buffer *b;
+    cw_devptr p;
+    TRY(cw_io_alloc(&b, io, 4096));
+    TRY(cw_buffer_get_writable(b, &p));
+    return cw_io_emit(io, "out", NULL, b);
+}
+static cw_status op_mid(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, "in", &s));
+    cw_message m;
+    cw_devptr in, out;
+    TRY(cw_io_receive(io, "in", &m));
+    TRY(cw_buffer_get_ptr(m.buffer, &in));
+    cw_buffer *b;
+    TRY(cw_io_alloc(&b, io, 4096));
+    TRY(cw_buffer_get_writable(b, &out));
+    return cw_io_emit(io, "out", NULL, b);
+}
+static cw_stream *g_sink; /* the sink's stream: the host waits on it (bench_pipeline's P->sink) */
+static cw_status op_sink(cw_io *io, void *user) {
+    const char **names = user;
+    cw_stream *s, *s2;
+    TRY(cw_io_receive_stream(io, names[0], &s));
+    TRY(cw_io_receive_stream(io, names[1], &s2));
+    g_sink = s2;
+    cw_message m;
+    cw_devptr a, b;
+    TRY(cw_io_receive(io, names[0], &m));
+    TRY(cw_buffer_get_ptr(m.buffer, &a));
+    TRY(cw_io_receive(io, names[1], &m));
+    TRY(cw_buffer_get_ptr(m.buffer, &b));
+    if (names[2]) { /* the diamond's C also takes a buffer it does not emit */
+        cw_buffer *cb;
+        cw_devptr c;
+        TRY(cw_io_alloc(&cb, io, 4096));
+        TRY(cw_buffer_get_writable(cb, &c));
+    }
+    return CW_SUCCESS;
+}
+
+static void add_op(cw_pipeline *p, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
+                   const char *in1, const char *in2, const char *out) {
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = compute;
+    cw_operator *op = NULL;
+    CHECK(cw_operator_create(&op, name, &ops, user, NULL));
+    if (in1) CHECK(cw_operator_add_input(op, in1, NULL));
+    if (in2) CHECK(cw_operator_add_input(op, in2, NULL));
+    if (out) CHECK(cw_operator_add_output(op, out, NULL));
+    CHECK(cw_pipeline_add(p, op));
+}
+
+static const char *diamond_names[] = {"b", "d", "c"};
+static const char *video_names[] = {"ref", "dis", NULL};
+
+static cw_pipeline *pipeline(cw_context *ctx, int video) {
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 8;
+    cw_pipeline *p = NULL;
+    CHECK(cw_pipeline_create(&p, ctx, &ps));
+    if (!video) {
+        add_op(p, "A", op_src, NULL, NULL, NULL, "out");
+        add_op(p, "B", op_mid, NULL, "in", NULL, "out");
+        add_op(p, "D", op_mid, NULL, "in", NULL, "out");
+        add_op(p, "C", op_sink, diamond_names, "b", "d", NULL);
+        CHECK(cw_pipeline_connect(p, "A", "out", "B", "in"));
+        CHECK(cw_pipeline_connect(p, "A", "out", "D", "in"));
+        CHECK(cw_pipeline_connect(p, "B", "out", "C", "b"));
+        CHECK(cw_pipeline_connect(p, "D", "out", "C", "d"));
+    } else {
+        add_op(p, "up_ref", op_src, NULL, NULL, NULL, "out");
+        add_op(p, "up_dis", op_src, NULL, NULL, NULL, "out");
+        add_op(p, "blur_ref", op_mid, NULL, "in", NULL, "out");
+        add_op(p, "blur_dis", op_mid, NULL, "in", NULL, "out");
+        add_op(p, "sad", op_sink, video_names, "ref", "dis", NULL);
+        CHECK(cw_pipeline_connect(p, "up_ref", "out", "blur_ref", "in"));
+        CHECK(cw_pipeline_connect(p, "up_dis", "out", "blur_dis", "in"));
+        CHECK(cw_pipeline_connect(p, "blur_ref", "out", "sad", "ref"));
+        CHECK(cw_pipeline_connect(p, "blur_dis", "out", "sad", "dis"));
+    }
+    CHECK(cw_pipeline_check(p));
+    return p;
+}
+
+/* The measured loops (callgrind: --toggle-collect='frames_*'). One frame at
+ * a time, as bench_pipeline's latency mode: cw_pipeline_run(p, 1), then the
+ * host's wait on the sink's stream (cw_stream_synchronize), which is not
+ * counted: frames_wait toggles the collection off while it runs. */
+__attribute__((noinline)) void frames_wait(void) { CHECK(cw_stream_synchronize(g_sink)); }
+__attribute__((noinline)) void frames_pipeline(cw_pipeline *p, long n) {
+    for (long i = 0; i < n; i++) {
+        CHECK(cw_pipeline_run(p, 1));
+        frames_wait();
+    }
+}
+
+typedef struct vmaf {
+    cw_stream *up_ref, *up_dis, *compute;
+    cw_future *fut[8];
+} vmaf;
+
+/* bench_vmaf's cw_submit less the calls the bench makes on raw handles. */
+__attribute__((noinline)) void frames_vmaf(vmaf *V, long n) {
+    for (long i = 0; i < n; i++) {
+        CHECK(cw_stream_wait(V->compute, V->up_ref));
+        CHECK(cw_stream_wait(V->compute, V->up_dis));
+        cw_future *f = V->fut[i % 8];
+        CHECK(cw_future_wait(f, -1)); /* the frame 8 before (the bench's pipelined wait) */
+        CHECK(cw_future_rearm(f, V->compute));
+    }
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const char *entries[] = {"cuEventRecord", "cuStreamWaitEvent", "cuEventQuery", "cuEventSynchronize",
+                                "cuCtxGetCurrent", "cuCtxSetCurrent", "cuEventCreate", "cuMemAllocAsync",
+                                "cuMemFreeAsync", "cuStreamSynchronize", "cuStreamQuery", "cuLaunchHostFunc",
+                                "cuStreamWriteValue32", "cuStreamGetCtx", "cuPointerGetAttribute", "cuLaunchKernel",
+                                NULL};
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s libfakecuda.so diamond|video|vmaf [frames]\n", argv[0]);
+        return 2;
+    }
+    setenv("CUWEAVE_LIBCUDA", argv[1], 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib || !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls"))) return 1;
+    const long n = argc > 3 ? atol(argv[3]) : 2000;
+    CHECK(cw_init());
+    cw_context *ctx;
+    CHECK(cw_context_create(&ctx, 0));
+    { /* the benches make the context current on their thread */
+        cw_context_info ci;
+        CHECK(cw_context_get_info(ctx, &ci));
+        int (*set)(CUcontext) = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent");
+        if (!set || set(ci.handle)) return 1;
+    }
+    long before[32];
+    double t0, t1;
+    if (!strcmp(argv[2], "vmaf")) {
+        vmaf V;
+        memset(&V, 0, sizeof V);
+        cw_stream_pool_settings pss;
+        cw_stream_pool_settings_default(&pss);
+        cw_stream_pool *pool;
+        CHECK(cw_stream_pool_create(&pool, ctx, &pss));
+        static int owner1, owner2; /* the pictures (bench_vmaf: their device pointers) */
+        CHECK(cw_stream_pool_acquire_named(&V.up_ref, pool, &owner1, "upload"));
+        CHECK(cw_stream_pool_acquire_named(&V.up_dis, pool, &owner2, "upload"));
+        CHECK(cw_stream_create(&V.compute, ctx, NULL));
+        for (int i = 0; i < 8; i++) CHECK(cw_future_create(&V.fut[i], V.compute, CW_FUTURE_EVENT));
+        frames_vmaf(&V, 64); /* warm */
+        for (int e = 0; entries[e]; e++) before[e] = fake_calls(entries[e]);
+        t0 = now_s();
+        frames_vmaf(&V, n);
+        t1 = now_s();
+        CHECK(cw_stream_synchronize(V.compute));
+        for (int i = 0; i < 8; i++) cw_future_destroy(&V.fut[i]);
+        cw_stream_destroy(&V.compute);
+        CHECK(cw_stream_pool_release_owner(pool, &owner1, NULL));
+        CHECK(cw_stream_pool_release_owner(pool, &owner2, NULL));
+        cw_stream_pool_destroy(&pool);
+    } else {
+        cw_pipeline *p = pipeline(ctx, !strcmp(argv[2], "video"));
+        frames_pipeline(p, 64); /* warm: streams leased, buffers cached */
+        for (int e = 0; entries[e]; e++) before[e] = fake_calls(entries[e]);
+        t0 = now_s();
+        frames_pipeline(p, n);
+        t1 = now_s();
+        CHECK(cw_pipeline_synchronize(p));
+        cw_pipeline_destroy(&p);
+    }
+    printf("%s: %.0f ns per frame (natively, with the fake driver)\ndriver calls per frame:", argv[2],
+           (t1 - t0) * 1e9 / (double)n);
+    for (int e = 0; entries[e]; e++) {
+        long d = fake_calls(entries[e]) - before[e];
+        if (d) printf(" %s %.2f", entries[e], (double)d / (double)n);
+    }
+    printf("\n");
+    cw_context_destroy(&ctx);
+    return 0;
+}
