@@ -208,7 +208,8 @@ struct CUctx_st {
     uint32_t magic;
     int is_primary;
     struct CUstream_st *legacy;
-    int dev; /* the device ordinal */
+    int dev;        /* the device ordinal */
+    unsigned flags; /* CU_CTX_SCHED_* and the rest, as cuCtxGetFlags says (fake_cuda_set_context_flags) */
 };
 
 struct deps {
@@ -324,12 +325,12 @@ static struct CUstream_st g_legacy_primary[FAKE_MAX_DEVICES] = {LEGACY_INIT_, LE
 static struct CUstream_st g_legacy_other = LEGACY_INIT_;
 #undef LEGACY_INIT_
 static struct CUctx_st g_primary[FAKE_MAX_DEVICES] = {
-    {MAGIC_CTX, 1, &g_legacy_primary[0], 0},
-    {MAGIC_CTX, 1, &g_legacy_primary[1], 1},
-    {MAGIC_CTX, 1, &g_legacy_primary[2], 2},
-    {MAGIC_CTX, 1, &g_legacy_primary[3], 3},
+    {MAGIC_CTX, 1, &g_legacy_primary[0], 0, 0},
+    {MAGIC_CTX, 1, &g_legacy_primary[1], 1, 0},
+    {MAGIC_CTX, 1, &g_legacy_primary[2], 2, 0},
+    {MAGIC_CTX, 1, &g_legacy_primary[3], 3, 0},
 };
-static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other, 0}; /* a context of device 0 */
+static struct CUctx_st g_other = {MAGIC_CTX, 0, &g_legacy_other, 0, 0}; /* a context of device 0 */
 
 static int g_initialized;
 static int g_ndev = 1;       /* FAKE_CUDA_DEVICES, read at the first cuInit */
@@ -371,7 +372,7 @@ static pthread_t g_worker;
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)    \
     X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                \
     X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                  \
-    X(cuDevicePrimaryCtxGetState) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)        \
+    X(cuDevicePrimaryCtxGetState) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxGetFlags)        \
     X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange) X(cuCtxGetApiVersion)                     \
     X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamWaitEvent) X(cuStreamSynchronize) \
     X(cuStreamQuery) X(cuStreamGetPriority) X(cuStreamGetFlags) X(cuStreamGetCtx)                \
@@ -1319,6 +1320,17 @@ FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
     if (ctx && ctx_index(ctx) < 0 && !green_of_ctx(ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (ctx && !ctx_alive(ctx)) RETURN(CUDA_ERROR_CONTEXT_IS_DESTROYED);
     t_current = ctx;
+    RETURN(CUDA_SUCCESS);
+}
+
+FAKE_API CUresult cuCtxGetFlags(unsigned *flags) {
+    ENTER(cuCtxGetFlags);
+    NEED_INIT();
+    if (!flags) RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = current_ctx();
+    if (!c) RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    struct CUctx_st *real = ctx_index(c) >= 0 ? (struct CUctx_st *)c : NULL;
+    *flags = real ? real->flags : 0u; /* a green context's: the defaults */
     RETURN(CUDA_SUCCESS);
 }
 
@@ -3415,7 +3427,7 @@ static const struct {
     P_(cuInit) P_(cuDriverGetVersion) P_(cuGetErrorName) P_(cuGetErrorString) P_(cuDeviceGetCount)
     P_(cuDeviceGet) P_(cuDeviceGetName) P_(cuDeviceGetAttribute) P_(cuDeviceTotalMem) P_(cuDeviceGetUuid)
     P_(cuDevicePrimaryCtxRetain) P_(cuDevicePrimaryCtxRelease) P_(cuDevicePrimaryCtxGetState)
-    P_(cuCtxGetCurrent) P_(cuCtxSetCurrent) P_(cuCtxGetDevice) P_(cuCtxSynchronize)
+    P_(cuCtxGetCurrent) P_(cuCtxSetCurrent) P_(cuCtxGetDevice) P_(cuCtxGetFlags) P_(cuCtxSynchronize)
     P_(cuCtxGetStreamPriorityRange) P_(cuCtxGetApiVersion) P_(cuStreamCreateWithPriority)
     P_(cuStreamDestroy) P_(cuStreamWaitEvent) P_(cuStreamSynchronize) P_(cuStreamQuery)
     P_(cuStreamGetPriority) P_(cuStreamGetFlags) P_(cuStreamGetCtx) P_(cuLaunchHostFunc)
@@ -3648,3 +3660,11 @@ FAKE_API void fake_cuda_green(int on) {
 /* A second context of device 0, always alive, not the primary one: what a
  * host program would have current. */
 FAKE_API CUcontext fake_cuda_other_context(void) { return &g_other; }
+
+/* Sets what cuCtxGetFlags says of a context (of the fake's own: a primary
+ * context or the other one), e.g. CU_CTX_SCHED_BLOCKING_SYNC as FFmpeg's. */
+FAKE_API void fake_cuda_set_context_flags(CUcontext ctx, unsigned flags) {
+    lock();
+    if (ctx && ctx_index(ctx) >= 0) ((struct CUctx_st *)ctx)->flags = flags;
+    unlock();
+}

@@ -510,15 +510,14 @@ static void test_destroy_pending(void **state) {
     map_free(&m);
 }
 
-/* An EVENT wait with no limit, past its spin, sleeps in the driver and
- * wakes when the GPU reaches the marker (issue 28): a wait for 5 ms of work
- * returns within a wake-up of its end. Before, it polled with sleeps grown
- * to 1 ms (each some 50 us longer than asked): with spin 0 it returned
- * about 0.7 ms after the work's end. Best of 3 rounds; lateness counted
- * from the launch plus 5 ms (the kernel starts after the launch, so this
- * over-counts by the launch latency). Timing is not judged under
- * compute-sanitizer. */
-static void test_event_wait_wakes_promptly(void **state) {
+/* An EVENT wait with no limit and spin 0 for 5 ms of work returns the
+ * work's result (each of 3 rounds checks the value written). How late it
+ * returns is printed, not judged (no timed assertions in tests): on this
+ * context (the primary one, default scheduling flags) it polls with sleeps
+ * growing to 1 ms; on a context made with CU_CTX_SCHED_BLOCKING_SYNC it
+ * sleeps in cuEventSynchronize (test_stream_cpu asserts which; bench_ffmpeg's
+ * ADR case measures it on FFmpeg's context). */
+static void test_event_wait_past_spin(void **state) {
     (void)state;
     cw_stream *s = new_stream();
     mapped m = map_alloc(1);
@@ -536,12 +535,9 @@ static void test_event_wait_wakes_promptly(void **state) {
         assert_int_equal(rd(&m, 0), round + 1);
         if (late_us < best_us) best_us = late_us;
     }
-    print_message("# EVENT wait (no limit, spin 0) for 5 ms of work: returned %.1f us after launch + 5 ms (best of 3)\n",
+    print_message("# EVENT wait (no limit, spin 0, default context) for 5 ms of work: returned %.1f us after launch + "
+                  "5 ms (best of 3; not judged)\n",
                   best_us);
-    if (!cwt_under_sanitizer() && best_us > 300.0)
-        fail_msg("an EVENT wait with no limit returned %.1f us after its 5 ms of work ended (best of 3): it did not "
-                 "sleep in the driver",
-                 best_us);
     cw_future_destroy(&f);
     cw_stream_destroy(&s);
     map_free(&m);
@@ -562,7 +558,7 @@ int main(void) {
         BOTH(test_basic),      BOTH(test_many_waiters), BOTH(test_in_order),     BOTH(test_eventfd),
         BOTH(test_callback),   BOTH(test_rearm_1000),   BOTH(test_when_all),     BOTH(test_wait_timeout),
         BOTH(test_destroy_pending),
-        cmocka_unit_test(test_event_wait_wakes_promptly),
+        cmocka_unit_test(test_event_wait_past_spin),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -17,12 +17,13 @@
  *                         (spin_us) and then polls it with sleeps that grow
  *                         up to 1 ms. The fastest way for a thread to learn
  *                         of completion (a few microseconds).
- *  CW_FUTURE_EVENT        the stream records an event (the future's own,
- *                         made with CU_EVENT_BLOCKING_SYNC); a waiter spins
- *                         on cuEventQuery for spin_us, then, waiting with
- *                         no limit, sleeps in cuEventSynchronize until the
- *                         GPU's completion wakes it (with a limit it polls
- *                         with sleeps that grow up to 1 ms). The cheapest
+ *  CW_FUTURE_EVENT        the stream records an event; a waiter spins on
+ *                         cuEventQuery for spin_us, then, waiting with no
+ *                         limit on a context made with
+ *                         CU_CTX_SCHED_BLOCKING_SYNC, sleeps in
+ *                         cuEventSynchronize until the GPU's completion
+ *                         wakes it; on other contexts, or with a limit, it
+ *                         polls with sleeps that grow up to 1 ms. The cheapest
  *                         marker to enqueue (one
  *                         cuEventRecord, where WRITE_VALUE enqueues a memory
  *                         operation): for hosts that enqueue many frames and

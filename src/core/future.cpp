@@ -325,19 +325,26 @@ inline int64_t spin_for(Reached reached, unsigned spin_us, int64_t timeout_us) {
     return deadline;
 }
 
+// Whether the current context was made with CU_CTX_SCHED_BLOCKING_SYNC
+// (asked once a wait is past its spin: not on the fast path).
+bool blocking_sync_context() {
+    unsigned flags = 0;
+    return drv().cuCtxGetFlags(&flags) == CUDA_SUCCESS && (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC;
+}
+
 // Waits for the marker, at most timeout_us microseconds (negative, or too
 // large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_EVENT) {
         // Spins on cuEventQuery (the context made current once; a query
-        // every kEventQueryGapNs) for spin_us. Then, with no limit, sleeps in
-        // cuEventSynchronize: the future's event is made with
-        // CU_EVENT_BLOCKING_SYNC, so the driver wakes the thread when the GPU
-        // reaches it (what a hand-written cuEventSynchronize on a context
-        // made with CU_CTX_SCHED_BLOCKING_SYNC, as FFmpeg's, does; polling
-        // with sleeps grown to 1 ms returned a 2 ms wait 0.9 ms late on the
-        // H100, bench_ffmpeg's ADR case). With a limit, polls with sleeps
-        // growing to 1 ms (the driver's wait cannot be bounded).
+        // every kEventQueryGapNs) for spin_us. Then, with no limit, on a
+        // context made with CU_CTX_SCHED_BLOCKING_SYNC (FFmpeg's CUDA device
+        // context is), sleeps in cuEventSynchronize until the GPU's
+        // completion wakes it, as a hand-written cuEventSynchronize there
+        // does (polling returned bench_ffmpeg's 2 ms waits 0.9 ms late on
+        // the H100). Otherwise, and with a limit (the driver's wait cannot
+        // be bounded), polls with sleeps growing to 1 ms: on other contexts
+        // cuEventSynchronize spins or yields, as their flags say.
         CurrentGuard guard;
         CW_TRY(guard.enter(f->ctx->cu));
         const int64_t start = now_ns();
@@ -370,7 +377,7 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
                 while (now_ns() - t < kEventQueryGapNs) cpu_relax();
                 continue;
             }
-            if (deadline < 0) {
+            if (deadline < 0 && blocking_sync_context()) {
                 r = drv().cuEventSynchronize(f->ev);
                 if (r == CUDA_SUCCESS) {
                     f->seen_done.store(true, std::memory_order_release);
@@ -442,33 +449,6 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
     return outcome(f);
 }
 
-// The future's marker event. EVENT: one of its own, made with
-// CU_EVENT_BLOCKING_SYNC, so that a wait with no limit past its spin can
-// sleep in cuEventSynchronize until the GPU's completion wakes it (wait_done;
-// the context's pool holds events without that flag, which the driver waits
-// for as the context's CU_CTX_SCHED_* flags say: spinning, on a context made
-// with the default flags). The other kinds only ask their event for a fault:
-// one from the context's pool.
-cw_status marker_event_get(cw_context *ctx, cw_future_kind kind, CUevent *ev) {
-    if (kind != CW_FUTURE_EVENT) return event_get(ctx, ev);
-    CurrentGuard guard;
-    CW_TRY(guard.enter(ctx->cu));
-    CW_CU(cuEventCreate, (ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
-    cw_status st = guard.leave();
-    if (st != CW_SUCCESS) {
-        drv().cuEventDestroy(*ev);
-        *ev = nullptr;
-    }
-    return st;
-}
-void marker_event_put(cw_context *ctx, cw_future_kind kind, CUevent ev) {
-    if (kind == CW_FUTURE_EVENT) {
-        drv().cuEventDestroy(ev);  // does not wait for a running loop (resident.md)
-        return;
-    }
-    event_put(ctx, ev);
-}
-
 // Frees a live future once its marker can no longer touch it (see
 // cw_future_destroy). Keeps the caller's error detail. holds_ctx: the future
 // holds a context reference to drop (orphans do not).
@@ -509,7 +489,7 @@ void future_free(cw_future *f, bool holds_ctx = true) {
     }
     cw_context *ctx = f->ctx;
     if (f->kind == CW_FUTURE_WRITE_VALUE) slab_put(ctx, f->slot);
-    marker_event_put(ctx, f->kind, f->ev);
+    event_put(ctx, f->ev);
     int fd = f->efd.load();
     if (fd >= 0) close(fd);
     pthread_mutex_destroy(&f->mutex);
@@ -566,7 +546,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     cond_init_monotonic(&f->cond);
     pthread_mutex_init(&f->mutex, nullptr);
     bool have_slot = false;
-    cw_status st = marker_event_get(ctx, kind, &f->ev);
+    cw_status st = event_get(ctx, &f->ev);
     if (st == CW_SUCCESS && kind == CW_FUTURE_WRITE_VALUE) {
         st = slab_get(ctx, &f->slot, &f->word, &f->word_dev);
         have_slot = st == CW_SUCCESS;
@@ -590,7 +570,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
     }
     if (st != CW_SUCCESS) {
         if (have_slot) slab_put(ctx, f->slot);
-        if (f->ev) marker_event_put(ctx, kind, f->ev);
+        if (f->ev) event_put(ctx, f->ev);
         pthread_mutex_destroy(&f->mutex);
         pthread_cond_destroy(&f->cond);
         f->~cw_future();

@@ -168,6 +168,11 @@ enum {
 enum {
     CU_EVENT_WAIT_DEFAULT = 0
 };
+/* Context scheduling flags (cuCtxGetFlags). */
+enum {
+    CU_CTX_SCHED_BLOCKING_SYNC = 0x04,
+    CU_CTX_SCHED_MASK = 0x07
+};
 /* Special stream handles. */
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)

@@ -33,6 +33,7 @@ namespace cw {
     X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, (CUcontext * pctx))                            \
     X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, (CUcontext ctx))                               \
     X(cuCtxGetDevice, "cuCtxGetDevice", 2000, (CUdevice * device))                             \
+    X(cuCtxGetFlags, "cuCtxGetFlags", 7000, (unsigned *flags))                                 \
     X(cuCtxSynchronize, "cuCtxSynchronize", 2000, (void))                                      \
     X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", 5050,                        \
       (int *least, int *greatest))                                                             \
