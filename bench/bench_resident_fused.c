@@ -890,7 +890,8 @@ int main(void) {
                hpoll[k].st.p999, hpoll[k].st.max, hpoll[k].mean);
     }
     printf("  (%zu round trips with the 30 us gap, %zu with the 1 ms gap)\n", iters, long_iters);
-    printf("d) ablation, grid 1, back-to-back (each row: b) with one change; delta: p50 - the base's p50):\n");
+    printf("d) ablation, grid 1, back-to-back (each row: b) with one change; after \"new loop by hand\": that row with "
+           "one change, or a)'s own kernel launched by hand; delta: p50 - the base's p50):\n");
     printf("  %-36s %8s %8s %8s %8s %8s %8s %8s\n", "variant", "p50", "p90", "p99", "p99.9", "max", "mean", "delta");
     for (int a = 0; a < NABL; a++)
         printf("  %-36s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %+8.2f\n", kAbl[a].name, abl[a].st.p50, abl[a].st.p90,
@@ -970,7 +971,8 @@ int main(void) {
                res[g][2].st.p50 / res[g][0].st.p50, res[g][2].st.p99 / res[g][0].st.p99);
     printf(". GPU median per request (poll to result): grid 1 %.2f us, grid %u %.2f us.\n\n", gpu_median[0] / 1e3,
            grids[1], gpu_median[1] / 1e3);
-    printf("Ablation (grid 1, back-to-back; each row is b) with one change):\n\n");
+    printf("Ablation (grid 1, back-to-back; each row is b) with one change; after \"new loop by hand\": that row "
+           "with one change, or a)'s own kernel launched by hand):\n\n");
     printf("| variant | p50 | p99 | p99.9 | p50 - base |\n|---|---|---|---|---|\n");
     for (int a = 0; a < NABL; a++)
         printf("| %s | %.2f | %.2f | %.2f | %+.2f |\n", kAbl[a].name, abl[a].st.p50, abl[a].st.p99, abl[a].st.p999,
