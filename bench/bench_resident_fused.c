@@ -673,8 +673,8 @@ int main(void) {
     }
     void *f_hand = f_abl[0];
     /* d)'s L_LIBK rows: a)'s kernel, compiled from cwi_resident_fused_source
-     * with what compile_fused passes (the same name, header and cache: the
-     * kernel cache gives the library's cubin) */
+     * with what compile_fused passes (the same source, name, in-memory
+     * header and options: the same cubin) */
     cw_resident_fused lf;
     memset(&lf, 0, sizeof lf);
     lf.source = kStages;
