@@ -50,7 +50,21 @@
  *      __syncthreads between the stages); "old loop by hand" has all of
  *      timer, bell16, state, stats, seqmem (the fused loop before
  *      commit 1eb73c8), "new loop by hand" timer, bell16, stats kept in
- *      registers and stored only, -cmd (the fused loop after it).
+ *      registers and stored only, -cmd (the fused loop after it). What
+ *      still differs between "new loop by hand" and a), one row each:
+ *      "+ idle_polls += 1" (a global read-modify-write per empty check, as
+ *      a) before it kept the count in a register), "+ a)'s stores at the
+ *      take" (pub.seq, started, skip, backoff), "done 64 B after bell"
+ *      (cw_res_host's layout: the done word in the doorbell's 128-byte
+ *      block), "done in the next 128 B" (the next 64-byte line, another
+ *      128-byte block); "a)'s kernel by hand" is a)'s own kernel (the
+ *      library's source from cwi_resident_fused_source, compiled as the
+ *      library compiles it) launched as b) is, on a cw_res_host of the
+ *      bench, with b)'s host side (a store, a spin on the done word), and
+ *      with a)'s compare-and-swap: a) minus these rows is the host side
+ *      (cw_resident_data_ready / poll_result, the library's allocation,
+ *      stream and launch); the host's cost of one cw_resident_poll_result
+ *      is printed with d).
  *   e) under load (grid 1): a) in a 16-SM green partition, unloaded and
  *      while cw_hog keeps the leftover partition full (bench_common.h's
  *      bench_hog, as bench_resident h)), back-to-back; skipped, with the
@@ -59,11 +73,14 @@
  * Prints a block for docs/benchmarks.md. About 30 s on an H100.
  */
 #define _GNU_SOURCE
+#include <stddef.h>
 
 #define BENCH_NAME "bench_resident_fused"
 #include "../tests/rawcuda.h"
 #include "../tests/kernels/test_kernels_fatbin.h"
 #include "bench_common.h"
+#include "cuweave/resident_device.h"
+#include "../src/testing/seam.h"
 
 #define DEFAULT_ITERS 20000
 #define WARMUP 1000
@@ -78,6 +95,7 @@
 #define HOG_NS 20000000LL        /* each hog block waits 20 ms */
 #define HOG_DEPTH 3              /* hog launches in flight at most */
 #define LOAD_PAIRS 2             /* e): unloaded + loaded blocks, twice */
+#define API_CALLS 1000000        /* calls of cw_resident_poll_result timed (result ready) */
 
 /* issue 24's targets for the fused mode */
 #define TARGET_VS_HAND 1.05      /* back-to-back p50 within 5% of the hand-written kernel */
@@ -111,6 +129,8 @@ static const char kHand[] =
     "#define H_NOBAR 64u\n"
     "#define H_STATSREG 128u\n"
     "#define H_PIPE 256u\n"
+    "#define H_IDLERMW 512u\n"
+    "#define H_TAKEST 1024u\n"
     "struct hdev {\n"
     "    unsigned long long seq, started, t0, t_start, last_done, served, min_ns, max_ns, idle_polls;\n"
     "    unsigned stopped, skip, backoff, pad;\n"
@@ -200,9 +220,10 @@ static const char kHand[] =
     "                    if (F & H_STATSREG) t_start = now;\n"
     "                    if (F & (H_STATE | H_SEQMEM)) d->seq = started + 1ull;\n"
     "                    if (F & H_STATE) { d->started = started + 1ull; d->skip = 0u; d->backoff = 0u; }\n"
+    "                    if (F & H_TAKEST) { d->seq = started + 1ull; d->started = started + 1ull; d->skip = 0u; d->backoff = 0u; }\n"
     "                    break;\n"
     "                }\n"
-    "                if (F & H_STATE) d->idle_polls += 1ull;\n"
+    "                if (F & (H_STATE | H_IDLERMW)) d->idle_polls += 1ull;\n"
     "            }\n"
     "            if (F & H_NOCMD) cmd = c;\n"
     "            else *(volatile unsigned *)(s + 2) = c;\n"
@@ -252,7 +273,7 @@ static const char kHand[] =
     "#define HAND(n) extern \"C\" __global__ void hand_f##n(volatile unsigned long long *bell, volatile unsigned *stop, \\\n"
     "    volatile unsigned long long *done, unsigned *s, unsigned *work, hdev *d, unsigned long long timeout_ns) { \\\n"
     "    hand_body<n##u>(bell, stop, done, s, work, d, timeout_ns); }\n"
-    "HAND(0) HAND(1) HAND(2) HAND(4) HAND(8) HAND(16) HAND(32) HAND(64) HAND(31) HAND(163) HAND(258)\n"
+    "HAND(0) HAND(1) HAND(2) HAND(4) HAND(8) HAND(16) HAND(32) HAND(64) HAND(31) HAND(163) HAND(258) HAND(675) HAND(1187)\n"
     "extern \"C\" {\n"
     "__global__ void k0(unsigned *w) { if (threadIdx.x == 0) atomicAdd(w + 0, 1u); }\n"
     "__global__ void k1(unsigned *w) { if (threadIdx.x == 0) atomicAdd(w + 1, 1u); }\n"
@@ -271,26 +292,41 @@ static const char kHand[] =
 #define H_NOBAR 64u
 #define H_STATSREG 128u
 #define H_PIPE 256u
+#define H_IDLERMW 512u
+#define H_TAKEST 1024u
+#define H_NEW (H_TIMER | H_BELL16 | H_STATSREG | H_NOCMD)
+/* where the host words are (ablation.layout) */
+#define L_FLAGS 0   /* b)'s (bell16: +bell16's) */
+#define L_RESHOST 1 /* cw_res_host's: done 64 bytes after the doorbell, in its 128-byte block */
+#define L_NEXT128 2 /* done in the next 64-byte line, which starts the next 128-byte block */
+#define L_LIBK 3    /* a)'s kernel (the library's source, compiled as the library does) on a cw_res_host of the bench */
 typedef struct ablation {
     const char *name;
     unsigned flags;
     unsigned long long timeout_ns;
     int cas;
+    int layout;
 } ablation;
 static const ablation kAbl[] = {
-    {"b) hand-written (base)", 0, 0, 0},
-    {"+timer (timeout 0, as a))", H_TIMER, 0, 0},
-    {"+timer, timeout 60 s", H_TIMER, 60000000000ull, 0},
-    {"+bell16", H_BELL16, 0, 0},
-    {"+bell16, 2 loads in flight", H_BELL16 | H_PIPE, 0, 0},
-    {"+state", H_STATE, 0, 0},
-    {"+stats", H_STATS, 0, 0},
-    {"+seqmem", H_SEQMEM, 0, 0},
-    {"+cas (host)", 0, 0, 1},
-    {"-cmd", H_NOCMD, 0, 0},
-    {"-bar", H_NOBAR, 0, 0},
-    {"old loop by hand", H_TIMER | H_BELL16 | H_STATE | H_STATS | H_SEQMEM, 0, 0},
-    {"new loop by hand", H_TIMER | H_BELL16 | H_STATSREG | H_NOCMD, 0, 0},
+    {"b) hand-written (base)", 0, 0, 0, L_FLAGS},
+    {"+timer (timeout 0, as a))", H_TIMER, 0, 0, L_FLAGS},
+    {"+timer, timeout 60 s", H_TIMER, 60000000000ull, 0, L_FLAGS},
+    {"+bell16", H_BELL16, 0, 0, L_FLAGS},
+    {"+bell16, 2 loads in flight", H_BELL16 | H_PIPE, 0, 0, L_FLAGS},
+    {"+state", H_STATE, 0, 0, L_FLAGS},
+    {"+stats", H_STATS, 0, 0, L_FLAGS},
+    {"+seqmem", H_SEQMEM, 0, 0, L_FLAGS},
+    {"+cas (host)", 0, 0, 1, L_FLAGS},
+    {"-cmd", H_NOCMD, 0, 0, L_FLAGS},
+    {"-bar", H_NOBAR, 0, 0, L_FLAGS},
+    {"old loop by hand", H_TIMER | H_BELL16 | H_STATE | H_STATS | H_SEQMEM, 0, 0, L_FLAGS},
+    {"new loop by hand", H_NEW, 0, 0, L_FLAGS},
+    {"new + idle_polls += 1 (a) before)", H_NEW | H_IDLERMW, 0, 0, L_FLAGS},
+    {"new + a)'s stores at the take", H_NEW | H_TAKEST, 0, 0, L_FLAGS},
+    {"new, done 64 B after bell (a)'s)", H_NEW, 0, 0, L_RESHOST},
+    {"new, done in the next 128 B", H_NEW, 0, 0, L_NEXT128},
+    {"a)'s kernel by hand, b)'s host", 0, 0, 0, L_LIBK},
+    {"a)'s kernel by hand, +cas (host)", 0, 0, 1, L_LIBK},
 };
 #define NABL ((int)(sizeof kAbl / sizeof kAbl[0]))
 #define HDEV_BYTES (9 * 8 + 4 * 4 + 4096 * 4)
@@ -303,6 +339,7 @@ typedef struct result {
 typedef unsigned long long dptr;
 
 static unsigned long long g_checked, g_wrong;
+static uint64_t g_last_seq; /* the last request a) made */
 
 static void check_counts(dptr work, unsigned long long want, const char *what) {
     unsigned got[3] = {0, 0, 0};
@@ -350,6 +387,7 @@ static double rt_fused(cw_resident *r, const char *what) {
     while ((st = cw_resident_poll_result(r, seq)) == CW_ERROR_NOT_READY)
         if ((++k & 4095u) == 0 && now_ns() - t0 > STALL_NS) stalled(what);
     CW_CHECK(st);
+    g_last_seq = seq;
     return (now_ns() - t0) / 1e3;
 }
 
@@ -410,6 +448,24 @@ static void hand_launch(void *fn, hand_words *w, unsigned grid, dptr sync, dptr 
     CU_CHECK(rc.cuMemsetD32(devblk, 0, HDEV_BYTES / 4));
     void *hargs[] = {&w->d_bell, &w->d_stop, &w->d_done, &sync, &work, &devblk, &timeout_ns};
     CU_CHECK(rc.cuLaunchCooperativeKernel(fn, grid, 1, 1, BLOCK, 1, 1, 0, hs, hargs));
+}
+
+/* Launches a)'s kernel (cwf_resident_loop, compiled from the library's
+ * source) the way b) is launched, on the bench's cw_res_host (the
+ * library's allocation flags) and device block, with the arguments
+ * fused_start passes for a)'s settings: no timeout, spin (sleep 0), the
+ * default spin_us and sleep mode, sync_with_host. */
+static void lib_launch(void *fn, hand_words *w, cw_res_host *h, dptr h_dev, dptr sync, dptr work, dptr ldev,
+                       unsigned spin_ns, unsigned flags, CUstream hs) {
+    memset(h, 0, sizeof *h);
+    h->epoch = 1;
+    w->made = 0;
+    CU_CHECK(rc.cuMemsetD32(sync, 0, 32));
+    CU_CHECK(rc.cuMemsetD32(ldev, 0, sizeof(cw_res_dev) / 4));
+    unsigned long long timeout_ns = 0;
+    unsigned sleep_ns = 0;
+    void *args[] = {&h_dev, &ldev, &sync, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags};
+    CU_CHECK(rc.cuLaunchCooperativeKernel(fn, 1, 1, 1, BLOCK, 1, 1, 0, hs, args));
 }
 
 static void hand_stop(hand_words *w, CUstream hs, const char *what) {
@@ -612,9 +668,39 @@ int main(void) {
     for (int a = 0; a < NABL; a++) {
         char name[32];
         snprintf(name, sizeof name, "hand_f%u", kAbl[a].flags);
-        CU_CHECK(rc.cuModuleGetFunction(&f_abl[a], mod, name));
+        f_abl[a] = NULL;
+        if (kAbl[a].layout != L_LIBK) CU_CHECK(rc.cuModuleGetFunction(&f_abl[a], mod, name));
     }
     void *f_hand = f_abl[0];
+    /* d)'s L_LIBK rows: a)'s kernel, compiled from cwi_resident_fused_source
+     * with what compile_fused passes (the same source, name, in-memory
+     * header and options: the same cubin) */
+    cw_resident_fused lf;
+    memset(&lf, 0, sizeof lf);
+    lf.source = kStages;
+    lf.stages = kStageNames;
+    lf.stage_count = 3;
+    lf.grid_blocks = 1;
+    lf.block_threads = BLOCK;
+    char *lsrc = cwi_resident_fused_source(&lf);
+    if (!lsrc) {
+        fprintf(stderr, "%s: cwi_resident_fused_source failed: %s\n", BENCH_NAME, cw_last_error()->message);
+        return 1;
+    }
+    cw_header lhdr = {"cuweave/resident_device.h", cw_builtin_get_resident_header()};
+    cw_program_settings lps;
+    cw_program_settings_default(&lps);
+    lps.name = "cuweave_fused_loop.cu";
+    lps.headers = &lhdr;
+    lps.n_headers = 1;
+    cw_program *lprog = NULL;
+    CW_CHECK(cw_program_compile(&lprog, ctx, lsrc, &lps));
+    free(lsrc);
+    CW_CHECK(cw_program_get_info(lprog, &pi));
+    void *lmod = NULL, *f_lib = NULL;
+    CU_CHECK(rc.cuModuleLoadData(&lmod, pi.code));
+    CU_CHECK(rc.cuModuleGetFunction(&f_lib, lmod, "cwf_resident_loop"));
+    cw_program_destroy(&lprog);
     CU_CHECK(rc.cuModuleGetFunction(&f_k[0], mod, "k0"));
     CU_CHECK(rc.cuModuleGetFunction(&f_k[1], mod, "k1"));
     CU_CHECK(rc.cuModuleGetFunction(&f_k[2], mod, "k2"));
@@ -623,7 +709,7 @@ int main(void) {
     dptr work = 0, sync = 0, devblk = 0;
     CU_CHECK(rc.cuMemAlloc(&work, 64));
     CU_CHECK(rc.cuMemsetD32(work, 0, 16));
-    CU_CHECK(rc.cuMemAlloc(&sync, 64));
+    CU_CHECK(rc.cuMemAlloc(&sync, 128)); /* the library's struct cwf_sync */
     CU_CHECK(rc.cuMemAlloc(&devblk, HDEV_BYTES));
     void *hb = NULL;
     CU_CHECK(rc.cuMemHostAlloc(&hb, 4096, 0x1 | 0x2));
@@ -637,11 +723,39 @@ int main(void) {
     hand_words w16 = {(volatile unsigned long long *)((char *)hb + 256),
                       (volatile unsigned long long *)((char *)hb + 128), (volatile unsigned *)((char *)hb + 264),
                       hd + 256, hd + 264, hd + 128, 0};
+    /* d)'s layouts in the same page: cw_res_host's (done 64 bytes after the
+     * doorbell, one 128-byte block) and done in the next 128-byte block */
+    hand_words wres = {(volatile unsigned long long *)((char *)hb + 1024),
+                       (volatile unsigned long long *)((char *)hb + 1088), (volatile unsigned *)((char *)hb + 1032),
+                       hd + 1024, hd + 1032, hd + 1088, 0};
+    hand_words wnext = {(volatile unsigned long long *)((char *)hb + 1600),
+                        (volatile unsigned long long *)((char *)hb + 1664), (volatile unsigned *)((char *)hb + 1608),
+                        hd + 1600, hd + 1608, hd + 1664, 0};
+    /* the L_LIBK rows' cw_res_host: its own page, allocated as the library
+     * allocates it (PORTABLE | DEVICEMAP), and device block */
+    void *lhp = NULL;
+    CU_CHECK(rc.cuMemHostAlloc(&lhp, 4096, 0x1 | 0x2));
+    memset(lhp, 0, 4096);
+    dptr lh_dev = 0, ldev = 0;
+    CU_CHECK(rc.cuMemHostGetDevicePointer(&lh_dev, lhp, 0));
+    CU_CHECK(rc.cuMemAlloc(&ldev, sizeof(cw_res_dev)));
+    cw_res_host *lh = (cw_res_host *)lhp;
+    hand_words wlib = {(volatile unsigned long long *)&lh->requested, (volatile unsigned long long *)&lh->completed,
+                       (volatile unsigned *)&lh->stop, lh_dev + offsetof(cw_res_host, requested),
+                       lh_dev + offsetof(cw_res_host, stop), lh_dev + offsetof(cw_res_host, completed), 0};
+    unsigned lib_spin_ns = 0, lib_flags = CW_RES_SYNC_HOST;
+    {
+        cw_resident_settings ds;
+        cw_resident_settings_default(&ds);
+        lib_spin_ns = ds.spin_us * 1000u;
+        if (ds.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE) lib_flags |= CW_RES_ADAPTIVE;
+    }
     CUstream hs = NULL;
     CU_CHECK(rc.cuStreamCreateWithPriority(&hs, 1, 0));
 
     const unsigned grids[2] = {1, (unsigned)info.sm_count};
     result res[2][3], fpoll[2], hpoll[2], abl[NABL];
+    double poll_call_ns = 0;
     unsigned fused_grid[2] = {0, 0};
     unsigned long long gpu_median[2] = {0, 0};
     cw_resident_info gpu_info[2];
@@ -692,6 +806,12 @@ int main(void) {
         res[g][0] = run_fused(loops[g], v, WARMUP, iters, 0, g ? "a) fused, full grid" : "a) fused");
         CW_CHECK(cw_resident_get_info(loops[g], &gpu_info[g]));
         gpu_median[g] = gpu_info[g].iter_median_ns;
+        if (g == 0) {
+            /* the host's cost of one check of a) (the result there): one spin of rt_fused */
+            const unsigned long long t0 = now_ns();
+            for (int i = 0; i < API_CALLS; i++) CW_CHECK(cw_resident_poll_result(loops[0], g_last_seq));
+            poll_call_ns = (double)(now_ns() - t0) / API_CALLS;
+        }
         unsigned long long made = WARMUP + iters;
         if (g == 0) {
             fpoll[0] = run_fused(loops[g], v, WARMUP, iters, gaps[0], "a) fused, 30 us gap");
@@ -724,8 +844,15 @@ int main(void) {
 
     /* d) ablation, grid 1 */
     for (int a = 0; a < NABL; a++) {
-        hand_words *w = (kAbl[a].flags & H_BELL16) ? &w16 : &wb;
-        hand_launch(f_abl[a], w, 1, sync, work, devblk, kAbl[a].timeout_ns, hs);
+        hand_words *w = kAbl[a].layout == L_RESHOST   ? &wres
+                        : kAbl[a].layout == L_NEXT128 ? &wnext
+                        : kAbl[a].layout == L_LIBK    ? &wlib
+                        : (kAbl[a].flags & H_BELL16)  ? &w16
+                                                      : &wb;
+        if (kAbl[a].layout == L_LIBK)
+            lib_launch(f_lib, w, lh, lh_dev, sync, work, ldev, lib_spin_ns, lib_flags, hs);
+        else
+            hand_launch(f_abl[a], w, 1, sync, work, devblk, kAbl[a].timeout_ns, hs);
         abl[a] = run_hand(w, kAbl[a].cas, v, WARMUP, iters, 0, kAbl[a].name);
         hand_stop(w, hs, kAbl[a].name);
         check_counts(work, w->made, kAbl[a].name);
@@ -763,7 +890,8 @@ int main(void) {
                hpoll[k].st.p999, hpoll[k].st.max, hpoll[k].mean);
     }
     printf("  (%zu round trips with the 30 us gap, %zu with the 1 ms gap)\n", iters, long_iters);
-    printf("d) ablation, grid 1, back-to-back (each row: b) with one change; delta: p50 - the base's p50):\n");
+    printf("d) ablation, grid 1, back-to-back (each row: b) with one change; after \"new loop by hand\": that row with "
+           "one change, or a)'s own kernel launched by hand; delta: p50 - the base's p50):\n");
     printf("  %-36s %8s %8s %8s %8s %8s %8s %8s\n", "variant", "p50", "p90", "p99", "p99.9", "max", "mean", "delta");
     for (int a = 0; a < NABL; a++)
         printf("  %-36s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %+8.2f\n", kAbl[a].name, abl[a].st.p50, abl[a].st.p90,
@@ -771,6 +899,7 @@ int main(void) {
     printf("  %-36s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %+8.2f\n", "(a) cw fused loop, this run)", res[0][0].st.p50,
            res[0][0].st.p90, res[0][0].st.p99, res[0][0].st.p999, res[0][0].st.max, res[0][0].mean,
            res[0][0].st.p50 - abl[0].st.p50);
+    printf("  host: cw_resident_poll_result, result ready: %.1f ns a call (%d calls)\n", poll_call_ns, API_CALLS);
     if (pr.ran) {
         printf("e) grid 1 fused loop in a %u-SM green partition; hog: %u blocks x %d threads x %lld ms in the leftover "
                "(%u SMs), %d in flight:\n",
@@ -842,13 +971,15 @@ int main(void) {
                res[g][2].st.p50 / res[g][0].st.p50, res[g][2].st.p99 / res[g][0].st.p99);
     printf(". GPU median per request (poll to result): grid 1 %.2f us, grid %u %.2f us.\n\n", gpu_median[0] / 1e3,
            grids[1], gpu_median[1] / 1e3);
-    printf("Ablation (grid 1, back-to-back; each row is b) with one change):\n\n");
+    printf("Ablation (grid 1, back-to-back; each row is b) with one change; after \"new loop by hand\": that row "
+           "with one change, or a)'s own kernel launched by hand):\n\n");
     printf("| variant | p50 | p99 | p99.9 | p50 - base |\n|---|---|---|---|---|\n");
     for (int a = 0; a < NABL; a++)
         printf("| %s | %.2f | %.2f | %.2f | %+.2f |\n", kAbl[a].name, abl[a].st.p50, abl[a].st.p99, abl[a].st.p999,
                abl[a].st.p50 - abl[0].st.p50);
     printf("| a) cw fused loop (this run) | %.2f | %.2f | %.2f | %+.2f |\n", res[0][0].st.p50, res[0][0].st.p99,
            res[0][0].st.p999, res[0][0].st.p50 - abl[0].st.p50);
+    printf("\nHost: `cw_resident_poll_result` with the result there, %.1f ns a call.\n", poll_call_ns);
     if (pr.ran) {
         printf("\nUnder load: the grid-1 fused loop in a %u-SM green partition, `cw_hog` (%u blocks x %d threads x %lld "
                "ms, %d in flight) keeping the leftover partition (%u SMs) full; back-to-back.\n\n",
@@ -886,6 +1017,9 @@ int main(void) {
     }
     rc.cuStreamDestroy(hs);
     rc.cuMemFreeHost(hb);
+    rc.cuMemFreeHost(lhp);
+    rc.cuMemFree(ldev);
+    rc.cuModuleUnload(lmod);
     rc.cuMemFree(work);
     rc.cuMemFree(sync);
     rc.cuMemFree(devblk);

@@ -547,6 +547,28 @@ static void test_generated_source(void **state) {
     const char *sig_end = strstr(sig, "\n}\n");
     assert_non_null(sig_end);
     for (const char *p = strstr(sig, "= d->"); p; p = strstr(p + 1, "= d->")) assert_true(p > sig_end);
+    /* an empty check stores idle_polls from a register: no load of the
+     * device block between two doorbell loads (spin mode) */
+    const char *poll = strstr(loop, "static __device__ __forceinline__ unsigned cwf_poll(");
+    assert_non_null(poll);
+    const char *poll_end = strstr(poll, "\n}\n");
+    assert_non_null(poll_end);
+    const char *idle = strstr(poll, "d->idle_polls = L.idle_polls;");
+    assert_non_null(idle);
+    assert_true(idle < poll_end);
+    const char *rmw = strstr(poll, "d->idle_polls +=");
+    assert_true(rmw == NULL || rmw > poll_end);
+    for (const char *p = strstr(poll, "= d->"); p; p = strstr(p + 1, "= d->")) assert_true(p > poll_end);
+    assert_non_null(strstr(loop, "L.idle_polls = d->idle_polls;"));
+    /* the iteration's time starts when the request is seen: the clock is
+     * read in the taken branch (after the doorbell load returned), not the
+     * `now` read while that load was in flight */
+    const char *ts = strstr(poll, "L.t_start = cw__res_now();");
+    assert_non_null(ts);
+    assert_true(ts < poll_end);
+    assert_true(ts > strstr(poll, "if (requested > L.started) {"));
+    const char *tsnow = strstr(poll, "L.t_start = now;");
+    assert_true(tsnow == NULL || tsnow > poll_end);
     free(src);
     f.stages = NULL; /* refused: NULL */
     static const char *const bad[] = {"nope"};

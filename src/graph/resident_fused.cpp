@@ -85,8 +85,9 @@ struct cwf_lead {
     unsigned long long started;  /* requests taken: the number of the last one */
     unsigned long long t0;       /* globaltimer at the start of this launch */
     unsigned long long deadline; /* t0 + the GPU timeout (never, without one) */
-    unsigned long long t_start;  /* globaltimer when the current request was taken */
+    unsigned long long t_start;  /* globaltimer when the doorbell load that took the current request returned */
     unsigned long long served, min_ns, max_ns;
+    unsigned long long idle_polls; /* checks that found nothing, every launch: stored, never loaded again */
 };
 
 /* cw__res_arm: the launch's numbers begin at h->base; announced to the host
@@ -102,6 +103,7 @@ static __device__ __forceinline__ void cwf_arm(cw_res_host *h, cw_res_dev *d, cw
     L.served = d->served; /* the statistics run over every launch */
     L.min_ns = d->min_ns;
     L.max_ns = d->max_ns;
+    L.idle_polls = d->idle_polls;
     d->t0 = now;
     d->last_done = now;
     d->stopped = 0u;
@@ -123,8 +125,11 @@ static __device__ __forceinline__ void cwf_arm(cw_res_host *h, cw_res_dev *d, cw
  * stages), 0 the loop stops (the stop word or the GPU timeout; the stop word
  * wins over a request made before it, as in cw__res_poll). On the way to a
  * taken request the one memory access waited for is the doorbell's load;
- * stop and timeout are compares of registers. The idle path (idle_polls,
- * the adaptive back-off) keeps its words in the device block. */
+ * stop and timeout are compares of registers. An empty check stores the
+ * count of idle polls from its register (a load of the device block there
+ * would hold up the next doorbell load by an L2 round trip); the adaptive
+ * back-off keeps its word in the device block (it only runs when the loop
+ * sleeps). */
 static __device__ __forceinline__ unsigned cwf_poll(const cw_res_host *h, cw_res_dev *d, cwf_lead &L,
                                                     unsigned sleep_ns, unsigned spin_ns, unsigned flags) {
     for (;;) {
@@ -142,14 +147,19 @@ static __device__ __forceinline__ unsigned cwf_poll(const cw_res_host *h, cw_res
         if (requested > L.started) {
             const unsigned long long seq = L.started + 1ull;
             L.started = seq;
-            L.t_start = now;
+            /* The clock read after the doorbell's value is known (this
+             * branch waits for the load): `now` above is read while the
+             * load is still in flight, a PCIe round trip before the
+             * request was seen. */
+            L.t_start = cw__res_now();
             d->pub.seq = seq;
             d->started = seq;
             d->pub.skip = 0u;
             d->backoff_ns = 0u;
             return 1u;
         }
-        d->idle_polls += 1ull;
+        L.idle_polls += 1ull;
+        d->idle_polls = L.idle_polls;
         cw__res_pause(d, now, sleep_ns, spin_ns, flags);
     }
 }
