@@ -12,7 +12,11 @@
  *     and set by the program: decode + process throughput (frames per
  *     second over a pass of the clip, 4 frames in flight) and per-frame
  *     latency (one frame at a time: from avcodec_receive_frame's return to
- *     the result on the host).
+ *     the result on the host). cuweave twice: as examples/ffmpeg_cuweave.h
+ *     runs by default (blur, histogram, SAD and the sink on the frame
+ *     operator's stream, as the hand-written code runs on one stream) and
+ *     with a stream per operator (the pipeline's default; the histogram
+ *     beside the blur, events between the streams).
  *  B. libvmaf's ADR-0378 case for real, while FFmpeg works on the NULL
  *     stream: each frame's processing (with 2 ms more GPU work per frame, a
  *     heavier metric) on per-picture streams made with CU_STREAM_DEFAULT
@@ -216,10 +220,11 @@ static void raw_process(raw_proc *p, AVFrame *f, long long index) {
 
 /* ---- runs ------------------------------------------------------------------ */
 
-typedef enum variant { V_CW, V_RAW, V_OLD, V_FIX, V_CW_NB, V_COUNT } variant;
+typedef enum variant { V_CW, V_RAW, V_OLD, V_FIX, V_CW_NB, V_CW_SPLIT, V_COUNT } variant;
 static const char *variant_name[V_COUNT] = {
     "cuweave pipeline", "hand-written, on FFmpeg's stream", "per-picture blocking streams (old libvmaf)",
-    "per-picture non-blocking streams (ADR fix)", "cuweave pipeline (non-blocking)"};
+    "per-picture non-blocking streams (ADR fix)", "cuweave pipeline (non-blocking)",
+    "cuweave pipeline, a stream per operator"};
 
 typedef struct checker {
     const fcw_result *want;
@@ -311,10 +316,10 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
         exit(1);
     }
     double *recv_ms = R->recv_ms;
-    const int is_cw = v == V_CW || v == V_CW_NB;
+    const int is_cw = v == V_CW || v == V_CW_NB || v == V_CW_SPLIT;
     const unsigned long long extra = v >= V_OLD ? ADR_WORK_US * 1000ull : 0;
     if (is_cw && !R->cw[v]) {
-        fcw_options opt = {extra, v == V_CW_NB, 0};
+        fcw_options opt = {extra, v == V_CW_NB, 0, v == V_CW_SPLIT};
         CW_CHECK(fcw_open(&R->cw[v], R->dev, R->w, R->h, &opt));
         R->cw[v]->on_result = on_result;
         R->cw[v]->user = &R->chk;
@@ -647,7 +652,8 @@ int main(int argc, char **argv) {
         }
     }
     /* A: cuweave against hand-written code on FFmpeg's stream */
-    vstats a[2][2][2]; /* clip, stream, variant */
+    vstats a[2][2][3]; /* clip, stream, variant (of av) */
+    const variant av[3] = {V_CW, V_RAW, V_CW_SPLIT};
     long checked = 0, wrong = 0;
     for (int c = 0; c < 2; c++)
         for (int own = 0; own < 2; own++) {
@@ -657,8 +663,7 @@ int main(int argc, char **argv) {
                 printf("SKIP: FFmpeg cannot decode %s with NVDEC here\n", paths[c]);
                 return 77;
             }
-            const variant vs[2] = {V_CW, V_RAW};
-            measure(&R, vs, 2, a[c][own]);
+            measure(&R, av, 3, a[c][own]);
             checked += R.chk.checked;
             wrong += R.chk.wrong;
             close_runner(&R, stream);
@@ -694,25 +699,27 @@ int main(int argc, char **argv) {
     printf("| clip | FFmpeg's stream | variant | fps p50 / slowest | latency p50 / p99 |\n| --- | --- | --- | --- | --- |\n");
     for (int c = 0; c < 2; c++)
         for (int own = 0; own < 2; own++)
-            for (int v = 0; v < 2; v++)
+            for (int v = 0; v < 3; v++)
                 printf("| %s | %s | %s | %.0f / %.0f | %.3f / %.3f |\n", c ? "HEVC" : "H.264",
-                       own ? "the program's (non-blocking)" : "NULL", variant_name[v], a[c][own][v].fps_p50,
+                       own ? "the program's (non-blocking)" : "NULL", variant_name[av[v]], a[c][own][v].fps_p50,
                        a[c][own][v].fps_p01, a[c][own][v].lat.p50, a[c][own][v].lat.p99);
-    printf("\n| clip | FFmpeg's stream | hand-written / cuweave: fps p50 | cuweave / hand-written: latency p50, p99 |\n"
-           "| --- | --- | --- | --- |\n");
+    printf("\n| clip | FFmpeg's stream | hand-written / cuweave: fps p50 | cuweave / hand-written: latency p50, p99 | "
+           "the same for a stream per operator |\n"
+           "| --- | --- | --- | --- | --- |\n");
     for (int c = 0; c < 2; c++)
         for (int own = 0; own < 2; own++)
-            printf("| %s | %s | %.3f | %.3f, %.3f |\n", c ? "HEVC" : "H.264", own ? "the program's" : "NULL",
-                   a[c][own][1].fps_p50 / a[c][own][0].fps_p50, a[c][own][0].lat.p50 / a[c][own][1].lat.p50,
-                   a[c][own][0].lat.p99 / a[c][own][1].lat.p99);
-    const variant av[2] = {V_CW, V_RAW};
+            printf("| %s | %s | %.3f | %.3f, %.3f | %.3f; %.3f, %.3f |\n", c ? "HEVC" : "H.264",
+                   own ? "the program's" : "NULL", a[c][own][1].fps_p50 / a[c][own][0].fps_p50,
+                   a[c][own][0].lat.p50 / a[c][own][1].lat.p50, a[c][own][0].lat.p99 / a[c][own][1].lat.p99,
+                   a[c][own][1].fps_p50 / a[c][own][2].fps_p50, a[c][own][2].lat.p50 / a[c][own][1].lat.p50,
+                   a[c][own][2].lat.p99 / a[c][own][1].lat.p99);
     for (int c = 0; c < 2; c++)
         for (int own = 0; own < 2; own++) {
             char title[96];
             snprintf(title, sizeof title, "Breakdown, %s, FFmpeg's stream %s", c ? "HEVC" : "H.264",
                      own ? "the program's" : "NULL");
-            print_phases(title, av, a[c][own], 2);
-            print_breakdown(title, av, a[c][own], 2);
+            print_phases(title, av, a[c][own], 3);
+            print_breakdown(title, av, a[c][own], 3);
         }
     printf("\nThe ADR-0378 case (H.264, FFmpeg on the NULL stream, %d us more GPU work per frame, FFmpeg's\n"
            "stream not made to wait: the frames are held until the work is done):\n\n",

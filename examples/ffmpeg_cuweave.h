@@ -306,6 +306,15 @@ typedef struct fcw_options {
     /* Nonzero (the test's control only): the frame is released at once
      * after the enqueue, before cuweave has read it. */
     int release_at_once;
+    /* Nonzero: every operator leases a stream of its own (the pipeline's
+     * default), and the pipeline orders them with events. 0 (here the
+     * default): blur, hist, SAD and the sink take no stream of their own
+     * (cw_operator_settings.no_internal_stream) and run on the frame
+     * operator's, behind each other, as hand-written code on one stream
+     * does: per frame the kernels are small (tens of microseconds), and
+     * each hop between streams costs an event record and wait on the host
+     * and the wait's latency on the GPU (bench_ffmpeg measures both). */
+    int per_operator_streams;
 } fcw_options;
 
 typedef struct fcw_slot {
@@ -529,12 +538,15 @@ FCW_FN_ void fcw_close(fcw_proc **pp) {
 }
 
 FCW_FN_ cw_status fcw_add_op(cw_pipeline *pl, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
-                            const char *in1, const char *in2, const char *out) {
+                            const char *in1, const char *in2, const char *out, int own_stream) {
     cw_operator_ops ops;
     memset(&ops, 0, sizeof ops);
     ops.compute = compute;
+    cw_operator_settings set;
+    cw_operator_settings_default(&set);
+    set.no_internal_stream = !own_stream; /* then the upstream operator's stream serves */
     cw_operator *op = NULL;
-    FCW_TRY_(cw_operator_create(&op, name, &ops, user, NULL));
+    FCW_TRY_(cw_operator_create(&op, name, &ops, user, &set));
     cw_status st = CW_SUCCESS;
     if (in1) st = cw_operator_add_input(op, in1, NULL);
     if (st == CW_SUCCESS && in2) st = cw_operator_add_input(op, in2, NULL);
@@ -573,11 +585,12 @@ FCW_FN_ cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, u
      * of iteration i for iteration i + 1 - max_in_flight, stays behind it */
     ps.max_in_flight = FCW_RING + 1;
     if (st == CW_SUCCESS) st = cw_pipeline_create(&p->pipe, p->ctx, &ps);
-    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "frame", fcw_op_frame, p, NULL, NULL, "out");
-    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "blur", fcw_op_blur, p, "in", NULL, "out");
-    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "hist", fcw_op_hist, p, "in", NULL, "out");
-    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "sad", fcw_op_sad, p, "in", NULL, "out");
-    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "sink", fcw_op_sink, p, "hist", "sad", NULL);
+    const int own = p->opt.per_operator_streams;
+    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "frame", fcw_op_frame, p, NULL, NULL, "out", 1);
+    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "blur", fcw_op_blur, p, "in", NULL, "out", own);
+    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "hist", fcw_op_hist, p, "in", NULL, "out", own);
+    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "sad", fcw_op_sad, p, "in", NULL, "out", own);
+    if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "sink", fcw_op_sink, p, "hist", "sad", NULL, own);
     if (st == CW_SUCCESS) st = cw_pipeline_connect(p->pipe, "frame", "out", "blur", "in");
     if (st == CW_SUCCESS) st = cw_pipeline_connect(p->pipe, "frame", "out", "hist", "in");
     if (st == CW_SUCCESS) st = cw_pipeline_connect(p->pipe, "blur", "out", "sad", "in");
