@@ -16,10 +16,27 @@ using namespace core;
 
 namespace {
 
+// find_port for a compute call: operators pass the same name (a literal)
+// every call, so the port last found by this pointer is tried first; the
+// name is still compared (the caller's memory may hold another name now).
+int io_find_port(cw_operator *op, const char *name) {
+    const size_t n = op->ports.size();
+    for (size_t i = 0; i < n; i++) {
+        Port &pt = op->ports[i];
+        if (pt.key == name) {
+            if (same_name(pt.name, name)) return (int)i;
+            break;
+        }
+    }
+    int i = find_port(op, name);
+    if (i >= 0) op->ports[i].key = name;
+    return i;
+}
+
 // Input port index, or a failure naming the operator and port.
 cw_status input_port(cw_io *io, const char *port, int *idx) {
     CW_CHECK_ARG(port != NULL);
-    int i = find_port(io->op, port);
+    int i = io_find_port(io->op, port);
     if (i < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no port '%s'", io->op->name, port);
     if (!io->op->ports[i].input)
         return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' port '%s' is an output, not an input", io->op->name,
@@ -30,7 +47,7 @@ cw_status input_port(cw_io *io, const char *port, int *idx) {
 
 cw_status output_port(cw_io *io, const char *port, int *idx) {
     CW_CHECK_ARG(port != NULL);
-    int i = find_port(io->op, port);
+    int i = io_find_port(io->op, port);
     if (i < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no port '%s'", io->op->name, port);
     if (io->op->ports[i].input)
         return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' port '%s' is an input, not an output", io->op->name,

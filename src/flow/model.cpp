@@ -36,7 +36,7 @@ bool name_ok(const char *name, const char **why) {
 int find_port(const cw_operator *op, const char *name) {
     if (!name) return -1;
     for (size_t i = 0; i < op->ports.size(); i++)
-        if (strcmp(op->ports[i].name, name) == 0) return (int)i;
+        if (same_name(op->ports[i].name, name)) return (int)i;
     return -1;
 }
 
