@@ -362,7 +362,7 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         }
     } running{p};
     if (!p->checked) CW_TRY(pipeline_check(p));
-    if (any_port_memory(p)) CW_TRY(setup_memory(p, p->ctx));
+    if (p->port_memory) CW_TRY(setup_memory(p, p->ctx));  // (found once by pipeline_check)
     // Compute calls make their stream's context current (on this thread,
     // with one worker thread): the caller gets its own back at the end.
     struct Restore {

@@ -126,6 +126,7 @@ struct cw_pipeline {
     cw::Vec<cw::flow::Connection> conns;
     cw::Vec<int> topo;
     bool checked;
+    bool port_memory;  // a port declares memory (found by pipeline_check)
     bool memory_ready;
     cw::flow::PortMemory *memory;
     cw_stream *null_stream;  // wrapper of the legacy stream, made when first needed
