@@ -135,9 +135,24 @@ bool peer_direct(const cw_context *home, const cw_context *from) {
 // (from the pipeline's cache) filled by a peer copy on the call's stream,
 // after the producer's work. Receive calls hand out the moved buffer; the
 // original keeps the call's uses, so neither is freed under the copy.
-cw_status move_inputs(cw_io *io, int pi) {
+__attribute__((noinline)) cw_status move_inputs_slow(cw_io *io, int pi);
+
+// The usual case inline, with no frame to set up: the port was seen this
+// call, or none of its buffers lives on another device.
+inline cw_status move_inputs(cw_io *io, int pi) {
     Port &pt = io->op->ports[pi];
     if (io->resident || pt.moved) return CW_SUCCESS;
+    const CUdevice home = op_context(io->op)->device;
+    for (int ci : pt.conns) {
+        const Connection &c = io->p->conns[ci];
+        if (c.has && c.msg.buffer && !c.local && c.msg.buffer->ctx->device != home) return move_inputs_slow(io, pi);
+    }
+    pt.moved = true;
+    return CW_SUCCESS;
+}
+
+cw_status move_inputs_slow(cw_io *io, int pi) {
+    Port &pt = io->op->ports[pi];
     cw_pipeline *p = io->p;
     const cw_context *home = op_context(io->op);
     for (int ci : pt.conns) {
