@@ -14,7 +14,9 @@
  * compute named and stopping the run without leaks, runs after a failure),
  * resident pipelines (the memory rules, one stream per operator, the loop's
  * control block), a frame's host cost (driver calls and mark allocations
- * per iteration counted), and a fault-injection sweep over a pipeline run. The fake
+ * per iteration counted; port names from memory rewritten between calls;
+ * buffers of two sizes through the cache's ring), and a fault-injection
+ * sweep over a pipeline run. The fake
  * runs no kernels: ordering by data is proved by test_gpu_flow on the GPU.
  * Links libcuweave.a for the test seam; the fake's path is argv[1].
  */
