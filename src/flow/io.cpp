@@ -245,6 +245,33 @@ static cw_status make_current(CUcontext cu) {
     return CW_SUCCESS;
 }
 
+// Neither a pool stream nor an upstream one: the legacy stream, and outputs
+// carry nothing (what Holoscan documents for this case). Out of line, as
+// the port-memory ordering below: io_receive_stream's usual path stays short.
+__attribute__((noinline)) static cw_status receive_legacy(cw_io *io, cw_stream **out) {
+    cw_stream *s = nullptr;
+    CW_TRY(legacy_stream(io->p, &s));
+    CW_TRY(make_current(io->p->ctx->cu));
+    *out = s;
+    return CW_SUCCESS;
+}
+
+// Port memory is written again every iteration: the writer waits for last
+// iteration's readers (a pool buffer never needs this).
+__attribute__((noinline)) static cw_status order_port_memory(cw_io *io, cw_stream *s) {
+    io->reuse_ordered = true;
+    for (const Port &pt : io->op->ports) {
+        if (pt.input || !pt.mem) continue;
+        for (int ci : pt.conns)
+            for (Mark *m : io->p->ops[io->p->conns[ci].to_op]->call_marks) {
+                if (mark_stream(m) == s) continue;
+                CUevent ev = mark_event(m);
+                CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+            }
+    }
+    return CW_SUCCESS;
+}
+
 cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
     int pi = -1;
     if (port) CW_TRY(input_port(io, port, &pi));
@@ -253,35 +280,15 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         return CW_SUCCESS;
     }
     if (pi >= 0) CW_TRY(move_inputs(io, pi));
-    CW_TRY(ensure_stream(io, pi));
+    if (!io->stream) CW_TRY(ensure_stream(io, pi));
     cw_stream *s = io->stream;
-    if (!s) {
-        // Neither a pool stream nor an upstream one: the legacy stream, and
-        // outputs carry nothing (what Holoscan documents for this case).
-        CW_TRY(legacy_stream(io->p, &s));
-        CW_TRY(make_current(io->p->ctx->cu));
-        *out = s;
-        return CW_SUCCESS;
-    }
+    if (!s) return receive_legacy(io, out);
     if (pi >= 0)
         for (int ci : io->op->ports[pi].conns) {
             const Connection &c = io->p->conns[ci];
             if (!c.local) CW_TRY(order_behind(io, s, c));  // a moved message's copy already waited on s
         }
-    if (io->p->memory_ready && !io->reuse_ordered) {
-        // Port memory is written again every iteration: the writer waits for
-        // last iteration's readers (a pool buffer never needs this).
-        io->reuse_ordered = true;
-        for (const Port &pt : io->op->ports) {
-            if (pt.input || !pt.mem) continue;
-            for (int ci : pt.conns)
-                for (Mark *m : io->p->ops[io->p->conns[ci].to_op]->call_marks) {
-                    if (mark_stream(m) == s) continue;
-                    CUevent ev = mark_event(m);
-                    CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
-                }
-        }
-    }
+    if (io->p->memory_ready && !io->reuse_ordered) CW_TRY(order_port_memory(io, s));
     if (io->made_current != s->ctx->cu) {
         CW_TRY(make_current(s->ctx->cu));
         io->made_current = s->ctx->cu;
