@@ -14,7 +14,9 @@
  * compute named and stopping the run without leaks, runs after a failure),
  * resident pipelines (the memory rules, one stream per operator, the loop's
  * control block), a frame's host cost (driver calls and mark allocations
- * per iteration counted), and a fault-injection sweep over a pipeline run. The fake
+ * per iteration counted; port names from memory rewritten between calls;
+ * buffers of two sizes through the cache's ring), and a fault-injection
+ * sweep over a pipeline run. The fake
  * runs no kernels: ordering by data is proved by test_gpu_flow on the GPU.
  * Links libcuweave.a for the test seam; the fake's path is argv[1].
  */
@@ -1747,6 +1749,102 @@ static void test_no_context_switch_when_current(void **state) {
  * sink's stream after each frame. Before the mark free list every mark was a
  * calloc (4 per frame here); before mark_synced every frame made the
  * cuEventSynchronize. */
+/* Port names passed from memory the operator rewrites between calls (the
+ * same pointer, another name): each call finds the port its name says now
+ * (the executor tries the port last found by that pointer first, and
+ * compares the name). Buffers of two sizes taken in turn from the
+ * pipeline's cache, over more frames than the cache holds: the cache hands
+ * back buffers out of the middle of its ring and wraps, and the pipeline
+ * allocates no buffer once warm. */
+#define CW_TRY_TEST(x)                   \
+    do {                                 \
+        cw_status t_ = (x);              \
+        if (t_ != CW_SUCCESS) return t_; \
+    } while (0)
+
+typedef struct names_op {
+    char buf[16];
+    long frame, bad;
+} names_op;
+
+static cw_status names_src(cw_io *io, void *user) {
+    names_op *n = user;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    cw_buffer *b = NULL;
+    /* 4096 on two frames of three, 8192 on the third: the oldest cached
+     * buffer is often of the other size */
+    CW_TRY_TEST(cw_io_alloc(&b, io, n->frame % 3 == 2 ? 8192 : 4096));
+    strcpy(n->buf, "x");
+    CW_TRY_TEST(cw_io_emit(io, n->buf, (void *)(intptr_t)(2 * n->frame + 1), b));
+    strcpy(n->buf, "y");
+    CW_TRY_TEST(cw_io_emit(io, n->buf, (void *)(intptr_t)(2 * n->frame + 2), NULL));
+    strcpy(n->buf, "in");  /* an output has no port "in" */
+    if (cw_io_emit(io, n->buf, NULL, NULL) != CW_ERROR_INVALID_ARGUMENT) n->bad++;
+    n->frame++;
+    return CW_SUCCESS;
+}
+
+static cw_status names_dst(cw_io *io, void *user) {
+    names_op *n = user;
+    cw_message m;
+    for (int k = 0; k < 2; k++) { /* "y" then "x" in the same memory, twice */
+        strcpy(n->buf, "y");
+        CW_TRY_TEST(cw_io_receive(io, n->buf, &m));
+        if ((intptr_t)m.value != 2 * n->frame + 2 || m.buffer) n->bad++;
+        strcpy(n->buf, "x");
+        CW_TRY_TEST(cw_io_receive(io, n->buf, &m));
+        if ((intptr_t)m.value != 2 * n->frame + 1 || !m.buffer) n->bad++;
+        cw_buffer_info bi;
+        CW_TRY_TEST(cw_buffer_get_info(m.buffer, &bi));
+        if (bi.bytes != (n->frame % 3 == 2 ? 8192u : 4096u)) n->bad++;
+    }
+    cw_stream *s = NULL;
+    strcpy(n->buf, "x");
+    CW_TRY_TEST(cw_io_receive_stream(io, n->buf, &s));
+    strcpy(n->buf, "z");
+    if (cw_io_receive(io, n->buf, &m) != CW_ERROR_INVALID_ARGUMENT) n->bad++;
+    n->frame++;
+    return CW_SUCCESS;
+}
+
+static void test_port_names_and_cache_ring(void **state) {
+    (void)state;
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 4;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    names_op src = {0}, dst = {0};
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = names_src;
+    cw_operator *a = NULL, *b = NULL;
+    assert_cw_ok(cw_operator_create(&a, "src", &ops, &src, NULL));
+    assert_cw_ok(cw_operator_add_output(a, "x", NULL));
+    assert_cw_ok(cw_operator_add_output(a, "y", NULL));
+    ops.compute = names_dst;
+    assert_cw_ok(cw_operator_create(&b, "dst", &ops, &dst, NULL));
+    assert_cw_ok(cw_operator_add_input(b, "x", NULL));
+    assert_cw_ok(cw_operator_add_input(b, "y", NULL));
+    assert_cw_ok(cw_pipeline_add(p, a));
+    assert_cw_ok(cw_pipeline_add(p, b));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "x", "dst", "x"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "y", "dst", "y"));
+    assert_cw_ok(cw_pipeline_run(p, 30)); /* warm */
+    cw_pipeline_info i0, i1;
+    assert_cw_ok(cw_pipeline_get_info(p, &i0));
+    for (int f = 0; f < 170; f++) assert_cw_ok(cw_pipeline_run(p, 1)); /* 140 takes: the 64-slot ring wraps */
+    assert_cw_ok(cw_pipeline_get_info(p, &i1));
+    assert_int_equal(src.frame, 200);
+    assert_int_equal(dst.frame, 200);
+    assert_int_equal(src.bad, 0);
+    assert_int_equal(dst.bad, 0);
+    assert_int_equal(i1.buffers_allocated, i0.buffers_allocated); /* warm: every buffer from the cache */
+    assert_int_equal(i1.buffers_reused - i0.buffers_reused, 170);
+    cw_pipeline_destroy(&p);
+}
+
 static void test_frame_cost_counted(void **state) {
     (void)state;
     cw_pipeline_settings ps;
@@ -1862,6 +1960,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_defaults_names_ports),
         cmocka_unit_test(test_no_context_switch_when_current),
         cmocka_unit_test(test_frame_cost_counted),
+        cmocka_unit_test(test_port_names_and_cache_ring),
         cmocka_unit_test(test_connect_and_check_rules),
         cmocka_unit_test(test_stream_rules),
         cmocka_unit_test(test_fallbacks),

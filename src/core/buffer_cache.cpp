@@ -12,21 +12,27 @@
 namespace cw {
 namespace core {
 
-constexpr size_t kCacheMax = 64;  // buffers a cache keeps
+constexpr size_t kCacheMax = 64;  // buffers a cache keeps (a power of two: the ring's index wraps by a mask)
+static_assert((kCacheMax & (kCacheMax - 1)) == 0, "kCacheMax is a power of two");
 
 struct BufferCache {
     std::atomic<int> refs;  // the owner's and one per buffer it made
     std::atomic<int> lock;
     bool closed;
-    cw_buffer **items;  // oldest first
-    size_t count;
+    cw_buffer **items;  // a ring of kCacheMax: oldest first, from items[head]
+    size_t head, count;
     std::atomic<uint64_t> reused, allocated;
 };
+
+// The i-th oldest cached buffer's slot (i < count, or == count to append).
+namespace {
+cw_buffer *&at(BufferCache *c, size_t i) { return c->items[(c->head + i) & (kCacheMax - 1)]; }
+}  // namespace
 
 bool cache_keep(BufferCache *c, cw_buffer *b) {
     SpinLock lock(c->lock);
     if (c->closed || c->count >= kCacheMax) return false;
-    c->items[c->count++] = b;
+    at(c, c->count++) = b;
     return true;
 }
 
@@ -59,7 +65,7 @@ void buffer_cache_close(BufferCache *c) {
         SpinLock lock(c->lock);
         c->closed = true;
         n = c->count;
-        memcpy(items, c->items, n * sizeof(cw_buffer *));
+        for (size_t i = 0; i < n; i++) items[i] = at(c, i);
         c->count = 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -76,10 +82,15 @@ void buffer_cache_close(BufferCache *c) {
 }
 
 namespace {
-// Takes c->items[i] out of the cache (lock held).
+// Takes the i-th oldest buffer out of the cache (lock held). The oldest,
+// the usual one, moves the ring's head: nothing is moved.
 cw_buffer *cache_remove(BufferCache *c, size_t i) {
-    cw_buffer *b = c->items[i];
-    memmove(&c->items[i], &c->items[i + 1], (c->count - i - 1) * sizeof(cw_buffer *));
+    cw_buffer *b = at(c, i);
+    if (i == 0) {
+        c->head = (c->head + 1) & (kCacheMax - 1);
+    } else {
+        for (size_t j = i; j + 1 < c->count; j++) at(c, j) = at(c, j + 1);
+    }
     c->count--;
     return b;
 }
@@ -109,7 +120,7 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool que
     {
         SpinLock lock(c->lock);
         for (size_t i = 0; i < c->count && !hit; i++) {
-            cw_buffer *b = c->items[i];
+            cw_buffer *b = at(c, i);
             if (!fits(b, s, bytes)) continue;
             bool done = true;
             for (int u = 0; u < b->nuses && done; u++)
@@ -127,7 +138,7 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool que
         {
             SpinLock lock(c->lock);
             for (size_t i = 0; i < c->count && !old; i++)
-                if (fits(c->items[i], s, bytes)) old = cache_remove(c, i);
+                if (fits(at(c, i), s, bytes)) old = cache_remove(c, i);
         }
         if (!old) return st;
         for (int u = 0; u < old->nuses; u++) {

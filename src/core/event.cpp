@@ -10,22 +10,6 @@
 namespace cw {
 namespace core {
 
-struct Mark {
-    std::atomic<int> refs;
-    std::atomic<bool> done;  // seen finished
-    // Marks this one is known to come after on the GPU (its stream waited
-    // for them before it was recorded): finished when it is. References,
-    // dropped when it is seen finished or goes.
-    Mark *covers[8];
-    int ncovers;
-    cw_context *ctx;  // the event's pool (retained while the mark is in use)
-    CUevent ev;
-    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
-    uint64_t serial;     // the stream's serial: compared across time
-    uint64_t syncs;      // the stream's host waits begun when it was recorded (mark_synced)
-    Mark *next;          // in the pool's free list
-};
-
 namespace {
 // The pool goes last with its context (its events' users went first).
 void events_teardown(cw_context *ctx) {
@@ -152,17 +136,12 @@ cw_status mark_record(cw_stream *s, Mark **out) {
     return CW_SUCCESS;
 }
 
-void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
-
-void mark_release(Mark *m) {
-    if (!m || m->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+void mark_last_release(Mark *m) {
     for (int i = 0; i < m->ncovers; i++) mark_release(m->covers[i]);
     cw_context *ctx = m->ctx;
     mark_free(ctx, m);
     context_release(ctx);
 }
-
-CUevent mark_event(const Mark *m) { return m->ev; }
 
 void mark_cover(Mark *m, Mark *earlier) {
     if (m == earlier || m->ncovers == (int)(sizeof m->covers / sizeof m->covers[0])) return;
@@ -177,8 +156,6 @@ void mark_set_done(Mark *m) {
     for (int i = 0; i < m->ncovers; i++) mark_set_done(m->covers[i]);
 }
 }  // namespace
-
-bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
 
 bool mark_synced(Mark *m, const cw_stream *s) {
     if (m->done.load(std::memory_order_acquire)) return true;
@@ -201,9 +178,7 @@ cw_status mark_wait(Mark *m) {
     mark_set_done(m);
     return CW_SUCCESS;
 }
-const cw_stream *mark_stream(const Mark *m) { return m->s; }
 unsigned long marks_allocated() { return g_marks_allocated.load(std::memory_order_relaxed); }
-uint64_t mark_serial(const Mark *m) { return m->serial; }
 
 bool mark_fold(cw_stream *rel, Mark *m) {
     bool ok = (rel && drv().cuStreamWaitEvent(rel->cu, m->ev, 0) == CUDA_SUCCESS) ||

@@ -32,17 +32,36 @@ cw_status event_get(cw_context *ctx, CUevent *ev);
 void event_put(cw_context *ctx, CUevent ev);
 
 // ---- marks ----
-struct Mark;
+struct Mark {
+    std::atomic<int> refs;
+    std::atomic<bool> done;  // seen finished
+    // Marks this one is known to come after on the GPU (its stream waited
+    // for them before it was recorded): finished when it is. References,
+    // dropped when it is seen finished or goes.
+    Mark *covers[8];
+    int ncovers;
+    cw_context *ctx;  // the event's pool (retained while the mark is in use)
+    CUevent ev;
+    const cw_stream *s;  // compared only, within a compute call (the stream is alive)
+    uint64_t serial;     // the stream's serial: compared across time
+    uint64_t syncs;      // the stream's host waits begun when it was recorded (mark_synced)
+    Mark *next;          // in the pool's free list
+};
+
 // Records an event on s (pooled, from s's context). One reference for the caller.
 cw_status mark_record(cw_stream *s, Mark **out);
-void mark_retain(Mark *m);
-void mark_release(Mark *m);
-CUevent mark_event(const Mark *m);
+// (The accessors used on every compute call are inline.)
+inline void mark_retain(Mark *m) { m->refs.fetch_add(1, std::memory_order_relaxed); }
+void mark_last_release(Mark *m);  // mark_release's last reference: to the free list
+inline void mark_release(Mark *m) {
+    if (m && m->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) mark_last_release(m);
+}
+inline CUevent mark_event(const Mark *m) { return m->ev; }
 // True once the work before m has finished (asks the driver until it has,
 // remembers it after). mark_wait blocks until then.
 bool mark_done(Mark *m);
 // True when m is known finished (no driver call).
-bool mark_finished(const Mark *m);
+inline bool mark_finished(const Mark *m) { return m->done.load(std::memory_order_acquire); }
 // True when m is known finished, or was recorded on s (alive: the caller
 // holds it) before a host wait on s began that has ended in success
 // (stream_synchronize): then noted finished, with what it covers. No driver call.
@@ -54,12 +73,12 @@ cw_status mark_wait(Mark *m);
 void mark_cover(Mark *m, Mark *earlier);
 // The stream m was recorded on (compare only: it may be gone), and that
 // stream's serial (unique in the process, unlike its address).
-const cw_stream *mark_stream(const Mark *m);
+inline const cw_stream *mark_stream(const Mark *m) { return m->s; }
 // Marks allocated since the process started (a mark's host memory is reused
 // from its context's free list: the count grows only with the most marks
 // alive at once; test_flow_cpu asserts no growth per iteration).
 unsigned long marks_allocated();
-uint64_t mark_serial(const Mark *m);
+inline uint64_t mark_serial(const Mark *m) { return m->serial; }
 // Makes the release stream rel wait for m (or, when it cannot, the host),
 // then drops the caller's reference. False when neither could wait (a
 // faulted device).

@@ -300,9 +300,12 @@ void end_iteration(cw_pipeline *p) {
 
 cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
     // The list is in iteration order (mark_iteration appends): only its
-    // front is settled, the rest moved up once (not visited entry by entry).
+    // front is settled, from the head on; the settled entries are dropped
+    // from the vector once they are as many as the live ones (a move every
+    // few iterations, not one per iteration).
     cw_status st = CW_SUCCESS;
-    size_t settled = 0;
+    const size_t head = p->ended_head;
+    size_t settled = head;
     for (; settled < p->ended.size(); settled++) {
         cw_pipeline::Ended e = p->ended[settled];
         if (wait && e.iteration > upto) break;
@@ -321,7 +324,7 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
                 for (size_t j = 0; j < p->topo.size(); j++) {
                     const cw_operator *op = p->ops[p->topo[j]];
                     bool open = false;
-                    for (size_t m = 0; m < p->ended.size(); m++)
+                    for (size_t m = head; m < p->ended.size(); m++)
                         open = open || (p->ended[m].iteration == e.iteration && p->ended[m].op == op->index &&
                                         !mark_finished(p->ended[m].mark));
                     if (open) list_name(names, sizeof names, &len, op->name);
@@ -338,7 +341,12 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
         }
         mark_release(e.mark);
     }
-    p->ended.erase_front(settled);
+    if (settled >= p->ended.size() - settled) {
+        p->ended.erase_front(settled);
+        p->ended_head = 0;
+    } else {
+        p->ended_head = settled;
+    }
     return st;
 }
 
@@ -354,7 +362,7 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
         }
     } running{p};
     if (!p->checked) CW_TRY(pipeline_check(p));
-    if (any_port_memory(p)) CW_TRY(setup_memory(p, p->ctx));
+    if (p->port_memory) CW_TRY(setup_memory(p, p->ctx));  // (found once by pipeline_check)
     // Compute calls make their stream's context current (on this thread,
     // with one worker thread): the caller gets its own back at the end.
     struct Restore {

@@ -32,6 +32,9 @@ struct Message {
 
 struct Port {
     char name[CW_NAME_MAX + 1];
+    // The name pointer a compute call last found this port by (io.cpp): the
+    // next call's lookup tries this port first (its name still compared).
+    const char *key = nullptr;
     bool input;
     unsigned flags;
     size_t bytes;
@@ -117,11 +120,13 @@ struct cw_pipeline {
         int op;          // whose compute call it ended
     };
     cw::Vec<Ended> ended;  // the end of recent iterations, per stream used
+    size_t ended_head;     // ended[0, ended_head) are settled (moved out in bulk)
     cw::core::BufferCache *cache;  // buffers of cw_io_alloc, recycled
     cw::Vec<cw_operator *> ops;
     cw::Vec<cw::flow::Connection> conns;
     cw::Vec<int> topo;
     bool checked;
+    bool port_memory;  // a port declares memory (found by pipeline_check)
     bool memory_ready;
     cw::flow::PortMemory *memory;
     cw_stream *null_stream;  // wrapper of the legacy stream, made when first needed
@@ -158,6 +163,13 @@ inline bool io_ok(const cw_io *io) { return io && io->tag == HandleKind<cw_io>::
 // 1..63 bytes of [A-Za-z0-9_.-]; *why says what is wrong.
 bool name_ok(const char *name, const char **why);
 int find_port(const cw_operator *op, const char *name);
+// The same name (what strcmp == 0 says, inline: port names are short).
+inline bool same_name(const char *a, const char *b) {
+    for (;; a++, b++) {
+        if (*a != *b) return false;
+        if (!*a) return true;
+    }
+}
 cw_operator *find_op(const cw_pipeline *p, const char *name);
 // Appends 'name' to a list of names in buf (cap bytes, *len used, a ", "
 // before all but the first); stops adding once less than a name's room is

@@ -16,10 +16,27 @@ using namespace core;
 
 namespace {
 
+// find_port for a compute call: operators pass the same name (a literal)
+// every call, so the port last found by this pointer is tried first; the
+// name is still compared (the caller's memory may hold another name now).
+int io_find_port(cw_operator *op, const char *name) {
+    const size_t n = op->ports.size();
+    for (size_t i = 0; i < n; i++) {
+        Port &pt = op->ports[i];
+        if (pt.key == name) {
+            if (same_name(pt.name, name)) return (int)i;
+            break;
+        }
+    }
+    int i = find_port(op, name);
+    if (i >= 0) op->ports[i].key = name;
+    return i;
+}
+
 // Input port index, or a failure naming the operator and port.
 cw_status input_port(cw_io *io, const char *port, int *idx) {
     CW_CHECK_ARG(port != NULL);
-    int i = find_port(io->op, port);
+    int i = io_find_port(io->op, port);
     if (i < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no port '%s'", io->op->name, port);
     if (!io->op->ports[i].input)
         return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' port '%s' is an output, not an input", io->op->name,
@@ -30,7 +47,7 @@ cw_status input_port(cw_io *io, const char *port, int *idx) {
 
 cw_status output_port(cw_io *io, const char *port, int *idx) {
     CW_CHECK_ARG(port != NULL);
-    int i = find_port(io->op, port);
+    int i = io_find_port(io->op, port);
     if (i < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' has no port '%s'", io->op->name, port);
     if (io->op->ports[i].input)
         return fail(CW_ERROR_INVALID_ARGUMENT, "operator '%s' port '%s' is an input, not an output", io->op->name,
@@ -118,9 +135,24 @@ bool peer_direct(const cw_context *home, const cw_context *from) {
 // (from the pipeline's cache) filled by a peer copy on the call's stream,
 // after the producer's work. Receive calls hand out the moved buffer; the
 // original keeps the call's uses, so neither is freed under the copy.
-cw_status move_inputs(cw_io *io, int pi) {
+__attribute__((noinline)) cw_status move_inputs_slow(cw_io *io, int pi);
+
+// The usual case inline, with no frame to set up: the port was seen this
+// call, or none of its buffers lives on another device.
+inline cw_status move_inputs(cw_io *io, int pi) {
     Port &pt = io->op->ports[pi];
     if (io->resident || pt.moved) return CW_SUCCESS;
+    const CUdevice home = op_context(io->op)->device;
+    for (int ci : pt.conns) {
+        const Connection &c = io->p->conns[ci];
+        if (c.has && c.msg.buffer && !c.local && c.msg.buffer->ctx->device != home) return move_inputs_slow(io, pi);
+    }
+    pt.moved = true;
+    return CW_SUCCESS;
+}
+
+cw_status move_inputs_slow(cw_io *io, int pi) {
+    Port &pt = io->op->ports[pi];
     cw_pipeline *p = io->p;
     const cw_context *home = op_context(io->op);
     for (int ci : pt.conns) {
@@ -213,6 +245,33 @@ static cw_status make_current(CUcontext cu) {
     return CW_SUCCESS;
 }
 
+// Neither a pool stream nor an upstream one: the legacy stream, and outputs
+// carry nothing (what Holoscan documents for this case). Out of line, as
+// the port-memory ordering below: io_receive_stream's usual path stays short.
+__attribute__((noinline)) static cw_status receive_legacy(cw_io *io, cw_stream **out) {
+    cw_stream *s = nullptr;
+    CW_TRY(legacy_stream(io->p, &s));
+    CW_TRY(make_current(io->p->ctx->cu));
+    *out = s;
+    return CW_SUCCESS;
+}
+
+// Port memory is written again every iteration: the writer waits for last
+// iteration's readers (a pool buffer never needs this).
+__attribute__((noinline)) static cw_status order_port_memory(cw_io *io, cw_stream *s) {
+    io->reuse_ordered = true;
+    for (const Port &pt : io->op->ports) {
+        if (pt.input || !pt.mem) continue;
+        for (int ci : pt.conns)
+            for (Mark *m : io->p->ops[io->p->conns[ci].to_op]->call_marks) {
+                if (mark_stream(m) == s) continue;
+                CUevent ev = mark_event(m);
+                CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
+            }
+    }
+    return CW_SUCCESS;
+}
+
 cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
     int pi = -1;
     if (port) CW_TRY(input_port(io, port, &pi));
@@ -221,35 +280,15 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
         return CW_SUCCESS;
     }
     if (pi >= 0) CW_TRY(move_inputs(io, pi));
-    CW_TRY(ensure_stream(io, pi));
+    if (!io->stream) CW_TRY(ensure_stream(io, pi));
     cw_stream *s = io->stream;
-    if (!s) {
-        // Neither a pool stream nor an upstream one: the legacy stream, and
-        // outputs carry nothing (what Holoscan documents for this case).
-        CW_TRY(legacy_stream(io->p, &s));
-        CW_TRY(make_current(io->p->ctx->cu));
-        *out = s;
-        return CW_SUCCESS;
-    }
+    if (!s) return receive_legacy(io, out);
     if (pi >= 0)
         for (int ci : io->op->ports[pi].conns) {
             const Connection &c = io->p->conns[ci];
             if (!c.local) CW_TRY(order_behind(io, s, c));  // a moved message's copy already waited on s
         }
-    if (io->p->memory_ready && !io->reuse_ordered) {
-        // Port memory is written again every iteration: the writer waits for
-        // last iteration's readers (a pool buffer never needs this).
-        io->reuse_ordered = true;
-        for (const Port &pt : io->op->ports) {
-            if (pt.input || !pt.mem) continue;
-            for (int ci : pt.conns)
-                for (Mark *m : io->p->ops[io->p->conns[ci].to_op]->call_marks) {
-                    if (mark_stream(m) == s) continue;
-                    CUevent ev = mark_event(m);
-                    CW_TRY(on_stream(s, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(s->cu, ev, 0); }));
-                }
-        }
-    }
+    if (io->p->memory_ready && !io->reuse_ordered) CW_TRY(order_port_memory(io, s));
     if (io->made_current != s->ctx->cu) {
         CW_TRY(make_current(s->ctx->cu));
         io->made_current = s->ctx->cu;

@@ -36,7 +36,7 @@ bool name_ok(const char *name, const char **why) {
 int find_port(const cw_operator *op, const char *name) {
     if (!name) return -1;
     for (size_t i = 0; i < op->ports.size(); i++)
-        if (strcmp(op->ports[i].name, name) == 0) return (int)i;
+        if (same_name(op->ports[i].name, name)) return (int)i;
     return -1;
 }
 
@@ -272,7 +272,8 @@ cw_status pipeline_check(cw_pipeline *p) {
             if (indeg[i] > 0) list_name(names, sizeof names, &len, p->ops[i]->name);
         return fail(CW_ERROR_INVALID_ARGUMENT, "the connections form a cycle through operators %s", names);
     }
-    if (any_port_memory(p)) CW_TRY(check_memory(p));
+    p->port_memory = any_port_memory(p);
+    if (p->port_memory) CW_TRY(check_memory(p));
     p->topo.clear();
     if (!p->topo.reserve(n)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (int i : order) p->topo.push(i);
