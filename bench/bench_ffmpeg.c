@@ -317,7 +317,8 @@ static double run_pass(runner *R, variant v, int one_at_a_time, double *lat_ms) 
     }
     double *recv_ms = R->recv_ms;
     const int is_cw = v == V_CW || v == V_CW_NB || v == V_CW_SPLIT;
-    const unsigned long long extra = v >= V_OLD ? ADR_WORK_US * 1000ull : 0;
+    const int adr = v == V_OLD || v == V_FIX || v == V_CW_NB; /* the ADR-0378 case: 2 ms more GPU work */
+    const unsigned long long extra = adr ? ADR_WORK_US * 1000ull : 0;
     if (is_cw && !R->cw[v]) {
         fcw_options opt = {extra, v == V_CW_NB, 0, v == V_CW_SPLIT};
         CW_CHECK(fcw_open(&R->cw[v], R->dev, R->w, R->h, &opt));
