@@ -57,6 +57,7 @@
 #include "bench_common.h"
 
 #include "ffmpeg_cuweave.h"
+#include "testing/seam.h"
 
 enum { PASSES = 12, ADR_WORK_US = 2000, TL_FIRST = 10, TL_COUNT = 8, MAX_FRAMES = 1024 };
 
@@ -498,6 +499,50 @@ static void print_breakdown(const char *title, const variant *vs, const vstats *
     printf("\n");
 }
 
+/* cuweave's driver calls in one frame-at-a-time pass of variant v (the
+ * test seam counts and times the calls cuweave makes; FFmpeg's own and the
+ * bench's raw calls are not counted): per frame, by entry. */
+typedef struct cw_profile {
+    double frames;
+    unsigned long calls[256];
+    unsigned long long ns[256];
+} cw_profile;
+
+static void profile_cw(runner *R, variant v, cw_profile *P) {
+    memset(P, 0, sizeof *P);
+    if (cwi_seam_enable() != 0) {
+        fprintf(stderr, "bench_ffmpeg: the test seam could not be enabled\n");
+        exit(1);
+    }
+    cwi_seam_timing(1);
+    cwi_seam_reset();
+    run_pass(R, v, 1, NULL);
+    cwi_seam_timing(0);
+    const int n = cwi_seam_entry_count() < 256 ? cwi_seam_entry_count() : 256;
+    for (int id = 0; id < n; id++) {
+        P->calls[id] = cwi_seam_calls(id);
+        P->ns[id] = cwi_seam_ns(id);
+    }
+    cwi_seam_disable();
+    P->frames = (double)R->frames;
+}
+
+static void print_profile(const char *what, const cw_profile *P) {
+    unsigned long calls = 0;
+    unsigned long long ns = 0;
+    const int n = cwi_seam_entry_count() < 256 ? cwi_seam_entry_count() : 256;
+    for (int id = 0; id < n; id++) {
+        calls += P->calls[id];
+        ns += P->ns[id];
+    }
+    printf("  %s: %.1f driver calls a frame, %.1f us in the driver; by entry (calls, us a frame):", what,
+           calls / P->frames, ns / 1e3 / P->frames);
+    for (int id = 0; id < n; id++)
+        if (P->calls[id])
+            printf(" %s %.1f %.2f;", cwi_seam_entry_name(id), P->calls[id] / P->frames, P->ns[id] / 1e3 / P->frames);
+    printf("\n");
+}
+
 static void measure(runner *R, const variant *vs, int nv, vstats *out) {
     static double lat[V_COUNT][PASSES * MAX_FRAMES];
     double fps[V_COUNT][PASSES], ph[V_COUNT][PH_N][PASSES];
@@ -654,6 +699,7 @@ int main(int argc, char **argv) {
     }
     /* A: cuweave against hand-written code on FFmpeg's stream */
     vstats a[2][2][3]; /* clip, stream, variant (of av) */
+    static cw_profile prof[2]; /* H.264, NULL stream: cuweave's driver calls, one stream and a stream per operator */
     const variant av[3] = {V_CW, V_RAW, V_CW_SPLIT};
     long checked = 0, wrong = 0;
     for (int c = 0; c < 2; c++)
@@ -665,6 +711,10 @@ int main(int argc, char **argv) {
                 return 77;
             }
             measure(&R, av, 3, a[c][own]);
+            if (c == 0 && own == 0) {
+                profile_cw(&R, V_CW, &prof[0]);
+                profile_cw(&R, V_CW_SPLIT, &prof[1]);
+            }
             checked += R.chk.checked;
             wrong += R.chk.wrong;
             close_runner(&R, stream);
@@ -722,6 +772,10 @@ int main(int argc, char **argv) {
             print_phases(title, av, a[c][own], 3);
             print_breakdown(title, av, a[c][own], 3);
         }
+    printf("\ncuweave's driver calls, H.264, FFmpeg's stream NULL, one frame at a time (the test seam; its timing\n"
+           "slows the calls a little):\n");
+    print_profile(variant_name[V_CW], &prof[0]);
+    print_profile(variant_name[V_CW_SPLIT], &prof[1]);
     printf("\nThe ADR-0378 case (H.264, FFmpeg on the NULL stream, %d us more GPU work per frame, FFmpeg's\n"
            "stream not made to wait: the frames are held until the work is done):\n\n",
            ADR_WORK_US);
