@@ -13,10 +13,10 @@
  *     second over a pass of the clip, 4 frames in flight) and per-frame
  *     latency (one frame at a time: from avcodec_receive_frame's return to
  *     the result on the host). cuweave twice: as examples/ffmpeg_cuweave.h
- *     runs by default (blur, histogram, SAD and the sink on the frame
- *     operator's stream, as the hand-written code runs on one stream) and
- *     with a stream per operator (the pipeline's default; the histogram
- *     beside the blur, events between the streams).
+ *     runs by default (a stream per operator, the pipeline's default: the
+ *     histogram beside the blur, events between the streams) and with
+ *     fcw_options.one_stream (blur, histogram, SAD and the sink on the frame
+ *     operator's stream, as the hand-written code runs on one stream).
  *  B. libvmaf's ADR-0378 case for real, while FFmpeg works on the NULL
  *     stream: each frame's processing (with 2 ms more GPU work per frame, a
  *     heavier metric) on per-picture streams made with CU_STREAM_DEFAULT
@@ -225,7 +225,7 @@ typedef enum variant { V_CW, V_RAW, V_OLD, V_FIX, V_CW_NB, V_CW_SPLIT, V_COUNT }
 static const char *variant_name[V_COUNT] = {
     "cuweave pipeline", "hand-written, on FFmpeg's stream", "per-picture blocking streams (old libvmaf)",
     "per-picture non-blocking streams (ADR fix)", "cuweave pipeline (non-blocking)",
-    "cuweave pipeline, a stream per operator"};
+    "cuweave pipeline, one stream"};
 
 typedef struct checker {
     const fcw_result *want;
@@ -699,7 +699,7 @@ int main(int argc, char **argv) {
     }
     /* A: cuweave against hand-written code on FFmpeg's stream */
     vstats a[2][2][3]; /* clip, stream, variant (of av) */
-    static cw_profile prof[2]; /* H.264, NULL stream: cuweave's driver calls, one stream and a stream per operator */
+    static cw_profile prof[2]; /* H.264, NULL stream: cuweave's driver calls, a stream per operator and one stream */
     const variant av[3] = {V_CW, V_RAW, V_CW_SPLIT};
     long checked = 0, wrong = 0;
     for (int c = 0; c < 2; c++)
@@ -755,7 +755,7 @@ int main(int argc, char **argv) {
                        own ? "the program's (non-blocking)" : "NULL", variant_name[av[v]], a[c][own][v].fps_p50,
                        a[c][own][v].fps_p01, a[c][own][v].lat.p50, a[c][own][v].lat.p99);
     printf("\n| clip | FFmpeg's stream | hand-written / cuweave: fps p50 | cuweave / hand-written: latency p50, p99 | "
-           "the same for a stream per operator |\n"
+           "the same for one stream |\n"
            "| --- | --- | --- | --- | --- |\n");
     for (int c = 0; c < 2; c++)
         for (int own = 0; own < 2; own++)

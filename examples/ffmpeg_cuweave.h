@@ -306,15 +306,15 @@ typedef struct fcw_options {
     /* Nonzero (the test's control only): the frame is released at once
      * after the enqueue, before cuweave has read it. */
     int release_at_once;
-    /* Nonzero: every operator leases a stream of its own (the pipeline's
-     * default), and the pipeline orders them with events. 0 (here the
-     * default): blur, hist, SAD and the sink take no stream of their own
+    /* Nonzero: blur, hist, SAD and the sink take no stream of their own
      * (cw_operator_settings.no_internal_stream) and run on the frame
      * operator's, behind each other, as hand-written code on one stream
-     * does: per frame the kernels are small (tens of microseconds), and
-     * each hop between streams costs an event record and wait on the host
-     * and the wait's latency on the GPU (bench_ffmpeg measures both). */
-    int per_operator_streams;
+     * does. 0 (the default): a stream per operator, ordered with events
+     * (the histogram beside the blur). On the H100 one stream was no
+     * faster: the pipeline then waits for each operator's mark of an old
+     * iteration on the same stream (5 cuEventSynchronize a frame against 1;
+     * bench_ffmpeg measures both). */
+    int one_stream;
 } fcw_options;
 
 typedef struct fcw_slot {
@@ -585,7 +585,7 @@ FCW_FN_ cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, u
      * of iteration i for iteration i + 1 - max_in_flight, stays behind it */
     ps.max_in_flight = FCW_RING + 1;
     if (st == CW_SUCCESS) st = cw_pipeline_create(&p->pipe, p->ctx, &ps);
-    const int own = p->opt.per_operator_streams;
+    const int own = !p->opt.one_stream;
     if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "frame", fcw_op_frame, p, NULL, NULL, "out", 1);
     if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "blur", fcw_op_blur, p, "in", NULL, "out", own);
     if (st == CW_SUCCESS) st = fcw_add_op(p->pipe, "hist", fcw_op_hist, p, "in", NULL, "out", own);

@@ -126,7 +126,7 @@ static void decode_case(int which, int own_stream, unsigned long long extra_ns, 
     if (r < 0) fail_msg("cannot open %s for NVDEC decoding: %s", path, av_err2str(r));
 
     collect c = {ref->want, ref->count, 0, 0, -1, 1};
-    fcw_options opt = {extra_ns, no_order_back, 0};
+    fcw_options opt = {extra_ns, no_order_back, 0, 0};
     fcw_proc *p = NULL;
     CUcontext before;
     watch_before(&hwt, &before);
@@ -311,7 +311,7 @@ static filter_outcome filter_case(int which, int own_stream, const fcw_options *
 }
 
 static void check_filter(int which, int own_stream, unsigned long long extra_ns) {
-    fcw_options opt = {extra_ns, 0, 0};
+    fcw_options opt = {extra_ns, 0, 0, 0};
     filter_outcome o = filter_case(which, own_stream, &opt);
     printf("# filter-style, %s, %s stream%s: %zu frames uploaded, processed, downloaded: %zu wrong results, %zu "
            "wrong pictures; released after waiting for the GPU: %llu\n",
@@ -350,7 +350,7 @@ static void test_filter_unordered_is_wrong(void **state) {
         skip();
         return;
     }
-    fcw_options opt = {10000000ull, 1, 1};
+    fcw_options opt = {10000000ull, 1, 1, 0};
     filter_outcome o = filter_case(0, 0, &opt);
     printf("# control (no ordering back, released at once, 10 ms slow kernels): %zu frames, %zu wrong results, %zu "
            "wrong pictures\n",

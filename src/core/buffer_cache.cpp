@@ -113,19 +113,38 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool que
     // Oldest first: a cached buffer of this size and device whose uses are
     // finished: known so (query false: a pipeline that waits for old
     // iterations learns it that way, with no driver call here; a cuEventQuery
-    // of recent work costs about 2 us on the H100), or asked (query true).
+    // of recent work costs about 2 us on the H100), or asked (query true, or
+    // the oldest that fits when none is known finished and the cache is
+    // full).
     // Nothing waits: a buffer still in use stays cached and a new one is
     // allocated, so the cache grows to what is in flight.
+    // Without query, when none is known finished and the cache is full, the
+    // oldest that fits is asked (one cuEventQuery a use): the host may learn
+    // of the GPU's progress in a way the pipeline does not see (a future of
+    // its own, a wait on another stream), and unasked such buffers never
+    // came back: the cache filled with them and every take allocated and
+    // freed (bench_ffmpeg one frame at a time, on the H100: 3
+    // cuMemAllocFromPoolAsync and 3 cuMemFreeAsync a frame, 22 us). A
+    // pipeline whose in-flight bound keeps up never fills it, and asks
+    // nothing.
     cw_buffer *hit = nullptr;
     {
         SpinLock lock(c->lock);
+        size_t oldest = c->count;  // the oldest that fits
         for (size_t i = 0; i < c->count && !hit; i++) {
             cw_buffer *b = at(c, i);
             if (!fits(b, s, bytes)) continue;
+            if (oldest == c->count) oldest = i;
             bool done = true;
             for (int u = 0; u < b->nuses && done; u++)
                 done = query ? mark_done(b->uses[u]) : mark_finished(b->uses[u]);
             if (done) hit = cache_remove(c, i);
+        }
+        if (!hit && !query && oldest < c->count && c->count == kCacheMax) {
+            cw_buffer *b = at(c, oldest);
+            bool done = true;
+            for (int u = 0; u < b->nuses && done; u++) done = mark_done(b->uses[u]);
+            if (done) hit = cache_remove(c, oldest);
         }
     }
     if (hit) return reuse(c, hit, out);
