@@ -169,6 +169,41 @@ __attribute__((unused)) static void bench_csv_us(const char *label, const double
 
 /* Fisher-Yates with xorshift64: a fixed-seed shuffle, for running methods in
  * a fresh random order each round. */
+/* Splits device 0 into a green partition of about `want` SMs (raised to
+ * what the device allows) and the leftover (bench_resident's and
+ * bench_resident_fused's loaded partitions). 1: *set made; 0: the device
+ * cannot (no green contexts, too few SMs), why in skip. Exits on any other
+ * error. */
+static inline int bench_partition_split(const cw_device_info *info, unsigned want, cw_partition_group **set, char *skip,
+                                        size_t skip_size) {
+    cw_partition_caps caps;
+    cw_status st = cw_partition_get_caps(0, &caps);
+    if (st == CW_SUCCESS && !caps.supported) {
+        snprintf(skip, skip_size, "device 0 (%s) or its driver has no green contexts", info->name);
+        return 0;
+    }
+    unsigned small = want;
+    if (st == CW_SUCCESS) {
+        if (small < caps.min_partition) small = caps.min_partition;
+        if (caps.granularity > 0 && small % caps.granularity) small += caps.granularity - small % caps.granularity;
+        if (small + caps.min_partition > caps.sm_count) {
+            snprintf(skip, skip_size, "%u SMs cannot be split into a %u-SM partition and a leftover", caps.sm_count,
+                     small);
+            return 0;
+        }
+        st = cw_partition_group_create(set, 0, &small, 1, -1);
+        if (st == CW_ERROR_NOT_SUPPORTED) {
+            snprintf(skip, skip_size, "cw_partition_group_create: %s", cw_last_error()->message);
+            return 0;
+        }
+    }
+    if (st != CW_SUCCESS) {
+        fprintf(stderr, "bench: splitting device 0: %s (%s)\n", cw_status_string(st), cw_last_error()->message);
+        exit(1);
+    }
+    return 1;
+}
+
 static uint64_t bench_rng_state = 0x9e3779b97f4a7c15ull;
 __attribute__((unused)) static void shuffle(int *a, int n) {
     for (int i = n - 1; i > 0; i--) {

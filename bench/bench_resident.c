@@ -940,27 +940,8 @@ typedef struct part_result {
 
 static void run_partition(part_result *pr, const cw_device_info *info, size_t iters) {
     memset(pr, 0, sizeof *pr);
-    cw_partition_caps caps;
-    CW_CHECK(cw_partition_get_caps(0, &caps));
-    if (!caps.supported) {
-        snprintf(pr->skip, sizeof pr->skip, "device 0 (%s) or its driver has no green contexts", info->name);
-        return;
-    }
-    unsigned small = SMALL_SMS;
-    if (small < caps.min_partition) small = caps.min_partition;
-    if (caps.granularity > 0 && small % caps.granularity) small += caps.granularity - small % caps.granularity;
-    if (small + caps.min_partition > caps.sm_count) {
-        snprintf(pr->skip, sizeof pr->skip, "%u SMs cannot be split into a %u-SM partition and a leftover",
-                 caps.sm_count, small);
-        return;
-    }
     cw_partition_group *set = NULL;
-    cw_status st = cw_partition_group_create(&set, 0, &small, 1, -1);
-    if (st == CW_ERROR_NOT_SUPPORTED) {
-        snprintf(pr->skip, sizeof pr->skip, "cw_partition_group_create: %s", cw_last_error()->message);
-        return;
-    }
-    CW_CHECK(st);
+    if (!bench_partition_split(info, SMALL_SMS, &set, pr->skip, sizeof pr->skip)) return;
     cw_context *part = NULL, *left = NULL;
     cw_partition_group_info ginfo;
     cw_partition_info part_info;
@@ -986,7 +967,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_stream *hs = NULL;
     CW_CHECK(cw_stream_create(&hs, left, NULL));
     cw_resident *r = NULL;
-    st = loop_make(&r, &kg, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
+    cw_status st = loop_make(&r, &kg, W_GUARDED_FN, 16, CW_RESIDENT_SLEEP_FIXED, 0, 0, 0); /* as a) */
     if (st == CW_ERROR_NOT_SUPPORTED) {
         snprintf(pr->skip, sizeof pr->skip, "cw_resident_create on a partition: %s", cw_last_error()->message);
     } else {
