@@ -157,6 +157,8 @@ void mark_set_done(Mark *m) {
 }
 }  // namespace
 
+void mark_note_finished(Mark *m) { mark_set_done(m); }
+
 bool mark_synced(Mark *m, const cw_stream *s) {
     if (m->done.load(std::memory_order_acquire)) return true;
     if (s->serial != m->serial || s->synced.load(std::memory_order_acquire) <= m->syncs) return false;

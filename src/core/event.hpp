@@ -67,6 +67,9 @@ inline bool mark_finished(const Mark *m) { return m->done.load(std::memory_order
 // (stream_synchronize): then noted finished, with what it covers. No driver call.
 bool mark_synced(Mark *m, const cw_stream *s);
 cw_status mark_wait(Mark *m);
+// m is known finished (the caller saw a later mark on its stream finish):
+// noted, with what it covers. No driver call.
+void mark_note_finished(Mark *m);
 // m was recorded on a stream that had waited for `earlier`: when m is seen
 // finished, so is earlier (no driver call asks about it). Only before m is
 // shared with another thread; at most 8 (more are simply not noted).

@@ -305,6 +305,10 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
     // few iterations, not one per iteration).
     cw_status st = CW_SUCCESS;
     const size_t head = p->ended_head;
+    // The entries to wait for: [head, upto_end).
+    size_t upto_end = head;
+    if (wait)
+        while (upto_end < p->ended.size() && p->ended[upto_end].iteration <= upto) upto_end++;
     size_t settled = head;
     for (; settled < p->ended.size(); settled++) {
         cw_pipeline::Ended e = p->ended[settled];
@@ -314,6 +318,20 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
             // the usual wait of one frame at a time) that began after the
             // mark shows it finished: no driver call.
             if (cw_stream *own = p->ops[e.op]->internal) (void)mark_synced(e.mark, own);
+            // With one executor thread the list is in the order the marks
+            // were recorded: the last of these on the same stream (the same
+            // lease) finishing means this one did (the stream's order). One
+            // wait serves every operator that ran on it (operators without a
+            // stream of their own run on their upstream's).
+            if (p->threads <= 1 && !mark_finished(e.mark)) {
+                for (size_t j = upto_end; j-- > settled + 1;) {
+                    Mark *later = p->ended[j].mark;
+                    if (mark_stream(later) != mark_stream(e.mark) || mark_serial(later) != mark_serial(e.mark))
+                        continue;
+                    if (mark_wait(later) == CW_SUCCESS) mark_note_finished(e.mark);
+                    break;
+                }
+            }
             st = mark_wait(e.mark);
             if (st == CW_ERROR_DEVICE_FAULT) {
                 // Name the stage: the iteration, and its operators whose work
