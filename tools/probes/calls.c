@@ -122,5 +122,29 @@ int main(void) {
     cuStreamSynchronize(a);
     cuStreamSynchronize(b);
     cuStreamSynchronize(c);
+    /* a ring of 8 events per stream (bench_vmaf's raw designs: one event per
+     * picture stream and ring slot) against the one event per stream above,
+     * recorded again while waits on its last record are pending (cuweave's
+     * stream_order records the stream's own event) */
+    void *ring_a[8], *ring_b[8];
+    for (int i = 0; i < 8; i++)
+        if (cuEventCreate(&ring_a[i], 2) || cuEventCreate(&ring_b[i], 2)) return printf("setup failed\n"), 1;
+    int slot = 0;
+    TIME_DRAINED("kernel+record+wait, a ring of 8 per stream",
+         (k++ & 1) ? (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, b, NULL, NULL), cuEventRecord(ring_b[slot & 7], b),
+                      cuStreamWaitEvent(c, ring_b[slot & 7], 0), slot++)
+                   : (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, NULL, NULL), cuEventRecord(ring_a[slot & 7], a),
+                      cuStreamWaitEvent(c, ring_a[slot & 7], 0)));
+    cuStreamSynchronize(a);
+    cuStreamSynchronize(b);
+    cuStreamSynchronize(c);
+    /* the pair alone, no kernel: the same two patterns, each repeated */
+    for (int rep = 0; rep < 2; rep++) {
+        TIME_DRAINED("record+wait, one event per stream",
+             (k++ & 1) ? (cuEventRecord(ev2, b), cuStreamWaitEvent(c, ev2, 0)) : (cuEventRecord(ev, a), cuStreamWaitEvent(c, ev, 0)));
+        TIME_DRAINED("record+wait, a ring of 8 per stream",
+             (k++ & 1) ? (cuEventRecord(ring_b[slot & 7], b), cuStreamWaitEvent(c, ring_b[slot & 7], 0), slot++)
+                       : (cuEventRecord(ring_a[slot & 7], a), cuStreamWaitEvent(c, ring_a[slot & 7], 0)));
+    }
     return 0;
 }
