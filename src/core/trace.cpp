@@ -410,6 +410,37 @@ cw_status trace_host_end(cw_trace *t) {
     return CW_SUCCESS;
 }
 
+namespace {
+// A span already ended, on track k (the lock held). A span the bound drops
+// leaves nothing open.
+cw_status closed_span(cw_trace *t, uint32_t k, const char *name, int64_t begin_ns, int64_t end_ns) {
+    cw_status st;
+    Span *sp = span_new(t, k, name, &st);
+    if (sp) {
+        sp->b = begin_ns;
+        sp->e = end_ns;
+        sp->open = false;
+        sp->resolved = true;
+    } else if (st == CW_SUCCESS) {
+        t->tracks[k].dropped_open--;
+    }
+    return st;
+}
+
+// The GPU track of key, named `track` when this call made it (the lock held).
+cw_status gpu_track(cw_trace *t, uint64_t key, const char *track, uint32_t *out) {
+    const size_t had = t->tracks.size();
+    const uint32_t k = track_of(t, key, true);
+    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (t->tracks.size() > had) {
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
+        t->tracks[k].named = true;
+    }
+    *out = k;
+    return CW_SUCCESS;
+}
+}  // namespace
+
 cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64_t end_ns, const char *thread_name) {
     Lock lock(t);
     const uint32_t k = track_of(t, thread_key(), false);
@@ -419,52 +450,21 @@ cw_status trace_host_span(cw_trace *t, const char *name, int64_t begin_ns, int64
                  (unsigned long long)t->tracks[k].key);
         t->tracks[k].named = true;
     }
-    cw_status st;
-    Span *sp = span_new(t, k, name, &st);
-    if (sp) {
-        sp->b = begin_ns;
-        sp->e = end_ns;
-        sp->open = false;
-        sp->resolved = true;
-    } else if (st == CW_SUCCESS) {
-        t->tracks[k].dropped_open--;  // a complete span leaves nothing open
-    }
-    return st;
+    return closed_span(t, k, name, begin_ns, end_ns);
 }
 
 cw_status trace_gpu_span(cw_trace *t, uint64_t key, const char *track, const char *name, int64_t begin_ns,
                          int64_t end_ns) {
     Lock lock(t);
-    const size_t had = t->tracks.size();
-    const uint32_t k = track_of(t, key, true);
-    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (t->tracks.size() > had) {
-        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
-        t->tracks[k].named = true;
-    }
-    cw_status st;
-    Span *sp = span_new(t, k, name, &st);
-    if (sp) {
-        sp->b = begin_ns;
-        sp->e = end_ns < begin_ns ? begin_ns : end_ns;
-        sp->open = false;
-        sp->resolved = true;
-    } else if (st == CW_SUCCESS) {
-        t->tracks[k].dropped_open--;
-    }
-    return st;
+    uint32_t k;
+    CW_TRY(gpu_track(t, key, track, &k));
+    return closed_span(t, k, name, begin_ns, end_ns < begin_ns ? begin_ns : end_ns);
 }
 
 cw_status trace_gpu_track(cw_trace *t, uint64_t key, const char *track) {
     Lock lock(t);
-    const size_t had = t->tracks.size();
-    const uint32_t k = track_of(t, key, true);
-    if (k == UINT32_MAX) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (t->tracks.size() > had) {
-        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "%s", track);
-        t->tracks[k].named = true;
-    }
-    return CW_SUCCESS;
+    uint32_t k;
+    return gpu_track(t, key, track, &k);
 }
 
 bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset) {
