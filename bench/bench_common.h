@@ -11,14 +11,36 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuweave/cuweave.h"
+
+/* The watchdog: a bench that makes no progress for `seconds` (a hang) ends
+ * with a message on SIGALRM. bench_watchdog installs it and arms it; alarm()
+ * re-arms it (alarm(0) disarms). */
+static inline void bench_on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = BENCH_NAME ": no progress within the time limit (a hang?): giving up\n";
+    ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+    _exit(1);
+}
+
+static inline void bench_watchdog(unsigned seconds) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = bench_on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(seconds);
+}
 
 static inline unsigned long long now_ns(void) {
     struct timespec ts;

@@ -181,16 +181,6 @@ static int rx_open(void) {
     return rx.cuMemcpyHtoDAsync && rx.cuMemcpyDtoHAsync && rx.cuKernelGetFunction && rx.cuMemGetInfo;
 }
 
-/* ---- the watchdog ------------------------------------------------------------ */
-
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "bench_pipeline: no progress within the time limit (a hang?): giving up\n";
-    ssize_t n = write(2, msg, sizeof msg - 1);
-    (void)n;
-    _exit(1);
-}
-
 /* ---- knobs ------------------------------------------------------------------------ */
 
 static long g_frames = DEFAULT_FRAMES;
@@ -1414,12 +1404,7 @@ int main(void) {
            g_n, g_grid, THREADS, (double)g_spin / 1e3, g_threads, RING, g_frames, g_runs);
     fflush(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    alarm(WATCHDOG_S);
+    bench_watchdog(WATCHDOG_S);
 
     cw_device_info info;
     int drv = 0;

@@ -206,16 +206,6 @@ static int rx_open(void) {
     return rx.cuStreamCreate && rx.cuMemcpyHtoDAsync && rx.cuMemcpyDtoHAsync && rx.cuKernelGetFunction;
 }
 
-/* ---- the watchdog ---------------------------------------------------------- */
-
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "bench_vmaf: no progress within the time limit (a hang?): giving up\n";
-    ssize_t n = write(2, msg, sizeof msg - 1);
-    (void)n;
-    _exit(1);
-}
-
 /* ---- frames: host content, shared by the variants -------------------------- */
 
 typedef struct frames {
@@ -669,12 +659,7 @@ int main(void) {
            RING, RING, DEPTH, BLOCK);
     fflush(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    alarm(SETUP_WATCHDOG_S);
+    bench_watchdog(SETUP_WATCHDOG_S);
 
     cw_device_info info;
     int drv = 0;
