@@ -2109,6 +2109,58 @@ static void test_future_wait_huge_timeout(void **state) {
 }
 
 /* What a HOST_FUNC future's callback saw of other futures. */
+/* The window between a HOST_FUNC future's completion being stored and its
+ * host function running the callback: the watcher (watching the future for
+ * a fault) sees it complete there. The callback must still run once, on the
+ * driver's callback thread, as cw_future_set_callback promises; the watcher
+ * delivers a host-function future only on a fault. */
+struct hf_window {
+    pthread_t host_thread;
+    atomic_int entered;
+    unsigned long passes_seen; /* watcher passes while the window was open */
+};
+
+static void hold_window_open(void *arg) {
+    struct hf_window *w = (struct hf_window *)arg;
+    w->host_thread = pthread_self();
+    atomic_store(&w->entered, 1);
+    const unsigned long p0 = cwi_future_watcher_passes();
+    /* A pass that ends after p0 + 1 began after the completion was stored;
+     * the watcher stops passing once its list is empty, so wait at most
+     * 200 ms (it passes at least once a millisecond while it watches). */
+    for (double end = now_ms() + 200; cwi_future_watcher_passes() < p0 + 2 && now_ms() < end;) sleep_ms(1);
+    w->passes_seen = cwi_future_watcher_passes() - p0;
+}
+
+static void test_future_host_func_callback_on_callback_thread(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    struct hf_window w;
+    memset(&w, 0, sizeof w);
+    struct cb_record rec;
+    memset(&rec, 0, sizeof rec);
+    fk.hold(1);
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
+    assert_cw_ok(cw_future_set_callback(f, record_cb, &rec)); /* watched (for a fault) from here */
+    cwi_future_host_fn_hook(hold_window_open, &w);
+    fk.hold(0);
+    assert_cw_ok(cw_future_wait(f, 5000000));
+    const int ran = wait_calls(&rec, 1, 5000);
+    assert_true(fk.drain(5000));
+    cwi_future_host_fn_hook(NULL, NULL);
+    sleep_ms(20);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+    assert_true(atomic_load(&w.entered));
+    assert_true(w.passes_seen >= 1); /* the watcher looked at its list in the window */
+    assert_true(ran);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_int_equal(rec.status, CW_SUCCESS);
+    if (!pthread_equal(rec.thread, w.host_thread))
+        fail_msg("the HOST_FUNC future's callback ran on another thread than the driver's callback thread");
+}
+
 struct probe {
     cw_stream *s;
     cw_future *ev, *wv;
@@ -3634,6 +3686,7 @@ int main(int argc, char **argv) {
         TEST_K(test_future_wait_huge_timeout, k_event),
         TEST(test_pool_acquire_wait_huge_timeout),
         TEST(test_future_no_driver_calls_in_callback),
+        TEST(test_future_host_func_callback_on_callback_thread),
         TEST(test_future_destroy_query_error),
         TEST(test_fault_injection),
         TEST(test_not_ready_is_not_a_query_answer),

@@ -130,6 +130,8 @@ struct Watch {
 } g_watch;
 // Times a newly watched future woke the watcher (future_watcher_wakes).
 std::atomic<unsigned long> g_watch_wakes{0};
+// Passes over the list (future_watcher_passes).
+std::atomic<unsigned long> g_watch_passes{0};
 
 void *watcher_main(void *) {
     // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
@@ -155,9 +157,18 @@ void *watcher_main(void *) {
         for (cw_future **pp = &g_watch.head; *pp;) {
             cw_future *f = *pp;
             bool finished = marker_done(f);
-            if (!finished && fault_pass) finished = check_fault(f) == CW_ERROR_DEVICE_FAULT;
+            // A host-function future's own host function notifies it (the
+            // callback runs on the driver's thread, as promised): the watcher
+            // only drops it, and notifies it only for a fault, after which
+            // the host function never runs.
+            bool deliver = finished && f->kind != CW_FUTURE_HOST_FUNC;
+            if (!finished && fault_pass) finished = deliver = check_fault(f) == CW_ERROR_DEVICE_FAULT;
             if (finished) {
                 *pp = f->watch_next;
+                if (!deliver) {
+                    f->watched.store(false, std::memory_order_release);
+                    continue;
+                }
                 // notifying first: unwatch reads `watched` without the lock,
                 // and once it sees false it must see notifying set too (else
                 // it could free f, and close its fd, under notify)
@@ -169,6 +180,7 @@ void *watcher_main(void *) {
                 pp = &f->watch_next;
             }
         }
+        g_watch_passes.fetch_add(1, std::memory_order_relaxed);
         pthread_mutex_unlock(&g_watch.mutex);
         if (ready) idle_ns = 2000;
         while (ready) {
@@ -248,6 +260,7 @@ void host_fn(void *user) {
     cw_future *f = static_cast<cw_future *>(user);
     f->done.store(f->armed.load(std::memory_order_relaxed), std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with set_callback / get_fd
+    if (g_host_fn_hook) g_host_fn_hook(g_host_fn_hook_arg);
     pthread_mutex_lock(&f->mutex);
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
@@ -729,6 +742,11 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
 }
 
 unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
+
+void (*g_host_fn_hook)(void *arg) = nullptr;
+void *g_host_fn_hook_arg = nullptr;
+
+unsigned long future_watcher_passes() { return g_watch_passes.load(std::memory_order_relaxed); }
 
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (f->kind != CW_FUTURE_WRITE_VALUE) return false;

@@ -47,6 +47,13 @@ int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
 
 unsigned long cwi_future_watcher_wakes(void) { return cw::core::future_watcher_wakes(); }
 
+unsigned long cwi_future_watcher_passes(void) { return cw::core::future_watcher_passes(); }
+
+void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg) {
+    cw::core::g_host_fn_hook_arg = arg;
+    cw::core::g_host_fn_hook = fn;
+}
+
 unsigned long cwi_marks_allocated(void) { return cw::core::marks_allocated(); }
 
 void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg) {

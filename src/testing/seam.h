@@ -110,6 +110,15 @@ int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *arm
  * started. */
 unsigned long cwi_future_watcher_wakes(void);
 
+/* Passes the watcher thread made over its list of watched futures since the
+ * process started. */
+unsigned long cwi_future_watcher_passes(void);
+
+/* Calls fn(arg) in every HOST_FUNC future's host function after it stored the
+ * completion and before it wakes waiters and runs the callback; NULL removes
+ * it. Set it while no host function can run. */
+void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg);
+
 /* Marks (the events the pipeline records after each compute call) whose host
  * memory was allocated since the process started: reused from then on, so
  * a warm pipeline's iterations allocate none. */
