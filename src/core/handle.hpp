@@ -91,6 +91,8 @@ constexpr size_t kHandleQuarantine = 256;
 void handle_free(void *object);
 // True while object's memory is held (for tests).
 bool handle_held(const void *object);
+// Handle objects freed (handle_free) since the process started (for tests).
+unsigned long handles_freed();
 // Live handles of every kind (for tests).
 size_t handles_live();
 // Bytes of every table the registry holds, the current one and those kept

@@ -81,6 +81,7 @@ struct Quarantine {
     std::atomic<int> lock{0};
     void *held[kHandleQuarantine];  // a ring; held[next] is the oldest once full
     size_t next = 0;
+    std::atomic<unsigned long> freed{0};  // handle_free calls (tests)
 };
 Quarantine g_quarantine;
 
@@ -312,6 +313,7 @@ void handle_free(void *object) {
         oldest = g_quarantine.held[g_quarantine.next];
         g_quarantine.held[g_quarantine.next] = object;
         g_quarantine.next = (g_quarantine.next + 1) % kHandleQuarantine;
+        g_quarantine.freed.fetch_add(1, std::memory_order_relaxed);
     }
     if (!oldest) return;
 #if defined(CW_REGISTRY_ASAN)
@@ -322,6 +324,8 @@ void handle_free(void *object) {
 #endif
     free(oldest);
 }
+
+unsigned long handles_freed() { return g_quarantine.freed.load(std::memory_order_relaxed); }
 
 bool handle_held(const void *object) {
     SpinLock lock(g_quarantine.lock);

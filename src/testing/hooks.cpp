@@ -29,6 +29,8 @@ size_t cwi_handles_quarantine(void) { return cw::core::kHandleQuarantine; }
 
 int cwi_handles_held(const void *object) { return cw::core::handle_held(object) ? 1 : 0; }
 
+unsigned long cwi_handles_freed(void) { return cw::core::handles_freed(); }
+
 int cwi_handles_lookup_racing_move(const void *h) { return cw::core::handle_lookup_racing_move(h); }
 
 void cwi_handles_fail_next(int nth) { cw::core::handle_registry_fail_next(nth); }

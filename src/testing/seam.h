@@ -83,6 +83,8 @@ int cwi_handles_lookup_racing_move(const void *h);
  * freed after it), and 1 while the memory at object is held. */
 size_t cwi_handles_quarantine(void);
 int cwi_handles_held(const void *object);
+/* Handle objects freed into the quarantine since the process started. */
+unsigned long cwi_handles_freed(void);
 
 /* SHA-256 of data (the kernel cache's hash); portable 1 forces the portable
  * code on a CPU with SHA instructions. */
