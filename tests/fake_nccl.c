@@ -124,6 +124,9 @@
  *  - ncclCommAbort frees the communicator (a join not finished leaves its
  *    rank: the rank file goes); ncclCommFinalize checks the communicator;
  *    ncclCommDestroy frees it;
+ *  - FAKE_NCCL_PEER_CHECK_DELAY_MS=ms: a wait for a peer's part sleeps
+ *    that long between not finding the part and asking whether the peer's
+ *    process is alive (a slow rank, for tests);
  *  - FAKE_NCCL_EXIT_AT_COLLECTIVE=k: the process exits with status 3 when
  *    a communicator by rank is about to issue its collective k (from 0):
  *    a rank that dies. A rank that never arrives is one never started.
@@ -717,7 +720,14 @@ static ncclResult_t xp_finish(const struct xop *op) {
         for (;;) {
             f = fopen(path, "rb");
             if (f) break;
+            const char *d = getenv("FAKE_NCCL_PEER_CHECK_DELAY_MS"); /* widens the window below (tests) */
+            if (d && *d) usleep((useconds_t)atoi(d) * 1000);
             if (pid_dead(c->pids[j])) {
+                /* A peer writes its part before it can finish (and exit):
+                 * one that wrote it and exited since the open above is done,
+                 * not gone. */
+                f = fopen(path, "rb");
+                if (f) break;
                 set_err("fake_nccl: rank %d (process %ld) is gone: collective %ld cannot complete", j, c->pids[j],
                         op->k);
                 r = ncclRemoteError;

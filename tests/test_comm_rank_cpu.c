@@ -521,6 +521,46 @@ static void test_rank_dies(void **state) {
     assert_int_equal(status[1], 3);
 }
 
+/* Rank 1 finds rank 0's part missing, and is slow to ask whether rank 0 is
+ * alive: meanwhile rank 0 writes its part, finishes the collective (rank
+ * 1's part was there) and exits. Rank 0 is done, not gone: rank 1's
+ * collective completes. */
+static void child_peer_done_first(int rank, void *arg) {
+    PipeArg *pa = arg;
+    cw_comm_id id;
+    if (rank == 0) {
+        CK_OK(cw_comm_id_generate(&id));
+        CK(write(pa->fd[1], &id, sizeof id) == (ssize_t)sizeof id);
+    } else {
+        CK(read(pa->fd[0], &id, sizeof id) == (ssize_t)sizeof id);
+        setenv("FAKE_NCCL_PEER_CHECK_DELAY_MS", "400", 1);
+    }
+    Rank r;
+    rank_open(&r, rank, kN * sizeof(int32_t));
+    cw_comm *comm = NULL;
+    CK_OK(cw_comm_create_rank(&comm, r.ctx, &id, 2, rank, 20000));
+    if (rank == 0) sleep_ms(100); /* rank 1 reaches the collective first */
+    static int32_t in[kN], out[kN];
+    for (int i = 0; i < kN; i++) in[i] = value(rank, i);
+    put_i32(&r, r.send, in, kN);
+    CK_OK(cw_comm_all_reduce_rank(comm, rank, r.send, r.recv, kN, CW_INT32, CW_SUM, r.s));
+    get_i32(&r, out, r.recv, kN);
+    for (int i = 0; i < kN; i++) CK(out[i] == value(0, i) + value(1, i));
+    cw_comm_destroy(&comm);
+    rank_close(&r);
+}
+
+static void test_peer_done_first(void **state) {
+    (void)state;
+    PipeArg pa = {{-1, -1}, 2};
+    assert_int_equal(pipe(pa.fd), 0);
+    int status[2];
+    run_ranks(2, child_peer_done_first, &pa, status, 60000);
+    close(pa.fd[0]);
+    close(pa.fd[1]);
+    expect_all_zero(2, status);
+}
+
 /* ---- the bootstrap ------------------------------------------------------- */
 
 typedef struct BootArg {
@@ -740,6 +780,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_rank_taken_twice, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_rank_never_arrives, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_rank_dies, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_peer_done_first, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_world_disagrees, setup_dir, teardown_dir),
