@@ -96,6 +96,12 @@
  * or =event makes the cuweave variant wait with that future kind in both
  * modes; BENCH_FRAMES sets the
  * frames per variant, size and mode (default 10000, in blocks of 200).
+ * Two knobs change the order of a frame's calls (issue 31's question, whether
+ * the order alone moves the host's enqueue): BENCH_VMAF_CW_ORDER=paired makes
+ * the cuweave variant order the compute stream after each upload as it is
+ * enqueued (upload, wait, upload, wait) instead of after both;
+ * BENCH_VMAF_RAW_ORDER=cw makes the raw designs enqueue both uploads first
+ * and then each record with its wait, the cuweave variant's default order.
  *
  * Build: make O=build-make build-make/bench/bench_vmaf   (or ninja -C build bench/bench_vmaf)
  */
@@ -419,22 +425,45 @@ static void raw_pictures_free(variant *V) {
  * the result is copied to pinned memory, all on the compute stream. The
  * pipelined mode also records the slot's done event.
  */
+static int g_raw_cw_order; /* BENCH_VMAF_RAW_ORDER=cw */
+/* While set, raw_submit times the six calls that match the ones cuweave makes
+ * (records, waits, the launch, the done record), as the test seam times
+ * cuweave's: one clock read on each side of each call. */
+static int g_raw_timing;
+static unsigned long long g_raw_call_ns;
+#define RAW_T(call)                                          \
+    do {                                                     \
+        const unsigned long long t_ = g_raw_timing ? now_ns() : 0; \
+        CU_CHECK(call);                                      \
+        if (g_raw_timing) g_raw_call_ns += now_ns() - t_;    \
+    } while (0)
+static int g_cw_paired;    /* BENCH_VMAF_CW_ORDER=paired */
+
 static void raw_submit(variant *V, const frames *F, long f, int pipelined) {
     const int s = slot_of(f), h = host_of(f);
     store_u64(&V->result[s], POISON);
     unsigned long long counter = V->dcount + (unsigned long long)s * sizeof(uint64_t);
     unsigned long long nwords = F->nwords;
     void *args[4] = {&V->dref[s], &V->ddis[s], &nwords, &counter};
-    CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
-    CU_CHECK(rc.cuEventRecord(V->ready_ref[s], V->str_ref[s]));
-    CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
-    CU_CHECK(rc.cuEventRecord(V->ready_dis[s], V->str_dis[s]));
-    CU_CHECK(rc.cuStreamWaitEvent(V->compute, V->ready_ref[s], 0));
-    CU_CHECK(rc.cuStreamWaitEvent(V->compute, V->ready_dis[s], 0));
+    if (g_raw_cw_order) {
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
+        RAW_T(rc.cuEventRecord(V->ready_ref[s], V->str_ref[s]));
+        RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_ref[s], 0));
+        RAW_T(rc.cuEventRecord(V->ready_dis[s], V->str_dis[s]));
+        RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_dis[s], 0));
+    } else {
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
+        RAW_T(rc.cuEventRecord(V->ready_ref[s], V->str_ref[s]));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
+        RAW_T(rc.cuEventRecord(V->ready_dis[s], V->str_dis[s]));
+        RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_ref[s], 0));
+        RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_dis[s], 0));
+    }
     CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->compute));
-    CU_CHECK(rc.cuLaunchKernel(g_fn, F->grid, 1, 1, THREADS, 1, 1, 0, V->compute, args, NULL));
+    RAW_T(rc.cuLaunchKernel(g_fn, F->grid, 1, 1, THREADS, 1, 1, 0, V->compute, args, NULL));
     CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->compute));
-    if (pipelined) CU_CHECK(rc.cuEventRecord(V->done[s], V->compute));
+    if (pipelined) RAW_T(rc.cuEventRecord(V->done[s], V->compute));
 }
 
 /*
@@ -450,10 +479,17 @@ static void cw_submit(variant *V, const frames *F, long f, int pipelined) {
     unsigned long long counter = V->dcount + (unsigned long long)s * sizeof(uint64_t);
     unsigned long long nwords = F->nwords;
     void *args[4] = {&V->dref[s], &V->ddis[s], &nwords, &counter};
-    CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
-    CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
-    CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
-    CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+    if (g_cw_paired) {
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+    } else {
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+    }
     CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->cw_compute_h));
     CW_CHECK(cw_kernel_launch(g_kernel, V->cw_compute, &F->lc, args));
     CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->cw_compute_h));
@@ -628,6 +664,7 @@ typedef struct size_result {
     double submit_us[V_COUNT]; /* mean host time to enqueue a frame */
     timeline tl[V_COUNT];      /* one at a time, with the watcher */
     double cw_drv_us, cw_submit_us, cw_calls; /* cuweave's pipelined submit: in the driver, all, calls */
+    double raw_drv_us, raw_submit_us;          /* the ADR fix's pipelined submit: its six matching calls, all */
     double raw_calls;          /* the raw designs' calls per pipelined submit */
 } size_result;
 
@@ -694,6 +731,14 @@ int main(void) {
     const char *fk = getenv("BENCH_VMAF_FUTURE");
     if (fk && strcmp(fk, "write") == 0) g_future_kind = g_future_kind_p = CW_FUTURE_WRITE_VALUE;
     if (fk && strcmp(fk, "event") == 0) g_future_kind = g_future_kind_p = CW_FUTURE_EVENT;
+    const char *ro = getenv("BENCH_VMAF_RAW_ORDER"), *co = getenv("BENCH_VMAF_CW_ORDER");
+    g_raw_cw_order = ro && strcmp(ro, "cw") == 0;
+    g_cw_paired = co && strcmp(co, "paired") == 0;
+    printf("calls' order: raw designs %s; cuweave %s\n",
+           g_raw_cw_order ? "both uploads, then each record with its wait (BENCH_VMAF_RAW_ORDER=cw)"
+                          : "upload + record per picture, then both waits",
+           g_cw_paired ? "upload + cw_stream_wait per picture (BENCH_VMAF_CW_ORDER=paired)"
+                       : "both uploads, then both cw_stream_wait");
     printf("cuweave's completion: %s future one frame at a time, %s pipelined\n",
            g_future_kind == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE",
            g_future_kind_p == CW_FUTURE_EVENT ? "EVENT" : "WRITE_VALUE");
@@ -867,6 +912,21 @@ int main(void) {
             V->profile_calls = 0;
             R->raw_calls = 10.0; /* raw_submit, pipelined: 2 copies, 3 records, 2 waits, memset, launch, copy */
         }
+        /* the ADR fix's pipelined submit, its six matching calls timed the same way */
+        {
+            variant *V = &g_var[V_ADR];
+            const unsigned long long ns0 = V->submit_ns, n0 = V->submits;
+            g_raw_call_ns = 0;
+            g_raw_timing = 1;
+            (void)run_block(V, &F, next, BLOCK, 1, NULL);
+            next += BLOCK;
+            g_raw_timing = 0;
+            const double n = (double)(V->submits - n0);
+            R->raw_submit_us = (double)(V->submit_ns - ns0) / 1e3 / n;
+            R->raw_drv_us = (double)g_raw_call_ns / 1e3 / n;
+            V->submit_ns = ns0;
+            V->submits = n0;
+        }
         R->label = k_sizes[si].label;
         for (int v = 0; v < V_COUNT; v++) {
             R->lat[v] = stats_of(lat[v], (size_t)frames_per);
@@ -918,6 +978,8 @@ int main(void) {
         printf("cuweave's pipelined submit (one block through the test seam): %.2f us, %.1f driver calls (the raw\n"
                "  designs make %.0f), %.2f us of it in the calls cuweave made (the bench's own 4 copies and memset\n"
                "  are not timed)\n", R->cw_submit_us, R->cw_calls, R->raw_calls, R->cw_drv_us);
+        printf("the ADR fix's pipelined submit, timed the same way: %.2f us, %.2f us of it in its six calls that\n"
+               "  match cuweave's (records, waits, launch)\n", R->raw_submit_us, R->raw_drv_us);
         {
             const double p99 = R->lat[V_CW].p99 / R->lat[V_ADR].p99, p999 = R->lat[V_CW].p999 / R->lat[V_ADR].p999,
                          pf = R->pfps[V_CW].p50 / R->pfps[V_ADR].p50;
