@@ -426,17 +426,25 @@ static void raw_pictures_free(variant *V) {
  * pipelined mode also records the slot's done event.
  */
 static int g_raw_cw_order; /* BENCH_VMAF_RAW_ORDER=cw */
-/* While set, raw_submit times the six calls that match the ones cuweave makes
- * (records, waits, the launch, the done record), as the test seam times
- * cuweave's: one clock read on each side of each call. */
-static int g_raw_timing;
-static unsigned long long g_raw_call_ns;
-#define RAW_T(call)                                          \
-    do {                                                     \
-        const unsigned long long t_ = g_raw_timing ? now_ns() : 0; \
-        CU_CHECK(call);                                      \
-        if (g_raw_timing) g_raw_call_ns += now_ns() - t_;    \
+/* While set (one profiled pipelined block per variant and size), submit
+ * times its calls as the test seam times cuweave's, one clock read on each
+ * side of each call, into three sums: the raw designs' six calls that match
+ * the ones cuweave makes (records, waits, the launch, the done record); the
+ * bench's own four calls in every variant (the two uploads, the memset, the
+ * result copy); cuweave's four public calls whole (its own work and the
+ * driver calls in them). */
+enum { TS_RAW6, TS_OWN4, TS_CWAPI, TS_COUNT };
+static int g_timing;
+static unsigned long long g_tsum[TS_COUNT];
+#define TIMED(slot, stmt)                                               \
+    do {                                                                \
+        const unsigned long long t_ = g_timing ? now_ns() : 0;          \
+        stmt;                                                           \
+        if (g_timing) g_tsum[slot] += now_ns() - t_;                    \
     } while (0)
+#define RAW_T(call) TIMED(TS_RAW6, CU_CHECK(call))
+#define OWN_T(call) TIMED(TS_OWN4, CU_CHECK(call))
+#define CWAPI_T(call) TIMED(TS_CWAPI, CW_CHECK(call))
 static int g_cw_paired;    /* BENCH_VMAF_CW_ORDER=paired */
 
 static void raw_submit(variant *V, const frames *F, long f, int pipelined) {
@@ -446,23 +454,23 @@ static void raw_submit(variant *V, const frames *F, long f, int pipelined) {
     unsigned long long nwords = F->nwords;
     void *args[4] = {&V->dref[s], &V->ddis[s], &nwords, &counter};
     if (g_raw_cw_order) {
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
         RAW_T(rc.cuEventRecord(V->ready_ref[s], V->str_ref[s]));
         RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_ref[s], 0));
         RAW_T(rc.cuEventRecord(V->ready_dis[s], V->str_dis[s]));
         RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_dis[s], 0));
     } else {
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->str_ref[s]));
         RAW_T(rc.cuEventRecord(V->ready_ref[s], V->str_ref[s]));
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->str_dis[s]));
         RAW_T(rc.cuEventRecord(V->ready_dis[s], V->str_dis[s]));
         RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_ref[s], 0));
         RAW_T(rc.cuStreamWaitEvent(V->compute, V->ready_dis[s], 0));
     }
-    CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->compute));
+    OWN_T(rc.cuMemsetD32Async(counter, 0, 2, V->compute));
     RAW_T(rc.cuLaunchKernel(g_fn, F->grid, 1, 1, THREADS, 1, 1, 0, V->compute, args, NULL));
-    CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->compute));
+    OWN_T(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->compute));
     if (pipelined) RAW_T(rc.cuEventRecord(V->done[s], V->compute));
 }
 
@@ -480,20 +488,20 @@ static void cw_submit(variant *V, const frames *F, long f, int pipelined) {
     unsigned long long nwords = F->nwords;
     void *args[4] = {&V->dref[s], &V->ddis[s], &nwords, &counter};
     if (g_cw_paired) {
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
-        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
-        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
+        CWAPI_T(cw_stream_wait(V->cw_compute, V->up_ref[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
+        CWAPI_T(cw_stream_wait(V->cw_compute, V->up_dis[s]));
     } else {
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
-        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
-        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
-        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
+        OWN_T(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
+        CWAPI_T(cw_stream_wait(V->cw_compute, V->up_ref[s]));
+        CWAPI_T(cw_stream_wait(V->cw_compute, V->up_dis[s]));
     }
-    CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->cw_compute_h));
-    CW_CHECK(cw_kernel_launch(g_kernel, V->cw_compute, &F->lc, args));
-    CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->cw_compute_h));
-    CW_CHECK(cw_future_rearm(pipelined ? V->fut_p[s] : V->fut[s], V->cw_compute));
+    OWN_T(rc.cuMemsetD32Async(counter, 0, 2, V->cw_compute_h));
+    CWAPI_T(cw_kernel_launch(g_kernel, V->cw_compute, &F->lc, args));
+    OWN_T(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->cw_compute_h));
+    CWAPI_T(cw_future_rearm(pipelined ? V->fut_p[s] : V->fut[s], V->cw_compute));
 }
 
 static int g_profiling; /* the test seam counts and times cuweave's calls (one block per size) */
@@ -664,7 +672,8 @@ typedef struct size_result {
     double submit_us[V_COUNT]; /* mean host time to enqueue a frame */
     timeline tl[V_COUNT];      /* one at a time, with the watcher */
     double cw_drv_us, cw_submit_us, cw_calls; /* cuweave's pipelined submit: in the driver, all, calls */
-    double raw_drv_us, raw_submit_us;          /* the ADR fix's pipelined submit: its six matching calls, all */
+    double cw_own4_us, cw_api_us;              /* ... the bench's four calls, cuweave's four public calls whole */
+    double raw_drv_us, raw_submit_us, raw_own4_us; /* the ADR fix's: its six matching calls, all, the four */
     double raw_calls;          /* the raw designs' calls per pipelined submit */
 } size_result;
 
@@ -891,18 +900,29 @@ int main(void) {
         /* cuweave's pipelined submit through the test seam: calls and the time in the driver */
         {
             variant *V = &g_var[V_CW];
+            const unsigned long long ns0 = V->submit_ns, n0 = V->submits;
+            /* first without the seam: cuweave's public calls whole, and the bench's four */
+            memset(g_tsum, 0, sizeof g_tsum);
+            g_timing = 1;
+            (void)run_block(V, &F, next, BLOCK, 1, NULL);
+            next += BLOCK;
+            g_timing = 0;
+            const double nt = (double)(V->submits - n0);
+            R->cw_own4_us = (double)g_tsum[TS_OWN4] / 1e3 / nt;
+            R->cw_api_us = (double)g_tsum[TS_CWAPI] / 1e3 / nt;
+            const unsigned long long ns1 = V->submit_ns, n1 = V->submits;
+            /* then through the seam: the driver calls in them */
             if (cwi_seam_enable() != 0) exit(1);
             cwi_seam_timing(1);
             cwi_seam_reset();
             g_profiling = 1;
-            const unsigned long long ns0 = V->submit_ns, n0 = V->submits;
             (void)run_block(V, &F, next, BLOCK, 1, NULL);
             next += BLOCK;
             g_profiling = 0;
             cwi_seam_timing(0);
-            const double n = (double)(V->submits - n0);
+            const double n = (double)(V->submits - n1);
             /* the waits are in the seam's count too: count only what submit called */
-            R->cw_submit_us = (double)(V->submit_ns - ns0) / 1e3 / n;
+            R->cw_submit_us = (double)(V->submit_ns - ns1) / 1e3 / n;
             R->cw_drv_us = (double)V->profile_drv_ns / 1e3 / n;
             R->cw_calls = (double)V->profile_calls / n + 4.0; /* + the bench's own 4 raw calls */
             cwi_seam_disable();
@@ -916,14 +936,15 @@ int main(void) {
         {
             variant *V = &g_var[V_ADR];
             const unsigned long long ns0 = V->submit_ns, n0 = V->submits;
-            g_raw_call_ns = 0;
-            g_raw_timing = 1;
+            memset(g_tsum, 0, sizeof g_tsum);
+            g_timing = 1;
             (void)run_block(V, &F, next, BLOCK, 1, NULL);
             next += BLOCK;
-            g_raw_timing = 0;
+            g_timing = 0;
             const double n = (double)(V->submits - n0);
             R->raw_submit_us = (double)(V->submit_ns - ns0) / 1e3 / n;
-            R->raw_drv_us = (double)g_raw_call_ns / 1e3 / n;
+            R->raw_drv_us = (double)g_tsum[TS_RAW6] / 1e3 / n;
+            R->raw_own4_us = (double)g_tsum[TS_OWN4] / 1e3 / n;
             V->submit_ns = ns0;
             V->submits = n0;
         }
@@ -980,6 +1001,11 @@ int main(void) {
                "  are not timed)\n", R->cw_submit_us, R->cw_calls, R->raw_calls, R->cw_drv_us);
         printf("the ADR fix's pipelined submit, timed the same way: %.2f us, %.2f us of it in its six calls that\n"
                "  match cuweave's (records, waits, launch)\n", R->raw_submit_us, R->raw_drv_us);
+        printf("split of the pipelined submit (us a frame; cuweave's calls whole in a block without the seam, its\n"
+               "  driver calls in the seam's block): the bench's four calls (uploads, memset, result copy) cuweave\n"
+               "  %.2f, ADR fix %.2f; cuweave's four public calls whole %.2f, of it in the driver %.2f, its own work\n"
+               "  %.2f; the ADR fix's six matching calls %.2f\n",
+               R->cw_own4_us, R->raw_own4_us, R->cw_api_us, R->cw_drv_us, R->cw_api_us - R->cw_drv_us, R->raw_drv_us);
         {
             const double p99 = R->lat[V_CW].p99 / R->lat[V_ADR].p99, p999 = R->lat[V_CW].p999 / R->lat[V_ADR].p999,
                          pf = R->pfps[V_CW].p50 / R->pfps[V_ADR].p50;
