@@ -311,6 +311,9 @@ typedef struct variant {
     long checked, mismatches;
     /* host time spent enqueuing a frame (submit), for the current size */
     unsigned long long submit_ns, submits;
+    /* in the measured blocks only, by mode (0 one at a time, 1 pipelined):
+     * the submit; pipelined, the wait for the frame DEPTH back and its check */
+    unsigned long long m_sub_ns[2], m_subs[2], m_wait_ns, m_waits;
     /* cuweave: driver calls and their time inside submit while the test seam counts */
     unsigned long long profile_calls, profile_drv_ns;
 } variant;
@@ -330,6 +333,9 @@ static uint64_t load_u64(const uint64_t *p) { return *(const volatile uint64_t *
 /* Device memory of a variant for one size (all variants, the same way). */
 static void device_alloc(variant *V, const frames *F) {
     V->submit_ns = V->submits = 0;
+    memset(V->m_sub_ns, 0, sizeof V->m_sub_ns);
+    memset(V->m_subs, 0, sizeof V->m_subs);
+    V->m_wait_ns = V->m_waits = 0;
     for (int i = 0; i < RING; i++) {
         CU_CHECK(rc.cuMemAlloc(&V->dref[i], F->bytes));
         CU_CHECK(rc.cuMemAlloc(&V->ddis[i], F->bytes));
@@ -505,6 +511,7 @@ static void cw_submit(variant *V, const frames *F, long f, int pipelined) {
 }
 
 static int g_profiling; /* the test seam counts and times cuweave's calls (one block per size) */
+static int g_measure;   /* a measured block (not warm-up, timeline or profile): per-mode sums */
 
 static void submit(variant *V, const frames *F, long f, int pipelined) {
     const int prof = g_profiling && V->id == V_CW;
@@ -514,8 +521,13 @@ static void submit(variant *V, const frames *F, long f, int pipelined) {
         cw_submit(V, F, f, pipelined);
     else
         raw_submit(V, F, f, pipelined);
-    V->submit_ns += now_ns() - t0;
+    const unsigned long long dt = now_ns() - t0;
+    V->submit_ns += dt;
     V->submits++;
+    if (g_measure) {
+        V->m_sub_ns[pipelined] += dt;
+        V->m_subs[pipelined]++;
+    }
     if (prof) {
         /* the seam's counters: cuweave's submit only, not its waits;
          * the cuMemcpy and cuMemsetD32Async calls the bench makes itself do not pass the
@@ -566,8 +578,13 @@ static double run_block(variant *V, const frames *F, long f0, int n, int pipelin
         for (int i = 0; i < n; i++) {
             long f = f0 + i;
             if (i >= DEPTH) {
+                const unsigned long long w0 = g_measure ? now_ns() : 0;
                 wait_result(V, f - DEPTH, 1);
                 check(V, F, f - DEPTH);
+                if (g_measure) {
+                    V->m_wait_ns += now_ns() - w0;
+                    V->m_waits++;
+                }
             }
             submit(V, F, f, 1);
         }
@@ -672,6 +689,7 @@ typedef struct size_result {
     double submit_us[V_COUNT]; /* mean host time to enqueue a frame */
     timeline tl[V_COUNT];      /* one at a time, with the watcher */
     double cw_drv_us, cw_submit_us, cw_calls; /* cuweave's pipelined submit: in the driver, all, calls */
+    double m_sub_us[V_COUNT][2], m_wait_us[V_COUNT]; /* by mode, measured blocks */
     double cw_own4_us, cw_api_us;              /* ... the bench's four calls, cuweave's four public calls whole */
     double raw_drv_us, raw_submit_us, raw_own4_us; /* the ADR fix's: its six matching calls, all, the four */
     double raw_calls;          /* the raw designs' calls per pipelined submit */
@@ -858,10 +876,12 @@ int main(void) {
             for (int r = 0; r < rounds; r++) {
                 for (int j = 0; j < V_COUNT; j++) {
                     const int v = (r + j) % V_COUNT;
+                    g_measure = 1;
                     if (mode == 0)
                         fps[v][r] = run_block(&g_var[v], &F, next, BLOCK, 0, lat[v] + (size_t)r * BLOCK);
                     else
                         pfps[v][r] = run_block(&g_var[v], &F, next, BLOCK, 1, NULL);
+                    g_measure = 0;
                 }
                 next += BLOCK;
             }
@@ -957,6 +977,19 @@ int main(void) {
         }
         printf("host time to enqueue a frame (mean):");
         for (int v = 0; v < V_COUNT; v++) printf(" %s %.2f us;", variant_name[v], R->submit_us[v]);
+        printf("\n");
+        /* by mode: one at a time cuweave's WRITE_VALUE rearm is one call the raw designs do not make
+         * (they synchronize the stream); pipelined both make 10 */
+        printf("by mode (measured blocks, mean us a frame): submit one at a time / pipelined; pipelined, the wait\n"
+               "  for the frame %d back and its check:", DEPTH);
+        for (int v = 0; v < V_COUNT; v++) {
+            const variant *V = &g_var[v];
+            R->m_sub_us[v][0] = V->m_subs[0] ? (double)V->m_sub_ns[0] / (double)V->m_subs[0] / 1e3 : 0.0;
+            R->m_sub_us[v][1] = V->m_subs[1] ? (double)V->m_sub_ns[1] / (double)V->m_subs[1] / 1e3 : 0.0;
+            R->m_wait_us[v] = V->m_waits ? (double)V->m_wait_ns / (double)V->m_waits / 1e3 : 0.0;
+            printf("%s %s %.2f / %.2f; %.2f", v ? ";" : "", variant_name[v], R->m_sub_us[v][0], R->m_sub_us[v][1],
+                   R->m_wait_us[v]);
+        }
         printf("\n");
 
         printf("%s, one frame at a time: latency in microseconds (first upload call to the result on the host),\n"
