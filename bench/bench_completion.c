@@ -31,7 +31,11 @@
  *   i) cw_stream_synchronize on the same stream
  *   j) raw event + query   cuEventRecord (timing-disabled event) + a spin on
  *                          cuEventQuery, back to back (what the EVENT future
- *                          does: it spaces its queries by half a microsecond)
+ *                          does, its queries spaced by CW_EVENT_QUERY_GAP_NS)
+ *   n) raw event + sync    cuEventRecord + cuEventSynchronize (the driver's
+ *                          own wait, spinning on this default context: what
+ *                          bench_vmaf's raw designs and FFmpeg call); not
+ *                          judged, h/n printed
  *
  * and, when the driver has conditional graph nodes, on a resident loop
  * (cw_resident, no workload, sleep_interval_us 0: the GPU checks the
@@ -123,6 +127,7 @@ enum {
     M_FUT_EV,
     M_CW_SYNC,
     M_RAW_EV,
+    M_RAW_EV_SYNC,
     M_STREAM_COUNT, /* the stream methods above; the resident ones below */
     M_RES_WAIT = M_STREAM_COUNT,
     M_RES_RAW,
@@ -140,6 +145,7 @@ static const char *const method_name[M_COUNT] = {
     "h) future EVENT (rearm + wait)",
     "i) cw_stream_synchronize",
     "j) raw cuEventRecord + cuEventQuery spin",
+    "n) raw cuEventRecord + cuEventSynchronize",
     "k) resident: data_ready + cw_resident_wait_result",
     "l) resident: data_ready + raw spin on completion word",
     "m) resident: data_ready + cw_resident_poll_result spin",
@@ -259,6 +265,16 @@ static double iter_raw_ev(void) {
     return (double)(t1 - t0) / 1000.0;
 }
 
+/* n) the driver's own wait on the event (spins on a default context). */
+static double iter_raw_ev_sync(void) {
+    unsigned long long t0 = now_ns();
+    launch_empty();
+    CU_CHECK(rc.cuEventRecord(raw_ev, hs));
+    CU_CHECK(rc.cuEventSynchronize(raw_ev));
+    unsigned long long t1 = now_ns();
+    return (double)(t1 - t0) / 1000.0;
+}
+
 /* Diagnostic: cuweave's enqueue (rearm) with the raw waiting loop, to tell
  * the enqueue side from the waiting side. */
 static double iter_future_rawspin(cw_future *f) {
@@ -317,6 +333,7 @@ static double iter(int m) {
     case M_FUT_EV: return iter_future(fut_ev);
     case M_CW_SYNC: return iter_sync(1);
     case M_RAW_EV: return iter_raw_ev();
+    case M_RAW_EV_SYNC: return iter_raw_ev_sync();
     default: return iter_res(m);
     }
 }
@@ -468,6 +485,9 @@ static void one_run(int run, size_t rounds, double **t, run_result *out) {
            out->hf_over_wv50, out->hf_over_wv99, TARGET_HF_OVER_WV, pass(out->ok_hf50), pass(out->ok_hf99));
     printf("    not judged: WRITE_VALUE future / raw event + write value, p50 %.3f, p99 %.3f\n",
            wv->p50 / sm[M_RAW_EV_WV].p50, wv->p99 / sm[M_RAW_EV_WV].p99);
+    printf("    not judged: EVENT future / raw event + cuEventSynchronize, p50 %.3f, p99 %.3f, p99.9 %.3f\n",
+           sm[M_FUT_EV].p50 / sm[M_RAW_EV_SYNC].p50, sm[M_FUT_EV].p99 / sm[M_RAW_EV_SYNC].p99,
+           sm[M_FUT_EV].p999 / sm[M_RAW_EV_SYNC].p999);
     if (res)
         printf("    not judged: resident poll_result spin / raw word spin, p50 %.3f, p99 %.3f, p99.9 %.3f\n",
                sm[M_RES_POLL].p50 / sm[M_RES_RAW].p50, sm[M_RES_POLL].p99 / sm[M_RES_RAW].p99,
@@ -493,6 +513,7 @@ int main(void) {
            "  h) cw_future EVENT: launch + cw_future_rearm + cw_future_wait\n"
            "  i) launch + cw_stream_synchronize\n"
            "  j) launch + cuEventRecord + spin on cuEventQuery\n"
+           "  n) launch + cuEventRecord + cuEventSynchronize (not judged)\n"
            "  k) resident loop (no workload, GPU spinning): cw_resident_data_ready + cw_resident_wait_result\n"
            "  l) resident loop: cw_resident_data_ready + raw spin on the loop's completion word\n"
            "  m) resident loop: cw_resident_data_ready + cw_resident_poll_result spin (not judged)\n"

@@ -23,7 +23,12 @@ namespace core {
 namespace {
 
 constexpr unsigned kDefaultSpinUs = 200;
-constexpr int64_t kEventQueryGapNs = 500;  // EVENT waits: time between cuEventQuery calls while spinning
+// EVENT waits: time between cuEventQuery calls while spinning (a build
+// setting only for measuring it: -DCW_EVENT_QUERY_GAP_NS=n).
+#ifndef CW_EVENT_QUERY_GAP_NS
+#define CW_EVENT_QUERY_GAP_NS 500
+#endif
+constexpr int64_t kEventQueryGapNs = CW_EVENT_QUERY_GAP_NS;
 
 // Set while this thread runs host_fn: the driver's callback thread, where
 // CUDA allows no driver call (cuLaunchHostFunc). The user callbacks it runs
