@@ -1654,11 +1654,16 @@ FAKE_API CUresult cuEventSynchronize(CUevent event) {
     RETURN(g_sticky);
 }
 
+/* fake_cuda_event_query_needs_context: cuEventQuery refuses an event whose
+ * context is not current (a driver that wanted one; the H100's does not). */
+static int g_event_query_needs_ctx;
+
 FAKE_API CUresult cuEventQuery(CUevent event) {
     ENTER(cuEventQuery);
     NEED_INIT();
     struct CUevent_st *e = event_of(event);
     if (!e) RETURN(CUDA_ERROR_INVALID_HANDLE);
+    if (g_event_query_needs_ctx && t_current != e->ctx) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (g_sticky) RETURN(g_sticky);
     if (e->imported)
         RETURN((int32_t)(__atomic_load_n(&e->shared->done, __ATOMIC_ACQUIRE) -
@@ -3660,6 +3665,14 @@ FAKE_API void fake_cuda_green(int on) {
 /* A second context of device 0, always alive, not the primary one: what a
  * host program would have current. */
 FAKE_API CUcontext fake_cuda_other_context(void) { return &g_other; }
+
+/* on: cuEventQuery answers CUDA_ERROR_INVALID_CONTEXT unless the event's
+ * context is current on the calling thread. */
+FAKE_API void fake_cuda_event_query_needs_context(int on) {
+    lock();
+    g_event_query_needs_ctx = on;
+    unlock();
+}
 
 /* Sets what cuCtxGetFlags says of a context (of the fake's own: a primary
  * context or the other one), e.g. CU_CTX_SCHED_BLOCKING_SYNC as FFmpeg's. */

@@ -49,6 +49,7 @@ static struct {
     long (*calls)(const char *entry);
     CUcontext (*other_context)(void);
     void (*set_context_flags)(CUcontext, unsigned);
+    void (*event_query_needs_context)(int on);
     void (*green)(int on);
     CUresult (*cuCtxGetCurrent)(CUcontext *);
     CUresult (*cuCtxSetCurrent)(CUcontext);
@@ -82,6 +83,7 @@ static int load_fake(const char *path) {
     FK_SYM_(calls, "fake_cuda_calls")
     FK_SYM_(other_context, "fake_cuda_other_context")
     FK_SYM_(set_context_flags, "fake_cuda_set_context_flags")
+    FK_SYM_(event_query_needs_context, "fake_cuda_event_query_needs_context")
     FK_SYM_(green, "fake_cuda_green")
     FK_SYM_(cuCtxGetCurrent, "cuCtxGetCurrent")
     FK_SYM_(cuCtxSetCurrent, "cuCtxSetCurrent")
@@ -1698,6 +1700,62 @@ static void test_future_event_takes_pool_event(void **state) {
  * H100 (bench_ffmpeg's ADR case). On other contexts it polls with growing
  * sleeps (cuEventSynchronize would spin there). A wait with a limit always
  * polls (the driver's wait has no limit). */
+/* An EVENT future's wait makes the driver calls the raw wait does: one
+ * cuEventQuery for a completed marker, queries only while it spins, and no
+ * context switch or lookup (the query needs no current context). Where a
+ * driver refuses the query without the event's context current, the wait
+ * makes it current, asks again, and gives the caller's context back. */
+static void test_future_event_wait_calls(void **state) {
+    (void)state;
+    cw_stream *s = new_stream();
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_EVENT));
+    assert_true(fk.drain(5000));
+    long get0 = fk.calls("cuCtxGetCurrent"), set0 = fk.calls("cuCtxSetCurrent"), q0 = fk.calls("cuEventQuery");
+    assert_cw_ok(cw_future_wait(f, 5000000));
+    long gets = fk.calls("cuCtxGetCurrent") - get0, sets = fk.calls("cuCtxSetCurrent") - set0,
+         queries = fk.calls("cuEventQuery") - q0;
+    if (gets || sets || queries != 1)
+        fail_msg("waiting for a completed EVENT future made %ld cuEventQuery, %ld cuCtxGetCurrent and %ld "
+                 "cuCtxSetCurrent calls; expected 1, 0, 0",
+                 queries, gets, sets);
+    /* a wait that spins */
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    get0 = fk.calls("cuCtxGetCurrent");
+    set0 = fk.calls("cuCtxSetCurrent");
+    q0 = fk.calls("cuEventQuery");
+    struct spin_waiter w = wait_held_for(f, 5000000);
+    assert_cw_ok(w.st);
+    gets = fk.calls("cuCtxGetCurrent") - get0;
+    sets = fk.calls("cuCtxSetCurrent") - set0;
+    queries = fk.calls("cuEventQuery") - q0;
+    if (gets || sets)
+        fail_msg("a %.1f ms EVENT wait made %ld cuCtxGetCurrent and %ld cuCtxSetCurrent calls; expected none",
+                 w.waited_ms, gets, sets);
+    assert_true(queries >= 2);
+    /* a driver that wants the event's context current: another one is */
+    CUcontext mine = NULL, other = fk.other_context();
+    assert_cu_ok(fk.cuCtxGetCurrent(&mine));
+    fk.event_query_needs_context(1);
+    fk.hold(1);
+    assert_cw_ok(cw_future_rearm(f, s));
+    assert_cu_ok(fk.cuCtxSetCurrent(other));
+    assert_cw(CW_ERROR_NOT_READY, cw_future_poll(f));
+    CUcontext now = NULL;
+    assert_cu_ok(fk.cuCtxGetCurrent(&now));
+    assert_ptr_equal(now, other);
+    w = wait_held_for(f, 5000000);
+    assert_cw_ok(w.st);
+    assert_cu_ok(fk.cuCtxGetCurrent(&now));
+    assert_ptr_equal(now, other);
+    assert_cw_ok(cw_future_poll(f));
+    fk.event_query_needs_context(0);
+    assert_cu_ok(fk.cuCtxSetCurrent(mine));
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+}
+
 static void test_future_event_wait_follows_context_sched(void **state) {
     (void)state;
     CUcontext other = fk.other_context();
@@ -3653,6 +3711,7 @@ int main(int argc, char **argv) {
         TEST_K(test_future_wait_spins_within_budget, k_write),
         TEST(test_future_event_takes_pool_event),
         TEST(test_future_event_wait_follows_context_sched),
+        TEST(test_future_event_wait_calls),
         TEST_K(test_future_callback, k_host),
         TEST_K(test_future_callback, k_write),
         TEST_K(test_future_callback, k_event),

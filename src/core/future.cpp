@@ -29,6 +29,8 @@ constexpr unsigned kDefaultSpinUs = 200;
 #define CW_EVENT_QUERY_GAP_NS 500
 #endif
 constexpr int64_t kEventQueryGapNs = CW_EVENT_QUERY_GAP_NS;
+// ... after the first kEventQueryDenseNs of a wait, which query back to back.
+constexpr int64_t kEventQueryDenseNs = 20000;
 
 // Set while this thread runs host_fn: the driver's callback thread, where
 // CUDA allows no driver call (cuLaunchHostFunc). The user callbacks it runs
@@ -47,18 +49,35 @@ cw_status refuse_in_host_fn(const char *what) {
 // any other error of a query says nothing about the marker.
 bool is_fault(CUresult r) { return status_from_cu(r) == CW_ERROR_DEVICE_FAULT; }
 
-// EVENT: asks the driver whether the marker event has been reached, with
-// f's context current (the caller's restored). A device fault counts as
-// reached, and is cached for outcome() to report; any other error counts as
-// not reached, and is not cached. On the driver's callback thread it asks
-// nothing: not reached, unless seen so or faulted before.
+// Asks the driver about f's event. The query needs no current context on
+// the drivers measured (the event names its own); should one refuse it with
+// CUDA_ERROR_INVALID_CONTEXT, it is asked again with f's context made
+// current in *guard (entered once: *guarded), the caller's restored when the
+// guard goes. A completed wait so costs one driver call, as the raw
+// cuEventQuery or cuEventSynchronize does.
+CUresult query_event(cw_future *f, CurrentGuard *guard, bool *guarded, cw_status *guard_st) {
+    CUresult r = drv().cuEventQuery(f->ev);
+    if (__builtin_expect(r != CUDA_ERROR_INVALID_CONTEXT || *guarded, 1)) return r;
+    *guard_st = guard->enter(f->ctx->cu);
+    if (*guard_st != CW_SUCCESS) return r;
+    *guarded = true;
+    return drv().cuEventQuery(f->ev);
+}
+
+// EVENT: asks the driver whether the marker event has been reached. A
+// device fault counts as reached, and is cached for outcome() to report;
+// any other error of a query counts as not reached, and is not cached. On
+// the driver's callback thread it asks nothing: not reached, unless seen so
+// or faulted before.
 bool event_reached(cw_future *f) {
     if (f->seen_done.load(std::memory_order_acquire)) return true;
     if (t_in_host_fn) return f->fault.load(std::memory_order_acquire) != 0;
     CurrentGuard guard;
-    if (guard.enter(f->ctx->cu) != CW_SUCCESS) return false;
-    CUresult r = drv().cuEventQuery(f->ev);
-    (void)guard.leave();
+    bool guarded = false;
+    cw_status guard_st = CW_SUCCESS;
+    CUresult r = query_event(f, &guard, &guarded, &guard_st);
+    if (guard_st != CW_SUCCESS) return false;
+    if (guarded) (void)guard.leave();
     if (r == CUDA_SUCCESS) {
         f->seen_done.store(true, std::memory_order_release);
         return true;
@@ -354,24 +373,30 @@ bool blocking_sync_context() {
 // large to represent as a clock reading: no limit).
 cw_status wait_done(cw_future *f, int64_t timeout_us) {
     if (f->kind == CW_FUTURE_EVENT) {
-        // Spins on cuEventQuery (the context made current once; a query
-        // every kEventQueryGapNs) for spin_us. Then, with no limit, on a
-        // context made with CU_CTX_SCHED_BLOCKING_SYNC (FFmpeg's CUDA device
-        // context is), sleeps in cuEventSynchronize until the GPU's
-        // completion wakes it, as a hand-written cuEventSynchronize there
-        // does (polling returned bench_ffmpeg's 2 ms waits 0.9 ms late on
-        // the H100). Otherwise, and with a limit (the driver's wait cannot
-        // be bounded), polls with sleeps growing to 1 ms: on other contexts
-        // cuEventSynchronize spins or yields, as their flags say.
+        // Spins on cuEventQuery for spin_us: back to back for the first
+        // kEventQueryDenseNs (a wait for a GPU round trip reacts as fast as
+        // the driver's own spin), then a query every kEventQueryGapNs. Then,
+        // with no limit, on a context made with CU_CTX_SCHED_BLOCKING_SYNC
+        // (FFmpeg's CUDA device context is), sleeps in cuEventSynchronize
+        // until the GPU's completion wakes it, as a hand-written
+        // cuEventSynchronize there does (polling returned bench_ffmpeg's 2 ms
+        // waits 0.9 ms late on the H100). Otherwise, and with a limit (the
+        // driver's wait cannot be bounded), polls with sleeps growing to 1
+        // ms: on other contexts cuEventSynchronize spins or yields, as their
+        // flags say. The context is made current only where the driver asks
+        // for it (query_event) and for the flags and the driver's wait.
         CurrentGuard guard;
-        CW_TRY(guard.enter(f->ctx->cu));
+        bool guarded = false;
+        cw_status guard_st = CW_SUCCESS;
         const int64_t start = now_ns();
         const int64_t deadline = deadline_after_us(start, timeout_us);  // -1: no limit
         int64_t spin_until = start + (int64_t)f->spin_us * 1000;
         if (deadline >= 0 && spin_until > deadline) spin_until = deadline;
         int64_t sleep_ns = 2000;
         for (;;) {
-            CUresult r = f->seen_done.load(std::memory_order_acquire) ? CUDA_SUCCESS : drv().cuEventQuery(f->ev);
+            CUresult r = f->seen_done.load(std::memory_order_acquire) ? CUDA_SUCCESS
+                                                                        : query_event(f, &guard, &guarded, &guard_st);
+            if (guard_st != CW_SUCCESS) return guard_st;
             if (r == CUDA_SUCCESS) {
                 f->seen_done.store(true, std::memory_order_release);
                 break;
@@ -379,38 +404,42 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
             if (r != CUDA_ERROR_NOT_READY) {
                 cw_status st = fail_cu(r, "cuEventQuery", "the stream faulted before the future's marker");
                 if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
-                (void)guard.leave();
-                return st;
+                return st;  // the guard restores the caller's context, keeping this error
             }
             const int64_t t = now_ns();
             if (deadline >= 0 && t >= deadline) {
-                CW_TRY(guard.leave());
+                if (guarded) CW_TRY(guard.leave());
                 return fail(CW_ERROR_TIMEOUT, "the future did not complete in time");
             }
             if (t < spin_until) {
-                // Each query takes the driver's lock: space them by about
-                // half a microsecond so that the spinning waiter does not
-                // slow the driver's own completion work (seen as a longer
-                // tail when queried back to back).
-                while (now_ns() - t < kEventQueryGapNs) cpu_relax();
+                // Past the first microseconds each query waits its turn:
+                // queries take the driver's lock, and a long spin should not
+                // crowd the driver's other callers.
+                if (t - start >= kEventQueryDenseNs)
+                    while (now_ns() - t < kEventQueryGapNs) cpu_relax();
                 continue;
             }
-            if (deadline < 0 && blocking_sync_context()) {
-                r = drv().cuEventSynchronize(f->ev);
-                if (r == CUDA_SUCCESS) {
-                    f->seen_done.store(true, std::memory_order_release);
-                    break;
+            if (deadline < 0) {
+                if (!guarded) {
+                    CW_TRY(guard.enter(f->ctx->cu));
+                    guarded = true;
                 }
-                cw_status st = fail_cu(r, "cuEventSynchronize", "the stream faulted before the future's marker");
-                if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
-                (void)guard.leave();
-                return st;
+                if (blocking_sync_context()) {
+                    r = drv().cuEventSynchronize(f->ev);
+                    if (r == CUDA_SUCCESS) {
+                        f->seen_done.store(true, std::memory_order_release);
+                        break;
+                    }
+                    cw_status st = fail_cu(r, "cuEventSynchronize", "the stream faulted before the future's marker");
+                    if (st == CW_ERROR_DEVICE_FAULT) f->fault.store(st, std::memory_order_release);
+                    return st;
+                }
             }
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, nullptr);
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
-        CW_TRY(guard.leave());
+        if (guarded) CW_TRY(guard.leave());
     } else if (f->kind == CW_FUTURE_WRITE_VALUE) {
         const uint32_t want = f->armed.load(std::memory_order_acquire);
         const volatile uint32_t *word = f->word;

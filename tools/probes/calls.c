@@ -11,6 +11,9 @@
  * name it), where hand-written code keeps one event per stage and ring slot,
  * always recorded on its stage's stream. One record plus one wait per pair,
  * ns per pair.
+ * Last, whether cuEventQuery and cuEventSynchronize answer with no context
+ * current on the thread (cuweave's EVENT futures query without making the
+ * event's context current): the results printed.
  * Plain driver API, no cuweave. Build: cc -O2 -o calls tools/probes/calls.c -ldl
  */
 #define _GNU_SOURCE
@@ -146,5 +149,18 @@ int main(void) {
              (k++ & 1) ? (cuEventRecord(ring_b[slot & 7], b), cuStreamWaitEvent(c, ring_b[slot & 7], 0), slot++)
                        : (cuEventRecord(ring_a[slot & 7], a), cuStreamWaitEvent(c, ring_a[slot & 7], 0)));
     }
+    /* an event of the context, recorded, then asked with no context current */
+    cuEventRecord(ev, a);
+    cuStreamSynchronize(a);
+    cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, b, NULL, NULL);
+    cuEventRecord(ev2, b);
+    cuCtxSetCurrent(NULL);
+    void *none = (void *)1;
+    cuCtxGetCurrent(&none);
+    R q_done = cuEventQuery(ev), q_any = cuEventQuery(ev2), s_any = cuEventSynchronize(ev2), q_after = cuEventQuery(ev2);
+    printf("no context current (cuCtxGetCurrent gives %p): cuEventQuery of a finished event %d, of a recent one %d; "
+           "cuEventSynchronize %d, then cuEventQuery %d (0: CUDA_SUCCESS, 600: NOT_READY, 201: INVALID_CONTEXT)\n",
+           none, q_done, q_any, s_any, q_after);
+    cuCtxSetCurrent(ctx);
     return 0;
 }
