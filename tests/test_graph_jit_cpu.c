@@ -221,9 +221,13 @@ static void test_launch_checks_arguments(void **state) {
     lc.arg_sizes = NULL;
     lc.n_args = 2;
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
-    cw_launch_config_default(&lc);
-    lc.reserved[7] = 1;
-    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_launch(k, s, &lc, args));
+    /* every reserved byte counts: the first, one inside, and each of the tail */
+    for (size_t i = 0; i < sizeof lc.reserved; i++) {
+        cw_launch_config_default(&lc);
+        lc.reserved[i] = (uint8_t)(1u << (i % 8));
+        if (cw_kernel_launch(k, s, &lc, args) != CW_ERROR_INVALID_ARGUMENT)
+            fail_msg("a launch configuration with reserved[%zu] = %u was not refused", i, (unsigned)lc.reserved[i]);
+    }
     cw_launch_config_default(&lc);
     assert_int_equal(launches(), l0 + 4);
 

@@ -7,6 +7,7 @@
 // declares); tools/check-layers.sh checks both.
 #pragma once
 
+#include <stdint.h>
 #include <string.h>
 
 #include "core/handle.hpp"
@@ -17,11 +18,21 @@ namespace cw {
 namespace api {
 
 // True when the n bytes at p are all zero (the reserved bytes of settings).
+// Whether n bytes at p are all zero (the reserved fields of settings and
+// launch configurations). Eight bytes a load, OR-ed, no early exit: with n a
+// constant the compiler makes it a few loads (a byte loop with an early exit
+// was some 80 instructions for cw_launch_config's 20 bytes, on every launch).
 inline bool all_zero(const void *p, size_t n) {
     const unsigned char *b = static_cast<const unsigned char *>(p);
-    for (size_t i = 0; i < n; i++)
-        if (b[i]) return false;
-    return true;
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        acc |= w;
+    }
+    for (; i < n; i++) acc |= b[i];
+    return acc == 0;
 }
 
 // An enum field as the caller stored it: C callers may store any int, and

@@ -168,6 +168,27 @@ __attribute__((noinline)) void frames_vmaf(vmaf *V, long n) {
     }
 }
 
+/* What bench_pipeline's operators call around their kernels: one
+ * cw_kernel_launch (a kernel of two parameters, the launch configuration
+ * without argument sizes, as the bench's) and one cw_copy_to_host of a word,
+ * a frame; against the same calls made raw (frames_launch_raw). */
+__attribute__((noinline)) void frames_launch(cw_kernel *k, cw_stream *s, const cw_launch_config *lc, void **args,
+                                             void *host, cw_devptr dev, long n) {
+    for (long i = 0; i < n; i++) {
+        CHECK(cw_kernel_launch(k, s, lc, args));
+        CHECK(cw_copy_to_host(s, host, dev, 8));
+    }
+}
+typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                         void **, void **);
+typedef int (*dtoh_fn)(void *, unsigned long long, size_t, void *);
+__attribute__((noinline)) void frames_launch_raw(launch_fn launch, dtoh_fn dtoh, void *fn, void *cs, void **args,
+                                                 void *host, cw_devptr dev, long n) {
+    for (long i = 0; i < n; i++) {
+        if (launch(fn, 1, 1, 1, 256, 1, 1, 0, cs, args, NULL) || dtoh(host, dev, 8, cs)) exit(1);
+    }
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -182,7 +203,7 @@ static const char *entries[] = {"cuEventRecord", "cuStreamWaitEvent", "cuEventQu
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s libfakecuda.so diamond|video|vmaf [frames]\n", argv[0]);
+        fprintf(stderr, "usage: %s libfakecuda.so diamond|video|vmaf|launch [frames]\n", argv[0]);
         return 2;
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
@@ -224,6 +245,50 @@ int main(int argc, char **argv) {
         CHECK(cw_stream_pool_release_owner(pool, &owner1, NULL));
         CHECK(cw_stream_pool_release_owner(pool, &owner2, NULL));
         cw_stream_pool_destroy(&pool);
+    } else if (!strcmp(argv[2], "launch")) {
+        /* a PTX module: the fake makes any kernel asked of one ("k#8,4": parameters of 8 and 4 bytes) */
+        static const char ptx[] = "//\n// flow_cost\n//\n\n.version 8.0\n.target sm_90\n.address_size 64\n";
+        cw_module *m;
+        cw_kernel *k;
+        CHECK(cw_module_load_image(&m, ptx));
+        CHECK(cw_module_get_kernel(m, "k#8,4", &k));
+        cw_stream *s;
+        CHECK(cw_stream_create(&s, ctx, NULL));
+        cw_launch_config lc;
+        cw_launch_config_default(&lc);
+        lc.block[0] = 256;
+        cw_devptr dev = 0;
+        cw_buffer *b;
+        CHECK(cw_buffer_create(&b, s, 64));
+        CHECK(cw_buffer_get_ptr(b, &dev));
+        unsigned long long host = 0, p = 0;
+        float f = 1.0f;
+        void *args[] = {&p, &f};
+        frames_launch(k, s, &lc, args, &host, dev, 64); /* warm: the function cached, the parameters listed */
+        for (int e = 0; entries[e]; e++) before[e] = fake_calls(entries[e]);
+        t0 = now_s();
+        frames_launch(k, s, &lc, args, &host, dev, n);
+        t1 = now_s();
+        CHECK(cw_stream_synchronize(s));
+        { /* the same two calls raw, for the driver's share (natively timed, printed) */
+            void *cukernel = NULL, *fn = NULL;
+            CHECK(cw_kernel_get_handle(k, &cukernel));
+            int (*getfn)(void **, void *) = (int (*)(void **, void *))dlsym(lib, "cuKernelGetFunction");
+            launch_fn launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
+            dtoh_fn dtoh = (dtoh_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2");
+            if (!dtoh) dtoh = (dtoh_fn)dlsym(lib, "cuMemcpyDtoHAsync");
+            cw_stream_info si;
+            CHECK(cw_stream_get_info(s, &si));
+            if (!getfn || !launch || !dtoh || getfn(&fn, cukernel)) return 1;
+            const double r0 = now_s();
+            frames_launch_raw(launch, dtoh, fn, si.handle, args, &host, dev, n);
+            const double r1 = now_s();
+            CHECK(cw_stream_synchronize(s));
+            printf("launch: the same two calls raw: %.0f ns per frame (natively)\n", (r1 - r0) * 1e9 / (double)n);
+        }
+        cw_buffer_destroy(&b);
+        cw_stream_destroy(&s);
+        cw_module_destroy(&m);
     } else {
         cw_pipeline *p = pipeline(ctx, !strcmp(argv[2], "video"));
         frames_pipeline(p, 64); /* warm: streams leased, buffers cached */
