@@ -478,28 +478,48 @@ static void test_rank_never_arrives(void **state) {
     assert_true(ms < 10000);
 }
 
-static void child_dies(int rank, void *arg) {
-    PipeArg *pa = arg;
+/* Two ranks by a pipe: rank 0 makes the id and writes it, rank 1 reads it
+ * and sets env=value (a fake NCCL setting for rank 1 alone, or NULL); both
+ * open their side and join. */
+static cw_comm *join_pair(int rank, PipeArg *pa, const char *env, const char *value, Rank *r) {
     cw_comm_id id;
     if (rank == 0) {
         CK_OK(cw_comm_id_generate(&id));
         CK(write(pa->fd[1], &id, sizeof id) == (ssize_t)sizeof id);
     } else {
         CK(read(pa->fd[0], &id, sizeof id) == (ssize_t)sizeof id);
-        /* The fake NCCL ends this process (status 3) at its second
-         * collective. */
-        setenv("FAKE_NCCL_EXIT_AT_COLLECTIVE", "1", 1);
+        if (env) setenv(env, value, 1);
     }
-    Rank r;
-    rank_open(&r, rank, kN * sizeof(int32_t));
+    rank_open(r, rank, kN * sizeof(int32_t));
     cw_comm *comm = NULL;
-    CK_OK(cw_comm_create_rank(&comm, r.ctx, &id, 2, rank, 20000));
+    CK_OK(cw_comm_create_rank(&comm, r->ctx, &id, 2, rank, 20000));
+    return comm;
+}
+
+/* One all-reduce of the two ranks' values, the sum checked. */
+static void reduce_checked(cw_comm *comm, Rank *r, int rank) {
     static int32_t in[kN], out[kN];
     for (int i = 0; i < kN; i++) in[i] = value(rank, i);
-    put_i32(&r, r.send, in, kN);
-    CK_OK(cw_comm_all_reduce_rank(comm, rank, r.send, r.recv, kN, CW_INT32, CW_SUM, r.s));
-    get_i32(&r, out, r.recv, kN);
+    put_i32(r, r->send, in, kN);
+    CK_OK(cw_comm_all_reduce_rank(comm, rank, r->send, r->recv, kN, CW_INT32, CW_SUM, r->s));
+    get_i32(r, out, r->recv, kN);
     for (int i = 0; i < kN; i++) CK(out[i] == value(0, i) + value(1, i));
+}
+
+/* Runs fn in two ranks joined by a pipe; status[i]: each one's exit. */
+static void run_pair(child_fn fn, int status[2]) {
+    PipeArg pa = {{-1, -1}, 2};
+    assert_int_equal(pipe(pa.fd), 0);
+    run_ranks(2, fn, &pa, status, 60000);
+    close(pa.fd[0]);
+    close(pa.fd[1]);
+}
+
+static void child_dies(int rank, void *arg) {
+    /* The fake NCCL ends rank 1's process (status 3) at its second collective. */
+    Rank r;
+    cw_comm *comm = join_pair(rank, arg, "FAKE_NCCL_EXIT_AT_COLLECTIVE", "1", &r);
+    reduce_checked(comm, &r, rank);
     /* Rank 1 dies in this call; rank 0 learns it from NCCL. */
     CK_ST(CW_ERROR_DRIVER, cw_comm_all_reduce_rank(comm, rank, r.send, r.recv, kN, CW_INT32, CW_SUM, r.s));
     CK_DETAIL("is gone");
@@ -511,12 +531,8 @@ static void child_dies(int rank, void *arg) {
 
 static void test_rank_dies(void **state) {
     (void)state;
-    PipeArg pa = {{-1, -1}, 2};
-    assert_int_equal(pipe(pa.fd), 0);
     int status[2];
-    run_ranks(2, child_dies, &pa, status, 60000);
-    close(pa.fd[0]);
-    close(pa.fd[1]);
+    run_pair(child_dies, status);
     assert_int_equal(status[0], 0);
     assert_int_equal(status[1], 3);
 }
@@ -526,38 +542,18 @@ static void test_rank_dies(void **state) {
  * 1's part was there) and exits. Rank 0 is done, not gone: rank 1's
  * collective completes. */
 static void child_peer_done_first(int rank, void *arg) {
-    PipeArg *pa = arg;
-    cw_comm_id id;
-    if (rank == 0) {
-        CK_OK(cw_comm_id_generate(&id));
-        CK(write(pa->fd[1], &id, sizeof id) == (ssize_t)sizeof id);
-    } else {
-        CK(read(pa->fd[0], &id, sizeof id) == (ssize_t)sizeof id);
-        setenv("FAKE_NCCL_PEER_CHECK_DELAY_MS", "400", 1);
-    }
     Rank r;
-    rank_open(&r, rank, kN * sizeof(int32_t));
-    cw_comm *comm = NULL;
-    CK_OK(cw_comm_create_rank(&comm, r.ctx, &id, 2, rank, 20000));
+    cw_comm *comm = join_pair(rank, arg, "FAKE_NCCL_PEER_CHECK_DELAY_MS", "400", &r);
     if (rank == 0) sleep_ms(100); /* rank 1 reaches the collective first */
-    static int32_t in[kN], out[kN];
-    for (int i = 0; i < kN; i++) in[i] = value(rank, i);
-    put_i32(&r, r.send, in, kN);
-    CK_OK(cw_comm_all_reduce_rank(comm, rank, r.send, r.recv, kN, CW_INT32, CW_SUM, r.s));
-    get_i32(&r, out, r.recv, kN);
-    for (int i = 0; i < kN; i++) CK(out[i] == value(0, i) + value(1, i));
+    reduce_checked(comm, &r, rank);
     cw_comm_destroy(&comm);
     rank_close(&r);
 }
 
 static void test_peer_done_first(void **state) {
     (void)state;
-    PipeArg pa = {{-1, -1}, 2};
-    assert_int_equal(pipe(pa.fd), 0);
     int status[2];
-    run_ranks(2, child_peer_done_first, &pa, status, 60000);
-    close(pa.fd[0]);
-    close(pa.fd[1]);
+    run_pair(child_peer_done_first, status);
     expect_all_zero(2, status);
 }
 
