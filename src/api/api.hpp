@@ -17,7 +17,6 @@
 namespace cw {
 namespace api {
 
-// True when the n bytes at p are all zero (the reserved bytes of settings).
 // Whether n bytes at p are all zero (the reserved fields of settings and
 // launch configurations). Eight bytes a load, OR-ed, no early exit: with n a
 // constant the compiler makes it a few loads (a byte loop with an early exit
