@@ -2173,21 +2173,19 @@ static void test_future_wait_huge_timeout(void **state) {
  * driver's callback thread, as cw_future_set_callback promises; the watcher
  * delivers a host-function future only on a fault. */
 struct hf_window {
+    cw_future *f;
     pthread_t host_thread;
     atomic_int entered;
-    unsigned long passes_seen; /* watcher passes while the window was open */
+    int watcher_dropped; /* the watcher took the completed future off its list in the window */
 };
 
 static void hold_window_open(void *arg) {
     struct hf_window *w = (struct hf_window *)arg;
     w->host_thread = pthread_self();
     atomic_store(&w->entered, 1);
-    const unsigned long p0 = cwi_future_watcher_passes();
-    /* A pass that ends after p0 + 1 began after the completion was stored;
-     * the watcher stops passing once its list is empty, so wait at most
-     * 200 ms (it passes at least once a millisecond while it watches). */
-    for (double end = now_ms() + 200; cwi_future_watcher_passes() < p0 + 2 && now_ms() < end;) sleep_ms(1);
-    w->passes_seen = cwi_future_watcher_passes() - p0;
+    /* the watcher passes at least once a millisecond while it watches */
+    for (double end = now_ms() + 2000; cwi_future_watched(w->f) == 1 && now_ms() < end;) sleep_ms(1);
+    w->watcher_dropped = cwi_future_watched(w->f) == 0;
 }
 
 static void test_future_host_func_callback_on_callback_thread(void **state) {
@@ -2201,6 +2199,8 @@ static void test_future_host_func_callback_on_callback_thread(void **state) {
     cw_future *f = NULL;
     assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
     assert_cw_ok(cw_future_set_callback(f, record_cb, &rec)); /* watched (for a fault) from here */
+    assert_int_equal(cwi_future_watched(f), 1);
+    w.f = f;
     cwi_future_host_fn_hook(hold_window_open, &w);
     fk.hold(0);
     assert_cw_ok(cw_future_wait(f, 5000000));
@@ -2211,7 +2211,7 @@ static void test_future_host_func_callback_on_callback_thread(void **state) {
     cw_future_destroy(&f);
     cw_stream_destroy(&s);
     assert_true(atomic_load(&w.entered));
-    assert_true(w.passes_seen >= 1); /* the watcher looked at its list in the window */
+    assert_true(w.watcher_dropped); /* the watcher saw the future complete in the window */
     assert_true(ran);
     assert_int_equal(atomic_load(&rec.calls), 1);
     assert_int_equal(rec.status, CW_SUCCESS);
@@ -2337,6 +2337,112 @@ static void *destroy_main(void *arg) {
     return NULL;
 }
 
+/* A mapped pinned word a stream can wait on (cuStreamWaitValue32), made in
+ * the primary context; the caller's thread is left with g_other current, as
+ * the tests that use it run. */
+static volatile uint32_t *gate_new(void) {
+    volatile uint32_t *gate = NULL;
+    set_current(g_primary);
+    assert_cu_ok(fk.cuMemHostAlloc((void **)&gate, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    set_current(g_other);
+    return gate;
+}
+
+static void gate_free(volatile uint32_t *gate) {
+    set_current(g_primary);
+    assert_cu_ok(fk.cuMemFreeHost((void *)gate));
+    set_current(g_other);
+}
+
+/* A future watched again (an fd asked for, here) while the watcher is about
+ * to notify it: its link on the watcher's list of futures to notify must
+ * not become its link on the list of watched ones, else the watcher goes on
+ * to notify the watched futures after it, which have not completed. A is
+ * held until a helper thread releases the fake's hold; B stays behind a
+ * gate the test opens at the end. The hooks hold the window open: the
+ * watcher pauses after the pass that found A complete, until A's watch has
+ * linked it again. */
+struct rewatch {
+    atomic_int watcher_paused, release, entered;
+};
+
+static void rewatch_ready(void *arg) {
+    struct rewatch *w = (struct rewatch *)arg;
+    atomic_store(&w->watcher_paused, 1);
+    for (double end = now_ms() + 2000; !atomic_load(&w->release) && now_ms() < end;) sleep_ms(1);
+}
+
+static void rewatch_entry(void *arg) {
+    struct rewatch *w = (struct rewatch *)arg;
+    if (atomic_fetch_add(&w->entered, 1) != 0) return; /* only the test's get_fd waits */
+    for (double end = now_ms() + 2000; !atomic_load(&w->watcher_paused) && now_ms() < end;) sleep_ms(1);
+}
+
+static void *release_hold_main(void *arg) {
+    (void)arg;
+    sleep_ms(20);
+    fk.hold(0);
+    return NULL;
+}
+
+static void test_future_rewatched_while_notified(void **state) {
+    (void)state;
+    set_current(g_other);
+    cw_stream *s = new_stream(), *s2 = new_stream();
+    volatile uint32_t *gate = gate_new();
+    cw_future *a = NULL, *b = NULL;
+    struct cb_record rb, ra;
+    memset(&rb, 0, sizeof rb);
+    memset(&ra, 0, sizeof ra);
+    /* A: held, watched (its callback) */
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&a, s, CW_FUTURE_WRITE_VALUE));
+    assert_cw_ok(cw_future_set_callback(a, record_cb, &ra));
+    /* B: behind the gate (queued after A: the fake runs the streams' work in
+     * the order it was queued), watched after A, so first on the list */
+    assert_cu_ok(fk.cuStreamWaitValue32(handle_of(s2), (CUdeviceptr)(uintptr_t)gate, 1, CU_STREAM_WAIT_VALUE_EQ));
+    assert_cw_ok(cw_future_create(&b, s2, CW_FUTURE_WRITE_VALUE));
+    assert_cw_ok(cw_future_set_callback(b, record_cb, &rb));
+    struct rewatch w;
+    memset(&w, 0, sizeof w);
+    cwi_future_watch_hooks(rewatch_ready, rewatch_entry, &w);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_hold_main, NULL), 0);
+    int fd = -1;
+    /* A is not complete yet: get_fd watches it, and waits (entry hook) until
+     * the watcher has found it complete and paused before notifying it */
+    assert_cw_ok(cw_future_get_fd(a, &fd));
+    atomic_store(&w.release, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    const int a_ran = wait_calls(&ra, 1, 5000);
+    sleep_ms(30); /* time for a wrong notification of B */
+    const int b_early = atomic_load(&rb.calls);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    const int paused = atomic_load(&w.watcher_paused);
+    __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+    assert_cw_ok(cw_future_wait(b, 5000000));
+    const int b_ran = wait_calls(&rb, 1, 5000);
+    struct pollfd pfd = {fd, POLLIN, 0};
+    const int fd_ready = poll(&pfd, 1, 5000) == 1;
+    cw_future_destroy(&a);
+    cw_future_destroy(&b);
+    assert_true(fk.drain(5000));
+    gate_free(gate);
+    cw_stream_destroy(&s);
+    cw_stream_destroy(&s2);
+    assert_true(paused); /* the watcher did find A complete in the window */
+    assert_true(a_ran);
+    assert_true(fd_ready);
+    if (b_early)
+        fail_msg("B's callback ran %d time(s) while B's marker was still behind its gate: the watcher notified "
+                 "a future that had not completed",
+                 b_early);
+    assert_true(b_ran);
+    assert_int_equal(atomic_load(&ra.calls), 1);
+    assert_int_equal(atomic_load(&rb.calls), 1);
+    assert_int_equal(rb.status, CW_SUCCESS);
+}
+
 /* A cuEventQuery error that is not a device fault (here
  * CUDA_ERROR_NOT_PERMITTED, injected) while a WRITE_VALUE future is
  * destroyed with its marker still queued must not hand its word's slot to
@@ -2346,10 +2452,7 @@ static void test_future_destroy_query_error(void **state) {
     (void)state;
     set_current(g_other);
     cw_stream *s = new_stream(), *s2 = new_stream();
-    volatile uint32_t *gate = NULL;
-    set_current(g_primary);
-    assert_cu_ok(fk.cuMemHostAlloc((void **)&gate, 64, CU_MEMHOSTALLOC_DEVICEMAP));
-    set_current(g_other);
+    volatile uint32_t *gate = gate_new();
     fk.hold(1);
     struct destroyer d;
     memset(&d, 0, sizeof d);
@@ -2383,9 +2486,7 @@ static void test_future_destroy_query_error(void **state) {
     cw_future_destroy(&nf);
     cwi_seam_disable();
     assert_true(fk.drain(5000));
-    set_current(g_primary);
-    assert_cu_ok(fk.cuMemFreeHost((void *)gate));
-    set_current(g_other);
+    gate_free(gate);
     cw_stream_destroy(&s);
     cw_stream_destroy(&s2);
     assert_int_equal(qs, CW_SUCCESS);
@@ -2400,10 +2501,7 @@ static void test_when_all(void **state) {
     set_current(g_other);
     cw_stream *s[3] = {new_stream(), new_stream(), new_stream()};
     /* a gate on each stream: a stream-side wait for a host word the test sets */
-    volatile uint32_t *gate = NULL;
-    set_current(g_primary);
-    assert_cu_ok(fk.cuMemHostAlloc((void **)&gate, 64, CU_MEMHOSTALLOC_DEVICEMAP));
-    set_current(g_other);
+    volatile uint32_t *gate = gate_new();
     for (int i = 0; i < 3; i++)
         assert_cu_ok(fk.cuStreamWaitValue32(handle_of(s[i]), (CUdeviceptr)(uintptr_t)&gate[i], 1,
                                             CU_STREAM_WAIT_VALUE_EQ));
@@ -2431,7 +2529,7 @@ static void test_when_all(void **state) {
     }
     assert_int_equal(fk.live("stream"), streams);
     assert_true(fk.drain(5000));
-    assert_cu_ok(fk.cuMemFreeHost((void *)gate));
+    gate_free(gate);
     for (int i = 0; i < 3; i++) cw_stream_destroy(&s[i]);
 }
 
@@ -3747,6 +3845,7 @@ int main(int argc, char **argv) {
         TEST(test_future_no_driver_calls_in_callback),
         TEST(test_future_host_func_callback_on_callback_thread),
         TEST(test_future_destroy_query_error),
+        TEST(test_future_rewatched_while_notified),
         TEST(test_fault_injection),
         TEST(test_not_ready_is_not_a_query_answer),
         TEST(test_context_info),

@@ -198,7 +198,7 @@ void *watcher_main(void *) {
                 // it could free f, and close its fd, under notify)
                 f->notifying.store(1, std::memory_order_release);  // unwatch waits for 0
                 f->watched.store(false, std::memory_order_release);
-                f->watch_next = ready;
+                f->ready_next = ready;
                 ready = f;
             } else {
                 pp = &f->watch_next;
@@ -206,10 +206,11 @@ void *watcher_main(void *) {
         }
         g_watch_passes.fetch_add(1, std::memory_order_relaxed);
         pthread_mutex_unlock(&g_watch.mutex);
+        if (FutureHook h = ready ? g_watch_ready_hook.load(std::memory_order_acquire) : nullptr) h(g_watch_hook_arg.load());
         if (ready) idle_ns = 2000;
         while (ready) {
             cw_future *f = ready;
-            ready = f->watch_next;
+            ready = f->ready_next;
             int fault = f->fault.load(std::memory_order_acquire);
             notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
             f->notifying.store(0, std::memory_order_release);  // last touch of f
@@ -233,6 +234,7 @@ void *watcher_main(void *) {
 }
 
 cw_status watch(cw_future *f) {
+    if (FutureHook h = g_watch_entry_hook.load(std::memory_order_acquire)) h(g_watch_hook_arg.load());
     pthread_mutex_lock(&g_watch.mutex);
     if (!g_watch.running) {
         if (!g_watch.cond_ready) cond_init_monotonic(&g_watch.cond);
@@ -284,7 +286,7 @@ void host_fn(void *user) {
     cw_future *f = static_cast<cw_future *>(user);
     f->done.store(f->armed.load(std::memory_order_relaxed), std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with set_callback / get_fd
-    if (g_host_fn_hook) g_host_fn_hook(g_host_fn_hook_arg);
+    if (FutureHook h = g_host_fn_hook.load(std::memory_order_acquire)) h(g_host_fn_hook_arg.load());
     pthread_mutex_lock(&f->mutex);
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
@@ -777,8 +779,12 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
 
 unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
 
-void (*g_host_fn_hook)(void *arg) = nullptr;
-void *g_host_fn_hook_arg = nullptr;
+std::atomic<FutureHook> g_host_fn_hook{nullptr};
+std::atomic<void *> g_host_fn_hook_arg{nullptr};
+std::atomic<FutureHook> g_watch_ready_hook{nullptr}, g_watch_entry_hook{nullptr};
+std::atomic<void *> g_watch_hook_arg{nullptr};
+
+bool future_watched(const cw_future *f) { return f->watched.load(std::memory_order_acquire); }
 
 unsigned long future_watcher_passes() { return g_watch_passes.load(std::memory_order_relaxed); }
 

@@ -33,7 +33,9 @@ struct cw_future {
     std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
     std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
     std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
-    cw_future *watch_next;
+    cw_future *watch_next;      // the watcher's list (under g_watch.mutex)
+    cw_future *ready_next;      // the watcher's own list of futures to notify (its thread only): not
+                                // watch_next, which a watch() of the future may relink meanwhile
     cw_future *orphan_next;     // on the context's orphan list
 };
 
@@ -62,8 +64,16 @@ unsigned long future_watcher_wakes();
 unsigned long future_watcher_passes();
 // Called by a HOST_FUNC future's host function after it stored the
 // completion and before it notifies (tests: holds that window open).
-extern void (*g_host_fn_hook)(void *arg);
-extern void *g_host_fn_hook_arg;
+using FutureHook = void (*)(void *arg);
+extern std::atomic<FutureHook> g_host_fn_hook;
+extern std::atomic<void *> g_host_fn_hook_arg;
+// Called by the watcher after a pass that found futures to notify, before it
+// notifies them (outside its lock), and at the start of watch() (tests: hold
+// those windows open).
+extern std::atomic<FutureHook> g_watch_ready_hook, g_watch_entry_hook;
+extern std::atomic<void *> g_watch_hook_arg;
+// Whether f is on the watcher's list (tests).
+bool future_watched(const cw_future *f);
 // A written-value future's word and the number its marker writes (tests).
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed);
 // The context's orphan futures and its slab go with it (future.cpp;

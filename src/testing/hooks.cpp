@@ -52,8 +52,19 @@ unsigned long cwi_future_watcher_wakes(void) { return cw::core::future_watcher_w
 unsigned long cwi_future_watcher_passes(void) { return cw::core::future_watcher_passes(); }
 
 void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg) {
-    cw::core::g_host_fn_hook_arg = arg;
-    cw::core::g_host_fn_hook = fn;
+    cw::core::g_host_fn_hook_arg.store(arg);
+    cw::core::g_host_fn_hook.store(fn, std::memory_order_release);
+}
+
+void cwi_future_watch_hooks(void (*ready)(void *arg), void (*entry)(void *arg), void *arg) {
+    cw::core::g_watch_hook_arg.store(arg);
+    cw::core::g_watch_ready_hook.store(ready, std::memory_order_release);
+    cw::core::g_watch_entry_hook.store(entry, std::memory_order_release);
+}
+
+int cwi_future_watched(const cw_future *f) {
+    if (!f || !cw::live(f)) return -1;
+    return cw::core::future_watched(f) ? 1 : 0;
 }
 
 unsigned long cwi_marks_allocated(void) { return cw::core::marks_allocated(); }

@@ -121,6 +121,17 @@ unsigned long cwi_future_watcher_passes(void);
  * it. Set it while no host function can run. */
 void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg);
 
+/* ready(arg): called on the futures' watcher thread after a pass over its
+ * list that found futures to notify, before it notifies them; entry(arg):
+ * called at the start of every watch (cw_future_set_callback, get_fd, rearm
+ * of a future with an fd) on the caller's thread. NULL removes them. Set
+ * them while no future is watched or being watched. */
+void cwi_future_watch_hooks(void (*ready)(void *arg), void (*entry)(void *arg), void *arg);
+
+/* 1 while the future is on the watcher's list, 0 when not, -1 for a handle
+ * that is not a live future. */
+int cwi_future_watched(const struct cw_future *f);
+
 /* Marks (the events the pipeline records after each compute call) whose host
  * memory was allocated since the process started: reused from then on, so
  * a warm pipeline's iterations allocate none. */
