@@ -154,8 +154,6 @@ struct Watch {
 } g_watch;
 // Times a newly watched future woke the watcher (future_watcher_wakes).
 std::atomic<unsigned long> g_watch_wakes{0};
-// Passes over the list (future_watcher_passes).
-std::atomic<unsigned long> g_watch_passes{0};
 
 void *watcher_main(void *) {
     // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
@@ -204,7 +202,6 @@ void *watcher_main(void *) {
                 pp = &f->watch_next;
             }
         }
-        g_watch_passes.fetch_add(1, std::memory_order_relaxed);
         pthread_mutex_unlock(&g_watch.mutex);
         if (FutureHook h = ready ? g_watch_ready_hook.load(std::memory_order_acquire) : nullptr) h(g_watch_hook_arg.load());
         if (ready) idle_ns = 2000;
@@ -785,8 +782,6 @@ std::atomic<FutureHook> g_watch_ready_hook{nullptr}, g_watch_entry_hook{nullptr}
 std::atomic<void *> g_watch_hook_arg{nullptr};
 
 bool future_watched(const cw_future *f) { return f->watched.load(std::memory_order_acquire); }
-
-unsigned long future_watcher_passes() { return g_watch_passes.load(std::memory_order_relaxed); }
 
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (f->kind != CW_FUTURE_WRITE_VALUE) return false;

@@ -60,8 +60,6 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
 // Times the watcher was woken from its polling sleep by a newly watched
 // future (tests).
 unsigned long future_watcher_wakes();
-// Passes the watcher made over its list since the process started (tests).
-unsigned long future_watcher_passes();
 // Called by a HOST_FUNC future's host function after it stored the
 // completion and before it notifies (tests: holds that window open).
 using FutureHook = void (*)(void *arg);

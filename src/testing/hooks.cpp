@@ -49,8 +49,6 @@ int cwi_future_word(cw_future *f, volatile unsigned **word, unsigned *armed) {
 
 unsigned long cwi_future_watcher_wakes(void) { return cw::core::future_watcher_wakes(); }
 
-unsigned long cwi_future_watcher_passes(void) { return cw::core::future_watcher_passes(); }
-
 void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg) {
     cw::core::g_host_fn_hook_arg.store(arg);
     cw::core::g_host_fn_hook.store(fn, std::memory_order_release);

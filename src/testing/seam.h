@@ -112,10 +112,6 @@ int cwi_future_word(struct cw_future *f, volatile unsigned **word, unsigned *arm
  * started. */
 unsigned long cwi_future_watcher_wakes(void);
 
-/* Passes the watcher thread made over its list of watched futures since the
- * process started. */
-unsigned long cwi_future_watcher_passes(void);
-
 /* Calls fn(arg) in every HOST_FUNC future's host function after it stored the
  * completion and before it wakes waiters and runs the callback; NULL removes
  * it. Set it while no host function can run. */
