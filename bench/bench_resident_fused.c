@@ -116,6 +116,18 @@ static const char kStages[] =
     "extern \"C\" __device__ void st2(cw_resident_ctl *c, void *u) { if (threadIdx.x == 0) atomicAdd((unsigned *)u + 2, 1u); }\n";
 static const char *const kStageNames[] = {"st0", "st1", "st2"};
 
+/* The fused loop's description, the same for the library's launch (a) and
+ * the hand-compiled copy of its kernel (d): the three stages, one block. */
+static void fused_desc(cw_resident_fused *f, cw_devptr user) {
+    memset(f, 0, sizeof *f);
+    f->source = kStages;
+    f->stages = kStageNames;
+    f->stage_count = 3;
+    f->grid_blocks = 1;
+    f->block_threads = BLOCK;
+    f->user = user;
+}
+
 /* b) and d): the hand-written loop, hand_body<F> with F a set of the
  * library's per-iteration extras (see the comment at the top); hand_f0 is
  * b). -cmd (H_NOCMD) is right for a grid of 1 only. k0-k2: c)'s kernels. */
@@ -530,13 +542,7 @@ static void run_partition(part_result *pr, const cw_device_info *info, size_t it
     cw_status st = cw_resident_create(&r, part, &s);
     if (st == CW_SUCCESS) {
         cw_resident_fused f;
-        memset(&f, 0, sizeof f);
-        f.source = kStages;
-        f.stages = kStageNames;
-        f.stage_count = 3;
-        f.grid_blocks = 1;
-        f.block_threads = BLOCK;
-        f.user = work;
+        fused_desc(&f, work);
         st = cw_resident_set_fused(r, &f);
         if (st == CW_SUCCESS) st = cw_resident_build(r);
     }
@@ -657,12 +663,7 @@ int main(void) {
      * with what compile_fused passes (the same source, name, in-memory
      * header and options: the same cubin) */
     cw_resident_fused lf;
-    memset(&lf, 0, sizeof lf);
-    lf.source = kStages;
-    lf.stages = kStageNames;
-    lf.stage_count = 3;
-    lf.grid_blocks = 1;
-    lf.block_threads = BLOCK;
+    fused_desc(&lf, 0);
     char *lsrc = cwi_resident_fused_source(&lf);
     if (!lsrc) {
         fprintf(stderr, "%s: cwi_resident_fused_source failed: %s\n", BENCH_NAME, cw_last_error()->message);
