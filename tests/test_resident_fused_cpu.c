@@ -577,6 +577,67 @@ static void test_generated_source(void **state) {
     assert_null(cwi_resident_fused_source(&f));
 }
 
+/* Stage names of any length: each stage's call is followed by its grid
+ * barrier in the generated loop, whatever the name's length (names of 209
+ * to 218 characters once lost the barrier after them: the call and the
+ * barrier went through a 256-byte line, truncated unchecked). Returns the
+ * source (the caller frees it) after checking it. */
+static char *long_name(size_t len, char letter) {
+    char *n = malloc(len + 1);
+    assert_non_null(n);
+    memset(n, letter, len);
+    n[len] = 0;
+    return n;
+}
+
+static char *long_names_source(char *const names[3]) {
+    size_t cap = 256;
+    for (int i = 0; i < 3; i++) cap += 96 + strlen(names[i]);
+    char *stages = malloc(cap);
+    assert_non_null(stages);
+    size_t at = (size_t)snprintf(stages, cap, "#include \"cuweave/resident_device.h\"\n");
+    for (int i = 0; i < 3; i++)
+        at += (size_t)snprintf(stages + at, cap - at,
+                               "extern \"C\" __device__ void %s(cw_resident_ctl *ctl, void *user) { (void)ctl; (void)user; }\n",
+                               names[i]);
+    cw_resident_fused f = fused_desc();
+    f.source = stages;
+    f.stages = (const char *const *)names;
+    f.stage_count = 3;
+    char *src = cwi_resident_fused_source(&f);
+    free(stages);
+    assert_non_null(src);
+    const char *loop = strstr(src, "#line 1 \"cuweave_fused_loop.cu\"\n");
+    assert_non_null(loop);
+    const char *at_call = loop;
+    for (int i = 0; i < 3; i++) {
+        char *call = malloc(strlen(names[i]) + 128);
+        assert_non_null(call);
+        sprintf(call, "        %s((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, %s);\n", names[i],
+                i == 2 ? "sys" : "0u");
+        const char *c = strstr(at_call, call);
+        if (!c) fail_msg("stage %d (a name of %zu characters): its call and barrier are not in the loop", i, strlen(names[i]));
+        at_call = c + strlen(call);
+        free(call);
+    }
+    /* one barrier a stage in the loop's body, no more */
+    int barriers = 0;
+    for (const char *b = strstr(strstr(loop, "if (cmd == 2u) break;"), "cwf_barrier(s, 0u, "); b; b = strstr(b + 1, "cwf_barrier(s, 0u, "))
+        barriers++;
+    assert_int_equal(barriers, 3);
+    return src;
+}
+
+static void test_generated_source_long_names(void **state) {
+    (void)state;
+    static const size_t lens[] = {1, 64, 199, 200, 208, 209, 210, 213, 217, 218, 219, 250, 255, 256, 300, 4000};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char *names[3] = {long_name(lens[i], 'a'), long_name(lens[i], 'b'), long_name(lens[i] + 1, 'c')};
+        free(long_names_source(names));
+        for (int k = 0; k < 3; k++) free(names[k]);
+    }
+}
+
 /* With a real NVRTC on this machine (no GPU needed): the generated source
  * compiles for sm_80 and sm_90. Skipped when there is none. */
 typedef int (*nvrtc_create_fn)(void **, const char *, const char *, int, const char *const *, const char *const *);
@@ -617,20 +678,31 @@ static void test_generated_source_compiles(void **state) {
     const char *hname[] = {"cuweave/resident_device.h"};
     const char *htext[] = {cw_builtin_get_resident_header()};
     const char *archs[] = {"--gpu-architecture=sm_80", "--gpu-architecture=sm_90"};
-    for (int i = 0; i < 2; i++) {
-        void *prog = NULL;
-        assert_int_equal(create(&prog, src, "cuweave_fused_loop.cu", 1, htext, hname), 0);
-        const char *opts[] = {archs[i]};
-        const int r = compile(prog, 1, opts);
-        size_t n = 0;
-        logsize(prog, &n);
-        char *log = malloc(n + 1);
-        assert_non_null(log);
-        log[0] = 0;
-        getlog(prog, log);
-        if (r != 0) fail_msg("NVRTC (%s) refused the fused loop's source: %s", archs[i], log);
-        free(log);
-        destroy(&prog);
+    /* the stages above, then stage names of 213 and 300 characters (sm_90 only) */
+    static const size_t long_lens[] = {213, 300};
+    for (int k = 0; k < 3; k++) {
+        char *names_k[3] = {NULL, NULL, NULL};
+        if (k > 0) {
+            for (int j = 0; j < 3; j++) names_k[j] = long_name(long_lens[k - 1] + (size_t)j, (char)('a' + j));
+            free(src);
+            src = long_names_source(names_k);
+        }
+        for (int i = k == 0 ? 0 : 1; i < 2; i++) {
+            void *prog = NULL;
+            assert_int_equal(create(&prog, src, "cuweave_fused_loop.cu", 1, htext, hname), 0);
+            const char *opts[] = {archs[i]};
+            const int r = compile(prog, 1, opts);
+            size_t n = 0;
+            logsize(prog, &n);
+            char *log = malloc(n + 1);
+            assert_non_null(log);
+            log[0] = 0;
+            getlog(prog, log);
+            if (r != 0) fail_msg("NVRTC (%s) refused the fused loop's source (case %d): %s", archs[i], k, log);
+            free(log);
+            destroy(&prog);
+        }
+        for (int j = 0; j < 3; j++) free(names_k[j]);
     }
     free(src);
 }
@@ -670,6 +742,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_grid_fits),       cmocka_unit_test(test_kernel_cache),
         cmocka_unit_test(test_states),          cmocka_unit_test(test_launch_and_protocol),
         cmocka_unit_test(test_launch_failure),  cmocka_unit_test(test_generated_source),
+        cmocka_unit_test(test_generated_source_long_names),
         cmocka_unit_test(test_generated_source_compiles), cmocka_unit_test(test_fault_sweep),
     };
     cwt_filter_from_env();

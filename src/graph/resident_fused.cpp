@@ -344,11 +344,14 @@ cw_status fused_source(const cw_resident_fused *f, char **out) {
     t.add("\n#line 1 \"cuweave_fused_loop.cu\"\n");
     const char *mark = strstr(kLoop, "CWF_STAGES");
     t.add(kLoop, (size_t)(mark - kLoop));
+    // Each stage's call and the barrier after it, appended piece by piece:
+    // a name has no length limit (a fixed line once cut the barrier off).
     for (uint32_t i = 0; i < f->stage_count; i++) {
-        char line[256];
-        snprintf(line, sizeof line, "        %s((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, %s);\n",
-                 f->stages[i], i + 1 == f->stage_count ? "sys" : "0u");
-        t.add(line);
+        t.add("        ");
+        t.add(f->stages[i]);
+        t.add("((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, ");
+        t.add(i + 1 == f->stage_count ? "sys" : "0u");
+        t.add(");\n");
     }
     t.add(mark + strlen("CWF_STAGES"));
     if (!t.ok) {
