@@ -71,6 +71,7 @@ LIB_SRCS = \
 	src/graph/graph.cpp \
 	src/graph/resident_build.cpp \
 	src/graph/resident_fused.cpp \
+	src/graph/resident_dataflow.cpp \
 	src/graph/resident_loop.cpp \
 	src/graph/resident_timeline.cpp \
 	src/graph/resident_trace.cpp \
@@ -131,7 +132,7 @@ EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph gui
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu
+FAKE_TESTS = test_stream_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
@@ -214,10 +215,11 @@ $(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/graph/resident_abi.h
 	$(NVCC) -fatbin -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 		-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90 -o $@ $<
 
-$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h src/graph/resident_abi.h
+$(O)/src/builtin_image.cpp: $(BUILTIN_IMAGE) tools/embed.py include/cuweave/resident_device.h src/graph/resident_abi.h \
+		src/graph/fused_dataflow.h
 	@mkdir -p $(dir $@)
 	python3 tools/embed.py $(BUILTIN_IMAGE) "$(BUILTIN_ORIGIN)" $@ include/cuweave/resident_device.h \
-		src/graph/resident_abi.h
+		src/graph/resident_abi.h src/graph/fused_dataflow.h
 
 $(O)/src/builtin_image.o: $(O)/src/builtin_image.cpp
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -c $< -o $@

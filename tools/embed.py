@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """Embeds the library's own kernels in a C++ source file.
 
-usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER ABI_HEADER
+usage: embed.py IMAGE ORIGIN OUT.cpp DEVICE_HEADER ABI_HEADER DATAFLOW_HEADER
 
 IMAGE is a fatbin (nvcc at build time) or the checked-in PTX; a NUL is
 appended so that PTX text is terminated. ORIGIN is a short description kept
@@ -10,12 +10,15 @@ in the library (cw_versions.builtin_origin). DEVICE_HEADER is
 include/cuweave/resident_device.h, kept as text for NVRTC programs
 (cw_builtin_get_resident_header()). ABI_HEADER is src/graph/resident_abi.h,
 kept as text for the fused resident loop's kernel (compiled with NVRTC).
+DATAFLOW_HEADER is src/graph/fused_dataflow.h, the tile dataflow protocol,
+kept as text for the fused loop's dataflow kernel.
 """
 import sys
 
-image, origin, out, device_header, abi_header = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+image, origin, out, device_header, abi_header, dataflow_header = sys.argv[1:7]
 header_text = open(device_header, 'rb').read()
 abi_text = open(abi_header, 'rb').read()
+dataflow_text = open(dataflow_header, 'rb').read()
 data = open(image, 'rb').read() + b'\0'
 data += b'\0' * (-len(data) % 8)
 words = [int.from_bytes(data[i:i + 8], 'little') for i in range(0, len(data), 8)]
@@ -38,6 +41,12 @@ with open(out, 'w') as f:
     f.write('// src/graph/resident_abi.h\n')
     f.write('extern const char kResidentAbiHeader[] = {\n')
     chunk = list(abi_text) + [0]
+    for i in range(0, len(chunk), 16):
+        f.write('    ' + ', '.join('%d' % b for b in chunk[i:i + 16]) + ',\n')
+    f.write('};\n')
+    f.write('// src/graph/fused_dataflow.h\n')
+    f.write('extern const char kFusedDataflowHeader[] = {\n')
+    chunk = list(dataflow_text) + [0]
     for i in range(0, len(chunk), 16):
         f.write('    ' + ', '.join('%d' % b for b in chunk[i:i + 16]) + ',\n')
     f.write('};\n')

@@ -637,7 +637,8 @@ typedef enum cw_resident_exit {
     CW_RESIDENT_EXIT_NONE = 0,      /* has not stopped */
     CW_RESIDENT_EXIT_TEAR_DOWN = 1, /* cw_resident_tear_down (or destroy) */
     CW_RESIDENT_EXIT_TIMEOUT = 2,   /* settings.timeout_ms expired (on the GPU's clock) */
-    CW_RESIDENT_EXIT_FAULT = 3      /* the stream reported a device fault */
+    CW_RESIDENT_EXIT_FAULT = 3,     /* the stream reported a device fault */
+    CW_RESIDENT_EXIT_STALLED = 4    /* a dataflow loop's watchdog stopped it (cw_resident_info.stall) */
 } cw_resident_exit;
 
 /*
@@ -653,6 +654,29 @@ typedef enum cw_resident_exit {
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
  */
 CW_API cw_status cw_resident_get_state(const cw_resident *r, cw_resident_state *state);
+
+/* Why a dataflow loop's watchdog stopped it (cw_resident_info.stall). */
+typedef struct cw_resident_stall {
+    /* 1: a tile waited longer than the watchdog for what it reads; 2: a
+     * dependency function named a tile that does not exist. */
+    uint32_t kind;
+    uint32_t stage;         /* the stage of the tile that waited (an index of stage_defs) */
+    uint32_t tile;          /* that tile */
+    uint32_t waited_stage;  /* the stage it waited on */
+    /* The tile it waited on; UINT32_MAX: the whole stage (CW_FUSED_READ_ALL).
+     * kind 2: the tile the function named. */
+    uint32_t waited_tile;
+    uint32_t pad;
+    uint64_t request;       /* the request (its number, as cw_resident_data_ready gave it) */
+    /* kind 1: the counter it waited on (the last request that tile finished,
+     * or the stage's finished tiles) and the value it waited for; kind 2:
+     * the call's index i and the stage's tile count. */
+    uint64_t counter, needed;
+    /* The same in words, naming the stages ("stage 'sad' tile 17 of request
+     * 42 waited 5000 ms for stage 'blur' tile 17: it had finished request
+     * 41, 42 needed"). */
+    const char *detail;
+} cw_resident_stall;
 
 typedef struct cw_resident_info {
     cw_context *context;     /* the loop's context, borrowed: valid while the loop lives */
@@ -692,7 +716,9 @@ typedef struct cw_resident_info {
      * none). Owned by the loop: valid until its next build or its
      * destruction. */
     const char *fallback_detail;
-    uint8_t reserved[8]; /* zeroed */
+    /* Exit CW_RESIDENT_EXIT_STALLED: which tile waited on which, owned by
+     * the loop (valid until its next launch or its destruction); else NULL. */
+    const cw_resident_stall *stall;
 } cw_resident_info;
 
 /*
@@ -740,10 +766,93 @@ CW_API cw_status cw_resident_get_info(cw_resident *r, cw_resident_info *info);
 
 #define CW_RESIDENT_MAX_FUSED_STAGES 64u
 
+/* How a fused loop runs its stages. */
+typedef enum cw_fused_mode {
+    /* Every thread of the grid runs every stage, a grid barrier after each
+     * (the stages are `void NAME(cw_resident_ctl *ctl, void *user)`). */
+    CW_FUSED_BARRIER = 0,
+    /* Tile dataflow: each stage is cut into tiles; blocks take tiles from
+     * counters on the GPU and each tile waits only for the tiles it reads
+     * (the stages are `void NAME(const cw_fused_tile *t, void *user)`;
+     * cw_resident_fused.stage_defs describes them). No grid barrier. */
+    CW_FUSED_DATAFLOW = 1
+} cw_fused_mode;
+
+/* What a tile of a dataflow stage reads of another stage (cw_fused_dep). */
+typedef enum cw_fused_read {
+    /* Tile i reads tile i (the two stages' tile grids must be equal). */
+    CW_FUSED_READ_SAME = 1,
+    /* Tile (x, y) reads the tiles it maps to, x * scale_num / scale_den up to
+     * (x + 1) * scale_num / scale_den (rounded up, exclusive), and radius
+     * tiles more on each side, clipped at the edges of the stage's tile grid
+     * (a stencil's halo at a frame's edge reads the tiles that exist); y
+     * alike. Scale 1/1: tiles x - radius .. x + radius. */
+    CW_FUSED_READ_NEIGHBOURS = 2,
+    /* Every tile of the stage (a histogram read whole, a reduction's
+     * result): the one dependency that waits for a whole stage, on a
+     * counter of its finished tiles. */
+    CW_FUSED_READ_ALL = 3,
+    /* The tiles a device function of the source names:
+     *   extern "C" __device__ int FUNCTION(const cw_fused_tile *t, unsigned i)
+     * returns the i-th tile (0, 1, ...) of the stage read that tile t reads,
+     * or -1 after the last. A tile that does not exist stops the loop
+     * (CW_RESIDENT_EXIT_STALLED; cw_resident_info.stall names it). */
+    CW_FUSED_READ_FUNCTION = 4
+} cw_fused_read;
+
+/* One dependency of a dataflow stage. Zero-initialise, then fill in. */
+typedef struct cw_fused_dep {
+    uint32_t stage;         /* the stage read: an index of stage_defs before this stage's
+                               (with previous: any stage, this one too) */
+    cw_fused_read read;
+    uint32_t radius;        /* CW_FUSED_READ_NEIGHBOURS (else 0) */
+    uint32_t scale_num;     /* CW_FUSED_READ_NEIGHBOURS: the mapping (0 and 0: 1/1; else 0) */
+    uint32_t scale_den;
+    /* Boolean: the tiles of the previous request (a temporal filter, the
+     * difference to the last frame). The first request of a launch waits
+     * for nothing (there is none before it in the launch). */
+    int previous;
+    const char *function;   /* CW_FUSED_READ_FUNCTION: the function's name (else NULL) */
+    uint8_t reserved[16];   /* zero */
+} cw_fused_dep;
+
+/* One stage of a dataflow loop. Zero-initialise, then fill in. */
+typedef struct cw_fused_stage {
+    /* Its device function, defined in the source:
+     *   extern "C" __device__ void NAME(const cw_fused_tile *t, void *user)
+     * called by the threads of one block (threadIdx.x < t->threads) once
+     * per tile of each request. */
+    const char *name;
+    const cw_fused_dep *deps; /* what its tiles read of other stages (NULL when dep_count is 0) */
+    uint32_t dep_count;       /* 0 .. CW_FUSED_MAX_DEPS */
+    /* How the stage is cut: `tiles` tiles in a row (size and tile 0), or a
+     * problem of size[0] x size[1] elements (size[1] 0: 1) in tiles of
+     * tile[0] x tile[1] (tile[1] 0: 1), ceil(size / tile) of them each way
+     * (tiles 0). At most CW_FUSED_MAX_TILES tiles. */
+    uint32_t tiles;
+    uint32_t size[2];
+    uint32_t tile[2];
+    /* Threads a tile uses: 0, all of the block's; else a multiple of 32 up
+     * to block_threads (the others wait: a stage with fewer threads than
+     * the block synchronises its threads with cw_fused_tile_sync, never
+     * __syncthreads). */
+    uint32_t threads;
+    /* Dynamic shared memory the stage uses (t->shared); the kernel gets the
+     * most any stage (or cw_resident_fused.shared_bytes) asks. */
+    uint32_t shared_bytes;
+    uint8_t reserved[32];     /* zero */
+} cw_fused_stage;
+
+#define CW_FUSED_MAX_DEPS 16u
+#define CW_FUSED_MAX_TILES (1u << 20)
+#define CW_FUSED_MAX_IN_FLIGHT 8u
+
 /* What a fused loop runs. Zero-initialise, then fill in. */
 typedef struct cw_resident_fused {
     const char *source;          /* CUDA C++ defining the stages (NUL-terminated) */
-    const char *const *stages;   /* the stages' names, in the order they run */
+    /* CW_FUSED_BARRIER: the stages' names, in the order they run;
+     * CW_FUSED_DATAFLOW: NULL (stage_defs names them). */
+    const char *const *stages;
     const char *const *options;  /* NVRTC options, option_count of them (may be NULL
                                     when option_count is 0; no architecture option) */
     cw_devptr user;              /* passed to every stage as `void *user` */
@@ -754,7 +863,23 @@ typedef struct cw_resident_fused {
     uint32_t grid_blocks;
     uint32_t block_threads;      /* threads a block, 1 .. 1024; 0: 256 */
     uint32_t shared_bytes;       /* dynamic shared memory a block (extern __shared__) */
-    uint8_t reserved[44];        /* zero */
+    cw_fused_mode mode;          /* default (0) CW_FUSED_BARRIER */
+    /* CW_FUSED_DATAFLOW: the stages, stage_count of them, in an order where
+     * every stage reads only stages before it (but with `previous`). */
+    const cw_fused_stage *stage_defs;
+    /* CW_FUSED_DATAFLOW: requests whose tiles may run at once, 1 ..
+     * CW_FUSED_MAX_IN_FLIGHT (0: 1). Request n starts only after request
+     * n - in_flight has been signalled, so per-request data a stage writes
+     * needs in_flight copies (index them by t->slot), and data the next
+     * request reads (a `previous` dependency) in_flight + 1 (index them by
+     * t->seq % (in_flight + 1)). Results are signalled in order. */
+    uint32_t in_flight;
+    /* CW_FUSED_DATAFLOW: the GPU-side watchdog. A tile that waits longer
+     * than this for what it reads stops the loop (exit
+     * CW_RESIDENT_EXIT_STALLED; cw_resident_info.stall says which tile
+     * waited on which). 0: 5000 ms; UINT32_MAX: no watchdog. */
+    uint32_t watchdog_ms;
+    uint8_t reserved[24];        /* zero */
 } cw_resident_fused;
 
 /*

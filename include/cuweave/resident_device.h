@@ -24,6 +24,10 @@
  *   cw_resident_mark_data_ready(ctl)   (data-ready handler) serve a request this iteration
  *   cw_resident_mark_data_not_ready(ctl)  (data-ready handler) take that back
  *
+ * Stages of a fused dataflow loop (CW_FUSED_DATAFLOW) get a cw_fused_tile
+ * instead of the device block: its request, input slot, tile and shared
+ * memory; cw_fused_tile_sync(t) synchronises the threads of a tile.
+ *
  * The block is shared by all threads: call the marking functions from one
  * thread (or accept that the last write wins; both write constants).
  *
@@ -77,11 +81,34 @@ typedef struct cw_resident_ctl {
     unsigned long long reserved[3];
 } cw_resident_ctl;
 
+/* What a tile of a fused dataflow stage (CW_FUSED_DATAFLOW) is given: its
+ * stage's function is called as NAME(const cw_fused_tile *t, void *user) by
+ * the block's threads with threadIdx.x < t->threads. The descriptor lives
+ * in shared memory; it is valid during the call. */
+typedef struct cw_fused_tile {
+    unsigned long long seq;   /* the request (1, 2, ...: cw_resident_data_ready's numbers) */
+    void *input;              /* the request's input slot (NULL without input slots) */
+    void *shared;             /* the stage's dynamic shared memory (its shared_bytes) */
+    unsigned int stage;       /* the stage (its index in stage_defs) */
+    unsigned int tile;        /* this tile, 0 .. tiles - 1: tile = y * tiles_x + x */
+    unsigned int tiles;
+    unsigned int x, y;        /* the tile's coordinates */
+    unsigned int tiles_x, tiles_y;
+    /* The elements of the tile: x0 .. x0 + w - 1, y0 .. y0 + h - 1 of the
+     * stage's size (a stage given as `tiles`: x0 = tile, w = h = 1). */
+    unsigned int x0, y0, w, h;
+    unsigned int slot;        /* (seq - 1) % in_flight: index per-request data by it */
+    unsigned int threads;     /* threads working on the tile */
+    unsigned int first;       /* 1: the first request of this launch (no previous one in it) */
+    unsigned long long reserved[2];
+} cw_fused_tile;
+
 #define CW_RES_RING 4096u /* per-iteration times kept for the median */
 
 /* Exit reasons (cw_res_dev.reason, cw_res_host.exit_reason). */
 #define CW_RES_EXIT_TEAR_DOWN 1u
 #define CW_RES_EXIT_TIMEOUT 2u
+#define CW_RES_EXIT_STALLED 3u /* a fused dataflow loop's watchdog */
 
 /* Poll flags (a kernel argument; kept in cw_res_dev.flags for begin and end). */
 #define CW_RES_ADAPTIVE 0x1u /* spin after each request, then back off */
@@ -156,6 +183,14 @@ static __device__ __forceinline__ void cw_resident_wait(void) {
 static __device__ __forceinline__ unsigned int cw_resident_skip(const cw_resident_ctl *ctl) {
     cw_resident_wait();
     return *(const volatile unsigned int *)&ctl->skip;
+}
+
+/* Synchronises the threads working on a dataflow tile (t->threads of
+ * them): __syncthreads when they are the whole block, else a named barrier
+ * (the block's other threads are not there). */
+static __device__ __forceinline__ void cw_fused_tile_sync(const cw_fused_tile *t) {
+    if (t->threads == blockDim.x) __syncthreads();
+    else asm volatile("bar.sync 1, %0;" ::"r"(t->threads) : "memory");
 }
 
 static __device__ __forceinline__ void *cw_resident_input(const cw_resident_ctl *ctl) {

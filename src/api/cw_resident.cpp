@@ -11,7 +11,9 @@ using namespace cw;
 
 static_assert(sizeof(cw_resident_settings) == 104, "cw_resident_settings keeps its 0.1 size");
 static_assert(sizeof(cw_resident_info) == 144, "cw_resident_info: 16 bytes of context and state, then the 0.1 stats");
-static_assert(sizeof(cw_resident_fused) == 96, "cw_resident_fused: four pointers, five counts, 44 reserved bytes");
+static_assert(sizeof(cw_resident_fused) == 96, "cw_resident_fused: 0.2's size (mode, stage_defs, in_flight and watchdog_ms in its reserved bytes)");
+static_assert(offsetof(cw_resident_fused, stage_defs) == 56, "cw_resident_fused.stage_defs follows mode");
+static_assert(sizeof(cw_fused_stage) == 80 && sizeof(cw_fused_dep) == 48, "dataflow descriptors");
 
 namespace {
 
@@ -71,7 +73,6 @@ cw_resident_settings normalized(const cw_resident_settings *s) {
 
 cw_status check_fused(const cw_resident_fused *f) {
     CW_CHECK_ARG(f->source != NULL);
-    CW_CHECK_ARG(f->stages != NULL);
     if (f->stage_count == 0 || f->stage_count > CW_RESIDENT_MAX_FUSED_STAGES)
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stage_count %u (1 to %u)", f->stage_count,
                     CW_RESIDENT_MAX_FUSED_STAGES);
@@ -90,7 +91,7 @@ cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **
     cw_header headers[1] = {{"cuweave/resident_device.h", kResidentDeviceHeader}};
     cw_program_settings ps;
     memset(&ps, 0, sizeof ps);
-    ps.name = "cuweave_fused_loop.cu";
+    ps.name = f->mode == CW_FUSED_DATAFLOW ? "cuweave_fused_dataflow.cu" : "cuweave_fused_loop.cu";
     ps.options = f->options;
     ps.n_options = f->option_count;
     ps.headers = headers;
@@ -103,7 +104,7 @@ cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **
     st = jit::module_load(p, m);
     jit::program_destroy(p);
     if (st != CW_SUCCESS) return st;
-    st = kernels::module_get_kernel(*m, "cwf_resident_loop", k);
+    st = kernels::module_get_kernel(*m, graphs::fused_kernel_name(f), k);
     if (st != CW_SUCCESS) {
         kernels::module_destroy(*m);
         *m = nullptr;

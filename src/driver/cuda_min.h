@@ -28,6 +28,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 enum {
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
     CU_FUNC_ATTRIBUTE_PTX_VERSION = 5,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 };

@@ -15,10 +15,12 @@
 #include <atomic>
 #include <mutex>
 
+#include "base/text.hpp"
 #include "base/vec.hpp"
 #include "core/idle.hpp"
 #include "cuweave/resident.h"
 #include "graph/graph.hpp"
+#include "graph/fused_dataflow.h"
 #include "graph/resident_abi.h"
 
 namespace cw {
@@ -50,14 +52,39 @@ struct DropRange {
 // Fused persistent mode (resident_fused.cpp): the loop's own kernel, made
 // from the caller's stages. module NULL: a graph loop (the barrier's memory
 // is kept for a later set).
+// The tile dataflow mode's tables (resident_dataflow.cpp), as the kernel
+// gets them (fused_dataflow.h's types), and what the host keeps of the
+// stages: names (for messages), geometry.
+struct DataflowGeo {
+    uint32_t size_x, size_y, tile_x, tile_y;  // tile_x 0: a stage given as a count of tiles
+    uint32_t threads, shared;
+};
+struct DataflowPlan {
+    cwf_df_stage *stages;
+    cwf_df_dep *deps;
+    DataflowGeo *geo;
+    char **names;  // the stages'
+    char **fns;    // the dependency functions', nfns of them
+    uint32_t nstages, ndeps, nfns;
+    uint32_t tasks, tiles, alls, in_flight;
+    uint32_t block;   // threads a block
+    uint32_t shared;  // the kernel's dynamic shared memory: the most a stage (or the loop) asks
+    size_t state_bytes;
+};
 struct Fused {
     cw_module *module;  // owned
-    cw_kernel *kernel;  // cwf_resident_loop
+    cw_kernel *kernel;  // cwf_resident_loop or cwf_dataflow_loop
     CUfunction fn;      // in the loop's context
-    CUdeviceptr sync;   // the grid barrier's words (128 bytes)
+    CUdeviceptr sync;   // the grid barrier's words (sync_bytes; dataflow: the protocol's state)
+    size_t sync_bytes;
     CUdeviceptr user;
     uint32_t grid, block, shared, stages;
     uint32_t per_sm, max_grid;  // co-resident blocks an SM holds; times the context's SMs
+    bool dataflow;
+    uint64_t watchdog_ns;      // dataflow: 0 none
+    DataflowPlan plan;         // dataflow (names for the stall's message)
+    cw_resident_stall stall;   // the last stall read (cw_resident_info.stall)
+    char stall_detail[512];
 };
 }  // namespace graphs
 
@@ -66,6 +93,9 @@ extern const char kResidentAbiHeader[];
 
 // The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
 extern const char kResidentDeviceHeader[];
+
+// The text of src/graph/fused_dataflow.h (embedded by tools/embed.py).
+extern const char kFusedDataflowHeader[];
 
 }  // namespace cw
 
@@ -166,6 +196,22 @@ cw_status fused_may_set(cw_resident *r);
 // f->source), malloc'ed: the caller frees it. Its headers: the device
 // header as "cuweave/resident_device.h".
 cw_status fused_source(const cw_resident_fused *f, char **out);
+// Stage and function names: identifiers, found in the source as words.
+bool is_identifier(const char *s);
+bool has_word(const char *text, const char *word);
+// Appends what every fused kernel's source starts with: the device header
+// and resident_abi.h as NVRTC sees them, then the caller's source from line
+// 1 of "stages.cu". false: the embedded header is not as expected.
+bool fused_prologue(Text *t, const char *source);
+// ---- the tile dataflow mode (resident_dataflow.cpp) ----
+// Checks f's stages (each refusal names the stage) and builds the tables.
+cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, DataflowPlan *p);
+void dataflow_plan_free(DataflowPlan *p);
+// The dataflow kernel's source (cwf_dataflow_loop), malloc'ed.
+cw_status dataflow_source(const cw_resident_fused *f, const DataflowPlan *p, char **out);
+// A stall as the state's eight words say it, named (detail is the text's room).
+void dataflow_stall(const DataflowPlan *p, const uint64_t words[8], uint64_t base, cw_resident_stall *s, char *detail,
+                    size_t detail_size);
 // Makes r fused with the compiled kernel k of module m (owned by r from
 // success on): checks co-residency of f's grid in r's context.
 cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k);
@@ -176,8 +222,11 @@ bool is_fused(const cw_resident *r);
 cw_status fused_build(cw_resident *r);
 cw_status fused_launch(cw_resident *r);
 void fused_free(cw_resident *r);
-// Fills the fused fields of info.
-void fused_info(const cw_resident *r, cw_resident_info *info);
+// Fills the fused fields of info (a stalled dataflow loop's stall: read
+// from the GPU on the stats stream).
+cw_status fused_info(cw_resident *r, cw_resident_info *info);
+// The name of the fused kernel of f's mode.
+const char *fused_kernel_name(const cw_resident_fused *f);
 
 // ---- between the loop's files ----
 // A launch that stopped on the GPU by itself is settled (resident_loop.cpp).
@@ -211,5 +260,8 @@ cw_status launch_into(cw_resident *r, cw_graph *g, ResidentKernel kernel, void *
 
 // The text of include/cuweave/resident_device.h (embedded by tools/embed.py).
 extern const char kResidentDeviceHeader[];
+
+// The text of src/graph/fused_dataflow.h (embedded by tools/embed.py).
+extern const char kFusedDataflowHeader[];
 
 }  // namespace cw

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.hpp"
 #include "graph/resident.hpp"
 #include "kernel/kernel.hpp"
 
@@ -227,46 +228,6 @@ bool is_ident_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-bool is_identifier(const char *s) {
-    if (!s[0] || (s[0] >= '0' && s[0] <= '9')) return false;
-    for (const char *c = s; *c; c++)
-        if (!is_ident_char(*c)) return false;
-    return true;
-}
-
-// Whether `word` occurs in text as a whole identifier.
-bool has_word(const char *text, const char *word) {
-    const size_t n = strlen(word);
-    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
-        if ((p == text || !is_ident_char(p[-1])) && !is_ident_char(p[n])) return true;
-    return false;
-}
-
-// A growable malloc'ed string (the library never throws).
-struct Text {
-    char *s = nullptr;
-    size_t n = 0, cap = 0;
-    bool ok = true;
-    void add(const char *t, size_t len) {
-        if (!ok) return;
-        if (n + len + 1 > cap) {
-            size_t c = cap ? cap : 4096;
-            while (n + len + 1 > c) c *= 2;
-            char *p = static_cast<char *>(realloc(s, c));
-            if (!p) {
-                ok = false;
-                return;
-            }
-            s = p;
-            cap = c;
-        }
-        memcpy(s + n, t, len);
-        n += len;
-        s[n] = 0;
-    }
-    void add(const char *t) { add(t, strlen(t)); }
-};
-
 uint32_t block_threads_of(const cw_resident_fused *f) {
     return f->block_threads ? f->block_threads : kDefaultBlockThreads;
 }
@@ -276,14 +237,16 @@ uint32_t block_threads_of(const cw_resident_fused *f) {
 cw_status fused_start(cw_resident *r) {
     Fused *fu = r->fused;
     CW_TRY(on_stream(r->run, "cuMemsetD32Async",
-                     [&] { return drv().cuMemsetD32Async(fu->sync, 0u, kSyncBytes / 4, r->run->cu); }));
+                     [&] { return drv().cuMemsetD32Async(fu->sync, 0u, fu->sync_bytes / 4, r->run->cu); }));
     CUdeviceptr h = r->host_dev, d = r->dev, s = fu->sync, user = fu->user;
     unsigned long long timeout_ns = (unsigned long long)r->set.timeout_ms * 1000000ull;
     unsigned sleep_ns = r->set.sleep_interval_us * 1000u;
     unsigned spin_ns = r->set.spin_us * 1000u;
     unsigned flags = (r->set.sleep_mode == CW_RESIDENT_SLEEP_ADAPTIVE ? CW_RES_ADAPTIVE : 0u) |
                      (r->set.sync_with_host ? CW_RES_SYNC_HOST : 0u);
-    void *args[] = {&h, &d, &s, &user, &timeout_ns, &sleep_ns, &spin_ns, &flags};
+    unsigned long long watchdog_ns = fu->watchdog_ns;
+    // The dataflow kernel takes the watchdog as a ninth argument.
+    void *args[] = {&h, &d, &s, &user, &timeout_ns, &sleep_ns, &spin_ns, &flags, &watchdog_ns};
     CUlaunchAttribute attr;
     memset(&attr, 0, sizeof attr);
     attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
@@ -301,7 +264,145 @@ cw_status fused_start(cw_resident *r) {
     return on_stream(r->run, "cuLaunchKernelEx", [&] { return drv().cuLaunchKernelEx(&lc, fu->fn, args, nullptr); });
 }
 
+// The most dynamic shared memory a block of this device may have (opt-in).
+cw_status max_shared(const cw_resident *r, int *out) {
+    *out = 48 * 1024;
+    int v = 0;
+    if (drv().cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, r->ctx->device) ==
+            CUDA_SUCCESS &&
+        v > 0)
+        *out = v;
+    return CW_SUCCESS;
+}
+
+// Checks that the kernel k of module m fits (cooperative launch, shared
+// memory, co-residency) and makes r fused with it (plan: the dataflow
+// mode's tables, taken over on success).
+cw_status fused_fit(cw_resident *r, const cw_resident_fused *f, uint32_t block, DataflowPlan *plan, cw_module *m,
+                    cw_kernel *k) {
+    const uint32_t shared = plan ? plan->shared : f->shared_bytes;
+    CurrentGuard guard;
+    CW_TRY(guard.enter(r->ctx->cu));
+    CUfunction fn = nullptr;
+    CW_CU(cuKernelGetFunction, (&fn, k->cu));
+    int coop = 0;
+    CW_CU(cuDeviceGetAttribute, (&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, r->ctx->device));
+    if (!coop)
+        return fail(CW_ERROR_NOT_SUPPORTED, "device %d does not support cooperative launch", r->ctx->ordinal);
+    if (shared > 48u * 1024u) {
+        int most = 0;
+        CW_TRY(max_shared(r, &most));
+        if (shared > (uint32_t)most) {
+            if (plan) {
+                uint32_t i = 0;
+                while (i < plan->nstages && plan->geo[i].shared != shared) i++;
+                if (i < plan->nstages)
+                    return fail(CW_ERROR_INVALID_ARGUMENT,
+                                "invalid argument: stage %u ('%s') asks %u bytes of shared memory; a block of device "
+                                "%d has at most %d",
+                                i, plan->names[i], shared, r->ctx->ordinal, most);
+            }
+            return fail(CW_ERROR_INVALID_ARGUMENT,
+                        "invalid argument: %u bytes of shared memory a block; a block of device %d has at most %d",
+                        shared, r->ctx->ordinal, most);
+        }
+        if (!drv().cuFuncSetAttribute)
+            return fail(CW_ERROR_NOT_SUPPORTED, "more than 48 KiB of shared memory needs cuFuncSetAttribute");
+        CW_CU(cuFuncSetAttribute, (fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared));
+    }
+    int per_sm = 0;
+    CW_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, (&per_sm, fn, (int)block, (size_t)shared));
+    const uint64_t max_grid = (uint64_t)(per_sm > 0 ? per_sm : 0) * r->ctx->sm_count;
+    if (max_grid == 0) {
+        int regs = 0;
+        if (drv().cuFuncGetAttribute) (void)drv().cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn);
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: no block of %u threads with %u bytes of shared memory fits on an SM (the "
+                    "kernel uses %d registers a thread: the stages' registers or shared memory)",
+                    block, shared, regs);
+    }
+    const uint32_t max32 = max_grid > 0xffffffffull ? 0xffffffffu : (uint32_t)max_grid;
+    if (f->grid_blocks > max32)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: a grid of %u blocks does not fit co-resident: at most %u (%d blocks of %u "
+                    "threads an SM x %u SMs of the context)",
+                    f->grid_blocks, max32, per_sm, block, r->ctx->sm_count);
+    const size_t sync_bytes = plan ? plan->state_bytes : kSyncBytes;
+    Fused *fu = r->fused;
+    if (!fu) {
+        fu = static_cast<Fused *>(calloc(1, sizeof(Fused)));
+        if (!fu) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        r->fused = fu;
+    }
+    if (!fu->sync || fu->sync_bytes != sync_bytes) {
+        CUdeviceptr mem = 0;
+        if (drv().cuMemAlloc(&mem, sync_bytes) != CUDA_SUCCESS)
+            return fail(CW_ERROR_OUT_OF_MEMORY, "the fused loop's %s: out of device memory (%zu bytes)",
+                        plan ? "counters" : "barrier", sync_bytes);
+        if (fu->sync) drv().cuMemFree(fu->sync);
+        fu->sync = mem;
+        fu->sync_bytes = sync_bytes;
+    }
+    CW_TRY(guard.leave());
+    if (fu->module) kernels::module_destroy(fu->module);
+    dataflow_plan_free(&fu->plan);
+    fu->module = m;
+    fu->kernel = k;
+    fu->fn = fn;
+    fu->grid = f->grid_blocks ? f->grid_blocks : max32;
+    fu->block = block;
+    fu->shared = shared;
+    fu->per_sm = (uint32_t)per_sm;
+    fu->max_grid = max32;
+    fu->stages = f->stage_count;
+    fu->user = f->user;
+    fu->dataflow = plan != nullptr;
+    fu->watchdog_ns = !plan || f->watchdog_ms == UINT32_MAX ? 0ull
+                                                             : (uint64_t)(f->watchdog_ms ? f->watchdog_ms : 5000u) * 1000000ull;
+    if (plan) {
+        fu->plan = *plan;
+        memset(plan, 0, sizeof *plan);
+    }
+    r->dirty = true;
+    return CW_SUCCESS;
+}
+
 }  // namespace
+
+bool is_identifier(const char *s) {
+    if (!s[0] || (s[0] >= '0' && s[0] <= '9')) return false;
+    for (const char *c = s; *c; c++)
+        if (!is_ident_char(*c)) return false;
+    return true;
+}
+
+// Whether `word` occurs in text as a whole identifier.
+bool has_word(const char *text, const char *word) {
+    const size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
+        if ((p == text || !is_ident_char(p[-1])) && !is_ident_char(p[n])) return true;
+    return false;
+}
+
+bool fused_prologue(Text *t, const char *source) {
+    // resident_abi.h as NVRTC sees it: its include of the device header by
+    // the in-memory name.
+    static const char kAbiInclude[] = "#include \"../../include/cuweave/resident_device.h\"";
+    const char *abi = kResidentAbiHeader;
+    const char *inc = strstr(abi, kAbiInclude);
+    if (!inc) return false;
+    t->add("#include \"cuweave/resident_device.h\"\n");
+    t->add(abi, (size_t)(inc - abi));
+    t->add("#include \"cuweave/resident_device.h\"");
+    t->add(inc + sizeof kAbiInclude - 1);
+    t->add("\n#line 1 \"stages.cu\"\n");
+    t->add(source);
+    return true;
+}
+
+const char *fused_kernel_name(const cw_resident_fused *f) {
+    return f->mode == CW_FUSED_DATAFLOW ? "cwf_dataflow_loop" : "cwf_resident_loop";
+}
 
 cw_status fused_check_settings(const cw_resident_settings *s) {
     if (s->trace)
@@ -317,6 +418,20 @@ cw_status fused_check_settings(const cw_resident_settings *s) {
 }
 
 cw_status fused_source(const cw_resident_fused *f, char **out) {
+    if (f->mode == CW_FUSED_DATAFLOW) {
+        DataflowPlan plan;
+        CW_TRY(dataflow_plan(f, block_threads_of(f), &plan));
+        cw_status st = dataflow_source(f, &plan, out);
+        dataflow_plan_free(&plan);
+        return st;
+    }
+    if (f->mode != CW_FUSED_BARRIER)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: mode %d is not a cw_fused_mode", (int)f->mode);
+    if (f->stage_defs || f->in_flight || f->watchdog_ms)
+        return fail(CW_ERROR_INVALID_ARGUMENT,
+                    "invalid argument: stage_defs, in_flight and watchdog_ms are for CW_FUSED_DATAFLOW (mode is "
+                    "CW_FUSED_BARRIER)");
+    if (!f->stages) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stages is NULL");
     for (uint32_t i = 0; i < f->stage_count; i++) {
         const char *name = f->stages[i];
         if (!name || !is_identifier(name))
@@ -328,19 +443,9 @@ cw_status fused_source(const cw_resident_fused *f, char **out) {
                         "__device__ void %s(cw_resident_ctl *ctl, void *user))",
                         i, name, name);
     }
-    // resident_abi.h as NVRTC sees it: its include of the device header by
-    // the in-memory name.
-    static const char kAbiInclude[] = "#include \"../../include/cuweave/resident_device.h\"";
-    const char *abi = kResidentAbiHeader;
-    const char *inc = strstr(abi, kAbiInclude);
-    if (!inc) return fail(CW_ERROR_INTERNAL, "the embedded resident_abi.h does not include the device header");
     Text t;
-    t.add("#include \"cuweave/resident_device.h\"\n");
-    t.add(abi, (size_t)(inc - abi));
-    t.add("#include \"cuweave/resident_device.h\"");
-    t.add(inc + sizeof kAbiInclude - 1);
-    t.add("\n#line 1 \"stages.cu\"\n");
-    t.add(f->source);
+    if (!fused_prologue(&t, f->source))
+        return fail(CW_ERROR_INTERNAL, "the embedded resident_abi.h does not include the device header");
     t.add("\n#line 1 \"cuweave_fused_loop.cu\"\n");
     const char *mark = strstr(kLoop, "CWF_STAGES");
     t.add(kLoop, (size_t)(mark - kLoop));
@@ -381,62 +486,13 @@ cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_modu
         return fail(CW_ERROR_NOT_SUPPORTED,
                     "the fused resident loop needs cooperative launch and the occupancy calculator (a CUDA 12.0 "
                     "driver or newer)");
-    CurrentGuard guard;
-    CW_TRY(guard.enter(r->ctx->cu));
-    CUfunction fn = nullptr;
-    CW_CU(cuKernelGetFunction, (&fn, k->cu));
-    int coop = 0;
-    CW_CU(cuDeviceGetAttribute, (&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, r->ctx->device));
-    if (!coop)
-        return fail(CW_ERROR_NOT_SUPPORTED, "device %d does not support cooperative launch", r->ctx->ordinal);
-    if (f->shared_bytes > 48u * 1024u) {
-        if (!drv().cuFuncSetAttribute)
-            return fail(CW_ERROR_NOT_SUPPORTED, "more than 48 KiB of shared memory needs cuFuncSetAttribute");
-        CW_CU(cuFuncSetAttribute, (fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)f->shared_bytes));
-    }
-    int per_sm = 0;
-    CW_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, (&per_sm, fn, (int)block, (size_t)f->shared_bytes));
-    const uint64_t max_grid = (uint64_t)(per_sm > 0 ? per_sm : 0) * r->ctx->sm_count;
-    if (max_grid == 0)
-        return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "invalid argument: no block of %u threads with %u bytes of shared memory fits on an SM (the "
-                    "stages' registers or shared memory)",
-                    block, f->shared_bytes);
-    const uint32_t max32 = max_grid > 0xffffffffull ? 0xffffffffu : (uint32_t)max_grid;
-    if (f->grid_blocks > max32)
-        return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "invalid argument: a grid of %u blocks does not fit co-resident: at most %u (%d blocks of %u "
-                    "threads an SM x %u SMs of the context)",
-                    f->grid_blocks, max32, per_sm, block, r->ctx->sm_count);
-    CW_TRY(guard.leave());
-    Fused *fu = r->fused;
-    if (!fu) {
-        fu = static_cast<Fused *>(calloc(1, sizeof(Fused)));
-        if (!fu) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-        CurrentGuard g2;
-        cw_status st = g2.enter(r->ctx->cu);
-        if (st == CW_SUCCESS && drv().cuMemAlloc(&fu->sync, kSyncBytes) != CUDA_SUCCESS)
-            st = fail(CW_ERROR_OUT_OF_MEMORY, "the fused loop's barrier: out of device memory");
-        if (st != CW_SUCCESS) {
-            free(fu);
-            return st;
-        }
-        r->fused = fu;
-    } else if (fu->module) {
-        kernels::module_destroy(fu->module);
-    }
-    fu->module = m;
-    fu->kernel = k;
-    fu->fn = fn;
-    fu->grid = f->grid_blocks ? f->grid_blocks : max32;
-    fu->block = block;
-    fu->shared = f->shared_bytes;
-    fu->per_sm = (uint32_t)per_sm;
-    fu->max_grid = max32;
-    fu->stages = f->stage_count;
-    fu->user = f->user;
-    r->dirty = true;
-    return CW_SUCCESS;
+    DataflowPlan plan;
+    memset(&plan, 0, sizeof plan);
+    const bool dataflow = f->mode == CW_FUSED_DATAFLOW;
+    if (dataflow) CW_TRY(dataflow_plan(f, block, &plan));
+    cw_status st = fused_fit(r, f, block, dataflow ? &plan : nullptr, m, k);
+    if (st != CW_SUCCESS) dataflow_plan_free(&plan);
+    return st;
 }
 
 cw_status resident_clear_fused(cw_resident *r) {
@@ -479,6 +535,7 @@ void fused_free(cw_resident *r) {
     Fused *fu = r->fused;
     if (!fu) return;
     if (fu->module) kernels::module_destroy(fu->module);
+    dataflow_plan_free(&fu->plan);
     if (fu->sync) {
         CurrentGuard guard;
         if (guard.enter(r->ctx->cu) == CW_SUCCESS) {
@@ -490,12 +547,24 @@ void fused_free(cw_resident *r) {
     r->fused = nullptr;
 }
 
-void fused_info(const cw_resident *r, cw_resident_info *info) {
-    if (!is_fused(r)) return;
+cw_status fused_info(cw_resident *r, cw_resident_info *info) {
+    if (!is_fused(r)) return CW_SUCCESS;
+    Fused *fu = r->fused;
     info->fused = 1;
-    info->grid_blocks = r->fused->grid;
-    info->block_threads = r->fused->block;
-    info->max_grid_blocks = r->fused->max_grid;
+    info->grid_blocks = fu->grid;
+    info->block_threads = fu->block;
+    info->max_grid_blocks = fu->max_grid;
+    if (!fu->dataflow || info->exit != CW_RESIDENT_EXIT_STALLED) return CW_SUCCESS;
+    // The stall's record: the launch has ended, its words are final.
+    uint64_t words[8];
+    CW_TRY(on_stream(r->stats, "cuMemcpyDtoHAsync", [&] {
+        return drv().cuMemcpyDtoHAsync(words, fu->sync + CWF_W_STALL * 8u, sizeof words, r->stats->cu);
+    }));
+    CW_TRY(on_stream(r->stats, "cuStreamSynchronize", [&] { return drv().cuStreamSynchronize(r->stats->cu); }));
+    dataflow_stall(&fu->plan, words, __atomic_load_n(&r->host->base, __ATOMIC_ACQUIRE), &fu->stall, fu->stall_detail,
+                   sizeof fu->stall_detail);
+    info->stall = &fu->stall;
+    return CW_SUCCESS;
 }
 
 }  // namespace graphs

@@ -88,7 +88,9 @@ void finish_stop(cw_resident *r, cw_resident_exit why) {
 
 cw_resident_exit exit_from_gpu(const cw_resident *r) {
     const unsigned reason = __atomic_load_n(&r->host->exit_reason, __ATOMIC_ACQUIRE);
-    return reason == CW_RES_EXIT_TIMEOUT ? CW_RESIDENT_EXIT_TIMEOUT : CW_RESIDENT_EXIT_TEAR_DOWN;
+    return reason == CW_RES_EXIT_TIMEOUT   ? CW_RESIDENT_EXIT_TIMEOUT
+           : reason == CW_RES_EXIT_STALLED ? CW_RESIDENT_EXIT_STALLED
+                                           : CW_RESIDENT_EXIT_TEAR_DOWN;
 }
 
 // Waits up to timeout_ms for the loop's stream to be idle. `then` says, in
@@ -551,7 +553,6 @@ cw_status resident_info(cw_resident *r, cw_resident_info *info) {
         o.iter_median_ns = d.ring[n / 2];
         o.median_window = n;
     }
-    fused_info(r, &o);
     int st = r->state.load(std::memory_order_acquire);
     if (st == CW_RESIDENT_NOT_LAUNCHED) {
         o.exit = CW_RESIDENT_EXIT_NONE;  // (a build's trial run does not count)
@@ -565,6 +566,7 @@ cw_status resident_info(cw_resident *r, cw_resident_info *info) {
     o.overlap = r->built ? r->overlap_used : r->set.overlap;
     o.fallback = r->built ? r->fallback : CW_RESIDENT_FALLBACK_NONE;
     o.fallback_detail = r->built ? r->fallback_detail : "";
+    CW_TRY(fused_info(r, &o));
     *info = o;
     return CW_SUCCESS;
 }

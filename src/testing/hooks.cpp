@@ -92,6 +92,24 @@ char *cwi_resident_fused_source(const cw_resident_fused *f) {
     return cw::graphs::fused_source(f, &out) == CW_SUCCESS ? out : nullptr;
 }
 
+int cwi_fused_plan(const cw_resident_fused *f, void **stages, void **deps, unsigned long long counts[7]) {
+    cw::graphs::DataflowPlan p;
+    if (cw::graphs::dataflow_plan(f, f->block_threads ? f->block_threads : 256u, &p) != CW_SUCCESS) return -1;
+    *stages = p.stages;
+    *deps = p.deps;
+    p.stages = nullptr;
+    p.deps = nullptr;
+    counts[0] = p.nstages;
+    counts[1] = p.ndeps;
+    counts[2] = p.tasks;
+    counts[3] = p.tiles;
+    counts[4] = p.alls;
+    counts[5] = p.in_flight;
+    counts[6] = p.state_bytes / 8u;
+    cw::graphs::dataflow_plan_free(&p);
+    return 0;
+}
+
 int cwi_pool_waiting(cw_stream_pool *p) {
     if (!p || !cw::live(p)) return -1;
     // Under the pool's mutex: a waiter holds it from the moment it counts

@@ -159,6 +159,14 @@ struct cw_res_host *cwi_resident_host(struct cw_resident *r);
 struct cw_resident_fused;
 char *cwi_resident_fused_source(const struct cw_resident_fused *f);
 
+/* The tables a dataflow loop's kernel gets for f (src/graph/fused_dataflow.h's
+ * cwf_df_stage and cwf_df_dep), for a test that runs the protocol itself:
+ * *stages and *deps are malloc'ed (free them); counts[] receives stages,
+ * deps, tasks a request, tiles, stages read whole, requests in flight, and
+ * the state's 64-bit words. 0, or -1 when f is refused (cw_last_error says
+ * why). block_threads as in f (0: 256). */
+int cwi_fused_plan(const struct cw_resident_fused *f, void **stages, void **deps, unsigned long long counts[7]);
+
 /* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
  * sleeps). -1 for a handle that is not a live pool. */

@@ -391,7 +391,7 @@ class ResidentInfo(ctypes.Structure):
         ("overlap", ctypes.c_int),
         ("fallback", ctypes.c_int),
         ("fallback_detail", ctypes.c_char_p),
-        ("reserved", ctypes.c_uint8 * 8),
+        ("stall", ctypes.c_void_p),
     ]
 
 
@@ -407,7 +407,56 @@ class ResidentFused(ctypes.Structure):
         ("grid_blocks", ctypes.c_uint32),
         ("block_threads", ctypes.c_uint32),
         ("shared_bytes", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 44),
+        ("mode", ctypes.c_int),
+        ("stage_defs", ctypes.c_void_p),
+        ("in_flight", ctypes.c_uint32),
+        ("watchdog_ms", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 24),
+    ]
+
+
+class FusedDep(ctypes.Structure):
+    _c_name_ = "cw_fused_dep"
+    _fields_ = [
+        ("stage", ctypes.c_uint32),
+        ("read", ctypes.c_int),
+        ("radius", ctypes.c_uint32),
+        ("scale_num", ctypes.c_uint32),
+        ("scale_den", ctypes.c_uint32),
+        ("previous", ctypes.c_int),
+        ("function", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 16),
+    ]
+
+
+class FusedStage(ctypes.Structure):
+    _c_name_ = "cw_fused_stage"
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("deps", ctypes.POINTER(FusedDep)),
+        ("dep_count", ctypes.c_uint32),
+        ("tiles", ctypes.c_uint32),
+        ("size", ctypes.c_uint32 * 2),
+        ("tile", ctypes.c_uint32 * 2),
+        ("threads", ctypes.c_uint32),
+        ("shared_bytes", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
+class ResidentStall(ctypes.Structure):
+    _c_name_ = "cw_resident_stall"
+    _fields_ = [
+        ("kind", ctypes.c_uint32),
+        ("stage", ctypes.c_uint32),
+        ("tile", ctypes.c_uint32),
+        ("waited_stage", ctypes.c_uint32),
+        ("waited_tile", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("request", ctypes.c_uint64),
+        ("counter", ctypes.c_uint64),
+        ("needed", ctypes.c_uint64),
+        ("detail", ctypes.c_char_p),
     ]
 
 
@@ -644,6 +693,8 @@ STRUCTS_UNBOUND = {
                   "cw_resident_begin and cw_resident_end read in kernels; the host never touches it",
     "cw_res_host": "device-side: resident_device.h's host block (the doorbell and the results), the library's own "
                    "layout; the host reads it through Resident.poll_result and friends",
+    "cw_fused_tile": "device-side: resident_device.h's tile descriptor, given to a dataflow stage's device function "
+                     "in shared memory; the host never reads or writes it",
 }
 
 
