@@ -505,7 +505,8 @@ static void test_fault_sweep(void **state) {
 /* The kernel's source: the device header (which holds the loop's layout) and resident_abi.h (its include
  * rewritten to the in-memory name), the caller's source from line 1 of
  * "stages.cu", then the loop calling the stages in order, a grid barrier
- * after each (the last one system-wide with sync_with_host). */
+ * between each two, and at the iteration's end every block's arrival for
+ * block 0 (system-wide with sync_with_host). */
 static void test_generated_source(void **state) {
     (void)state;
     static const char *const three[] = {"second", "first", "second"};
@@ -520,12 +521,17 @@ static void test_generated_source(void **state) {
     const char *user = strstr(src, "#line 1 \"stages.cu\"\n");
     assert_non_null(user);
     assert_non_null(strstr(user, kSource));
-    const char *a = strstr(src, "        second((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, 0u);\n");
+    const char *a = strstr(src, "        second((cw_resident_ctl *)d, user);\n        cwf_barrier(s, &target, 0u);\n");
     assert_non_null(a);
-    const char *b = strstr(a + 1, "        first((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, 0u);\n");
+    const char *b = strstr(a + 1, "        first((cw_resident_ctl *)d, user);\n        cwf_barrier(s, &target, 0u);\n");
     assert_non_null(b);
-    const char *c = strstr(b + 1, "        second((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, sys);\n");
+    /* the last stage's end is the iteration's: every block arrives (released
+     * system-wide with sync_with_host), block 0 alone waits, then signals */
+    const char *c = strstr(b + 1, "        second((cw_resident_ctl *)d, user);\n        /* the iteration's end");
     assert_non_null(c);
+    assert_non_null(strstr(c, "cwf_arrive(s, sys);"));
+    assert_non_null(strstr(c, "if (lead) cwf_wait(&s->arrive, target, ~0ull, 0u);"));
+    assert_true(strstr(c, "if (lead) cwf_wait(&s->arrive") < strstr(c, "if (lead) cwf_signal(h, d, L, flags);"));
     assert_non_null(strstr(src, "__global__ void __launch_bounds__(1024) cwf_resident_loop("));
     assert_null(strstr(src, "CWF_STAGES"));
     /* The loop's lead thread keeps its state in registers (cwf_arm, cwf_poll,
@@ -537,7 +543,10 @@ static void test_generated_source(void **state) {
     assert_non_null(strstr(loop, "if (lead) cwf_arm(h, d, L, timeout_ns);"));
     assert_non_null(strstr(loop, "cwf_poll(h, d, L, sleep_ns, spin_ns, flags)"));
     assert_non_null(strstr(loop, "if (lead) cwf_signal(h, d, L, flags);"));
-    assert_non_null(strstr(loop, "if (!one) *(volatile unsigned *)&s->cmd = c;"));
+    /* block 0's decision reaches the other blocks as the iteration's number
+     * (no grid barrier for it): they wait for it, block 0 does not wait for them */
+    assert_non_null(strstr(loop, "st.release.gpu.global.u64 [%0], %1;\" ::\"l\"(&s->go), \"l\"(c == 1u ? it : it | CWF_STOP)"));
+    assert_non_null(strstr(loop, "const unsigned long long g = cwf_wait(&s->go, it, ~CWF_STOP, idle_nap);"));
     assert_null(strstr(loop, "cw__res_poll("));
     assert_null(strstr(loop, "cw__res_signal("));
     assert_null(strstr(loop, "cw__res_arm("));
@@ -578,10 +587,11 @@ static void test_generated_source(void **state) {
 }
 
 /* Stage names of any length: each stage's call is followed by its grid
- * barrier in the generated loop, whatever the name's length (names of 209
- * to 218 characters once lost the barrier after them: the call and the
- * barrier went through a 256-byte line, truncated unchecked). Returns the
- * source (the caller frees it) after checking it. */
+ * barrier (the last by the iteration's end) in the generated loop, whatever
+ * the name's length (names of 209 to 218 characters once lost the barrier
+ * after them: the call and the barrier went through a 256-byte line,
+ * truncated unchecked). Returns the source (the caller frees it) after
+ * checking it. */
 static char *long_name(size_t len, char letter) {
     char *n = malloc(len + 1);
     assert_non_null(n);
@@ -613,18 +623,19 @@ static char *long_names_source(char *const names[3]) {
     for (int i = 0; i < 3; i++) {
         char *call = malloc(strlen(names[i]) + 128);
         assert_non_null(call);
-        sprintf(call, "        %s((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, %s);\n", names[i],
-                i == 2 ? "sys" : "0u");
+        sprintf(call, "        %s((cw_resident_ctl *)d, user);\n%s", names[i],
+                i == 2 ? "        /* the iteration's end" : "        cwf_barrier(s, &target, 0u);\n");
         const char *c = strstr(at_call, call);
         if (!c) fail_msg("stage %d (a name of %zu characters): its call and barrier are not in the loop", i, strlen(names[i]));
         at_call = c + strlen(call);
         free(call);
     }
-    /* one barrier a stage in the loop's body, no more */
+    /* one barrier between stages in the loop's body, no more */
     int barriers = 0;
-    for (const char *b = strstr(strstr(loop, "if (cmd == 2u) break;"), "cwf_barrier(s, 0u, "); b; b = strstr(b + 1, "cwf_barrier(s, 0u, "))
+    for (const char *b = strstr(strstr(loop, "if (cmd == 2u) break;"), "cwf_barrier(s, &target, "); b;
+         b = strstr(b + 1, "cwf_barrier(s, &target, "))
         barriers++;
-    assert_int_equal(barriers, 3);
+    assert_int_equal(barriers, 2);
     return src;
 }
 

@@ -786,7 +786,8 @@ typedef enum cw_fused_read {
      * (x + 1) * scale_num / scale_den (rounded up, exclusive), and radius
      * tiles more on each side, clipped at the edges of the stage's tile grid
      * (a stencil's halo at a frame's edge reads the tiles that exist); y
-     * alike. Scale 1/1: tiles x - radius .. x + radius. */
+     * alike (but for two grids of one row each: row 0 reads row 0). Scale
+     * 1/1: tiles x - radius .. x + radius. */
     CW_FUSED_READ_NEIGHBOURS = 2,
     /* Every tile of the stage (a histogram read whole, a reduction's
      * result): the one dependency that waits for a whole stage, on a

@@ -491,8 +491,11 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
                           "their tile grids differ (%ux%u and %ux%u): use CW_FUSED_READ_NEIGHBOURS with a scale",
                           i, me, pd->stage, them, ps->tiles_x, ps->tiles_y, src->tiles_x, src->tiles_y);
             } else if (pd->read == CW_FUSED_READ_NEIGHBOURS) {
+                // The scale applies across a row, and down the rows unless
+                // both grids are one row (a stage of `tiles` in a row).
                 const uint64_t ex = mapped_end(ps->tiles_x, pd->num, pd->den);
-                const uint64_t ey = mapped_end(ps->tiles_y, pd->num, pd->den);
+                const uint64_t ey =
+                    ps->tiles_y == 1 && src->tiles_y == 1 ? 1 : mapped_end(ps->tiles_y, pd->num, pd->den);
                 if (ex > src->tiles_x || ey > src->tiles_y)
                     st = fail(CW_ERROR_INVALID_ARGUMENT,
                               "invalid argument: stage %u ('%s') reads stage %u ('%s') at scale %u/%u: its %ux%u tiles map "
@@ -587,8 +590,11 @@ void dataflow_stall(const DataflowPlan *p, const uint64_t words[8], uint64_t bas
     s->tile = (uint32_t)words[3];
     s->waited_stage = (uint32_t)words[4];
     s->waited_tile = (uint32_t)words[5];
-    s->counter = words[6];
-    s->needed = words[7];
+    // A tile's done word holds a request of this launch: as the numbers
+    // cw_resident_data_ready gave; a stage's count and a range stall are counts.
+    const bool requests = s->kind == CWF_STALL_WAIT && s->waited_tile != CWF_NONE;
+    s->counter = requests ? base + words[6] : words[6];
+    s->needed = requests ? base + words[7] : words[7];
     const char *me = s->stage < p->nstages ? p->names[s->stage] : "?";
     const char *them = s->waited_stage < p->nstages ? p->names[s->waited_stage] : "?";
     if (s->kind == CWF_STALL_RANGE)
@@ -607,8 +613,8 @@ void dataflow_stall(const DataflowPlan *p, const uint64_t words[8], uint64_t bas
         snprintf(detail, detail_size,
                  "stage '%s' tile %u of request %llu waited longer than the watchdog for stage '%s' tile %u: it had "
                  "finished request %llu, %llu needed",
-                 me, s->tile, (unsigned long long)s->request, them, s->waited_tile,
-                 (unsigned long long)(words[6] ? base + words[6] : 0ull), (unsigned long long)(base + s->needed));
+                 me, s->tile, (unsigned long long)s->request, them, s->waited_tile, (unsigned long long)s->counter,
+                 (unsigned long long)s->needed);
     s->detail = detail;
 }
 

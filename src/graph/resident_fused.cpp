@@ -32,45 +32,60 @@ namespace {
 const char kLoop[] = R"CWF(
 extern "C" {
 
-/* The grid barrier's words (the loop's own allocation, zeroed before each
- * launch): arrivals, the generation, and block 0's decision for the
- * iteration (1 serve, 2 stop). */
+/* The grid's words (the loop's own allocation, zeroed before each launch),
+ * each on a line of its own: arrivals, counted up for the whole launch
+ * (barrier k of a block waits for k * blocks), and block 0's decision for
+ * iteration i (i: serve, i | CWF_STOP: stop). */
 struct cwf_sync {
-    unsigned int count;
-    unsigned int gen;
-    unsigned int cmd;
-    unsigned int pad[29];
+    unsigned long long arrive;
+    unsigned long long pad0[15];
+    unsigned long long go;
+    unsigned long long pad1[15];
 };
+#define CWF_STOP (1ull << 63)
 
-/* Every thread of every block arrives; the last block to arrive starts the
- * next generation. The generation is read before arriving (it cannot move
- * before every block has arrived), the arrivals are reset before the
- * generation moves, and fences on both sides make each block's writes
- * before the barrier visible to every block after it. Waiting blocks nap
- * up to nap_ns between checks (0: spin). sys: a system-wide fence (writes
- * to host memory visible to the host). */
-static __device__ __forceinline__ void cwf_barrier(cwf_sync *s, unsigned nap_ns, unsigned sys) {
+static __device__ __forceinline__ unsigned long long cwf_ld_relaxed(const unsigned long long *p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* One block arrives: its writes before (every thread's: the block barrier
+ * first) are released at GPU scope, at system scope with sys (writes to
+ * host memory visible to the host). Thread 0 only. */
+static __device__ __forceinline__ void cwf_arrive(cwf_sync *s, unsigned sys) {
+    if (sys) __threadfence_system();
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(&s->arrive) : "memory");
+}
+
+/* Thread 0 waits until *w reaches need (spinning on a relaxed load, then an
+ * acquire fence), napping up to nap_ns between checks (0: spin). */
+static __device__ __forceinline__ unsigned long long cwf_wait(const unsigned long long *w, unsigned long long need,
+                                                              unsigned long long mask, unsigned nap_ns) {
+    unsigned long long v = cwf_ld_relaxed(w);
+    unsigned nap = 32u;
+    while ((v & mask) < need) {
+        if (nap_ns) {
+            __nanosleep(nap);
+            if (nap < nap_ns) nap *= 2u;
+        }
+        v = cwf_ld_relaxed(w);
+    }
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    return v;
+}
+
+/* A grid barrier: every thread of every block arrives; what any block wrote
+ * before it is visible to every block after it. One counter for the launch,
+ * never reset: the k-th barrier of a block waits for k * blocks arrivals
+ * (*target, the block's count, moves on by the grid each time). */
+static __device__ __forceinline__ void cwf_barrier(cwf_sync *s, unsigned long long *target, unsigned sys) {
     __syncthreads();
     if (gridDim.x == 1u) return;
     if (threadIdx.x == 0u) {
-        volatile unsigned *gen = &s->gen;
-        const unsigned g = *gen;
-        if (sys) __threadfence_system();
-        else __threadfence();
-        if (atomicAdd(&s->count, 1u) == gridDim.x - 1u) {
-            atomicExch(&s->count, 0u);
-            __threadfence();
-            atomicExch(&s->gen, g + 1u);
-        } else {
-            unsigned nap = 32u;
-            while (*gen == g) {
-                if (nap_ns) {
-                    __nanosleep(nap);
-                    if (nap < nap_ns) nap *= 2u;
-                }
-            }
-        }
-        __threadfence();
+        cwf_arrive(s, sys);
+        *target += gridDim.x;
+        cwf_wait(&s->arrive, *target, ~0ull, 0u);
     }
     __syncthreads();
 }
@@ -195,24 +210,39 @@ __global__ void __launch_bounds__(1024) cwf_resident_loop(cw_res_host *h, cw_res
      * when the loop spins): block 0 does the sleeping of the idle modes. */
     const unsigned idle_nap = sleep_ns == 0u ? 0u : 1000u;
     cwf_lead L = {};
+    unsigned long long target = 0ull; /* this block's count of arrivals waited for */
+    unsigned long long it = 0ull;     /* iterations */
     if (lead) cwf_arm(h, d, L, timeout_ns);
     for (;;) {
         /* The decision, 1 a request taken, 2 the loop stops (tear-down or
-         * timeout): block 0 reads it from shared memory; the other blocks
-         * (only with more than one) from the barrier's words. */
+         * timeout): block 0 takes it and publishes it with the iteration's
+         * number; the other blocks wait for that number (they arrived at the
+         * end of the last iteration and need not meet block 0 again). */
+        it += 1ull;
         if (lead) {
             const unsigned c = cwf_poll(h, d, L, sleep_ns, spin_ns, flags) == 1u ? 1u : 2u;
             cwf_cmd = c;
-            if (!one) *(volatile unsigned *)&s->cmd = c;
+            if (!one)
+                asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&s->go), "l"(c == 1u ? it : it | CWF_STOP)
+                             : "memory");
+        } else if (threadIdx.x == 0u) {
+            const unsigned long long g = cwf_wait(&s->go, it, ~CWF_STOP, idle_nap);
+            cwf_cmd = (g & CWF_STOP) ? 2u : 1u;
         }
-        cwf_barrier(s, idle_nap, 0u);
-        if (!one) {
-            if (threadIdx.x == 0u && blockIdx.x != 0u) cwf_cmd = *(volatile unsigned *)&s->cmd;
-            __syncthreads();
-        }
+        __syncthreads();
         const unsigned cmd = cwf_cmd;
         if (cmd == 2u) break;
 CWF_STAGES
+        /* the iteration's end: every block arrives (its stage writes
+         * released); block 0 waits for all of them and signals */
+        __syncthreads();
+        if (!one && threadIdx.x == 0u) {
+            cwf_arrive(s, sys);
+            target += gridDim.x;
+            if (lead) cwf_wait(&s->arrive, target, ~0ull, 0u);
+        } else if (one && lead && sys) {
+            __threadfence_system();
+        }
         if (lead) cwf_signal(h, d, L, flags);
     }
     if (lead) cw__res_exit(h, d);
@@ -221,7 +251,7 @@ CWF_STAGES
 }  /* extern "C" */
 )CWF";
 
-constexpr size_t kSyncBytes = 128;  // struct cwf_sync
+constexpr size_t kSyncBytes = 256;  // struct cwf_sync
 constexpr uint32_t kDefaultBlockThreads = 256;
 
 bool is_ident_char(char c) {
@@ -449,16 +479,16 @@ cw_status fused_source(const cw_resident_fused *f, char **out) {
     t.add("\n#line 1 \"cuweave_fused_loop.cu\"\n");
     const char *mark = strstr(kLoop, "CWF_STAGES");
     t.add(kLoop, (size_t)(mark - kLoop));
-    // Each stage's call and the barrier after it, appended piece by piece:
-    // a name has no length limit (a fixed line once cut the barrier off).
+    // Each stage's call and the grid barrier between it and the next,
+    // appended piece by piece: a name has no length limit (a fixed line
+    // once cut the barrier off). The last stage's end is the iteration's.
     for (uint32_t i = 0; i < f->stage_count; i++) {
         t.add("        ");
         t.add(f->stages[i]);
-        t.add("((cw_resident_ctl *)d, user);\n        cwf_barrier(s, 0u, ");
-        t.add(i + 1 == f->stage_count ? "sys" : "0u");
-        t.add(");\n");
+        t.add("((cw_resident_ctl *)d, user);\n");
+        if (i + 1 < f->stage_count) t.add("        cwf_barrier(s, &target, 0u);\n");
     }
-    t.add(mark + strlen("CWF_STAGES"));
+    t.add(mark + strlen("CWF_STAGES\n"));  // the marker's line, newline and all
     if (!t.ok) {
         free(t.s);
         return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -110,6 +110,13 @@ int cwi_fused_plan(const cw_resident_fused *f, void **stages, void **deps, unsig
     return 0;
 }
 
+int cwi_resident_fused_state(cw_resident *r, unsigned long long *dptr, size_t *bytes) {
+    if (!r || !cw::live(r) || !r->fused || !r->fused->module) return -1;
+    *dptr = r->fused->sync;
+    *bytes = r->fused->sync_bytes;
+    return 0;
+}
+
 int cwi_pool_waiting(cw_stream_pool *p) {
     if (!p || !cw::live(p)) return -1;
     // Under the pool's mutex: a waiter holds it from the moment it counts

@@ -167,6 +167,11 @@ char *cwi_resident_fused_source(const struct cw_resident_fused *f);
  * why). block_threads as in f (0: 256). */
 int cwi_fused_plan(const struct cw_resident_fused *f, void **stages, void **deps, unsigned long long counts[7]);
 
+/* A fused loop's state in device memory (the barrier's words, or the
+ * dataflow protocol's counters) and its size. 0, or -1 for a handle that is
+ * not a live fused loop. */
+int cwi_resident_fused_state(struct cw_resident *r, unsigned long long *dptr, size_t *bytes);
+
 /* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
  * sleeps). -1 for a handle that is not a live pool. */
