@@ -472,7 +472,7 @@ static void lib_launch(void *fn, hand_words *w, cw_res_host *h, dptr h_dev, dptr
     memset(h, 0, sizeof *h);
     h->epoch = 1;
     w->made = 0;
-    CU_CHECK(rc.cuMemsetD32(sync, 0, 32));
+    CU_CHECK(rc.cuMemsetD32(sync, 0, 64));
     CU_CHECK(rc.cuMemsetD32(ldev, 0, sizeof(cw_res_dev) / 4));
     unsigned long long timeout_ns = 0;
     unsigned sleep_ns = 0;
@@ -691,7 +691,7 @@ int main(void) {
     dptr work = 0, sync = 0, devblk = 0;
     CU_CHECK(rc.cuMemAlloc(&work, 64));
     CU_CHECK(rc.cuMemsetD32(work, 0, 16));
-    CU_CHECK(rc.cuMemAlloc(&sync, 128)); /* the library's struct cwf_sync */
+    CU_CHECK(rc.cuMemAlloc(&sync, 256)); /* the library's struct cwf_sync */
     CU_CHECK(rc.cuMemAlloc(&devblk, HDEV_BYTES));
     void *hb = NULL;
     CU_CHECK(rc.cuMemHostAlloc(&hb, 4096, 0x1 | 0x2));

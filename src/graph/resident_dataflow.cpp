@@ -559,8 +559,9 @@ cw_status dataflow_source(const cw_resident_fused *f, const DataflowPlan *p, cha
     }
     t.add("};\n\n/* The dependency functions (CW_FUSED_READ_FUNCTION), by number. */\n"
           "CWF_FN int cwf_df_dep_fn(cwf_df_ctx *c, unsigned fn, unsigned stage, unsigned tile, cwf_u64 r, unsigned i) {\n"
-          "    (void)stage; (void)tile; (void)r; (void)i;\n"
-          "    const cw_fused_tile *t = ((cwf_inc *)c->inc)->t;\n    (void)t;\n    switch (fn) {\n");
+          "    (void)c; (void)stage; (void)tile; (void)r; (void)i;\n");
+    if (p->nfns) t.add("    const cw_fused_tile *t = ((cwf_inc *)c->inc)->t;\n");
+    t.add("    switch (fn) {\n");
     for (uint32_t k = 0; k < p->nfns; k++) t.addf("    case %uu: return %s(t, i);\n", k, p->fns[k]);
     t.add("    default: return -1;\n    }\n}\n\n/* A tile to its stage's function. */\n"
           "static __device__ __forceinline__ void cwf_run(unsigned stage, const cw_fused_tile *t, void *user) {\n"
