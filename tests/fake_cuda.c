@@ -717,7 +717,8 @@ static CUresult capture_item_locked(struct item *it);
  * written or freed while T's work still uses it. Counted, the last one
  * described (fake_cuda_hazards, fake_cuda_live("hazards")). Kernels are not
  * looked into (the fake does not know which arguments are pointers), nor
- * synchronous copies and frees (they wait for everything). */
+ * synchronous copies and frees (they wait for everything), nor memory
+ * opened with cuIpcOpenMemHandle (other processes' work is not followed). */
 struct hb_entry {
     uint64_t id, seq;
 };
@@ -789,7 +790,7 @@ static const char *const k_hb_what[] = {"reads", "writes", "frees"};
 /* An access of `bytes` at p by item it (write: 1 write, 2 free, 0 read). */
 static void hb_access_locked(const struct item *it, const void *p, size_t bytes, int write) {
     struct alloc *m = alloc_containing(p, bytes ? bytes : 1);
-    if (!m || m->host) return;
+    if (!m || m->host || m->ipc) return; /* (another process's work on an import is not followed) */
     struct CUstream_st *s = it->stream;
     const uint64_t id = hb_id(s);
     size_t w = 0;
@@ -2063,6 +2064,7 @@ FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
             struct alloc *m = *pp;
             *pp = m->next;
             munmap(m->p, m->bytes);
+            free(m->acc);
             free(m);
             g_live_ipcmem--;
             RETURN(CUDA_SUCCESS);
