@@ -110,6 +110,17 @@
  *    callback thread (as the real driver's), in order;
  *  - fake_cuda_hold(1) stops completion; fake_cuda_hold(0) lets the callback
  *    thread complete everything queued, in order;
+ *  - hazards (see hb_entry): the FIFO's order hides races a GPU would have,
+ *    so the fake follows what orders streams (event records and
+ *    cuStreamWaitEvent, transitively) and, per device allocation, the
+ *    unfinished accesses of stream-ordered work (copies, memsets, value
+ *    writes and waits, cuMemFreeAsync). An access on a stream not ordered
+ *    after another stream's unfinished write (or, for a write or a free,
+ *    any access) of the same allocation is a hazard: counted
+ *    (fake_cuda_live("hazards"), which tests/fakelive.h's leak check
+ *    compares) and the last one described (fake_cuda_hazards).
+ *    fake_cuda_mem_busy(dptr) gives the unfinished accesses of the
+ *    allocation holding dptr (a buffer a cache hands out must have none);
  *  - fake_cuda_fault(1): the next piece of work to complete faults instead:
  *    a sticky CUDA_ERROR_ILLEGAL_ADDRESS is reported by cuStreamQuery,
  *    cuStreamSynchronize, cuEventQuery, cuEventSynchronize, cuEventElapsedTime
@@ -217,6 +228,11 @@ struct deps {
     size_t n, cap;
 };
 
+/* Happens-before tracking (see "Hazards" at fake_cuda_hazards). */
+struct hb_clock;
+struct hb_access;
+static void hb_clock_free(struct hb_clock *c);
+
 struct CUstream_st {
     uint32_t magic;
     CUcontext ctx;
@@ -236,6 +252,9 @@ struct CUstream_st {
     struct deps cdeps;             /* what the next captured node depends on */
     long node_gen;                 /* nodes captured on this stream */
     int joined;                    /* its last node was waited for by another stream of the capture */
+    /* happens-before tracking (hb_*): an id, and what its later work is ordered after */
+    uint64_t hb_id;
+    struct hb_clock *hb;
 };
 
 struct CUevent_st {
@@ -257,6 +276,7 @@ struct CUevent_st {
     struct ipc_word *shared;
     int shared_fd;  /* the page's memfd (exporter), -1 in an importer */
     int imported;   /* opened with cuIpcOpenEventHandle */
+    struct hb_clock *hb; /* what the last record stands for (hb_*) */
 };
 
 /* An interprocess event's shared page. */
@@ -283,6 +303,8 @@ struct alloc {
     int fd;  /* cuMemAlloc's memfd (-1: malloc'd), or an imported mapping's -1 */
     int ipc; /* mapped by cuIpcOpenMemHandle */
     struct alloc *next;
+    struct hb_access *acc; /* unfinished accesses by stream-ordered work (hb_*) */
+    size_t nacc, cap_acc;
 };
 
 enum item_kind { IT_WRITE32, IT_WRITE64, IT_WAIT32, IT_HOSTFN, IT_RECORD, IT_COPY, IT_MEMSET32, IT_NOP, IT_KERNEL, IT_FREE };
@@ -307,6 +329,7 @@ struct item {
     unsigned nparams;
     unsigned short param_off[16];
     unsigned char args[256];
+    uint64_t hb_seq; /* its number in the FIFO (hb_*; 0: not submitted) */
     struct item *next;
 };
 
@@ -511,6 +534,7 @@ static struct alloc *alloc_containing(const void *p, size_t bytes) {
 static void maybe_free_stream(struct CUstream_st *s) {
     if (!s->is_legacy && s->destroyed && s->pending == 0 && s->pins == 0) {
         free(s->cdeps.v);
+        hb_clock_free(s->hb);
         s->magic = 0;
         free(s);
     }
@@ -521,6 +545,7 @@ static void maybe_free_event(struct CUevent_st *e) {
         if (e->shared) munmap(e->shared, 4096);
         if (e->shared_fd >= 0) close(e->shared_fd);
         free(e->cdeps.v);
+        hb_clock_free(e->hb);
         e->magic = 0;
         free(e);
     }
@@ -607,7 +632,9 @@ static void apply_locked(struct item *it) {
 }
 
 /* Bookkeeping after an item completed (lock held). */
+static uint64_t g_hb_done; /* the FIFO number of the last item completed (hb_*) */
 static void complete_locked(struct item *it) {
+    if (it->hb_seq > g_hb_done) g_hb_done = it->hb_seq;
     it->stream->pending--;
     maybe_free_stream(it->stream);
     if (it->kind == IT_RECORD) {
@@ -670,8 +697,167 @@ static void *worker_main(void *arg) {
  * Lock held. Takes ownership of it. */
 static CUresult capture_item_locked(struct item *it);
 
+/* ---- hazards: happens-before tracking of device memory -------------------
+ * Every item submitted (not captured) gets the next number of the FIFO; as
+ * the FIFO completes in order, an item is unfinished exactly while its
+ * number is above g_hb_done. A stream's clock lists, per other stream (by
+ * id: addresses are reused), the highest number of that stream's work its
+ * later work is ordered after: an event record snapshots its stream's clock
+ * and its own number, cuStreamWaitEvent merges the event's snapshot into the
+ * waiting stream's clock (transitively so). Host waits need no entry: the
+ * work they waited for has completed. Entries of finished work are dropped.
+ * Each device allocation keeps its unfinished accesses by stream-ordered
+ * work: copies (destination written, source read), memsets, value writes
+ * (written) and value waits (read), and a stream-ordered free. A new access
+ * on stream S conflicts with an unfinished one of another stream T (write
+ * with anything, a free with anything) unless S is ordered after it; two
+ * streams of one context that are each blocking or legacy are taken as
+ * ordered (the legacy stream's implicit synchronisation, not modelled
+ * further). A conflict is a hazard: on a real GPU the memory could be read,
+ * written or freed while T's work still uses it. Counted, the last one
+ * described (fake_cuda_hazards, fake_cuda_live("hazards")). Kernels are not
+ * looked into (the fake does not know which arguments are pointers), nor
+ * synchronous copies and frees (they wait for everything), nor memory
+ * opened with cuIpcOpenMemHandle (other processes' work is not followed). */
+struct hb_entry {
+    uint64_t id, seq;
+};
+struct hb_clock {
+    size_t n, cap;
+    struct hb_entry v[];
+};
+struct hb_access {
+    uint64_t id, seq;    /* the stream's id, the item's number */
+    CUcontext ctx;
+    unsigned char write; /* 1 write, 2 free, 0 read */
+    unsigned char implicit; /* the stream is legacy or blocking */
+};
+static uint64_t g_hb_seq, g_hb_ids;
+static long g_hazards, g_hb_lost;
+static char g_hazard_text[512];
+
+static void hb_clock_free(struct hb_clock *c) { free(c); }
+
+static uint64_t hb_id(struct CUstream_st *s) {
+    if (!s->hb_id) s->hb_id = ++g_hb_ids;
+    return s->hb_id;
+}
+
+static int hb_implicit(const struct CUstream_st *s) { return s->is_legacy || !(s->flags & CU_STREAM_NON_BLOCKING); }
+
+/* Raises c's entry for id to seq (dropping finished entries on the way);
+ * 0 when out of memory. */
+static int hb_raise(struct hb_clock **pc, uint64_t id, uint64_t seq) {
+    if (seq <= g_hb_done) return 1;
+    struct hb_clock *c = *pc;
+    size_t w = 0;
+    int found = 0;
+    for (size_t i = 0; c && i < c->n; i++) {
+        if (c->v[i].seq <= g_hb_done) continue;
+        if (c->v[i].id == id) {
+            if (c->v[i].seq < seq) c->v[i].seq = seq;
+            found = 1;
+        }
+        c->v[w++] = c->v[i];
+    }
+    if (c) c->n = w;
+    if (found) return 1;
+    if (!c || c->n == c->cap) {
+        size_t cap = c ? c->cap * 2 : 4;
+        struct hb_clock *g = (struct hb_clock *)realloc(c, sizeof *c + cap * sizeof c->v[0]);
+        if (!g) return 0;
+        if (!c) g->n = 0;
+        g->cap = cap;
+        *pc = c = g;
+    }
+    c->v[c->n++] = (struct hb_entry){id, seq};
+    return 1;
+}
+
+static int hb_knows(const struct hb_clock *c, uint64_t id, uint64_t seq) {
+    for (size_t i = 0; c && i < c->n; i++)
+        if (c->v[i].id == id && c->v[i].seq >= seq) return 1;
+    return 0;
+}
+
+static void hb_wait_locked(struct CUstream_st *s, const struct CUevent_st *e) {
+    for (size_t i = 0; e->hb && i < e->hb->n; i++)
+        if (e->hb->v[i].id != hb_id(s) && !hb_raise(&s->hb, e->hb->v[i].id, e->hb->v[i].seq)) g_hb_lost++;
+}
+
+static const char *const k_hb_what[] = {"reads", "writes", "frees"};
+
+/* An access of `bytes` at p by item it (write: 1 write, 2 free, 0 read). */
+static void hb_access_locked(const struct item *it, const void *p, size_t bytes, int write) {
+    struct alloc *m = alloc_containing(p, bytes ? bytes : 1);
+    if (!m || m->host || m->ipc) return; /* (another process's work on an import is not followed) */
+    struct CUstream_st *s = it->stream;
+    const uint64_t id = hb_id(s);
+    size_t w = 0;
+    for (size_t i = 0; i < m->nacc; i++) {
+        const struct hb_access a = m->acc[i];
+        if (a.seq <= g_hb_done) continue; /* finished */
+        int ordered = a.id == id || (!write && !a.write) || hb_knows(s->hb, a.id, a.seq) ||
+                      (a.implicit && hb_implicit(s) && a.ctx == s->ctx);
+        if (!ordered) {
+            g_hazards++;
+            snprintf(g_hazard_text, sizeof g_hazard_text,
+                     "stream %llu %s %p (%zu bytes at offset %zu of an allocation of %zu) while stream %llu's "
+                     "%s of it (work item %llu; the FIFO has completed up to %llu) is unfinished and not ordered "
+                     "before it",
+                     (unsigned long long)id, k_hb_what[write], p, bytes, (size_t)((const char *)p - m->p), m->bytes,
+                     (unsigned long long)a.id, a.write == 1 ? "write" : a.write == 2 ? "free" : "read",
+                     (unsigned long long)a.seq, (unsigned long long)g_hb_done);
+        }
+        /* an access of this stream that the new one subsumes goes */
+        if (a.id == id && (write || !a.write)) continue;
+        m->acc[w++] = a;
+    }
+    m->nacc = w;
+    if (m->nacc == m->cap_acc) {
+        size_t cap = m->cap_acc ? m->cap_acc * 2 : 4;
+        struct hb_access *g = (struct hb_access *)realloc(m->acc, cap * sizeof *g);
+        if (!g) {
+            g_hb_lost++;
+            return;
+        }
+        m->acc = g;
+        m->cap_acc = cap;
+    }
+    m->acc[m->nacc++] = (struct hb_access){id, it->hb_seq, s->ctx, (unsigned char)write, (unsigned char)hb_implicit(s)};
+}
+
+/* Numbers an item as it enters the FIFO and notes what it orders or uses. */
+static void hb_submit_locked(struct item *it) {
+    it->hb_seq = ++g_hb_seq;
+    switch (it->kind) {
+    case IT_RECORD: {
+        struct CUevent_st *e = it->event;
+        struct CUstream_st *s = it->stream;
+        if (e->hb) e->hb->n = 0;
+        int ok = hb_raise(&e->hb, hb_id(s), it->hb_seq);
+        for (size_t i = 0; ok && s->hb && i < s->hb->n; i++) ok = hb_raise(&e->hb, s->hb->v[i].id, s->hb->v[i].seq);
+        if (!ok) g_hb_lost++;
+        break;
+    }
+    case IT_COPY:
+        if (it->src_checked) hb_access_locked(it, it->src, it->bytes, 0);
+        if (it->dst_checked) hb_access_locked(it, it->dst, it->bytes, 1);
+        break;
+    case IT_MEMSET32: hb_access_locked(it, it->dst, it->bytes, 1); break;
+    case IT_WRITE32: hb_access_locked(it, (void *)(uintptr_t)it->addr, 4, 1); break;
+    case IT_WRITE64: hb_access_locked(it, (void *)(uintptr_t)it->addr, 8, 1); break;
+    case IT_WAIT32:
+        if (!it->ipc) hb_access_locked(it, (void *)(uintptr_t)it->addr, 4, 0);
+        break;
+    case IT_FREE: hb_access_locked(it, it->dst, 0, 2); break;
+    default: break;
+    }
+}
+
 static CUresult submit_locked(struct item *it) {
     if (it->stream->cap) return capture_item_locked(it);
+    hb_submit_locked(it);
     it->stream->pending++;
     if (it->kind == IT_RECORD) {
         it->event->pending++;
@@ -1421,6 +1607,7 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned fla
      * has records in flight, a no-op item keeps the waiting stream busy until
      * they completed (cuStreamQuery/Synchronize of it see the dependency). */
     struct CUevent_st *e = event_of(event);
+    if (!e->imported) hb_wait_locked(stream_of(stream, &err), e);
     if (e->imported) {
         /* Records of another process: wait, in stream order, until the
          * record enqueued last (when this call is made) has completed. */
@@ -1708,6 +1895,8 @@ static CUresult track_alloc(void *p, size_t bytes, int host) {
     m->host = host;
     m->fd = -1;
     m->ipc = 0;
+    m->acc = NULL;
+    m->nacc = m->cap_acc = 0;
     m->next = g_allocs;
     g_allocs = m;
     if (host)
@@ -1723,6 +1912,7 @@ static int untrack_alloc(void *p, int host) {
         if ((*pp)->p == p && (*pp)->host == host) {
             struct alloc *m = *pp;
             *pp = m->next;
+            free(m->acc);
             free(m);
             if (host)
                 g_live_hostmem--;
@@ -1874,6 +2064,7 @@ FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
             struct alloc *m = *pp;
             *pp = m->next;
             munmap(m->p, m->bytes);
+            free(m->acc);
             free(m);
             g_live_ipcmem--;
             RETURN(CUDA_SUCCESS);
@@ -3537,8 +3728,37 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "mempool")) v = g_live_mempools;
     else if (!strcmp(kind, "badresource")) v = g_bad_resource;
     else if (!strcmp(kind, "green")) v = g_live_green;
+    else if (!strcmp(kind, "hazards")) v = g_hazards;
     unlock();
     return v;
+}
+
+/* Hazards (see "hazards" above hb_entry): the count since the start; the
+ * last one described into text (cap bytes, may be NULL). lost: the accesses
+ * or orderings the fake could not note (out of memory: hazards may then be
+ * missed). */
+FAKE_API long fake_cuda_hazards(char *text, size_t cap, long *lost) {
+    lock();
+    long n = g_hazards;
+    if (text && cap) snprintf(text, cap, "%s", g_hazard_text);
+    if (lost) *lost = g_hb_lost;
+    unlock();
+    return n;
+}
+
+/* The unfinished accesses by stream-ordered work to the device allocation
+ * holding dptr (0: none, all finished); -1 when dptr is in none. A buffer
+ * handed out by a cache that promises "every use finished" must have 0. */
+FAKE_API long fake_cuda_mem_busy(CUdeviceptr dptr) {
+    lock();
+    long n = -1;
+    struct alloc *m = alloc_containing((void *)(uintptr_t)dptr, 1);
+    if (m && !m->host) {
+        n = 0;
+        for (size_t i = 0; i < m->nacc; i++) n += m->acc[i].seq > g_hb_done;
+    }
+    unlock();
+    return n;
 }
 
 /* on: enqueued work is held (not completed); off: everything held completes,

@@ -12,7 +12,10 @@
 
 static long (*fake_live)(const char *kind);
 static int (*live_drain)(int timeout_ms);
-static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "body", "exec", "pending"};
+/* "hazards": accesses to device memory by work on a stream not ordered after
+ * another stream's unfinished work on it (fake_cuda.c: none may appear). */
+static const char *const k_kinds[] = {"stream", "event", "hostmem", "devmem", "graph", "body", "exec", "pending",
+                                      "hazards"};
 #define NKINDS (sizeof k_kinds / sizeof k_kinds[0])
 
 static void snapshot(long *v) {

@@ -46,6 +46,13 @@ static void expect_detail(const char *a, const char *b) {
     if (b && !strstr(m, b)) fail_msg("detail '%s' lacks '%s'", m, b);
 }
 
+/* Returns a failed call's status from a compute function. */
+#define CW_TRY_TEST(x)                   \
+    do {                                 \
+        cw_status t_ = (x);              \
+        if (t_ != CW_SUCCESS) return t_; \
+    } while (0)
+
 /* What the log callback received: messages per level, the last one. */
 typedef struct LogTally {
     int warnings, errors;
@@ -1105,6 +1112,108 @@ static void test_in_flight_and_synchronize(void **state) {
     assert_int_equal(leaks(before, "in flight"), 0);
 }
 
+/* The in-flight bound waits for every operator's work (issue 38, defect 1):
+ * A with a stream of its own, B on A's stream (no_internal_stream), C with
+ * a stream of its own and no input; the fake holds the GPU from B's first
+ * compute call on. B writes a buffer of its own and copies it back into
+ * host memory, both on A's stream; C, max_in_flight iterations later, looks
+ * whether that copy has landed (it must have: the iteration may start only
+ * once the GPU is no more than max_in_flight iterations behind) and asks
+ * for a buffer of B's size (the cache would hand it B's, still being
+ * written). With one executor thread the bound took the waits of A's mark
+ * (finished before the hold) for B's: marks of one stream were taken to be
+ * in recording order while the list of them is sinks first. The GPU is let
+ * go once C has run that iteration or after 300 ms (correct code waits). */
+typedef struct bound_op {
+    int role; /* 0 A, 1 B, 2 C */
+    int max;  /* the pipeline's max_in_flight */
+    uint64_t src[8], done[8]; /* B: what it writes, where its copy back lands */
+    struct bound_op *b;       /* C: B's */
+    atomic_int computes;
+    uint64_t saw[8];          /* C: B's copy back of iteration it - max, as C's call began */
+    cw_devptr b_ptr[8], c_ptr[8];
+} bound_op;
+
+static cw_status bound_compute(cw_io *io, void *user) {
+    bound_op *o = user;
+    cw_io_info info = {0};
+    CW_TRY_TEST(cw_io_get_info(io, &info));
+    const int it = (int)info.iteration;
+    if (it >= 8) return CW_ERROR_INTERNAL;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, o->role == 1 ? "in" : NULL, &s));
+    if (o->role == 2 && it >= o->max) o->saw[it] = __atomic_load_n(&o->b->done[it - o->max], __ATOMIC_ACQUIRE);
+    if (o->role == 1 && it == 0) fake_hold(1);
+    if (o->role != 0 && (o->role == 1 || it >= 1)) {
+        cw_buffer *buf = NULL;
+        cw_devptr d = 0;
+        CW_TRY_TEST(cw_io_alloc(&buf, io, 64));
+        CW_TRY_TEST(cw_buffer_get_writable(buf, &d));
+        if (o->role == 1) {
+            o->b_ptr[it] = d;
+            o->src[it] = 0xb0000 + (uint64_t)it;
+            CW_TRY_TEST(cw_copy_to_device(s, d, &o->src[it], 8));
+            CW_TRY_TEST(cw_copy_to_host(s, &o->done[it], d, 8));
+        } else {
+            o->c_ptr[it] = d;
+        }
+    }
+    if (o->role == 0) CW_TRY_TEST(cw_io_emit(io, "out", (void *)(uintptr_t)(it + 1), NULL));
+    atomic_fetch_add(&o->computes, 1);
+    return CW_SUCCESS;
+}
+
+static void test_in_flight_bound_waits_for_every_mark(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    for (unsigned threads = 1; threads <= 2; threads++)
+        for (int max = 1; max <= 4; max += 3) {
+            cw_pipeline_settings ps;
+            cw_pipeline_settings_default(&ps);
+            ps.threads = threads;
+            ps.max_in_flight = (unsigned)max;
+            cw_pipeline *p = NULL;
+            assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+            static bound_op ops[3];
+            memset(ops, 0, sizeof ops);
+            static const char *const names[] = {"A", "B", "C"};
+            cw_operator_ops k = {NULL, bound_compute, NULL, NULL, {0}};
+            for (int r = 0; r < 3; r++) {
+                ops[r].role = r;
+                ops[r].max = max;
+                ops[r].b = &ops[1];
+                cw_operator_settings os;
+                cw_operator_settings_default(&os);
+                os.no_internal_stream = r == 1;
+                cw_operator *op = NULL;
+                assert_cw_ok(cw_operator_create(&op, names[r], &k, &ops[r], &os));
+                if (r == 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+                if (r == 1) assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+                assert_cw_ok(cw_pipeline_add(p, op));
+            }
+            assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+            runner r = {p, (uint64_t)max + 1, CW_ERROR_INTERNAL};
+            pthread_t t;
+            assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
+            const double t0 = now_ms();
+            while (atomic_load(&ops[2].computes) < max + 1 && now_ms() - t0 < 300) usleep(1000);
+            fake_hold(0);
+            pthread_join(t, NULL);
+            assert_cw_ok(r.st);
+            assert_int_equal(atomic_load(&ops[2].computes), max + 1);
+            printf("# threads %u, max_in_flight %d: iteration %d began with B's iteration 0 copy %s; C's buffer %s "
+                   "B's\n", threads, max, max, ops[2].saw[max] == ops[1].src[0] ? "landed" : "NOT landed",
+                   ops[2].c_ptr[max] == ops[1].b_ptr[0] ? "was" : "was not");
+            /* iteration max began only once iteration 0's work was done */
+            assert_int_equal(ops[2].saw[max], ops[1].src[0]);
+            assert_true(fake_drain(2000));
+            cw_pipeline_destroy(&p);
+        }
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "the in-flight bound"), 0);
+}
+
 /* The device full: cw_io_alloc waits for the oldest cached buffer of the
  * size instead of failing (the only wait the cache makes). */
 static void test_alloc_waits_when_full(void **state) {
@@ -1756,11 +1865,6 @@ static void test_no_context_switch_when_current(void **state) {
  * pipeline's cache, over more frames than the cache holds: the cache hands
  * back buffers out of the middle of its ring and wraps, and the pipeline
  * allocates no buffer once warm. */
-#define CW_TRY_TEST(x)                   \
-    do {                                 \
-        cw_status t_ = (x);              \
-        if (t_ != CW_SUCCESS) return t_; \
-    } while (0)
 
 typedef struct names_op {
     char buf[16];
@@ -2009,6 +2113,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_executor),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_in_flight_and_synchronize),
+        cmocka_unit_test(test_in_flight_bound_waits_for_every_mark),
         cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_device_fault_named),

@@ -9,6 +9,10 @@
  *  - a call on a live object of the thread's own succeeds, with the values
  *    the model predicts (a buffer's size and references, a pool's leases,
  *    a loop's request numbers, a pipeline's iteration count);
+ *  - buffered pipelines (issue 38; see "buffered pipelines" below): no
+ *    buffer handed out by the cache, read, written or freed while another
+ *    stream's work on it is unfinished and not ordered before (the fake's
+ *    hazard tracking), no iteration begun past max_in_flight;
  *  - a call on a stale copy of a destroyed handle, while the library still
  *    holds its memory (cwi_handles_held: it is not reused for another
  *    object), is refused with CW_ERROR_INVALID_HANDLE and changes nothing;
@@ -21,7 +25,9 @@
  *
  * Environment: CWT_MODEL_SEED (default 20261126; "random": from the clock,
  * printed), CWT_MODEL_THREADS (default 4), CWT_MODEL_S (seconds, default
- * 2), CWT_MODEL_OPS (most calls per thread, default 1000000). The seed and
+ * 2), CWT_MODEL_OPS (most calls per thread, default 1000000),
+ * CWT_MODEL_HOLD (one compute call of a buffered pipeline in this many
+ * holds the fake GPU for 0.2 to 1 ms, default 16; 0: never). The seed and
  * the counts are printed, so any run can be replayed (the interleaving of
  * threads is the one thing a seed does not fix).
  *
@@ -30,7 +36,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,15 +63,59 @@ enum Kind {
     K_PROGRAM,
     K_RESIDENT,
     K_PIPELINE,
+    K_FLOW,
     K_CONTEXT,
     K_DEVSET,
     K_COUNT
 };
 static const char *const kind_names[K_COUNT] = {"stream",  "pool",     "timer",   "future", "buffer",
                                                 "graph",   "exec",     "module",  "program", "resident",
-                                                "pipeline", "context", "device group"};
+                                                "pipeline", "buffered pipeline", "context", "device group"};
 
 enum { SLOTS = 4, STALE = 16 };
+
+/* ---- buffered pipelines: the model of the in-flight bound and the cache ----
+ * A pipeline of 2 to 5 operators in a random shape (sources, operators of
+ * one or two inputs from earlier ones), each with a stream of its own or on
+ * its upstream's (no_internal_stream), some waiting for their inputs on the
+ * host; one or two executor threads, max_in_flight 0 to 4. Each compute call
+ * reads every input buffer (a copy to host on its stream), takes a buffer
+ * from the pipeline's cache (cw_io_alloc), writes a tag for its iteration
+ * into it and copies it back into host memory, all on its stream, and emits
+ * it. Now and then a call holds the fake GPU for up to a millisecond (the
+ * holder thread lets it go), so that work is left unfinished while the
+ * pipeline goes on. What must hold:
+ *  - a buffer handed out by the cache has no unfinished work on it
+ *    (fake_cuda_mem_busy: the cache hands out only buffers whose uses all
+ *    finished);
+ *  - no read, write or free of a buffer on a stream that is not ordered
+ *    after another stream's unfinished work on it (the fake's hazards);
+ *  - a compute call of iteration g begins only once every operator's copy
+ *    back of iteration g - max_in_flight has landed (the bound). */
+enum { FLOW_OPS = 5, RING = 16 };
+struct Flow;
+typedef struct FlowOp {
+    struct Flow *f;
+    int index, nin, own_stream, wait_inputs, has_out, bytes;
+    uint64_t rng;              /* its calls' draws (an operator's calls never overlap) */
+    int from[2];
+    char name[8], in_name[2][8];
+    uint64_t src[RING];        /* the tag each iteration writes (the fake copies from here) */
+    uint64_t done[RING];       /* where its copy back lands */
+    uint64_t read[RING][2];    /* where the reads of its inputs land (not checked) */
+    uint64_t want[RING];       /* the tag of the iteration that used the slot last (0: none) */
+} FlowOp;
+typedef struct Flow {
+    unsigned gen;              /* the pipeline's number in its thread (tags) */
+    int nops, max;
+    unsigned threads;
+    uint64_t base;             /* iterations of earlier runs */
+    FlowOp op[FLOW_OPS];
+    atomic_long bad;           /* failures seen by compute calls (any executor thread) */
+    atomic_long checked, handed, busy;
+    char why[320];
+    atomic_int why_set;
+} Flow;
 
 typedef struct {
     void *h[K_COUNT][SLOTS];
@@ -73,7 +125,10 @@ typedef struct {
     int nstale;
     unsigned long long rng;
     long ops, created[K_COUNT], destroyed[K_COUNT], stale_checked, stale_skipped, leases, errors;
+    long flow_runs, flow_checked, flow_handed, flow_busy;
+    unsigned flow_gen;
     cw_stream *own;              /* a stream the thread keeps (work to wait for) */
+    Flow flow[SLOTS];            /* the buffered pipelines' model (K_FLOW), kept with the thread */
 } Thread;
 
 static atomic_int g_stop;
@@ -105,6 +160,199 @@ static cw_status noop_compute(cw_io *io, void *user) {
     cw_stream *s = NULL;
     return cw_io_receive_stream(io, NULL, &s);
 }
+
+/* ---- buffered pipelines ------------------------------------------------------ */
+
+static long (*fake_hazards)(char *text, size_t cap, long *lost);
+static long (*fake_mem_busy)(cw_devptr dptr);
+static void (*fake_hold)(int on);
+static atomic_long g_hazards_seen;
+
+/* Holds of the fake GPU: a compute call asks for one of some milliseconds;
+ * the holder thread lets the GPU go when the latest asked for has passed. */
+static pthread_mutex_t g_hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static double g_hold_until; /* 0: not held */
+static atomic_long g_holds;
+static unsigned g_hold_every; /* a compute call in this many holds the GPU (CWT_MODEL_HOLD; 0: none) */
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void hold_for(double ms) {
+    pthread_mutex_lock(&g_hold_lock);
+    const double until = mono_ms() + ms;
+    if (until > g_hold_until) g_hold_until = until;
+    fake_hold(1);
+    pthread_mutex_unlock(&g_hold_lock);
+    atomic_fetch_add(&g_holds, 1);
+}
+
+static atomic_int g_holder_stop;
+static void *holder_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_holder_stop)) {
+        pthread_mutex_lock(&g_hold_lock);
+        if (g_hold_until != 0 && mono_ms() >= g_hold_until) {
+            g_hold_until = 0;
+            fake_hold(0);
+        }
+        pthread_mutex_unlock(&g_hold_lock);
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&g_hold_lock);
+    g_hold_until = 0;
+    fake_hold(0);
+    pthread_mutex_unlock(&g_hold_lock);
+    return NULL;
+}
+
+static void flow_bad(Flow *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void flow_bad(Flow *f, const char *fmt, ...) {
+    atomic_fetch_add(&f->bad, 1);
+    if (atomic_exchange(&f->why_set, 1)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->why, sizeof f->why, fmt, ap);
+    va_end(ap);
+}
+
+static unsigned flow_rnd(uint64_t *x, unsigned n) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return (unsigned)(*x % n);
+}
+
+#define FLOW_TRY(x)                      \
+    do {                                 \
+        cw_status st_ = (x);             \
+        if (st_ != CW_SUCCESS) return st_; \
+    } while (0)
+
+static cw_status flow_compute(cw_io *io, void *user) {
+    FlowOp *o = (FlowOp *)user;
+    Flow *f = o->f;
+    cw_io_info info;
+    memset(&info, 0, sizeof info);
+    FLOW_TRY(cw_io_get_info(io, &info));
+    const uint64_t g = f->base + info.iteration; /* over every run, as the bound counts */
+    const int slot = (int)(g % RING);
+    /* The bound: every operator's work of iteration g - max has finished. */
+    if (f->max > 0 && g >= (uint64_t)f->max) {
+        const int old = (int)((g - (uint64_t)f->max) % RING);
+        for (int q = 0; q < f->nops; q++) {
+            const uint64_t want = f->op[q].want[old];
+            if (!want) continue;
+            atomic_fetch_add(&f->checked, 1);
+            if (__atomic_load_n(&f->op[q].done[old], __ATOMIC_ACQUIRE) != want)
+                flow_bad(f, "iteration %llu began (operator %s, %u executor threads) with operator %s's work of "
+                            "iteration %llu unfinished (max_in_flight %d)",
+                         (unsigned long long)g, o->name, f->threads, f->op[q].name,
+                         (unsigned long long)(g - (uint64_t)f->max), f->max);
+        }
+    }
+    o->want[slot] = 0;
+    cw_stream *s = NULL;
+    if (o->nin == 0) FLOW_TRY(cw_io_receive_stream(io, NULL, &s));
+    for (int k = 0; k < o->nin; k++) {
+        cw_message m;
+        FLOW_TRY(cw_io_receive_stream(io, o->in_name[k], &s));
+        FLOW_TRY(cw_io_receive(io, o->in_name[k], &m));
+        cw_devptr d = 0;
+        if (!m.buffer) {
+            flow_bad(f, "operator %s received no buffer on %s", o->name, o->in_name[k]);
+            continue;
+        }
+        FLOW_TRY(cw_buffer_get_ptr(m.buffer, &d));
+        FLOW_TRY(cw_copy_to_host(s, &o->read[slot][k], d, 8));
+    }
+    /* (a hold begun here keeps this call's work and what follows unfinished) */
+    if (g_hold_every && flow_rnd(&o->rng, g_hold_every) == 0) hold_for(0.2 + flow_rnd(&o->rng, 9) / 10.0);
+    cw_buffer *b = NULL;
+    cw_devptr d = 0;
+    FLOW_TRY(cw_io_alloc(&b, io, (size_t)o->bytes));
+    FLOW_TRY(cw_buffer_get_writable(b, &d));
+    atomic_fetch_add(&f->handed, 1);
+    const long busy = fake_mem_busy(d);
+    if (busy != 0) atomic_fetch_add(&f->busy, 1);
+    if (busy != 0)
+        flow_bad(f, "operator %s (iteration %llu, %u executor threads, max_in_flight %d) was handed a buffer with %ld "
+                    "unfinished accesses",
+                 o->name, (unsigned long long)g, f->threads, f->max, busy);
+    o->src[slot] = ((uint64_t)f->gen << 40) | ((uint64_t)o->index << 32) | (g + 1);
+    FLOW_TRY(cw_copy_to_device(s, d, &o->src[slot], 8));
+    FLOW_TRY(cw_copy_to_host(s, &o->done[slot], d, 8));
+    o->want[slot] = o->src[slot];
+    if (o->has_out) FLOW_TRY(cw_io_emit(io, "out", NULL, b));
+    return CW_SUCCESS;
+}
+
+/* A random shape, made into a pipeline. */
+static cw_status flow_create(Thread *t, Flow *f, cw_pipeline **out) {
+    memset(f, 0, offsetof(Flow, bad));
+    atomic_store(&f->bad, 0);
+    atomic_store(&f->checked, 0);
+    atomic_store(&f->handed, 0);
+    atomic_store(&f->busy, 0);
+    atomic_store(&f->why_set, 0);
+    f->why[0] = 0;
+    f->gen = ++t->flow_gen;
+    f->nops = 2 + (int)rnd(t, FLOW_OPS - 1);
+    f->max = (int)rnd(t, 5);
+    f->threads = 1 + rnd(t, 2);
+    for (int i = 0; i < f->nops; i++) {
+        FlowOp *o = &f->op[i];
+        o->f = f;
+        o->index = i;
+        o->rng = t->rng ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+        if (!o->rng) o->rng = 1;
+        snprintf(o->name, sizeof o->name, "op%d", i);
+        o->nin = i == 0 || rnd(t, 5) == 0 ? 0 : 1 + (i >= 2 && rnd(t, 3) == 0);
+        for (int k = 0; k < o->nin; k++) {
+            o->from[k] = (int)rnd(t, (unsigned)i);
+            if (k == 1 && o->from[1] == o->from[0]) o->from[1] = (o->from[0] + 1) % i;
+            snprintf(o->in_name[k], sizeof o->in_name[k], "in%d", k);
+            f->op[o->from[k]].has_out = 1;
+        }
+        o->own_stream = o->nin == 0 || rnd(t, 2) == 0;
+        o->wait_inputs = o->nin > 0 && rnd(t, 4) == 0;
+        o->bytes = 64 << rnd(t, 2);
+    }
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = f->threads;
+    ps.max_in_flight = (unsigned)f->max;
+    FLOW_TRY(cw_pipeline_create(out, ctx, &ps));
+    cw_status st = CW_SUCCESS;
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = flow_compute;
+    for (int i = 0; i < f->nops && st == CW_SUCCESS; i++) {
+        FlowOp *o = &f->op[i];
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.no_internal_stream = !o->own_stream;
+        os.wait_inputs = o->wait_inputs;
+        cw_operator *op = NULL;
+        st = cw_operator_create(&op, o->name, &ops, o, &os);
+        for (int k = 0; k < o->nin && st == CW_SUCCESS; k++) st = cw_operator_add_input(op, o->in_name[k], NULL);
+        if (st == CW_SUCCESS && o->has_out) st = cw_operator_add_output(op, "out", NULL);
+        if (st == CW_SUCCESS) st = cw_pipeline_add(*out, op);
+        if (st != CW_SUCCESS) cw_operator_destroy(&op);
+    }
+    for (int i = 0; i < f->nops && st == CW_SUCCESS; i++)
+        for (int k = 0; k < f->op[i].nin && st == CW_SUCCESS; k++)
+            st = cw_pipeline_connect(*out, f->op[f->op[i].from[k]].name, "out", f->op[i].name, f->op[i].in_name[k]);
+    if (st != CW_SUCCESS) cw_pipeline_destroy(out);
+    return st;
+}
+
+/* Hazards the fake saw since last asked: a failure of whoever asks. */
+static void flow_hazards(Thread *t);
 
 /* ---- create, use, destroy per kind ---------------------------------------------- */
 
@@ -165,6 +413,10 @@ static void create(Thread *t, int k, int i) {
         t->aux[k][i] = 0;
         break;
     }
+    case K_FLOW:
+        t->aux[k][i] = 0;
+        st = flow_create(t, &t->flow[i], (cw_pipeline **)h);
+        break;
     case K_CONTEXT: st = cw_context_create((cw_context **)h, 0); break;
     case K_DEVSET: st = cw_device_group_create((cw_device_group **)h, NULL, 0); break;
     }
@@ -256,6 +508,31 @@ static void use(Thread *t, int k, int i) {
                    (unsigned long long)ps.iterations, t->aux[k][i]);
         break;
     }
+    case K_FLOW: {
+        Flow *f = &t->flow[i];
+        cw_pipeline_info ps;
+        const uint64_t n = 1 + rnd(t, 4);
+        f->base = (uint64_t)t->aux[k][i];
+        st = cw_pipeline_run((cw_pipeline *)h, n);
+        if (st == CW_SUCCESS) t->aux[k][i] += (long)n;
+        if (st == CW_SUCCESS) st = cw_pipeline_get_info((cw_pipeline *)h, &ps);
+        if (st == CW_SUCCESS)
+            EXPECT(t, (long)ps.iterations == t->aux[k][i], "a buffered pipeline with %llu iterations, want %ld",
+                   (unsigned long long)ps.iterations, t->aux[k][i]);
+        t->flow_runs++;
+        t->flow_checked += atomic_exchange(&f->checked, 0);
+        t->flow_handed += atomic_exchange(&f->handed, 0);
+        t->flow_busy += atomic_exchange(&f->busy, 0);
+        if (atomic_load(&f->bad)) {
+            printf("# model: a buffered pipeline (%d operators): %ld wrong, the first: %s\n", f->nops,
+                   atomic_load(&f->bad), f->why);
+            t->errors += atomic_load(&f->bad);
+            atomic_store(&f->bad, 0);
+            atomic_store(&f->why_set, 0);
+        }
+        flow_hazards(t);
+        break;
+    }
     case K_CONTEXT: {
         cw_context_info ci;
         ci.device = -1;
@@ -287,6 +564,10 @@ static void destroy(Thread *t, int k, int i) {
     case K_PROGRAM: cw_program_destroy((cw_program **)&t->h[k][i]); break;
     case K_RESIDENT: cw_resident_destroy((cw_resident **)&t->h[k][i]); break;
     case K_PIPELINE: cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]); break;
+    case K_FLOW:
+        cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]);
+        flow_hazards(t); /* its buffers' frees */
+        break;
     case K_CONTEXT: cw_context_destroy((cw_context **)&t->h[k][i]); break;
     case K_DEVSET: cw_device_group_destroy((cw_device_group **)&t->h[k][i]); break;
     }
@@ -295,6 +576,16 @@ static void destroy(Thread *t, int k, int i) {
     const int s = t->nstale < STALE ? t->nstale++ : (int)rnd(t, STALE);
     t->stale[s] = h;
     t->stale_kind[s] = k;
+}
+
+static void flow_hazards(Thread *t) {
+    char text[512];
+    const long n = fake_hazards(text, sizeof text, NULL);
+    const long seen = atomic_exchange(&g_hazards_seen, n);
+    if (n != seen) {
+        printf("# model: %ld hazards in the fake, the last: %s\n", n - seen, text);
+        t->errors++;
+    }
 }
 
 /* A call through a stale handle: refused while its memory is held. Only
@@ -347,7 +638,8 @@ static void use_stale(Thread *t) {
         st = cw_resident_get_state((cw_resident *)h, &rs);
         break;
     }
-    case K_PIPELINE: {
+    case K_PIPELINE:
+    case K_FLOW: {
         cw_pipeline_info pi;
         st = cw_pipeline_get_info((cw_pipeline *)h, &pi);
         break;
@@ -438,6 +730,7 @@ static void test_model(void **state) {
     const int nthreads = getenv("CWT_MODEL_THREADS") ? atoi(getenv("CWT_MODEL_THREADS")) : 4;
     const double seconds = getenv("CWT_MODEL_S") ? atof(getenv("CWT_MODEL_S")) : 2.0;
     g_max_ops = getenv("CWT_MODEL_OPS") ? atol(getenv("CWT_MODEL_OPS")) : 1000000;
+    g_hold_every = getenv("CWT_MODEL_HOLD") ? (unsigned)atoi(getenv("CWT_MODEL_HOLD")) : 16;
     assert_true(nthreads >= 1 && nthreads <= 64);
 
     /* The model's context and shared pool are made here and go at the end,
@@ -459,6 +752,12 @@ static void test_model(void **state) {
     assert_non_null(th);
     assert_non_null(id);
     atomic_store(&g_stop, 0);
+    long lost0 = 0;
+    const long hazards0 = fake_hazards(NULL, 0, &lost0);
+    atomic_store(&g_hazards_seen, hazards0);
+    atomic_store(&g_holder_stop, 0);
+    pthread_t holder;
+    assert_int_equal(pthread_create(&holder, NULL, holder_main, NULL), 0);
     for (int i = 0; i < nthreads; i++) {
         th[i].rng = seed * 0x9e3779b97f4a7c15ull + (unsigned long long)i * 0xbf58476d1ce4e5b9ull + 1;
         assert_int_equal(pthread_create(&id[i], NULL, run, &th[i]), 0);
@@ -467,6 +766,8 @@ static void test_model(void **state) {
     nanosleep(&ts, NULL);
     atomic_store(&g_stop, 1);
     for (int i = 0; i < nthreads; i++) pthread_join(id[i], NULL);
+    atomic_store(&g_holder_stop, 1);
+    pthread_join(holder, NULL); /* the GPU let go */
 
     /* One thread, everything else still: a stale destroy while held is
      * refused (the threads' stale streams, and one made here for sure). */
@@ -499,7 +800,12 @@ static void test_model(void **state) {
     assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
 
     long ops = 0, errors = 0, checked = 0, skipped = 0, leases = 0, created[K_COUNT] = {0}, destroyed[K_COUNT] = {0};
+    long flow_runs = 0, flow_checked = 0, flow_handed = 0, flow_busy = 0;
     for (int i = 0; i < nthreads; i++) {
+        flow_busy += th[i].flow_busy;
+        flow_runs += th[i].flow_runs;
+        flow_checked += th[i].flow_checked;
+        flow_handed += th[i].flow_handed;
         ops += th[i].ops;
         errors += th[i].errors;
         checked += th[i].stale_checked;
@@ -516,8 +822,17 @@ static void test_model(void **state) {
            seed, nthreads, seconds, ops, checked, skipped, leases, refused, tried);
     for (int k = 0; k < K_COUNT; k++) printf(" %s %ld/%ld", kind_names[k], created[k], destroyed[k]);
     printf("; %ld wrong\n", errors);
+    char htext[512];
+    long lost = 0;
+    const long hazards = fake_hazards(htext, sizeof htext, &lost) - hazards0;
+    printf("# model: buffered pipelines: %ld runs, %ld buffers handed out (%ld with unfinished work), %ld in-flight "
+           "checks, %ld holds of the GPU, %ld hazards%s%s\n",
+           flow_runs, flow_handed, flow_busy, flow_checked, atomic_load(&g_holds), hazards, hazards ? ", the last: " : "",
+           hazards ? htext : "");
 
     assert_int_equal(errors, 0);
+    assert_int_equal(hazards, 0);
+    assert_int_equal(lost - lost0, 0); /* the fake noted every access and ordering */
     assert_int_equal(refused, tried);
     for (int k = 0; k < K_COUNT; k++) assert_int_equal(created[k], destroyed[k]);
     cw_stream_pool_info ps;
@@ -554,7 +869,10 @@ int main(int argc, char **argv) {
     setenv("CUWEAVE_CACHE_DIR", "off", 1);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
-        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain"))) {
+        !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
+        !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
+        !(fake_hazards = (long (*)(char *, size_t, long *))dlsym(lib, "fake_cuda_hazards")) ||
+        !(fake_mem_busy = (long (*)(cw_devptr))dlsym(lib, "fake_cuda_mem_busy"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }

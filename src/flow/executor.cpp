@@ -189,13 +189,22 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
 // The end of iteration `it`: where every compute call of it ended.
 cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
     // Sinks first: waiting for a sink's mark marks what it covers finished,
-    // so the waits for its upstream operators' marks cost nothing.
-    for (size_t k = p->topo.size(); k-- > 0;)
-        for (Mark *m : p->ops[p->topo[k]]->call_marks) {
-            if (!p->ended.push(cw_pipeline::Ended{it, m, p->topo[k]}))
+    // so the waits for its upstream operators' marks cost nothing. Each
+    // entry's rank is its place in the order the marks were recorded in
+    // with one executor thread (operators in topological order, each call's
+    // marks in order): the list itself is not in that order.
+    uint64_t rank = p->ended_ranks;
+    for (int idx : p->topo) rank += p->ops[idx]->call_marks.size();
+    p->ended_ranks = rank;
+    for (size_t k = p->topo.size(); k-- > 0;) {
+        const Vec<Mark *> &marks = p->ops[p->topo[k]]->call_marks;
+        rank -= marks.size();
+        for (size_t j = 0; j < marks.size(); j++) {
+            if (!p->ended.push(cw_pipeline::Ended{it, marks[j], p->topo[k], rank + j}))
                 return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-            mark_retain(m);
+            mark_retain(marks[j]);
         }
+    }
     return CW_SUCCESS;
 }
 
@@ -299,8 +308,8 @@ void end_iteration(cw_pipeline *p) {
 }
 
 cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
-    // The list is in iteration order (mark_iteration appends): only its
-    // front is settled, from the head on; the settled entries are dropped
+    // The list is in iteration order (mark_iteration appends; within an
+    // iteration sinks come first): only its front is settled, from the head on; the settled entries are dropped
     // from the vector once they are as many as the live ones (a move every
     // few iterations, not one per iteration).
     cw_status st = CW_SUCCESS;
@@ -318,19 +327,25 @@ cw_status settle_marks(cw_pipeline *p, uint64_t upto, bool wait) {
             // the usual wait of one frame at a time) that began after the
             // mark shows it finished: no driver call.
             if (cw_stream *own = p->ops[e.op]->internal) (void)mark_synced(e.mark, own);
-            // With one executor thread the list is in the order the marks
-            // were recorded: the last of these on the same stream (the same
-            // lease) finishing means this one did (the stream's order). One
-            // wait serves every operator that ran on it (operators without a
-            // stream of their own run on their upstream's).
+            // With one executor thread the marks were recorded in the order
+            // of their ranks (not the list's: sinks come first in it): the
+            // last recorded of these on the same stream (the same lease)
+            // finishing means every one recorded before it on that stream
+            // did (the stream's order). One wait serves every operator that
+            // ran on it (operators without a stream of their own run on
+            // their upstream's); a mark recorded before this one tells
+            // nothing about it.
             if (p->threads <= 1 && !mark_finished(e.mark)) {
-                for (size_t j = upto_end; j-- > settled + 1;) {
-                    Mark *later = p->ended[j].mark;
-                    if (mark_stream(later) != mark_stream(e.mark) || mark_serial(later) != mark_serial(e.mark))
-                        continue;
-                    if (mark_wait(later) == CW_SUCCESS) mark_note_finished(e.mark);
-                    break;
-                }
+                auto same = [&](const Mark *m) {
+                    return mark_stream(m) == mark_stream(e.mark) && mark_serial(m) == mark_serial(e.mark);
+                };
+                size_t last = settled;
+                for (size_t j = settled + 1; j < upto_end; j++)
+                    if (same(p->ended[j].mark) && p->ended[j].rank > p->ended[last].rank) last = j;
+                if (mark_wait(p->ended[last].mark) == CW_SUCCESS)
+                    for (size_t j = settled; j < upto_end; j++)
+                        if (same(p->ended[j].mark) && p->ended[j].rank <= p->ended[last].rank)
+                            mark_note_finished(p->ended[j].mark);
             }
             st = mark_wait(e.mark);
             if (st == CW_ERROR_DEVICE_FAULT) {

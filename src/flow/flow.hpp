@@ -118,9 +118,11 @@ struct cw_pipeline {
         uint64_t iteration;
         cw::core::Mark *mark;  // a reference
         int op;          // whose compute call it ended
+        uint64_t rank;   // with one executor thread: the order the marks were recorded in
     };
-    cw::Vec<Ended> ended;  // the end of recent iterations, per stream used
+    cw::Vec<Ended> ended;  // the end of recent iterations, per stream used (sinks first in each)
     size_t ended_head;     // ended[0, ended_head) are settled (moved out in bulk)
+    uint64_t ended_ranks;  // ranks given so far
     cw::core::BufferCache *cache;  // buffers of cw_io_alloc, recycled
     cw::Vec<cw_operator *> ops;
     cw::Vec<cw::flow::Connection> conns;
