@@ -196,6 +196,28 @@
  * deadlock here), all but those that only touch the calling thread's state
  * or static text: cuCtxGetCurrent, cuCtxSetCurrent, cuGetErrorName and
  * cuGetErrorString (counted all the same).
+ *
+ * Persistent launches (the oracle of issue 38): a graph launch whose graph
+ * has a WHILE conditional node at its top level (a resident loop's) and a
+ * cooperative cuLaunchKernelEx of "cwf_resident_loop" (a fused loop's) mark
+ * their stream as running persistent work, until a cuStreamQuery or
+ * cuStreamSynchronize of that stream reports it idle (how cuweave learns
+ * that a loop stopped) or the stream is destroyed. The real driver makes
+ * some calls wait until no kernel runs on the device (docs/resident.md,
+ * "What waits for a running loop"); one made while a mark is set on the
+ * device of the calling thread's context (any device without one) waits
+ * until that loop ends. So does the fake's, up to 2 s (a launch the library
+ * ends itself, such as a resident loop's trial run at its build, is seen
+ * idle by then); a mark still set then is a call that would wait for good
+ * on the real driver: the fake counts it as a violation
+ * (fake_cuda_persistent_violations) and carries on. The calls: cuMemFree,
+ * cuMemFreeHost, cuModuleLoadData, cuModuleUnload, cuLibraryLoadData,
+ * cuLibraryUnload, cuGraphExecDestroy of an exec with conditional nodes,
+ * and cuCtxSynchronize of the marked stream's own context.
+ * fake_cuda_persistent_running() counts the marked streams;
+ * fake_cuda_persistent_watch(0) turns the marking off (a test that fails
+ * driver calls before they reach the fake hides from it the queries that
+ * would clear marks), fake_cuda_persistent_watch(1) on again.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -435,6 +457,11 @@ static long g_calls[F_COUNT];
 
 static void lock(void) { pthread_mutex_lock(&g_mu); }
 static void unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+/* Persistent launches (issue 38; defined with fake_cuda_persistent_violations). Lock held. */
+static void pers_mark_locked(struct CUstream_st *s);
+static void pers_clear_locked(const struct CUstream_st *s);
+static void pers_check_locked(const char *entry, CUcontext only);
 
 /* The entries a host function may call (see the top): the thread's current
  * context and the error texts. */
@@ -964,6 +991,7 @@ struct CUgraphExec_st {
     size_t count;
     uint64_t cond_shape; /* the conditional nodes' shape (cond_shape), for updates */
     struct CUgraphExec_st *next_live;
+    int pers_loop, pers_cond; /* issue 38: a WHILE node at the top level; any conditional node */
 };
 
 #define MAGIC_GRAPH 0x47524146u
@@ -1535,6 +1563,7 @@ FAKE_API CUresult cuCtxSynchronize(void) {
     NEED_INIT();
     if (!current_ctx()) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
+    pers_check_locked("cuCtxSynchronize", current_ctx());
     while (g_head && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
     RETURN(g_sticky);
 }
@@ -1588,6 +1617,7 @@ FAKE_API CUresult cuStreamDestroy(CUstream stream) {
     *pp = s->next_live;
     g_live_streams--;
     s->destroyed = 1;
+    pers_clear_locked(s);
     maybe_free_stream(s); /* pending work still completes */
     RETURN(CUDA_SUCCESS);
 }
@@ -1645,6 +1675,7 @@ FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
     s->pins++;
     while (s->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
     s->pins--;
+    pers_clear_locked(s);
     maybe_free_stream(s);
     RETURN(g_sticky);
 }
@@ -1659,6 +1690,7 @@ FAKE_API CUresult cuStreamQuery(CUstream stream) {
         s->cap->invalidated = 1;
         RETURN(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     }
+    if (g_sticky || s->pending == 0) pers_clear_locked(s);
     if (g_sticky) RETURN(g_sticky);
     RETURN(s->pending > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
 }
@@ -1942,6 +1974,7 @@ FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
 FAKE_API CUresult cuMemFreeHost(void *p) {
     ENTER(cuMemFreeHost);
     NEED_INIT();
+    pers_check_locked("cuMemFreeHost", NULL);
     if (!untrack_alloc(p, 1)) RETURN(CUDA_ERROR_INVALID_VALUE);
     free(p);
     RETURN(CUDA_SUCCESS);
@@ -1994,6 +2027,7 @@ FAKE_API CUresult cuMemFree(CUdeviceptr dptr) {
     ENTER(cuMemFree);
     NEED_INIT();
     void *p = (void *)(uintptr_t)dptr;
+    pers_check_locked("cuMemFree", NULL);
     struct alloc *m = mapped_alloc_at(p);
     if (!m) RETURN(CUDA_ERROR_INVALID_VALUE);
     size_t bytes = m->bytes;
@@ -2448,12 +2482,14 @@ FAKE_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     (void)module;
     (void)image;
     ENTER(cuModuleLoadData);
+    pers_check_locked("cuModuleLoadData", NULL);
     RETURN(CUDA_ERROR_NOT_SUPPORTED);
 }
 
 FAKE_API CUresult cuModuleUnload(CUmodule module) {
     (void)module;
     ENTER(cuModuleUnload);
+    pers_check_locked("cuModuleUnload", NULL);
     RETURN(CUDA_ERROR_NOT_SUPPORTED);
 }
 
@@ -2590,8 +2626,13 @@ FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, v
     g_last_launch[2] = config->sharedMemBytes;
     g_last_launch[3] = coop;
     g_last_launch[4]++;
-    RETURN(launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                         config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, params));
+    CUresult r = launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                               config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, params);
+    if (r == CUDA_SUCCESS && coop && !strcmp(k->name, "cwf_resident_loop")) {
+        CUresult err = CUDA_SUCCESS;
+        pers_mark_locked(stream_of(config->hStream, &err));
+    }
+    RETURN(r);
 }
 
 /* The image is one the driver loads (see the top comment). Reads byte by
@@ -2633,6 +2674,7 @@ FAKE_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_opti
     NEED_INIT();
     if (!lib || !code) RETURN(CUDA_ERROR_INVALID_VALUE);
     if (!image_valid(code)) RETURN(CUDA_ERROR_INVALID_IMAGE);
+    pers_check_locked("cuLibraryLoadData", NULL);
     struct CUlib_st *l = (struct CUlib_st *)calloc(1, sizeof *l);
     if (!l) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     l->magic = MAGIC_LIB;
@@ -2646,6 +2688,7 @@ FAKE_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_opti
 FAKE_API CUresult cuLibraryUnload(CUlibrary lib) {
     ENTER(cuLibraryUnload);
     NEED_INIT();
+    if (lib_of(lib)) pers_check_locked("cuLibraryUnload", NULL);
     struct CUlib_st **pp = &g_libs;
     while (*pp && *pp != (struct CUlib_st *)lib) pp = &(*pp)->next_live;
     if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -3419,6 +3462,9 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, 
     }
     e->magic = MAGIC_EXEC;
     e->cond_shape = cond_shape(g);
+    e->pers_cond = graph_has_cond(g);
+    for (size_t i = 0; i < g->count; i++)
+        if (g->nodes[i]->is_cond && g->nodes[i]->cond_type == CU_GRAPH_COND_TYPE_WHILE) e->pers_loop = 1;
     e->next_live = g_execs;
     g_execs = e;
     g_live_execs++;
@@ -3435,6 +3481,8 @@ static struct CUgraphExec_st *exec_of(CUgraphExec h) {
 FAKE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
     ENTER(cuGraphExecDestroy);
     NEED_INIT();
+    const struct CUgraphExec_st *x = exec_of(exec);
+    if (x && x->pers_cond) pers_check_locked("cuGraphExecDestroy", NULL);
     struct CUgraphExec_st **pp = &g_execs;
     while (*pp && *pp != (struct CUgraphExec_st *)exec) pp = &(*pp)->next_live;
     if (!*pp) RETURN(CUDA_ERROR_INVALID_HANDLE);
@@ -3474,6 +3522,7 @@ FAKE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
         CUresult r = submit_locked(it);
         if (r != CUDA_SUCCESS) RETURN(r);
     }
+    if (e->pers_loop) pers_mark_locked(s);
     RETURN(CUDA_SUCCESS);
 }
 
@@ -3579,6 +3628,98 @@ FAKE_API CUresult cuGraphAddNode(CUgraphNode *node, CUgraph graph, const CUgraph
     c->phGraph_out = n->bodies; /* the node's own array, valid while the node lives (as the driver's) */
     *node = n;
     RETURN(CUDA_SUCCESS);
+}
+
+/* ---- persistent launches (issue 38; see the top) -------------------------- */
+
+#define PERS_MAX 64
+static const struct CUstream_st *g_pers[PERS_MAX]; /* streams marked running persistent work */
+static long g_pers_violations;
+static char g_pers_last[128];
+
+static int g_pers_off; /* fake_cuda_persistent_watch(0) */
+
+static void pers_mark_locked(struct CUstream_st *s) {
+    if (g_pers_off) return;
+    int free_slot = -1;
+    for (int i = 0; i < PERS_MAX; i++) {
+        if (g_pers[i] == s) return;
+        if (!g_pers[i] && free_slot < 0) free_slot = i;
+    }
+    if (s && free_slot >= 0) g_pers[free_slot] = s;
+}
+
+static pthread_cond_t g_pers_cv = PTHREAD_COND_INITIALIZER; /* a mark cleared */
+
+static void pers_clear_locked(const struct CUstream_st *s) {
+    for (int i = 0; i < PERS_MAX; i++)
+        if (s && g_pers[i] == s) {
+            g_pers[i] = NULL;
+            pthread_cond_broadcast(&g_pers_cv);
+        }
+}
+
+/* A marked stream that a call waiting until no kernel runs on the device
+ * waits for: one of the device of the calling thread's context (of any
+ * device without one); with only set, one of that context. */
+static const struct CUstream_st *pers_blocking_locked(CUcontext only) {
+    const CUcontext cur = current_ctx();
+    for (int i = 0; i < PERS_MAX; i++) {
+        const struct CUstream_st *s = g_pers[i];
+        if (!s || !s->ctx) continue;
+        if (only ? s->ctx != only : cur && s->ctx->dev != cur->dev) continue;
+        return s;
+    }
+    return NULL;
+}
+
+/* Such a call: waits up to 2 s for the marks it waits for to clear (the
+ * lock is let go meanwhile: callers look their arguments up after), then
+ * counts a violation when one is left. */
+static void pers_check_locked(const char *entry, CUcontext only) {
+    if (!pers_blocking_locked(only)) return;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    while (pers_blocking_locked(only))
+        if (pthread_cond_timedwait(&g_pers_cv, &g_mu, &deadline) != 0) break;
+    const struct CUstream_st *s = pers_blocking_locked(only);
+    if (!s) return;
+    g_pers_violations++;
+    snprintf(g_pers_last, sizeof g_pers_last, "%s while a persistent launch ran on device %d", entry, s->ctx->dev);
+}
+
+/* off (0): marks nothing and forgets the marks set (for tests that fail
+ * driver calls before they reach the fake, a cuStreamQuery that would have
+ * cleared a mark among them); on (1, the default): marks again. */
+FAKE_API void fake_cuda_persistent_watch(int on) {
+    lock();
+    g_pers_off = !on;
+    if (!on) {
+        for (int i = 0; i < PERS_MAX; i++) g_pers[i] = NULL;
+        pthread_cond_broadcast(&g_pers_cv);
+    }
+    unlock();
+}
+
+/* Streams marked running persistent work now. */
+FAKE_API long fake_cuda_persistent_running(void) {
+    long n = 0;
+    lock();
+    for (int i = 0; i < PERS_MAX; i++) n += g_pers[i] != NULL;
+    unlock();
+    return n;
+}
+
+/* Calls made while persistent work ran that the real driver would have made
+ * wait for it, since the process started; the last one described in last
+ * (cap bytes; "" when none; last may be NULL). */
+FAKE_API long fake_cuda_persistent_violations(char *last, size_t cap) {
+    lock();
+    const long n = g_pers_violations;
+    if (last && cap) snprintf(last, cap, "%s", g_pers_last);
+    unlock();
+    return n;
 }
 
 /* ---- cuGetProcAddress ---------------------------------------------------- */

@@ -132,11 +132,35 @@ typedef struct {
 } Thread;
 
 static atomic_int g_stop;
-/* Loading code is refused while a resident loop runs (docs/resident.md):
- * module loads and a loop's launch (its first build loads code) take this
- * lock, so that the model knows no loop runs when code loads. */
-static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
 static long g_max_ops;
+
+/* Loading code is refused while a resident loop runs (docs/resident.md), and
+ * a loop's launch builds it first when something changed (which loads code):
+ * a module load or a launch may be refused (CW_ERROR_INVALID_STATE, "loading
+ * waits") when another thread's loop may have run during the call (counted
+ * from before its launch until its teardown returned), and must succeed
+ * otherwise. Nothing serialises loads and launches: the fake counts every
+ * driver call made that would wait for a running loop (issue 38), and the
+ * run must make none. */
+static atomic_long g_loops_running, g_loop_launches, g_loads_refused;
+static long (*fake_violations)(char *last, size_t cap);
+
+typedef struct {
+    long running, launches;
+} LoopsSeen;
+
+static LoopsSeen loops_seen(int own) {
+    LoopsSeen seen = {atomic_load(&g_loops_running) - own, atomic_load(&g_loop_launches)};
+    return seen;
+}
+
+/* st is a load refused because another thread's loop may have run meanwhile. */
+static int refused_for_a_loop(cw_status st, LoopsSeen before) {
+    if (st != CW_ERROR_INVALID_STATE || !strstr(cw_last_error()->message, "loading waits")) return 0;
+    if (before.running == 0 && atomic_load(&g_loop_launches) == before.launches) return 0;
+    atomic_fetch_add(&g_loads_refused, 1);
+    return 1;
+}
 static const char *const k_source = "extern \"C\" __global__ void model_k(int *p) { *p = 1; }";
 
 static unsigned rnd(Thread *t, unsigned n) {
@@ -386,10 +410,10 @@ static void create(Thread *t, int k, int i) {
     case K_MODULE: {
         cw_program *p = NULL;
         st = cw_program_compile(&p, ctx, k_source, NULL);
-        pthread_mutex_lock(&g_load_lock);
+        const LoopsSeen seen = loops_seen(0);
         if (st == CW_SUCCESS) st = cw_module_load((cw_module **)h, p);
-        pthread_mutex_unlock(&g_load_lock);
         cw_program_destroy(&p);
+        if (refused_for_a_loop(st, seen)) return;
         break;
     }
     case K_PROGRAM: st = cw_program_compile((cw_program **)h, ctx, k_source, NULL); break;
@@ -486,14 +510,20 @@ static void use(Thread *t, int k, int i) {
         /* The fake serves no request: launch, ring, tear down; the request is dropped. */
         cw_resident *r = (cw_resident *)h;
         uint64_t seq = 0;
-        pthread_mutex_lock(&g_load_lock);
+        atomic_fetch_add(&g_loop_launches, 1);
+        atomic_fetch_add(&g_loops_running, 1);
+        const LoopsSeen seen = loops_seen(1);
         st = cw_resident_launch(r);
+        if (refused_for_a_loop(st, seen)) {
+            atomic_fetch_sub(&g_loops_running, 1);
+            return;
+        }
         if (st == CW_SUCCESS) st = cw_resident_data_ready(r, &seq);
         if (st == CW_SUCCESS) EXPECT(t, (long)seq == t->aux[k][i] + 1, "request %llu, want %ld", (unsigned long long)seq,
                                      t->aux[k][i] + 1);
         if (st == CW_SUCCESS) t->aux[k][i] = (long)seq;
         if (st == CW_SUCCESS) st = cw_resident_tear_down(r, 5000);
-        pthread_mutex_unlock(&g_load_lock);
+        atomic_fetch_sub(&g_loops_running, 1);
         cw_status dropped = cw_resident_poll_result(r, seq);
         EXPECT(t, dropped == CW_ERROR_INVALID_STATE, "a dropped request: %s", cw_status_name(dropped));
         break;
@@ -741,6 +771,7 @@ static void test_model(void **state) {
     const long libs0 = fake_live("library"), kernels0 = fake_live("kernel"), mempools0 = fake_live("mempool");
     const long primary0 = fake_live("primary0"), primary1 = fake_live("primary1");
     const size_t live0 = cwi_handles_live();
+    const long violations0 = fake_violations(NULL, 0);
     cw_stream_pool_settings pss;
     cw_stream_pool_settings_default(&pss);
     pss.max_streams = 3;
@@ -829,10 +860,16 @@ static void test_model(void **state) {
            "checks, %ld holds of the GPU, %ld hazards%s%s\n",
            flow_runs, flow_handed, flow_busy, flow_checked, atomic_load(&g_holds), hazards, hazards ? ", the last: " : "",
            hazards ? htext : "");
+    char last[160];
+    const long violations = fake_violations(last, sizeof last) - violations0;
+    printf("# model: %ld loads and launches refused while another thread's loop ran; %ld driver calls that would "
+           "wait for a running loop%s%s\n",
+           atomic_load(&g_loads_refused), violations, violations ? ", the last: " : "", violations ? last : "");
 
     assert_int_equal(errors, 0);
     assert_int_equal(hazards, 0);
     assert_int_equal(lost - lost0, 0); /* the fake noted every access and ordering */
+    assert_int_equal(violations, 0);
     assert_int_equal(refused, tried);
     for (int k = 0; k < K_COUNT; k++) assert_int_equal(created[k], destroyed[k]);
     cw_stream_pool_info ps;
@@ -872,7 +909,8 @@ int main(int argc, char **argv) {
         !(fake_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
         !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
         !(fake_hazards = (long (*)(char *, size_t, long *))dlsym(lib, "fake_cuda_hazards")) ||
-        !(fake_mem_busy = (long (*)(cw_devptr))dlsym(lib, "fake_cuda_mem_busy"))) {
+        !(fake_mem_busy = (long (*)(cw_devptr))dlsym(lib, "fake_cuda_mem_busy")) ||
+        !(*(void **)&fake_violations = dlsym(lib, "fake_cuda_persistent_violations"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }

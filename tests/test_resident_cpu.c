@@ -8,7 +8,9 @@
  * dropped requests reported after a teardown, cw_context_synchronize
  * refused while a loop runs), releases that wait for running loops (a
  * loop, a module, a context destroyed while another loop runs) and loads
- * refused meanwhile, the graph the loop builds (its nodes and
+ * refused meanwhile, a release, a load and a context synchronize racing a
+ * loop launched by another thread (the fake counts driver calls that would
+ * wait for a running loop), the graph the loop builds (its nodes and
  * bodies), nothing leaked (live driver objects through the fake), and a
  * fault-injection sweep: every driver call of create + launch + teardown +
  * destroy failed in turn, each run returning an error and leaking nothing
@@ -23,6 +25,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -668,6 +671,260 @@ static void test_exec_destroy_waits_for_running_loops(void **state) {
     cw_graph_destroy(&g1);
     cw_graph_destroy(&g2);
     assert_int_equal(leaks(before, "execs destroyed while a loop ran"), 0);
+}
+
+/* Issue 38: the calls that wait until no kernel runs on the device (a code
+ * load, cuMemFree, a module unload, cuCtxSynchronize: docs/resident.md,
+ * "What waits for a running loop") against a loop launched by another
+ * thread at the same time. The fake marks a loop's launch running until its
+ * stream is seen idle and counts each such call made meanwhile
+ * (fake_cuda_persistent_violations): on the real driver that call waits
+ * until the loop ends, for good when nobody stops it. The idle hooks hold
+ * the window open between the library's finding that no loop runs and its
+ * call, while the other thread launches. */
+static long (*fake_pers_running)(void);
+static long (*fake_pers_violations)(char *last, size_t cap);
+static void (*fake_pers_watch)(int on);
+
+struct window {
+    atomic_int armed;  /* the next hook call holds */
+    atomic_int inside; /* it holds now */
+    atomic_int go;     /* let it go */
+};
+
+static void hold_window(void *arg) {
+    struct window *w = arg;
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&w->armed, &one, 0)) return;
+    atomic_store(&w->inside, 1);
+    for (int i = 0; i < 20000 && !atomic_load(&w->go); i++) usleep(500); /* bounded: 10 s */
+}
+
+static void wait_inside(struct window *w) {
+    for (int i = 0; i < 20000 && !atomic_load(&w->inside); i++) usleep(500);
+    assert_true(atomic_load(&w->inside));
+}
+
+struct launcher {
+    cw_resident *r;
+    cw_status st;
+    atomic_int done;
+};
+
+static void *launch_main(void *arg) {
+    struct launcher *l = arg;
+    l->st = cw_resident_launch(l->r);
+    atomic_store(&l->done, 1);
+    return NULL;
+}
+
+/* Starts l's launch on a thread of its own and waits until it returned or
+ * waits for the call held in the window (bounded: 10 s). Returns the
+ * launches that waited meanwhile (1: this one). */
+static unsigned long launch_beside(struct launcher *l, pthread_t *id) {
+    const unsigned long waits = cwi_idle_launch_waits();
+    atomic_store(&l->done, 0);
+    assert_int_equal(pthread_create(id, NULL, launch_main, l), 0);
+    for (int i = 0; i < 20000 && !atomic_load(&l->done) && cwi_idle_launch_waits() == waits; i++) usleep(500);
+    return cwi_idle_launch_waits() - waits;
+}
+
+static long violations_since(long before) {
+    char last[160];
+    const long n = fake_pers_violations(last, sizeof last) - before;
+    if (n) printf("# %ld calls the real driver would make wait for a running loop; the last: %s\n", n, last);
+    return n;
+}
+
+struct tear {
+    cw_resident *r;
+    cw_status st;
+};
+
+static void *tear_main(void *arg) {
+    struct tear *t = arg;
+    t->st = cw_resident_tear_down(t->r, 5000);
+    return NULL;
+}
+
+/* A module destroyed while loop a runs is unloaded when a stops: by the
+ * thread that sees a stop, after it took the queued releases. Loop b,
+ * launched by another thread meanwhile, must not run yet when the unload
+ * is made. */
+static void test_release_racing_a_launch(void **state) {
+    (void)state;
+    static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+    cw_resident *a = NULL, *b = NULL;
+    assert_cw_ok(cw_resident_create(&a, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&b, ctx, NULL));
+    assert_cw_ok(cw_resident_build(a));
+    assert_cw_ok(cw_resident_build(b));
+    const long libs = fake_live("library");
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, image));
+    assert_int_equal(fake_pers_running(), 0);
+    assert_cw_ok(cw_resident_launch(a));
+    assert_int_equal(fake_pers_running(), 1);
+    cw_module_destroy(&m); /* queued: a runs */
+    assert_int_equal(fake_live("library"), libs + 1);
+    const long v0 = fake_pers_violations(NULL, 0);
+
+    struct window w = {0};
+    atomic_store(&w.armed, 1);
+    cwi_idle_hooks(hold_window, NULL, &w);
+    struct tear t = {a, CW_ERROR_DRIVER};
+    pthread_t tid, lid;
+    assert_int_equal(pthread_create(&tid, NULL, tear_main, &t), 0);
+    wait_inside(&w); /* a stopped; the unload taken, not made */
+    assert_int_equal(fake_pers_running(), 0);
+    assert_int_equal(fake_live("library"), libs + 1);
+    struct launcher l = {b, CW_ERROR_DRIVER, 0};
+    const unsigned long waited = launch_beside(&l, &lid);
+    atomic_store(&w.go, 1);
+    pthread_join(tid, NULL);
+    pthread_join(lid, NULL);
+    cwi_idle_hooks(NULL, NULL, NULL);
+    const long violations = violations_since(v0);
+    const long running = fake_pers_running(), unloaded = fake_live("library") == libs;
+    const cw_status b_down = cw_resident_tear_down(b, 1000); /* before any check: the next tests need no loop */
+    cw_resident_destroy(&a);
+    cw_resident_destroy(&b);
+
+    assert_int_equal(violations, 0);
+    assert_int_equal(waited, 1); /* b's launch waited for the unload */
+    assert_cw_ok(t.st);
+    assert_cw_ok(l.st);
+    assert_true(unloaded);
+    assert_int_equal(running, 1); /* b ran */
+    assert_cw_ok(b_down);
+    assert_int_equal(violations_since(v0), 0);
+}
+
+enum { RACE_LOAD, RACE_SYNC, RACE_UPDATE, RACES };
+static const char *const race_names[RACES] = {"cw_module_load_image", "cw_context_synchronize",
+                                              "cw_graph_exec_update"};
+
+struct loader {
+    int race;
+    cw_module *m;
+    cw_graph_exec *e; /* RACE_UPDATE: an exec with a conditional node, updated to g */
+    cw_graph *g;
+    cw_status st;
+};
+
+static void *load_main(void *arg) {
+    struct loader *p = arg;
+    static const char image[] = "// fake PTX\n.version 8.0\n.target sm_90\n";
+    cw_graph_update_info ui;
+    p->st = p->race == RACE_LOAD   ? cw_module_load_image(&p->m, image)
+            : p->race == RACE_SYNC ? cw_context_synchronize(ctx)
+                                   : cw_graph_exec_update(p->e, p->g, &ui);
+    if (p->race == RACE_UPDATE && p->st == CW_SUCCESS && ui.kind != CW_GRAPH_REINSTANTIATED) p->st = CW_ERROR_DRIVER;
+    return NULL;
+}
+
+/* A load, a context synchronize and the destroy of the exec an update
+ * replaces find no loop running, then make their driver call; a loop
+ * launched by another thread in between must not run yet when that call is
+ * made. */
+static void test_load_racing_a_launch(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    const long libs = fake_live("library");
+    for (int race = 0; race < RACES; race++) {
+        assert_int_equal(fake_pers_running(), 0);
+        struct loader p = {race, NULL, NULL, NULL, CW_ERROR_DRIVER};
+        cw_graph *gc = NULL;
+        if (race == RACE_UPDATE) { /* an exec with a conditional node; a plain graph to update it to */
+            cw_cond_handle h;
+            cw_graph *body = NULL;
+            assert_cw_ok(cw_graph_create(&gc, ctx));
+            assert_cw_ok(cw_graph_add_cond_handle(gc, 0, 0, &h));
+            assert_cw_ok(cw_graph_add_conditional(gc, h, NULL, NULL, 0, NULL, &body, NULL));
+            assert_cw_ok(cw_graph_add_empty(body, NULL, 0, NULL));
+            assert_cw_ok(cw_graph_instantiate(&p.e, gc, 0));
+            assert_cw_ok(cw_graph_create(&p.g, ctx));
+            assert_cw_ok(cw_graph_add_empty(p.g, NULL, 0, NULL));
+        }
+        const long v0 = fake_pers_violations(NULL, 0);
+        struct window w = {0};
+        atomic_store(&w.armed, 1);
+        cwi_idle_hooks(NULL, hold_window, &w);
+        pthread_t pid, lid;
+        assert_int_equal(pthread_create(&pid, NULL, load_main, &p), 0);
+        wait_inside(&w); /* no loop runs: the load (the synchronize, the destroy) is about to be made */
+        struct launcher l = {r, CW_ERROR_DRIVER, 0};
+        const unsigned long waited = launch_beside(&l, &lid);
+        atomic_store(&w.go, 1);
+        pthread_join(pid, NULL);
+        pthread_join(lid, NULL);
+        cwi_idle_hooks(NULL, NULL, NULL);
+        print_message("# %s\n", race_names[race]);
+        const long violations = violations_since(v0);
+        const long running = fake_pers_running(), loaded = fake_live("library") - libs;
+        const cw_status down = cw_resident_tear_down(r, 1000); /* before any check: the next tests need no loop */
+        cw_module_destroy(&p.m);
+        cw_graph_exec_destroy(&p.e);
+        cw_graph_destroy(&p.g);
+        cw_graph_destroy(&gc);
+        if (violations || p.st || l.st || running != 1 || down) cw_resident_destroy(&r);
+
+        assert_int_equal(violations, 0);
+        assert_int_equal(waited, 1); /* the launch waited for the call */
+        assert_cw_ok(p.st);
+        assert_cw_ok(l.st);
+        assert_int_equal(running, 1); /* r ran */
+        assert_int_equal(loaded, race == RACE_LOAD);
+        assert_cw_ok(down);
+        assert_int_equal(fake_live("library"), libs);
+    }
+    cw_resident_destroy(&r);
+}
+
+/* A launch made inside such a call on its own thread (here: a workload's
+ * capture function, called while the loop's graph is built) would wait for
+ * that call, which waits for it: it is refused. The build goes on. */
+struct inner_launch {
+    cw_resident *other;
+    cw_status st;
+    int calls;
+};
+
+static cw_status launch_in_capture(cw_stream *s, void *user) {
+    (void)s;
+    struct inner_launch *p = user;
+    if (p->calls++ == 0) p->st = cw_resident_launch(p->other);
+    return CW_SUCCESS;
+}
+
+static void test_launch_inside_a_build_refused(void **state) {
+    (void)state;
+    cw_resident *a = NULL, *b = NULL;
+    assert_cw_ok(cw_resident_create(&a, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&b, ctx, NULL));
+    assert_cw_ok(cw_resident_build(b));
+    struct inner_launch p = {b, CW_SUCCESS, 0};
+    assert_cw_ok(cw_resident_set_workload_fn(a, launch_in_capture, &p));
+    const unsigned long waits = cwi_idle_launch_waits();
+    assert_cw_ok(cw_resident_build(a));
+    assert_true(p.calls >= 1);
+    assert_int_equal(p.st, CW_ERROR_INVALID_STATE);
+    printf("# %s\n", cw_last_error()->message);
+    assert_non_null(strstr(cw_last_error()->message, "launching a resident loop from inside a call that waits"));
+    assert_int_equal(cwi_idle_launch_waits(), waits);
+    cw_resident_state st;
+    assert_cw_ok(cw_resident_get_state(b, &st));
+    assert_int_equal(st, CW_RESIDENT_NOT_LAUNCHED);
+    assert_int_equal(fake_pers_running(), 0);
+    /* outside the build both launch */
+    assert_cw_ok(cw_resident_launch(b));
+    assert_cw_ok(cw_resident_launch(a));
+    assert_cw_ok(cw_resident_tear_down(a, 1000));
+    assert_cw_ok(cw_resident_tear_down(b, 1000));
+    cw_resident_destroy(&a);
+    cw_resident_destroy(&b);
 }
 
 /* A data-ready handler: host requests are refused; the graph builds. */
@@ -1676,11 +1933,13 @@ static void test_error_names_public_call(void **state) {
 
 static void test_fault_sweep(void **state) {
     (void)state;
+    fake_pers_watch(0); /* a failed cuStreamQuery never reaches the fake: its marks would stay */
     g_sweep_trace = 0;
     sweep();
     g_sweep_trace = 1; /* the trace's marks, and its stages' kernels in the build */
     sweep();
     g_sweep_trace = 0;
+    fake_pers_watch(1);
 }
 
 /* ---- the largest timeouts (issue 25) ------------------------------------
@@ -1849,7 +2108,10 @@ int main(int argc, char **argv) {
         !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
         !(*(void **)&fake_hold = dlsym(lib, "fake_cuda_hold")) ||
-        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain"))) {
+        !(*(void **)&fake_drain = dlsym(lib, "fake_cuda_drain")) ||
+        !(*(void **)&fake_pers_running = dlsym(lib, "fake_cuda_persistent_running")) ||
+        !(*(void **)&fake_pers_violations = dlsym(lib, "fake_cuda_persistent_violations")) ||
+        !(*(void **)&fake_pers_watch = dlsym(lib, "fake_cuda_persistent_watch"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -1881,6 +2143,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_releases_wait_for_running_loops),
         cmocka_unit_test(test_loop_counted_before_its_launch),
         cmocka_unit_test(test_exec_destroy_waits_for_running_loops),
+        cmocka_unit_test(test_release_racing_a_launch),
+        cmocka_unit_test(test_load_racing_a_launch),
+        cmocka_unit_test(test_launch_inside_a_build_refused),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),

@@ -49,7 +49,10 @@
  * (cw_resident_build), and free memory with cuMemFreeAsync or after the
  * loops stop. cuweave refuses its own loads while a loop runs
  * (CW_ERROR_INVALID_STATE) and defers its own such releases until no loop
- * runs. See docs/resident.md, "What waits for a running loop".
+ * runs; a loop launched while another thread makes one of those calls
+ * (a load, a build, a release, cw_context_synchronize) waits until that call
+ * has returned, so that the call cannot wait for it. See docs/resident.md,
+ * "What waits for a running loop".
  *
  * Needs a driver with conditional graph nodes (CUDA 12.3,
  * cw_driver_has(CW_FEATURE_CONDITIONAL_NODES)) and the library API (12.0):
@@ -511,13 +514,23 @@ CW_API cw_status cw_resident_build(cw_resident *r);
  * Builds the loop's graph when needed (see cw_resident_build: the capture
  * functions may run here, and their errors are returned as they are) and
  * launches it on the loop's own stream. Requests not served by an earlier
- * launch are dropped. Nothing is left launched on failure.
+ * launch are dropped. Nothing is left launched on failure. The loop counts
+ * as running from the start of the launch (another thread's loads are
+ * refused, its releases deferred); when another thread is inside a call
+ * that waits until no kernel runs on the device (loading code, building a
+ * loop, its capture functions and compile included, releasing memory or
+ * code, cw_context_synchronize), the launch first waits for that call to
+ * return: a capture function must not wait for a thread that launches a
+ * loop.
  *
  * Returns:
  *   CW_SUCCESS                 the loop runs on the GPU.
  *   CW_ERROR_INVALID_ARGUMENT  r is NULL.
  *   CW_ERROR_INVALID_HANDLE    r is not a live loop.
- *   CW_ERROR_INVALID_STATE     the loop is launched already; or as
+ *   CW_ERROR_INVALID_STATE     the loop is launched already; called from
+ *                              inside such a call on this thread (a
+ *                              capture function of a loop being built:
+ *                              the launch would wait for itself); or as
  *                              cw_resident_build.
  *   CW_ERROR_NOT_SUPPORTED     as cw_resident_build.
  *   CW_ERROR_OUT_OF_MEMORY     as cw_resident_build.

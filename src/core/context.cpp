@@ -223,7 +223,8 @@ cw_status context_new_green(CUgreenCtx green, CUdevice dev, int ordinal, cw_cont
 }
 
 cw_status context_synchronize(cw_context *ctx) {
-    if (persistent_on(ctx->cu) > 0)
+    QuietCall quiet;  // a loop launched on ctx meanwhile waits for the synchronize
+    if (quiet.enter(ctx->cu) > 0)
         return fail(CW_ERROR_INVALID_STATE,
                     "a GPU-resident loop runs on this context: its work never ends, so synchronizing the whole "
                     "context would never return; synchronize streams, or tear the loop down first");

@@ -130,9 +130,11 @@ cw_status exec_update(cw_graph_exec *e, cw_graph *g, cw_graph_update_info *info)
     } else if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         // While a resident loop runs, the replaced exec is destroyed once
         // none does (as in exec_destroy): its node is made first, so that
-        // nothing fails after the new exec is.
+        // nothing fails after the new exec is. Else it is destroyed now, in
+        // a quiet call: a loop launched meanwhile waits for the destroy.
+        QuietCall quiet;
         Replaced *old = nullptr;
-        if (persistent_running() > 0) {
+        if (quiet.enter(nullptr) > 0) {
             old = static_cast<Replaced *>(calloc(1, sizeof(Replaced)));
             if (!old) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
         }

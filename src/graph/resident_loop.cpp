@@ -81,7 +81,7 @@ bool was_dropped(const cw_resident *r, uint64_t seq) {
 // The launch stopped on the GPU and its stream is idle: records why.
 void finish_stop(cw_resident *r, cw_resident_exit why) {
     close_launch(r);
-    persistent_note(r->ctx->cu, -1);
+    persistent_stop(r->ctx->cu);
     r->last_exit.store(why, std::memory_order_relaxed);
     r->state.store(CW_RESIDENT_STOPPED, std::memory_order_release);
 }
@@ -246,8 +246,10 @@ cw_status build_unless_launched(cw_resident *r, const char *launched) {
     if (resident_active(r)) return fail(CW_ERROR_INVALID_STATE, "%s", launched);
     if (r->dirty || (!is_fused(r) && !r->exec)) {
         // Instantiating loads code; replacing an old build destroys a graph
-        // with conditional nodes: both wait for running loops to end.
-        CW_TRY(refuse_load_while_persistent("building a resident loop's graph"));
+        // with conditional nodes: both wait for running loops to end. The
+        // whole build is one quiet call: a loop launched meanwhile waits.
+        QuietCall quiet;
+        CW_TRY(refuse_load_while_persistent(quiet, "building a resident loop's graph"));
         CW_TRY(is_fused(r) ? fused_build(r) : build(r));
     }
     return CW_SUCCESS;
@@ -432,12 +434,18 @@ cw_status resident_launch(cw_resident *r) {
     __atomic_store_n(&h->requested, base, __ATOMIC_SEQ_CST);
     // Counted before the launch: from the moment cuGraphLaunch may start the
     // loop, another thread's release or load must see it running (a driver
-    // call that waits for it would hang). Undone when the launch fails.
-    persistent_note(r->ctx->cu, +1);
-    // The stream (and the driver's submission) orders these stores before the GPU reads them.
-    cw_status st = is_fused(r) ? fused_launch(r) : exec_launch(r->exec, r->run);
+    // call that waits for it would hang); and launched once none that began
+    // before is under way (persistent_start waits). Undone when the launch
+    // fails.
+    cw_status st = persistent_start(r->ctx->cu, "launching a resident loop");
     if (st != CW_SUCCESS) {
-        persistent_note(r->ctx->cu, -1);
+        close_launch(r);
+        return st;
+    }
+    // The stream (and the driver's submission) orders these stores before the GPU reads them.
+    st = is_fused(r) ? fused_launch(r) : exec_launch(r->exec, r->run);
+    if (st != CW_SUCCESS) {
+        persistent_stop(r->ctx->cu);
         close_launch(r);  // a request that raced in is dropped, and more refused
         return st;
     }

@@ -203,7 +203,8 @@ cw_status launch(cw_kernel *k, cw_stream *s, const cw_launch_config *cfg, void *
 
 cw_status kernel_preload(const cw_kernel *k, cw_context *ctx) {
     if (!drv().cuKernelGetFunction) return fail(CW_ERROR_NOT_SUPPORTED, "this driver has no library API (CUDA 12.0)");
-    CW_TRY(refuse_load_while_persistent("cw_kernel_preload"));
+    QuietCall quiet;
+    CW_TRY(refuse_load_while_persistent(quiet, "cw_kernel_preload"));
     CurrentGuard guard;
     CW_TRY(guard.enter(ctx->cu));
     CUfunction f = nullptr;

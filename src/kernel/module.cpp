@@ -118,7 +118,8 @@ cw_status builtins_load() {
     std::lock_guard<std::mutex> lock(g_builtin_mutex);
     if (g_builtin_module) return CW_SUCCESS;
     CW_TRY(need_library_api());
-    CW_TRY(refuse_load_while_persistent("loading cuweave's built-in kernels"));
+    QuietCall quiet;
+    CW_TRY(refuse_load_while_persistent(quiet, "loading cuweave's built-in kernels"));
     CUlibrary lib = nullptr;
     CUresult r = drv().cuLibraryLoadData(&lib, kBuiltinImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuLibraryLoadData", "loading cuweave's built-in kernels");
@@ -226,7 +227,8 @@ cw_status check_image(const void *image) {
 cw_status module_load(const void *image, size_t n_names, char *const *exprs, char *const *lowered, const char *what,
                       cw_module **out) {
     CW_TRY(need_library_api());
-    CW_TRY(refuse_load_while_persistent(what));
+    QuietCall quiet;
+    CW_TRY(refuse_load_while_persistent(quiet, what));
     // copy the name expressions first: nothing may fail once the library is loaded
     char **ex = nullptr, **lo = nullptr;
     if (n_names) {

@@ -12,6 +12,7 @@
 #include "core/event.hpp"
 #include "core/future.hpp"
 #include "core/handle.hpp"
+#include "core/idle.hpp"
 #include "core/pool.hpp"
 #include "core/trace.hpp"
 #include "graph/resident.hpp"
@@ -116,6 +117,13 @@ int cwi_resident_fused_state(cw_resident *r, unsigned long long *dptr, size_t *b
     *bytes = r->fused->sync_bytes;
     return 0;
 }
+void cwi_idle_hooks(void (*released)(void *arg), void (*checked)(void *arg), void *arg) {
+    cw::core::g_idle_hook_arg.store(arg);
+    cw::core::g_idle_released_hook.store(released, std::memory_order_release);
+    cw::core::g_idle_checked_hook.store(checked, std::memory_order_release);
+}
+
+unsigned long cwi_idle_launch_waits(void) { return cw::core::idle_launch_waits(); }
 
 int cwi_pool_waiting(cw_stream_pool *p) {
     if (!p || !cw::live(p)) return -1;

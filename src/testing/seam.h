@@ -171,6 +171,16 @@ int cwi_fused_plan(const struct cw_resident_fused *f, void **stages, void **deps
  * dataflow protocol's counters) and its size. 0, or -1 for a handle that is
  * not a live fused loop. */
 int cwi_resident_fused_state(struct cw_resident *r, unsigned long long *dptr, size_t *bytes);
+/* Persistent work and the calls that wait for it (core/idle.hpp): released(arg)
+ * runs on the thread that saw the last running resident loop stop, after it
+ * took the releases queued meanwhile and before it runs them; checked(arg)
+ * after a call that would wait for a running loop (a code load, a context
+ * synchronize) found none, before it makes that call. NULL removes them.
+ * Set them while no such call runs. */
+void cwi_idle_hooks(void (*released)(void *arg), void (*checked)(void *arg), void *arg);
+/* Loop launches that waited for such a call or release in progress on
+ * another thread to finish, since the process started. */
+unsigned long cwi_idle_launch_waits(void);
 
 /* A lease pool's waiters: threads asleep in cw_stream_pool_acquire
  * for a stream (read under the pool's mutex, which a waiter holds until it
