@@ -50,6 +50,7 @@ LIB_SRCS = \
 	src/core/event.cpp \
 	src/core/future.cpp \
 	src/core/future_slab.cpp \
+	src/core/future_watch.cpp \
 	src/core/idle.cpp \
 	src/core/partition.cpp \
 	src/core/pool.cpp \

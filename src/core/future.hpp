@@ -55,6 +55,17 @@ cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user);
 cw_status future_get_fd(cw_future *f, int *fd);
 // Frees f once its marker can no longer touch it.
 void future_destroy(cw_future *f);
+// For the watcher (future_watch.cpp): whether the marker of f's current
+// arming has run (or faulted); a driver query for a device fault (CW_SUCCESS
+// when none is known).
+bool future_marker_done(cw_future *f);
+cw_status future_check_fault(cw_future *f);
+// The watcher thread (future_watch.cpp): watch puts f on its list (starting
+// it on first need), unwatch takes f off; notify makes f's fd readable and
+// runs its callback, once.
+cw_status future_watch(cw_future *f);
+void future_unwatch(cw_future *f);
+void future_notify(cw_future *f, cw_status st);
 // A future completed by the work queued so far on every stream (one context).
 cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out);
 // Times the watcher was woken from its polling sleep by a newly watched
