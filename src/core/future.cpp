@@ -511,7 +511,12 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
     if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
-    if (!marker_done(f)) return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    if (!marker_done(f)) {
+        // After a device fault the marker never runs: that is the answer,
+        // whether or not anything has asked the driver yet.
+        CW_TRY(check_fault(f));
+        return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    }
     if (f->fault.load()) return outcome(f);
     // The marker ran; its host function may still be finishing (running the
     // callback): it touches the future until it clears hostfn_pending.
