@@ -342,30 +342,28 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
     return outcome(f);
 }
 
-// Frees a live future once its marker can no longer touch it (see
-// cw_future_destroy). Keeps the caller's error detail. holds_ctx: the future
-// holds a context reference to drop (orphans do not).
-void future_free(cw_future *f, bool holds_ctx = true) {
-    // A marker still queued will touch this memory: wait for it, unless the
-    // context faulted (then it never runs, and the memory is left behind).
-    // Quietly: the caller's error detail is not this loop's business.
-    // Only a device fault stops the wait: any other error of the query (a
-    // refusal, a passing failure) says nothing about a marker that may still
-    // be queued, and a written-value slot handed to the next future while its
-    // old marker is queued would complete that future early.
-    bool faulted = f->fault.load(std::memory_order_acquire) != 0;
+// Waits until f's marker can no longer touch f's memory, quietly (the
+// caller's error detail is not this loop's business). Returns CW_SUCCESS once
+// it ran; CW_ERROR_DEVICE_FAULT when the context faulted (it never runs);
+// for an EVENT future, the status of a query error other than a fault
+// (nothing queued points at an EVENT future: an error the driver keeps giving
+// must not hold the destroy for good). Only a fault ends the wait of the
+// other kinds: any other error of the query (a refusal, a passing failure)
+// says nothing about a marker that may still be queued, and a written-value
+// slot handed to the next future while its old marker is queued would
+// complete that future early.
+cw_status settle(cw_future *f) {
     int64_t sleep_ns = 1000, next_check = 0;
-    while (!faulted && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
+    while (!f->fault.load(std::memory_order_acquire) &&
+           (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
         int64_t t = now_ns();
         if (t >= next_check) {
             CurrentGuard guard;
             if (guard.enter(f->ctx->cu) == CW_SUCCESS) {
                 CUresult r = drv().cuEventQuery(f->ev);
-                faulted = is_fault(r);
-                // EVENT: nothing queued points at the future (its event goes
-                // back to the pool, re-recorded by its next user): an error
-                // the driver keeps giving must not hold the destroy for good.
-                if (!faulted && f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) break;
+                if (is_fault(r)) return CW_ERROR_DEVICE_FAULT;
+                if (f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+                    return status_from_cu(r);
             }
             next_check = t + 10000000;
         }
@@ -373,10 +371,32 @@ void future_free(cw_future *f, bool holds_ctx = true) {
         nanosleep(&ts, nullptr);
         if (sleep_ns < 1000000) sleep_ns *= 2;
     }
-    cw_status st = faulted ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
-    future_unwatch(f);
+    return f->fault.load(std::memory_order_acquire) ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
+}
+
+// Frees a live future once its marker can no longer touch it (see
+// cw_future_destroy), after running a callback set for this arming that has
+// not run yet. Keeps the caller's error detail. holds_ctx: the future holds
+// a context reference to drop (orphans do not).
+void future_free(cw_future *f, bool holds_ctx = true) {
+    // Inside its own callback (on this thread): the code that runs the
+    // callback frees it when the callback returns.
+    if (future_in_callback(f)) {
+        f->destroy_deferred = true;
+        return;
+    }
+    f->dying.store(true, std::memory_order_seq_cst);  // no rearm from here on
+    cw_status st;
+    do {
+        st = settle(f);
+        // Off the watcher's lists; a callback the watcher runs now returns
+        // first (it may have rearmed f before `dying` was set: look again).
+        future_unwatch(f);
+    } while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire)));
+    // Exactly once per completion: a callback not run yet runs now.
+    (void)future_callback(f, st);
     handle_retire(f);
-    if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
+    if (st == CW_ERROR_DEVICE_FAULT && f->kind == CW_FUTURE_HOST_FUNC) {
         log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
         return;
     }
@@ -479,6 +499,7 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
 }  // namespace
 
 bool future_marker_done(cw_future *f) { return marker_done(f); }
+bool future_in_host_fn() { return t_in_host_fn; }
 cw_status future_check_fault(cw_future *f) { return check_fault(f); }
 
 // The context is going: its orphans (freed once their markers have run, or
@@ -518,15 +539,24 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
         return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
     }
     if (f->fault.load()) return outcome(f);
+    if (f->dying.load(std::memory_order_acquire))
+        return fail(CW_ERROR_INVALID_STATE, "the future is being destroyed (its callback runs inside cw_future_destroy)");
     // The marker ran; its host function may still be finishing (running the
     // callback): it touches the future until it clears hostfn_pending.
     while (f->hostfn_pending.load(std::memory_order_acquire)) sched_yield();
     future_unwatch(f);
     // A callback the watcher had not delivered yet belongs to this
     // completion: deliver it before the future is armed again.
-    if (f->cb_state.load(std::memory_order_acquire) == 1) future_notify(f, outcome(f));
+    const uint32_t prev = f->armed.load(std::memory_order_relaxed);
+    if (f->cb_state.load(std::memory_order_acquire) == 1 && future_callback(f, outcome(f))) {
+        if (f->destroy_deferred) {
+            future_free(f);
+            return fail(CW_ERROR_INVALID_HANDLE, "the future's callback destroyed it (the callback of its last "
+                                                 "completion, which the rearm ran first)");
+        }
+        if (f->armed.load(std::memory_order_relaxed) != prev) return CW_SUCCESS;  // its callback rearmed it
+    }
     reset_notification(f);
-    uint32_t prev = f->armed.load(std::memory_order_relaxed);
     bool queued = false;
     cw_status st = enqueue_marker(f, s, prev + 1, false, &queued);
     if (st != CW_SUCCESS && !queued) {
@@ -574,9 +604,9 @@ cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
     f->cb_state.store(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
     if (marker_done(f)) {
-        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls it.
-        int expected = 1;
-        if (f->cb_state.compare_exchange_strong(expected, 2)) fn(user, f, outcome(f));
+        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls
+        // it; one that destroyed its future is freed once it returned.
+        if (future_callback(f, outcome(f)) && f->destroy_deferred) future_free(f);
         return CW_SUCCESS;
     }
     // The watcher completes written-value futures, and for host-function

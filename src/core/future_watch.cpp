@@ -3,7 +3,6 @@
 // and file descriptors of written-value and event futures and reports device
 // faults of watched futures of every kind (future.hpp; split from
 // future.cpp).
-#include <sched.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -21,17 +20,42 @@ namespace {
 // polls with sleeps from 2 us growing to 1 ms while anything is watched, and
 // sleeps on the condition variable otherwise. A newly watched future wakes
 // it, and its polls start again from 2 us.
+//
+// A pass takes the completed futures off the watched list onto the ready
+// list (notifying 1), under the lock; then the watcher notifies them one at
+// a time (notifying 2) with the lock released, so that a callback may use
+// any other future, those of its own pass included: unwatch takes a future
+// off either list, and waits only for the one future being notified, never
+// from inside that future's own callback.
 
 struct Watch {
     pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cond;      // on the monotonic clock: set up by watch() before the thread starts
+    pthread_cond_t idle = PTHREAD_COND_INITIALIZER;  // a notification ended (unwatch waits for it)
     bool cond_ready = false;  // cond is set up
-    cw_future *head = nullptr;
+    cw_future *head = nullptr;   // watched, through watch_next
+    cw_future *ready = nullptr;  // found complete, not notified yet, through ready_next
     bool running = false;
     bool added = false;  // a future was watched since the watcher last looked at its list
 } g_watch;
 // Times a newly watched future woke the watcher (future_watcher_wakes).
 std::atomic<unsigned long> g_watch_wakes{0};
+
+// The callbacks this thread is running, innermost first (a callback may set
+// the callback of a completed future, which then runs inside it).
+struct CallbackFrame {
+    const cw_future *f;
+    CallbackFrame *up;
+};
+thread_local CallbackFrame *t_frames __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void unlink_from(cw_future **head, cw_future *f, cw_future *cw_future::*next) {
+    for (cw_future **pp = head; *pp; pp = &((*pp)->*next))
+        if (*pp == f) {
+            *pp = f->*next;
+            return;
+        }
+}
 
 void *watcher_main(void *) {
     // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
@@ -51,9 +75,6 @@ void *watcher_main(void *) {
         if (next_fault_check == 0) next_fault_check = t + 1000000;
         const bool fault_pass = t >= next_fault_check;
         if (fault_pass) next_fault_check = t + 1000000;
-        // Take the finished ones off the list under the lock; notify them
-        // after it is released, so that callbacks may use other futures.
-        cw_future *ready = nullptr;
         for (cw_future **pp = &g_watch.head; *pp;) {
             cw_future *f = *pp;
             bool finished = future_marker_done(f);
@@ -69,28 +90,40 @@ void *watcher_main(void *) {
                     f->watched.store(false, std::memory_order_release);
                     continue;
                 }
-                // notifying first: unwatch reads `watched` without the lock,
-                // and once it sees false it must see notifying set too (else
-                // it could free f, and close its fd, under notify)
-                f->notifying.store(1, std::memory_order_release);  // unwatch waits for 0
+                // notifying first: unwatch reads both without the lock, and
+                // once it sees `watched` false it must see notifying set too
+                f->notifying.store(1, std::memory_order_release);
                 f->watched.store(false, std::memory_order_release);
-                f->ready_next = ready;
-                ready = f;
+                f->ready_next = g_watch.ready;
+                g_watch.ready = f;
             } else {
                 pp = &f->watch_next;
             }
         }
-        pthread_mutex_unlock(&g_watch.mutex);
-        if (FutureHook h = ready ? g_watch_ready_hook.load(std::memory_order_acquire) : nullptr) h(g_watch_hook_arg.load());
-        if (ready) idle_ns = 2000;
-        while (ready) {
-            cw_future *f = ready;
-            ready = f->ready_next;
+        if (g_watch.ready) {
+            idle_ns = 2000;
+            if (FutureHook h = g_watch_ready_hook.load(std::memory_order_acquire)) {
+                pthread_mutex_unlock(&g_watch.mutex);
+                h(g_watch_hook_arg.load());
+                pthread_mutex_lock(&g_watch.mutex);
+            }
+        }
+        while (cw_future *f = g_watch.ready) {
+            g_watch.ready = f->ready_next;
+            f->notifying.store(2, std::memory_order_relaxed);
+            pthread_mutex_unlock(&g_watch.mutex);
             int fault = f->fault.load(std::memory_order_acquire);
             future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
-            f->notifying.store(0, std::memory_order_release);  // last touch of f
+            const bool doomed = f->destroy_deferred;  // its callback destroyed it
+            pthread_mutex_lock(&g_watch.mutex);
+            f->notifying.store(0, std::memory_order_release);  // last touch of f, unless doomed
+            pthread_cond_broadcast(&g_watch.idle);
+            if (doomed) {
+                pthread_mutex_unlock(&g_watch.mutex);
+                future_destroy(f);
+                pthread_mutex_lock(&g_watch.mutex);
+            }
         }
-        pthread_mutex_lock(&g_watch.mutex);
         // Sleep idle_ns, unless a future was watched meanwhile (watch()
         // sets `added` and signals under the mutex, so none is missed).
         if (!g_watch.added && g_watch.head) {
@@ -110,6 +143,22 @@ void *watcher_main(void *) {
 
 }  // namespace
 
+bool future_callback(cw_future *f, cw_status st) {
+    int expected = 1;
+    if (!f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) return false;
+    CallbackFrame frame = {f, t_frames};
+    t_frames = &frame;
+    f->cb(f->cb_user, f, st);
+    t_frames = frame.up;
+    return true;
+}
+
+bool future_in_callback(const cw_future *f) {
+    for (const CallbackFrame *c = t_frames; c; c = c->up)
+        if (c->f == f) return true;
+    return false;
+}
+
 void future_notify(cw_future *f, cw_status st) {
     int fd = f->efd.load(std::memory_order_seq_cst);
     if (fd >= 0) {
@@ -117,8 +166,7 @@ void future_notify(cw_future *f, cw_status st) {
         ssize_t n = write(fd, &one, sizeof one);
         (void)n;
     }
-    int expected = 1;
-    if (f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) f->cb(f->cb_user, f, st);
+    (void)future_callback(f, st);
 }
 
 cw_status future_watch(cw_future *f) {
@@ -150,22 +198,26 @@ cw_status future_watch(cw_future *f) {
     return CW_SUCCESS;
 }
 
-// Takes f off the watcher's list and waits until the watcher is not
-// notifying it any more.
 void future_unwatch(cw_future *f) {
-    if (f->watched.load(std::memory_order_acquire)) {
-        pthread_mutex_lock(&g_watch.mutex);
+    // Both clear (read in the order the watcher sets them): on no list, and
+    // not being notified.
+    if (!f->watched.load(std::memory_order_acquire) && !f->notifying.load(std::memory_order_acquire)) return;
+    pthread_mutex_lock(&g_watch.mutex);
+    for (;;) {
         if (f->watched.load(std::memory_order_relaxed)) {
-            for (cw_future **pp = &g_watch.head; *pp; pp = &(*pp)->watch_next)
-                if (*pp == f) {
-                    *pp = f->watch_next;
-                    break;
-                }
+            unlink_from(&g_watch.head, f, &cw_future::watch_next);
             f->watched.store(false, std::memory_order_release);
         }
-        pthread_mutex_unlock(&g_watch.mutex);
+        if (f->notifying.load(std::memory_order_relaxed) == 1) {
+            unlink_from(&g_watch.ready, f, &cw_future::ready_next);
+            f->notifying.store(0, std::memory_order_release);
+        }
+        // Being notified: wait for its callback to return (it may watch f
+        // again: look again), unless this thread runs it.
+        if (f->notifying.load(std::memory_order_relaxed) != 2 || future_in_callback(f)) break;
+        pthread_cond_wait(&g_watch.idle, &g_watch.mutex);
     }
-    while (f->notifying.load(std::memory_order_acquire)) sched_yield();
+    pthread_mutex_unlock(&g_watch.mutex);
 }
 
 unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
