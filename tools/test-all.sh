@@ -117,6 +117,7 @@ step "valgrind memcheck, CPU tests (Makefile build)"
 if command -v valgrind >/dev/null 2>&1; then
     for t in "build/make/tests/test_api" "build/make/tests/test_nodriver" \
              "build/make/tests/test_stream_cpu build/make/tests/libfakecuda.so" \
+             "build/make/tests/test_future_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_multi_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_handles_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_model_cpu build/make/tests/libfakecuda.so" \

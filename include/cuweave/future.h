@@ -31,7 +31,8 @@
  *
  * Callbacks and fds are served by the driver's callback thread (HOST_FUNC)
  * and by one cuweave watcher thread (WRITE_VALUE, EVENT), started on first
- * need.
+ * need; a callback not run yet when the future is rearmed or destroyed runs
+ * then, on that thread (cw_future_fn).
  *
  * Device errors are reported: when the context faulted before the marker
  * ran, poll, wait, the callback and the fd report CW_ERROR_DEVICE_FAULT
@@ -57,20 +58,45 @@ typedef enum cw_future_kind {
 } cw_future_kind;
 
 /*
- * Completion callback. Runs exactly once per completion: on the driver's
- * callback thread (HOST_FUNC), on cuweave's watcher thread (WRITE_VALUE, EVENT), or
- * on the thread that set it when the future had already completed. status
- * is CW_SUCCESS or the error the waiter sees. After a device fault the
- * driver never runs a HOST_FUNC marker; cuweave's watcher thread then
- * reports the fault (callback with CW_ERROR_DEVICE_FAULT, fd readable)
- * within about a millisecond.
+ * Completion callback. Runs exactly once per completion (per arming it was
+ * set on): on the driver's callback thread (HOST_FUNC), on cuweave's watcher
+ * thread (WRITE_VALUE, EVENT), or on the calling thread when a call finds
+ * the future complete with its callback not yet run: cw_future_set_callback
+ * on a completed future, cw_future_rearm, and cw_future_destroy run it
+ * before they return. status is CW_SUCCESS or the error the waiter sees.
+ * After a device fault the driver never runs a HOST_FUNC marker; cuweave's
+ * watcher thread then reports the fault (callback with
+ * CW_ERROR_DEVICE_FAULT, fd readable) within about a millisecond.
  *
- * Inside a callback: it must not destroy or rearm its own future, and must
- * not call CUDA or cuweave functions that enqueue work or wait. It may
- * signal, queue, call cw_future_poll, and set callbacks or get fds of other
- * futures. A HOST_FUNC future's callback runs on the driver's callback
- * thread, where CUDA allows no CUDA call at all; cuweave knows when it runs
- * one there and then makes no driver call on its behalf:
+ * Destroy cancels nothing: cw_future_destroy waits for a marker that has
+ * not run (see there), so every arming completes or faults, and a callback
+ * set on it runs before destroy returns. This is on purpose: a callback
+ * often owns something (a buffer to give back, a count to drop), and a
+ * destroy that raced the watcher used to drop it silently, while a HOST_FUNC
+ * callback cannot be taken back once the driver started its host function.
+ * The price is where it may run: inside cw_future_set_callback,
+ * cw_future_rearm and cw_future_destroy on the calling thread, and those
+ * calls (and destroy of a future whose callback runs on another thread,
+ * which waits for it to return) must not be made while holding a lock that
+ * the callback takes.
+ *
+ * Inside a callback: it must not call CUDA or cuweave functions that
+ * enqueue work or wait, but for these calls on futures, which it may make
+ * on its own future and on others (those of the same watcher pass
+ * included):
+ *  - cw_future_destroy of another future (its callback, if set and not run,
+ *    runs first, nested in this one); of its own future, which is freed
+ *    once this callback returns (the handle must not be used after the
+ *    call). A destroy of a future whose marker has not run waits for it
+ *    there, holding up the other callbacks of that thread meanwhile;
+ *  - cw_future_rearm of its own future or another (the callback of the new
+ *    arming must be set again); inside a callback that cw_future_destroy
+ *    runs, a rearm of that future returns CW_ERROR_INVALID_STATE;
+ *  - cw_future_set_callback and cw_future_get_fd of other futures (its own
+ *    has its callback: CW_ERROR_INVALID_STATE), cw_future_poll of any.
+ * A HOST_FUNC future's callback runs on the driver's callback thread, where
+ * CUDA allows no CUDA call at all; cuweave knows when it runs one there and
+ * then makes no driver call on its behalf:
  *  - cw_future_poll of a WRITE_VALUE or HOST_FUNC future answers from memory
  *    (CW_SUCCESS, CW_ERROR_NOT_READY, or a device fault already seen; a
  *    fault not yet seen is reported by waiters, callbacks and fds);
@@ -83,9 +109,11 @@ typedef enum cw_future_kind {
  *    runs (and the fd becomes readable) on the watcher thread, within about
  *    a millisecond if it has;
  *  - cw_future_wait of a future that has not completed, cw_future_rearm,
- *    cw_future_create and cw_future_when_all return CW_ERROR_NOT_PERMITTED.
- * cw_future_destroy and other cuweave calls that reach the driver must not
- * be made there.
+ *    cw_future_create and cw_future_when_all return CW_ERROR_NOT_PERMITTED;
+ *  - cw_future_destroy destroys nothing there (it could wait for a marker
+ *    the driver cannot run meanwhile): it logs a CW_LOG_WARNING and leaves
+ *    the handle as it was, to be destroyed elsewhere.
+ * Other cuweave calls that reach the driver must not be made there.
  */
 typedef void (*cw_future_fn)(void *user, cw_future *future, cw_status status);
 
@@ -111,16 +139,23 @@ CW_API cw_status cw_future_create(cw_future **out, cw_stream *s, cw_future_kind 
 /*
  * Re-arms a completed future on s (the same or another stream of the same
  * context) without allocating: the marker is enqueued again and the fd and
- * callback are reset (the callback must be set again).
+ * callback are reset (the callback must be set again). A callback of the
+ * previous completion that has not run yet runs first, on this thread (see
+ * cw_future_fn); when that callback rearms f itself, this call returns
+ * CW_SUCCESS without arming it a second time.
  *
  * Returns:
  *   CW_SUCCESS                 the marker is enqueued on s.
  *   CW_ERROR_INVALID_ARGUMENT  f or s is NULL; s is on another context.
- *   CW_ERROR_INVALID_HANDLE    f or s is not live.
+ *   CW_ERROR_INVALID_HANDLE    f or s is not live; the callback this call ran
+ *                              destroyed f (it is gone).
  *   CW_ERROR_INVALID_STATE     the previous marker has not completed; s is
- *                              capturing.
+ *                              capturing; f is being destroyed (a callback
+ *                              that cw_future_destroy runs rearms f).
  *   CW_ERROR_NOT_PERMITTED     inside a HOST_FUNC future's callback.
- *   CW_ERROR_DEVICE_FAULT      the context faulted before the previous marker.
+ *   CW_ERROR_DEVICE_FAULT      the context faulted before the previous marker
+ *                              (asked of the driver when the marker has not
+ *                              run), for every kind.
  *   CW_ERROR_OUT_OF_MEMORY     the watcher thread could not start (a future
  *                              with an fd).
  *   CW_ERROR_DRIVER            a driver call failed (detail: the call).
@@ -220,13 +255,22 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd);
  * waits for it (a marker holds on to the future's memory, and a WRITE_VALUE
  * marker writes the future's word, which the next future may reuse). Only a
  * device fault ends that wait early (the marker then never runs); another
- * error of the driver's query does not. When the context faulted before a
- * HOST_FUNC marker ran, the driver may still hold the marker, so the
- * future's memory (a few hundred bytes) is deliberately not freed and a
- * warning is logged. Sets *f to NULL; accepts NULL and a pointer to NULL;
- * never fails. A handle that is not a live future is ignored (logged at
- * CW_LOG_WARNING; the thread's detail is left as it was). Not inside a
- * HOST_FUNC future's callback (see cw_future_fn).
+ * error of the driver's query does not (but for an EVENT future, whose
+ * marker holds nothing of it: an error the driver keeps giving ends the wait
+ * and is the status its callback gets). Then the callback, if one is set and
+ * has not run for this arming, runs on this thread before destroy returns,
+ * with CW_SUCCESS or CW_ERROR_DEVICE_FAULT: destroy cancels no callback (see
+ * cw_future_fn: do not destroy while holding a lock the callback takes). A
+ * callback of this future running on another thread (the watcher's) is
+ * waited for. Inside the future's own callback the future is freed once the
+ * callback returns. When the context faulted before a HOST_FUNC marker ran,
+ * the driver may still hold the marker, so the future's memory (a few
+ * hundred bytes) is deliberately not freed and a warning is logged. Sets *f
+ * to NULL; accepts NULL and a pointer to NULL; never fails. A handle that is
+ * not a live future is ignored (logged at CW_LOG_WARNING; the thread's
+ * detail is left as it was). Inside a HOST_FUNC future's callback it
+ * destroys nothing and leaves *f as it was (logged at CW_LOG_WARNING; see
+ * cw_future_fn).
  *
  * Returns: nothing.
  */

@@ -65,6 +65,15 @@ CW_API cw_status cw_future_get_fd(cw_future *f, int *fd) {
 CW_API void cw_future_destroy(cw_future **pf) {
     CW_ENTRY;
     if (!pf || !*pf) return;
+    if (core::future_in_host_fn()) {
+        // The destroy may wait for a marker, which the driver cannot run
+        // while its callback thread is here, and it may call the driver.
+        log(CW_LOG_WARNING,
+            "%s: refused inside a HOST_FUNC future's callback (the driver's callback thread): nothing destroyed, "
+            "the handle is left as it was",
+            current_api());
+        return;
+    }
     cw_future *f = *pf;
     *pf = NULL;
     if (!live(f)) {

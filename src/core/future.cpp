@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-// cuweave core: host completion (futures), when_all, and the watcher thread
-// that completes callbacks and file descriptors of written-value and event
-// futures (future.hpp).
+// cuweave core: host completion (futures) and when_all (future.hpp); the
+// watcher thread is in future_watch.cpp, the slab of words in
+// future_slab.cpp.
 #include "core/future.hpp"
 
 #include <errno.h>
@@ -10,13 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/event.hpp"
 #include "core/pool.hpp"
-
 
 namespace cw {
 namespace core {
@@ -126,157 +124,6 @@ cw_status outcome(cw_future *f) {
     return CW_SUCCESS;
 }
 
-void notify(cw_future *f, cw_status st) {
-    int fd = f->efd.load(std::memory_order_seq_cst);
-    if (fd >= 0) {
-        uint64_t one = 1;
-        ssize_t n = write(fd, &one, sizeof one);
-        (void)n;
-    }
-    int expected = 1;
-    if (f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) f->cb(f->cb_user, f, st);
-}
-
-// ---- the watcher thread (futures with a callback or an fd) ----
-// It completes written-value futures and notices device faults for both
-// kinds (a fault check of every watched future once a millisecond). It
-// polls with sleeps from 2 us growing to 1 ms while anything is watched, and
-// sleeps on the condition variable otherwise. A newly watched future wakes
-// it, and its polls start again from 2 us.
-
-struct Watch {
-    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond;      // on the monotonic clock: set up by watch() before the thread starts
-    bool cond_ready = false;  // cond is set up
-    cw_future *head = nullptr;
-    bool running = false;
-    bool added = false;  // a future was watched since the watcher last looked at its list
-} g_watch;
-// Times a newly watched future woke the watcher (future_watcher_wakes).
-std::atomic<unsigned long> g_watch_wakes{0};
-
-void *watcher_main(void *) {
-    // Sleeps as asked: Linux adds the thread's timer slack (50 us by default,
-    // inherited) to every sleep. Only this thread's setting changes.
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    int64_t idle_ns = 2000, next_fault_check = 0;
-    pthread_mutex_lock(&g_watch.mutex);
-    for (;;) {
-        while (!g_watch.head) {
-            idle_ns = 2000;
-            next_fault_check = 0;
-            pthread_cond_wait(&g_watch.cond, &g_watch.mutex);
-        }
-        g_watch.added = false;
-        // Once a millisecond of polling, also look for a fault.
-        const int64_t t = now_ns();
-        if (next_fault_check == 0) next_fault_check = t + 1000000;
-        const bool fault_pass = t >= next_fault_check;
-        if (fault_pass) next_fault_check = t + 1000000;
-        // Take the finished ones off the list under the lock; notify them
-        // after it is released, so that callbacks may use other futures.
-        cw_future *ready = nullptr;
-        for (cw_future **pp = &g_watch.head; *pp;) {
-            cw_future *f = *pp;
-            bool finished = marker_done(f);
-            // A host-function future's own host function notifies it (the
-            // callback runs on the driver's thread, as promised): the watcher
-            // only drops it, and notifies it only for a fault, after which
-            // the host function never runs.
-            bool deliver = finished && f->kind != CW_FUTURE_HOST_FUNC;
-            if (!finished && fault_pass) finished = deliver = check_fault(f) == CW_ERROR_DEVICE_FAULT;
-            if (finished) {
-                *pp = f->watch_next;
-                if (!deliver) {
-                    f->watched.store(false, std::memory_order_release);
-                    continue;
-                }
-                // notifying first: unwatch reads `watched` without the lock,
-                // and once it sees false it must see notifying set too (else
-                // it could free f, and close its fd, under notify)
-                f->notifying.store(1, std::memory_order_release);  // unwatch waits for 0
-                f->watched.store(false, std::memory_order_release);
-                f->ready_next = ready;
-                ready = f;
-            } else {
-                pp = &f->watch_next;
-            }
-        }
-        pthread_mutex_unlock(&g_watch.mutex);
-        if (FutureHook h = ready ? g_watch_ready_hook.load(std::memory_order_acquire) : nullptr) h(g_watch_hook_arg.load());
-        if (ready) idle_ns = 2000;
-        while (ready) {
-            cw_future *f = ready;
-            ready = f->ready_next;
-            int fault = f->fault.load(std::memory_order_acquire);
-            notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
-            f->notifying.store(0, std::memory_order_release);  // last touch of f
-        }
-        pthread_mutex_lock(&g_watch.mutex);
-        // Sleep idle_ns, unless a future was watched meanwhile (watch()
-        // sets `added` and signals under the mutex, so none is missed).
-        if (!g_watch.added && g_watch.head) {
-            const int64_t until = now_ns() + idle_ns;
-            struct timespec ts = {until / 1000000000, until % 1000000000};
-            pthread_cond_timedwait(&g_watch.cond, &g_watch.mutex, &ts);
-        }
-        if (g_watch.added) {
-            idle_ns = 2000;
-            g_watch_wakes.fetch_add(1, std::memory_order_relaxed);
-        } else if (idle_ns < 1000000) {
-            idle_ns *= 2;
-        }
-    }
-    return nullptr;
-}
-
-cw_status watch(cw_future *f) {
-    if (FutureHook h = g_watch_entry_hook.load(std::memory_order_acquire)) h(g_watch_hook_arg.load());
-    pthread_mutex_lock(&g_watch.mutex);
-    if (!g_watch.running) {
-        if (!g_watch.cond_ready) cond_init_monotonic(&g_watch.cond);
-        g_watch.cond_ready = true;
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&t, &a, watcher_main, nullptr);
-        pthread_attr_destroy(&a);
-        if (rc != 0) {
-            pthread_mutex_unlock(&g_watch.mutex);
-            return fail(CW_ERROR_OUT_OF_MEMORY, "could not start the watcher thread (%s)", strerror(rc));
-        }
-        g_watch.running = true;
-    }
-    if (!f->watched.load(std::memory_order_relaxed)) {
-        f->watched.store(true, std::memory_order_release);
-        f->watch_next = g_watch.head;
-        g_watch.head = f;
-        g_watch.added = true;
-        pthread_cond_signal(&g_watch.cond);
-    }
-    pthread_mutex_unlock(&g_watch.mutex);
-    return CW_SUCCESS;
-}
-
-// Takes f off the watcher's list and waits until the watcher is not
-// notifying it any more.
-void unwatch(cw_future *f) {
-    if (f->watched.load(std::memory_order_acquire)) {
-        pthread_mutex_lock(&g_watch.mutex);
-        if (f->watched.load(std::memory_order_relaxed)) {
-            for (cw_future **pp = &g_watch.head; *pp; pp = &(*pp)->watch_next)
-                if (*pp == f) {
-                    *pp = f->watch_next;
-                    break;
-                }
-            f->watched.store(false, std::memory_order_release);
-        }
-        pthread_mutex_unlock(&g_watch.mutex);
-    }
-    while (f->notifying.load(std::memory_order_acquire)) sched_yield();
-}
-
 // ---- HOST_FUNC -------------------------------------------------------------
 
 void host_fn(void *user) {
@@ -288,7 +135,7 @@ void host_fn(void *user) {
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
     t_in_host_fn = true;  // the user's callback runs on the driver's thread
-    notify(f, CW_SUCCESS);
+    future_notify(f, CW_SUCCESS);
     t_in_host_fn = false;
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }
@@ -495,30 +342,28 @@ cw_status wait_done(cw_future *f, int64_t timeout_us) {
     return outcome(f);
 }
 
-// Frees a live future once its marker can no longer touch it (see
-// cw_future_destroy). Keeps the caller's error detail. holds_ctx: the future
-// holds a context reference to drop (orphans do not).
-void future_free(cw_future *f, bool holds_ctx = true) {
-    // A marker still queued will touch this memory: wait for it, unless the
-    // context faulted (then it never runs, and the memory is left behind).
-    // Quietly: the caller's error detail is not this loop's business.
-    // Only a device fault stops the wait: any other error of the query (a
-    // refusal, a passing failure) says nothing about a marker that may still
-    // be queued, and a written-value slot handed to the next future while its
-    // old marker is queued would complete that future early.
-    bool faulted = f->fault.load(std::memory_order_acquire) != 0;
+// Waits until f's marker can no longer touch f's memory, quietly (the
+// caller's error detail is not this loop's business). Returns CW_SUCCESS once
+// it ran; CW_ERROR_DEVICE_FAULT when the context faulted (it never runs);
+// for an EVENT future, the status of a query error other than a fault
+// (nothing queued points at an EVENT future: an error the driver keeps giving
+// must not hold the destroy for good). Only a fault ends the wait of the
+// other kinds: any other error of the query (a refusal, a passing failure)
+// says nothing about a marker that may still be queued, and a written-value
+// slot handed to the next future while its old marker is queued would
+// complete that future early.
+cw_status settle(cw_future *f) {
     int64_t sleep_ns = 1000, next_check = 0;
-    while (!faulted && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
+    while (!f->fault.load(std::memory_order_acquire) &&
+           (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire))) {
         int64_t t = now_ns();
         if (t >= next_check) {
             CurrentGuard guard;
             if (guard.enter(f->ctx->cu) == CW_SUCCESS) {
                 CUresult r = drv().cuEventQuery(f->ev);
-                faulted = is_fault(r);
-                // EVENT: nothing queued points at the future (its event goes
-                // back to the pool, re-recorded by its next user): an error
-                // the driver keeps giving must not hold the destroy for good.
-                if (!faulted && f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) break;
+                if (is_fault(r)) return CW_ERROR_DEVICE_FAULT;
+                if (f->kind == CW_FUTURE_EVENT && r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+                    return status_from_cu(r);
             }
             next_check = t + 10000000;
         }
@@ -526,10 +371,32 @@ void future_free(cw_future *f, bool holds_ctx = true) {
         nanosleep(&ts, nullptr);
         if (sleep_ns < 1000000) sleep_ns *= 2;
     }
-    cw_status st = faulted ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
-    unwatch(f);
+    return f->fault.load(std::memory_order_acquire) ? CW_ERROR_DEVICE_FAULT : CW_SUCCESS;
+}
+
+// Frees a live future once its marker can no longer touch it (see
+// cw_future_destroy), after running a callback set for this arming that has
+// not run yet. Keeps the caller's error detail. holds_ctx: the future holds
+// a context reference to drop (orphans do not).
+void future_free(cw_future *f, bool holds_ctx = true) {
+    // Inside its own callback (on this thread): the code that runs the
+    // callback frees it when the callback returns.
+    if (future_in_callback(f)) {
+        f->destroy_deferred = true;
+        return;
+    }
+    f->dying.store(true, std::memory_order_seq_cst);  // no rearm from here on
+    cw_status st;
+    do {
+        st = settle(f);
+        // Off the watcher's lists; a callback the watcher runs now returns
+        // first (it may have rearmed f before `dying` was set: look again).
+        future_unwatch(f);
+    } while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire)));
+    // Exactly once per completion: a callback not run yet runs now.
+    (void)future_callback(f, st);
     handle_retire(f);
-    if (st != CW_SUCCESS && f->kind == CW_FUTURE_HOST_FUNC) {
+    if (st == CW_ERROR_DEVICE_FAULT && f->kind == CW_FUTURE_HOST_FUNC) {
         log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
         return;
     }
@@ -631,6 +498,10 @@ cw_status future_make(cw_stream *s, cw_future_kind kind, cw_future **out) {
 
 }  // namespace
 
+bool future_marker_done(cw_future *f) { return marker_done(f); }
+bool future_in_host_fn() { return t_in_host_fn; }
+cw_status future_check_fault(cw_future *f) { return check_fault(f); }
+
 // The context is going: its orphans (freed once their markers have run, or
 // the context faulted, waiting quietly as destroy does), then its slab.
 void futures_teardown(cw_context *ctx) {
@@ -661,17 +532,31 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
     if (capturing(s))
         return fail(CW_ERROR_INVALID_STATE,
                     "the stream is capturing: a future would complete at every launch of the graph, not once");
-    if (!marker_done(f)) return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    if (!marker_done(f)) {
+        // After a device fault the marker never runs: that is the answer,
+        // whether or not anything has asked the driver yet.
+        CW_TRY(check_fault(f));
+        return fail(CW_ERROR_INVALID_STATE, "the future's previous marker has not completed");
+    }
     if (f->fault.load()) return outcome(f);
+    if (f->dying.load(std::memory_order_acquire))
+        return fail(CW_ERROR_INVALID_STATE, "the future is being destroyed (its callback runs inside cw_future_destroy)");
     // The marker ran; its host function may still be finishing (running the
     // callback): it touches the future until it clears hostfn_pending.
     while (f->hostfn_pending.load(std::memory_order_acquire)) sched_yield();
-    unwatch(f);
+    future_unwatch(f);
     // A callback the watcher had not delivered yet belongs to this
     // completion: deliver it before the future is armed again.
-    if (f->cb_state.load(std::memory_order_acquire) == 1) notify(f, outcome(f));
+    const uint32_t prev = f->armed.load(std::memory_order_relaxed);
+    if (f->cb_state.load(std::memory_order_acquire) == 1 && future_callback(f, outcome(f))) {
+        if (f->destroy_deferred) {
+            future_free(f);
+            return fail(CW_ERROR_INVALID_HANDLE, "the future's callback destroyed it (the callback of its last "
+                                                 "completion, which the rearm ran first)");
+        }
+        if (f->armed.load(std::memory_order_relaxed) != prev) return CW_SUCCESS;  // its callback rearmed it
+    }
     reset_notification(f);
-    uint32_t prev = f->armed.load(std::memory_order_relaxed);
     bool queued = false;
     cw_status st = enqueue_marker(f, s, prev + 1, false, &queued);
     if (st != CW_SUCCESS && !queued) {
@@ -682,7 +567,7 @@ cw_status future_rearm(cw_future *f, cw_stream *s) {
     // An eventfd stays with the future across rearms: the watcher must signal
     // it for the new marker too (or report a fault).
     if (f->efd.load(std::memory_order_relaxed) >= 0) {
-        cw_status w = watch(f);
+        cw_status w = future_watch(f);
         if (st == CW_SUCCESS) st = w;
     }
     return st;
@@ -719,15 +604,15 @@ cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
     f->cb_state.store(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
     if (marker_done(f)) {
-        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls it.
-        int expected = 1;
-        if (f->cb_state.compare_exchange_strong(expected, 2)) fn(user, f, outcome(f));
+        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls
+        // it; one that destroyed its future is freed once it returned.
+        if (future_callback(f, outcome(f)) && f->destroy_deferred) future_free(f);
         return CW_SUCCESS;
     }
     // The watcher completes written-value futures, and for host-function
     // futures it notices a device fault (after which the host function never
     // runs); the exchange on cb_state keeps the callback to one call.
-    return watch(f);
+    return future_watch(f);
 }
 
 cw_status future_get_fd(cw_future *f, int *fd) {
@@ -747,7 +632,7 @@ cw_status future_get_fd(cw_future *f, int *fd) {
             ssize_t w = write(e, &one, sizeof one);
             (void)w;
         } else {
-            CW_TRY(watch(f));  // see cw_future_set_callback
+            CW_TRY(future_watch(f));  // see cw_future_set_callback
         }
     }
     *fd = e;
@@ -774,15 +659,8 @@ cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_
     return st;
 }
 
-unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_order_relaxed); }
-
 std::atomic<FutureHook> g_host_fn_hook{nullptr};
 std::atomic<void *> g_host_fn_hook_arg{nullptr};
-std::atomic<FutureHook> g_watch_ready_hook{nullptr}, g_watch_entry_hook{nullptr};
-std::atomic<void *> g_watch_hook_arg{nullptr};
-
-bool future_watched(const cw_future *f) { return f->watched.load(std::memory_order_acquire); }
-
 bool future_word(const cw_future *f, volatile unsigned **word, unsigned *armed) {
     if (f->kind != CW_FUTURE_WRITE_VALUE) return false;
     *word = f->word;

@@ -32,10 +32,13 @@ struct cw_future {
     std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
     std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
     std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
-    std::atomic<int> notifying; // the watcher is notifying it (outside its lock)
+    std::atomic<int> notifying; // 1: on the watcher's ready list; 2: being notified by it, outside its
+                                // lock (changed under g_watch.mutex)
     cw_future *watch_next;      // the watcher's list (under g_watch.mutex)
-    cw_future *ready_next;      // the watcher's own list of futures to notify (its thread only): not
-                                // watch_next, which a watch() of the future may relink meanwhile
+    cw_future *ready_next;      // the watcher's ready list (under g_watch.mutex): not watch_next, which a
+                                // watch() of the future may relink meanwhile
+    std::atomic<bool> dying;    // being destroyed: rearm refuses
+    bool destroy_deferred;      // destroyed inside its own callback: freed when that returns (its thread)
     cw_future *orphan_next;     // on the context's orphan list
 };
 
@@ -55,6 +58,26 @@ cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user);
 cw_status future_get_fd(cw_future *f, int *fd);
 // Frees f once its marker can no longer touch it.
 void future_destroy(cw_future *f);
+// For the watcher (future_watch.cpp): whether the marker of f's current
+// arming has run (or faulted); a driver query for a device fault (CW_SUCCESS
+// when none is known).
+bool future_marker_done(cw_future *f);
+cw_status future_check_fault(cw_future *f);
+// The watcher thread (future_watch.cpp): watch puts f on its list (starting
+// it on first need); unwatch takes f off its lists and, unless this thread
+// runs f's callback, waits until the watcher is not notifying f; notify
+// makes f's fd readable and runs its callback.
+cw_status future_watch(cw_future *f);
+void future_unwatch(cw_future *f);
+void future_notify(cw_future *f, cw_status st);
+// Runs f's callback if it is set and has not run for this arming (whoever
+// wins its 1 -> 2 exchange runs it); true when this call ran it.
+bool future_callback(cw_future *f, cw_status st);
+// True while this thread runs f's callback (nested ones included).
+bool future_in_callback(const cw_future *f);
+// True on the driver's callback thread, inside a HOST_FUNC future's host
+// function (cw_future_destroy refuses there).
+bool future_in_host_fn();
 // A future completed by the work queued so far on every stream (one context).
 cw_status when_all(cw_stream *const *streams, size_t n, cw_future_kind kind, cw_future **out);
 // Times the watcher was woken from its polling sleep by a newly watched

@@ -39,8 +39,10 @@ class future : public detail::handle<future, cw_future, cw_future_destroy> {
     }
     // ... or a function object called as f(cw_status), used by reference (it
     // must outlive the completion). It runs on a driver or watcher thread, or
-    // here when the future is complete already; the rules of future.h apply
-    // (no waiting or enqueueing in it). Exceptions it throws are dropped.
+    // here when the future is complete already (or in the rearm or destroy
+    // that finds it not run yet); the rules of future.h's cw_future_fn apply
+    // (no waiting or enqueueing in it but the future calls listed there).
+    // Exceptions it throws are dropped.
     template <class F>
     detail::void_ret set_callback(F &f) const {
         struct tramp {
