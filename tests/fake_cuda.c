@@ -199,7 +199,7 @@
  *
  * Persistent launches (the oracle of issue 38): a graph launch whose graph
  * has a WHILE conditional node at its top level (a resident loop's) and a
- * cooperative cuLaunchKernelEx of "cwf_resident_loop" (a fused loop's) mark
+ * cooperative cuLaunchKernelEx of "cwf_resident_loop" or "cwf_dataflow_loop" (a fused loop's) mark
  * their stream as running persistent work, until a cuStreamQuery or
  * cuStreamSynchronize of that stream reports it idle (how cuweave learns
  * that a loop stopped) or the stream is destroyed. The real driver makes
@@ -2628,7 +2628,7 @@ FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, v
     g_last_launch[4]++;
     CUresult r = launch_locked(k, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                                config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, params);
-    if (r == CUDA_SUCCESS && coop && !strcmp(k->name, "cwf_resident_loop")) {
+    if (r == CUDA_SUCCESS && coop && (!strcmp(k->name, "cwf_resident_loop") || !strcmp(k->name, "cwf_dataflow_loop"))) {
         CUresult err = CUDA_SUCCESS;
         pers_mark_locked(stream_of(config->hStream, &err));
     }
