@@ -158,10 +158,7 @@ def from_status(code: int, detail: Mapping[str, Any], log: Optional[str] = None)
     cls = _by_status.get(code, CuweaveError)
     message = str(detail.get("message") or "cuweave status %d" % code)
     if cls is CompileError:
-        text = log or ""
-        if text and text.strip() not in message:
-            message = "%s\n%s" % (message, text.rstrip())
-        return CompileError(message, detail, text)
+        return CompileError(message, detail, log or "")
     exc = cls(message, detail)
     if cls is CuweaveError:
         exc.status = code

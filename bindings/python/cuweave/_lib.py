@@ -667,7 +667,7 @@ def error(code: int) -> _errors.CuweaveError:
         raw = lib.cw_jit_get_compile_log()
         log = raw.decode("utf-8", "replace") if raw else ""
         detail["message"] = str(detail.get("message", "")).replace(
-            "(the whole log: cw_jit_get_compile_log())", "(the whole log: the exception's .log)")
+            "(the whole log: cw_jit_get_compile_log())", "(the whole log: CompileError.log)")
     return _errors.from_status(code, detail, log)
 
 
