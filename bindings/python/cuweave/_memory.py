@@ -224,10 +224,10 @@ class Buffer(_Handle):
         stays until the consumer deletes the tensor and the Buffer is
         closed). A versioned capsule (DLPack 1.0) when max_version allows."""
         h = self.handle
-        if copy:
-            raise BufferError("copy: a Buffer is exported without a copy (copy=True cannot be honoured)")
         if copy is not None and not isinstance(copy, bool):
             raise TypeError("copy must be a bool or None, not %s" % type(copy).__name__)
+        if copy:
+            raise BufferError("copy: a Buffer is exported without a copy (copy=True cannot be honoured)")
         if dl_device is not None:
             if not isinstance(dl_device, tuple) or len(dl_device) != 2:
                 raise TypeError("dl_device must be a (device_type, device_id) tuple, not %r" % (dl_device,))

@@ -349,14 +349,18 @@ class Resident(_Handle):
         (stats()["grid_blocks"] says how many). user: a device address (an
         int, a Buffer, or an object with __cuda_array_interface__) passed to
         every stage. set_fused(None, None) makes the loop a graph loop again."""
+        from ._multi import address
         h = self.handle
-        if source is None:
+        src = _check.text_or_bytes(source, "source") if source is not None else None
+        names = _check.texts(stages, "stages") if stages is not None or src is not None else ()
+        opts = _check.texts(options, "options")
+        grid = _check.uint32(grid_blocks, "grid_blocks")
+        block = _check.uint32(block_threads, "block_threads")
+        shm = _check.uint32(shared_bytes, "shared_bytes")
+        dptr = address(user, "user")
+        if src is None:
             lib.cw_resident_set_fused(h, None)
             return
-        from ._multi import address
-        src = _check.text_or_bytes(source, "source")
-        names = _check.texts(stages, "stages")
-        opts = _check.texts(options, "options")
         c_stages = (ctypes.c_char_p * max(1, len(names)))(*names)
         c_opts = (ctypes.c_char_p * max(1, len(opts)))(*opts)
         f = ResidentFused()
@@ -365,10 +369,7 @@ class Resident(_Handle):
         f.stage_count = len(names)
         f.options = ctypes.cast(c_opts, ctypes.POINTER(ctypes.c_char_p)) if opts else None
         f.option_count = len(opts)
-        f.grid_blocks = _check.uint32(grid_blocks, "grid_blocks")
-        f.block_threads = _check.uint32(block_threads, "block_threads")
-        f.shared_bytes = _check.uint32(shared_bytes, "shared_bytes")
-        f.user = address(user, "user")
+        f.grid_blocks, f.block_threads, f.shared_bytes, f.user = grid, block, shm, dptr
         lib.cw_resident_set_fused(h, ctypes.byref(f))
 
     def build(self) -> None:
