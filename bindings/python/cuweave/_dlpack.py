@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}   # kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
@@ -78,17 +78,21 @@ _NAME_V = b"dltensor_versioned"
 _USED = b"used_dltensor"
 _USED_V = b"used_dltensor_versioned"
 
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_api.PyCapsule_GetName.restype = ctypes.c_char_p
-_api.PyCapsule_GetName.argtypes = [ctypes.c_void_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+def _capi(name: str, restype: Any, argtypes: List[Any]) -> Any:
+    # A function object of our own (pythonapi["..."] makes a new one; pythonapi.NAME is
+    # shared with every other user of ctypes, who may set other argtypes on it).
+    f = ctypes.pythonapi[name]
+    f.restype, f.argtypes = restype, argtypes
+    return f
+
+
+_capsule_new = _capi("PyCapsule_New", ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p])
+_capsule_is_valid = _capi("PyCapsule_IsValid", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p])
+_capsule_get_pointer = _capi("PyCapsule_GetPointer", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p])
+_capsule_get_name = _capi("PyCapsule_GetName", ctypes.c_char_p, [ctypes.c_void_p])
+_capsule_set_name = _capi("PyCapsule_SetName", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p])
 
 _lock = threading.Lock()
 # address of the managed tensor -> (the struct, shape, strides, release function)
@@ -120,8 +124,8 @@ def _py_capsule_destructor(capsule: Optional[int]) -> None:
     # no consumer took it (a consumer renames the capsule "used_...").
     try:
         for name in (_NAME, _NAME_V):
-            if _api.PyCapsule_IsValid(capsule, name):
-                _release(int(_api.PyCapsule_GetPointer(capsule, name) or 0))
+            if _capsule_is_valid(capsule, name):
+                _release(int(_capsule_get_pointer(capsule, name) or 0))
                 return
     except BaseException:  # noqa: BLE001
         pass
@@ -176,7 +180,7 @@ def export(ptr: int, shape: Tuple[int, ...], typestr: str, device: int, versione
     with _lock:
         _exports[addr] = (m, c_shape, c_strides, release)
     try:
-        return _api.PyCapsule_New(addr, _NAME_V if versioned else _NAME,
+        return _capsule_new(addr, _NAME_V if versioned else _NAME,
                                   ctypes.cast(_c_capsule_destructor, ctypes.c_void_p))
     except BaseException:
         _release(addr)
@@ -245,6 +249,7 @@ class DLPackArray:
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """The CUDA array interface (version 3), naming no stream."""
         if self.closed:
             raise ValueError("the DLPackArray is closed")
         return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, self.readonly), "version": 3,
@@ -266,16 +271,16 @@ def take(capsule: Any, owner: Any) -> DLPackArray:
     if type(capsule).__name__ != "PyCapsule":
         raise TypeError("__dlpack__() returned %s, not a PyCapsule" % type(capsule).__name__)
     cap = ctypes.c_void_p(id(capsule))
-    name = _api.PyCapsule_GetName(cap)
+    name = _capsule_get_name(cap)
     if name == _NAME_V:
         versioned, used = True, _USED_V
     elif name == _NAME:
         versioned, used = False, _USED
     else:
         raise BufferError("the capsule is named %r (taken already?), not 'dltensor'" % (name,))
-    managed = int(_api.PyCapsule_GetPointer(cap, name) or 0)
+    managed = int(_capsule_get_pointer(cap, name) or 0)
     if not managed:
         raise BufferError("the capsule holds no tensor")
-    if _api.PyCapsule_SetName(cap, used) != 0:
+    if _capsule_set_name(cap, used) != 0:
         raise BufferError("the capsule could not be renamed")
     return DLPackArray(managed, versioned, owner)

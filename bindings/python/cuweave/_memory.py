@@ -200,6 +200,9 @@ class Buffer(_Handle):
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """The CUDA array interface (version 3): "stream" is the last
+        writer's (1 for the legacy default stream, 2 for the per-thread one,
+        else the CUstream; None when no writer is known)."""
         w = self._writer()
         return {
             "shape": self.shape,
@@ -338,6 +341,7 @@ class BufferView:
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """The CUDA array interface (version 3), naming no stream."""
         return {"shape": self.shape, "typestr": self.typestr, "data": (self.buffer.ptr, False), "version": 3,
                 "strides": None, "stream": None}
 
