@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Optional, Tuple, Union
 
-from . import _errors, _lib, _log
+from . import _errors, _lib, _log  # noqa: F401 (cuweave._lib, cuweave._errors: the tests reach in)
 from ._core import (CaptureMode, CaptureState, Context, Feature, Fork, Future, FutureKind, Lease, PartitionGroup,
                     PoolMode, Stream, StreamPool, Timer, Version, Versions, abi_version, clear_error, device_count,
                     device_info, driver_has, driver_version, error_class, errors, init, library, nccl_version,

@@ -35,7 +35,7 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _check, _errors, _lib, _log
+from . import _check, _lib, _log
 from ._core import Context, Stream, StreamPool, _get, _new, handle_of
 from ._errors import CuweaveError
 from ._memory import Buffer, shape_of, typestr as _typestr
