@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from . import _check, _dlpack, _lib
-from ._core import Context, Stream, _Handle, _new, handle_of
+from ._core import CaptureState, Context, Stream, _Handle, _new, handle_of
 from ._lib import BufferInfo, lib
 
 Shape = Union[int, Sequence[int]]
@@ -148,7 +148,10 @@ class Buffer(_Handle):
     def copy_from_host(self, stream: Stream, data: Any) -> None:
         """Queues a copy of `data` (bytes-like, at most nbytes) to the buffer
         on `stream`; pageable memory is staged by the driver (reusable when
-        this returns)."""
+        this returns). `stream` then wrote the buffer (written_on); inside a
+        capture (page-locked data: HostMemory.view()) the use is not
+        recorded: order the buffer's free after the graph's launches
+        (used_by on the stream that launches it)."""
         sh = handle_of(stream, Stream, "stream")
         try:
             view = memoryview(data).cast("B")
@@ -160,7 +163,8 @@ class Buffer(_Handle):
         tmp = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
             (ctypes.c_char * view.nbytes).from_buffer(view)
         lib.cw_copy_to_device(sh, self.ptr, tmp, view.nbytes)
-        self.written_on(stream)
+        if stream.capture_state() == CaptureState.NONE:  # a use cannot be recorded in a capture (cw_buffer_use)
+            self.written_on(stream)
 
     def copy_to_host(self, stream: Stream, out: Any = None) -> Any:
         """Copies the buffer to `out` (a writable bytes-like object of at least

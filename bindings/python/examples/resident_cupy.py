@@ -30,7 +30,7 @@ extern "C" __global__ void square_plus_seq(const cw_resident_ctl *ctl, const flo
 """
 
 
-def main():
+def main() -> int:
     try:
         import cupy as cp
         import cupyx
