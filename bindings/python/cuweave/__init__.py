@@ -27,6 +27,7 @@ access and copies, and NCCL collectives (Comm).
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any, Optional, Tuple, Union
 
@@ -88,11 +89,10 @@ def set_log_callback(fn: Optional[LogFn], max_level: Union[LogLevel, int] = LogL
 
 
 def log_to_logging(max_level: Union[LogLevel, int] = LogLevel.WARNING,
-                   logger: Any = None) -> Tuple[Optional[LogFn], LogLevel]:
+                   logger: Optional["logging.Logger"] = None) -> Tuple[Optional[LogFn], LogLevel]:
     """Sends the library's log to Python's logging (the logger "cuweave", or
     the one given: a logging.Logger): LOG_ERROR as logging.ERROR, ...,
     LOG_DEBUG as DEBUG. Returns the previous (fn, max_level)."""
-    import logging
     if logger is not None and not isinstance(logger, logging.Logger):
         raise TypeError("logger must be a logging.Logger or None, not %s" % type(logger).__name__)
     log = logger or logging.getLogger("cuweave")

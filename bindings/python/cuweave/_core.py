@@ -8,11 +8,14 @@ import ctypes
 import enum
 import itertools
 import weakref
-from typing import (Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar,
-                    Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence,
+                    Tuple, TypeVar, Union)
 
 from . import _check, _errors, _lib, _log
 from ._lib import PoolInfo, PoolSettings, StreamSettings, lib
+
+if TYPE_CHECKING:
+    from ._graph import Capture, Graph
 
 H = TypeVar("H", bound="_Handle")
 _NOT_READY = _errors.NotReadyError.status
@@ -428,16 +431,17 @@ class Stream(_Handle):
         """Blocks until the stream's work so far has finished."""
         lib.cw_stream_synchronize(self.handle)
 
-    def capture(self, mode: Union[CaptureMode, int] = CaptureMode.THREAD_LOCAL, into: Any = None) -> Any:
+    def capture(self, mode: Union[CaptureMode, int] = CaptureMode.THREAD_LOCAL,
+                into: Optional["Graph"] = None) -> "Capture":
         """``with stream.capture() as cap: ...``; then ``cap.graph``. The
         work is recorded into a Graph instead of running: a new one, or
         `into` (a Graph, such as a conditional node's body), which cap.graph
         is then."""
-        from ._graph import Capture, Graph
+        from ._graph import Capture as _Capture, Graph as _Graph
         m = _check.member(mode, CaptureMode, "mode")
         if into is not None:
-            handle_of(into, Graph, "into")
-        return Capture(self, m, into)
+            handle_of(into, _Graph, "into")
+        return _Capture(self, m, into)
 
     def capture_state(self) -> CaptureState:
         """CaptureState.NONE, ACTIVE or INVALIDATED (cw_capture_get_state)."""

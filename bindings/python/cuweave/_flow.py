@@ -33,13 +33,16 @@ import ctypes
 import enum
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _check, _lib, _log
 from ._core import Context, Stream, StreamPool, _get, _new, handle_of
 from ._errors import CuweaveError
 from ._memory import Buffer, shape_of, typestr as _typestr
 from ._resident import _CW_ERROR_INTERNAL, Resident, _Callbacks, _reraise, _status_of
+
+if TYPE_CHECKING:
+    from ._trace import Trace
 
 lib = _lib.lib
 PortSpec = Union[str, Tuple[str, Mapping[str, Any]]]
@@ -626,13 +629,13 @@ class Pipeline:
         lib.cw_pipeline_get_port_ptr(h, _name(op, "op"), _check.text(port, "port"), ctypes.byref(v))
         return int(v.value)
 
-    def set_trace(self, trace: Any) -> None:
+    def set_trace(self, trace: Optional["Trace"]) -> None:
         """Traces the next runs into trace (a cuweave.Trace; None: stop
         tracing): a host span per compute call, a GPU span per operator on its
         stream (cw_pipeline_set_trace). The pipeline keeps the trace alive."""
-        from ._trace import Trace
+        from ._trace import Trace as _Trace
         h = self.handle
-        lib.cw_pipeline_set_trace(h, handle_of(trace, Trace, "trace") if trace is not None else None)
+        lib.cw_pipeline_set_trace(h, handle_of(trace, _Trace, "trace") if trace is not None else None)
         self._trace = trace
 
     def make_resident(self, resident: Resident) -> None:

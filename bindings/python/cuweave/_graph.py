@@ -43,7 +43,14 @@ class Capture:
 
     def __init__(self, stream: Stream, mode: CaptureMode, into: Optional["Graph"] = None) -> None:
         self.stream, self.mode, self.into = stream, mode, into
-        self.graph: Optional[Graph] = None
+        self._graph: Optional[Graph] = None
+
+    @property
+    def graph(self) -> "Graph":
+        """The captured Graph (ValueError before the with block has ended)."""
+        if self._graph is None:
+            raise ValueError("the capture has not ended: its graph exists once the with block is over")
+        return self._graph
 
     def __enter__(self) -> "Capture":
         lib.cw_capture_begin(self.stream.handle, self.into.handle if self.into is not None else None, int(self.mode))
@@ -58,10 +65,10 @@ class Capture:
                 raise
             return  # the body's exception is the one to see
         # A capture into a graph gives that graph back (no new ownership).
-        self.graph = self.into if self.into is not None else Graph(self.stream.context, _ptr=out.value)
+        self._graph = self.into if self.into is not None else Graph(self.stream.context, _ptr=out.value)
 
     def __repr__(self) -> str:
-        return "<cuweave.Capture on %r: %r>" % (self.stream, self.graph)
+        return "<cuweave.Capture on %r: %r>" % (self.stream, self._graph)
 
 
 def _node_array(deps: object) -> Tuple[ctypes.Array[ctypes.c_void_p], int]:

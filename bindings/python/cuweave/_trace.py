@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable, Dict
+from typing import TYPE_CHECKING, Any, Callable, Dict
 
 from . import _check, _lib
 from ._core import Stream, _Handle, _new, handle_of
 from ._lib import lib
+
+if TYPE_CHECKING:
+    from ._resident import Resident
 
 
 class Span:
@@ -23,6 +26,9 @@ class Span:
 
     def __exit__(self, *exc: object) -> None:
         self._leave()
+
+    def __repr__(self) -> str:
+        return "<cuweave.Span>"
 
 
 class Trace(_Handle):
@@ -77,11 +83,11 @@ class Trace(_Handle):
         _check.text(name, "name")
         return Span(lambda: self.host_begin(name), self.host_end)
 
-    def record_resident(self, resident: Any) -> None:
+    def record_resident(self, resident: "Resident") -> None:
         """Adds the stages of a Resident loop (trace=True) that ran since the
         last call (cw_trace_record_resident)."""
-        from ._resident import Resident
-        lib.cw_trace_record_resident(self.handle, handle_of(resident, Resident, "resident"))
+        from ._resident import Resident as _Resident
+        lib.cw_trace_record_resident(self.handle, handle_of(resident, _Resident, "resident"))
 
     def info(self) -> Dict[str, Any]:
         """cw_trace_get_info: spans, dropped, calibration_error (seconds), tracks, contexts."""

@@ -11,7 +11,6 @@ buf = cuweave.Buffer(s, 1024)
 with s.capture() as cap:                      # record instead of running
     buf.copy_from_host(s, host.view())        # (or kernel launches, CuPy work on s.cu_stream, ...)
 graph = cap.graph
-assert graph is not None
 exe = graph.instantiate()
 for i in range(3):
     exe.launch(s)

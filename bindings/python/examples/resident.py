@@ -6,7 +6,6 @@ ctx = cuweave.Context(0)
 s = cuweave.Stream(ctx)
 with s.capture() as cap:                      # each request's work: here none (kernels, copies, ...)
     pass
-assert cap.graph is not None
 
 loop = cuweave.Resident(ctx, sleep_interval=100e-6, spin=200e-6)  # settings in seconds
 loop.set_workload(cap.graph)
