@@ -15,9 +15,9 @@ written_on, read by copy_to_host.
 them -> cuweave: a tensor written on their stream after a 50 ms GPU delay
 is taken with cuweave.from_dlpack(tensor, stream=s) while their stream is
 current (their __dlpack__ makes s wait), copied by a cuweave kernel on s
-into a Buffer and read back: every value right; the control, taken with
-stream=None (the legacy default stream, which does not order the
-non-blocking s), reads the values from before the write.
+into a Buffer and read back: every value right; the control, their
+__dlpack__(stream=-1) (no ordering) taken the same way, reads the values
+from before the write.
 
 Skipped without a GPU, or without PyTorch / CuPy (the GPU machine has both).
 
@@ -160,14 +160,17 @@ class TestDLPackWithTorch(_Base):
             with torch.cuda.stream(theirs):
                 torch.cuda._sleep(100 * 1000 * 1000)  # the GPU waits, then writes
                 x.copy_(torch.arange(N, dtype=torch.int32, device="cuda") + 5)
-                arr = cuweave.from_dlpack(x, self.s if mode == "ordered" else None)
+                if mode == "ordered":
+                    arr = cuweave.from_dlpack(x, self.s)  # x.__dlpack__(stream=s): s waits for theirs
+                else:
+                    arr = _dlpack.take(x.__dlpack__(stream=-1), x)  # no ordering: the control
             self.assertIsInstance(arr, cuweave.DLPackArray)
             self.assertEqual((arr.ptr, arr.shape, arr.typestr, arr.device), (x.data_ptr(), (N,), "<i4", 0))
             results[mode] = self.read_back(arr)
             arr.close()
             theirs.synchronize()
         print("\n# a torch tensor read by a cuweave kernel behind torch's writer: right %s through "
-              "from_dlpack(stream=s), %s with stream=None" % (results["ordered"] == tuple(range(5, N + 5)),
+              "from_dlpack(stream=s), %s with stream=-1" % (results["ordered"] == tuple(range(5, N + 5)),
                                                                results["control"] == tuple(range(5, N + 5))))
         self.assertEqual(results["ordered"], tuple(range(5, N + 5)))
         self.assertNotEqual(results["control"], tuple(range(5, N + 5)))
@@ -219,14 +222,17 @@ class TestDLPackWithCuPy(_Base):
             on_theirs = cuweave.Stream.wrap(self.ctx, theirs)
             self.fill.launch(on_theirs, 64, 256, x, N, 11, DELAY_NS)
             with theirs:
-                arr = cuweave.from_dlpack(x, self.s if mode == "ordered" else None)
+                if mode == "ordered":
+                    arr = cuweave.from_dlpack(x, self.s)
+                else:
+                    arr = _dlpack.take(x.__dlpack__(stream=-1), x)
             self.assertEqual((arr.ptr, arr.shape, arr.typestr), (x.data.ptr, (N,), "<i4"))
             results[mode] = self.read_back(arr)
             arr.close()
             theirs.synchronize()
             on_theirs.close()
         print("\n# a CuPy array read by a cuweave kernel behind CuPy's writer: right %s through "
-              "from_dlpack(stream=s), %s with stream=None" % (results["ordered"] == tuple(range(11, N + 11)),
+              "from_dlpack(stream=s), %s with stream=-1" % (results["ordered"] == tuple(range(11, N + 11)),
                                                                results["control"] == tuple(range(11, N + 11))))
         self.assertEqual(results["ordered"], tuple(range(11, N + 11)))
         self.assertNotEqual(results["control"], tuple(range(11, N + 11)))
