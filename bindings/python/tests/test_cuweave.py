@@ -193,6 +193,23 @@ class TestGraphsKernelsResident(unittest.TestCase):
         cap.graph.close()
         cap.graph.close()  # idempotent
 
+    def test_copy_into_a_buffer_inside_a_capture(self):
+        # issue 41: the copy recorded a use on the capturing stream, which C refuses
+        # (NotPermittedError: "cw_buffer_use: the stream is being captured")
+        host = cuweave.HostMemory(self.ctx, 16)
+        buf = cuweave.Buffer(self.s, 16)
+        uses = buf.info()["uses"]
+        with self.s.capture() as cap:
+            buf.copy_from_host(self.s, host.view())
+        self.assertEqual(cap.graph.info()["nodes"], 1)  # the copy
+        self.assertEqual(buf.info()["uses"], uses)  # no use recorded in the capture
+        exe = cap.graph.instantiate()
+        exe.launch(self.s)
+        buf.used_by(self.s)  # the launch's: the free waits for it
+        self.s.synchronize()
+        for x in (exe, cap.graph, buf, host):
+            x.close()
+
     def test_capture_error_inside_the_body_wins(self):
         with self.assertRaises(ZeroDivisionError):
             with self.s.capture():
