@@ -107,14 +107,19 @@ def _nccl_version(code: int) -> Optional[Version]:
     return Version(code // 1000, (code % 1000) // 100, code % 100)
 
 
-def version() -> Version:
-    """The loaded C library's release version (cw_version: nothing is loaded to answer)."""
-    return _unpack(int(lib.cw_version()))
+def version() -> Tuple[int, int, int]:
+    """The loaded C library's release version, (major, minor, patch)
+    (cw_version: nothing is loaded to answer; versions().cuweave is the
+    same as a Version)."""
+    v = _unpack(int(lib.cw_version()))
+    return (v.major, v.minor, v.patch)
 
 
-def abi_version() -> Version:
-    """The C library's ABI version; its major is the soname's number (libcuweave.so.1)."""
-    return versions().api
+def abi_version() -> Tuple[int, int, int]:
+    """The C library's ABI version, (major, minor, patch); its major is the
+    soname's number (libcuweave.so.1)."""
+    v = versions().api
+    return (v.major, v.minor, v.patch)
 
 
 def library() -> Tuple[str, str]:
