@@ -44,7 +44,6 @@ class TestDocstrings(unittest.TestCase):
             if not doc or not doc.strip() or (isinstance(o, type) and doc == inspect.getdoc(o.__mro__[1])
                                               and o.__doc__ is None):
                 missing.append(name)
-        print("\n# docstrings: %d public items, %d without one" % (n, len(missing)))
         self.assertGreater(n, 250)
         self.assertEqual(missing, [])
 
