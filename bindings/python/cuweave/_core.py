@@ -392,7 +392,8 @@ class Stream(_Handle):
         ctx = handle_of(context, Context, "context")
         raw: Any = stream
         if hasattr(stream, "__cuda_stream__"):
-            got = stream.__cuda_stream__()
+            proto = stream.__cuda_stream__
+            got = proto() if callable(proto) else proto  # a method (cuda.core, CuPy); a property elsewhere
             if not isinstance(got, tuple) or len(got) != 2:
                 raise TypeError("stream: __cuda_stream__() must return (version, handle), not %r" % (got,))
             ver, raw = got
