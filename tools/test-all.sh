@@ -58,6 +58,26 @@ else
     summary unittest python build/python-test.log 1; cat build/python-test.log
 fi
 
+step "Python types: mypy --strict over the package and its examples (mypy from PyPI, in a venv of its own)"
+# $CUWEAVE_MYPY_VENV (default ~/.cache/cuweave/mypy-venv), made and filled once; mypy is pinned so that a
+# new release cannot fail a run that changed nothing.
+mypy_venv=${CUWEAVE_MYPY_VENV:-$HOME/.cache/cuweave/mypy-venv}
+mypy_pin=mypy==2.4.1
+if ! "$mypy_venv/bin/python3" -c 'import mypy.version, sys; sys.exit(mypy.version.__version__ != sys.argv[1])' \
+        "${mypy_pin#mypy==}" >/dev/null 2>&1; then
+    python3 -m venv "$mypy_venv" > build/mypy.log 2>&1 && "$mypy_venv/bin/pip" install -q "$mypy_pin" >> build/mypy.log 2>&1
+fi
+if "$mypy_venv/bin/python3" -m mypy --version >/dev/null 2>&1; then
+    if "$mypy_venv/bin/python3" -m mypy --strict --config-file bindings/python/mypy.ini \
+        bindings/python/cuweave bindings/python/examples > build/mypy.log 2>&1; then
+        summary add python-types mypy_strict PASS "$(tail -1 build/mypy.log)"; tail -1 build/mypy.log
+    else
+        summary add python-types mypy_strict FAIL "$(tail -1 build/mypy.log)"; tail -40 build/mypy.log
+    fi
+else
+    fail_step python-types "mypy could not be installed into $mypy_venv (build/mypy.log)"; tail -20 build/mypy.log
+fi
+
 step "Python wheel: built with the library inside, installed into a fresh venv, imported with no variable set"
 if sh tests/check-wheel.sh . > build/wheel.log 2>&1; then
     summary add python-wheel python_wheel PASS; tail -3 build/wheel.log

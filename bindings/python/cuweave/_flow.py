@@ -27,18 +27,36 @@ CuweaveError from the exception (KeyboardInterrupt and SystemExit as
 themselves). An exception in stop goes to sys.unraisablehook.
 """
 
+from __future__ import annotations
+
 import ctypes
+import enum
 import threading
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _errors, _lib, _log
-from . import (Buffer, Context, CuweaveError, Resident, Stream, _CW_ERROR_INTERNAL, _Callbacks, _get, _new, _reraise,
-               _status_of, _typestr)
+from . import _check, _lib, _log
+from ._core import Context, Stream, StreamPool, _get, _new, handle_of
+from ._errors import CuweaveError
+from ._memory import Buffer, shape_of, typestr as _typestr
+from ._resident import _CW_ERROR_INTERNAL, Resident, _Callbacks, _reraise, _status_of
+
+if TYPE_CHECKING:
+    from ._trace import Trace
 
 lib = _lib.lib
+PortSpec = Union[str, Tuple[str, Mapping[str, Any]]]
 
-PORT_OPTIONAL = 0x1  # CW_PORT_OPTIONAL: compute runs without a message on it
-PORT_MANY = 0x2      # CW_PORT_MANY: any number of connections, one message each
+
+
+class PortFlag(enum.IntFlag):
+    """cw_port_settings.flags of an input port."""
+
+    OPTIONAL = 0x1  #: CW_PORT_OPTIONAL: compute runs without a message on it
+    MANY = 0x2      #: CW_PORT_MANY: any number of connections, one message each
+
+
+PORT_OPTIONAL, PORT_MANY = PortFlag.OPTIONAL, PortFlag.MANY
 _NOT_READY = 8
 
 _ops = _Callbacks()  # key -> _OpState
@@ -46,11 +64,11 @@ _ops = _Callbacks()  # key -> _OpState
 # Python objects carried as message values: id(obj) -> [obj, holders]. A
 # message's value is id(obj); each output port holds its last emitted value
 # (a message lives one iteration, the port's next emit is in a later one).
-_values = {}
+_values: Dict[int, List[Any]] = {}
 _values_lock = threading.Lock()  # computes on the executor's threads emit at once
 
 
-def _hold(obj):
+def _hold(obj: Any) -> None:
     with _values_lock:
         e = _values.get(id(obj))
         if e is None:
@@ -59,7 +77,7 @@ def _hold(obj):
             e[1] += 1
 
 
-def _drop(obj):
+def _drop(obj: Any) -> None:
     with _values_lock:
         e = _values.get(id(obj))
         if e is not None:
@@ -71,16 +89,17 @@ def _drop(obj):
 class _OpState:
     """The Python side of one C operator."""
 
-    def __init__(self, name, compute, start, stop):
+    def __init__(self, name: str, compute: Callable[["IO"], Any], start: Optional[Callable[[], Any]],
+                 stop: Optional[Callable[[], Any]]) -> None:
         self.name = name
         self.compute, self.start, self.stop = compute, start, stop
-        self.pipeline = None  # a weakref to its Pipeline, once added
-        self.context = None   # the pipeline's Context, once added
-        self.failures = []    # (where, exception); the pipeline's list once added
-        self.slots = {}       # output port -> the Python value last emitted there
+        self.pipeline: Optional["weakref.ref[Pipeline]"] = None  # its Pipeline, once added
+        self.context: Optional[Context] = None   # the pipeline's Context, once added
+        self.failures: List[Tuple[str, BaseException]] = []  # the pipeline's list once added
+        self.slots: Dict[str, Any] = {}  # output port -> the Python value last emitted there
         self.destroyed = False
 
-    def set_slot(self, port, obj):
+    def set_slot(self, port: str, obj: Any) -> None:
         old = self.slots.pop(port, None)
         if old is not None:
             _drop(old)
@@ -88,18 +107,17 @@ class _OpState:
             _hold(obj)
             self.slots[port] = obj
 
-    def release(self):
+    def release(self) -> None:
         for obj in self.slots.values():
             _drop(obj)
         self.slots.clear()
 
 
-def _where(st, phase):
+def _where(st: _OpState, phase: str) -> str:
     return "operator '%s' (%s)" % (st.name, phase)
 
 
-@_lib.COMPUTE_FN
-def _c_compute(io, user):
+def _py_compute(io: Optional[int], user: Optional[int]) -> int:
     st = _ops.get(user)
     if st is None:  # its Python side is gone (so is its pipeline, being destroyed)
         return _CW_ERROR_INTERNAL
@@ -114,43 +132,62 @@ def _c_compute(io, user):
         call._close()
 
 
-@_lib.START_FN
-def _c_start(op, user):
+
+
+_c_compute: Any = _lib.COMPUTE_FN(_py_compute)
+def _py_start(op: Optional[int], user: Optional[int]) -> int:
     st = _ops.get(user)
     if st is None:
         return _CW_ERROR_INTERNAL
     try:
-        st.start()
+        if st.start is not None:
+            st.start()
         return 0
     except BaseException as exc:  # noqa: BLE001
         st.failures.append((_where(st, "start"), exc))
         return _status_of(exc)
 
 
-@_lib.STOP_FN
-def _c_stop(op, user):
+
+
+_c_start: Any = _lib.START_FN(_py_start)
+def _py_stop(op: Optional[int], user: Optional[int]) -> None:
     st = _ops.get(user)
     if st is None:
         return
     try:
-        st.stop()
+        if st.stop is not None:
+            st.stop()
     except BaseException as exc:  # noqa: BLE001
         _log.unraisable(exc, "in the stop callback of operator '%s'" % st.name)
 
 
-@_lib.DESTROY_FN
-def _c_destroy(user):
+
+
+_c_stop: Any = _lib.STOP_FN(_py_stop)
+def _py_destroy(user: Optional[int]) -> None:
     st = _ops.pop(user)
     if st is not None:
         st.destroyed = True
         st.release()
 
 
-def _port_settings(flags=0, bytes=0, dptr=0):
+
+
+_c_destroy: Any = _lib.DESTROY_FN(_py_destroy)
+def _port_settings(flags: int = 0, bytes: object = 0, dptr: object = 0) -> _lib.PortSettings:
     s = _lib.PortSettings()
     lib.cw_port_settings_default(ctypes.byref(s))
-    s.flags, s.bytes, s.dptr = int(flags), int(bytes), int(dptr)
+    s.flags, s.bytes, s.dptr = flags, _check.size(bytes, "bytes"), _check.uint64(dptr, "dptr")
     return s
+
+
+def _port(p: object, name: str) -> Tuple[str, Dict[str, Any]]:
+    if isinstance(p, str):
+        return p, {}
+    if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], Mapping):
+        return p[0], dict(p[1])
+    raise TypeError("%s: a port is a name or (name, {options}), not %r" % (name, p))
 
 
 class Operator:
@@ -165,12 +202,23 @@ class Operator:
     object stays usable until the pipeline is closed); close() destroys an
     operator never added."""
 
-    def __init__(self, name, compute, inputs=(), outputs=(), start=None, stop=None, pool=None,
-                 no_internal_stream=False, wait_inputs=False, resident=False):
+    def __init__(self, name: str, compute: Callable[["IO"], Any], inputs: Sequence[PortSpec] = (),
+                 outputs: Sequence[PortSpec] = (), start: Optional[Callable[[], Any]] = None,
+                 stop: Optional[Callable[[], Any]] = None, pool: Optional[StreamPool] = None,
+                 no_internal_stream: bool = False, wait_inputs: bool = False, resident: bool = False) -> None:
+        cname = _check.text(name, "name", allow_empty=False)
         if not callable(compute):
-            raise TypeError("compute must be callable")
-        self.name = str(name)
-        self.pool = pool
+            raise TypeError("compute must be callable, not %s" % ("None" if compute is None else type(compute).__name__))
+        for pname, fn in (("start", start), ("stop", stop)):
+            if fn is not None and not callable(fn):
+                raise TypeError("%s must be callable or None, not %s" % (pname, type(fn).__name__))
+        pool_h = handle_of(pool, StreamPool, "pool").value if pool is not None else None
+        ins = [_port(p, "inputs[%d]" % i) for i, p in enumerate(_check.sequence(inputs, "inputs"))]
+        outs = [_port(p, "outputs[%d]" % i) for i, p in enumerate(_check.sequence(outputs, "outputs"))]
+        flags = [_check.boolean(v, n) for v, n in ((no_internal_stream, "no_internal_stream"),
+                                                     (wait_inputs, "wait_inputs"), (resident, "resident"))]
+        self.name: str = name
+        self.pool: Optional[StreamPool] = pool
         st = _OpState(self.name, compute, start, stop)
         ops = _lib.OperatorOps()
         ops.compute = _c_compute
@@ -181,64 +229,66 @@ class Operator:
         ops.destroy = _c_destroy
         s = _lib.OperatorSettings()
         lib.cw_operator_settings_default(ctypes.byref(s))
-        s.pool = pool.handle.value if pool is not None else None
-        s.no_internal_stream = 1 if no_internal_stream else 0
-        s.wait_inputs = 1 if wait_inputs else 0
-        s.resident = 1 if resident else 0
+        s.pool = pool_h
+        s.no_internal_stream, s.wait_inputs, s.resident = (1 if f else 0 for f in flags)
         key = _ops.add(st)
         try:
-            ptr = _new(lib.cw_operator_create, self.name.encode(), ctypes.byref(ops), ctypes.c_void_p(key),
+            ptr = _new(lib.cw_operator_create, cname, ctypes.byref(ops), ctypes.c_void_p(key),
                        ctypes.byref(s))
         except BaseException:
             _ops.pop(key)  # not made: C will never call it
             raise
         self._state = st  # held here, then by the pipeline too
         self._ptr = ctypes.c_void_p(ptr)
-        self.pipeline = None
+        self.pipeline: Optional[Pipeline] = None
         self._finalizer = weakref.finalize(self, Operator._free, self._ptr)
-        for p in inputs:
-            name, opts = (p, {}) if isinstance(p, str) else p
-            self.add_input(name, **opts)
-        for p in outputs:
-            name, opts = (p, {}) if isinstance(p, str) else p
-            self.add_output(name, **opts)
+        for pname, opts in ins:
+            self.add_input(pname, **opts)
+        for pname, opts in outs:
+            self.add_output(pname, **opts)
 
     @staticmethod
-    def _free(ptr):
+    def _free(ptr: ctypes.c_void_p) -> None:
         if ptr.value:
             lib.cw_operator_destroy(ctypes.byref(ptr))  # calls its destroy callback
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
+        """The C handle; ValueError once closed (or its pipeline is)."""
         if not self._ptr.value:
             raise ValueError("operator '%s' is closed (or its pipeline is)" % self.name)
         return self._ptr
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once closed (or its pipeline is)."""
         return not self._ptr.value
 
-    def add_input(self, name, optional=False, many=False, bytes=0, dptr=0):
+    def add_input(self, name: str, optional: bool = False, many: bool = False, bytes: int = 0, dptr: int = 0) -> None:
         """Declares an input port (before the operator joins a pipeline):
         optional (PORT_OPTIONAL), many (PORT_MANY); bytes or dptr declare port
         memory (resident pipelines, docs/pipelines.md)."""
-        flags = (PORT_OPTIONAL if optional else 0) | (PORT_MANY if many else 0)
+        n = _check.text(name, "name", allow_empty=False)
+        flags = (PORT_OPTIONAL if _check.boolean(optional, "optional") else 0) | \
+            (PORT_MANY if _check.boolean(many, "many") else 0)
         s = _port_settings(flags, bytes, dptr)
-        lib.cw_operator_add_input(self.handle, str(name).encode(), ctypes.byref(s))
+        lib.cw_operator_add_input(self.handle, n, ctypes.byref(s))
 
-    def add_output(self, name, bytes=0, dptr=0):
+    def add_output(self, name: str, bytes: int = 0, dptr: int = 0) -> None:
         """Declares an output port (before the operator joins a pipeline)."""
+        n = _check.text(name, "name", allow_empty=False)
         s = _port_settings(0, bytes, dptr)
-        lib.cw_operator_add_output(self.handle, str(name).encode(), ctypes.byref(s))
+        lib.cw_operator_add_output(self.handle, n, ctypes.byref(s))
 
-    def close(self):
+    def close(self) -> None:
         """Destroys an operator that no pipeline owns (a pipeline's goes with
         it: then this only lets go of the object). Idempotent."""
         if self.pipeline is None:
             self._finalizer()
 
-    def __repr__(self):
-        return "<cuweave.Operator %r%s>" % (self.name, " closed" if self.closed else "")
+    def __repr__(self) -> str:
+        where = " closed" if self.closed else " in a pipeline" if self.pipeline is not None else ""
+        return "<cuweave.Operator %r %#x%s>" % (self.name, self._ptr.value or 0, where)
 
 
 class Message:
@@ -249,10 +299,10 @@ class Message:
 
     __slots__ = ("value", "pointer", "buffer", "stream")
 
-    def __init__(self, value, pointer, buffer, stream):
+    def __init__(self, value: Any, pointer: int, buffer: Optional[Buffer], stream: Optional[Stream]) -> None:
         self.value, self.pointer, self.buffer, self.stream = value, pointer, buffer, stream
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<cuweave.Message value=%r pointer=%#x buffer=%r stream=%r>" % (self.value, self.pointer,
                                                                                self.buffer, self.stream)
 
@@ -262,65 +312,70 @@ class IO:
     raises ValueError), and so are the streams, buffers and messages it
     gives (closed when compute returns: buffer.keep() keeps a buffer)."""
 
-    def __init__(self, ptr, state):
+    def __init__(self, ptr: Optional[int], state: _OpState) -> None:
         self._ptr = ctypes.c_void_p(ptr)
         self._state = state
-        self._borrowed = []
+        self._borrowed: List[Any] = []
 
-    def _close(self):
+    def _close(self) -> None:
         self._ptr.value = None
         for obj in self._borrowed:
             obj._ptr.value = None
         del self._borrowed[:]
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
+        """The C cw_io; ValueError after the compute call."""
         if not self._ptr.value:
             raise ValueError("an IO is valid only inside the compute call it was given to")
         return self._ptr
 
     @property
-    def pipeline(self):
+    def pipeline(self) -> Optional["Pipeline"]:
         """The Pipeline running the call (Pipeline.stop() may be called from compute)."""
         return self._state.pipeline() if self._state.pipeline is not None else None
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The operator's name."""
         return self._state.name
 
-    def _lend(self, obj):
+    def _lend(self, obj: Any) -> Any:
         self._borrowed.append(obj)
         return obj
 
-    def _context_of(self, ctx_ptr):
+    def _context_of(self, ctx_ptr: Optional[int]) -> Context:
         ctx = self._state.context
         if ctx is not None and ctx._ptr.value == ctx_ptr:
             return ctx
         owner = self.pipeline
-        return self._lend(Context(_ptr=ctx_ptr, _owner=owner if owner is not None else self))
+        out: Context = self._lend(Context(_ptr=ctx_ptr, _owner=owner if owner is not None else self))
+        return out
 
-    def _stream(self, ptr):
+    def _stream(self, ptr: Optional[int]) -> Optional[Stream]:
         if not ptr:
             return None
         i = _lib.StreamInfo()
         lib.cw_stream_get_info(ctypes.c_void_p(ptr), ctypes.byref(i))
-        return self._lend(Stream(self._context_of(i.context), _ptr=ptr, _borrowed=True))
+        out: Stream = self._lend(Stream(self._context_of(i.context), _ptr=ptr, _borrowed=True))
+        return out
 
-    def _buffer(self, ptr, stream, shape=None, dtype="uint8"):
+    def _buffer(self, ptr: Optional[int], stream: Optional[Stream], shape: Optional[Tuple[int, ...]] = None,
+                dtype: str = "uint8") -> Optional[Buffer]:
         if not ptr:
             return None
         i = _lib.BufferInfo()
         lib.cw_buffer_get_info(ctypes.c_void_p(ptr), ctypes.byref(i))
-        return self._lend(Buffer._wrap(ptr, self._context_of(i.context), stream,
-                                       shape if shape is not None else (i.bytes,), dtype, owned=False))
+        out: Buffer = self._lend(Buffer._wrap(ptr, self._context_of(i.context), stream,
+                                              shape if shape is not None else (i.bytes,), dtype, owned=False))
+        return out
 
-    def _message(self, m):
+    def _message(self, m: _lib.Message) -> "Message":
         e = _values.get(m.value) if m.value else None
         stream = self._stream(m.stream)
         return Message(e[0] if e is not None else None, m.value or 0, self._buffer(m.buffer, stream), stream)
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """cw_io_get_info: {"iteration": the iteration (in a resident
         capture: the copy of the iteration), "name": the operator's name,
         "resident_ctl": in a resident capture the loop's device block to pass
@@ -330,91 +385,114 @@ class IO:
         return {"iteration": i.iteration, "name": (i.name or b"").decode(), "resident_ctl": i.resident_ctl}
 
     @property
-    def iteration(self):
-        return self.info()["iteration"]
+    def iteration(self) -> int:
+        """The iteration number (info()["iteration"])."""
+        return int(self.info()["iteration"])
 
-    def receive(self, port):
+    def receive(self, port: str) -> Optional["Message"]:
         """The first message on input `port`, or None when none arrived
         this iteration (an optional port; always in a resident capture)."""
+        h, name = self.handle, _check.text(port, "port")
         m = _lib.Message()
-        st = lib.cw_io_receive(self.handle, str(port).encode(), ctypes.byref(m))
+        st = int(lib.cw_io_receive(h, name, ctypes.byref(m)))
         if st == _NOT_READY:
             return None
         if st != 0:
-            raise _errors.from_status(st, _lib.last_error())
+            raise _lib.error(st)
         return self._message(m)
 
-    def receive_many(self, port):
+    def receive_many(self, port: str) -> List["Message"]:
         """Every message on the port (PORT_MANY: one per connection that sent
         one), each with the stream it was produced on, with no ordering (a
         buffer from another device is moved first)."""
+        h, name = self.handle, _check.text(port, "port")
         n = ctypes.c_size_t()
-        name = str(port).encode()
-        lib.cw_io_receive_many(self.handle, name, None, 0, ctypes.byref(n))
+        lib.cw_io_receive_many(h, name, None, 0, ctypes.byref(n))
         arr = (_lib.Message * max(n.value, 1))()
-        lib.cw_io_receive_many(self.handle, name, arr, n.value, ctypes.byref(n))
+        lib.cw_io_receive_many(h, name, arr, n.value, ctypes.byref(n))
         return [self._message(arr[i]) for i in range(min(n.value, len(arr)))]
 
-    def receive_stream(self, port=None):
+    def receive_stream(self, port: Optional[str] = None) -> Stream:
         """The operator's internal stream, ordered (on the GPU) behind the
         stream of every message on `port` (None: no ordering, for sources),
         its context made current on this thread; the outputs carry it. The
         same stream for every port and every compute call (docs/pipelines.md,
         the stream rules)."""
-        return self._stream(_get(lib.cw_io_receive_stream, self.handle, None if port is None else str(port).encode()))
+        h = self.handle
+        name = None if port is None else _check.text(port, "port")
+        s = self._stream(_get(lib.cw_io_receive_stream, h, name))
+        assert s is not None
+        return s
 
-    def stream(self, name):
+    def stream(self, name: str) -> Stream:
         """A named extra stream from the operator's pool, the same for the
         same name in every call (cw_io_get_stream); carried by no output
         unless set with set_output_stream."""
-        return self._stream(_get(lib.cw_io_get_stream, self.handle, str(name).encode()))
+        h = self.handle
+        s = self._stream(_get(lib.cw_io_get_stream, h, _check.text(name, "name")))
+        assert s is not None
+        return s
 
-    def set_output_stream(self, port, stream):
+    def set_output_stream(self, port: str, stream: Optional[Stream]) -> None:
         """The stream output `port` carries in this call (None: none)."""
-        lib.cw_io_set_output_stream(self.handle, str(port).encode(), stream.handle if stream is not None else None)
+        h, name = self.handle, _check.text(port, "port")
+        lib.cw_io_set_output_stream(h, name, handle_of(stream, Stream, "stream") if stream is not None else None)
 
-    def emit(self, port, value=None, buffer=None, pointer=None):
+    def emit(self, port: str, value: Any = None, buffer: Optional[Buffer] = None, pointer: Optional[int] = None) -> None:
         """Emits a message on output `port`, delivered to every connected
         input when compute returns: value (any Python object; the receiver's
         Message.value is the same object; kept alive until the port's next
         emit), or pointer (a raw address, for C operators), and buffer (a
         Buffer; the message holds a reference)."""
+        h, name = self.handle, _check.text(port, "port")
         if value is not None and pointer is not None:
-            raise TypeError("emit takes a value or a pointer, not both")
+            raise TypeError("pointer: emit takes a value or a pointer, not both")
+        bh = handle_of(buffer, Buffer, "buffer") if buffer is not None else None
         st = self._state
-        raw = id(value) if value is not None else (int(pointer) if pointer is not None else None)
+        raw = id(value) if value is not None else (_check.uint64(pointer, "pointer") if pointer is not None else None)
         if value is not None:
             _hold(value)  # held while C may deliver it: then by the port's slot
         try:
-            lib.cw_io_emit(self.handle, str(port).encode(), ctypes.c_void_p(raw) if raw else None,
-                           buffer.handle if buffer is not None else None)
-            st.set_slot(str(port), value)
+            lib.cw_io_emit(h, name, ctypes.c_void_p(raw) if raw else None, bh)
+            st.set_slot(port, value)
         finally:
             if value is not None:
                 _drop(value)
 
-    def alloc(self, shape, dtype="uint8"):
+    def alloc(self, shape: Union[int, Sequence[int]], dtype: object = "uint8") -> Buffer:
         """A Buffer of `shape` elements of `dtype` on the operator's internal
         stream (cw_io_alloc: from the pipeline's cache), borrowed for the
         call: emit it, or keep() it to hold it longer."""
-        shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        h = self.handle
+        dims = shape_of(shape)
+        t = _typestr(dtype)
         count = 1
-        for n in shape:
+        for n in dims:
             count *= n
-        nbytes = count * int(_typestr(dtype)[2:])
-        ptr = _new(lib.cw_io_alloc, self.handle, nbytes)
-        stream = self._stream(_get(lib.cw_io_receive_stream, self.handle, None))
-        return self._buffer(ptr, stream, shape, dtype)
+        nbytes = count * int(t[2:])
+        if nbytes == 0:
+            raise ValueError("shape: a buffer holds at least one byte, not %r" % (dims,))
+        ptr = _new(lib.cw_io_alloc, h, nbytes)
+        stream = self._stream(_get(lib.cw_io_receive_stream, h, None))
+        b = self._buffer(ptr, stream, dims, t)
+        assert b is not None
+        return b
 
-    def port_ptr(self, port):
+    def port_ptr(self, port: str) -> int:
         """The device address of the port's memory (cw_io_get_port_ptr)."""
+        h, name = self.handle, _check.text(port, "port")
         v = ctypes.c_uint64()
-        lib.cw_io_get_port_ptr(self.handle, str(port).encode(), ctypes.byref(v))
-        return v.value
+        lib.cw_io_get_port_ptr(h, name, ctypes.byref(v))
+        return int(v.value)
+
+    def __repr__(self) -> str:
+        return "<cuweave.IO of operator %r%s>" % (self._state.name, "" if self._ptr.value else " (call over)")
 
 
-def _name(op):
-    return op.name if isinstance(op, Operator) else str(op)
+def _name(op: object, param: str) -> bytes:
+    if isinstance(op, Operator):
+        return op.name.encode()
+    return _check.text(op, param, allow_empty=False)
 
 
 class Pipeline:
@@ -425,43 +503,54 @@ class Pipeline:
     close() (or its finalizer) destroys it with its operators; closing it
     from a compute call stops the run, which destroys it as it returns."""
 
-    def __init__(self, context, threads=1, max_in_flight=4, pool=None):
+    def __init__(self, context: Context, threads: int = 1, max_in_flight: int = 4,
+                 pool: Optional[StreamPool] = None) -> None:
+        ctx = handle_of(context, Context, "context")
         s = _lib.PipelineSettings()
         lib.cw_pipeline_settings_default(ctypes.byref(s))
-        s.threads, s.max_in_flight = int(threads), int(max_in_flight)
-        s.pool = pool.handle.value if pool is not None else None
-        self._ptr = ctypes.c_void_p(_new(lib.cw_pipeline_create, context.handle, ctypes.byref(s)))
-        self.context = context
-        self.pool = pool
+        s.threads, s.max_in_flight = _check.uint32(threads, "threads"), _check.uint32(max_in_flight, "max_in_flight")
+        s.pool = handle_of(pool, StreamPool, "pool").value if pool is not None else None
+        self._ptr = ctypes.c_void_p(_new(lib.cw_pipeline_create, ctx, ctypes.byref(s)))
+        self.context: Context = context
+        self.pool: Optional[StreamPool] = pool
         self._keep = (context, pool)
-        self._states = []    # the operators' Python sides: alive as long as the pipeline
-        self._op_ptrs = []   # their handles, closed when the pipeline goes
-        self._ops = {}       # name -> Operator
-        self._failures = []  # (where, exception) raised by callbacks during a call
+        self._states: List[_OpState] = []  # the operators' Python sides: alive as long as the pipeline
+        self._op_ptrs: List[ctypes.c_void_p] = []  # their handles, closed when the pipeline goes
+        self._ops: Dict[str, Operator] = {}  # name -> Operator
+        self._failures: List[Tuple[str, BaseException]] = []  # raised by callbacks during a call
         self._running = False
+        self._trace: Any = None
         self._finalizer = weakref.finalize(self, Pipeline._free, self._ptr, self._op_ptrs)
 
     @staticmethod
-    def _free(ptr, op_ptrs):
+    def _free(ptr: ctypes.c_void_p, op_ptrs: List[ctypes.c_void_p]) -> None:
         if ptr.value:
             lib.cw_pipeline_destroy(ctypes.byref(ptr))  # its operators' destroy callbacks run
         for p in op_ptrs:
             p.value = None
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
+        """The C handle; ValueError once closed."""
         if not self._ptr.value:
             raise ValueError("Pipeline is closed")
         return self._ptr
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """True once closed."""
         return not self._ptr.value
 
-    def add(self, *ops):
-        """Gives operators to the pipeline, which owns them from now on."""
+    def add(self, *ops: Operator) -> Any:
+        """Gives operators to the pipeline, which owns them from now on;
+        returns the operator (or the tuple of them)."""
+        h = self.handle
+        if not ops:
+            raise TypeError("ops: add takes at least one Operator")
+        for i, op in enumerate(ops):
+            _check.instance(op, Operator, "ops[%d]" % i)
         for op in ops:
-            lib.cw_pipeline_add(self.handle, op.handle)
+            lib.cw_pipeline_add(h, op.handle)
             op._finalizer.detach()  # the pipeline destroys it now
             op.pipeline = self
             st = op._state
@@ -473,17 +562,18 @@ class Pipeline:
             self._ops[op.name] = op
         return ops[0] if len(ops) == 1 else ops
 
-    def connect(self, src, src_port, dst, dst_port):
+    def connect(self, src: Union[Operator, str], src_port: str, dst: Union[Operator, str], dst_port: str) -> None:
         """Connects output src_port of operator src to input dst_port of dst
         (operators or their names)."""
-        lib.cw_pipeline_connect(self.handle, _name(src).encode(), str(src_port).encode(), _name(dst).encode(),
-                                str(dst_port).encode())
+        h = self.handle
+        lib.cw_pipeline_connect(h, _name(src, "src"), _check.text(src_port, "src_port"), _name(dst, "dst"),
+                                _check.text(dst_port, "dst_port"))
 
-    def check(self):
+    def check(self) -> None:
         """What a run checks first (no driver needed): raises if it would fail."""
         lib.cw_pipeline_check(self.handle)
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
         del self._failures[:]
         try:
             fn(self.handle, *args)
@@ -492,83 +582,93 @@ class Pipeline:
         finally:
             del self._failures[:]
 
-    def run(self, iterations=1):
+    def run(self, iterations: int = 1) -> None:
         """Runs `iterations` iterations (0: until stop()). Returns when the
         compute calls have returned, not when the GPU has finished
         (synchronize()). A failing compute stops the run: raises its
         CuweaveError, from the Python exception when it raised one."""
+        n = _check.uint64(iterations, "iterations")
+        self.handle
         self._running = True
         try:
-            self._call(lib.cw_pipeline_run, int(iterations))
+            self._call(lib.cw_pipeline_run, n)
         finally:
             self._running = False
             if self.closed:  # closed from a compute call: the run destroyed it as it returned
                 self._release()
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Waits until the GPU has finished every operator's last compute call's work."""
         lib.cw_pipeline_synchronize(self.handle)
 
-    def stop(self):
+    def stop(self) -> None:
         """Asks a run to end after the iteration in progress (any thread, compute included)."""
         lib.cw_pipeline_stop(self.handle)
 
-    def info(self):
+    def info(self) -> Dict[str, int]:
         """cw_pipeline_get_info's counters as a dict (iterations, computes,
         skipped, fallbacks, operators, connections, buffers_allocated,
         buffers_reused, peer_copies)."""
         i = _lib.PipelineInfo()
         lib.cw_pipeline_get_info(self.handle, ctypes.byref(i))
-        return {n: getattr(i, n) for n, _ in _lib.PipelineInfo._fields_ if n not in ("reserved", "context")}
+        return {n: getattr(i, n) for n, *_ in _lib.PipelineInfo._fields_ if n not in ("reserved", "context")}
 
-    def operator(self, name):
+    def operator(self, name: str) -> Operator:
         """The Operator named `name` (cw_pipeline_get_operator)."""
-        ptr = _get(lib.cw_pipeline_get_operator, self.handle, str(name).encode())
+        ptr = _get(lib.cw_pipeline_get_operator, self.handle, _check.text(name, "name"))
         for op in self._ops.values():
             if op._ptr.value == ptr:
                 return op
         raise KeyError(name)  # not one added from Python
 
-    def port_ptr(self, op, port):
+    def port_ptr(self, op: Union[Operator, str], port: str) -> int:
         """The device address of port memory, any port by name
         (cw_pipeline_get_port_ptr)."""
+        h = self.handle
         v = ctypes.c_uint64()
-        lib.cw_pipeline_get_port_ptr(self.handle, _name(op).encode(), str(port).encode(), ctypes.byref(v))
-        return v.value
+        lib.cw_pipeline_get_port_ptr(h, _name(op, "op"), _check.text(port, "port"), ctypes.byref(v))
+        return int(v.value)
 
-    def set_trace(self, trace):
+    def set_trace(self, trace: Optional["Trace"]) -> None:
         """Traces the next runs into trace (a cuweave.Trace; None: stop
         tracing): a host span per compute call, a GPU span per operator on its
         stream (cw_pipeline_set_trace). The pipeline keeps the trace alive."""
-        lib.cw_pipeline_set_trace(self.handle, trace.handle if trace is not None else None)
+        from ._trace import Trace as _Trace
+        h = self.handle
+        lib.cw_pipeline_set_trace(h, handle_of(trace, _Trace, "trace") if trace is not None else None)
         self._trace = trace
 
-    def make_resident(self, resident):
+    def make_resident(self, resident: Resident) -> None:
         """Makes the pipeline the workload of a Resident loop
         (cw_pipeline_make_resident): every operator resident=True; their
         computes are captured when the loop builds (an exception there fails
         the build, raised from it). The loop keeps the pipeline alive."""
-        if not isinstance(resident, Resident):
-            raise TypeError("make_resident takes a Resident")
-        lib.cw_pipeline_make_resident(self.handle, resident.handle)
+        h = self.handle
+        lib.cw_pipeline_make_resident(h, handle_of(resident, Resident, "resident"))
         resident._parts["workload"] = self
         if not any(f is self._failures for f in resident._failure_lists):
             resident._failure_lists.append(self._failures)
 
-    def close(self):
+    def close(self) -> None:
         """Destroys the pipeline and its operators (from a compute call: the
         run stops and destroys it as it returns). Idempotent."""
         self._finalizer()
         if not self._running:
             self._release()
 
-    def _release(self):
+    def _release(self) -> None:
         # The C operators are gone: so is what C called.
         del self._states[:]
         self._ops.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> "Pipeline":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<cuweave.Pipeline closed>"
+        return "<cuweave.Pipeline %#x device %d, %d operators%s>" % (self._ptr.value or 0, self.context.device,
+                                                                     len(self._ops), " running" if self._running else "")

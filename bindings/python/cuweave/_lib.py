@@ -14,9 +14,12 @@ What is here, and what the tests check against the C side
   - SONAME, the library's soname (libcuweave.so.CW_API_VERSION_MAJOR).
 """
 
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _errors
 
@@ -31,7 +34,8 @@ SONAME = "libcuweave.so.%d" % ABI_MAJOR
 _TREE_BUILDS = ("build/meson/src", "build/make", "build-make")
 
 
-def candidates(environ=None, find_library=None):
+def candidates(environ: Optional[Mapping[str, str]] = None,
+               find_library: Optional[Callable[[str], Optional[str]]] = None) -> List[Tuple[str, str]]:
     """The places the library is looked for, in order, as (where, path):
 
       CUWEAVE_LIBRARY   the variable, when set: that file and nothing else;
@@ -64,7 +68,7 @@ def candidates(environ=None, find_library=None):
     return out
 
 
-def _abi_problem(dll, required):
+def _abi_problem(dll: ctypes.CDLL, required: Sequence[str]) -> Optional[str]:
     """Why a loaded library is not the ABI these bindings are written for, or
     None. Its symbols must carry the version node CUWEAVE_<ABI major>
     (src/cuweave.map), asked with dlvsym, which initialises nothing
@@ -88,8 +92,8 @@ def _abi_problem(dll, required):
     return None
 
 
-def _load(required):
-    errors = []
+def _load(required: Sequence[str]) -> Tuple[ctypes.CDLL, str, str]:
+    errors: List[str] = []
     for where, path in candidates():
         is_path = os.sep in path
         if is_path and not os.path.exists(path) and where != "CUWEAVE_LIBRARY":
@@ -686,7 +690,7 @@ class TraceInfo(ctypes.Structure):
 
 # Public structs of include/cuweave/*.h that have no Structure here, and why
 # (tests/test_abi.py fails on a public struct neither bound nor listed).
-STRUCTS_UNBOUND = {
+STRUCTS_UNBOUND: Dict[str, str] = {
     "cw_resident_ctl": "device-side: resident_device.h's control block, read by kernels compiled with NVRTC "
                        "(pass its address, Resident.ctl, to them); the host never reads or writes its fields",
     "cw_res_dev": "device-side: resident_device.h's whole device block, the library's own layout that "
@@ -698,10 +702,24 @@ STRUCTS_UNBOUND = {
 }
 
 
-def _check(result, func, args):
+def _check(result: int, func: Any, args: Any) -> int:
     if result != 0:
-        raise _errors.from_status(result, last_error())
+        raise error(result)
     return result
+
+
+def error(code: int) -> _errors.CuweaveError:
+    """The exception of a failed call's status, with the calling thread's
+    detail (and, for CompileError, NVRTC's log of this thread's last
+    compile)."""
+    detail = last_error()
+    log = None
+    if code == _errors.CompileError.status:
+        raw = lib.cw_jit_get_compile_log()
+        log = raw.decode("utf-8", "replace") if raw else ""
+        detail["message"] = str(detail.get("message", "")).replace(
+            "(the whole log: cw_jit_get_compile_log())", "(the whole log: CompileError.log)")
+    return _errors.from_status(code, detail, log)
 
 
 _vp = ctypes.c_void_p
@@ -715,7 +733,7 @@ _str = ctypes.c_char_p
 _P = ctypes.POINTER
 
 # (name, restype, argtypes, checked): checked calls raise on a non-zero status.
-_SIGNATURES = [
+_SIGNATURES: List[Tuple[str, Any, List[Any], bool]] = [
     # common.h, device.h
     ("cw_get_versions", _int, [_P(Versions)], True),
     ("cw_status_name", _str, [_int], False),
@@ -934,7 +952,7 @@ _SIGNATURES = [
 # Exported functions these bindings deliberately leave unbound, and why
 # (tests/test_abi.py: every CW_API function is in _SIGNATURES or here, and
 # every name here is still exported).
-UNBOUND = {
+UNBOUND: Dict[str, str] = {
     "cw_buffer_get_ptr": "Buffer.ptr reads cw_buffer_get_info's dptr (one call for the address, size and "
                          "device; no driver call either way)",
 }
@@ -949,15 +967,18 @@ for _name, _restype, _argtypes, _checked in _SIGNATURES:
         _fn.errcheck = _check
 
 
-def bound():
+def bound() -> Dict[str, Tuple[Any, List[Any]]]:
     """{name: (restype, argtypes)} of every C function bound."""
     return {name: (restype, argtypes) for name, restype, argtypes, _ in _SIGNATURES}
 
 
-def last_error():
+def last_error() -> Dict[str, Any]:
     """The calling thread's error detail as a dict (strings decoded)."""
     info = lib.cw_last_error().contents
-    dec = lambda b: b.decode("utf-8", "replace") if b else ""  # noqa: E731
+
+    def dec(b: Optional[bytes]) -> str:
+        return b.decode("utf-8", "replace") if b else ""
+
     return {
         "status": info.status,
         "cu_result": info.cu_result,
@@ -968,5 +989,3 @@ def last_error():
         "message": dec(info.message),
     }
 
-
-_errors.build(lambda code: lib.cw_status_name(code).decode(), lambda code: lib.cw_status_string(code).decode())

@@ -16,12 +16,17 @@ here at CW_LOG_ERROR (report()), with the library's detail, instead of
 being raised from a finalizer (where Python would only print it).
 """
 
+from __future__ import annotations
+
 import atexit
 import enum
 import sys
 import threading
+from typing import Any, Callable, Optional, Tuple, Union
 
-from . import _lib
+from . import _check, _lib
+
+LogFn = Callable[["LogLevel", str], Any]
 
 
 class LogLevel(enum.IntEnum):
@@ -34,11 +39,11 @@ class LogLevel(enum.IntEnum):
 
 
 _lock = threading.Lock()
-_fn = None
+_fn: Optional[LogFn] = None
 _max_level = LogLevel.ERROR
 
 
-def unraisable(exc, where):
+def unraisable(exc: BaseException, where: str) -> None:
     """Hands an exception that must not propagate (it would cross into C, or
     leave a finalizer) to sys.unraisablehook, with `where` as its message."""
     try:
@@ -47,7 +52,7 @@ def unraisable(exc, where):
         sys.stderr.write("cuweave: exception %s: %r\n" % (where, exc))
         return
 
-    class _Args:
+    class _Args:  # sys.UnraisableHookArgs' fields
         exc_type = type(exc)
         exc_value = exc
         exc_traceback = exc.__traceback__
@@ -55,17 +60,17 @@ def unraisable(exc, where):
         object = None
 
     try:
-        hook(_Args)
+        hook(_Args)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001
         pass
 
 
-def _deliver(level, message):
+def _deliver(level: int, message: str) -> None:
     fn = _fn
     if fn is None or level > _max_level:
         return
     try:
-        lvl = LogLevel(level)
+        lvl: Any = LogLevel(level)
     except ValueError:
         lvl = level
     try:
@@ -74,19 +79,24 @@ def _deliver(level, message):
         unraisable(exc, "in the cuweave log callback %r" % (fn,))
 
 
-@_lib.LOG_FN
-def _c_log(user, level, message):
+def _py_log(user: Optional[int], level: int, message: Optional[bytes]) -> None:
     _deliver(level, message.decode("utf-8", "replace") if message else "")
 
 
-def set_callback(fn, max_level=LogLevel.WARNING):
+
+
+_c_log: Any = _lib.LOG_FN(_py_log)
+def set_callback(fn: Optional[LogFn], max_level: Union[LogLevel, int] = LogLevel.WARNING
+                 ) -> Tuple[Optional[LogFn], LogLevel]:
     """Installs fn(level, message) as the process-wide log callback
     (cw_log_set_callback): level a LogLevel, message a str. Messages above
     max_level are not delivered. fn None removes it. It is called on the
     thread that logged, synchronously; it may call cuweave functions except
     set_log_callback. Returns the previous (fn, max_level)."""
     global _fn, _max_level
-    max_level = LogLevel(max_level)
+    if fn is not None and not callable(fn):
+        raise TypeError("fn must be callable or None, not %s" % type(fn).__name__)
+    max_level = _check.member(max_level, LogLevel, "max_level")
     with _lock:
         prev = (_fn, _max_level)
         if fn is None:
@@ -97,18 +107,18 @@ def set_callback(fn, max_level=LogLevel.WARNING):
     return prev
 
 
-def get_callback():
+def get_callback() -> Tuple[Optional[LogFn], LogLevel]:
     """The installed (fn, max_level); fn None when none is."""
     return _fn, _max_level
 
 
-def report(level, message):
+def report(level: int, message: str) -> None:
     """Sends a message of the bindings' own (a failure in a finalizer, say)
     to the log callback, as the library sends its own."""
     _deliver(int(level), message)
 
 
-def report_failure(exc, what):
+def report_failure(exc: BaseException, what: str) -> None:
     """Reports a CuweaveError (or another exception) that a finalizer caught:
     at CW_LOG_ERROR, the library's message and what was being done."""
     detail = getattr(exc, "detail", None) or {}
@@ -116,7 +126,7 @@ def report_failure(exc, what):
     report(LogLevel.ERROR, "cuweave (Python, %s): %s" % (what, message))
 
 
-def _at_exit():
+def _at_exit() -> None:
     # The library may log from its own threads while the interpreter shuts
     # down: no Python callback past this point.
     global _fn

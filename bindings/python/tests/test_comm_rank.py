@@ -32,10 +32,10 @@ import cuweave
 mode, nranks, rank = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 ctx = cuweave.Context(rank % 2)
 if mode == "id":
-    comm = cuweave.Comm.create_rank(ctx, bytes.fromhex(sys.argv[4]), nranks, rank, timeout_ms=20000)
+    comm = cuweave.Comm.create_rank(ctx, bytes.fromhex(sys.argv[4]), nranks, rank, timeout=20)
 elif mode == "timeout":
     try:
-        cuweave.Comm.create_rank(ctx, bytes.fromhex(sys.argv[4]), nranks, rank, timeout_ms=300)
+        cuweave.Comm.create_rank(ctx, bytes.fromhex(sys.argv[4]), nranks, rank, timeout=0.3)
     except cuweave.CuweaveError as e:
         print("ERROR", e.status_name if hasattr(e, "status_name") else type(e).__name__)
         sys.exit(0)
@@ -124,7 +124,7 @@ class TestCommRank(unittest.TestCase):
 
     def test_rank_never_arrives(self):
         hexid = self.make_id()
-        # two of three ranks: both time out (cuweave.TimeoutError)
+        # two of three ranks: both time out (cuweave.CuweaveTimeoutError)
         results = self.run_ranks(3, "timeout", stdin=hexid, started=2)
         for r, (rc, out, err) in enumerate(results):
             self.assertEqual(rc, 0, "rank %d: %s" % (r, err))

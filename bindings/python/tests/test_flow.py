@@ -121,7 +121,7 @@ class TestPipelines(unittest.TestCase):
             s = io.receive_stream("in")  # ordered behind A's copy
             it = m.value["it"]
             got.append(it)
-            cuweave.lib.cw_copy_to_host(s.handle, ctypes.c_void_p(host.ptr + it * N * 4), m.buffer.ptr, N * 4)
+            cuweave._lib.lib.cw_copy_to_host(s.handle, ctypes.c_void_p(host.ptr + it * N * 4), m.buffer.ptr, N * 4)
 
         with cuweave.Pipeline(self.ctx) as p:
             p.add(self.source(), cuweave.Operator("B", sink, inputs=["in"]))
@@ -280,7 +280,7 @@ class TestPipelines(unittest.TestCase):
                 m = io.receive("in")
                 s = io.receive_stream("in")
                 data = bytearray(N * 4)
-                cuweave.lib.cw_copy_to_host(s.handle, (ctypes.c_char * len(data)).from_buffer(data), m.buffer.ptr,
+                cuweave._lib.lib.cw_copy_to_host(s.handle, (ctypes.c_char * len(data)).from_buffer(data), m.buffer.ptr,
                                             N * 4)
                 s.synchronize()
                 vals = struct.unpack("<%df" % N, bytes(data))
@@ -295,7 +295,7 @@ class TestPipelines(unittest.TestCase):
             bl, br = io.receive("l").buffer, io.receive("r").buffer
             a, b = bytearray(N * 4), bytearray(N * 4)
             for buf, dst in ((bl, a), (br, b)):
-                cuweave.lib.cw_copy_to_host(s.handle, (ctypes.c_char * len(dst)).from_buffer(dst), buf.ptr, N * 4)
+                cuweave._lib.lib.cw_copy_to_host(s.handle, (ctypes.c_char * len(dst)).from_buffer(dst), buf.ptr, N * 4)
             s.synchronize()
             va, vb = struct.unpack("<%df" % N, bytes(a)), struct.unpack("<%df" % N, bytes(b))
             host.view()[:] = floats([x + y for x, y in zip(va, vb)])
@@ -348,7 +348,7 @@ class TestPipelines(unittest.TestCase):
                 raise RuntimeError("oops")
             if fail["how"] == "driver":  # a cuweave call failing in the driver, inside compute
                 dst = (ctypes.c_char * 16)()
-                cuweave.lib.cw_copy_to_host(s.handle, dst, 0x1234, 16)
+                cuweave._lib.lib.cw_copy_to_host(s.handle, dst, 0x1234, 16)
             if fail["how"] == "interrupt":
                 raise KeyboardInterrupt()
 
@@ -410,7 +410,7 @@ class TestPipelines(unittest.TestCase):
 
         q = cuweave.Pipeline(self.ctx)
         q.add(cuweave.Operator("T", lambda io: None, start=bad_start))
-        with self.assertRaises(cuweave.TimeoutError) as cm:
+        with self.assertRaises(cuweave.CuweaveTimeoutError) as cm:
             q.run(1)
         self.assertIn("operator 'T' (start) raised TimeoutError: not ready", str(cm.exception))
         p.close()
@@ -470,7 +470,7 @@ class TestPipelines(unittest.TestCase):
         gc.collect()
         self.assertIsNone(ref2())
         with self.assertRaises(cuweave.InvalidHandleError):
-            cuweave.lib.cw_operator_add_input(ctypes.c_void_p(raw), b"x", None)
+            cuweave._lib.lib.cw_operator_add_input(ctypes.c_void_p(raw), b"x", None)
 
         # a cycle through the compute's closure is collected too
         p2 = cuweave.Pipeline(self.ctx)
@@ -497,7 +497,7 @@ class TestPipelines(unittest.TestCase):
             io.receive_stream()
             io.emit("out")
 
-        r = cuweave.Resident(self.ctx, unroll=2, sleep_interval_us=0)
+        r = cuweave.Resident(self.ctx, unroll=2, sleep_interval=0)
         p = cuweave.Pipeline(self.ctx)
         p.add(cuweave.Operator("S", src, outputs=[("out", {"bytes": nbytes})], resident=True),
               cuweave.Operator("B", scale, inputs=[("in", {"bytes": nbytes})], outputs=[("out", {"bytes": nbytes})],

@@ -36,7 +36,7 @@ def _gpus():
 
 def _have_nccl():
     try:
-        return cuweave.nccl_version() > 0
+        return cuweave.nccl_version() is not None
     except cuweave.CuweaveError:
         return False
 

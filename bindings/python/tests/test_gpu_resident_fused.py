@@ -52,7 +52,7 @@ class TestGpuResidentFused(unittest.TestCase):
     def test_two_stages(self):
         ctx = cuweave.Context(0)
         mem = cuweave.HostMemory(ctx, MAX_BLOCKS * 4 + (REQUESTS + 1) * 8)
-        r = cuweave.Resident(ctx, sleep_interval_us=0, sync_with_host=1)
+        r = cuweave.Resident(ctx, sleep_interval=0, sync_with_host=True)
         r.set_fused(SOURCE, ["put", "total"], block_threads=128, user=mem.ptr)
         st = r.stats()
         grid = st["grid_blocks"]

@@ -76,11 +76,11 @@ class TestLog(unittest.TestCase):
     def test_messages_reach_the_python_callback(self):
         with Captured() as log:
             with self.assertRaises(cuweave.InvalidArgumentError) as cm:
-                cuweave.StreamPool(self.ctx, mode=7)
+                cuweave.StreamPool(self.ctx, reserved=5, max_streams=2)
             s = cuweave.Stream(self.ctx)
             stale = ctypes.c_void_p(s.handle.value)
             s.close()
-            cuweave.lib.cw_stream_destroy(ctypes.byref(stale))  # not live: ignored, with a warning
+            cuweave._lib.lib.cw_stream_destroy(ctypes.byref(stale))  # not live: ignored, with a warning
         self.assertEqual(log.at(cuweave.LOG_ERROR), [cm.exception.detail["message"]])
         warnings = log.at(cuweave.LOG_WARNING)
         self.assertEqual(len(warnings), 1, log.got)
@@ -91,7 +91,7 @@ class TestLog(unittest.TestCase):
             s = cuweave.Stream(self.ctx)
             stale = ctypes.c_void_p(s.handle.value)
             s.close()
-            cuweave.lib.cw_stream_destroy(ctypes.byref(stale))
+            cuweave._lib.lib.cw_stream_destroy(ctypes.byref(stale))
         self.assertEqual(log.got, [])
 
         prev = cuweave.set_log_callback(None)
@@ -109,7 +109,7 @@ class TestLog(unittest.TestCase):
         prev = cuweave.set_log_callback(bad, cuweave.LOG_ERROR)
         try:
             with self.assertRaises(cuweave.InvalidArgumentError):  # the call fails as usual
-                cuweave.StreamPool(self.ctx, mode=7)
+                cuweave.StreamPool(self.ctx, reserved=5, max_streams=2)
         finally:
             cuweave.set_log_callback(*prev)
             sys.unraisablehook = old_hook
@@ -121,7 +121,7 @@ class TestLog(unittest.TestCase):
         try:
             with self.assertLogs("cuweave", "ERROR") as cm:
                 with self.assertRaises(cuweave.InvalidArgumentError):
-                    cuweave.StreamPool(self.ctx, mode=7)
+                    cuweave.StreamPool(self.ctx, reserved=5, max_streams=2)
         finally:
             cuweave.set_log_callback(*prev)
         self.assertIn("cw_stream_pool_create", cm.output[0])
@@ -130,14 +130,14 @@ class TestLog(unittest.TestCase):
         s = cuweave.Stream(self.ctx)
         with s.capture() as cap:
             pass
-        r = cuweave.Resident(self.ctx, destroy_timeout_ms=20, sleep_interval_us=0)
+        r = cuweave.Resident(self.ctx, destroy_timeout=0.02, sleep_interval=0)
         r.set_workload(cap.graph)
         cap.graph.close()
         r.build()
         self.fake.fake_cuda_hold(1)  # the launch never completes: the loop will not stop
         try:
             r.launch()
-            with self.assertRaises(cuweave.TimeoutError):
+            with self.assertRaises(cuweave.CuweaveTimeoutError):
                 r.tear_down(timeout=0.02)  # the explicit call raises
             with Captured() as log:
                 del r
@@ -157,7 +157,7 @@ class TestLog(unittest.TestCase):
         # explicit: raises
         lease = pool.acquire()
         behind = ctypes.c_void_p(lease.stream.handle.value)
-        cuweave.lib.cw_stream_pool_release(pool.handle, ctypes.byref(behind))  # given back behind its back
+        cuweave._lib.lib.cw_stream_pool_release(pool.handle, ctypes.byref(behind))  # given back behind its back
         with self.assertRaises(cuweave.InvalidStateError):
             lease.release()
         self.assertTrue(lease.stream.closed)
@@ -165,7 +165,7 @@ class TestLog(unittest.TestCase):
         # forgotten: the finalizer reports
         lease = pool.acquire()
         behind = ctypes.c_void_p(lease.stream.handle.value)
-        cuweave.lib.cw_stream_pool_release(pool.handle, ctypes.byref(behind))
+        cuweave._lib.lib.cw_stream_pool_release(pool.handle, ctypes.byref(behind))
         with Captured() as log:
             del lease
             gc.collect()
@@ -185,14 +185,14 @@ class TestLog(unittest.TestCase):
         self.assertTrue(child.closed)
         fork = parent.fork()
         behind = ctypes.c_void_p(fork.stream.handle.value)
-        cuweave.lib.cw_stream_join(parent.handle, ctypes.byref(behind))
+        cuweave._lib.lib.cw_stream_join(parent.handle, ctypes.byref(behind))
         with Captured() as log:
             del fork
             gc.collect()
         self.assertTrue(any("joining a forked stream" in m for m in log.at(cuweave.LOG_ERROR)), log.got)
         fork = parent.fork()
         behind = ctypes.c_void_p(fork.stream.handle.value)
-        cuweave.lib.cw_stream_join(parent.handle, ctypes.byref(behind))
+        cuweave._lib.lib.cw_stream_join(parent.handle, ctypes.byref(behind))
         with self.assertRaises(cuweave.CuweaveError):
             fork.join()
         parent.close()

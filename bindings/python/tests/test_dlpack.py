@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""DLPack on the CPU, against the fake driver (the GPU half, with CuPy and
+PyTorch: test_gpu_dlpack.py): Buffer.__dlpack__'s capsule read back through
+ctypes as a consumer reads it (the address, device, shape, strides and
+dtype; legacy "dltensor" and DLPack 1.0's "dltensor_versioned"); its
+lifetime (the capsule holds a reference of the buffer's own, dropped by the
+deleter, and an unconsumed capsule calls the deleter itself); the `stream`
+argument (the consumer's stream made to wait for the buffer's last writer:
+one cuStreamWaitEvent, counted by the fake; -1 none; 0 refused); and
+from_dlpack, cuweave's own array taken back and a producer of the DLPack
+0.x protocol. Also the CUDA array interface's stream (1 for the legacy
+stream) and the __cuda_stream__ version check."""
+
+import ctypes
+import gc
+import os
+import unittest
+
+import fakeenv
+import cuweave
+from cuweave import _dlpack
+
+api = ctypes.pythonapi
+api.PyCapsule_GetName.restype = ctypes.c_char_p
+api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def tensor_of(capsule):
+    name = api.PyCapsule_GetName(capsule)
+    cls = _dlpack.DLManagedTensorVersioned if name == b"dltensor_versioned" else _dlpack.DLManagedTensor
+    return name, cls.from_address(api.PyCapsule_GetPointer(capsule, name))
+
+
+@unittest.skipUnless(fakeenv.HAVE_FAKE, "the fake driver is not built")
+class TestDLPack(unittest.TestCase):
+    def setUp(self):
+        self.fake = ctypes.CDLL(os.path.abspath(fakeenv.FAKE))
+        self.fake.fake_cuda_waits.restype = ctypes.c_long
+        self.ctx = cuweave.Context(0)
+        self.s = cuweave.Stream(self.ctx)
+
+    def tearDown(self):
+        gc.collect()
+        self.assertEqual(_dlpack.exported(), 0)  # every export's deleter ran
+        self.s.close()
+        self.ctx.close()
+
+    def test_the_capsule_as_a_consumer_reads_it(self):
+        buf = cuweave.Buffer(self.s, (3, 5), "float32")
+        self.assertEqual(buf.__dlpack_device__(), (2, 0))  # kDLCUDA, device 0
+        cap = buf.__dlpack__()
+        name, m = tensor_of(cap)
+        self.assertEqual(name, b"dltensor")
+        t = m.dl_tensor
+        self.assertEqual(t.data, buf.ptr)
+        self.assertEqual((t.device.device_type, t.device.device_id), (2, 0))
+        self.assertEqual(t.ndim, 2)
+        self.assertEqual([t.shape[i] for i in range(2)], [3, 5])
+        self.assertEqual([t.strides[i] for i in range(2)], [5, 1])  # in elements, C order
+        self.assertEqual((t.dtype.code, t.dtype.bits, t.dtype.lanes), (2, 32, 1))  # kDLFloat
+        self.assertEqual(t.byte_offset, 0)
+        self.assertTrue(m.deleter)
+        self.assertEqual(buf.info()["refs"], 2)  # the capsule's own reference
+        del cap, m, t  # never consumed: the capsule's destructor calls the deleter
+        gc.collect()
+        self.assertEqual(buf.info()["refs"], 1)
+        buf.close()
+
+    def test_versioned_capsule_and_dtypes(self):
+        for dtype, code, bits in (("uint8", 1, 8), ("int64", 0, 64), ("float16", 2, 16), ("bool", 6, 8),
+                                  ("complex64", 5, 64)):
+            buf = cuweave.Buffer(self.s, 8, dtype)
+            cap = buf.__dlpack__(max_version=(1, 2))
+            name, m = tensor_of(cap)
+            self.assertEqual(name, b"dltensor_versioned")
+            self.assertEqual((m.version.major, m.version.minor, m.flags), (1, 0, 0))
+            self.assertEqual((m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits), (code, bits), dtype)
+            self.assertEqual(m.dl_tensor.ndim, 1)
+            legacy, _ = tensor_of(buf.__dlpack__(max_version=(0, 8)))
+            self.assertEqual(legacy, b"dltensor")
+            del cap, m
+            buf.close()
+
+    def test_a_consumer_deletes_the_tensor(self):
+        buf = cuweave.Buffer(self.s, 16)
+        cap = buf.__dlpack__()
+        name, m = tensor_of(cap)
+        api.PyCapsule_SetName(cap, b"used_dltensor")  # what a consumer does when it takes it
+        del cap  # the destructor leaves a taken tensor alone
+        gc.collect()
+        self.assertEqual((buf.info()["refs"], _dlpack.exported()), (2, 1))
+        buf.close()  # the Buffer object goes; the memory stays for the consumer
+        m.deleter(ctypes.addressof(m))  # the consumer is done
+        self.assertEqual(_dlpack.exported(), 0)
+
+    def test_stream_argument_orders_the_consumer(self):
+        writer = cuweave.Stream(self.ctx)
+        consumer = cuweave.Stream(self.ctx)
+        buf = cuweave.Buffer(writer, 64)
+        w0 = self.fake.fake_cuda_waits()
+        cap = buf.__dlpack__(stream=consumer.cu_stream)
+        self.assertEqual(self.fake.fake_cuda_waits() - w0, 1)  # the consumer waits for the writer
+        del cap
+        w0 = self.fake.fake_cuda_waits()
+        del_cap = buf.__dlpack__(stream=writer.cu_stream)  # the writer's own stream: nothing to wait for
+        self.assertEqual(self.fake.fake_cuda_waits() - w0, 0)
+        del del_cap
+        w0 = self.fake.fake_cuda_waits()
+        cap = buf.__dlpack__(stream=-1)  # the consumer asks for no ordering
+        self.assertEqual(self.fake.fake_cuda_waits() - w0, 0)
+        del cap
+        for legacy in (None, 1):  # the legacy default stream (None: what the protocol says to assume)
+            w0 = self.fake.fake_cuda_waits()
+            cap = buf.__dlpack__(stream=legacy)
+            self.assertEqual(self.fake.fake_cuda_waits() - w0, 1)
+            del cap
+        with self.assertRaises(ValueError) as cm:
+            buf.__dlpack__(stream=0)  # ambiguous for CUDA
+        self.assertIn("stream", str(cm.exception))
+        with self.assertRaises(BufferError):
+            buf.__dlpack__(copy=True)
+        with self.assertRaises(BufferError):
+            buf.__dlpack__(dl_device=(1, 0))
+        buf.__dlpack__(dl_device=(2, 0), copy=False)
+        for x in (buf, writer, consumer):
+            x.close()
+
+    def test_from_dlpack_round_trip(self):
+        buf = cuweave.Buffer(self.s, (4, 2), "int32")
+        consumer = cuweave.Stream(self.ctx)
+        arr = cuweave.from_dlpack(buf, stream=consumer)
+        self.assertIsInstance(arr, cuweave.DLPackArray)
+        self.assertEqual((arr.ptr, arr.shape, arr.typestr, arr.device, arr.strides, arr.readonly, arr.nbytes),
+                         (buf.ptr, (4, 2), "<i4", 0, None, False, 32))
+        cai = arr.__cuda_array_interface__
+        self.assertEqual((cai["data"], cai["shape"], cai["stream"]), ((buf.ptr, False), (4, 2), None))
+        # usable where cuweave takes an address
+        self.assertEqual(cuweave.Kernel._pack(arr, 8).value, buf.ptr)
+        buf.close()
+        self.assertEqual(_dlpack.exported(), 1)  # the array holds the memory
+        self.assertRegex(repr(arr), r"^<cuweave\.DLPackArray 0x[0-9a-f]+ device 0 <i4 \(4, 2\)>$")
+        arr.close()
+        arr.close()  # idempotent
+        self.assertTrue(arr.closed)
+        with self.assertRaises(ValueError):
+            arr.__cuda_array_interface__
+        consumer.close()
+
+    def test_from_dlpack_of_a_protocol_0_producer(self):
+        buf = cuweave.Buffer(self.s, 6, "uint16")
+
+        class Old:  # a producer of DLPack before 1.0: __dlpack__ takes no max_version
+            asked = []
+
+            def __dlpack_device__(self):
+                return buf.__dlpack_device__()
+
+            def __dlpack__(self, stream=None):
+                Old.asked.append(stream)
+                return buf.__dlpack__(stream=stream)
+
+        arr = cuweave.from_dlpack(Old(), self.s)
+        self.assertEqual(Old.asked, [self.s.cu_stream])
+        self.assertEqual((arr.ptr, arr.shape, arr.typestr), (buf.ptr, (6,), "<u2"))
+        del arr
+        gc.collect()
+        buf.close()
+        with self.assertRaises(TypeError):
+            cuweave.from_dlpack(b"not a tensor")
+
+    def test_array_interface_stream_per_spec(self):
+        legacy = cuweave.Stream.wrap(self.ctx, 0)
+        buf = cuweave.Buffer(legacy, 4)
+        self.assertEqual(buf.__cuda_array_interface__["stream"], 1)  # the legacy stream is 1, never 0 or None
+        buf.written_on(self.s)
+        self.assertEqual(buf.__cuda_array_interface__["stream"], self.s.cu_stream)
+        per_thread = cuweave.Stream.wrap(self.ctx, 2)
+        buf.written_on(per_thread)
+        self.assertEqual(buf.__cuda_array_interface__["stream"], 2)
+        keep = buf.keep()
+        self.assertIsNone(keep.__cuda_array_interface__["stream"])  # no writer known: no synchronisation
+        for x in (keep, buf, per_thread, legacy):
+            x.close()
+
+    def test_cuda_stream_protocol_version(self):
+        class V:
+            def __init__(self, version, handle):
+                self.v = (version, handle)
+
+            def __cuda_stream__(self):
+                return self.v
+
+        w = cuweave.Stream.wrap(self.ctx, V(0, self.s.cu_stream))
+        self.assertEqual(w.cu_stream, self.s.cu_stream)
+        w.close()
+        with self.assertRaises(ValueError) as cm:
+            cuweave.Stream.wrap(self.ctx, V(1, 0))  # 0.2 wrapped the legacy stream here
+        self.assertIn("version 1", str(cm.exception))
+        self.assertIn("stream", str(cm.exception))
+        with self.assertRaises(TypeError):
+            cuweave.Stream.wrap(self.ctx, V(0, "x"))
+
+
+if __name__ == "__main__":
+    unittest.main()

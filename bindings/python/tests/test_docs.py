@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""A docstring on every public item (issue 41): each function, class,
+method, property, classmethod and staticmethod reachable from
+cuweave.__all__ (enumeration members are documented by their class), and
+reprs that show what an object is: the handle, the device and the state
+(``<cuweave.Stream 0x... device 0 non-blocking>``), and ``closed`` once
+closed."""
+
+import inspect
+import re
+import unittest
+
+import fakeenv
+import cuweave
+
+
+def public_items():
+    for name in cuweave.__all__:
+        o = getattr(cuweave, name)
+        if inspect.isfunction(o):
+            yield name, o
+        elif inspect.isclass(o):
+            yield name, o
+            if issubclass(o, BaseException) or (issubclass(o, int) and hasattr(o, "__members__")):
+                continue
+            for m, v in vars(o).items():
+                if m.startswith("_") and m not in ("__dlpack__", "__dlpack_device__", "__cuda_stream__",
+                                                   "__cuda_array_interface__"):
+                    continue
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                if inspect.isfunction(v) or isinstance(v, property):
+                    yield "%s.%s" % (name, m), v
+
+
+class TestDocstrings(unittest.TestCase):
+    def test_every_public_item_has_a_docstring(self):
+        missing, n = [], 0
+        for name, o in public_items():
+            n += 1
+            doc = inspect.getdoc(o) if not isinstance(o, property) else (o.__doc__ or "")
+            if isinstance(o, type) and o.__doc__ is None:
+                doc = ""
+            if not doc or not doc.strip() or (isinstance(o, type) and doc == inspect.getdoc(o.__mro__[1])
+                                              and o.__doc__ is None):
+                missing.append(name)
+        self.assertGreater(n, 250)
+        self.assertEqual(missing, [])
+
+    def test_the_package_and_its_modules(self):
+        import cuweave._check, cuweave._core, cuweave._dlpack, cuweave._flow, cuweave._graph  # noqa: E401
+        import cuweave._memory, cuweave._multi, cuweave._resident, cuweave._trace  # noqa: E401
+        for m in (cuweave, cuweave._check, cuweave._core, cuweave._dlpack, cuweave._flow, cuweave._graph,
+                  cuweave._memory, cuweave._multi, cuweave._resident, cuweave._trace):
+            self.assertTrue((m.__doc__ or "").strip(), m.__name__)
+
+
+@unittest.skipUnless(fakeenv.HAVE_FAKE, "the fake driver is not built")
+class TestReprs(unittest.TestCase):
+    def setUp(self):
+        self.ctx = cuweave.Context(0)
+        self.s = cuweave.Stream(self.ctx)
+
+    def tearDown(self):
+        self.s.close()
+        self.ctx.close()
+
+    def check(self, obj, pattern):
+        self.assertRegex(repr(obj), pattern)
+
+    def test_reprs_show_handle_device_and_state(self):
+        hexa = r"0x[0-9a-f]+"
+        self.check(self.ctx, r"^<cuweave\.Context %s device 0 primary>$" % hexa)
+        self.check(self.s, r"^<cuweave\.Stream %s device 0 non-blocking>$" % hexa)
+        self.assertIn("%#x" % self.s.cu_stream, repr(self.s))  # the CUstream, as CuPy and PyTorch show theirs
+        b = cuweave.Stream(self.ctx, blocking=True)
+        self.check(b, r"device 0 blocking>$")
+        legacy = cuweave.Stream.wrap(self.ctx, 0)
+        self.check(legacy, r"^<cuweave\.Stream 0x0 device 0 blocking legacy wrapped>$")
+        pool = cuweave.StreamPool(self.ctx, max_streams=2)
+        lease = pool.acquire()
+        self.check(pool, r"^<cuweave\.StreamPool %s device 0 lease, 1 streams, 1 leased>$" % hexa)
+        self.check(lease, r"^<cuweave\.Lease <cuweave\.Stream %s device 0 non-blocking from a pool>>$" % hexa)
+        lease.release()
+        self.check(lease, r"^<cuweave\.Lease given back>$")
+        f = cuweave.Future(self.s)
+        f.wait(5)
+        self.check(f, r"^<cuweave\.Future %s done>$" % hexa)
+        buf = cuweave.Buffer(self.s, (2, 3), "float32")
+        self.check(buf, r"^<cuweave\.Buffer %s device 0 <f4 \(2, 3\), 24 bytes at %s>$" % (hexa, hexa))
+        r = cuweave.Resident(self.ctx)
+        self.check(r, r"^<cuweave\.Resident %s device 0 not launched>$" % hexa)
+        g = cuweave.Graph(self.ctx)
+        self.check(g, r"^<cuweave\.Graph %s device 0, 0 nodes>$" % hexa)
+        self.check(cuweave.Trace(), r"^<cuweave\.Trace %s 0 spans, 0 dropped>$" % hexa)
+        self.check(cuweave.HostMemory(self.ctx, 32), r"^<cuweave\.HostMemory %s 32 bytes, device 0>$" % hexa)
+        prog = cuweave.Program(self.ctx, 'extern "C" __global__ void k() {}', name="k.cu")
+        self.check(prog, r"^<cuweave\.Program %s 'k\.cu' device 0 sm_\d+ (PTX|cubin)>$" % hexa)
+        self.check(prog.load().kernel("k"), r"^<cuweave\.Kernel 'k' %s>$" % hexa)
+        for o in (b, legacy, pool, f, buf, r, g, prog):
+            o.close()
+            self.check(o, r"^<cuweave\.\w+ closed>$")
+        self.check(cuweave.Version(2, 28, 3), r"Version\(major=2, minor=28, patch=3\)")
+        self.assertEqual(str(cuweave.Version(2, 28, 3)), "2.28.3")
+        self.assertRegex(repr(cuweave.PoolExhaustedError("none free")), r"^PoolExhaustedError\('none free'\)$")
+        self.assertTrue(re.match(r"^<cuweave\.DeviceGroup %s devices \[0\]>$" % hexa, repr(cuweave.DeviceGroup([0]))))
+
+
+if __name__ == "__main__":
+    unittest.main()
