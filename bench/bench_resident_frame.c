@@ -42,6 +42,7 @@
  * BENCH_FRAME_SOAK=N: N requests through a) at 576x324, every result
  * checked, host and device memory at the start and the end.
  *
+ * BENCH_FRAME_PARTS (default "styles,barrier,partition") picks the parts.
  * BENCH_ITERS (default 5000) round trips per style and size after 500
  * warm-up ones; BENCH_FRAME_ROWS_1080 / _324 rows a band (default 8 / 4);
  * BENCH_FRAME_GRID blocks of a) and b) (default one per SM). Prints a block
@@ -424,7 +425,7 @@ static double median_of(double *v, size_t n) { return stats_of(v, n).p50; }
  * loop's own GPU median. */
 static result run_loop(cw_resident *r, const frame_set *fs, frame_gpu *g, size_t iters, const char *who, double *v) {
     CW_CHECK(cw_resident_launch(r));
-    uint64_t seq = 0;
+    uint64_t seq = 0, first = 0;
     for (size_t i = 0; i < WARMUP + iters; i++) {
         const unsigned long long t0 = now_ns();
         CW_CHECK(cw_resident_data_ready(r, &seq));
@@ -433,7 +434,8 @@ static result run_loop(cw_resident *r, const frame_set *fs, frame_gpu *g, size_t
         }
         CW_CHECK(st);
         const unsigned long long t1 = now_ns();
-        check(fs, g->res, seq, seq == 1, who);
+        if (i == 0) first = seq; /* the blur before it was zeroed (gpu_reset) */
+        check(fs, g->res, seq, seq == first, who);
         if (i >= WARMUP) v[i - WARMUP] = (t1 - t0) / 1e3;
     }
     cw_resident_info info;
@@ -673,7 +675,13 @@ int main(void) {
     char commit[64], date[32];
     int s = bench_setup(&rc, &info, &drv, commit, sizeof commit, date, sizeof date);
     if (s) return s;
+    setvbuf(stdout, NULL, _IOLBF, 0);
     bench_watchdog(900);
+    /* BENCH_FRAME_PARTS: which parts run (default all but the soak) */
+    const char *parts = getenv("BENCH_FRAME_PARTS");
+    if (!parts || !*parts) parts = "styles,barrier,partition";
+    const int do_styles = strstr(parts, "styles") != NULL, do_barrier = strstr(parts, "barrier") != NULL,
+              do_partition = strstr(parts, "partition") != NULL;
     launch_ex_fn launch_ex = NULL;
     *(void **)&launch_ex = dlsym(rc.lib, "cuLaunchKernelEx");
     const size_t iters = env_u("BENCH_ITERS", 5000);
@@ -755,9 +763,11 @@ int main(void) {
     double bar_us = 0;
     unsigned a_grid[2] = {0, 0}, b_grid[2] = {0, 0};
     frame_set fsets[2];
+    memset(all, 0, sizeof all);
     for (int z = 0; z < 2; z++) {
         frame_set *fs = &fsets[z];
         make_frames(fs, sizes[z][0], sizes[z][1], rows[z]);
+        if (!do_styles && !(do_barrier && z == 0)) continue;
         frame_gpu g;
         gpu_make(&g, cu, fs);
         memset(all[z], 0, sizeof all[z]);
@@ -786,6 +796,7 @@ int main(void) {
         void *gd = make_graph(hs, gk, g.user, fs->tiles, 0, launch_ex);
         void *ge = launch_ex ? make_graph(hs, gk, g.user, fs->tiles, 1, launch_ex) : NULL;
 
+        if (do_styles) {
         gpu_reset(&g);
         all[z][0] = run_loop(ra, fs, &g, iters, "a) dataflow", v);
         gpu_reset(&g);
@@ -807,10 +818,11 @@ int main(void) {
             all[z][6] = run_hand(f_floor, 0, 1, &hw, hs, fs, &g, iters, "g) doorbell only", v, gv);
         else
             snprintf(all[z][6].why, sizeof all[z][6].why, "%s", why_c);
-        if (z == 0) bar_us = barrier_cost(ctx, fs, &g, grid, v);
+        }
         cw_resident_destroy(&ra);
         cw_resident_destroy(&rb);
         cw_resident_destroy(&rf);
+        if (z == 0 && do_barrier) bar_us = barrier_cost(ctx, fs, &g, grid, v);
         CU_CHECK(rc.cuCtxSetCurrent(cu));
         CU_CHECK(rc.cuGraphExecDestroy(gd));
         if (ge) CU_CHECK(rc.cuGraphExecDestroy(ge));
@@ -822,7 +834,8 @@ int main(void) {
     char part_skip[512] = "";
     {
         cw_partition_group *set = NULL;
-        if (bench_partition_split(&info, LOOP_SMS, &set, part_skip, sizeof part_skip)) {
+        if (!do_partition) snprintf(part_skip, sizeof part_skip, "not asked for (BENCH_FRAME_PARTS)");
+        else if (bench_partition_split(&info, LOOP_SMS, &set, part_skip, sizeof part_skip)) {
             cw_partition_group_info gi;
             cw_partition_info pinfo, linfo;
             CW_CHECK(cw_partition_group_get_info(set, &gi));
@@ -918,7 +931,7 @@ int main(void) {
     static const char *const names[7] = {"a) cuweave fused, dataflow", "b) cuweave fused, barrier",
                                          "c) hand-written persistent (cg grid sync)", "d) graph: cuGraphLaunch + sync",
                                          "e) graph with PDL", "f) cuweave graph loop", "g) doorbell only (floor)"};
-    for (int z = 0; z < 2; z++) {
+    for (int z = 0; z < 2 && do_styles; z++) {
         printf("\n%ux%u, %u rows a band (%u bands); a) %u blocks, b) %u blocks\n\n", fsets[z].W, fsets[z].H,
                fsets[z].rows, fsets[z].tiles, a_grid[z], b_grid[z]);
         printf("| style | p50 | p99 | p99.9 | GPU per request (median) | p50 / a)'s |\n|---|---|---|---|---|---|\n");
@@ -935,8 +948,9 @@ int main(void) {
         printf("%s a)'s p99 %.2fx its p50 (target at most 1.3x)\n", pass(a->st.p99 <= 1.3 * a->st.p50),
                a->st.p99 / a->st.p50);
     }
-    printf("\n%s b)'s barrier: %.2f us at %u blocks (target at most 1 us; GPU clock, 5 empty stages against 1)\n",
-           pass(bar_us <= 1.0), bar_us, grid);
+    if (do_barrier)
+        printf("\n%s b)'s barrier: %.2f us at %u blocks (target at most 1 us; GPU clock, 5 empty stages against 1)\n",
+               pass(bar_us <= 1.0), bar_us, grid);
     if (part_un.ran) {
         printf("%s a) in a %d-SM partition at 1920x1080: p99 %.2f us unloaded, %.2f us with a hog in the rest (%.2fx; "
                "target at most 1.5x); p50 %.2f / %.2f\n",

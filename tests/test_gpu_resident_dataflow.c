@@ -143,19 +143,31 @@ static void serve_and_check(cw_resident *r, dptr user, uint64_t first, unsigned 
  * that fit and 5 blocks (fewer than most stages' tiles). */
 static void test_all_kinds(void **state) {
     (void)state;
-    static const uint32_t grids[] = {0, 5};
+    /* the default (a block an SM), 5 blocks, and the most that fit (most of them waiting) */
+    static const uint32_t grids[] = {0, 5, UINT32_MAX};
     for (uint32_t in_flight = 1; in_flight <= 2; in_flight++)
-        for (int g = 0; g < 2; g++) {
+        for (int g = 0; g < 3; g++) {
             cw_resident_settings s = settings_with(0, 2);
             cw_resident *r = NULL;
             assert_cw_ok(cw_resident_create(&r, ctx, &s));
             dptr user = user_mem();
-            cw_resident_fused f = fused(user, grids[g], in_flight, 0, 0);
+            cw_resident_fused f = fused(user, grids[g] == UINT32_MAX ? 0 : grids[g], in_flight, 0, 0);
             assert_cw_ok(cw_resident_set_fused(r, &f));
             cw_resident_info info;
             assert_cw_ok(cw_resident_get_info(r, &info));
+            if (grids[g] == UINT32_MAX) {
+                f.grid_blocks = info.max_grid_blocks;
+                assert_cw_ok(cw_resident_set_fused(r, &f));
+                assert_cw_ok(cw_resident_get_info(r, &info));
+            }
             assert_int_equal(info.fused, 1);
             assert_true(info.grid_blocks > 0);
+            if (grids[g] == 0) {
+                int sms = 0;
+                cur();
+                assert_cu_ok(rc.cuDeviceGetAttribute(&sms, 16 /* MULTIPROCESSOR_COUNT */, 0));
+                assert_int_equal(info.grid_blocks, (unsigned)sms); /* the default: a block an SM */
+            }
             assert_cw_ok(cw_resident_launch(r));
             const unsigned n = quick() ? 300 : 20000;
             serve_and_check(r, user, 1, n, 1);
@@ -230,8 +242,10 @@ static void test_teardown_mid_storm(void **state) {
     cw_resident_fused f = fused(user, 0, 2, 0, 0);
     assert_cw_ok(cw_resident_set_fused(r, &f));
     assert_cw_ok(cw_resident_launch(r));
-    const unsigned n = 1500;
+    const unsigned n = 3000;
     for (unsigned i = 1; i <= n; i++) assert_cw_ok(cw_resident_data_ready(r, NULL));
+    /* some served, the rest still queued: the tear-down comes mid-storm */
+    assert_cw_ok(cw_resident_wait_result(r, 300, 10000));
     assert_cw_ok(cw_resident_tear_down(r, 5000));
     unsigned *log = malloc(DF_LOG_CAP * 4);
     assert_non_null(log);
@@ -251,6 +265,7 @@ static void test_teardown_mid_storm(void **state) {
     check_no_errors(user);
     printf("# tear-down mid-storm: %u finished (each right), %u dropped\n", done, dropped);
     assert_int_equal(done + dropped, n);
+    assert_true(done >= 300);
     /* relaunch: numbers go on after the last one given */
     assert_cw_ok(cw_resident_launch(r));
     uint64_t got = 0;

@@ -873,7 +873,8 @@ typedef struct cw_resident_fused {
     uint32_t stage_count;        /* 1 .. CW_RESIDENT_MAX_FUSED_STAGES */
     uint32_t option_count;
     /* Blocks of the grid; 0: the most that fit co-resident on the context's
-     * SMs (cw_resident_info.max_grid_blocks). */
+     * SMs (cw_resident_info.max_grid_blocks), for CW_FUSED_DATAFLOW one
+     * block an SM of the context (at most that many). */
     uint32_t grid_blocks;
     uint32_t block_threads;      /* threads a block, 1 .. 1024; 0: 256 */
     uint32_t shared_bytes;       /* dynamic shared memory a block (extern __shared__) */

@@ -240,10 +240,8 @@ CWF_STAGES
             cwf_arrive(s, sys);
             target += gridDim.x;
             if (lead) cwf_wait(&s->arrive, target, ~0ull, 0u);
-        } else if (one && lead && sys) {
-            __threadfence_system();
         }
-        if (lead) cwf_signal(h, d, L, flags);
+        if (lead) cwf_signal(h, d, L, flags); /* (its system fence covers a grid of one) */
     }
     if (lead) cw__res_exit(h, d);
 }
@@ -379,7 +377,10 @@ cw_status fused_fit(cw_resident *r, const cw_resident_fused *f, uint32_t block, 
     fu->module = m;
     fu->kernel = k;
     fu->fn = fn;
-    fu->grid = f->grid_blocks ? f->grid_blocks : max32;
+    // Grid 0: a barrier loop gets the most that fit; a dataflow loop one
+    // block an SM (more would only wait for tiles), at most the most that fit.
+    const uint32_t sms = r->ctx->sm_count ? r->ctx->sm_count : 1;
+    fu->grid = f->grid_blocks ? f->grid_blocks : plan ? (sms < max32 ? sms : max32) : max32;
     fu->block = block;
     fu->shared = shared;
     fu->per_sm = (uint32_t)per_sm;
