@@ -55,6 +55,7 @@ LIB_SRCS = \
 	src/core/pool.cpp \
 	src/core/registry.cpp \
 	src/core/share.cpp \
+	src/core/share_block.cpp \
 	src/core/stream.cpp \
 	src/core/trace.cpp \
 	src/driver/driver.cpp \

@@ -175,11 +175,15 @@ static int child_exporter(int in, int out) {
         return child_fail("exporter");
     struct msg r = {.cmd = M_HANDLE};
     if (cw_buffer_export(b, &r.hb)) return child_fail("export");
+    cw_buffer *small = NULL; /* mode 3: a second buffer of 64 bytes, its handle in r.he */
+    if (m.mode == 3 && (cw_buffer_create_shareable(&small, cs, 64) || cw_buffer_export(small, &r.he)))
+        return child_fail("export (small)");
     if (m.mode == 1) cw_buffer_destroy(&b); /* no importer: freed now */
     send_msg(out, &r);
     if (m.mode == 2) _exit(0);              /* dies without freeing */
     while (recv_msg(in, &m) && m.cmd != M_QUIT) {
     }
+    cw_buffer_destroy(&small);
     cw_buffer_destroy(&b);
     cw_stream_destroy(&cs);
     cw_context_destroy(&c);
@@ -596,6 +600,134 @@ static void test_errors(void **state) {
     cw_context_destroy(&c1);
 }
 
+/* ---- handles from outside: forged ones ---- */
+
+/* Where share.cpp's handle layout keeps the fields a forger changes. */
+enum { H_PID = 8, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
+
+/* A pid no process has (a child that exited and was reaped). */
+static int32_t dead_pid(void) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (int32_t)pid;
+}
+
+/* Blocks of process pid in /dev/shm. */
+static int blocks_of(pid_t pid) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
+static struct child exporter(int mode, struct msg *r) {
+    struct child c = spawn("exporter");
+    struct msg m = {.cmd = M_EXPORT, .mode = mode};
+    send_msg(c.to, &m);
+    expect(&c, M_HANDLE, r);
+    return c;
+}
+
+/* A live exporter's handle with a dead process's pid is refused, and the
+ * refusal removes nothing: the exporter's block stays, a genuine import of
+ * it still opens. A dead exporter's block is removed by its own handle
+ * only. */
+static void test_forged_pid_keeps_live_block(void **state) {
+    (void)state;
+    if (blocks_of(getpid()) < 0) skip();
+    struct msg r;
+    struct child c = exporter(0, &r);
+    assert_int_equal(blocks_of(c.pid), 1);
+    cw_shared_handle forged = r.hb;
+    const int32_t dead = dead_pid();
+    memcpy(forged.bytes + H_PID, &dead, sizeof dead);
+    cw_buffer *in = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged)); /* "the exporter is gone" */
+    assert_null(in);
+    assert_int_equal(blocks_of(c.pid), 1); /* the exporter's block is still there */
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(in, &info));
+    assert_int_equal(info.bytes, N * 4);
+    cw_buffer_destroy(&in);
+    finish(&c);
+    /* A dead exporter's block goes only with that exporter's own handle:
+     * not with another nonce or size (nor is anything opened then). */
+    c = exporter(2, &r);
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.to);
+    close(c.from);
+    assert_int_equal(blocks_of(c.pid), 1);
+    forged = r.hb;
+    forged.bytes[H_NONCE] ^= 1;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged));
+    assert_int_equal(blocks_of(c.pid), 1);
+    forged = r.hb;
+    forged.bytes[H_BYTES] ^= 4;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged));
+    assert_int_equal(blocks_of(c.pid), 1);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &r.hb));
+    assert_null(in);
+    assert_int_equal(blocks_of(c.pid), 0); /* its own handle: removed */
+}
+
+/* The imported size is the exported one and fits the memory the driver
+ * mapped: a handle claiming more (or less) is refused, and so is a handle
+ * whose driver part is another, smaller buffer's. */
+static void test_forged_size_refused(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(3, &r); /* r.hb: N*4 bytes, r.he: 64 bytes */
+    long ipc0 = fake_live("ipcmem");
+    const uint64_t sizes[] = {2ull * N * 4, N * 4 + 1, N * 2, 1ull << 62};
+    cw_buffer *in = NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cw_shared_handle h = r.hb;
+        memcpy(h.bytes + H_BYTES, &sizes[i], sizeof sizes[i]);
+        cw_status st = cw_buffer_import(&in, s, &h);
+        if (st == CW_SUCCESS) {
+            cw_buffer_info info;
+            assert_cw_ok(cw_buffer_get_info(in, &info));
+            fail_msg("a handle claiming %llu bytes (%d exported) was imported as %zu bytes",
+                     (unsigned long long)sizes[i], N * 4, info.bytes);
+        }
+        assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+        assert_null(in);
+    }
+    cw_shared_handle h = r.hb; /* the big buffer's handle with the small one's driver handle */
+    memcpy(h.bytes + H_IPC, r.he.bytes + H_IPC, 64);
+    cw_status st = cw_buffer_import(&in, s, &h);
+    if (st == CW_SUCCESS) {
+        cw_buffer_info info;
+        assert_cw_ok(cw_buffer_get_info(in, &info));
+        fail_msg("a handle of %zu bytes over a mapping of 64 was imported", info.bytes);
+    }
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0); /* the refused mapping was closed */
+    /* The genuine handles open, each with its own size. */
+    cw_buffer *small = NULL;
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    assert_cw_ok(cw_buffer_import(&small, s, &r.he));
+    cw_buffer_info a, b;
+    assert_cw_ok(cw_buffer_get_info(in, &a));
+    assert_cw_ok(cw_buffer_get_info(small, &b));
+    assert_int_equal(a.bytes, N * 4);
+    assert_int_equal(b.bytes, 64);
+    cw_buffer_destroy(&in);
+    cw_buffer_destroy(&small);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    finish(&c);
+}
+
 /* Every object exported here was freed: no block of this process is left in
  * /dev/shm (nor of its children, which exited: a dead exporter's block is
  * removed by the import that finds it dead, a living one's at exit). */
@@ -661,6 +793,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_driver_without_ipc),
+        cmocka_unit_test(test_forged_pid_keeps_live_block),
+        cmocka_unit_test(test_forged_size_refused),
         cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
