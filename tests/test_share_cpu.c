@@ -28,12 +28,16 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cwtest.h"
+#include "testing/seam.h"
 
 enum { N = 1 << 14 };
 
@@ -43,7 +47,7 @@ static cw_context *ctx;
 static cw_stream *s;
 
 /* What the processes tell each other. */
-enum { M_READ = 1, M_ENQUEUED, M_RESULT, M_CLOSE, M_CLOSED, M_EXPORT, M_HANDLE, M_QUIT, M_WRITE, M_WRITTEN };
+enum { M_READ = 1, M_ENQUEUED, M_RESULT, M_CLOSE, M_CLOSED, M_EXPORT, M_HANDLE, M_QUIT, M_WRITE, M_WRITTEN, M_HOLD, M_HELD };
 struct msg {
     int32_t cmd;
     int32_t wait;    /* M_READ: 1 to wait for the event first; M_EXPORT: the device */
@@ -162,6 +166,31 @@ static int child_noipc(void) {
     cw_stream_destroy(&cs);
     cw_context_destroy(&c);
     return bad ? 3 : 0;
+}
+
+/* Imports every buffer it is sent (M_HOLD) and holds them until M_CLOSE. */
+static int child_holder(int in, int out) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL)) return child_fail("context");
+    cw_buffer *held[8] = {NULL};
+    int n = 0;
+    struct msg m;
+    while (recv_msg(in, &m) && m.cmd != M_QUIT) {
+        struct msg r = {.cmd = m.cmd == M_HOLD ? M_HELD : M_CLOSED};
+        if (m.cmd == M_HOLD) {
+            cw_status st = n < 8 ? cw_buffer_import(&held[n], cs, &m.hb) : CW_ERROR_OUT_OF_MEMORY;
+            n += st == CW_SUCCESS;
+            r.result = -(int64_t)st;
+        } else if (m.cmd == M_CLOSE) {
+            for (; n > 0; n--) cw_buffer_destroy(&held[n - 1]);
+        }
+        send_msg(out, &r);
+    }
+    for (; n > 0; n--) cw_buffer_destroy(&held[n - 1]);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return 0;
 }
 
 /* Makes a shareable buffer on the device asked for and sends its handle. */
@@ -728,6 +757,87 @@ static void test_forged_size_refused(void **state) {
     finish(&c);
 }
 
+/* ---- kept objects and the context's teardown ---- */
+
+/* Makes a context whose `n` shareable buffers a holder child imported and
+ * this process then destroyed: each kept for the child. */
+static cw_context *context_with_kept(int n, struct child *holder) {
+    cw_context *c2 = NULL;
+    cw_stream *s2 = NULL;
+    assert_cw_ok(cw_context_create(&c2, 0));
+    assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+    *holder = spawn("holder");
+    for (int i = 0; i < n; i++) {
+        cw_buffer *b = NULL;
+        assert_cw_ok(cw_buffer_create_shareable(&b, s2, 4096));
+        struct msg m = {.cmd = M_HOLD}, r;
+        assert_cw_ok(cw_buffer_export(b, &m.hb));
+        send_msg(holder->to, &m);
+        expect(holder, M_HELD, &r);
+        assert_int_equal(r.result, 0);
+        cw_buffer_destroy(&b); /* kept: the child holds it */
+    }
+    cw_stream_destroy(&s2);
+    return c2;
+}
+
+static void close_held(struct child *holder) {
+    struct msg cl = {.cmd = M_CLOSE}, r;
+    send_msg(holder->to, &cl);
+    expect(holder, M_CLOSED, &r);
+}
+
+/* A sweep (any call of share.h, on any thread) that took a context's kept
+ * object off the list to free it, while that context is torn down on
+ * another thread: the teardown still frees it before it returns, and the
+ * sweep never enters the freed context. A hook holds the sweep between
+ * taking the object and freeing it until the teardown has returned, or has
+ * said that it waits for that free. */
+struct race {
+    atomic_int taken, destroyed, waits;
+};
+static void race_hook(int point, void *arg) {
+    struct race *r = arg;
+    if (point == CWI_SHARE_SWEEP_TAKEN) {
+        atomic_store(&r->taken, 1);
+        for (int i = 0; i < 10000 && !atomic_load(&r->destroyed) && !atomic_load(&r->waits); i++) sleep_ms(1);
+    } else if (point == CWI_SHARE_TEARDOWN_WAITS) {
+        atomic_store(&r->waits, 1);
+    }
+}
+static void *sweep_thread(void *arg) {
+    cw_shared_event *e = NULL;
+    if (cw_shared_event_create(&e, (cw_context *)arg) == CW_SUCCESS) cw_shared_event_destroy(&e);
+    return NULL;
+}
+
+static void test_sweep_racing_teardown(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    struct child holder;
+    cw_context *c2 = context_with_kept(1, &holder);
+    close_held(&holder); /* no importer left: the next sweep frees it */
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    struct race r = {0};
+    cwi_share_hook(race_hook, &r);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sweep_thread, ctx), 0);
+    for (int i = 0; i < 10000 && !atomic_load(&r.taken); i++) sleep_ms(1);
+    int taken = atomic_load(&r.taken);
+    if (taken) cw_context_destroy(&c2);
+    long after = fake_live("devmem");
+    atomic_store(&r.destroyed, 1);
+    pthread_join(t, NULL);
+    cwi_share_hook(NULL, NULL);
+    finish(&holder);
+    assert_true(taken);
+    if (after != devmem0)
+        fail_msg("cw_context_destroy returned with the context's kept memory not freed (%ld allocations over, the "
+                 "sweep on the other thread still to free it: in a context already freed)", after - devmem0);
+    assert_int_equal(atomic_load(&r.waits), 1); /* the teardown waited for the sweep's free */
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
 /* Every object exported here was freed: no block of this process is left in
  * /dev/shm (nor of its children, which exited: a dead exporter's block is
  * removed by the import that finds it dead, a living one's at exit). */
@@ -761,6 +871,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[3], "reader")) return child_reader(in, out);
         if (!strcmp(argv[3], "exporter")) return child_exporter(in, out);
         if (!strcmp(argv[3], "noipc")) return child_noipc();
+        if (!strcmp(argv[3], "holder")) return child_holder(in, out);
         return 2;
     }
     snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
@@ -795,6 +906,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_driver_without_ipc),
         cmocka_unit_test(test_forged_pid_keeps_live_block),
         cmocka_unit_test(test_forged_size_refused),
+        cmocka_unit_test(test_sweep_racing_teardown),
         cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,20 +57,28 @@ cw_status read_handle(const cw_shared_handle *h, HandleBytes *out) {
 // ---- objects kept for importers ----
 
 struct Pending {
-    cw_context *ctx;  // not retained: its teardown empties the list first
+    cw_context *ctx;  // not retained: its teardown frees what it kept (share_teardown)
     Share *sh;
     CUdeviceptr ptr;  // a buffer's memory, or 0
     CUevent ev;       // an event, or NULL
-    Pending *next;
+    Pending *next;    // on g_pending, then on the list of the thread that frees it
+    Pending *next_freed;  // on a sweep's list (busy)
+    bool busy;            // a sweep frees it; still on g_pending until freed
 };
 
+// The kept objects. A sweep frees those without holders while they stay
+// on the list, marked busy, and takes each off once freed (g_freed): the
+// teardown of their context waits for that, so no free enters a context
+// already torn down.
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_freed = PTHREAD_COND_INITIALIZER;
 Pending *g_pending;
 
-// Frees a kept object (any thread; makes its context current). In relaxed
-// capture mode: a free is not part of any capture, and the driver would
-// otherwise count it unsafe while this thread has one open.
-void pending_free(Pending *p) {
+// Frees a kept object's memory or event and its block (any thread; makes
+// its context current). In relaxed capture mode: a free is not part of any
+// capture, and the driver would otherwise count it unsafe while this
+// thread has one open.
+void pending_release(Pending *p) {
     CurrentGuard guard;
     (void)guard.enter(p->ctx->cu);
     {
@@ -85,31 +93,40 @@ void pending_free(Pending *p) {
         if (p->ev) (void)drv().cuEventDestroy(p->ev);
     }
     block_free(p->sh);
+}
+
+void pending_free(Pending *p) {
+    pending_release(p);
     free(p);
 }
 
-// Takes the kept objects `pick` chooses off the list (under its lock) and
-// returns them as a list of their own.
-template <typename Pick>
-Pending *take_pending(Pick pick) {
-    Pending *taken = nullptr;
-    pthread_mutex_lock(&g_mu);
-    for (Pending **pp = &g_pending; *pp;) {
-        if (pick(*pp)) {
-            Pending *p = *pp;
-            *pp = p->next;
-            p->next = taken;
-            taken = p;
-        } else {
-            pp = &(*pp)->next;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
-    return taken;
+bool busy_of(const cw_context *ctx) {
+    for (const Pending *p = g_pending; p; p = p->next)
+        if (p->ctx == ctx && p->busy) return true;
+    return false;
 }
 
+// Frees what ctx kept: first it waits for a sweep on another thread that
+// frees one of them, then for the importers of each of the rest up to
+// kTeardownWaitMs, then frees it (logged when still held).
 void share_teardown(cw_context *ctx) {
-    Pending *mine = take_pending([ctx](const Pending *p) { return p->ctx == ctx; });
+    Pending *mine = nullptr;
+    pthread_mutex_lock(&g_mu);
+    for (Pending **pp = &g_pending; *pp;) {
+        Pending *p = *pp;
+        if (p->ctx == ctx && !p->busy) {
+            *pp = p->next;
+            p->next = mine;
+            mine = p;
+        } else {
+            pp = &p->next;
+        }
+    }
+    if (busy_of(ctx)) {
+        share_hook(kHookTeardownWaits);
+        while (busy_of(ctx)) pthread_cond_wait(&g_freed, &g_mu);
+    }
+    pthread_mutex_unlock(&g_mu);
     while (mine) {
         Pending *p = mine;
         mine = p->next;
@@ -146,12 +163,29 @@ void register_teardown() { context_on_teardown(share_teardown, kTeardownUsers); 
 }  // namespace
 
 void share_sweep() {
-    Pending *done = take_pending([](const Pending *p) { return block_holders(p->sh) == 0; });
+    Pending *done = nullptr;
+    pthread_mutex_lock(&g_mu);
+    for (Pending *p = g_pending; p; p = p->next)
+        if (!p->busy && block_holders(p->sh) == 0) {
+            p->busy = true;
+            p->next_freed = done;
+            done = p;
+        }
+    pthread_mutex_unlock(&g_mu);
     while (done) {
         Pending *p = done;
-        done = p->next;
+        done = p->next_freed;
         share_hook(kHookSweepTaken);
-        pending_free(p);
+        pending_release(p);
+        pthread_mutex_lock(&g_mu);
+        for (Pending **pp = &g_pending; *pp; pp = &(*pp)->next)
+            if (*pp == p) {
+                *pp = p->next;
+                break;
+            }
+        pthread_cond_broadcast(&g_freed);
+        pthread_mutex_unlock(&g_mu);
+        free(p);
     }
 }
 

@@ -66,7 +66,9 @@ int cwi_future_watched(const cw_future *f) {
     return cw::core::future_watched(f) ? 1 : 0;
 }
 
-static_assert((int)CWI_SHARE_SWEEP_TAKEN == cw::core::kHookSweepTaken && (int)CWI_SHARE_HOLDERS_WAIT == cw::core::kHookHoldersWait &&
+static_assert((int)CWI_SHARE_SWEEP_TAKEN == cw::core::kHookSweepTaken &&
+                  (int)CWI_SHARE_TEARDOWN_WAITS == cw::core::kHookTeardownWaits &&
+                  (int)CWI_SHARE_HOLDERS_WAIT == cw::core::kHookHoldersWait &&
                   (int)CWI_SHARE_EXPORTS_LOCKED == cw::core::kHookExportsLocked,
               "seam.h's share hook points are share.hpp's");
 
