@@ -193,6 +193,34 @@ static int child_holder(int in, int out) {
     return 0;
 }
 
+/* The lock of the process's exports is held by another thread (a testing
+ * hook keeps it inside, 30 s at most) when main returns: exit runs the
+ * atexit handlers then. */
+static atomic_int g_in_lock;
+static void stay_in_lock(int point, void *arg) {
+    (void)arg;
+    if (point != CWI_SHARE_EXPORTS_LOCKED) return;
+    atomic_store(&g_in_lock, 1);
+    for (int i = 0; i < 30000; i++) sleep_ms(1);
+}
+static void *export_one(void *arg) {
+    cw_buffer *b = NULL;
+    (void)cw_buffer_create_shareable(&b, (cw_stream *)arg, 64);
+    return NULL;
+}
+static int child_exit_locked(void) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    cw_buffer *b = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL) || cw_buffer_create_shareable(&b, cs, 64))
+        return child_fail("exporter");
+    cwi_share_hook(stay_in_lock, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, export_one, cs) != 0) return 2;
+    while (!atomic_load(&g_in_lock)) sleep_ms(1);
+    return 0;
+}
+
 /* Makes a shareable buffer on the device asked for and sends its handle. */
 static int child_exporter(int in, int out) {
     struct msg m;
@@ -838,6 +866,71 @@ static void test_sweep_racing_teardown(void **state) {
     assert_int_equal(fake_live("devmem"), devmem0);
 }
 
+/* A teardown waits 2 s in all for the importers of its kept objects, not
+ * 2 s for each: with 3 objects held, the hook counts its 1 ms sleeps. */
+static atomic_int g_waits;
+static void count_waits(int point, void *arg) {
+    (void)arg;
+    if (point == CWI_SHARE_HOLDERS_WAIT) atomic_fetch_add(&g_waits, 1);
+}
+
+static void test_teardown_one_deadline(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    struct child holder;
+    cw_context *c2 = context_with_kept(3, &holder);
+    assert_int_equal(fake_live("devmem"), devmem0 + 3);
+    g_errors = 0;
+    atomic_store(&g_waits, 0);
+    assert_cw_ok(cw_log_set_callback(count_errors, NULL, CW_LOG_ERROR));
+    cwi_share_hook(count_waits, NULL);
+    cw_context_destroy(&c2); /* the child still holds all three */
+    cwi_share_hook(NULL, NULL);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    int waits = atomic_load(&g_waits);
+    printf("# teardown of 3 held objects: %d sleeps of 1 ms\n", waits);
+    assert_int_equal(fake_live("devmem"), devmem0);
+    assert_int_equal(g_errors, 3); /* each freed while held, logged */
+    if (waits >= 2 * 2000) fail_msg("the teardown slept %d times 1 ms: 2 s for each object, one after another", waits);
+    assert_true(waits > 0); /* it did wait for the importer */
+    close_held(&holder);
+    finish(&holder);
+}
+
+/* A process whose main returns while another thread holds the lock of its
+ * exports (kept there by a hook) exits: the atexit handler does not wait
+ * for that lock for good. Bounded: the child is killed after 10 s. */
+static void test_exit_while_exports_locked(void **state) {
+    (void)state;
+    struct child c = spawn("exitlocked");
+    close(c.to);
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 10000 && (got = waitpid(c.pid, &status, WNOHANG)) == 0; i++) sleep_ms(1);
+    if (got == 0) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &status, 0);
+    }
+    close(c.from);
+    /* Its blocks (the names stay when the lock cannot be had): gone with it. */
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)c.pid);
+    DIR *d = opendir("/dev/shm");
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            left += shm_unlink(name) == 0;
+        }
+    if (d) closedir(d);
+    if (got == 0) fail_msg("the child had not exited 10 s after its main returned (its atexit handler waits for the lock "
+                           "another thread holds); killed");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(left, 2); /* its first export and the one inside the lock */
+}
+
 /* Every object exported here was freed: no block of this process is left in
  * /dev/shm (nor of its children, which exited: a dead exporter's block is
  * removed by the import that finds it dead, a living one's at exit). */
@@ -872,6 +965,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[3], "exporter")) return child_exporter(in, out);
         if (!strcmp(argv[3], "noipc")) return child_noipc();
         if (!strcmp(argv[3], "holder")) return child_holder(in, out);
+        if (!strcmp(argv[3], "exitlocked")) return child_exit_locked();
         return 2;
     }
     snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
@@ -907,6 +1001,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_forged_pid_keeps_live_block),
         cmocka_unit_test(test_forged_size_refused),
         cmocka_unit_test(test_sweep_racing_teardown),
+        cmocka_unit_test(test_teardown_one_deadline),
+        cmocka_unit_test(test_exit_while_exports_locked),
         cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

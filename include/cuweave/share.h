@@ -39,8 +39,8 @@
  * and freed by a later call of this header's functions in the exporting
  * process once every importer closed (or died: a slot of a process that
  * no longer exists counts as closed), and at the latest when the
- * exporter's context is torn down: that waits up to 2 seconds for the
- * importers, then frees it anyway (logged at CW_LOG_ERROR: an importer
+ * exporter's context is torn down: that waits up to 2 seconds in all for
+ * the importers of everything the context kept, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has
  * the same effect). The exporter's last reference first waits for the
  * buffer's recorded uses to finish (cuStreamSynchronize of the context's

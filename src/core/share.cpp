@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sync.hpp"
 #include "core/context.hpp"
 #include "core/share_block.hpp"
 
@@ -107,8 +108,8 @@ bool busy_of(const cw_context *ctx) {
 }
 
 // Frees what ctx kept: first it waits for a sweep on another thread that
-// frees one of them, then for the importers of each of the rest up to
-// kTeardownWaitMs, then frees it (logged when still held).
+// frees one of them, then for the importers of the rest, all of them
+// together up to kTeardownWaitMs, then frees them (held ones logged).
 void share_teardown(cw_context *ctx) {
     Pending *mine = nullptr;
     pthread_mutex_lock(&g_mu);
@@ -127,18 +128,19 @@ void share_teardown(cw_context *ctx) {
         while (busy_of(ctx)) pthread_cond_wait(&g_freed, &g_mu);
     }
     pthread_mutex_unlock(&g_mu);
+    const int64_t deadline = now_ns() + (int64_t)kTeardownWaitMs * 1000000;
     while (mine) {
         Pending *p = mine;
         mine = p->next;
         int held = 0;
-        for (int waited = 0; (held = block_holders(p->sh)) > 0 && waited < kTeardownWaitMs; waited++) {
+        while ((held = block_holders(p->sh)) > 0 && now_ns() < deadline) {
             share_hook(kHookHoldersWait);
             struct timespec ts = {0, 1000 * 1000};
             nanosleep(&ts, nullptr);
         }
         if (held > 0)
             log(CW_LOG_ERROR, "the context of a shared %s is torn down while %d other process(es) still hold it "
-                "(waited %d ms): freed anyway",
+                "(its kept objects waited %d ms in all): freed anyway",
                 p->ptr ? "buffer" : "event", held, kTeardownWaitMs);
         pending_free(p);
     }

@@ -83,8 +83,19 @@ uint64_t block_nonce() {
 pthread_mutex_t g_exports_mu = PTHREAD_MUTEX_INITIALIZER;
 Share *g_exports;
 
+// An exit never waits long for the list's lock: another thread may hold
+// it for good (stopped inside; or this is a child forked while a thread of
+// its parent held it, which it does not have). The names stay then (up to
+// kExitLockMs later): importers find them stale and remove them.
+constexpr long kExitLockMs = 100;
+
 void unlink_exports_at_exit() {
-    pthread_mutex_lock(&g_exports_mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += kExitLockMs * 1000000;
+    until.tv_sec += until.tv_nsec / 1000000000;
+    until.tv_nsec %= 1000000000;
+    if (pthread_mutex_timedlock(&g_exports_mu, &until) != 0) return;
     // Only this process's own: a child forked without exec inherits the
     // list, and its exit must not take its parent's names.
     for (Share *s = g_exports; s; s = s->next_export)
