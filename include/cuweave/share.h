@@ -131,7 +131,9 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  *                              block of another user) or claims more than
  *                              the memory it opens holds; h is of another
  *                              device than s's.
- *   CW_ERROR_INVALID_HANDLE    s is not a live stream.
+ *   CW_ERROR_INVALID_HANDLE    s is not a live stream; or the driver
+ *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
+ *                              detail: cuIpcOpenMemHandle).
  *   CW_ERROR_NOT_PERMITTED     h was exported by this very process (the
  *                              driver cannot open it there: use the
  *                              exporter's cw_buffer, cw_buffer_retain).
@@ -195,7 +197,9 @@ CW_API cw_status cw_shared_event_export(const cw_shared_event *e, cw_shared_hand
  *                              handle of this cuweave; h does not match
  *                              the exporter's block (as for buffers); h is
  *                              of another device than ctx's.
- *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context; or the driver
+ *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
+ *                              detail: cuIpcOpenEventHandle).
  *   CW_ERROR_NOT_PERMITTED     h was exported by this very process.
  *   CW_ERROR_INVALID_STATE     the exporter is gone (process exited, or
  *                              the event destroyed by its exporter).

@@ -4,11 +4,12 @@
 // A handle (cw_shared_handle, 128 bytes) carries the driver's IPC handle,
 // the exporter's pid, its device's UUID, the size, and what names the
 // object's shared-memory block (share_block.cpp), which holds one slot per
-// import: the importing process's pid, cleared when it closes. The
-// memory an import opens must hold the size (check_mapping). The exporter's last
+// import: the importing process's pid, cleared when it closes. The memory
+// an import opens must hold the size (check_mapping). The exporter's last
 // release frees the object when no slot holds a live process; otherwise
 // the object waits in a list that later calls sweep and that the context's
-// teardown empties (waiting up to kTeardownWaitMs for the importers).
+// teardown empties (waiting up to kTeardownWaitMs in all for the
+// importers, and for a sweep freeing one of its objects on another thread).
 #include "core/share.hpp"
 
 #include <new>
