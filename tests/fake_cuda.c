@@ -180,7 +180,9 @@
  *    gone with CUDA_ERROR_INVALID_HANDLE, anything not made by
  *    cuIpcGet*Handle with CUDA_ERROR_INVALID_VALUE. FAKE_CUDA_NO_IPC set
  *    to a nonzero integer reports the cuIpc* entries as not found (a
- *    driver without CUDA IPC);
+ *    driver without CUDA IPC); cuMemGetAddressRange gives the start and
+ *    size of the device allocation or imported mapping holding an address
+ *    (CUDA_ERROR_NOT_FOUND for any other);
  *
  * Live counts (fake_cuda_live): see the comment there; "primary" is
  * device 0's primary retain count, "primary0" .. "primary3" each device's;
@@ -440,7 +442,8 @@ static pthread_t g_worker;
     X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuGreenCtxDestroy)   \
     X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource) X(cuGreenCtxStreamCreate)                  \
     X(cuThreadExchangeStreamCaptureMode) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)              \
-    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)
+    X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle)                        \
+    X(cuMemGetAddressRange)
 
 enum {
 #define FAKE_ID_(name) F_##name,
@@ -2104,6 +2107,21 @@ FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
             RETURN(CUDA_SUCCESS);
         }
     RETURN(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* The device allocation (cuMemAlloc'd, from a pool, or an imported
+ * mapping) that holds dptr: its start and size. */
+FAKE_API CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
+    ENTER(cuMemGetAddressRange);
+    NEED_INIT();
+    const char *p = (const char *)(uintptr_t)dptr;
+    for (struct alloc *m = g_allocs; m; m = m->next)
+        if (!m->host && p >= m->p && p < m->p + m->bytes) {
+            if (base) *base = (CUdeviceptr)(uintptr_t)m->p;
+            if (size) *size = m->bytes;
+            RETURN(CUDA_SUCCESS);
+        }
+    RETURN(CUDA_ERROR_NOT_FOUND);
 }
 
 FAKE_API CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event) {
@@ -3794,7 +3812,7 @@ static const struct {
     P_(cuDeviceCanAccessPeer) P_(cuDeviceGetP2PAttribute) P_(cuCtxEnablePeerAccess) P_(cuMemcpyPeerAsync)
     P_(cuMemPoolSetAccess) P_(cuMemPoolGetAccess) P_(cuThreadExchangeStreamCaptureMode)
     P_(cuIpcGetMemHandle) P_(cuIpcOpenMemHandle) P_(cuIpcCloseMemHandle) P_(cuIpcGetEventHandle)
-    P_(cuIpcOpenEventHandle)
+    P_(cuIpcOpenEventHandle) P_(cuMemGetAddressRange)
 #undef PF_
 #undef P_
 };

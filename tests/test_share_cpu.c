@@ -28,12 +28,16 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cwtest.h"
+#include "testing/seam.h"
 
 enum { N = 1 << 14 };
 
@@ -43,7 +47,7 @@ static cw_context *ctx;
 static cw_stream *s;
 
 /* What the processes tell each other. */
-enum { M_READ = 1, M_ENQUEUED, M_RESULT, M_CLOSE, M_CLOSED, M_EXPORT, M_HANDLE, M_QUIT, M_WRITE, M_WRITTEN };
+enum { M_READ = 1, M_ENQUEUED, M_RESULT, M_CLOSE, M_CLOSED, M_EXPORT, M_HANDLE, M_QUIT, M_WRITE, M_WRITTEN, M_HOLD, M_HELD };
 struct msg {
     int32_t cmd;
     int32_t wait;    /* M_READ: 1 to wait for the event first; M_EXPORT: the device */
@@ -164,6 +168,60 @@ static int child_noipc(void) {
     return bad ? 3 : 0;
 }
 
+/* Imports every buffer it is sent (M_HOLD) and holds them until M_CLOSE. */
+static int child_holder(int in, int out) {
+    cw_context *c = NULL;
+    cw_stream *cs = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL)) return child_fail("context");
+    cw_buffer *held[8] = {NULL};
+    int n = 0;
+    struct msg m;
+    while (recv_msg(in, &m) && m.cmd != M_QUIT) {
+        struct msg r = {.cmd = m.cmd == M_HOLD ? M_HELD : M_CLOSED};
+        if (m.cmd == M_HOLD) {
+            cw_status st = n < 8 ? cw_buffer_import(&held[n], cs, &m.hb) : CW_ERROR_OUT_OF_MEMORY;
+            n += st == CW_SUCCESS;
+            r.result = -(int64_t)st;
+        } else if (m.cmd == M_CLOSE) {
+            for (; n > 0; n--) cw_buffer_destroy(&held[n - 1]);
+        }
+        send_msg(out, &r);
+    }
+    for (; n > 0; n--) cw_buffer_destroy(&held[n - 1]);
+    cw_stream_destroy(&cs);
+    cw_context_destroy(&c);
+    return 0;
+}
+
+/* The lock of the process's exports is held by another thread (a testing
+ * hook keeps it inside, 30 s at most) when main returns: exit runs the
+ * atexit handlers then. */
+static atomic_int g_in_lock;
+static void stay_in_lock(int point, void *arg) {
+    (void)arg;
+    if (point != CWI_SHARE_EXPORTS_LOCKED) return;
+    atomic_store(&g_in_lock, 1);
+    for (int i = 0; i < 30000; i++) sleep_ms(1);
+}
+static void *export_one(void *arg) {
+    cw_buffer *b = NULL;
+    (void)cw_buffer_create_shareable(&b, (cw_stream *)arg, 64);
+    return NULL;
+}
+static int child_exit_locked(void) {
+    /* Kept at exit (static: no leak report under ASan) */
+    static cw_context *c = NULL;
+    static cw_stream *cs = NULL;
+    static cw_buffer *b = NULL;
+    if (cw_context_create(&c, 0) || cw_stream_create(&cs, c, NULL) || cw_buffer_create_shareable(&b, cs, 64))
+        return child_fail("exporter");
+    cwi_share_hook(stay_in_lock, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, export_one, cs) != 0) return 2;
+    while (!atomic_load(&g_in_lock)) sleep_ms(1);
+    return 0;
+}
+
 /* Makes a shareable buffer on the device asked for and sends its handle. */
 static int child_exporter(int in, int out) {
     struct msg m;
@@ -175,11 +233,15 @@ static int child_exporter(int in, int out) {
         return child_fail("exporter");
     struct msg r = {.cmd = M_HANDLE};
     if (cw_buffer_export(b, &r.hb)) return child_fail("export");
+    cw_buffer *small = NULL; /* mode 3: a second buffer of 64 bytes, its handle in r.he */
+    if (m.mode == 3 && (cw_buffer_create_shareable(&small, cs, 64) || cw_buffer_export(small, &r.he)))
+        return child_fail("export (small)");
     if (m.mode == 1) cw_buffer_destroy(&b); /* no importer: freed now */
     send_msg(out, &r);
     if (m.mode == 2) _exit(0);              /* dies without freeing */
     while (recv_msg(in, &m) && m.cmd != M_QUIT) {
     }
+    cw_buffer_destroy(&small);
     cw_buffer_destroy(&b);
     cw_stream_destroy(&cs);
     cw_context_destroy(&c);
@@ -596,6 +658,280 @@ static void test_errors(void **state) {
     cw_context_destroy(&c1);
 }
 
+/* ---- handles from outside: forged ones ---- */
+
+/* Where share.cpp's handle layout keeps the fields a forger changes. */
+enum { H_PID = 8, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
+
+/* A pid no process has (a child that exited and was reaped). */
+static int32_t dead_pid(void) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (int32_t)pid;
+}
+
+/* Blocks of process pid in /dev/shm. */
+static int blocks_of(pid_t pid) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
+static struct child exporter(int mode, struct msg *r) {
+    struct child c = spawn("exporter");
+    struct msg m = {.cmd = M_EXPORT, .mode = mode};
+    send_msg(c.to, &m);
+    expect(&c, M_HANDLE, r);
+    return c;
+}
+
+/* A live exporter's handle with a dead process's pid is refused, and the
+ * refusal removes nothing: the exporter's block stays, a genuine import of
+ * it still opens. A dead exporter's block is removed by its own handle
+ * only. */
+static void test_forged_pid_keeps_live_block(void **state) {
+    (void)state;
+    if (blocks_of(getpid()) < 0) skip();
+    struct msg r;
+    struct child c = exporter(0, &r);
+    assert_int_equal(blocks_of(c.pid), 1);
+    cw_shared_handle forged = r.hb;
+    const int32_t dead = dead_pid();
+    memcpy(forged.bytes + H_PID, &dead, sizeof dead);
+    cw_buffer *in = NULL;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged)); /* "the exporter is gone" */
+    assert_null(in);
+    assert_int_equal(blocks_of(c.pid), 1); /* the exporter's block is still there */
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(in, &info));
+    assert_int_equal(info.bytes, N * 4);
+    cw_buffer_destroy(&in);
+    finish(&c);
+    /* A dead exporter's block goes only with that exporter's own handle:
+     * not with another nonce or size (nor is anything opened then). */
+    c = exporter(2, &r);
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.to);
+    close(c.from);
+    assert_int_equal(blocks_of(c.pid), 1);
+    forged = r.hb;
+    forged.bytes[H_NONCE] ^= 1;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged));
+    assert_int_equal(blocks_of(c.pid), 1);
+    forged = r.hb;
+    forged.bytes[H_BYTES] ^= 4;
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &forged));
+    assert_int_equal(blocks_of(c.pid), 1);
+    assert_cw(CW_ERROR_INVALID_STATE, cw_buffer_import(&in, s, &r.hb));
+    assert_null(in);
+    assert_int_equal(blocks_of(c.pid), 0); /* its own handle: removed */
+}
+
+/* The imported size is the exported one and fits the memory the driver
+ * mapped: a handle claiming more (or less) is refused, and so is a handle
+ * whose driver part is another, smaller buffer's. */
+static void test_forged_size_refused(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(3, &r); /* r.hb: N*4 bytes, r.he: 64 bytes */
+    long ipc0 = fake_live("ipcmem");
+    const uint64_t sizes[] = {2ull * N * 4, N * 4 + 1, N * 2, 1ull << 62};
+    cw_buffer *in = NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cw_shared_handle h = r.hb;
+        memcpy(h.bytes + H_BYTES, &sizes[i], sizeof sizes[i]);
+        cw_status st = cw_buffer_import(&in, s, &h);
+        if (st == CW_SUCCESS) {
+            cw_buffer_info info;
+            assert_cw_ok(cw_buffer_get_info(in, &info));
+            fail_msg("a handle claiming %llu bytes (%d exported) was imported as %zu bytes",
+                     (unsigned long long)sizes[i], N * 4, info.bytes);
+        }
+        assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+        assert_null(in);
+    }
+    cw_shared_handle h = r.hb; /* the big buffer's handle with the small one's driver handle */
+    memcpy(h.bytes + H_IPC, r.he.bytes + H_IPC, 64);
+    cw_status st = cw_buffer_import(&in, s, &h);
+    if (st == CW_SUCCESS) {
+        cw_buffer_info info;
+        assert_cw_ok(cw_buffer_get_info(in, &info));
+        fail_msg("a handle of %zu bytes over a mapping of 64 was imported", info.bytes);
+    }
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0); /* the refused mapping was closed */
+    /* The genuine handles open, each with its own size. */
+    cw_buffer *small = NULL;
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    assert_cw_ok(cw_buffer_import(&small, s, &r.he));
+    cw_buffer_info a, b;
+    assert_cw_ok(cw_buffer_get_info(in, &a));
+    assert_cw_ok(cw_buffer_get_info(small, &b));
+    assert_int_equal(a.bytes, N * 4);
+    assert_int_equal(b.bytes, 64);
+    cw_buffer_destroy(&in);
+    cw_buffer_destroy(&small);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    finish(&c);
+}
+
+/* ---- kept objects and the context's teardown ---- */
+
+/* Makes a context whose `n` shareable buffers a holder child imported and
+ * this process then destroyed: each kept for the child. */
+static cw_context *context_with_kept(int n, struct child *holder) {
+    cw_context *c2 = NULL;
+    cw_stream *s2 = NULL;
+    assert_cw_ok(cw_context_create(&c2, 0));
+    assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+    *holder = spawn("holder");
+    for (int i = 0; i < n; i++) {
+        cw_buffer *b = NULL;
+        assert_cw_ok(cw_buffer_create_shareable(&b, s2, 4096));
+        struct msg m = {.cmd = M_HOLD}, r;
+        assert_cw_ok(cw_buffer_export(b, &m.hb));
+        send_msg(holder->to, &m);
+        expect(holder, M_HELD, &r);
+        assert_int_equal(r.result, 0);
+        cw_buffer_destroy(&b); /* kept: the child holds it */
+    }
+    cw_stream_destroy(&s2);
+    return c2;
+}
+
+static void close_held(struct child *holder) {
+    struct msg cl = {.cmd = M_CLOSE}, r;
+    send_msg(holder->to, &cl);
+    expect(holder, M_CLOSED, &r);
+}
+
+/* A sweep (any call of share.h, on any thread) that took a context's kept
+ * object off the list to free it, while that context is torn down on
+ * another thread: the teardown still frees it before it returns, and the
+ * sweep never enters the freed context. A hook holds the sweep between
+ * taking the object and freeing it until the teardown has returned, or has
+ * said that it waits for that free. */
+struct race {
+    atomic_int taken, destroyed, waits;
+};
+static void race_hook(int point, void *arg) {
+    struct race *r = arg;
+    if (point == CWI_SHARE_SWEEP_TAKEN) {
+        atomic_store(&r->taken, 1);
+        for (int i = 0; i < 10000 && !atomic_load(&r->destroyed) && !atomic_load(&r->waits); i++) sleep_ms(1);
+    } else if (point == CWI_SHARE_TEARDOWN_WAITS) {
+        atomic_store(&r->waits, 1);
+    }
+}
+static void *sweep_thread(void *arg) {
+    cw_shared_event *e = NULL;
+    if (cw_shared_event_create(&e, (cw_context *)arg) == CW_SUCCESS) cw_shared_event_destroy(&e);
+    return NULL;
+}
+
+static void test_sweep_racing_teardown(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    struct child holder;
+    cw_context *c2 = context_with_kept(1, &holder);
+    close_held(&holder); /* no importer left: the next sweep frees it */
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    struct race r = {0};
+    cwi_share_hook(race_hook, &r);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sweep_thread, ctx), 0);
+    for (int i = 0; i < 10000 && !atomic_load(&r.taken); i++) sleep_ms(1);
+    int taken = atomic_load(&r.taken);
+    if (taken) cw_context_destroy(&c2);
+    long after = fake_live("devmem");
+    atomic_store(&r.destroyed, 1);
+    pthread_join(t, NULL);
+    cwi_share_hook(NULL, NULL);
+    finish(&holder);
+    assert_true(taken);
+    if (after != devmem0)
+        fail_msg("cw_context_destroy returned with the context's kept memory not freed (%ld allocations over, the "
+                 "sweep on the other thread still to free it: in a context already freed)", after - devmem0);
+    assert_int_equal(atomic_load(&r.waits), 1); /* the teardown waited for the sweep's free */
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
+/* A teardown waits 2 s in all for the importers of its kept objects, not
+ * 2 s for each: with 3 objects held, the hook counts its 1 ms sleeps. */
+static atomic_int g_waits;
+static void count_waits(int point, void *arg) {
+    (void)arg;
+    if (point == CWI_SHARE_HOLDERS_WAIT) atomic_fetch_add(&g_waits, 1);
+}
+
+static void test_teardown_one_deadline(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    struct child holder;
+    cw_context *c2 = context_with_kept(3, &holder);
+    assert_int_equal(fake_live("devmem"), devmem0 + 3);
+    g_errors = 0;
+    atomic_store(&g_waits, 0);
+    assert_cw_ok(cw_log_set_callback(count_errors, NULL, CW_LOG_ERROR));
+    cwi_share_hook(count_waits, NULL);
+    cw_context_destroy(&c2); /* the child still holds all three */
+    cwi_share_hook(NULL, NULL);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    int waits = atomic_load(&g_waits);
+    printf("# teardown of 3 held objects: %d sleeps of 1 ms\n", waits);
+    assert_int_equal(fake_live("devmem"), devmem0);
+    assert_int_equal(g_errors, 3); /* each freed while held, logged */
+    if (waits >= 2 * 2000) fail_msg("the teardown slept %d times 1 ms: 2 s for each object, one after another", waits);
+    assert_true(waits > 0); /* it did wait for the importer */
+    close_held(&holder);
+    finish(&holder);
+}
+
+/* A process whose main returns while another thread holds the lock of its
+ * exports (kept there by a hook) exits: the atexit handler does not wait
+ * for that lock for good. Bounded: the child is killed after 10 s. */
+static void test_exit_while_exports_locked(void **state) {
+    (void)state;
+    struct child c = spawn("exitlocked");
+    close(c.to);
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 10000 && (got = waitpid(c.pid, &status, WNOHANG)) == 0; i++) sleep_ms(1);
+    if (got == 0) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &status, 0);
+    }
+    close(c.from);
+    /* Its blocks (the names stay when the lock cannot be had): gone with it. */
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "cuweave.%d.", (int)c.pid);
+    DIR *d = opendir("/dev/shm");
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            left += shm_unlink(name) == 0;
+        }
+    if (d) closedir(d);
+    if (got == 0) fail_msg("the child had not exited 10 s after its main returned (its atexit handler waits for the lock "
+                           "another thread holds); killed");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(left, 2); /* its first export and the one inside the lock */
+}
+
 /* Every object exported here was freed: no block of this process is left in
  * /dev/shm (nor of its children, which exited: a dead exporter's block is
  * removed by the import that finds it dead, a living one's at exit). */
@@ -629,6 +965,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[3], "reader")) return child_reader(in, out);
         if (!strcmp(argv[3], "exporter")) return child_exporter(in, out);
         if (!strcmp(argv[3], "noipc")) return child_noipc();
+        if (!strcmp(argv[3], "holder")) return child_holder(in, out);
+        if (!strcmp(argv[3], "exitlocked")) return child_exit_locked();
         return 2;
     }
     snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
@@ -661,6 +999,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_driver_without_ipc),
+        cmocka_unit_test(test_forged_pid_keeps_live_block),
+        cmocka_unit_test(test_forged_size_refused),
+        cmocka_unit_test(test_sweep_racing_teardown),
+        cmocka_unit_test(test_teardown_one_deadline),
+        cmocka_unit_test(test_exit_while_exports_locked),
         cmocka_unit_test(test_no_block_left),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,15 +31,16 @@
  * otherwise an ordinary cw_buffer: references, uses, copies.
  *
  * Lifetimes: every export makes (once per object) a small POSIX shared
- * memory block ("/cuweave.<pid>.<n>") in which each importing process
- * holds a slot until it closes. The exporter's last reference (its
+ * memory block ("/cuweave.<pid>.<n>.<nonce>", mode 0600) in which each
+ * importing process holds a slot until it closes. Exporter and importer
+ * run as the same user: an import refuses a block another user owns. The exporter's last reference (its
  * cw_buffer_destroy, or cw_shared_event_destroy) frees the memory (or the
  * event) at once when no importer holds it; otherwise the object is kept
  * and freed by a later call of this header's functions in the exporting
  * process once every importer closed (or died: a slot of a process that
  * no longer exists counts as closed), and at the latest when the
- * exporter's context is torn down: that waits up to 2 seconds for the
- * importers, then frees it anyway (logged at CW_LOG_ERROR: an importer
+ * exporter's context is torn down: that waits up to 2 seconds in all for
+ * the importers of everything the context kept, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has
  * the same effect). The exporter's last reference first waits for the
  * buffer's recorded uses to finish (cuStreamSynchronize of the context's
@@ -125,14 +126,22 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  *   CW_SUCCESS                 *out is the imported buffer.
  *   CW_ERROR_INVALID_ARGUMENT  out, s or h is NULL; h is not a buffer
  *                              handle of this cuweave (bad bytes, an event's
- *                              handle); h is of another device than s's.
- *   CW_ERROR_INVALID_HANDLE    s is not a live stream.
+ *                              handle); h does not match the exporter's
+ *                              block (its size, nonce or kind changed; a
+ *                              block of another user) or claims more than
+ *                              the memory it opens holds; h is of another
+ *                              device than s's.
+ *   CW_ERROR_INVALID_HANDLE    s is not a live stream; or the driver
+ *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
+ *                              detail: cuIpcOpenMemHandle).
  *   CW_ERROR_NOT_PERMITTED     h was exported by this very process (the
  *                              driver cannot open it there: use the
  *                              exporter's cw_buffer, cw_buffer_retain).
  *   CW_ERROR_INVALID_STATE     the exporter is gone: its process exited or
  *                              it destroyed the buffer (importers that
- *                              hold it keep it; no new import).
+ *                              hold it keep it; no new import). A dead
+ *                              exporter's block is removed then, only when
+ *                              it is that process's own and h its handle.
  *   CW_ERROR_OUT_OF_MEMORY     64 processes hold it already, or no memory.
  *   CW_ERROR_NOT_SUPPORTED     the driver has no CUDA IPC entry points or
  *                              refuses IPC on this device.
@@ -185,9 +194,12 @@ CW_API cw_status cw_shared_event_export(const cw_shared_event *e, cw_shared_hand
  * Returns:
  *   CW_SUCCESS                 *out is the imported event.
  *   CW_ERROR_INVALID_ARGUMENT  out, ctx or h is NULL; h is not an event
- *                              handle of this cuweave; h is of another
- *                              device than ctx's.
- *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
+ *                              handle of this cuweave; h does not match
+ *                              the exporter's block (as for buffers); h is
+ *                              of another device than ctx's.
+ *   CW_ERROR_INVALID_HANDLE    ctx is not a live context; or the driver
+ *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
+ *                              detail: cuIpcOpenEventHandle).
  *   CW_ERROR_NOT_PERMITTED     h was exported by this very process.
  *   CW_ERROR_INVALID_STATE     the exporter is gone (process exited, or
  *                              the event destroyed by its exporter).

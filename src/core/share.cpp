@@ -2,246 +2,48 @@
 // cuweave core: buffers and events shared between processes (share.hpp).
 //
 // A handle (cw_shared_handle, 128 bytes) carries the driver's IPC handle,
-// the exporter's pid, its device's UUID, the size, and the name of the
-// object's shared-memory block. The block holds one slot per import: the
-// importing process's pid, cleared when it closes. The exporter's last
+// the exporter's pid, its device's UUID, the size, and what names the
+// object's shared-memory block (share_block.cpp), which holds one slot per
+// import: the importing process's pid, cleared when it closes. The memory
+// an import opens must hold the size (check_mapping). The exporter's last
 // release frees the object when no slot holds a live process; otherwise
 // the object waits in a list that later calls sweep and that the context's
-// teardown empties (waiting up to kTeardownWaitMs for the importers).
+// teardown empties (waiting up to kTeardownWaitMs in all for the
+// importers, and for a sweep freeing one of its objects on another thread).
 #include "core/share.hpp"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <new>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "base/sync.hpp"
 #include "core/context.hpp"
+#include "core/share_block.hpp"
 
 namespace cw {
 namespace core {
 
+std::atomic<ShareHook> g_share_hook{nullptr};
+std::atomic<void *> g_share_hook_arg{nullptr};
+
+void share_hook(int point) {
+    if (ShareHook h = g_share_hook.load(std::memory_order_acquire)) h(point, g_share_hook_arg.load());
+}
+
 namespace {
 
-constexpr int kSlots = 64;
-constexpr uint32_t kBlockMagic = 0x43575342u;   // CWSB
-constexpr uint32_t kHandleMagic = 0x43575348u;  // CWSH
-constexpr uint8_t kHandleVersion = 1;
-constexpr uint8_t kKindBuffer = 1, kKindEvent = 2;
 constexpr int kTeardownWaitMs = 2000;
-
-struct Block {
-    uint32_t magic;
-    uint32_t kind;
-    int32_t exporter;
-    uint32_t pad;
-    std::atomic<int32_t> slots[kSlots];  // importing processes' pids, 0: free
-};
-static_assert(sizeof(std::atomic<int32_t>) == 4, "slots are plain 32-bit words in shared memory");
-
-struct HandleBytes {
-    uint32_t magic;
-    uint8_t version;
-    uint8_t kind;
-    uint8_t pad[2];
-    int32_t pid;
-    uint32_t pad2;
-    uint8_t uuid[16];
-    uint64_t bytes;
-    char ipc[64];  // CUipcMemHandle or CUipcEventHandle
-    char name[24];
-};
-static_assert(sizeof(HandleBytes) == sizeof(cw_shared_handle), "a handle's layout fills its bytes");
-
-}  // namespace
-
-struct Share {
-    bool exporter;
-    uint8_t kind;
-    Block *block;
-    char name[24];
-    Share *next_export;  // the process's exported blocks (exporter only)
-};
-
-namespace {
 
 bool ipc_present() {
     return drv().cuIpcGetMemHandle && drv().cuIpcOpenMemHandle && drv().cuIpcCloseMemHandle &&
-           drv().cuIpcGetEventHandle && drv().cuIpcOpenEventHandle;
+           drv().cuIpcGetEventHandle && drv().cuIpcOpenEventHandle && drv().cuMemGetAddressRange;
 }
 
 cw_status need_ipc() {
     if (ipc_present()) return CW_SUCCESS;
     return fail(CW_ERROR_NOT_SUPPORTED, "the driver has no CUDA IPC entry points (cuIpcGetMemHandle, ...)");
-}
-
-bool process_alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
-// The names of the blocks this process exported and has not freed: removed
-// at exit, so that a process that exits with objects still exported leaves
-// no file in /dev/shm (importers then see the exporter gone).
-pthread_mutex_t g_exports_mu = PTHREAD_MUTEX_INITIALIZER;
-Share *g_exports;
-
-void unlink_exports_at_exit() {
-    pthread_mutex_lock(&g_exports_mu);
-    // Only this process's own: a child forked without exec inherits the
-    // list, and its exit must not take its parent's names.
-    for (Share *s = g_exports; s; s = s->next_export)
-        if (s->block->exporter == (int32_t)getpid()) shm_unlink(s->name);
-    pthread_mutex_unlock(&g_exports_mu);
-}
-
-void exports_add(Share *sh) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, [] { atexit(unlink_exports_at_exit); });
-    pthread_mutex_lock(&g_exports_mu);
-    sh->next_export = g_exports;
-    g_exports = sh;
-    pthread_mutex_unlock(&g_exports_mu);
-}
-
-void exports_remove(Share *sh) {
-    pthread_mutex_lock(&g_exports_mu);
-    for (Share **pp = &g_exports; *pp; pp = &(*pp)->next_export)
-        if (*pp == sh) {
-            *pp = sh->next_export;
-            break;
-        }
-    pthread_mutex_unlock(&g_exports_mu);
-}
-
-cw_status block_create(uint8_t kind, Share **out) {
-    static std::atomic<unsigned> serial{0};
-    Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
-    if (!sh) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a shared object");
-    snprintf(sh->name, sizeof sh->name, "/cuweave.%d.%u", (int)getpid(), serial.fetch_add(1) + 1);
-    int fd = shm_open(sh->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    void *p = MAP_FAILED;
-    int err = errno;
-    if (fd >= 0) {
-        if (ftruncate(fd, sizeof(Block)) == 0)
-            p = mmap(nullptr, sizeof(Block), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        err = errno;
-        close(fd);
-        if (p == MAP_FAILED) shm_unlink(sh->name);
-    }
-    if (p == MAP_FAILED) {
-        free(sh);
-        return fail(CW_ERROR_OUT_OF_MEMORY, "the shared block of an exported object (shm_open): %s", strerror(err));
-    }
-    sh->block = static_cast<Block *>(p);
-    sh->block->kind = kind;
-    sh->block->exporter = (int32_t)getpid();
-    std::atomic_thread_fence(std::memory_order_release);
-    sh->block->magic = kBlockMagic;
-    sh->exporter = true;
-    sh->kind = kind;
-    exports_add(sh);
-    *out = sh;
-    return CW_SUCCESS;
-}
-
-// The exporter frees its object: the name goes (later imports fail), then the mapping.
-void block_free(Share *sh) {
-    exports_remove(sh);
-    shm_unlink(sh->name);
-    munmap(sh->block, sizeof(Block));
-    free(sh);
-}
-
-// Processes holding the object now; slots of processes gone are cleared.
-int block_holders(Block *b) {
-    int n = 0;
-    for (int i = 0; i < kSlots; i++) {
-        int32_t pid = b->slots[i].load(std::memory_order_acquire);
-        if (!pid) continue;
-        if (process_alive(pid))
-            n++;
-        else
-            b->slots[i].compare_exchange_strong(pid, 0);
-    }
-    return n;
-}
-
-// Checks a handle and opens its block, taking a slot.
-cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Share **out) {
-    if (h.magic != kHandleMagic || h.version != kHandleVersion || h.kind != kind || h.pid <= 0 ||
-        memchr(h.name, 0, sizeof h.name) == nullptr || strncmp(h.name, "/cuweave.", 9) != 0)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "the handle is not a cuweave %s handle (version %d)",
-                    kind == kKindBuffer ? "buffer" : "event", (int)kHandleVersion);
-    if (h.pid == (int32_t)getpid())
-        return fail(CW_ERROR_NOT_PERMITTED,
-                    "the handle was exported by this process: the driver cannot open it here (use the exported "
-                    "object itself)");
-    if (memcmp(h.uuid, uuid.bytes, 16) != 0)
-        return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "the handle is of another device (UUID %02x%02x%02x%02x...): import it on a context of the "
-                    "exporter's device", h.uuid[0], h.uuid[1], h.uuid[2], h.uuid[3]);
-    if (!process_alive(h.pid)) {
-        shm_unlink(h.name);  // stale: its process died without freeing
-        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) is gone", (int)h.pid);
-    }
-    int fd = shm_open(h.name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0)
-        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object (%s: %s)", (int)h.pid,
-                    h.name, strerror(errno));
-    void *p = mmap(nullptr, sizeof(Block), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return fail(CW_ERROR_OUT_OF_MEMORY, "mapping the shared block %s: %s", h.name, strerror(errno));
-    Block *b = static_cast<Block *>(p);
-    if (b->magic != kBlockMagic || b->kind != kind || b->exporter != h.pid) {
-        munmap(p, sizeof(Block));
-        return fail(CW_ERROR_INVALID_ARGUMENT, "the handle's shared block %s is not the exporter's", h.name);
-    }
-    int32_t me = (int32_t)getpid();
-    int slot = -1;
-    for (int i = 0; i < kSlots && slot < 0; i++) {
-        int32_t z = 0;
-        if (b->slots[i].compare_exchange_strong(z, me)) slot = i;
-    }
-    if (slot < 0) {
-        munmap(p, sizeof(Block));
-        return fail(CW_ERROR_OUT_OF_MEMORY, "%d imports hold the object already", kSlots);
-    }
-    // The exporter removes the name before it counts the holders: a name
-    // still there now means that count sees this slot.
-    fd = shm_open(h.name, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) {
-        b->slots[slot].store(0, std::memory_order_release);
-        munmap(p, sizeof(Block));
-        return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object", (int)h.pid);
-    }
-    close(fd);
-    Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
-    if (!sh) {
-        b->slots[slot].store(0, std::memory_order_release);
-        munmap(p, sizeof(Block));
-        return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for an imported object");
-    }
-    sh->exporter = false;
-    sh->kind = kind;
-    sh->block = b;
-    memcpy(sh->name, h.name, sizeof sh->name);
-    *out = sh;
-    return CW_SUCCESS;
-}
-
-// An importer closes: one of its slots goes.
-void block_leave(Share *sh) {
-    int32_t me = (int32_t)getpid();
-    for (int i = 0; i < kSlots; i++) {
-        int32_t v = me;
-        if (sh->block->slots[i].compare_exchange_strong(v, 0, std::memory_order_acq_rel)) break;
-    }
-    munmap(sh->block, sizeof(Block));
-    free(sh);
 }
 
 cw_status device_uuid(const cw_context *ctx, CUuuid *out) {
@@ -257,20 +59,28 @@ cw_status read_handle(const cw_shared_handle *h, HandleBytes *out) {
 // ---- objects kept for importers ----
 
 struct Pending {
-    cw_context *ctx;  // not retained: its teardown empties the list first
+    cw_context *ctx;  // not retained: its teardown frees what it kept (share_teardown)
     Share *sh;
     CUdeviceptr ptr;  // a buffer's memory, or 0
     CUevent ev;       // an event, or NULL
-    Pending *next;
+    Pending *next;    // on g_pending, then on the list of the thread that frees it
+    Pending *next_freed;  // on a sweep's list (busy)
+    bool busy;            // a sweep frees it; still on g_pending until freed
 };
 
+// The kept objects. A sweep frees those without holders while they stay
+// on the list, marked busy, and takes each off once freed (g_freed): the
+// teardown of their context waits for that, so no free enters a context
+// already torn down.
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_freed = PTHREAD_COND_INITIALIZER;
 Pending *g_pending;
 
-// Frees a kept object (any thread; makes its context current). In relaxed
-// capture mode: a free is not part of any capture, and the driver would
-// otherwise count it unsafe while this thread has one open.
-void pending_free(Pending *p) {
+// Frees a kept object's memory or event and its block (any thread; makes
+// its context current). In relaxed capture mode: a free is not part of any
+// capture, and the driver would otherwise count it unsafe while this
+// thread has one open.
+void pending_release(Pending *p) {
     CurrentGuard guard;
     (void)guard.enter(p->ctx->cu);
     {
@@ -285,42 +95,53 @@ void pending_free(Pending *p) {
         if (p->ev) (void)drv().cuEventDestroy(p->ev);
     }
     block_free(p->sh);
+}
+
+void pending_free(Pending *p) {
+    pending_release(p);
     free(p);
 }
 
-// Takes the kept objects `pick` chooses off the list (under its lock) and
-// returns them as a list of their own.
-template <typename Pick>
-Pending *take_pending(Pick pick) {
-    Pending *taken = nullptr;
-    pthread_mutex_lock(&g_mu);
-    for (Pending **pp = &g_pending; *pp;) {
-        if (pick(*pp)) {
-            Pending *p = *pp;
-            *pp = p->next;
-            p->next = taken;
-            taken = p;
-        } else {
-            pp = &(*pp)->next;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
-    return taken;
+bool busy_of(const cw_context *ctx) {
+    for (const Pending *p = g_pending; p; p = p->next)
+        if (p->ctx == ctx && p->busy) return true;
+    return false;
 }
 
+// Frees what ctx kept: first it waits for a sweep on another thread that
+// frees one of them, then for the importers of the rest, all of them
+// together up to kTeardownWaitMs, then frees them (held ones logged).
 void share_teardown(cw_context *ctx) {
-    Pending *mine = take_pending([ctx](const Pending *p) { return p->ctx == ctx; });
+    Pending *mine = nullptr;
+    pthread_mutex_lock(&g_mu);
+    for (Pending **pp = &g_pending; *pp;) {
+        Pending *p = *pp;
+        if (p->ctx == ctx && !p->busy) {
+            *pp = p->next;
+            p->next = mine;
+            mine = p;
+        } else {
+            pp = &p->next;
+        }
+    }
+    if (busy_of(ctx)) {
+        share_hook(kHookTeardownWaits);
+        while (busy_of(ctx)) pthread_cond_wait(&g_freed, &g_mu);
+    }
+    pthread_mutex_unlock(&g_mu);
+    const int64_t deadline = now_ns() + (int64_t)kTeardownWaitMs * 1000000;
     while (mine) {
         Pending *p = mine;
         mine = p->next;
         int held = 0;
-        for (int waited = 0; (held = block_holders(p->sh->block)) > 0 && waited < kTeardownWaitMs; waited++) {
+        while ((held = block_holders(p->sh)) > 0 && now_ns() < deadline) {
+            share_hook(kHookHoldersWait);
             struct timespec ts = {0, 1000 * 1000};
             nanosleep(&ts, nullptr);
         }
         if (held > 0)
             log(CW_LOG_ERROR, "the context of a shared %s is torn down while %d other process(es) still hold it "
-                "(waited %d ms): freed anyway",
+                "(its kept objects waited %d ms in all): freed anyway",
                 p->ptr ? "buffer" : "event", held, kTeardownWaitMs);
         pending_free(p);
     }
@@ -329,8 +150,8 @@ void share_teardown(cw_context *ctx) {
 // The exporter dropped the object: no new import from now on (the name
 // goes first: see block_open), then freed at once or kept for the holders.
 void keep_or_free(Pending *p) {
-    shm_unlink(p->sh->name);
-    if (block_holders(p->sh->block) == 0) {
+    block_unname(p->sh);
+    if (block_holders(p->sh) == 0) {
         pending_free(p);
         return;
     }
@@ -345,11 +166,29 @@ void register_teardown() { context_on_teardown(share_teardown, kTeardownUsers); 
 }  // namespace
 
 void share_sweep() {
-    Pending *done = take_pending([](const Pending *p) { return block_holders(p->sh->block) == 0; });
+    Pending *done = nullptr;
+    pthread_mutex_lock(&g_mu);
+    for (Pending *p = g_pending; p; p = p->next)
+        if (!p->busy && block_holders(p->sh) == 0) {
+            p->busy = true;
+            p->next_freed = done;
+            done = p;
+        }
+    pthread_mutex_unlock(&g_mu);
     while (done) {
         Pending *p = done;
-        done = p->next;
-        pending_free(p);
+        done = p->next_freed;
+        share_hook(kHookSweepTaken);
+        pending_release(p);
+        pthread_mutex_lock(&g_mu);
+        for (Pending **pp = &g_pending; *pp; pp = &(*pp)->next)
+            if (*pp == p) {
+                *pp = p->next;
+                break;
+            }
+        pthread_cond_broadcast(&g_freed);
+        pthread_mutex_unlock(&g_mu);
+        free(p);
     }
 }
 
@@ -367,7 +206,7 @@ cw_status shareable_alloc(cw_stream *s, size_t bytes, cw_buffer **out) {
     void *mem = calloc(1, sizeof(cw_buffer));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
     Share *sh = nullptr;
-    cw_status st = block_create(kKindBuffer, &sh);
+    cw_status st = block_create(kKindBuffer, bytes, &sh);
     if (st != CW_SUCCESS) {
         free(mem);
         return st;
@@ -399,8 +238,6 @@ cw_status buffer_export(const cw_buffer *b, cw_shared_handle *out) {
                                                        "it with cw_buffer_create_shareable");
     CW_TRY(need_ipc());
     share_sweep();
-    HandleBytes h;
-    memset(&h, 0, sizeof h);
     CUuuid uuid;
     CW_TRY(device_uuid(b->ctx, &uuid));
     CUipcMemHandle ipc;
@@ -411,17 +248,32 @@ cw_status buffer_export(const cw_buffer *b, cw_shared_handle *out) {
         if (r != CUDA_SUCCESS) return fail_cu(r, "cuIpcGetMemHandle");
         CW_TRY(guard.leave());
     }
-    h.magic = kHandleMagic;
-    h.version = kHandleVersion;
-    h.kind = kKindBuffer;
-    h.pid = (int32_t)getpid();
-    memcpy(h.uuid, uuid.bytes, 16);
-    h.bytes = b->bytes;
-    memcpy(h.ipc, ipc.reserved, sizeof h.ipc);
-    memcpy(h.name, b->share->name, sizeof h.name);
+    HandleBytes h;
+    handle_make(b->share, uuid, b->bytes, ipc.reserved, &h);
     memcpy(out->bytes, &h, sizeof h);
     return CW_SUCCESS;
 }
+
+namespace {
+
+// The memory the driver mapped at p holds the handle's bytes from p on (a
+// handle whose driver part is another, smaller allocation's is refused);
+// the mapping is closed when not.
+cw_status check_mapping(CUdeviceptr p, uint64_t bytes) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = drv().cuMemGetAddressRange(&base, &size, p);
+    cw_status st = CW_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        st = fail_cu(r, "cuMemGetAddressRange", "the imported memory");
+    else if (p < base || p - base >= size || size - (p - base) < bytes)
+        st = fail(CW_ERROR_INVALID_ARGUMENT, "the handle claims %llu bytes; the memory it opens holds %zu",
+                  (unsigned long long)bytes, p < base || p - base >= size ? (size_t)0 : size - (size_t)(p - base));
+    if (st != CW_SUCCESS) (void)drv().cuIpcCloseMemHandle(p);
+    return st;
+}
+
+}  // namespace
 
 cw_status buffer_import(cw_stream *s, const cw_shared_handle *hp, cw_buffer **out) {
     CW_TRY(need_ipc());
@@ -431,8 +283,6 @@ cw_status buffer_import(cw_stream *s, const cw_shared_handle *hp, cw_buffer **ou
     cw_context *ctx = s->ctx;
     CUuuid uuid;
     CW_TRY(device_uuid(ctx, &uuid));
-    if (h.magic == kHandleMagic && h.kind == kKindBuffer && h.bytes == 0)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "the handle names an empty buffer");
     HandleRoom room;
     CW_TRY(room.reserve());
     Share *sh = nullptr;
@@ -450,6 +300,7 @@ cw_status buffer_import(cw_stream *s, const cw_shared_handle *hp, cw_buffer **ou
         memcpy(ipc.reserved, h.ipc, sizeof ipc.reserved);
         CUresult r = drv().cuIpcOpenMemHandle(&p, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (r != CUDA_SUCCESS) st = fail_cu(r, "cuIpcOpenMemHandle");
+        if (st == CW_SUCCESS) st = check_mapping(p, h.bytes);
     }
     if (st != CW_SUCCESS) {
         block_leave(sh);
@@ -521,7 +372,7 @@ cw_status shared_event_create(cw_context *ctx, cw_shared_event **out) {
     CW_TRY(room.reserve());
     cw_shared_event *e = static_cast<cw_shared_event *>(calloc(1, sizeof(cw_shared_event)));
     if (!e) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a shared event");
-    cw_status st = block_create(kKindEvent, &e->share);
+    cw_status st = block_create(kKindEvent, 0, &e->share);
     if (st != CW_SUCCESS) {
         free(e);
         return st;
@@ -589,14 +440,7 @@ cw_status shared_event_export(const cw_shared_event *e, cw_shared_handle *out) {
         CW_TRY(guard.leave());
     }
     HandleBytes h;
-    memset(&h, 0, sizeof h);
-    h.magic = kHandleMagic;
-    h.version = kHandleVersion;
-    h.kind = kKindEvent;
-    h.pid = (int32_t)getpid();
-    memcpy(h.uuid, uuid.bytes, 16);
-    memcpy(h.ipc, ipc.reserved, sizeof h.ipc);
-    memcpy(h.name, e->share->name, sizeof h.name);
+    handle_make(e->share, uuid, 0, ipc.reserved, &h);
     memcpy(out->bytes, &h, sizeof h);
     return CW_SUCCESS;
 }
@@ -654,7 +498,7 @@ void shared_event_info(const cw_shared_event *e, cw_shared_event_info *info) {
     memset(info, 0, sizeof *info);
     info->context = e->ctx;
     info->imported = e->share->exporter ? 0 : 1;
-    info->importers = e->share->exporter ? block_holders(e->share->block) : 0;
+    info->importers = e->share->exporter ? block_holders(e->share) : 0;
 }
 
 }  // namespace core

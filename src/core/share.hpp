@@ -8,6 +8,8 @@
 // exporter frees the object once no live process holds a slot.
 #pragma once
 
+#include <atomic>
+
 #include "core/buffer.hpp"
 #include "cuweave/share.h"
 
@@ -45,6 +47,13 @@ void shared_event_info(const cw_shared_event *e, cw_shared_event_info *info);
 
 // Frees what exporters kept for importers that have all closed since.
 void share_sweep();
+
+// A testing hook (src/testing/seam.h, cwi_share_hook): fn(point, arg) runs
+// at these points (the values of seam.h's CWI_SHARE_*). NULL: none.
+constexpr int kHookSweepTaken = 0, kHookTeardownWaits = 1, kHookHoldersWait = 2, kHookExportsLocked = 3;
+using ShareHook = void (*)(int point, void *arg);
+extern std::atomic<ShareHook> g_share_hook;
+extern std::atomic<void *> g_share_hook_arg;
 
 }  // namespace core
 }  // namespace cw

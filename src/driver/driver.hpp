@@ -188,7 +188,8 @@ namespace cw {
       (CUdeviceptr * dptr, CUipcMemHandle handle, unsigned flags))                               \
     X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, (CUdeviceptr dptr))                      \
     X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010, (CUipcEventHandle * handle, CUevent event)) \
-    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010, (CUevent * event, CUipcEventHandle handle))
+    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010, (CUevent * event, CUipcEventHandle handle)) \
+    X(cuMemGetAddressRange, "cuMemGetAddressRange", 3020, (CUdeviceptr * base, size_t * size, CUdeviceptr dptr))
 
 // Entry points only probed for presence (features whose typed entries come
 // with the layers that use them). X(symbol, version, feature).

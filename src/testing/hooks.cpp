@@ -14,6 +14,7 @@
 #include "core/handle.hpp"
 #include "core/idle.hpp"
 #include "core/pool.hpp"
+#include "core/share.hpp"
 #include "core/trace.hpp"
 #include "graph/resident.hpp"
 #include "jit/jit.hpp"
@@ -64,6 +65,17 @@ void cwi_future_watch_hooks(void (*ready)(void *arg), void (*entry)(void *arg), 
 int cwi_future_watched(const cw_future *f) {
     if (!f || !cw::live(f)) return -1;
     return cw::core::future_watched(f) ? 1 : 0;
+}
+
+static_assert((int)CWI_SHARE_SWEEP_TAKEN == cw::core::kHookSweepTaken &&
+                  (int)CWI_SHARE_TEARDOWN_WAITS == cw::core::kHookTeardownWaits &&
+                  (int)CWI_SHARE_HOLDERS_WAIT == cw::core::kHookHoldersWait &&
+                  (int)CWI_SHARE_EXPORTS_LOCKED == cw::core::kHookExportsLocked,
+              "seam.h's share hook points are share.hpp's");
+
+void cwi_share_hook(void (*fn)(int point, void *arg), void *arg) {
+    cw::core::g_share_hook_arg.store(arg);
+    cw::core::g_share_hook.store(fn, std::memory_order_release);
 }
 
 unsigned long cwi_marks_allocated(void) { return cw::core::marks_allocated(); }

@@ -188,6 +188,21 @@ unsigned long cwi_idle_launch_waits(void);
 struct cw_stream_pool;
 int cwi_pool_waiting(struct cw_stream_pool *p);
 
+/* Points in the sharing code (src/core/share.cpp) where the hook of
+ * cwi_share_hook runs, on the thread that is there:
+ *  CWI_SHARE_SWEEP_TAKEN     a sweep took a kept object (its importers all
+ *                            closed) off the list, before freeing it;
+ *  CWI_SHARE_TEARDOWN_WAITS  a context's teardown is about to wait for a
+ *                            sweep on another thread to free one of the
+ *                            context's kept objects (under the list's lock);
+ *  CWI_SHARE_HOLDERS_WAIT    each 1 ms sleep of a context's teardown waiting
+ *                            for the importers of its kept objects;
+ *  CWI_SHARE_EXPORTS_LOCKED  inside the lock of the process's list of
+ *                            exported blocks, as an export is added. */
+enum { CWI_SHARE_SWEEP_TAKEN = 0, CWI_SHARE_TEARDOWN_WAITS = 1, CWI_SHARE_HOLDERS_WAIT = 2, CWI_SHARE_EXPORTS_LOCKED = 3 };
+/* Sets the hook (NULL removes it). Set it while no call of share.h runs. */
+void cwi_share_hook(void (*fn)(int point, void *arg), void *arg);
+
 /* ---- for the fuzzers (tests/fuzz/) ---- */
 
 /* The kernel cache's file reader (what disk_load does with a file's bytes:

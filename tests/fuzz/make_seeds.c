@@ -3,9 +3,9 @@
  * Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/,
  * committed; docs/testing.md): cache files made by the library's own writer
  * (compiles through the fake driver and the fake NVRTC), the option lists of
- * tests/test_jit_cpu.c, environment values, and every settings struct as its
- * _default function fills it. Not a fuzz target: a plain program, built with
- * them.
+ * tests/test_jit_cpu.c, environment values, every settings struct as its
+ * _default function fills it, and share handles (genuine and forged). Not
+ * a fuzz target: a plain program, built with them.
  *
  * Usage: make_seeds CORPUS_DIR (with CUWEAVE_LIBCUDA and CUWEAVE_LIBNVRTC
  * naming the fakes, or the fakes next to this program).
@@ -82,6 +82,40 @@ static void put_cache_file(const char *dir, const char *name) {
     put("fuzz_cache_file", fname, &whole, 1, buf, n);
     snprintf(fname, sizeof fname, "%s-payload", name);
     put("fuzz_cache_file", fname, &payload, 1, buf + 80, n - 80);
+}
+
+/* fuzz_share_handle: a first byte choosing the handle (bits 0-2) and the
+ * import (bit 3: as an event), then bytes XORed onto the handle at their
+ * offsets (share_block.hpp's layout; the fake's IPC handle from byte 40):
+ * the genuine handles, the wrong kinds, and the forgeries of
+ * tests/test_share_cpu.c. */
+static void put_share(const char *name, unsigned char base, const int *at, const unsigned char *x, int n) {
+    unsigned char buf[1 + 128];
+    memset(buf, 0, sizeof buf);
+    buf[0] = base;
+    size_t len = 1;
+    for (int i = 0; i < n; i++) {
+        buf[1 + at[i]] = x[i];
+        if ((size_t)(2 + at[i]) > len) len = (size_t)(2 + at[i]);
+    }
+    put("fuzz_share_handle", name, buf, len, NULL, 0);
+}
+
+static void put_share_seeds(void) {
+    put_share("raw-zero", 0, NULL, NULL, 0);
+    put_share("live-buffer", 1, NULL, NULL, 0);
+    put_share("live-small-buffer", 2, NULL, NULL, 0);
+    put_share("live-event", 3 | 8, NULL, NULL, 0);
+    put_share("event-as-buffer", 3, NULL, NULL, 0);
+    put_share("buffer-as-event", 1 | 8, NULL, NULL, 0);
+    put_share("dead-exporter", 4, NULL, NULL, 0);
+    const int pid_hi[] = {11}, size2[] = {33}, size_hi[] = {39}, fake_bytes[] = {56, 57}, nonce[] = {104};
+    const unsigned char bit30[] = {0x40}, x30[] = {0x30}, x40_10[] = {0x40, 0x10}, x1[] = {1};
+    put_share("regress-forged-dead-pid", 1, pid_hi, bit30, 1);      /* pid past pid_max: dead */
+    put_share("regress-size-doubled", 1, size2, x30, 1);            /* 4096 -> 8192 */
+    put_share("regress-size-huge", 1, size_hi, bit30, 1);           /* + 2^62 */
+    put_share("regress-mapping-smaller", 1, fake_bytes, x40_10, 2); /* the fake maps 64 bytes */
+    put_share("dead-other-nonce", 4, nonce, x1, 1);
 }
 
 int main(int argc, char **argv) {
@@ -192,6 +226,7 @@ int main(int argc, char **argv) {
         memcpy(buf + 1 + st[i].n, z, sizeof z);
         put("fuzz_settings", st[i].name, buf, 1 + st[i].n + sizeof z, NULL, 0);
     }
+    put_share_seeds();
     cw_context_destroy(&ctx);
     printf("make_seeds: corpora written under %s\n", g_out);
     return 0;
