@@ -76,6 +76,7 @@ typedef struct top {
     int destroy_at;         /* call cw_pipeline_destroy(&pipe) at this iteration + 1 */
     int sleep_us;           /* CPU time per compute */
     int keep_buffer;        /* retain the first received buffer (for inspection) */
+    int check_detail;       /* with use_stream: clear the detail before receive_stream, note it after */
     cw_pipeline *pipe;
     /* what happened */
     atomic_int computes, starts, stops, destroyed;
@@ -88,6 +89,8 @@ typedef struct top {
     double t0[MAXIT], t1[MAXIT];  /* host time of compute */
     long seq[MAXIT];              /* global order of compute calls */
     CUcontext current[MAXIT];
+    cw_status detail[MAXIT];      /* check_detail: cw_last_error's status after receive_stream */
+    int detail_set;               /* check_detail: calls after which it was not CW_SUCCESS */
     cw_buffer *kept;
 } top;
 
@@ -135,8 +138,13 @@ static cw_status top_compute(cw_io *io, void *user) {
         /* the host program left another context current: receive_stream sets ours */
         if (!t->keep_context) fake_ctx_set(fake_other());
         cw_stream *s = NULL;
+        if (t->check_detail) cw_clear_error();
         st = cw_io_receive_stream(io, t->in[0], &s);
         if (st) return st;
+        if (t->check_detail) {
+            t->detail[i] = cw_last_error()->status;
+            t->detail_set += t->detail[i] != CW_SUCCESS;
+        }
         t->got[i] = s;
         fake_ctx_get(&t->current[i]);
         if (t->in[1]) {
@@ -1956,6 +1964,87 @@ static void test_frame_cost_counted(void **state) {
     cw_pipeline_destroy(&g.p);
 }
 
+/* Issue 38, defect 13: a compute call that finds its operator's pool
+ * exhausted falls back to the upstream stream and succeeds: nothing failed,
+ * so the thread's detail is left alone and nothing is logged as an error;
+ * the fallback is a warning, once per operator however many calls. */
+static void test_fallback_warns_once(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream_pool *one = NULL;
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 1;
+    assert_cw_ok(cw_stream_pool_create(&one, ctx, &pss));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    /* B, D, F (after A) and N (a source) share a pool of one stream: the
+     * first to ask keeps it, the others fall back (to A's stream, or for N
+     * to the legacy stream), each warned of once */
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .pipe = p};
+    top b = {.name = "B", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top d = {.name = "D", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top f = {.name = "F", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top n = {.name = "N", .use_stream = 1, .check_detail = 1, .pipe = p}; /* no upstream: the legacy stream */
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.pool = one;
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&b, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&d, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&f, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&n, &os)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "D", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "F", "in"));
+    enum { N = 12 };
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_clear_error();
+    cw_status run = cw_pipeline_run(p, 6);
+    if (run == CW_SUCCESS) run = cw_pipeline_run(p, N - 6); /* a second run: still once */
+    const cw_status after = cw_last_error()->status;
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(run);
+    const int exhausted = b.detail_set + d.detail_set + f.detail_set + n.detail_set;
+    assert_int_equal(b.computes + d.computes + f.computes + n.computes, 4 * N);
+    printf("# %d errors, %d warnings logged over %d iterations; detail after: %s in %d of %d calls, "
+           "after the run: %s; last: %s\n",
+           tally.errors, tally.warnings, N, cw_status_name(d.detail[0]), exhausted, 4 * N, cw_status_name(after),
+           tally.last);
+    assert_int_equal(tally.errors, 0);
+    assert_int_equal(exhausted, 0);
+    assert_int_equal(after, CW_SUCCESS);
+    assert_int_equal(tally.warnings, 3); /* the three that fall back, once each */
+    /* the first to ask holds the pool's stream; the others fall back, every
+     * call of both runs (the second run's calls checked) */
+    int holders = 0, consumers_back = 0;
+    top *const consumers[] = {&b, &d, &f};
+    for (int c = 0; c < 3; c++) {
+        const int back = consumers[c]->got[0] == a.got[0];
+        for (int i = 0; i < N - 6; i++) assert_int_equal(consumers[c]->got[i] == a.got[i], back);
+        holders += !back;
+        consumers_back += back;
+    }
+    cw_stream_info si;
+    assert_cw_ok(cw_stream_get_info(n.got[0], &si));
+    for (int i = 0; i < N - 6; i++) {
+        cw_stream_info sj;
+        assert_cw_ok(cw_stream_get_info(n.got[i], &sj));
+        assert_int_equal(sj.is_null, si.is_null);
+    }
+    holders += !si.is_null;
+    assert_int_equal(holders, 1);
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
+    assert_int_equal(st.fallbacks, (uint64_t)consumers_back * N); /* still counted every call */
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&one);
+    assert_int_equal(leaks(before, "the fallback warning"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2011,6 +2100,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_in_flight_and_synchronize),
         cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
+        cmocka_unit_test(test_fallback_warns_once),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),

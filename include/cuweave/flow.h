@@ -38,7 +38,9 @@
  *    internal stream for that compute call (and outputs carry it); with
  *    neither a pool stream nor an upstream stream, the call returns a
  *    wrapper of the context's legacy NULL stream and outputs carry no
- *    stream: the behaviour Holoscan documents for that case.
+ *    stream: the behaviour Holoscan documents for that case. Either way
+ *    the call succeeds (the detail is left alone); an exhausted pool is
+ *    logged at CW_LOG_WARNING the first time an operator meets it.
  *  - Every operator without its own pool uses the pipeline's pool: the one
  *    given in the settings, else a lease pool the pipeline makes
  *    (unbounded, non-blocking streams, priority 0).
