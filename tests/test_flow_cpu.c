@@ -89,6 +89,7 @@ typedef struct top {
     double t0[MAXIT], t1[MAXIT];  /* host time of compute */
     long seq[MAXIT];              /* global order of compute calls */
     CUcontext current[MAXIT];
+    cw_devptr in_dptr[MAXIT];     /* the address of the first input's buffer (0: none) */
     cw_status detail[MAXIT];      /* check_detail: cw_last_error's status after receive_stream */
     int detail_set;               /* check_detail: calls after which it was not CW_SUCCESS */
     cw_buffer *kept;
@@ -125,6 +126,8 @@ static cw_status top_compute(cw_io *io, void *user) {
         if (st == CW_SUCCESS) {
             t->in_stream[i] = m.stream;
             t->value[i] = m.value;
+            t->in_dptr[i] = 0;
+            if (m.buffer && cw_buffer_get_ptr(m.buffer, &t->in_dptr[i]) != CW_SUCCESS) t->in_dptr[i] = 0;
             if (t->keep_buffer && m.buffer && !t->kept) {
                 cw_buffer_retain(m.buffer);
                 t->kept = m.buffer;
@@ -1964,6 +1967,82 @@ static void test_frame_cost_counted(void **state) {
     cw_pipeline_destroy(&g.p);
 }
 
+/* Issue 38, defect 11: a buffer whose last reference goes into the
+ * pipeline's cache is retired as a handle: a stale copy of it is refused
+ * (get_info, destroy), and the memory comes back under a new handle, so a
+ * stale destroy cannot put a buffer that is in use back into the cache and
+ * the cache never hands the same memory to two live buffers. */
+static void test_cached_buffer_handle_retired(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0; /* the cache asks the driver: the fake's work is done once drained */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
+    top k = {.name = "K", .in = {"in"}, .use_stream = 1, .keep_buffer = 1, .pipe = p};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    /* frame 0: K keeps A's buffer X, the only reference once the run ends */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_buffer *stale = k.kept, *stale2 = k.kept;
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(stale, &info));
+    assert_int_equal(info.refs, 1);
+    const cw_devptr dx = info.dptr;
+    assert_true(dx != 0);
+    cw_buffer_destroy(&k.kept); /* the last reference: X's memory into the cache */
+    memset(&info, 0, sizeof info);
+    const cw_status stale_info = cw_buffer_get_info(stale, &info);
+    const unsigned stale_refs = info.refs;
+    assert_true(fake_drain(2000));
+    /* frame 1: the cache hands X's memory out again; K keeps that buffer, Y */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_buffer *y = k.kept;
+    assert_non_null(y);
+    assert_int_equal(k.in_dptr[0], dx); /* the memory is recycled (iterations count from 0 each run) */
+    /* a stale destroy of X: refused (a warning), Y keeps its reference */
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_clear_error();
+    cw_buffer_destroy(&stale2);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_null(stale2);
+    memset(&info, 0, sizeof info);
+    assert_cw_ok(cw_buffer_get_info(y, &info));
+    const unsigned y_refs = info.refs;
+    assert_true(fake_drain(2000));
+    /* frame 2: Y is held by K, so A gets other memory */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    const cw_devptr d2 = k.in_dptr[0];
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# stale get_info: %s (refs %u); stale destroy: %d warning(s); Y: %s, refs %u after it; "
+           "frame 2's buffer at %#llx, K holds %#llx; reused %llu, allocated %llu\n",
+           cw_status_name(stale_info), stale_refs, tally.warnings, y == stale ? "X's handle" : "a new handle",
+           y_refs, (unsigned long long)d2, (unsigned long long)dx, (unsigned long long)pi.buffers_reused,
+           (unsigned long long)pi.buffers_allocated);
+    assert_int_equal(stale_info, CW_ERROR_INVALID_HANDLE);
+    assert_int_equal(y_refs, 1);
+    assert_true(d2 != dx); /* never the memory of a live buffer */
+    assert_true(y != stale);
+    assert_int_equal(tally.warnings, 1);
+    assert_non_null(strstr(tally.last, "not a live cw_buffer"));
+    assert_int_equal(tally.errors, 0);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_get_info(stale, &info));
+    assert_int_equal(pi.buffers_reused, 1);
+    assert_int_equal(pi.buffers_allocated, 2);
+    cw_buffer_destroy(&k.kept);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "retired cached buffers"), 0);
+}
+
 /* Issue 38, defect 13: a compute call that finds its operator's pool
  * exhausted falls back to the upstream stream and succeeds: nothing failed,
  * so the thread's detail is left alone and nothing is logged as an error;
@@ -2100,6 +2179,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_in_flight_and_synchronize),
         cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
+        cmocka_unit_test(test_cached_buffer_handle_retired),
         cmocka_unit_test(test_fallback_warns_once),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
