@@ -2124,6 +2124,89 @@ static void test_fallback_warns_once(void **state) {
     assert_int_equal(leaks(before, "the fallback warning"), 0);
 }
 
+/* Issue 38, minor suspicion: buffer_cache_take asked the driver about its
+ * cached buffers' uses (cuEventQuery) with the cache's spin lock held: up
+ * to one call per use of every cached buffer that fits, 64 x 8. Counted
+ * here from inside each cuEventQuery (a seam hook that looks at the lock):
+ * with 64 buffers cached whose one use (a shared mark) is unfinished, a
+ * take made 64 calls under the lock. Now it asks with the lock released,
+ * and each unfinished mark once a take. */
+typedef struct many_op {
+    int n;   /* buffers to cw_io_alloc (and drop) this call */
+    int bad;
+} many_op;
+static cw_status many_compute(cw_io *io, void *user) {
+    many_op *m = user;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    for (int i = 0; i < m->n; i++) {
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, 512));
+    }
+    return CW_SUCCESS;
+}
+typedef struct query_count {
+    cw_pipeline *p;
+    long calls, locked;
+} query_count;
+static void count_query(void *arg) {
+    query_count *q = arg;
+    q->calls++;
+    if (cwi_pipeline_cache_locked(q->p) == 1) q->locked++;
+}
+static void test_cache_queries_outside_lock(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0; /* no bound: the cache asks the driver */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    many_op m = {.n = 64};
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = many_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "many", &ops, &m, NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    /* the GPU holds everything: 64 buffers cached, each with one use unfinished */
+    fake_hold(1);
+    cw_status st1 = cw_pipeline_run(p, 1);
+    cw_pipeline_info i0, i1;
+    cw_status gi = cw_pipeline_get_info(p, &i0);
+    query_count q = {.p = p};
+    m.n = 1;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_hook(cwi_seam_entry("cuEventQuery"), count_query, &q);
+    cw_status st2 = cw_pipeline_run(p, 1); /* one take: nothing it may reuse */
+    cwi_seam_hook(cwi_seam_entry("cuEventQuery"), NULL, NULL);
+    cwi_seam_disable();
+    fake_hold(0);
+    assert_cw_ok(st1);
+    assert_cw_ok(st2);
+    assert_cw_ok(gi);
+    assert_true(fake_drain(2000));
+    assert_cw_ok(cw_pipeline_get_info(p, &i1));
+    printf("# a take with 64 cached buffers in use: %ld cuEventQuery calls, %ld with the cache's lock held; "
+           "allocated %llu -> %llu\n",
+           q.calls, q.locked, (unsigned long long)i0.buffers_allocated, (unsigned long long)i1.buffers_allocated);
+    assert_int_equal(i0.buffers_allocated, 64); /* all 64 cached when the call returned */
+    assert_int_equal(i1.buffers_allocated, i0.buffers_allocated + 1); /* nothing reusable: a new one */
+    assert_int_equal(q.locked, 0);
+    assert_int_equal(q.calls, 1); /* the one mark the 64 share, asked once */
+    /* the work done: the cache hands its buffers out again */
+    m.n = 64;
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_pipeline_info i2;
+    assert_cw_ok(cw_pipeline_get_info(p, &i2));
+    assert_int_equal(i2.buffers_allocated, i1.buffers_allocated);
+    assert_int_equal(i2.buffers_reused - i1.buffers_reused, 64);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "the cache's queries"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2181,6 +2264,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_cached_buffer_handle_retired),
         cmocka_unit_test(test_fallback_warns_once),
+        cmocka_unit_test(test_cache_queries_outside_lock),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),

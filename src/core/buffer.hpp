@@ -83,7 +83,8 @@ void buffer_cache_close(BufferCache *c);
 // A buffer of `bytes` for work on s: a new handle for cached memory whose
 // uses have all finished, else a new allocation (without a use recorded: the
 // caller records one after enqueuing work). Its last release returns its
-// memory to the cache.
+// memory to the cache. Driver calls (cuEventQuery) are made with the cache's
+// lock released.
 // query false: a use counts as finished only once mark_wait or mark_done
 // said so (no driver call here: an executor that waits for old iterations
 // anyway tells the cache that way); true: asks the driver (cuEventQuery,
@@ -94,6 +95,9 @@ struct BufferCacheStats {
     uint64_t reused, allocated, cached;
 };
 void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st);
+// True while a thread holds c's spin lock (for tests: a seam hook on a
+// driver call asks it; no lock taken).
+bool buffer_cache_locked(const BufferCache *c);
 
 // Between buffer.cpp and buffer_cache.cpp.
 // The memory of a buffer whose last reference went, as its cache keeps it:

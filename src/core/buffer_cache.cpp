@@ -24,7 +24,7 @@ static_assert((kCacheMax & (kCacheMax - 1)) == 0, "kCacheMax is a power of two")
 
 struct BufferCache {
     std::atomic<int> refs;  // the owner's, one per buffer it made and one per record it holds
-    std::atomic<int> lock;  // guards what follows
+    std::atomic<int> lock;  // guards what follows; no driver call is made under it
     bool closed;
     CachedMemory *items;  // a ring of kCacheMax: oldest first, from items[head]
     size_t head, count;
@@ -121,6 +121,25 @@ bool fits(const CachedMemory &m, const cw_stream *s, size_t bytes) {
     return m.bytes == bytes && m.ctx->device == s->ctx->device;
 }
 
+bool known_finished(const CachedMemory &m) {
+    for (int u = 0; u < m.nuses; u++)
+        if (!mark_finished(m.uses[u])) return false;
+    return true;
+}
+
+// Under the lock: takes out the oldest record that fits and whose uses are
+// all known finished (no driver call).
+bool take_known(BufferCache *c, const cw_stream *s, size_t bytes, CachedMemory *out) {
+    for (size_t i = 0; i < c->count; i++) {
+        const CachedMemory &m = at(c, i);
+        if (fits(m, s, bytes) && known_finished(m)) {
+            *out = cache_remove(c, i);
+            return true;
+        }
+    }
+    return false;
+}
+
 // A new buffer for a record's memory (every use finished: dropped), with
 // its cache reference. On failure (out of host memory) the record goes back
 // to the cache, or is freed when the cache is closed or full.
@@ -144,33 +163,61 @@ cw_status reuse(BufferCache *c, CachedMemory &m, cw_buffer **out) {
     return CW_SUCCESS;
 }
 
-// Oldest first, under the lock: the record that fits whose uses are all
-// finished (query: asked, cuEventQuery; else known finished), or with
-// query false and the cache full, the oldest that fits when asked.
+// The cache's ask (query true, or its last resort with query false, see
+// buffer_cache_take) with the lock released: the uses not known finished
+// of the records that fit, oldest first, noted (and retained) under the
+// lock, then asked without it (cuEventQuery), a record's in order up to
+// the first unfinished one, until a record is found all finished. A mark
+// found unfinished is not asked again in the same take (records share
+// marks: one per stream per compute call). Then, when a record was found
+// finished, the oldest known finished is taken out under the lock again
+// (another thread may have taken that one meanwhile). At most one call a
+// record that fits, plus one a use found finished: never under the lock.
 bool take_asked(BufferCache *c, const cw_stream *s, size_t bytes, bool query, CachedMemory *out) {
+    Mark *ask[kCacheMax * kUses];
+    unsigned char per[kCacheMax];  // ask[] entries of each record noted, in order
+    size_t nask = 0, nrec = 0;
+    {
+        SpinLock lock(c->lock);
+        if (take_known(c, s, bytes, out)) return true;
+        // Without query, only the oldest that fits, and only when the cache is full.
+        if (!query && c->count < kCacheMax) return false;
+        for (size_t i = 0; i < c->count && nrec < kCacheMax; i++) {
+            const CachedMemory &m = at(c, i);
+            if (!fits(m, s, bytes)) continue;
+            unsigned char n = 0;
+            for (int u = 0; u < m.nuses; u++) {
+                Mark *k = m.uses[u];
+                if (mark_finished(k)) continue;
+                mark_retain(k);
+                ask[nask++] = k;
+                n++;
+            }
+            per[nrec++] = n;
+            if (!query) break;
+        }
+    }
+    Mark *unfinished[kCacheMax];
+    size_t nun = 0;
+    bool found = false;
+    for (size_t r = 0, k = 0; r < nrec && !found; k += per[r], r++) {
+        bool all = true;
+        for (size_t j = k; j < k + per[r] && all; j++) {
+            bool asked = false;  // and found unfinished, in this take
+            for (size_t x = 0; x < nun && !asked; x++) asked = unfinished[x] == ask[j];
+            if (asked) {
+                all = false;
+            } else if (!mark_done(ask[j])) {
+                all = false;
+                if (nun < kCacheMax) unfinished[nun++] = ask[j];
+            }
+        }
+        found = all;
+    }
+    for (size_t j = 0; j < nask; j++) mark_release(ask[j]);
+    if (!found) return false;
     SpinLock lock(c->lock);
-    size_t oldest = c->count;  // the oldest that fits
-    for (size_t i = 0; i < c->count; i++) {
-        CachedMemory &m = at(c, i);
-        if (!fits(m, s, bytes)) continue;
-        if (oldest == c->count) oldest = i;
-        bool done = true;
-        for (int u = 0; u < m.nuses && done; u++) done = query ? mark_done(m.uses[u]) : mark_finished(m.uses[u]);
-        if (done) {
-            *out = cache_remove(c, i);
-            return true;
-        }
-    }
-    if (!query && oldest < c->count && c->count == kCacheMax) {
-        CachedMemory &m = at(c, oldest);
-        bool done = true;
-        for (int u = 0; u < m.nuses && done; u++) done = mark_done(m.uses[u]);
-        if (done) {
-            *out = cache_remove(c, oldest);
-            return true;
-        }
-    }
-    return false;
+    return take_known(c, s, bytes, out);
 }
 }  // namespace
 
@@ -180,7 +227,7 @@ cw_status buffer_cache_take(BufferCache *c, cw_stream *s, size_t bytes, bool que
     // iterations learns it that way, with no driver call here; a
     // cuEventQuery of recent work costs about 2 us on the H100), or asked
     // (query true, or the oldest that fits when none is known finished and
-    // the cache is full).
+    // the cache is full), with the cache's lock released (take_asked).
     // Nothing waits: memory still in use stays cached and a new buffer is
     // allocated, so the cache grows to what is in flight.
     // Without query, when none is known finished and the cache is full, the
@@ -238,6 +285,8 @@ void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st) {
     SpinLock lock(const_cast<BufferCache *>(c)->lock);
     st->cached = c->count;
 }
+
+bool buffer_cache_locked(const BufferCache *c) { return c->lock.load(std::memory_order_acquire) != 0; }
 
 }  // namespace core
 }  // namespace cw

@@ -165,6 +165,13 @@ char *cwi_resident_fused_source(const struct cw_resident_fused *f);
 struct cw_stream_pool;
 int cwi_pool_waiting(struct cw_stream_pool *p);
 
+/* 1 while some thread holds the spin lock of pipeline p's buffer cache (a
+ * seam hook on a driver call asks it to learn whether that call is made
+ * with the lock held), 0 when none does, -1 for a handle that is not a
+ * live pipeline. No lock taken. */
+struct cw_pipeline;
+int cwi_pipeline_cache_locked(struct cw_pipeline *p);
+
 /* ---- for the fuzzers (tests/fuzz/) ---- */
 
 /* The kernel cache's file reader (what disk_load does with a file's bytes:
