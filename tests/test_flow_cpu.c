@@ -2207,6 +2207,104 @@ static void test_cache_queries_outside_lock(void **state) {
     assert_int_equal(leaks(before, "the cache's queries"), 0);
 }
 
+/* The cache's takes from several executor threads at once (TSan runs it):
+ * four workers allocate a buffer each per iteration from the one cache,
+ * asking the driver (max_in_flight 0) with the lock released, while a sink
+ * holds the last iteration's four; the sink checks that the four it gets
+ * are four memories, none of them one it still holds. */
+typedef struct wide_op {
+    int worker;              /* 1: allocate and emit; 0: the sink */
+    cw_devptr held[4];       /* the sink: last iteration's addresses (it keeps those buffers) */
+    cw_buffer *keep[4];
+    int bad, iterations;
+} wide_op;
+static cw_status wide_compute(cw_io *io, void *user) {
+    wide_op *w = user;
+    cw_stream *s = NULL;
+    if (w->worker) {
+        CW_TRY_TEST(cw_io_receive_stream(io, "in", &s));
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, 1024));
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    cw_message m[4];
+    size_t n = 0;
+    CW_TRY_TEST(cw_io_receive_many(io, "in", m, 4, &n));
+    if (n != 4) w->bad++;
+    cw_devptr now[4] = {0};
+    for (size_t i = 0; i < n && i < 4; i++) {
+        CW_TRY_TEST(cw_buffer_get_ptr(m[i].buffer, &now[i]));
+        for (size_t j = 0; j < i; j++) w->bad += now[j] == now[i];
+        for (int k = 0; k < 4; k++) w->bad += w->held[k] == now[i];
+    }
+    for (int k = 0; k < 4; k++) {
+        cw_buffer_destroy(&w->keep[k]);
+        w->keep[k] = k < (int)n ? m[k].buffer : NULL;
+        if (w->keep[k]) CW_TRY_TEST(cw_buffer_retain(w->keep[k]));
+        w->held[k] = now[k];
+    }
+    w->iterations++;
+    return CW_SUCCESS;
+}
+static cw_status wide_source(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    return cw_io_emit(io, "out", NULL, NULL);
+}
+static void test_cache_takes_across_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0;
+    ps.threads = 4;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = wide_source;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "src", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    wide_op workers[4], sink;
+    memset(workers, 0, sizeof workers);
+    memset(&sink, 0, sizeof sink);
+    ops.compute = wide_compute;
+    cw_port_settings many;
+    cw_port_settings_default(&many);
+    many.flags = CW_PORT_MANY;
+    assert_cw_ok(cw_operator_create(&op, "sink", &ops, &sink, NULL));
+    assert_cw_ok(cw_operator_add_input(op, "in", &many));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    for (int k = 0; k < 4; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", k);
+        workers[k].worker = 1;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, &workers[k], NULL));
+        assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+        assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+        assert_cw_ok(cw_pipeline_connect(p, "src", "out", name, "in"));
+        assert_cw_ok(cw_pipeline_connect(p, name, "out", "sink", "in"));
+    }
+    assert_cw_ok(cw_pipeline_run(p, 300));
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# 300 iterations, 4 workers on 4 threads: %llu buffers reused, %llu allocated, %d bad\n",
+           (unsigned long long)pi.buffers_reused, (unsigned long long)pi.buffers_allocated, sink.bad);
+    assert_int_equal(sink.iterations, 300);
+    assert_int_equal(sink.bad, 0);
+    assert_int_equal(pi.buffers_reused + pi.buffers_allocated, 4 * 300);
+    assert_true(pi.buffers_reused > 0);
+    for (int k = 0; k < 4; k++) cw_buffer_destroy(&sink.keep[k]);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "takes across threads"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2265,6 +2363,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cached_buffer_handle_retired),
         cmocka_unit_test(test_fallback_warns_once),
         cmocka_unit_test(test_cache_queries_outside_lock),
+        cmocka_unit_test(test_cache_takes_across_threads),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
