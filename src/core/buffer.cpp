@@ -160,7 +160,7 @@ void free_after_uses(cw_context *ctx, CUdeviceptr ptr, size_t bytes, Share *shar
 // (freed, or to a cache): the registry's quarantine holds its memory.
 void object_free(cw_buffer *b) {
     b->~cw_buffer();
-    handle_free(b);
+    handle_free_sized(b, sizeof(cw_buffer));  // kept for a later buffer once out of the quarantine
 }
 
 }  // namespace
@@ -206,7 +206,7 @@ void buffer_last_release(cw_buffer *b) {
 cw_status buffer_rewrap(const CachedMemory &m, cw_buffer **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
-    void *mem = calloc(1, sizeof(cw_buffer));
+    void *mem = handle_alloc(sizeof(cw_buffer));  // a frame's takes: an object a recycled buffer left
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
     cw_buffer *b = new (mem) cw_buffer();
     b->ctx = m.ctx;  // the record's reference
@@ -224,7 +224,7 @@ cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out) {
     cw_context *ctx = s->ctx;
     CUmemoryPool pool = nullptr;
     CW_TRY(mempool_get(ctx, &pool));
-    void *mem = calloc(1, sizeof(cw_buffer));
+    void *mem = handle_alloc(sizeof(cw_buffer));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
     cw_buffer *b = new (mem) cw_buffer();
     CUdeviceptr p = 0;
