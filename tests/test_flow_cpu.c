@@ -83,6 +83,7 @@ typedef struct top {
     int destroy_at;         /* call cw_pipeline_destroy(&pipe) at this iteration + 1 */
     int sleep_us;           /* CPU time per compute */
     int keep_buffer;        /* retain the first received buffer (for inspection) */
+    int check_detail;       /* with use_stream: clear the detail before receive_stream, note it after */
     cw_pipeline *pipe;
     /* what happened */
     atomic_int computes, starts, stops, destroyed;
@@ -95,6 +96,9 @@ typedef struct top {
     double t0[MAXIT], t1[MAXIT];  /* host time of compute */
     long seq[MAXIT];              /* global order of compute calls */
     CUcontext current[MAXIT];
+    cw_devptr in_dptr[MAXIT];     /* the address of the first input's buffer (0: none) */
+    cw_status detail[MAXIT];      /* check_detail: cw_last_error's status after receive_stream */
+    int detail_set;               /* check_detail: calls after which it was not CW_SUCCESS */
     cw_buffer *kept;
 } top;
 
@@ -129,6 +133,8 @@ static cw_status top_compute(cw_io *io, void *user) {
         if (st == CW_SUCCESS) {
             t->in_stream[i] = m.stream;
             t->value[i] = m.value;
+            t->in_dptr[i] = 0;
+            if (m.buffer && cw_buffer_get_ptr(m.buffer, &t->in_dptr[i]) != CW_SUCCESS) t->in_dptr[i] = 0;
             if (t->keep_buffer && m.buffer && !t->kept) {
                 cw_buffer_retain(m.buffer);
                 t->kept = m.buffer;
@@ -142,8 +148,13 @@ static cw_status top_compute(cw_io *io, void *user) {
         /* the host program left another context current: receive_stream sets ours */
         if (!t->keep_context) fake_ctx_set(fake_other());
         cw_stream *s = NULL;
+        if (t->check_detail) cw_clear_error();
         st = cw_io_receive_stream(io, t->in[0], &s);
         if (st) return st;
+        if (t->check_detail) {
+            t->detail[i] = cw_last_error()->status;
+            t->detail_set += t->detail[i] != CW_SUCCESS;
+        }
         t->got[i] = s;
         fake_ctx_get(&t->current[i]);
         if (t->in[1]) {
@@ -2060,6 +2071,344 @@ static void test_frame_cost_counted(void **state) {
     cw_pipeline_destroy(&g.p);
 }
 
+/* Issue 38, defect 11: a buffer whose last reference goes into the
+ * pipeline's cache is retired as a handle: a stale copy of it is refused
+ * (get_info, destroy), and the memory comes back under a new handle, so a
+ * stale destroy cannot put a buffer that is in use back into the cache and
+ * the cache never hands the same memory to two live buffers. */
+static void test_cached_buffer_handle_retired(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0; /* the cache asks the driver: the fake's work is done once drained */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .alloc = 256, .pipe = p};
+    top k = {.name = "K", .in = {"in"}, .use_stream = 1, .keep_buffer = 1, .pipe = p};
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&k, NULL)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    /* frame 0: K keeps A's buffer X, the only reference once the run ends */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_buffer *stale = k.kept, *stale2 = k.kept;
+    cw_buffer_info info;
+    assert_cw_ok(cw_buffer_get_info(stale, &info));
+    assert_int_equal(info.refs, 1);
+    const cw_devptr dx = info.dptr;
+    assert_true(dx != 0);
+    cw_buffer_destroy(&k.kept); /* the last reference: X's memory into the cache */
+    memset(&info, 0, sizeof info);
+    const cw_status stale_info = cw_buffer_get_info(stale, &info);
+    const unsigned stale_refs = info.refs;
+    assert_true(fake_drain(2000));
+    /* frame 1: the cache hands X's memory out again; K keeps that buffer, Y */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_buffer *y = k.kept;
+    assert_non_null(y);
+    assert_int_equal(k.in_dptr[0], dx); /* the memory is recycled (iterations count from 0 each run) */
+    /* a stale destroy of X: refused (a warning), Y keeps its reference */
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_clear_error();
+    cw_buffer_destroy(&stale2);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_null(stale2);
+    memset(&info, 0, sizeof info);
+    assert_cw_ok(cw_buffer_get_info(y, &info));
+    const unsigned y_refs = info.refs;
+    assert_true(fake_drain(2000));
+    /* frame 2: Y is held by K, so A gets other memory */
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    const cw_devptr d2 = k.in_dptr[0];
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# stale get_info: %s (refs %u); stale destroy: %d warning(s); Y: %s, refs %u after it; "
+           "frame 2's buffer at %#llx, K holds %#llx; reused %llu, allocated %llu\n",
+           cw_status_name(stale_info), stale_refs, tally.warnings, y == stale ? "X's handle" : "a new handle",
+           y_refs, (unsigned long long)d2, (unsigned long long)dx, (unsigned long long)pi.buffers_reused,
+           (unsigned long long)pi.buffers_allocated);
+    assert_int_equal(stale_info, CW_ERROR_INVALID_HANDLE);
+    assert_int_equal(y_refs, 1);
+    assert_true(d2 != dx); /* never the memory of a live buffer */
+    assert_true(y != stale);
+    assert_int_equal(tally.warnings, 1);
+    assert_non_null(strstr(tally.last, "not a live cw_buffer"));
+    assert_int_equal(tally.errors, 0);
+    assert_int_equal(cw_last_error()->status, CW_SUCCESS);
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_get_info(stale, &info));
+    assert_int_equal(pi.buffers_reused, 1);
+    assert_int_equal(pi.buffers_allocated, 2);
+    cw_buffer_destroy(&k.kept);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "retired cached buffers"), 0);
+}
+
+/* Issue 38, defect 13: a compute call that finds its operator's pool
+ * exhausted falls back to the upstream stream and succeeds: nothing failed,
+ * so the thread's detail is left alone and nothing is logged as an error;
+ * the fallback is a warning, once per operator however many calls. */
+static void test_fallback_warns_once(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream_pool *one = NULL;
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 1;
+    assert_cw_ok(cw_stream_pool_create(&one, ctx, &pss));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    /* B, D, F (after A) and N (a source) share a pool of one stream: the
+     * first to ask keeps it, the others fall back (to A's stream, or for N
+     * to the legacy stream), each warned of once */
+    top a = {.name = "A", .out = {"out"}, .use_stream = 1, .pipe = p};
+    top b = {.name = "B", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top d = {.name = "D", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top f = {.name = "F", .in = {"in"}, .use_stream = 1, .check_detail = 1, .pipe = p};
+    top n = {.name = "N", .use_stream = 1, .check_detail = 1, .pipe = p}; /* no upstream: the legacy stream */
+    cw_operator_settings os;
+    cw_operator_settings_default(&os);
+    os.pool = one;
+    assert_cw_ok(cw_pipeline_add(p, make_op(&a, NULL)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&b, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&d, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&f, &os)));
+    assert_cw_ok(cw_pipeline_add(p, make_op(&n, &os)));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "D", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "F", "in"));
+    enum { N = 12 };
+    LogTally tally;
+    memset(&tally, 0, sizeof tally);
+    assert_cw_ok(cw_log_set_callback(log_tally, &tally, CW_LOG_DEBUG));
+    cw_clear_error();
+    cw_status run = cw_pipeline_run(p, 6);
+    if (run == CW_SUCCESS) run = cw_pipeline_run(p, N - 6); /* a second run: still once */
+    const cw_status after = cw_last_error()->status;
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(run);
+    const int exhausted = b.detail_set + d.detail_set + f.detail_set + n.detail_set;
+    assert_int_equal(b.computes + d.computes + f.computes + n.computes, 4 * N);
+    printf("# %d errors, %d warnings logged over %d iterations; detail after: %s in %d of %d calls, "
+           "after the run: %s; last: %s\n",
+           tally.errors, tally.warnings, N, cw_status_name(d.detail[0]), exhausted, 4 * N, cw_status_name(after),
+           tally.last);
+    assert_int_equal(tally.errors, 0);
+    assert_int_equal(exhausted, 0);
+    assert_int_equal(after, CW_SUCCESS);
+    assert_int_equal(tally.warnings, 3); /* the three that fall back, once each */
+    /* the first to ask holds the pool's stream; the others fall back, every
+     * call of both runs (the second run's calls checked) */
+    int holders = 0, consumers_back = 0;
+    top *const consumers[] = {&b, &d, &f};
+    for (int c = 0; c < 3; c++) {
+        const int back = consumers[c]->got[0] == a.got[0];
+        for (int i = 0; i < N - 6; i++) assert_int_equal(consumers[c]->got[i] == a.got[i], back);
+        holders += !back;
+        consumers_back += back;
+    }
+    cw_stream_info si;
+    assert_cw_ok(cw_stream_get_info(n.got[0], &si));
+    for (int i = 0; i < N - 6; i++) {
+        cw_stream_info sj;
+        assert_cw_ok(cw_stream_get_info(n.got[i], &sj));
+        assert_int_equal(sj.is_null, si.is_null);
+    }
+    holders += !si.is_null;
+    assert_int_equal(holders, 1);
+    cw_pipeline_info st;
+    assert_cw_ok(cw_pipeline_get_info(p, &st));
+    assert_int_equal(st.fallbacks, (uint64_t)consumers_back * N); /* still counted every call */
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&one);
+    assert_int_equal(leaks(before, "the fallback warning"), 0);
+}
+
+/* Issue 38, minor suspicion: buffer_cache_take asked the driver about its
+ * cached buffers' uses (cuEventQuery) with the cache's spin lock held: up
+ * to one call per use of every cached buffer that fits, 64 x 8. Counted
+ * here from inside each cuEventQuery (a seam hook that looks at the lock):
+ * with 64 buffers cached whose one use (a shared mark) is unfinished, a
+ * take made 64 calls under the lock. Now it asks with the lock released,
+ * and each unfinished mark once a take. */
+typedef struct many_op {
+    int n;   /* buffers to cw_io_alloc (and drop) this call */
+    int bad;
+} many_op;
+static cw_status many_compute(cw_io *io, void *user) {
+    many_op *m = user;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    for (int i = 0; i < m->n; i++) {
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, 512));
+    }
+    return CW_SUCCESS;
+}
+typedef struct query_count {
+    cw_pipeline *p;
+    long calls, locked;
+} query_count;
+static void count_query(void *arg) {
+    query_count *q = arg;
+    q->calls++;
+    if (cwi_pipeline_cache_locked(q->p) == 1) q->locked++;
+}
+static void test_cache_queries_outside_lock(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0; /* no bound: the cache asks the driver */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    many_op m = {.n = 64};
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = many_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "many", &ops, &m, NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    /* the GPU holds everything: 64 buffers cached, each with one use unfinished */
+    fake_hold(1);
+    cw_status st1 = cw_pipeline_run(p, 1);
+    cw_pipeline_info i0, i1;
+    cw_status gi = cw_pipeline_get_info(p, &i0);
+    query_count q = {.p = p};
+    m.n = 1;
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_hook(cwi_seam_entry("cuEventQuery"), count_query, &q);
+    cw_status st2 = cw_pipeline_run(p, 1); /* one take: nothing it may reuse */
+    cwi_seam_hook(cwi_seam_entry("cuEventQuery"), NULL, NULL);
+    cwi_seam_disable();
+    fake_hold(0);
+    assert_cw_ok(st1);
+    assert_cw_ok(st2);
+    assert_cw_ok(gi);
+    assert_true(fake_drain(2000));
+    assert_cw_ok(cw_pipeline_get_info(p, &i1));
+    printf("# a take with 64 cached buffers in use: %ld cuEventQuery calls, %ld with the cache's lock held; "
+           "allocated %llu -> %llu\n",
+           q.calls, q.locked, (unsigned long long)i0.buffers_allocated, (unsigned long long)i1.buffers_allocated);
+    assert_int_equal(i0.buffers_allocated, 64); /* all 64 cached when the call returned */
+    assert_int_equal(i1.buffers_allocated, i0.buffers_allocated + 1); /* nothing reusable: a new one */
+    assert_int_equal(q.locked, 0);
+    assert_int_equal(q.calls, 1); /* the one mark the 64 share, asked once */
+    /* the work done: the cache hands its buffers out again */
+    m.n = 64;
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    cw_pipeline_info i2;
+    assert_cw_ok(cw_pipeline_get_info(p, &i2));
+    assert_int_equal(i2.buffers_allocated, i1.buffers_allocated);
+    assert_int_equal(i2.buffers_reused - i1.buffers_reused, 64);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "the cache's queries"), 0);
+}
+
+/* The cache's takes from several executor threads at once (TSan runs it):
+ * four workers allocate a buffer each per iteration from the one cache,
+ * asking the driver (max_in_flight 0) with the lock released, while a sink
+ * holds the last iteration's four; the sink checks that the four it gets
+ * are four memories, none of them one it still holds. */
+typedef struct wide_op {
+    int worker;              /* 1: allocate and emit; 0: the sink */
+    cw_devptr held[4];       /* the sink: last iteration's addresses (it keeps those buffers) */
+    cw_buffer *keep[4];
+    int bad, iterations;
+} wide_op;
+static cw_status wide_compute(cw_io *io, void *user) {
+    wide_op *w = user;
+    cw_stream *s = NULL;
+    if (w->worker) {
+        CW_TRY_TEST(cw_io_receive_stream(io, "in", &s));
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, 1024));
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    cw_message m[4];
+    size_t n = 0;
+    CW_TRY_TEST(cw_io_receive_many(io, "in", m, 4, &n));
+    if (n != 4) w->bad++;
+    cw_devptr now[4] = {0};
+    for (size_t i = 0; i < n && i < 4; i++) {
+        CW_TRY_TEST(cw_buffer_get_ptr(m[i].buffer, &now[i]));
+        for (size_t j = 0; j < i; j++) w->bad += now[j] == now[i];
+        for (int k = 0; k < 4; k++) w->bad += w->held[k] == now[i];
+    }
+    for (int k = 0; k < 4; k++) {
+        cw_buffer_destroy(&w->keep[k]);
+        w->keep[k] = k < (int)n ? m[k].buffer : NULL;
+        if (w->keep[k]) CW_TRY_TEST(cw_buffer_retain(w->keep[k]));
+        w->held[k] = now[k];
+    }
+    w->iterations++;
+    return CW_SUCCESS;
+}
+static cw_status wide_source(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    return cw_io_emit(io, "out", NULL, NULL);
+}
+static void test_cache_takes_across_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 0;
+    ps.threads = 4;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = wide_source;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "src", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    wide_op workers[4], sink;
+    memset(workers, 0, sizeof workers);
+    memset(&sink, 0, sizeof sink);
+    ops.compute = wide_compute;
+    cw_port_settings many;
+    cw_port_settings_default(&many);
+    many.flags = CW_PORT_MANY;
+    assert_cw_ok(cw_operator_create(&op, "sink", &ops, &sink, NULL));
+    assert_cw_ok(cw_operator_add_input(op, "in", &many));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    for (int k = 0; k < 4; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", k);
+        workers[k].worker = 1;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, &workers[k], NULL));
+        assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+        assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+        assert_cw_ok(cw_pipeline_connect(p, "src", "out", name, "in"));
+        assert_cw_ok(cw_pipeline_connect(p, name, "out", "sink", "in"));
+    }
+    assert_cw_ok(cw_pipeline_run(p, 300));
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# 300 iterations, 4 workers on 4 threads: %llu buffers reused, %llu allocated, %d bad\n",
+           (unsigned long long)pi.buffers_reused, (unsigned long long)pi.buffers_allocated, sink.bad);
+    assert_int_equal(sink.iterations, 300);
+    assert_int_equal(sink.bad, 0);
+    assert_int_equal(pi.buffers_reused + pi.buffers_allocated, 4 * 300);
+    assert_true(pi.buffers_reused > 0);
+    for (int k = 0; k < 4; k++) cw_buffer_destroy(&sink.keep[k]);
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "takes across threads"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2116,6 +2465,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_in_flight_bound_waits_for_every_mark),
         cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
+        cmocka_unit_test(test_cached_buffer_handle_retired),
+        cmocka_unit_test(test_fallback_warns_once),
+        cmocka_unit_test(test_cache_queries_outside_lock),
+        cmocka_unit_test(test_cache_takes_across_threads),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),

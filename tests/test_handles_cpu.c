@@ -518,6 +518,49 @@ static void test_quarantine_limit(void **state) {
     assert_int_equal(cwi_handles_live(), live0);
 }
 
+/* A buffer's object is freed with its size (a pipeline's cache makes a new
+ * buffer for every recycled memory, issue 38): the same quarantine as any
+ * handle, and once out of it the block is kept for the next buffer instead
+ * of freed, so a frame's buffers cost no malloc and free. Held through N - 1
+ * later frees (no buffer is made at its address meanwhile), and the next
+ * buffer after the Nth takes the block. */
+static void test_buffer_block_recycled_after_quarantine(void **state) {
+    (void)state;
+    const size_t n = cwi_handles_quarantine();
+    const size_t live0 = cwi_handles_live();
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_timer **t = calloc(n, sizeof *t);
+    for (size_t i = 0; i < n; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create(&b, s, 64));
+    cw_buffer *stale = b;
+    cw_buffer_destroy(&b);
+    assert_true(cwi_handles_held(stale));
+    for (size_t i = 0; i + 1 < n; i++) cw_timer_destroy(&t[i]); /* n - 1 later frees */
+    assert_true(cwi_handles_held(stale));
+    cw_buffer *u = NULL;
+    assert_cw_ok(cw_buffer_create(&u, s, 64));
+    assert_ptr_not_equal(u, stale); /* held: no buffer made there */
+    cw_buffer_info info;
+    assert_cw(CW_ERROR_INVALID_HANDLE, cw_buffer_get_info(stale, &info));
+    cw_timer_destroy(&t[n - 1]); /* the nth: out of the quarantine, kept for a buffer */
+    assert_false(cwi_handles_held(stale));
+    cw_buffer *v = NULL;
+    assert_cw_ok(cw_buffer_create(&v, s, 64));
+    assert_ptr_equal(v, stale); /* the block a buffer left, zeroed and made a new buffer */
+    assert_cw_ok(cw_buffer_get_info(v, &info));
+    assert_int_equal(info.refs, 1);
+    assert_int_equal(info.uses, 1);
+    assert_int_equal(info.bytes, 64);
+    cw_buffer_destroy(&u);
+    cw_buffer_destroy(&v);
+    assert_cw_ok(cw_stream_synchronize(s));
+    cw_stream_destroy(&s);
+    free(t);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 /* Threads looking up their own live handles while they and others create
  * and destroy: a live handle is never refused (a lookup racing a removal
  * that moves entries retries under the registry's lock), a destroyed one
@@ -666,6 +709,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_stale_destroy_after_reuse),
         cmocka_unit_test(test_quarantine_limit),
+        cmocka_unit_test(test_buffer_block_recycled_after_quarantine),
         cmocka_unit_test(test_registry_memory_flat),
         cmocka_unit_test(test_lookup_racing_move),
         cmocka_unit_test(test_threads_own_handles),

@@ -38,7 +38,9 @@
  *    internal stream for that compute call (and outputs carry it); with
  *    neither a pool stream nor an upstream stream, the call returns a
  *    wrapper of the context's legacy NULL stream and outputs carry no
- *    stream: the behaviour Holoscan documents for that case.
+ *    stream: the behaviour Holoscan documents for that case. Either way
+ *    the call succeeds (the detail is left alone); an exhausted pool is
+ *    logged at CW_LOG_WARNING the first time an operator meets it.
  *  - Every operator without its own pool uses the pipeline's pool: the one
  *    given in the settings, else a lease pool the pipeline makes
  *    (unbounded, non-blocking streams, priority 0).
@@ -620,13 +622,14 @@ CW_API cw_status cw_io_emit(cw_io *io, const char *port, void *value, cw_buffer 
  * with no port, when not called yet); the call holds the reference and
  * drops it when compute returns (emit takes its own; cw_buffer_retain keeps
  * it longer). Buffers come from the pipeline's cache: when a cw_io_alloc
- * buffer's last reference goes it is kept (up to 64 per pipeline), and
- * handed out again, for the same size, once every use recorded on it is
- * known finished on the GPU: with max_in_flight, once the run has waited
- * for the iteration that used it last (no driver call); without, when
- * cuEventQuery says so. Nothing waits for a buffer: otherwise a new one is
- * allocated from the context's pool. The cache's buffers are freed with
- * the pipeline.
+ * buffer's last reference goes its memory is kept (up to 64 per pipeline),
+ * and handed out again, as a new buffer, for the same size, once every use
+ * recorded on it is known finished on the GPU: with max_in_flight, once
+ * the run has waited for the iteration that used it last (no driver
+ * call); without, when cuEventQuery says so. Nothing waits for a buffer:
+ * otherwise a new one is allocated from the context's pool. The cache's
+ * memory is freed with the pipeline. The old handle goes with its last
+ * reference, as any buffer's: a stale copy of it is refused.
  *
  * Returns:
  *   CW_SUCCESS                 *out is the buffer.

@@ -119,34 +119,31 @@ cw_status release_stream(cw_context *ctx, cw_stream **out) {
     return CW_SUCCESS;
 }
 
-}  // namespace
-// Frees the memory after every use, and the object.
-void buffer_free(cw_buffer *b) {
-    handle_retire(b);
+// Frees memory after every use (dropping them), with its context current:
+// the release stream waits for each use, then frees it there.
+void free_after_uses(cw_context *ctx, CUdeviceptr ptr, size_t bytes, Share *share, Mark *const *uses, int nuses) {
     cw_stream *rel = nullptr;
-    cw_status st = release_stream(b->ctx, &rel);
+    cw_status st = release_stream(ctx, &rel);
     if (st != CW_SUCCESS) rel = nullptr;
     // The release stream's waits and free: in relaxed mode, so that a buffer
     // dropped while this thread captures is freed and the capture goes on.
     RelaxedCapture relaxed;
     bool ordered = true;
-    for (int i = 0; i < b->nuses; i++) ordered = mark_fold(rel, b->uses[i]) && ordered;
-    b->nuses = 0;
-    if (b->share) {
+    for (int i = 0; i < nuses; i++) ordered = mark_fold(rel, uses[i]) && ordered;
+    if (share) {
         // Shareable memory (cuMemAlloc, or an import): freed or closed once
         // the uses and the importers are done (share.cpp).
-        share_memory_release(b->ctx, b->share, b->ptr, b->bytes, rel, ordered);
-        b->share = nullptr;
+        share_memory_release(ctx, share, ptr, bytes, rel, ordered);
     } else if (ordered && rel) {
-        st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(b->ptr, rel->cu); });
+        st = on_stream(rel, "cuMemFreeAsync", [&] { return drv().cuMemFreeAsync(ptr, rel->cu); });
     } else if (ordered) {
         // No release stream (making it failed): fold waited for every use on
         // the host, so nothing can still read the memory; free it on the
         // context's legacy stream.
         CurrentGuard guard;
-        st = guard.enter(b->ctx->cu);
+        st = guard.enter(ctx->cu);
         if (st == CW_SUCCESS) {
-            CUresult r = drv().cuMemFreeAsync(b->ptr, nullptr);
+            CUresult r = drv().cuMemFreeAsync(ptr, nullptr);
             st = r == CUDA_SUCCESS ? guard.leave() : fail_cu(r, "cuMemFreeAsync");
         }
     }
@@ -155,19 +152,49 @@ void buffer_free(cw_buffer *b) {
         // the memory stays allocated in the context's pool until the CUDA
         // context itself goes (for a primary context, when nothing retains it).
         log(CW_LOG_WARNING, "%s: a buffer of %zu bytes could not be freed in stream order; "
-            "it stays allocated until its CUDA context is destroyed", current_api(), b->bytes);
+            "it stays allocated until its CUDA context is destroyed", current_api(), bytes);
     }
-    context_release(b->ctx);
-    b->~cw_buffer();
-    handle_free(b);
 }
 
+// The object of a buffer whose handle is retired and whose memory is gone
+// (freed, or to a cache): the registry's quarantine holds its memory.
+void object_free(cw_buffer *b) {
+    b->~cw_buffer();
+    handle_free_sized(b, sizeof(cw_buffer));  // kept for a later buffer once out of the quarantine
+}
 
-// The last reference went: back to its cache, or freed.
+}  // namespace
+
+// Frees the memory after every use, and the object.
+void buffer_free(cw_buffer *b) {
+    handle_retire(b);
+    free_after_uses(b->ctx, b->ptr, b->bytes, b->share, b->uses, b->nuses);
+    b->nuses = 0;
+    b->share = nullptr;
+    context_release(b->ctx);
+    object_free(b);
+}
+
+void memory_free(CachedMemory &m) {
+    free_after_uses(m.ctx, m.ptr, m.bytes, nullptr, m.uses, m.nuses);
+    m.nuses = 0;
+    context_release(m.ctx);
+    m.ctx = nullptr;
+}
+
+// The last reference went: the handle is retired (a stale copy is refused
+// from now on, and the quarantine keeps its address from a new object),
+// then the memory goes back to its cache, or is freed.
 void buffer_last_release(cw_buffer *b) {
+    handle_retire(b);
     BufferCache *c = b->cache;
     if (c) {
-        if (cache_keep(c, b)) return;  // the buffer keeps its cache reference
+        // Retired first: once the memory is in the cache, another thread may
+        // hand it out under a new handle.
+        if (cache_keep(c, b)) {  // the memory keeps the buffer's cache reference
+            object_free(b);
+            return;
+        }
         b->cache = nullptr;
         cache_release(c);
     }
@@ -176,13 +203,28 @@ void buffer_last_release(cw_buffer *b) {
     buffer_free(b);
 }
 
+cw_status buffer_rewrap(const CachedMemory &m, cw_buffer **out) {
+    HandleRoom room;
+    CW_TRY(room.reserve());
+    void *mem = handle_alloc(sizeof(cw_buffer));  // a frame's takes: an object a recycled buffer left
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
+    cw_buffer *b = new (mem) cw_buffer();
+    b->ctx = m.ctx;  // the record's reference
+    b->ptr = m.ptr;
+    b->bytes = m.bytes;
+    b->refs.store(1, std::memory_order_relaxed);
+    room.publish(b);
+    *out = b;
+    return CW_SUCCESS;
+}
+
 cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out) {
     HandleRoom room;
     CW_TRY(room.reserve());
     cw_context *ctx = s->ctx;
     CUmemoryPool pool = nullptr;
     CW_TRY(mempool_get(ctx, &pool));
-    void *mem = calloc(1, sizeof(cw_buffer));
+    void *mem = handle_alloc(sizeof(cw_buffer));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "no host memory for a buffer");
     cw_buffer *b = new (mem) cw_buffer();
     CUdeviceptr p = 0;

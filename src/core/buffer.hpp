@@ -5,9 +5,10 @@
 //
 // A buffer keeps up to kUses pending uses, each a mark (event.hpp). The last
 // release frees it on its context's release stream after every use; a
-// BufferCache (the flow layer's, per pipeline) takes it back instead and
-// hands it out again once every use finished: memory recycled without a
-// free, an allocation, or a wait between streams.
+// BufferCache (the flow layer's, per pipeline) takes its memory back instead
+// and hands it out again, as a new buffer, once every use finished: memory
+// recycled without a free, an allocation, or a wait between streams. The
+// handle goes with the last reference either way (a stale copy is refused).
 #pragma once
 
 #include <atomic>
@@ -79,9 +80,11 @@ BufferCache *buffer_cache_new();
 // The owner is done with the cache: cached buffers are freed (stream-ordered),
 // later releases free instead of caching; the cache goes with its last buffer.
 void buffer_cache_close(BufferCache *c);
-// A buffer of `bytes` for work on s: a cached one whose uses have all
-// finished, else a new allocation (without a use recorded: the caller records
-// one after enqueuing work). Its last release returns it to the cache.
+// A buffer of `bytes` for work on s: a new handle for cached memory whose
+// uses have all finished, else a new allocation (without a use recorded: the
+// caller records one after enqueuing work). Its last release returns its
+// memory to the cache. Driver calls (cuEventQuery) are made with the cache's
+// lock released.
 // query false: a use counts as finished only once mark_wait or mark_done
 // said so (no driver call here: an executor that waits for old iterations
 // anyway tells the cache that way); true: asks the driver (cuEventQuery,
@@ -92,11 +95,32 @@ struct BufferCacheStats {
     uint64_t reused, allocated, cached;
 };
 void buffer_cache_stats(const BufferCache *c, BufferCacheStats *st);
+// True while a thread holds c's spin lock (for tests: a seam hook on a
+// driver call asks it; no lock taken).
+bool buffer_cache_locked(const BufferCache *c);
 
 // Between buffer.cpp and buffer_cache.cpp.
+// The memory of a buffer whose last reference went, as its cache keeps it:
+// no handle (that was retired), the context's reference and the uses.
+struct CachedMemory {
+    cw_context *ctx;  // retained
+    CUdeviceptr ptr;
+    size_t bytes;
+    int nuses;
+    Mark *uses[kUses];
+};
 cw_status buffer_new(cw_stream *s, size_t bytes, cw_buffer **out);
+// A new buffer (a new handle, one reference, no uses) for m's memory, which
+// it takes with m's context reference (m's uses must be gone). On failure
+// (out of host memory, recorded) m is left as it was.
+cw_status buffer_rewrap(const CachedMemory &m, cw_buffer **out);
 void buffer_free(cw_buffer *b);  // with b's context current
-// The last reference went: back to its cache (true), or not kept (false).
+// Frees m's memory after every use (dropping them) and drops its context
+// reference; with m's context current.
+void memory_free(CachedMemory &m);
+// The last reference went, b's handle retired: its memory goes back to its
+// cache (true; b's uses and context reference go with it, and b is then
+// only to be freed), or is not kept (false: b unchanged).
 bool cache_keep(BufferCache *c, cw_buffer *b);
 void cache_release(BufferCache *c);
 void buffer_last_release(cw_buffer *b);

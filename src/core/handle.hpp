@@ -89,6 +89,18 @@ void handle_retire(void *h);
 // after it. Memory from malloc/calloc only; NULL does nothing.
 constexpr size_t kHandleQuarantine = 256;
 void handle_free(void *object);
+// handle_free of an object of `bytes` made by handle_alloc(bytes) (or by
+// malloc/calloc of that size): the same quarantine, and once out of it the
+// memory is kept for a later handle_alloc(bytes) instead of freed (up to
+// kHandleSpare blocks; more are freed). For objects made and destroyed per
+// frame (a pipeline's recycled buffers): no malloc and free each time.
+constexpr size_t kHandleSpare = 64;
+void handle_free_sized(void *object, size_t bytes);
+// Zeroed memory for a handle object of `bytes`: a block handle_free_sized
+// gave back with that size, out of the quarantine, else calloc's. NULL when
+// out of memory. Freed by handle_free(_sized), or free() before it is
+// published.
+void *handle_alloc(size_t bytes);
 // True while object's memory is held (for tests).
 bool handle_held(const void *object);
 // Handle objects freed (handle_free) since the process started (for tests).

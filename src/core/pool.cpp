@@ -48,10 +48,12 @@ void push_free(cw_stream_pool *p, cw_stream *s) {
 }
 
 // Makes one more stream and puts it in its slot. Caller holds p->mutex.
+// CW_ERROR_POOL_EXHAUSTED, recorded nowhere, at the pool's bound (the
+// caller waits, or says so: exhausted).
 cw_status grow(cw_stream_pool *p, cw_stream **out) {
     uint32_t n = p->created.load(std::memory_order_relaxed);
     if (p->max && n >= p->max) return CW_ERROR_POOL_EXHAUSTED;
-    if (n >= kChunk * kMaxChunks) return fail(CW_ERROR_POOL_EXHAUSTED, "the pool holds its limit of %u streams", n);
+    if (n >= kChunk * kMaxChunks) return CW_ERROR_POOL_EXHAUSTED;
     cw_stream **chunk = p->chunks[n / kChunk].load(std::memory_order_relaxed);
     if (!chunk) {
         chunk = static_cast<cw_stream **>(calloc(kChunk, sizeof(cw_stream *)));
@@ -69,6 +71,9 @@ cw_status grow(cw_stream_pool *p, cw_stream **out) {
 }
 
 cw_status exhausted(cw_stream_pool *p) {
+    if (!p->max)
+        return fail(CW_ERROR_POOL_EXHAUSTED, "the pool holds its limit of %u streams, all leased",
+                    p->created.load(std::memory_order_relaxed));
     return fail(CW_ERROR_POOL_EXHAUSTED, "all %u streams of the pool are leased", p->max);
 }
 
@@ -189,7 +194,10 @@ bool serialize_all() {
 
 void serialize_forget() { g_serialize.store(-1, std::memory_order_release); }
 
-cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
+namespace {
+// pool_acquire; with probe (timeout 0), an exhausted pool is not a failure
+// of the caller's: CW_ERROR_POOL_EXHAUSTED is returned and recorded nowhere.
+cw_status acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us, bool probe) {
     if (p->mode != CW_POOL_LEASE) {
         uint32_t i = p->mode == CW_POOL_SINGLE ? 0 : static_cast<uint32_t>(p->rr.fetch_add(1, std::memory_order_relaxed) % p->fixed_count);
         *out = p->fixed[i];
@@ -214,7 +222,7 @@ cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
     if (!p->queue_head) s = pop_free(p);
     if (!s) st = grow(p, &s);
     if (st == CW_ERROR_POOL_EXHAUSTED && timeout_us == 0) {
-        st = exhausted(p);
+        if (!probe) st = exhausted(p);
     } else if (st == CW_ERROR_POOL_EXHAUSTED) {
         Ticket t;
         enqueue(p, &t);
@@ -242,6 +250,13 @@ cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
     *out = s;
     return CW_SUCCESS;
 }
+}  // namespace
+
+cw_status pool_acquire(cw_stream_pool *p, cw_stream **out, int64_t timeout_us) {
+    return acquire(p, out, timeout_us, false);
+}
+
+cw_status pool_try_acquire(cw_stream_pool *p, cw_stream **out) { return acquire(p, out, 0, true); }
 
 cw_status pool_release(cw_stream_pool *p, cw_stream *s) {
     if (s->pool != p) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stream is not from this pool");

@@ -74,6 +74,11 @@ void pool_destroy(cw_stream_pool *pool);
 // While threads wait, a released stream goes to the one that waited first,
 // and no acquire that starts meanwhile takes a stream.
 cw_status pool_acquire(cw_stream_pool *pool, cw_stream **out, int64_t timeout_us);
+// pool_acquire with no wait, for a caller that has a way on without a
+// stream (the flow layer's fallback): an exhausted pool is an answer, not a
+// failure, so CW_ERROR_POOL_EXHAUSTED is returned and neither logged nor
+// put in the thread's detail. Other failures are recorded as usual.
+cw_status pool_try_acquire(cw_stream_pool *pool, cw_stream **out);
 // Gives back a stream leased by pool_acquire (refuses one that is not
 // leased, and a named stream: CW_ERROR_INVALID_STATE).
 cw_status pool_release(cw_stream_pool *pool, cw_stream *s);

@@ -24,7 +24,10 @@
 // last kHandleQuarantine freed are held (in a ring, oldest first out), so
 // that a destroyed handle's address is not reused by a new object, and a
 // stale copy of the handle stays refused, until that many more handle
-// objects have been freed. What it holds at exit is reachable from a
+// objects have been freed. A block freed with its size (handle_free_sized)
+// is then kept, up to kHandleSpare of them, for a new object of that size
+// (handle_alloc) rather than freed: a pipeline's buffers, a new handle for
+// each recycled one, cost no malloc and free a frame. What it holds at exit is reachable from a
 // global, so leak checkers do not report it. Under ASan the held memory is
 // poisoned, under valgrind marked inaccessible (where its header is found
 // at build time), so a read through a stale handle is still reported.
@@ -80,8 +83,13 @@ static_assert(sizeof(Table) % alignof(std::atomic<uint64_t>) == 0, "the slots ar
 struct Quarantine {
     std::atomic<int> lock{0};
     void *held[kHandleQuarantine];  // a ring; held[next] is the oldest once full
+    size_t held_bytes[kHandleQuarantine];  // its size for handle_alloc, or 0 (handle_free)
     size_t next = 0;
     std::atomic<unsigned long> freed{0};  // handle_free calls (tests)
+    // Blocks out of the quarantine kept for handle_alloc (still poisoned).
+    void *spare[kHandleSpare];
+    size_t spare_bytes[kHandleSpare];
+    size_t spares = 0;
 };
 Quarantine g_quarantine;
 
@@ -296,33 +304,73 @@ void handle_retire(void *h) {
     g_reg.live--;
 }
 
-void handle_free(void *object) {
-    if (!object) return;
-#if defined(CW_REGISTRY_ASAN) || defined(CW_REGISTRY_VALGRIND)
-    const size_t bytes = malloc_usable_size(object);
-#endif
+void handle_free(void *object) { handle_free_sized(object, 0); }
+
+namespace {
+// The memory of a block leaving the quarantine, or handed out again, made
+// accessible (it was poisoned or marked inaccessible when freed).
+void unpoison(void *block) {
 #if defined(CW_REGISTRY_ASAN)
-    ASAN_POISON_MEMORY_REGION(object, bytes);
+    ASAN_UNPOISON_MEMORY_REGION(block, malloc_usable_size(block));
 #endif
 #if defined(CW_REGISTRY_VALGRIND)
-    VALGRIND_MAKE_MEM_NOACCESS(object, bytes);
+    VALGRIND_MAKE_MEM_UNDEFINED(block, malloc_usable_size(block));
+#endif
+    (void)block;
+}
+}  // namespace
+
+void handle_free_sized(void *object, size_t bytes) {
+    if (!object) return;
+#if defined(CW_REGISTRY_ASAN) || defined(CW_REGISTRY_VALGRIND)
+    const size_t usable = malloc_usable_size(object);
+#endif
+#if defined(CW_REGISTRY_ASAN)
+    ASAN_POISON_MEMORY_REGION(object, usable);
+#endif
+#if defined(CW_REGISTRY_VALGRIND)
+    VALGRIND_MAKE_MEM_NOACCESS(object, usable);
 #endif
     void *oldest;
     {
         SpinLock lock(g_quarantine.lock);
-        oldest = g_quarantine.held[g_quarantine.next];
-        g_quarantine.held[g_quarantine.next] = object;
-        g_quarantine.next = (g_quarantine.next + 1) % kHandleQuarantine;
+        const size_t at = g_quarantine.next;
+        oldest = g_quarantine.held[at];
+        const size_t oldest_bytes = g_quarantine.held_bytes[at];
+        g_quarantine.held[at] = object;
+        g_quarantine.held_bytes[at] = bytes;
+        g_quarantine.next = (at + 1) % kHandleQuarantine;
         g_quarantine.freed.fetch_add(1, std::memory_order_relaxed);
+        if (oldest && oldest_bytes && g_quarantine.spares < kHandleSpare) {
+            // Out of the quarantine: kept for handle_alloc(oldest_bytes).
+            g_quarantine.spare[g_quarantine.spares] = oldest;
+            g_quarantine.spare_bytes[g_quarantine.spares] = oldest_bytes;
+            g_quarantine.spares++;
+            oldest = nullptr;
+        }
     }
     if (!oldest) return;
-#if defined(CW_REGISTRY_ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(oldest, malloc_usable_size(oldest));
-#endif
-#if defined(CW_REGISTRY_VALGRIND)
-    VALGRIND_MAKE_MEM_UNDEFINED(oldest, malloc_usable_size(oldest));
-#endif
+    unpoison(oldest);
     free(oldest);
+}
+
+void *handle_alloc(size_t bytes) {
+    void *p = nullptr;
+    {
+        SpinLock lock(g_quarantine.lock);
+        for (size_t i = g_quarantine.spares; i-- > 0;)
+            if (g_quarantine.spare_bytes[i] == bytes) {
+                p = g_quarantine.spare[i];
+                const size_t last = --g_quarantine.spares;
+                g_quarantine.spare[i] = g_quarantine.spare[last];
+                g_quarantine.spare_bytes[i] = g_quarantine.spare_bytes[last];
+                break;
+            }
+    }
+    if (!p) return calloc(1, bytes);
+    unpoison(p);
+    memset(p, 0, bytes);
+    return p;
 }
 
 unsigned long handles_freed() { return g_quarantine.freed.load(std::memory_order_relaxed); }

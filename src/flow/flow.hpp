@@ -99,6 +99,7 @@ struct cw_operator {
     // Run state.
     cw_stream *internal;        // leased once, kept until the pipeline goes
     cw_stream_pool *internal_pool;
+    bool exhausted_noted;       // the warning that its pool was exhausted was logged
     bool started;               // by cw_pipeline_run (stopped when the run ends)
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
     std::atomic<uint64_t> ran;  // 1 + the global iteration of its last compute call (0: none)

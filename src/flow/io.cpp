@@ -84,12 +84,20 @@ cw_status ensure_stream(cw_io *io, int port) {
     if (!op->internal && !op->settings.no_internal_stream) {
         cw_stream_pool *pool = op_pool(op);
         cw_stream *s = nullptr;
-        cw_status st = pool_acquire(pool, &s, 0);
+        // An exhausted pool is not this call's failure (it falls back, and
+        // succeeds): no error logged, the thread's detail left alone; a
+        // warning, once for the operator.
+        cw_status st = pool_try_acquire(pool, &s);
         if (st == CW_SUCCESS) {
             op->internal = s;
             op->internal_pool = pool;
         } else if (st != CW_ERROR_POOL_EXHAUSTED) {
             return st;
+        } else if (!op->exhausted_noted) {
+            op->exhausted_noted = true;
+            log(CW_LOG_WARNING, "%s: operator '%s': every stream of its pool is leased: its compute calls run "
+                "on an upstream stream (or the legacy stream without one) until one is free (said once for "
+                "the operator)", current_api(), op->name);
         }
     }
     if (op->internal) {

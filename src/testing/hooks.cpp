@@ -2,13 +2,15 @@
 // cuweave testing: hooks that let tests look inside the layers (seam.h):
 // the handle registry, the hash of the kernel cache and its disk hook, a
 // written-value future's word, a resident loop's trace marks, a stream
-// pool's waiters, and the parsers of outside input for the fuzzers
-// (tests/fuzz/): the kernel cache's file reader, the NVRTC option
-// canonicaliser, the environment variables. Not exported from the shared
+// pool's waiters, whether a pipeline's buffer cache is locked, and the
+// parsers of outside input for the fuzzers (tests/fuzz/): the kernel
+// cache's file reader, the NVRTC option canonicaliser, the environment
+// variables. Not exported from the shared
 // library (tests link libcuweave.a).
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/buffer.hpp"
 #include "core/event.hpp"
 #include "core/future.hpp"
 #include "core/handle.hpp"
@@ -16,6 +18,7 @@
 #include "core/pool.hpp"
 #include "core/share.hpp"
 #include "core/trace.hpp"
+#include "flow/flow.hpp"
 #include "graph/resident.hpp"
 #include "jit/jit.hpp"
 #include "jit/sha256.hpp"
@@ -146,6 +149,11 @@ int cwi_pool_waiting(cw_stream_pool *p) {
     int n = p->waiters.load(std::memory_order_seq_cst);
     pthread_mutex_unlock(&p->mutex);
     return n;
+}
+
+int cwi_pipeline_cache_locked(cw_pipeline *p) {
+    if (!p || !cw::live(p)) return -1;
+    return cw::core::buffer_cache_locked(p->cache) ? 1 : 0;
 }
 
 int cwi_cache_file_read(const void *file, size_t n, const unsigned char key[32], unsigned char **again,

@@ -202,6 +202,12 @@ int cwi_pool_waiting(struct cw_stream_pool *p);
 enum { CWI_SHARE_SWEEP_TAKEN = 0, CWI_SHARE_TEARDOWN_WAITS = 1, CWI_SHARE_HOLDERS_WAIT = 2, CWI_SHARE_EXPORTS_LOCKED = 3 };
 /* Sets the hook (NULL removes it). Set it while no call of share.h runs. */
 void cwi_share_hook(void (*fn)(int point, void *arg), void *arg);
+/* 1 while some thread holds the spin lock of pipeline p's buffer cache (a
+ * seam hook on a driver call asks it to learn whether that call is made
+ * with the lock held), 0 when none does, -1 for a handle that is not a
+ * live pipeline. No lock taken. */
+struct cw_pipeline;
+int cwi_pipeline_cache_locked(struct cw_pipeline *p);
 
 /* ---- for the fuzzers (tests/fuzz/) ---- */
 
