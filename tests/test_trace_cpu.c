@@ -769,10 +769,85 @@ static void test_resident(void **state) {
     assert_cw_ok(cw_trace_write(early, path));
     tr = calloc(1, sizeof *tr);
     load_trace(path, tr); /* every ts >= 0 */
-    assert_int_equal(tr->n, 3 + 1 + 2 + 1); /* copy 0 (3 stages, its iteration); copy 1's workload and decode */
+    /* copy 0 (3 stages, its iteration); copy 1's infer runs: its copy is an
+     * iteration still running, left whole for the next call */
+    assert_int_equal(tr->n, 3 + 1);
     assert_float_equal(find(tr, "iteration", 0)->ts, 0.0, 0.0005);
     free(tr);
     cw_trace_destroy(&early);
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+}
+
+/* A record while the workload (the outer stage) runs and its inner stages
+ * have ended: the header leaves an iteration still running for the next
+ * call. The copy's stages all come with that call, the workload among them
+ * (never skipped for good), and the iteration spans the workload: 8 us. */
+static void test_resident_nested(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    rs.unroll = 1;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, two_stages, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(stages, 3); /* workload, decode, infer */
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, (long long)(now_ms() * 1e6) + 1000000), 0);
+    cw_trace_info info;
+    uint64_t seen[4];
+    /* request 1: the workload has begun, decode and infer have ended in it */
+    run_copy(marks, 0, 10000);
+    marks[1] = 0; /* the workload's end: not yet */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[0] = info.spans;
+    marks[1] = 18000; /* the workload ends */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[1] = info.spans;
+    /* request 2: recorded after it ended, twice */
+    run_copy(marks, 0, 30000);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_record_resident(t, g_loop)); /* nothing new */
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[2] = info.spans;
+    /* request 3: recorded while decode runs inside the running workload */
+    run_copy(marks, 0, 50000);
+    marks[1] = 38000; /* the workload began at 50000 and has not ended */
+    marks[3] = 33000; /* decode began at 51000 and has not ended */
+    marks[4] = 34000; /* infer still holds request 2's run, read before */
+    marks[5] = 37000;
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[3] = info.spans;
+    char path[300];
+    snprintf(path, sizeof path, "%s/nested.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(count(tr, "workload"), 2); /* request 1's was skipped for good */
+    assert_int_equal(count(tr, "decode"), 2);
+    assert_int_equal(count(tr, "infer"), 2);
+    assert_int_equal(count(tr, "iteration"), 2);
+    for (int i = 0; i < 2; i++) {
+        const Ev *it = find(tr, "iteration", i), *w = find(tr, "workload", i);
+        assert_float_equal(it->ts, w->ts, 0.002);
+        assert_float_equal(it->dur, 8.0, 0.002); /* was 6: from decode's begin to infer's end */
+        assert_float_equal(w->dur, 8.0, 0.002);
+        assert_float_equal(find(tr, "decode", i)->ts, w->ts + 1.0, 0.002);
+    }
+    assert_float_equal(find(tr, "iteration", 1)->ts - find(tr, "iteration", 0)->ts, 20.0, 0.002);
+    free(tr);
+    assert_int_equal(seen[0], 0);     /* request 1 left for the next call */
+    assert_int_equal(seen[1], 4);     /* then its three stages and its iteration */
+    assert_int_equal(seen[2], 4 + 4); /* request 2, once */
+    assert_int_equal(seen[3], 4 + 4); /* request 3 left for the next call */
     cw_resident_destroy(&g_loop);
     cw_trace_destroy(&t);
 }
@@ -813,6 +888,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_arguments_and_limits),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_resident),
+        cmocka_unit_test(test_resident_nested),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

@@ -196,8 +196,10 @@ CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t);
  * to its last stage's end. The marks hold one iteration (the last one each
  * stage ran in): call this after each request's result (cw_resident_wait_result),
  * while the loop waits for the next one; stages that ran again since then
- * were overwritten, and stages of an iteration still running are left for
- * the next call. The first call for a context calibrates its global timer
+ * were overwritten, and an iteration still running (a copy of it with a
+ * stage begun and not ended, such as a workload whose inner stages have
+ * ended) is left whole for the next call, which adds each of its stages
+ * once. The first call for a context calibrates its global timer
  * against the host's clock: a one-thread kernel (cwk_timestamp) writing
  * the timer to mapped memory while the host spins on it, best of five; the
  * half-width of the window is the error (cw_trace_info). A loop that fills

@@ -48,7 +48,7 @@ struct GlobalTimer {
 
 struct Source {
     const void *key;
-    uint64_t last;
+    cw::Vec<uint64_t> seen;  // per item, what the source noted when it last recorded
 };
 
 // A timing event of a written span, kept for the next span on its context.
@@ -490,23 +490,28 @@ cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, in
     return CW_SUCCESS;
 }
 
-cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last) {
+cw_status trace_source(cw_trace *t, const void *key, size_t n, uint32_t *index, uint64_t *seen) {
     Lock lock(t);
-    for (size_t i = 0; i < t->sources.size(); i++)
-        if (t->sources[i].key == key) {
-            *index = (uint32_t)i;
-            *last = t->sources[i].last;
-            return CW_SUCCESS;
-        }
-    if (!t->sources.push(Source{key, 0})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    *index = (uint32_t)(t->sources.size() - 1);
-    *last = 0;
+    size_t i = 0;
+    while (i < t->sources.size() && t->sources[i].key != key) i++;
+    if (i == t->sources.size()) {
+        Source *src = t->sources.emplace();
+        if (!src) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        src->key = key;
+    }
+    const Vec<uint64_t> &had = t->sources[i].seen;
+    for (size_t k = 0; k < n; k++) seen[k] = k < had.size() ? had[k] : 0;
+    *index = (uint32_t)i;
     return CW_SUCCESS;
 }
 
-void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last) {
+cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_t *seen) {
     Lock lock(t);
-    if (index < t->sources.size()) t->sources[index].last = last;
+    Vec<uint64_t> &had = t->sources[index].seen;
+    if (!had.reserve(n)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    while (had.size() < n) had.push(0);  // (reserved)
+    for (size_t k = 0; k < n; k++) had[k] = seen[k];
+    return CW_SUCCESS;
 }
 
 void trace_info(const cw_trace *tc, cw_trace_info *info) {
