@@ -22,7 +22,9 @@
  * of the best window). cuEventElapsedTime's float milliseconds add an error
  * of at most 2^-24 of the time since the calibration (0.6 us at 10 s).
  *
- * Threading: every call is thread-safe (one lock per trace, held briefly).
+ * Threading: every call is thread-safe (one lock per trace, held briefly:
+ * cw_trace_write takes it for two passes over the spans, never while it
+ * waits for the GPU, sorts or writes the file).
  */
 #ifndef CUWEAVE_TRACE_H
 #define CUWEAVE_TRACE_H
@@ -236,8 +238,12 @@ CW_API cw_status cw_trace_get_info(const cw_trace *t, cw_trace_info *info);
  * (or from the earliest span, when one began before it),
  * pid 1 for host threads and pid 2 for GPU streams, one tid per track, and
  * "M" events naming the processes and tracks. Waits for the GPU work of
- * every ended GPU span; spans still open are left out (and kept). May be
- * called again: each file holds every span ended so far.
+ * every GPU span ended before the call; spans still open are left out (and
+ * kept). Other threads' calls on t go on while the write waits, sorts
+ * (n log n) and writes; writes of one trace run one at a time. A span
+ * ended before the call is in the file; one ended while the write runs is
+ * in this file or in the next write's, never lost, never twice in a file.
+ * May be called again: each file holds every span ended before its call.
  *
  * Returns:
  *   CW_SUCCESS                 the file is written.

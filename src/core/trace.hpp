@@ -61,6 +61,8 @@ cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_
 
 void trace_info(const cw_trace *t, cw_trace_info *info);
 cw_status trace_write(cw_trace *t, const char *path);
+// Test hook: the comparisons the sort of the last trace_write made.
+uint64_t trace_sort_comparisons(cw_trace *t);
 
 }  // namespace core
 }  // namespace cw
