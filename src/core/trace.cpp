@@ -298,7 +298,6 @@ void put_json_string(FILE *f, const char *s) {
 // without it (nothing else uses an ended span's events), put back under it.
 struct Pending {
     uint32_t span;
-    int clock;
     CUcontext cu;
     CUevent ref, eb, ee;  // the clock's reference event (kept until the trace goes), the span's
     int64_t host_ns;      // the clock's
@@ -311,7 +310,7 @@ cw_status pending_of(cw_trace *t, Vec<Pending> *out) {
         const Span &sp = t->spans[i];
         if (sp.open || sp.resolved) continue;
         const Clock &c = t->clocks[(size_t)sp.clock];
-        if (!out->push(Pending{(uint32_t)i, sp.clock, c.ctx->cu, c.ref, sp.eb, sp.ee, c.host_ns, 0, 0}))
+        if (!out->push(Pending{(uint32_t)i, c.ctx->cu, c.ref, sp.eb, sp.ee, c.host_ns, 0, 0}))
             return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     return CW_SUCCESS;
