@@ -402,6 +402,7 @@ static struct CUevent_st *g_events;
 static struct alloc *g_allocs;
 static long g_live_streams, g_live_events, g_live_hostmem, g_live_devmem;
 static long g_badaccess, g_cbcalls, g_orphans, g_live_ipcmem, g_sync_blocking;
+static long g_sync_waiting; /* threads waiting in cuEventSynchronize now */
 static long g_live_graphs, g_live_execs, g_live_bodies, g_live_libs, g_live_kernels, g_live_mempools;
 
 static struct item *g_head, *g_tail;
@@ -1870,7 +1871,9 @@ FAKE_API CUresult cuEventSynchronize(CUevent event) {
     if (t_in_callback) RETURN(CUDA_ERROR_NOT_PERMITTED);
     if (e->flags & CU_EVENT_BLOCKING_SYNC) g_sync_blocking++;
     e->pins++; /* pin against a concurrent destroy */
+    g_sync_waiting++; /* seen by others only while it waits (the lock is held otherwise) */
     while (e->pending > 0 && !g_sticky) pthread_cond_wait(&g_done_cv, &g_mu);
+    g_sync_waiting--;
     e->pins--;
     maybe_free_event(e);
     RETURN(g_sticky);
@@ -3856,7 +3859,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVe
  * (the sticky error, 0 if none), "badresource" (cuDevResourceGenerateDesc
  * calls given resources outside the last split's arrays), "syncblocking"
  * (cuEventSynchronize calls on events made with CU_EVENT_BLOCKING_SYNC, the
- * driver's sleeping wait). -1 for an unknown kind. */
+ * driver's sleeping wait), "syncwaiting" (threads waiting in
+ * cuEventSynchronize now, for an event not yet complete). -1 for an unknown
+ * kind. */
 FAKE_API long fake_cuda_live(const char *kind) {
     long v = -1;
     if (!kind) return -1;
@@ -3877,6 +3882,7 @@ FAKE_API long fake_cuda_live(const char *kind) {
     else if (!strcmp(kind, "badaccess")) v = g_badaccess;
     else if (!strcmp(kind, "cbcalls")) v = g_cbcalls;
     else if (!strcmp(kind, "syncblocking")) v = g_sync_blocking;
+    else if (!strcmp(kind, "syncwaiting")) v = g_sync_waiting;
     else if (!strcmp(kind, "orphans")) v = g_orphans;
     else if (!strcmp(kind, "sticky")) v = g_sticky;
     else if (!strcmp(kind, "graph")) v = g_live_graphs;

@@ -29,6 +29,7 @@
 
 static cw_context *ctx;
 static char g_dir[256];
+static void (*hold)(int on); /* fake_cuda_hold */
 
 /* ---- a strict JSON parser (RFC 8259), into a small tree ----------------- */
 
@@ -769,10 +770,336 @@ static void test_resident(void **state) {
     assert_cw_ok(cw_trace_write(early, path));
     tr = calloc(1, sizeof *tr);
     load_trace(path, tr); /* every ts >= 0 */
-    assert_int_equal(tr->n, 3 + 1 + 2 + 1); /* copy 0 (3 stages, its iteration); copy 1's workload and decode */
+    /* copy 0 (3 stages, its iteration); copy 1's infer runs: its copy is an
+     * iteration still running, left whole for the next call */
+    assert_int_equal(tr->n, 3 + 1);
     assert_float_equal(find(tr, "iteration", 0)->ts, 0.0, 0.0005);
     free(tr);
     cw_trace_destroy(&early);
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+}
+
+/* A record while the workload (the outer stage) runs and its inner stages
+ * have ended: the header leaves an iteration still running for the next
+ * call. The copy's stages all come with that call, the workload among them
+ * (never skipped for good), and the iteration spans the workload: 8 us. */
+static void test_resident_nested(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    rs.unroll = 1;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, two_stages, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(stages, 3); /* workload, decode, infer */
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, (long long)(now_ms() * 1e6) + 1000000), 0);
+    cw_trace_info info;
+    uint64_t seen[4];
+    /* request 1: the workload has begun, decode and infer have ended in it */
+    run_copy(marks, 0, 10000);
+    marks[1] = 0; /* the workload's end: not yet */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[0] = info.spans;
+    marks[1] = 18000; /* the workload ends */
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[1] = info.spans;
+    /* request 2: recorded after it ended, twice */
+    run_copy(marks, 0, 30000);
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_record_resident(t, g_loop)); /* nothing new */
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[2] = info.spans;
+    /* request 3: recorded while decode runs inside the running workload */
+    run_copy(marks, 0, 50000);
+    marks[1] = 38000; /* the workload began at 50000 and has not ended */
+    marks[3] = 33000; /* decode began at 51000 and has not ended */
+    marks[4] = 34000; /* infer still holds request 2's run, read before */
+    marks[5] = 37000;
+    assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    seen[3] = info.spans;
+    char path[300];
+    snprintf(path, sizeof path, "%s/nested.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(count(tr, "workload"), 2); /* request 1's was skipped for good */
+    assert_int_equal(count(tr, "decode"), 2);
+    assert_int_equal(count(tr, "infer"), 2);
+    assert_int_equal(count(tr, "iteration"), 2);
+    for (int i = 0; i < 2; i++) {
+        const Ev *it = find(tr, "iteration", i), *w = find(tr, "workload", i);
+        assert_float_equal(it->ts, w->ts, 0.002);
+        assert_float_equal(it->dur, 8.0, 0.002); /* was 6: from decode's begin to infer's end */
+        assert_float_equal(w->dur, 8.0, 0.002);
+        assert_float_equal(find(tr, "decode", i)->ts, w->ts + 1.0, 0.002);
+    }
+    assert_float_equal(find(tr, "iteration", 1)->ts - find(tr, "iteration", 0)->ts, 20.0, 0.002);
+    free(tr);
+    assert_int_equal(seen[0], 0);     /* request 1 left for the next call */
+    assert_int_equal(seen[1], 4);     /* then its three stages and its iteration */
+    assert_int_equal(seen[2], 4 + 4); /* request 2, once */
+    assert_int_equal(seen[3], 4 + 4); /* request 3 left for the next call */
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+}
+
+/* ---- cw_trace_write beside other threads, and its sort ------------------ */
+
+typedef struct {
+    cw_trace *t;
+    const char *path;
+    cw_status st;
+    int done; /* atomic */
+} Caller;
+
+static void *write_caller(void *arg) {
+    Caller *c = arg;
+    c->st = cw_trace_write(c->t, c->path);
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *span_caller(void *arg) {
+    Caller *c = arg;
+    c->st = cw_trace_host_begin(c->t, "other thread");
+    if (c->st == CW_SUCCESS) c->st = cw_trace_host_end(c->t);
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Polls until *flag or fake_live(kind) >= 1 (when kind), up to 10 s; 1 when it came. */
+static int wait_for(const int *flag, const char *kind) {
+    for (int i = 0; i < 10000; i++) {
+        if (flag ? __atomic_load_n(flag, __ATOMIC_ACQUIRE) : fake_live(kind) >= 1) return 1;
+        sleep_ms(1);
+    }
+    return 0;
+}
+
+/* The trace's lock is not held across the GPU wait: another thread's host
+ * span is begun and ended while cw_trace_write waits for a GPU span's end
+ * (held back in the fake). Each span ended then is in that file or the
+ * next, once. */
+static void test_write_beside_spans(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_stream *a = NULL;
+    assert_cw_ok(cw_stream_create(&a, ctx, NULL));
+    assert_cw_ok(cw_trace_begin(t, a, "held")); /* calibrates, not held */
+    hold(1);
+    assert_cw_ok(cw_trace_end(t, a)); /* its end event waits in the fake */
+    char path[300];
+    snprintf(path, sizeof path, "%s/beside.json", g_dir);
+    Caller w = {t, path, CW_SUCCESS, 0}, o = {t, NULL, CW_SUCCESS, 0};
+    pthread_t wt, ot;
+    assert_int_equal(pthread_create(&wt, NULL, write_caller, &w), 0);
+    const int waiting = wait_for(NULL, "syncwaiting"); /* the write waits for the end event */
+    assert_int_equal(pthread_create(&ot, NULL, span_caller, &o), 0);
+    const int spanned = waiting && wait_for(&o.done, NULL);
+    /* the other thread's span was made while the write still waited */
+    const int beside = spanned && !__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) && fake_live("syncwaiting") == 1;
+    hold(0);
+    pthread_join(wt, NULL);
+    pthread_join(ot, NULL);
+    assert_int_equal(waiting, 1);
+    assert_int_equal(beside, 1);
+    assert_cw_ok(w.st);
+    assert_cw_ok(o.st);
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(count(tr, "held"), 1);
+    assert_true(count(tr, "other thread") <= 1); /* this file or the next */
+    free(tr);
+    assert_cw_ok(cw_trace_write(t, path));
+    tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(tr->n, 2);
+    assert_int_equal(count(tr, "held"), 1);
+    assert_int_equal(count(tr, "other thread"), 1);
+    free(tr);
+    cw_stream_destroy(&a);
+    cw_trace_destroy(&t);
+    assert_false(leaks(before, "a write beside other spans"));
+}
+
+/* Spans made while writes run: host spans "h<k>" on one thread, GPU spans
+ * "g<k>" on one stream from another, each ended in order. */
+enum { kHostSpans = 20000, kGpuSpans = 5000 };
+static void *host_adder(void *arg) {
+    Caller *c = arg;
+    char name[16];
+    for (int k = 0; k < kHostSpans && c->st == CW_SUCCESS; k++) {
+        snprintf(name, sizeof name, "h%d", k);
+        c->st = cw_trace_host_begin(c->t, name);
+        if (c->st == CW_SUCCESS) c->st = cw_trace_host_end(c->t);
+        if (k % 200 == 199) sleep_ms(1); /* spread over the writes */
+    }
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static cw_stream *g_adder_stream;
+static void *gpu_adder(void *arg) {
+    Caller *c = arg;
+    char name[16];
+    for (int k = 0; k < kGpuSpans && c->st == CW_SUCCESS; k++) {
+        snprintf(name, sizeof name, "g%d", k);
+        c->st = cw_trace_begin(c->t, g_adder_stream, name);
+        if (c->st == CW_SUCCESS) c->st = cw_trace_end(c->t, g_adder_stream);
+        if (k % 50 == 49) sleep_ms(1);
+    }
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The spans of path named <kind><k>: each at most once, and those present
+ * the first m (ended in order: none lost); returns m. */
+static int ended_prefix(const char *path, char kind, int n) {
+    char *text = slurp(path);
+    unsigned char *seen = calloc((size_t)n, 1);
+    int got = 0, top = 0;
+    char key[16];
+    snprintf(key, sizeof key, "{\"name\":\"%c", kind);
+    for (char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+        *nl = 0;
+        if (strncmp(p, key, strlen(key))) continue;
+        const int k = atoi(p + strlen(key));
+        assert_true(k >= 0 && k < n);
+        if (seen[k]++) fail_msg("%s holds %c%d twice", path, kind, k);
+        got++;
+        if (k + 1 > top) top = k + 1;
+    }
+    free(seen);
+    free(text);
+    if (got != top) fail_msg("%s holds %d of the first %d spans %c<k>: one was left out", path, got, top, kind);
+    return got;
+}
+
+/* Writes while two threads add spans: every file holds each span once, all
+ * those ended before the write began (a prefix of each thread's), and the
+ * last one every span. */
+static void test_write_while_adding(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    assert_cw_ok(cw_stream_create(&g_adder_stream, ctx, NULL));
+    char path[300];
+    snprintf(path, sizeof path, "%s/adding.json", g_dir);
+    Caller h = {t, NULL, CW_SUCCESS, 0}, g = {t, NULL, CW_SUCCESS, 0};
+    pthread_t ht, gt;
+    assert_int_equal(pthread_create(&ht, NULL, host_adder, &h), 0);
+    assert_int_equal(pthread_create(&gt, NULL, gpu_adder, &g), 0);
+    int writes = 0, last_h = 0, last_g = 0;
+    for (;;) {
+        const int finished = __atomic_load_n(&h.done, __ATOMIC_ACQUIRE) && __atomic_load_n(&g.done, __ATOMIC_ACQUIRE);
+        assert_cw_ok(cw_trace_write(t, path));
+        writes++;
+        const int nh = ended_prefix(path, 'h', kHostSpans), ng = ended_prefix(path, 'g', kGpuSpans);
+        assert_true(nh >= last_h && ng >= last_g);
+        last_h = nh;
+        last_g = ng;
+        if (finished) break;
+    }
+    pthread_join(ht, NULL);
+    pthread_join(gt, NULL);
+    assert_cw_ok(h.st);
+    assert_cw_ok(g.st);
+    print_message("# %d writes while spans were added\n", writes);
+    assert_int_equal(last_h, kHostSpans);
+    assert_int_equal(last_g, kGpuSpans);
+    cw_stream_destroy(&g_adder_stream);
+    cw_trace_destroy(&t);
+}
+
+/* A loop of a workload and 1023 stages "step", which the test's marks
+ * place in the reverse of their order. */
+enum { kSteps = 1023 };
+static cw_status many_steps(cw_stream *s, void *user) {
+    (void)user;
+    for (int i = 0; i < kSteps; i++) {
+        uint32_t stage = 0;
+        cw_status st = cw_resident_stage_begin(g_loop, s, "step", &stage);
+        if (st != CW_SUCCESS) return st;
+        if ((st = cw_resident_stage_end(g_loop, s, stage)) != CW_SUCCESS) return st;
+    }
+    return CW_SUCCESS;
+}
+
+/* The write puts 160k spans in time order with O(n log n) comparisons
+ * (counted by the seam), also when spans were added far from that order:
+ * each record adds 1023 stages whose begins fall as their number rises. */
+static void test_write_sort(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    rs.unroll = 1;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, many_steps, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(stages, kSteps + 1);
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, (long long)(now_ms() * 1e6) + 1000000), 0);
+    const int records = 157; /* 1025 spans each: the workload, its steps, the iteration */
+    for (int k = 0; k < records; k++) {
+        const unsigned long long base = 1000000ull + 100000ull * (unsigned long long)k;
+        for (unsigned j = 1; j <= kSteps; j++) {
+            marks[2 * j] = base + 10ull * (kSteps + 1 - j);
+            marks[2 * j + 1] = base + 10ull * (kSteps + 1 - j) + 5;
+        }
+        marks[0] = base;
+        marks[1] = base + 20000;
+        assert_cw_ok(cw_trace_record_resident(t, g_loop));
+    }
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    const long long n = (long long)info.spans;
+    assert_int_equal(n, records * (kSteps + 2));
+    char path[300];
+    snprintf(path, sizeof path, "%s/sorted.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    long long lg = 0;
+    while ((1ll << lg) < n) lg++;
+    const long long cmps = cwi_trace_sort_comparisons(t);
+    print_message("# %lld spans sorted with %lld comparisons (n log2 n = %lld)\n", n, cmps, n * lg);
+    assert_true(cmps > 0);
+    assert_true(cmps <= 4 * n * lg); /* the insertion sort made 82 million: 28 n log2 n */
+    /* the file: every span once, by begin, the longer first at one begin */
+    char *text = slurp(path);
+    long long spans = 0;
+    double ts0 = -1, dur0 = 0;
+    for (char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1) { /* one event a line */
+        *nl = 0;
+        if (!strstr(p, "\"ph\":\"X\"")) continue;
+        const char *q = strstr(p, "\"ts\":"), *d = strstr(p, "\"dur\":");
+        assert_non_null(q);
+        assert_non_null(d);
+        const double ts = strtod(q + 5, NULL), dur = strtod(d + 6, NULL);
+        if (ts < ts0 || (ts == ts0 && dur > dur0))
+            fail_msg("span %lld (ts %.3f, dur %.3f) after ts %.3f, dur %.3f", spans, ts, dur, ts0, dur0);
+        ts0 = ts;
+        dur0 = dur;
+        spans++;
+    }
+    free(text);
+    assert_int_equal(spans, n);
     cw_resident_destroy(&g_loop);
     cw_trace_destroy(&t);
 }
@@ -786,7 +1113,8 @@ int main(int argc, char **argv) {
     setenv("FAKE_CUDA_FEATURES", "all", 1);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
-        !(live_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain"))) {
+        !(live_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
+        !(hold = (void (*)(int))dlsym(lib, "fake_cuda_hold"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -813,6 +1141,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_arguments_and_limits),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_resident),
+        cmocka_unit_test(test_resident_nested),
+        cmocka_unit_test(test_write_beside_spans),
+        cmocka_unit_test(test_write_while_adding),
+        cmocka_unit_test(test_write_sort),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);

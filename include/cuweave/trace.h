@@ -22,7 +22,9 @@
  * of the best window). cuEventElapsedTime's float milliseconds add an error
  * of at most 2^-24 of the time since the calibration (0.6 us at 10 s).
  *
- * Threading: every call is thread-safe (one lock per trace, held briefly).
+ * Threading: every call is thread-safe (one lock per trace, held briefly:
+ * cw_trace_write takes it for two passes over the spans, never while it
+ * waits for the GPU, sorts or writes the file).
  */
 #ifndef CUWEAVE_TRACE_H
 #define CUWEAVE_TRACE_H
@@ -196,8 +198,10 @@ CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t);
  * to its last stage's end. The marks hold one iteration (the last one each
  * stage ran in): call this after each request's result (cw_resident_wait_result),
  * while the loop waits for the next one; stages that ran again since then
- * were overwritten, and stages of an iteration still running are left for
- * the next call. The first call for a context calibrates its global timer
+ * were overwritten, and an iteration still running (a copy of it with a
+ * stage begun and not ended, such as a workload whose inner stages have
+ * ended) is left whole for the next call, which adds each of its stages
+ * once. The first call for a context calibrates its global timer
  * against the host's clock: a one-thread kernel (cwk_timestamp) writing
  * the timer to mapped memory while the host spins on it, best of five; the
  * half-width of the window is the error (cw_trace_info). A loop that fills
@@ -234,8 +238,12 @@ CW_API cw_status cw_trace_get_info(const cw_trace *t, cw_trace_info *info);
  * (or from the earliest span, when one began before it),
  * pid 1 for host threads and pid 2 for GPU streams, one tid per track, and
  * "M" events naming the processes and tracks. Waits for the GPU work of
- * every ended GPU span; spans still open are left out (and kept). May be
- * called again: each file holds every span ended so far.
+ * every GPU span ended before the call; spans still open are left out (and
+ * kept). Other threads' calls on t go on while the write waits, sorts
+ * (n log n) and writes; writes of one trace run one at a time. A span
+ * ended before the call is in the file; one ended while the write runs is
+ * in this file or in the next write's, never lost, never twice in a file.
+ * May be called again: each file holds every span ended before its call.
  *
  * Returns:
  *   CW_SUCCESS                 the file is written.

@@ -2,7 +2,8 @@
 // cuweave core: traces (trace.hpp). Every call takes the trace's lock; GPU
 // spans hold their two timing events until cw_trace_write resolves them to
 // host nanoseconds: elapsed time from the context's calibration event, plus
-// the host time that event was estimated at.
+// the host time that event was estimated at. The write waits for those
+// events, sorts and writes without the lock (write_trace).
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <new>
 
@@ -48,7 +50,7 @@ struct GlobalTimer {
 
 struct Source {
     const void *key;
-    uint64_t last;
+    cw::Vec<uint64_t> seen;  // per item, what the source noted when it last recorded
 };
 
 // A timing event of a written span, kept for the next span on its context.
@@ -62,6 +64,45 @@ struct Clock {
     CUevent ref;
     int64_t host_ns;  // the estimate of ref's GPU time on the host's clock
     int64_t err_ns;   // half the window it was taken in
+};
+
+// The spans, in blocks that never move: a write reads the ended ones (which
+// nothing changes) without the lock while other threads add spans.
+constexpr size_t kBlock = 1024;
+class Spans {
+  public:
+    Spans() = default;
+    Spans(const Spans &) = delete;
+    Spans &operator=(const Spans &) = delete;
+    ~Spans() {
+        for (size_t i = 0; i < blocks_.size(); i++) free(blocks_[i]);
+    }
+    size_t size() const { return n_; }
+    Span &operator[](size_t i) { return blocks_[i / kBlock][i % kBlock]; }
+    // A new span at the end (its bytes not set), or NULL when out of memory.
+    Span *emplace() {
+        if (n_ == blocks_.size() * kBlock) {
+            Span *b = static_cast<Span *>(malloc(kBlock * sizeof(Span)));
+            if (!b || !blocks_.push(b)) {
+                free(b);
+                return nullptr;
+            }
+        }
+        n_++;
+        return &(*this)[n_ - 1];
+    }
+    void pop() { n_--; }
+    // The blocks of the first n spans, copied into *out.
+    bool blocks(size_t n, cw::Vec<Span *> *out) const {
+        const size_t k = (n + kBlock - 1) / kBlock;
+        if (!out->reserve(k)) return false;
+        for (size_t i = 0; i < k; i++) out->push(blocks_[i]);
+        return true;
+    }
+
+  private:
+    cw::Vec<Span *> blocks_;
+    size_t n_ = 0;
 };
 
 constexpr uint32_t kDefaultMaxSpans = 1u << 20;
@@ -78,16 +119,18 @@ uint64_t thread_key() {
 struct cw_trace {
     uint32_t tag;
     std::atomic<int> refs;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;        // every call's, held briefly
+    pthread_mutex_t write_mu;  // one write at a time (taken before mu)
     uint32_t max_spans;
     int64_t origin;  // host ns of ts 0
     uint64_t dropped;
     cw::Vec<Track> tracks;
-    cw::Vec<Span> spans;
+    Spans spans;
     cw::Vec<Clock> clocks;
     cw::Vec<GlobalTimer> timers;
     cw::Vec<Source> sources;
     cw::Vec<Spare> spare;
+    uint64_t sort_compares;  // by the last write's sort (a test hook)
 };
 
 namespace cw {
@@ -251,28 +294,159 @@ void put_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-// Resolves every ended GPU span to host ns (waits for its end event).
-cw_status resolve(cw_trace *t) {
+// An ended GPU span a write resolves: copied under the lock, waited for
+// without it (nothing else uses an ended span's events), put back under it.
+struct Pending {
+    uint32_t span;
+    CUcontext cu;
+    CUevent ref, eb, ee;  // the clock's reference event (kept until the trace goes), the span's
+    int64_t host_ns;      // the clock's
+    int64_t b, e;         // resolved: host ns
+};
+
+// The ended GPU spans not yet resolved (the lock held).
+cw_status pending_of(cw_trace *t, Vec<Pending> *out) {
     for (size_t i = 0; i < t->spans.size(); i++) {
-        Span &sp = t->spans[i];
+        const Span &sp = t->spans[i];
         if (sp.open || sp.resolved) continue;
         const Clock &c = t->clocks[(size_t)sp.clock];
-        CurrentGuard guard;
-        CW_TRY(guard.enter(c.ctx->cu));
-        CW_CU(cuEventSynchronize, (sp.ee));
-        float mb = 0, me = 0;
-        CW_TRY(elapsed_ms(c.ref, sp.eb, &mb));
-        CW_TRY(elapsed_ms(c.ref, sp.ee, &me));
-        sp.b = c.host_ns + (int64_t)((double)mb * 1e6);
-        sp.e = c.host_ns + (int64_t)((double)me * 1e6);
-        if (sp.e < sp.b) sp.e = sp.b;
+        if (!out->push(Pending{(uint32_t)i, c.ctx->cu, c.ref, sp.eb, sp.ee, c.host_ns, 0, 0}))
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    return CW_SUCCESS;
+}
+
+// Waits for p's end event and puts the span on the host's clock (no lock).
+cw_status resolve(Pending *p) {
+    CurrentGuard guard;
+    CW_TRY(guard.enter(p->cu));
+    CW_CU(cuEventSynchronize, (p->ee));
+    float mb = 0, me = 0;
+    CW_TRY(elapsed_ms(p->ref, p->eb, &mb));
+    CW_TRY(elapsed_ms(p->ref, p->ee, &me));
+    p->b = p->host_ns + (int64_t)((double)mb * 1e6);
+    p->e = p->host_ns + (int64_t)((double)me * 1e6);
+    if (p->e < p->b) p->e = p->b;
+    return guard.leave();
+}
+
+// The first n of pend resolved: their spans take the times, their events
+// are kept for the next spans (the lock held).
+void resolved(cw_trace *t, const Vec<Pending> &pend, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        Span &sp = t->spans[pend[i].span];
+        sp.b = pend[i].b;
+        sp.e = pend[i].e;
         spare_event(t, sp.clock, sp.eb);
         spare_event(t, sp.clock, sp.ee);
         sp.eb = sp.ee = nullptr;
         sp.resolved = true;
-        CW_TRY(guard.leave());
     }
+}
+
+// What a write exports, taken under the lock: the spans ended and resolved
+// (their indices; those spans no longer change), the blocks holding them,
+// the tracks as named then, and the time of ts 0.
+struct Snapshot {
+    Vec<uint32_t> order;
+    Vec<Span *> blocks;
+    Vec<Track> tracks;
+    int64_t origin;
+    const Span &span(uint32_t i) const { return blocks[i / kBlock][i % kBlock]; }
+};
+
+cw_status snapshot_of(cw_trace *t, Snapshot *out) {
+    const size_t n = t->spans.size();
+    if (!out->order.reserve(n) || !t->spans.blocks(n, &out->blocks) || !out->tracks.reserve(t->tracks.size()))
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    // ts 0 is the trace's creation, or the earliest span when one began
+    // before it (a resident loop's stages that ran before the trace was made).
+    out->origin = t->origin;
+    for (size_t i = 0; i < n; i++) {
+        const Span &sp = t->spans[i];
+        if (sp.open || !sp.resolved) continue;  // a GPU span ended since the write began: the next one's
+        out->order.push((uint32_t)i);
+        if (sp.b < out->origin) out->origin = sp.b;
+    }
+    for (size_t k = 0; k < t->tracks.size(); k++) out->tracks.push(t->tracks[k]);
     return CW_SUCCESS;
+}
+
+// Puts the snapshot's spans by begin, the longer first at equal begins (a
+// parent before its children, as chrome://tracing wants), then in the order
+// they were made; counts the comparisons.
+void sort_spans(Snapshot *sn, uint64_t *compares) {
+    struct Cmp {
+        const Snapshot *sn;
+        uint64_t *n;
+        bool operator()(uint32_t a, uint32_t b) const {
+            ++*n;
+            const Span &x = sn->span(a), &y = sn->span(b);
+            if (x.b != y.b) return x.b < y.b;
+            if (x.e != y.e) return x.e > y.e;
+            return a < b;
+        }
+    };
+    std::sort(sn->order.begin(), sn->order.end(), Cmp{sn, compares});
+}
+
+cw_status write_file(const Snapshot &sn, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"host threads\"}},\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":\"GPU streams\"}}", f);
+    for (size_t k = 0; k < sn.tracks.size(); k++) {
+        const Track &tr = sn.tracks[k];
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":{\"name\":",
+                tr.gpu ? 2 : 1, k + 1);
+        put_json_string(f, tr.name);
+        fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":"
+                   "{\"sort_index\":%zu}}",
+                tr.gpu ? 2 : 1, k + 1, k + 1);
+    }
+    for (size_t i = 0; i < sn.order.size(); i++) {
+        const Span &sp = sn.span(sn.order[i]);
+        const bool gpu = sn.tracks[sp.track].gpu;
+        fputs(",\n{\"name\":", f);
+        put_json_string(f, sp.name);
+        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f}", gpu ? "gpu" : "host",
+                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - sn.origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
+    }
+    fputs("\n]}\n", f);
+    const bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
+    return CW_SUCCESS;
+}
+
+// The write, with write_mu held: the lock is taken twice, briefly (a pass
+// over the spans each time); the GPU waits, the sort and the file are
+// outside it. A span ended before the write began is in the file; one
+// ending meanwhile is in it or in the next write's, once.
+cw_status write_trace(cw_trace *t, const char *path) {
+    Vec<Pending> pend;
+    {
+        Lock lock(t);
+        CW_TRY(pending_of(t, &pend));
+    }
+    size_t done = 0;
+    cw_status st = CW_SUCCESS;
+    while (done < pend.size() && (st = resolve(&pend[done])) == CW_SUCCESS) done++;
+    Snapshot sn;
+    {
+        Lock lock(t);
+        resolved(t, pend, done);
+        CW_TRY(st);
+        CW_TRY(snapshot_of(t, &sn));
+    }
+    uint64_t compares = 0;
+    sort_spans(&sn, &compares);
+    {
+        Lock lock(t);
+        t->sort_compares = compares;
+    }
+    return write_file(sn, path);
 }
 
 }  // namespace
@@ -285,6 +459,7 @@ cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
     new (t) cw_trace();
     t->refs.store(1);
     pthread_mutex_init(&t->mu, nullptr);
+    pthread_mutex_init(&t->write_mu, nullptr);
     t->max_spans = settings && settings->max_spans ? settings->max_spans : kDefaultMaxSpans;
     t->origin = now_ns();
     room.publish(t);
@@ -308,6 +483,7 @@ void trace_release(cw_trace *t) {
     }
     for (size_t i = 0; i < t->timers.size(); i++) context_release(t->timers[i].ctx);
     pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->write_mu);
     t->~cw_trace();
     handle_free(t);
 }
@@ -490,23 +666,28 @@ cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, in
     return CW_SUCCESS;
 }
 
-cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last) {
+cw_status trace_source(cw_trace *t, const void *key, size_t n, uint32_t *index, uint64_t *seen) {
     Lock lock(t);
-    for (size_t i = 0; i < t->sources.size(); i++)
-        if (t->sources[i].key == key) {
-            *index = (uint32_t)i;
-            *last = t->sources[i].last;
-            return CW_SUCCESS;
-        }
-    if (!t->sources.push(Source{key, 0})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    *index = (uint32_t)(t->sources.size() - 1);
-    *last = 0;
+    size_t i = 0;
+    while (i < t->sources.size() && t->sources[i].key != key) i++;
+    if (i == t->sources.size()) {
+        Source *src = t->sources.emplace();
+        if (!src) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        src->key = key;
+    }
+    const Vec<uint64_t> &had = t->sources[i].seen;
+    for (size_t k = 0; k < n; k++) seen[k] = k < had.size() ? had[k] : 0;
+    *index = (uint32_t)i;
     return CW_SUCCESS;
 }
 
-void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last) {
+cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_t *seen) {
     Lock lock(t);
-    if (index < t->sources.size()) t->sources[index].last = last;
+    Vec<uint64_t> &had = t->sources[index].seen;
+    if (!had.reserve(n)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    while (had.size() < n) had.push(0);  // (reserved)
+    for (size_t k = 0; k < n; k++) had[k] = seen[k];
+    return CW_SUCCESS;
 }
 
 void trace_info(const cw_trace *tc, cw_trace_info *info) {
@@ -524,61 +705,15 @@ void trace_info(const cw_trace *tc, cw_trace_info *info) {
 }
 
 cw_status trace_write(cw_trace *t, const char *path) {
+    pthread_mutex_lock(&t->write_mu);
+    const cw_status st = write_trace(t, path);
+    pthread_mutex_unlock(&t->write_mu);
+    return st;
+}
+
+uint64_t trace_sort_comparisons(cw_trace *t) {
     Lock lock(t);
-    CW_TRY(resolve(t));
-    // Ended spans by begin, the longer first at equal begins (a parent
-    // before its children, as chrome://tracing wants).
-    Vec<uint32_t> order;
-    if (!order.reserve(t->spans.size())) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    // ts 0 is the trace's creation, or the earliest span when one began
-    // before it (a resident loop's stages that ran before the trace was made).
-    int64_t origin = t->origin;
-    for (size_t i = 0; i < t->spans.size(); i++)
-        if (!t->spans[i].open) {
-            order.push((uint32_t)i);
-            if (t->spans[i].b < origin) origin = t->spans[i].b;
-        }
-    struct Cmp {
-        const Span *s;
-        bool operator()(uint32_t a, uint32_t b) const {
-            if (s[a].b != s[b].b) return s[a].b < s[b].b;
-            return s[a].e > s[b].e;
-        }
-    } cmp{t->spans.empty() ? nullptr : &t->spans[0]};
-    // insertion sort on nearly sorted input (spans are kept in begin order per track)
-    for (size_t i = 1; i < order.size(); i++) {
-        const uint32_t v = order[i];
-        size_t j = i;
-        for (; j > 0 && cmp(v, order[j - 1]); j--) order[j] = order[j - 1];
-        order[j] = v;
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
-    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"host threads\"}},\n", f);
-    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":\"GPU streams\"}}", f);
-    for (size_t k = 0; k < t->tracks.size(); k++) {
-        const Track &tr = t->tracks[k];
-        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":{\"name\":",
-                tr.gpu ? 2 : 1, k + 1);
-        put_json_string(f, tr.name);
-        fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"args\":"
-                   "{\"sort_index\":%zu}}",
-                tr.gpu ? 2 : 1, k + 1, k + 1);
-    }
-    for (size_t i = 0; i < order.size(); i++) {
-        const Span &sp = t->spans[order[i]];
-        const bool gpu = t->tracks[sp.track].gpu;
-        fputs(",\n{\"name\":", f);
-        put_json_string(f, sp.name);
-        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f}", gpu ? "gpu" : "host",
-                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
-    }
-    fputs("\n]}\n", f);
-    const bool bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
-    return CW_SUCCESS;
+    return t->sort_compares;
 }
 
 }  // namespace core

@@ -53,12 +53,16 @@ cw_status trace_gpu_track(cw_trace *t, uint64_t key, const char *track);
 bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset);
 cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns);
 // A source of spans (a resident loop): its number in this trace (from 0, in
-// the order first seen) and the last value it had recorded (0 when new).
-cw_status trace_source(cw_trace *t, const void *key, uint32_t *index, uint64_t *last);
-void trace_source_seen(cw_trace *t, uint32_t index, uint64_t last);
+// the order first seen), and in seen[0 .. n) what it noted of each of its
+// items (a loop's stages) when it last recorded (0: nothing, or new).
+cw_status trace_source(cw_trace *t, const void *key, size_t n, uint32_t *index, uint64_t *seen);
+// Notes seen[0 .. n) for source index (a number trace_source gave).
+cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_t *seen);
 
 void trace_info(const cw_trace *t, cw_trace_info *info);
 cw_status trace_write(cw_trace *t, const char *path);
+// Test hook: the comparisons the sort of the last trace_write made.
+uint64_t trace_sort_comparisons(cw_trace *t);
 
 }  // namespace core
 }  // namespace cw

@@ -2,10 +2,14 @@
 // cuweave graph layer: a resident loop's stages on a trace's timeline
 // (cw_trace_record_resident). The stage marks (resident_trace.cpp) hold the
 // global timer's nanoseconds of each stage's last begin and end; those of
-// stages that began and ended since the trace last read them become GPU
-// spans, one track per stage name, and each copy of the iteration an
-// "iteration" span from its first stage's begin to its last stage's end.
+// stages that began and ended since the trace last added them (each
+// stage's begin is noted in the trace) become GPU spans, one track per
+// stage name, and each copy of the iteration an "iteration" span from its
+// first stage's begin to its last stage's end. A copy with a stage still
+// running (the workload, its inner stages ended) is left whole for the
+// next call.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/trace.hpp"
@@ -42,35 +46,55 @@ cw_status resident_record_trace(cw_trace *t, cw_resident *r) {
         CW_TRY(kernels::globaltimer_offset(r->ctx, &offset, &err));
         CW_TRY(core::trace_set_globaltimer(t, r->ctx, offset, err));
     }
+    // Per stage: the begin last added to t, and the marks as read now.
+    uint64_t *mem = static_cast<uint64_t *>(malloc(3 * n * sizeof(uint64_t)));
+    if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint64_t *seen = mem, *b = mem + n, *e = mem + 2 * n;
     uint32_t loop = 0;
-    uint64_t last = 0;
-    CW_TRY(core::trace_source(t, r, &loop, &last));
-    uint64_t newest = last;
-    uint64_t first[kMaxUnroll], end[kMaxUnroll];
-    for (uint32_t c = 0; c < kMaxUnroll; c++) first[c] = end[c] = 0;
+    cw_status status = core::trace_source(t, r, n, &loop, seen);
     char track[64];
     snprintf(track, sizeof track, "loop %u: iterations", loop);
-    CW_TRY(core::trace_gpu_track(t, iteration_key(loop), track));  // the loop's first track
+    if (status == CW_SUCCESS) status = core::trace_gpu_track(t, iteration_key(loop), track);  // the loop's first
+    if (status != CW_SUCCESS) {
+        free(mem);
+        return status;
+    }
+    // A stage's end is read before its begin: marks only grow (no two are
+    // equal), so a stage that begins again between the two reads looks
+    // running (a begin past its end), never ended with the end of an
+    // earlier run. A copy with a stage running is an iteration still
+    // running: none of its stages is added (the next call adds them, the
+    // stage around them included).
+    bool running[kMaxUnroll] = {};
     for (size_t i = 0; i < n; i++) {
-        const unsigned long long b = __atomic_load_n(&r->marks[2 * i], __ATOMIC_ACQUIRE);
-        const unsigned long long e = __atomic_load_n(&r->marks[2 * i + 1], __ATOMIC_ACQUIRE);
-        if (b == 0 || e <= b || b <= last) continue;  // never begun, running now, or read before
+        e[i] = __atomic_load_n(&r->marks[2 * i + 1], __ATOMIC_ACQUIRE);
+        b[i] = __atomic_load_n(&r->marks[2 * i], __ATOMIC_ACQUIRE);
+        const uint32_t c = r->stages[i].copy < kMaxUnroll ? r->stages[i].copy : 0;
+        if (b[i] != 0 && e[i] <= b[i]) running[c] = true;
+    }
+    uint64_t first[kMaxUnroll], end[kMaxUnroll];
+    for (uint32_t c = 0; c < kMaxUnroll; c++) first[c] = end[c] = 0;
+    for (size_t i = 0; i < n && status == CW_SUCCESS; i++) {
         const Stage &st = r->stages[i];
-        snprintf(track, sizeof track, "loop %u: %s", loop, st.name);
-        CW_TRY(core::trace_gpu_span(t, stage_key(loop, st), track, st.name, (int64_t)b + offset,
-                                    (int64_t)e + offset));
         const uint32_t c = st.copy < kMaxUnroll ? st.copy : 0;
-        if (!first[c] || b < first[c]) first[c] = b;
-        if (e > end[c]) end[c] = e;
-        if (e > newest) newest = e;
+        if (b[i] == 0 || running[c] || b[i] <= seen[i]) continue;  // never begun, its copy running, added before
+        snprintf(track, sizeof track, "loop %u: %s", loop, st.name);
+        status = core::trace_gpu_span(t, stage_key(loop, st), track, st.name, (int64_t)b[i] + offset,
+                                      (int64_t)e[i] + offset);
+        if (status != CW_SUCCESS) break;
+        seen[i] = b[i];
+        if (!first[c] || b[i] < first[c]) first[c] = b[i];
+        if (e[i] > end[c]) end[c] = e[i];
     }
     snprintf(track, sizeof track, "loop %u: iterations", loop);  // (made above)
-    for (uint32_t c = 0; c < kMaxUnroll; c++)
+    for (uint32_t c = 0; c < kMaxUnroll && status == CW_SUCCESS; c++)
         if (first[c])
-            CW_TRY(core::trace_gpu_span(t, iteration_key(loop), track, "iteration", (int64_t)first[c] + offset,
-                                        (int64_t)end[c] + offset));
-    core::trace_source_seen(t, loop, newest);
-    return CW_SUCCESS;
+            status = core::trace_gpu_span(t, iteration_key(loop), track, "iteration", (int64_t)first[c] + offset,
+                                          (int64_t)end[c] + offset);
+    // What was added is noted, failed or not (never added twice).
+    const cw_status noted = core::trace_source_seen(t, loop, n, seen);
+    free(mem);
+    return status != CW_SUCCESS ? status : noted;
 }
 
 }  // namespace graphs

@@ -98,6 +98,11 @@ int cwi_trace_set_globaltimer(cw_trace *t, cw_context *ctx, long long offset) {
     return cw::core::trace_set_globaltimer(t, ctx, offset, 0) == CW_SUCCESS ? 0 : -1;
 }
 
+long long cwi_trace_sort_comparisons(cw_trace *t) {
+    if (!t || !cw::live(t)) return -1;
+    return (long long)cw::core::trace_sort_comparisons(t);
+}
+
 cw_res_host *cwi_resident_host(cw_resident *r) {
     if (!r || !cw::live(r)) return nullptr;
     return r->host;

@@ -146,6 +146,10 @@ struct cw_trace;
 struct cw_context;
 int cwi_trace_set_globaltimer(struct cw_trace *t, struct cw_context *ctx, long long offset);
 
+/* How many comparisons the sort of trace t's last cw_trace_write made (the
+ * spans put in time order); -1 when t is not live. */
+long long cwi_trace_sort_comparisons(struct cw_trace *t);
+
 /* A resident loop's host block (struct cw_res_host, graph/resident_abi.h):
  * the doorbell and launch words the host writes, and the words the GPU
  * writes (completed, exited_epoch, exit_reason), which a test writes as
