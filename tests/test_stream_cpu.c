@@ -3562,6 +3562,43 @@ static void test_partition_group_outlived(void **state) {
     fk.green(0);
 }
 
+/* A partition's context current on the thread when the group destroys it
+ * is made not current (nothing is current then): left current it is a
+ * context the driver has freed (the H200 run of bench_resident_frame: the
+ * next cuCtxSetCurrent freed it twice). A partition destroyed later, with
+ * its last stream, likewise; another context current stays. */
+static void test_partition_destroyed_while_current(void **state) {
+    (void)state;
+    fk.green(1);
+    const long green0 = fk.live("green");
+    cw_partition_group *g = NULL;
+    const unsigned sizes[] = {16, 8};
+    assert_cw_ok(cw_partition_group_create(&g, 0, sizes, 2, 0));
+    cw_partition_info p0, p1;
+    assert_cw_ok(cw_partition_group_get_partition(g, 0, &p0));
+    assert_cw_ok(cw_partition_group_get_partition(g, 1, &p1));
+    cw_context_info c0, c1;
+    assert_cw_ok(cw_context_get_info(p0.context, &c0));
+    assert_cw_ok(cw_context_get_info(p1.context, &c1));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, p1.context, NULL)); /* keeps partition 1 */
+    set_current(c0.handle);
+    cw_partition_group_destroy(&g);
+    assert_int_equal(fk.live("green"), green0 + 1);
+    assert_ptr_equal(current(), NULL); /* not the freed partition 0 */
+    set_current(c1.handle);
+    cw_stream_destroy(&s); /* partition 1 goes with it, current on this thread */
+    assert_int_equal(fk.live("green"), green0);
+    assert_ptr_equal(current(), NULL);
+    /* another context current is kept */
+    assert_cw_ok(cw_partition_group_create(&g, 0, sizes, 2, 0));
+    set_current(g_other);
+    cw_partition_group_destroy(&g);
+    assert_ptr_equal(current(), g_other);
+    set_current(NULL);
+    fk.green(0);
+}
+
 /* cw_stream_get_info holds what 0.1's get_handle, get_device and
  * get_context gave, and makes no driver call (it is where the handle is read
  * on every use): the priority is the one the stream was made with (clamped
@@ -3850,6 +3887,7 @@ int main(int argc, char **argv) {
         TEST(test_not_ready_is_not_a_query_answer),
         TEST(test_context_info),
         TEST(test_partition_group_outlived),
+        TEST(test_partition_destroyed_while_current),
         TEST(test_stream_info),
         TEST(test_destroy_ignores_and_warns),
     };

@@ -98,9 +98,11 @@ CW_API cw_status cw_partition_group_create(cw_partition_group **out, int device,
  * a partition on which nothing was made is destroyed now; one on which
  * objects live (streams, pools, timers, futures, graphs, ...) stays, and
  * those objects keep working, until the last of them is destroyed (green
- * contexts are reference counted as every context is). A handle that is not
- * a live group is ignored (logged at CW_LOG_WARNING; the thread's detail is
- * left as it was).
+ * contexts are reference counted as every context is). A partition's
+ * context current on the calling thread when it is destroyed (here, or with
+ * the last object on it) is made not current: nothing is current afterwards
+ * (any other current context is kept). A handle that is not a live group is
+ * ignored (logged at CW_LOG_WARNING; the thread's detail is left as it was).
  *
  * Returns: nothing.
  */

@@ -53,6 +53,10 @@ void context_free(void *owner) {
                 if (g_hooks[i].stage == stage) g_hooks[i].teardown(ctx);
     }
     if (ctx->kind == CW_CONTEXT_GREEN) {
+        // Current on this thread, it would be a context the driver has freed
+        // (the next cuCtxSetCurrent frees it again): nothing is current then.
+        CUcontext cur = nullptr;
+        if (drv().cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx->cu) (void)drv().cuCtxSetCurrent(nullptr);
         CUresult r = drv().cuGreenCtxDestroy(ctx->green);
         if (r != CUDA_SUCCESS)
             log(CW_LOG_WARNING, "%s: cuGreenCtxDestroy (device %d) failed with CUresult %d", current_api(),
