@@ -45,8 +45,8 @@
  * BENCH_FRAME_PARTS (default "styles,barrier,partition") picks the parts.
  * BENCH_ITERS (default 5000) round trips per style and size after 500
  * warm-up ones; BENCH_FRAME_ROWS_1080 / _324 rows a band (default 8 / 4);
- * BENCH_FRAME_GRID blocks of a) and b) (default one per SM). Prints a block
- * for docs/benchmarks.md.
+ * BENCH_FRAME_GRID blocks of a), b) and c) (default a block a band: every
+ * band of a stage at once). Prints a block for docs/benchmarks.md.
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -87,77 +87,106 @@ static const char kFrame[] =
     "struct fr { const u8 *frames; u8 *blur; unsigned *hist; u64 *count, *sad; fr_res *res; u64 *n, *gstart;\n"
     "            unsigned W, H, rows, tiles; };\n"
     "static __device__ __forceinline__ u64 gnow(void) { u64 t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t; }\n"
-    /* S1: the band's rows of the blur of frame seq % 4 into blur[seq % 3] */
+    /* The band functions work on 32-bit words (W is a multiple of 4): four
+     * pixels a thread at a time, byte SIMD where it applies. */
+    "static __device__ __forceinline__ unsigned byte_of(unsigned w, unsigned i) { return (w >> (8u * i)) & 0xffu; }\n"
+    /* S1: the band's rows of the blur of frame seq % 4 into blur[seq % 3]:
+     * column sums of three rows, then three of them a pixel */
     "static __device__ void blur_band(const fr *u, u64 seq, unsigned band) {\n"
-    "    const unsigned W = u->W, H = u->H;\n"
-    "    const u8 *in = u->frames + (size_t)(seq % 4ull) * W * H;\n"
-    "    u8 *out = u->blur + (size_t)(seq % 3ull) * W * H;\n"
+    "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
+    "    const unsigned *in = (const unsigned *)(u->frames + (size_t)(seq % 4ull) * W * H);\n"
+    "    unsigned *out = (unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
-    "    for (unsigned y = y0; y < y1; y++) {\n"
-    "        const u8 *r0 = in + (size_t)(y ? y - 1 : 0) * W, *r1 = in + (size_t)y * W, *r2 = in + (size_t)(y + 1 < H ? y + 1 : y) * W;\n"
-    "        for (unsigned x = threadIdx.x; x < W; x += blockDim.x) {\n"
-    "            const unsigned xl = x ? x - 1 : 0, xr = x + 1 < W ? x + 1 : x;\n"
-    "            const unsigned s = r0[xl] + r0[x] + r0[xr] + r1[xl] + r1[x] + r1[xr] + r2[xl] + r2[x] + r2[xr];\n"
-    "            out[(size_t)y * W + x] = (u8)(s / 9u);\n"
+    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
+    "        const unsigned y = y0 + i / WW, x = i % WW;\n"
+    "        const unsigned ya = y ? y - 1u : 0u, yb = y + 1u < H ? y + 1u : y;\n"
+    "        unsigned c[6];\n"
+    "        for (unsigned k = 0; k < 6; k++) c[k] = 0u;\n"
+    "        const unsigned rows3[3] = {ya, y, yb};\n"
+    "        for (unsigned r = 0; r < 3; r++) {\n"
+    "            const unsigned *row = in + (size_t)rows3[r] * WW;\n"
+    "            const unsigned w = row[x];\n"
+    "            const unsigned l = x ? byte_of(row[x - 1u], 3u) : byte_of(w, 0u);\n"
+    "            const unsigned h = x + 1u < WW ? byte_of(row[x + 1u], 0u) : byte_of(w, 3u);\n"
+    "            c[0] += l; c[1] += byte_of(w, 0u); c[2] += byte_of(w, 1u); c[3] += byte_of(w, 2u); c[4] += byte_of(w, 3u); c[5] += h;\n"
     "        }\n"
+    "        unsigned o = 0u;\n"
+    "        for (unsigned k = 0; k < 4; k++) o |= (((c[k] + c[k + 1] + c[k + 2]) * 7282u) >> 16) << (8u * k);\n"
+    "        out[(size_t)y * WW + x] = o;\n"
     "    }\n"
     "}\n"
-    /* S2: the band's histogram, into the frame's (shared first) */
+    /* S2: the band's histogram: one in shared memory a warp, summed into the frame's */
     "static __device__ void hist_band(const fr *u, u64 seq, unsigned band) {\n"
-    "    __shared__ unsigned sh[256];\n"
-    "    const unsigned W = u->W, H = u->H;\n"
-    "    const u8 *b = u->blur + (size_t)(seq % 3ull) * W * H;\n"
-    "    for (unsigned k = threadIdx.x; k < 256u; k += blockDim.x) sh[k] = 0u;\n"
+    "    __shared__ unsigned sh[8][256];\n"
+    "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
+    "    const unsigned *b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned wp = (threadIdx.x / 32u) & 7u;\n"
+    "    for (unsigned k = threadIdx.x; k < 8u * 256u; k += blockDim.x) (&sh[0][0])[k] = 0u;\n"
     "    __syncthreads();\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
-    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * W; i += blockDim.x) atomicAdd(&sh[b[(size_t)y0 * W + i]], 1u);\n"
+    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
+    "        const unsigned w = b[(size_t)y0 * WW + i];\n"
+    "        atomicAdd(&sh[wp][w & 0xffu], 1u); atomicAdd(&sh[wp][(w >> 8) & 0xffu], 1u);\n"
+    "        atomicAdd(&sh[wp][(w >> 16) & 0xffu], 1u); atomicAdd(&sh[wp][w >> 24], 1u);\n"
+    "    }\n"
     "    __syncthreads();\n"
-    "    for (unsigned k = threadIdx.x; k < 256u; k += blockDim.x) if (sh[k]) atomicAdd(&u->hist[k], sh[k]);\n"
+    "    for (unsigned k = threadIdx.x; k < 256u; k += blockDim.x) {\n"
+    "        unsigned n = 0u;\n"
+    "        for (unsigned q = 0; q < 8u; q++) n += sh[q][k];\n"
+    "        if (n) atomicAdd(&u->hist[k], n);\n"
+    "    }\n"
     "    __syncthreads();\n"
     "}\n"
-    /* S3: the median from the whole histogram (a scan), the band's pixels above it counted */
+    /* a block's sum (every thread calls it; the result in thread 0) */
+    "static __device__ __forceinline__ u64 block_sum(u64 v) {\n"
+    "    __shared__ u64 part[32];\n"
+    "    for (unsigned o = 16u; o > 0u; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);\n"
+    "    if ((threadIdx.x & 31u) == 0u) part[threadIdx.x / 32u] = v;\n"
+    "    __syncthreads();\n"
+    "    u64 t = 0ull;\n"
+    "    if (threadIdx.x == 0u) for (unsigned w = 0; w < (blockDim.x + 31u) / 32u; w++) t += part[w];\n"
+    "    __syncthreads();\n"
+    "    return t;\n"
+    "}\n"
+    /* S3: the median from the whole histogram (a warp scan a 32 bins), the band's pixels above it counted */
     "static __device__ void thresh_band(const fr *u, u64 seq, unsigned band) {\n"
-    "    __shared__ unsigned cum[256];\n"
-    "    __shared__ unsigned thr, cnt;\n"
-    "    const unsigned W = u->W, H = u->H;\n"
-    "    const unsigned k = threadIdx.x;\n"
-    "    if (k < 256u) cum[k] = *(volatile unsigned *)&u->hist[k];\n"
-    "    if (k == 0) cnt = 0u;\n"
+    "    __shared__ unsigned wsum[8], thr;\n"
+    "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
+    "    const unsigned k = threadIdx.x, lane = k & 31u, wp = k / 32u;\n"
+    "    unsigned v = k < 256u ? *(volatile unsigned *)&u->hist[k] : 0u;\n"
+    "    for (unsigned o = 1u; o < 32u; o <<= 1) { const unsigned n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v += n; }\n"
+    "    if (lane == 31u && wp < 8u) wsum[wp] = v;\n"
     "    __syncthreads();\n"
-    "    for (unsigned off = 1u; off < 256u; off <<= 1) {\n"
-    "        const unsigned v = k < 256u && k >= off ? cum[k - off] : 0u;\n"
-    "        __syncthreads();\n"
-    "        if (k < 256u) cum[k] += v;\n"
-    "        __syncthreads();\n"
-    "    }\n"
+    "    unsigned before = 0u;\n"
+    "    for (unsigned q = 0; q < wp && q < 8u; q++) before += wsum[q];\n"
+    "    const unsigned cum = v + before;\n"
     "    const unsigned half = (W * H + 1u) / 2u;\n"
-    "    if (k < 256u && cum[k] >= half && (k == 0 || cum[k - 1] < half)) thr = k;\n"
+    "    const unsigned prev = __shfl_up_sync(0xffffffffu, cum, 1);\n"
+    "    const unsigned prev_cum = lane ? prev : before;\n"
+    "    if (k < 256u && cum >= half && (k == 0u || prev_cum < half)) thr = k;\n"
     "    __syncthreads();\n"
-    "    const u8 *b = u->blur + (size_t)(seq % 3ull) * W * H;\n"
+    "    const unsigned t4 = thr * 0x01010101u;\n"
+    "    const unsigned *b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
     "    unsigned c = 0u;\n"
-    "    const unsigned t = thr;\n"
-    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * W; i += blockDim.x) c += b[(size_t)y0 * W + i] > t;\n"
-    "    atomicAdd(&cnt, c);\n"
-    "    __syncthreads();\n"
-    "    if (k == 0) atomicAdd(u->count, (u64)cnt);\n"
+    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x)\n"
+    "        c += __popc(__vcmpgtu4(b[(size_t)y0 * WW + i], t4)) >> 3;\n"
+    "    const u64 n = block_sum((u64)c);\n"
+    "    if (threadIdx.x == 0u) atomicAdd(u->count, n);\n"
     "}\n"
     /* S4: the band's SAD against the previous request's blur */
     "static __device__ void sad_band(const fr *u, u64 seq, unsigned band) {\n"
-    "    __shared__ unsigned long long acc;\n"
-    "    const unsigned W = u->W, H = u->H;\n"
-    "    const u8 *a = u->blur + (size_t)(seq % 3ull) * W * H, *p = u->blur + (size_t)((seq + 2ull) % 3ull) * W * H;\n"
-    "    if (threadIdx.x == 0) acc = 0ull;\n"
-    "    __syncthreads();\n"
+    "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
+    "    const unsigned *a = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned *p = (const unsigned *)(u->blur + (size_t)((seq + 2ull) % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
     "    unsigned s = 0u;\n"
-    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * W; i += blockDim.x) {\n"
-    "        const int d = (int)a[(size_t)y0 * W + i] - (int)p[(size_t)y0 * W + i];\n"
-    "        s += (unsigned)(d < 0 ? -d : d);\n"
+    "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
+    "        const size_t at = (size_t)y0 * WW + i;\n"
+    "        s += __vsadu4(a[at], p[at]);\n"
     "    }\n"
-    "    atomicAdd(&acc, (unsigned long long)s);\n"
-    "    __syncthreads();\n"
-    "    if (threadIdx.x == 0) atomicAdd(u->sad, acc);\n"
+    "    const u64 n = block_sum((u64)s);\n"
+    "    if (threadIdx.x == 0u) atomicAdd(u->sad, n);\n"
     "}\n"
     /* the result into host memory (its number last), then the accumulators reset (one block) */
     "static __device__ void result(const fr *u, u64 seq, u64 t0, unsigned sys) {\n"
@@ -181,6 +210,7 @@ static const char kFrame[] =
     "extern \"C\" __device__ void a_thresh(const cw_fused_tile *t, void *u) { thresh_band((const fr *)u, t->seq, t->tile); }\n"
     "extern \"C\" __device__ void a_sad(const cw_fused_tile *t, void *u) { sad_band((const fr *)u, t->seq, t->tile); }\n"
     "extern \"C\" __device__ void a_result(const cw_fused_tile *t, void *u) { result((const fr *)u, t->seq, 0ull, 0u); }\n"
+    "extern \"C\" __device__ void a_empty(const cw_fused_tile *t, void *u) { (void)t; (void)u; }\n"
     /* b) barrier stages: the grid strides over the bands */
     "#define BSTAGE(name, fn) extern \"C\" __device__ void name(cw_resident_ctl *c, void *u) { \\\n"
     "    const fr *f = (const fr *)u; const u64 seq = cw_resident_sequence(c); \\\n"
@@ -666,6 +696,49 @@ static double barrier_cost(cw_context *ctx, const frame_set *fs, frame_gpu *g, u
     (void)v;
     printf("# barrier: %u blocks, GPU median per request with 1 empty stage %.2f us, with 5 %.2f us\n", grid, med[0],
            med[1]);
+    /* the dataflow protocol's cost: stages of `grid` empty tiles, each tile
+     * reading the same tile of the stage before (1 and 5 stages) */
+    double dmed[2];
+    for (int k = 0; k < 2; k++) {
+        cw_fused_stage st[5];
+        cw_fused_dep dp[5];
+        memset(st, 0, sizeof st);
+        memset(dp, 0, sizeof dp);
+        for (unsigned i = 0; i < stages[k]; i++) {
+            st[i].name = "a_empty";
+            st[i].tiles = grid;
+            dp[i] = (cw_fused_dep){.stage = i ? i - 1 : 0, .read = CW_FUSED_READ_SAME};
+            if (i) {
+                st[i].deps = &dp[i];
+                st[i].dep_count = 1;
+            }
+        }
+        cw_resident_fused f;
+        memset(&f, 0, sizeof f);
+        f.source = kFrame;
+        f.mode = CW_FUSED_DATAFLOW;
+        f.stage_defs = st;
+        f.stage_count = stages[k];
+        f.grid_blocks = grid;
+        f.block_threads = BLOCK;
+        cw_resident *r = make_loop(ctx, 1);
+        CW_CHECK(cw_resident_set_fused(r, &f));
+        CW_CHECK(cw_resident_build(r));
+        CW_CHECK(cw_resident_launch(r));
+        uint64_t seq = 0;
+        for (size_t i = 0; i < 3000; i++) {
+            CW_CHECK(cw_resident_data_ready(r, &seq));
+            while (cw_resident_poll_result(r, seq) == CW_ERROR_NOT_READY) {
+            }
+        }
+        cw_resident_info info;
+        CW_CHECK(cw_resident_get_info(r, &info));
+        dmed[k] = info.iter_median_ns / 1e3;
+        cw_resident_destroy(&r);
+    }
+    printf("# dataflow: %u blocks, %u empty tiles a stage, each reading its tile of the stage before: GPU median per "
+           "request with 1 stage %.2f us, with 5 %.2f us: %.2f us a stage\n",
+           grid, grid, dmed[0], dmed[1], (dmed[1] - dmed[0]) / 4.0);
     return (med[1] - med[0]) / 4.0;
 }
 
@@ -685,7 +758,8 @@ int main(void) {
     launch_ex_fn launch_ex = NULL;
     *(void **)&launch_ex = dlsym(rc.lib, "cuLaunchKernelEx");
     const size_t iters = env_u("BENCH_ITERS", 5000);
-    const unsigned grid = env_u("BENCH_FRAME_GRID", (unsigned)info.sm_count);
+    /* a) and b)'s grid: BENCH_FRAME_GRID, else a block a band (each size's) */
+    const unsigned grid_env = env_u("BENCH_FRAME_GRID", 0);
     cw_context *ctx = NULL;
     CW_CHECK(cw_context_create(&ctx, 0));
     CUcontext cu = bench_cu_context(ctx);
@@ -773,6 +847,7 @@ int main(void) {
         memset(all[z], 0, sizeof all[z]);
         /* every module loads before any loop runs */
         cw_resident *ra = make_loop(ctx, 1), *rb = make_loop(ctx, 1), *rf = make_loop(ctx, 1);
+        const unsigned grid = grid_env ? grid_env : fs->tiles;
         cw_resident_fused f;
         dataflow_desc(&f, fs, g.user, grid);
         CW_CHECK(cw_resident_set_fused(ra, &f));
@@ -802,8 +877,8 @@ int main(void) {
         gpu_reset(&g);
         all[z][1] = run_loop(rb, fs, &g, iters, "b) barrier", v);
         if (f_hand) {
-            /* one block an SM, as a) and b) by default */
-            all[z][2] = run_hand(f_hand, 1, (unsigned)info.sm_count, &hw, hs, fs, &g, iters, "c) hand-written", v, gv);
+            /* the grid of a) and b) */
+            all[z][2] = run_hand(f_hand, 1, grid, &hw, hs, fs, &g, iters, "c) hand-written", v, gv);
         } else {
             snprintf(all[z][2].why, sizeof all[z][2].why, "%s", why_c);
         }
@@ -822,7 +897,7 @@ int main(void) {
         cw_resident_destroy(&ra);
         cw_resident_destroy(&rb);
         cw_resident_destroy(&rf);
-        if (z == 0 && do_barrier) bar_us = barrier_cost(ctx, fs, &g, grid, v);
+        if (z == 0 && do_barrier) bar_us = barrier_cost(ctx, fs, &g, (unsigned)info.sm_count, v);
         CU_CHECK(rc.cuCtxSetCurrent(cu));
         CU_CHECK(rc.cuGraphExecDestroy(gd));
         if (ge) CU_CHECK(rc.cuGraphExecDestroy(ge));
@@ -885,7 +960,7 @@ int main(void) {
         gpu_make(&g, cu, &fsets[1]);
         cw_resident *r = make_loop(ctx, 1);
         cw_resident_fused f;
-        dataflow_desc(&f, &fsets[1], g.user, grid);
+        dataflow_desc(&f, &fsets[1], g.user, grid_env ? grid_env : fsets[1].tiles);
         CW_CHECK(cw_resident_set_fused(r, &f));
         CW_CHECK(cw_resident_launch(r));
         size_t free0 = 0, free1 = 0, total = 0;
@@ -926,8 +1001,8 @@ int main(void) {
     }
 
     printf("\n## bench_resident_frame, %s, %s, driver %d, commit %s\n", date, info.name, drv, commit);
-    printf("%zu round trips a style after %d warm-up; a) and b) on %u blocks of %d threads; microseconds\n", iters,
-           WARMUP, grid, BLOCK);
+    printf("%zu round trips a style after %d warm-up; a), b) and c) on %s blocks of %d threads; microseconds\n", iters,
+           WARMUP, grid_env ? "BENCH_FRAME_GRID" : "a block a band's", BLOCK);
     static const char *const names[7] = {"a) cuweave fused, dataflow", "b) cuweave fused, barrier",
                                          "c) hand-written persistent (cg grid sync)", "d) graph: cuGraphLaunch + sync",
                                          "e) graph with PDL", "f) cuweave graph loop", "g) doorbell only (floor)"};
@@ -949,8 +1024,8 @@ int main(void) {
                a->st.p99 / a->st.p50);
     }
     if (do_barrier)
-        printf("\n%s b)'s barrier: %.2f us at %u blocks (target at most 1 us; GPU clock, 5 empty stages against 1)\n",
-               pass(bar_us <= 1.0), bar_us, grid);
+        printf("\n%s b)'s barrier: %.2f us at %d blocks (target at most 1 us; GPU clock, 5 empty stages against 1)\n",
+               pass(bar_us <= 1.0), bar_us, info.sm_count);
     if (part_un.ran) {
         printf("%s a) in a %d-SM partition at 1920x1080: p99 %.2f us unloaded, %.2f us with a hog in the rest (%.2fx; "
                "target at most 1.5x); p50 %.2f / %.2f\n",
