@@ -82,6 +82,7 @@ LIB_SRCS = \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
 	src/multi/bootstrap.cpp \
+	src/multi/bootstrap_msg.cpp \
 	src/multi/collective.cpp \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \

@@ -1949,11 +1949,13 @@ class Comm(_Handle):
         return cls((context,), _ptr=ptr, _first=int(rank))
 
     @classmethod
-    def bootstrap(cls, context, rank=None, world_size=None, file=None, addr=None, timeout_ms=60000):
+    def bootstrap(cls, context, rank=None, world_size=None, file=None, addr=None, timeout_ms=60000, token=None):
         """The common bootstrap (cw_comm_bootstrap): rank 0 makes the id and
         publishes it through `file` or `addr` ("host:port" of rank 0); each
         argument left None comes from the environment (CUWEAVE_RANK,
-        CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE, CUWEAVE_COMM_ADDR)."""
+        CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE, CUWEAVE_COMM_ADDR,
+        CUWEAVE_COMM_TOKEN). `token` (TCP): a secret every rank shares; rank 0
+        answers only the peers that present it."""
         s = CommBootstrapSettings()
         lib.cw_comm_bootstrap_settings_default(ctypes.byref(s))
         if rank is not None:
@@ -1965,6 +1967,8 @@ class Comm(_Handle):
         if addr is not None:
             s.addr = addr.encode()
         s.timeout_ms = int(timeout_ms)
+        if token is not None:
+            s.token = token.encode()
         ptr = _new(lib.cw_comm_bootstrap, context.handle, ctypes.byref(s))
         i = CommInfo()
         lib.cw_comm_get_info(ctypes.c_void_p(ptr), ctypes.byref(i))
