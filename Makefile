@@ -85,6 +85,7 @@ LIB_SRCS = \
 	src/kernel/launch.cpp \
 	src/kernel/module.cpp \
 	src/multi/bootstrap.cpp \
+	src/multi/bootstrap_msg.cpp \
 	src/multi/collective.cpp \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
@@ -141,7 +142,7 @@ CPP_MODE_TESTS = test_cpp_modes
 CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
 GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_resident_fused test_gpu_resident_dataflow test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank test_gpu_trace
-FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings fuzz_share_handle
+FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings fuzz_comm_hello fuzz_comm_id fuzz_comm_file fuzz_share_handle
 # Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
 PROGRAMS = cuweave-info
 # Built when pkg-config finds FFmpeg's development packages (libavformat,

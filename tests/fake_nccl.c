@@ -687,7 +687,13 @@ static int pid_dead(long pid) { return pid > 0 && kill((pid_t)pid, 0) != 0 && er
 /* Writes this rank's part of collective k. */
 static ncclResult_t xp_write(const struct xop *op) {
     struct ncclComm *c = op->comm;
-    struct xhdr h = {XP_MAGIC, op->kind, op->count, op->dtype, op->arg, 0};
+    struct xhdr h;
+    memset(&h, 0, sizeof h); /* its padding too: the file is written whole (valgrind) */
+    h.magic = XP_MAGIC;
+    h.kind = op->kind;
+    h.count = op->count;
+    h.dtype = op->dtype;
+    h.arg = op->arg;
     size_t bytes = op->count * g_types[op->dtype].size;
     h.has_data = bytes > 0 && (op->kind == K_ALLREDUCE || c->rank == op->arg);
     char path[256];

@@ -16,13 +16,18 @@
  * a rank taken twice; a rank that never arrives (CW_ERROR_TIMEOUT in
  * bounded time, nothing left alive in the fake); a rank that dies between
  * collectives; the bootstrap through a file and through TCP loopback,
- * disagreeing world sizes, and bad environment values.
+ * disagreeing world sizes, and bad environment values; hostile peers of the
+ * TCP bootstrap (idle, garbage, impersonating, slow-loris, gone mid-hello, a
+ * flood, a fake rank 0) and the token; what may sit at the file bootstrap's
+ * path (a FIFO, a link, another user's file, bad contents) and rank 0's
+ * temporary file (a planted link, its mode).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -619,7 +624,7 @@ static void test_bootstrap_tcp(void **state) {
     expect_all_zero(3, status);
 }
 
-/* Rank 0 with world size 2, rank 1 with 3, through TCP: both refuse. */
+/* Rank 0 with world size 2, rank 1 with 3, through TCP: both fail. */
 static void child_boot_disagree(int rank, void *arg) {
     BootArg *ba = arg;
     Rank r;
@@ -629,10 +634,13 @@ static void child_boot_disagree(int rank, void *arg) {
     s.rank = rank;
     s.world_size = rank == 0 ? 2 : 3;
     s.addr = ba->value;
-    s.timeout_ms = 10000;
+    s.timeout_ms = rank == 0 ? 1500 : 10000;
     cw_comm *comm = NULL;
-    CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
-    CK_DETAIL(rank == 0 ? "rank 1 has world size 3, rank 0 2" : "closed the connection without an id");
+    /* rank 1 is refused at once, told why; rank 0 serves on (a peer's hello
+     * cannot end it) and times out, naming what it refused */
+    CK_ST(rank == 0 ? CW_ERROR_TIMEOUT : CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+    CK_DETAIL(rank == 0 ? "1 connection(s) refused, the last: world size 3, rank 0 has 2"
+                        : "refused rank 1: world size 3, rank 0 has 2: the ranks disagree");
     CK(comm == NULL);
     rank_close(&r);
 }
@@ -746,6 +754,710 @@ static void test_bootstrap_bad_environment(void **state) {
     expect_all_zero(1, status);
 }
 
+/* ---- hostile peers of the TCP bootstrap (127.0.0.1 only) ------------------ */
+
+/* The genuine ranks against peers that are not: each genuine rank is a
+ * child running cw_comm_bootstrap, each hostile peer a child of the test
+ * that only speaks raw TCP to rank 0's port (no cuweave). The ranks after
+ * rank 0 start once every hostile peer is in position (a byte each through
+ * the `ready` pipe: connected, or its bytes sent), so the hostile one comes
+ * first. Every case asserts every genuine rank's outcome (joined, and the
+ * collectives checked; or the status and detail expected) and that no
+ * hostile peer received the id; a hang fails (the children are killed at
+ * the bound), and every child has an alarm of its own. */
+
+enum { H_IDLE, H_GARBAGE, H_IMPERSONATE, H_SLOWLORIS, H_HALF, H_FLOOD, H_FLOOD_PAST_CAP, H_FAKE_RANK0 };
+
+typedef struct Hostile {
+    int port;
+    int nranks;
+    int timeout_ms;           /* the genuine ranks' */
+    const char *token;        /* CUWEAVE_COMM_TOKEN of the genuine ranks (NULL: unset) */
+    cw_status want[4];        /* each genuine rank's status */
+    const char *detail[4];    /* and a piece of its detail (NULL: none asked) */
+    int kind[4];              /* the hostile peers */
+    int nhostile;
+    const char *reply;        /* H_FAKE_RANK0: what it answers (NULL: nothing, ever) */
+    size_t reply_n;
+    int endless;              /* H_FAKE_RANK0: then '7' forever */
+    int skip_rank;            /* a genuine rank not started (0: none) */
+    int ready[2];
+} Hostile;
+
+/* Connects to 127.0.0.1:port, retrying for up to 5 s while nobody listens;
+ * exits 22 when it cannot. */
+static int h_connect(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    double t0 = now_ms();
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) _exit(23);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+        close(fd);
+        if (now_ms() - t0 > 5000) {
+            fprintf(stderr, "hostile peer: rank 0 did not listen on port %d\n", port);
+            _exit(22);
+        }
+        sleep_ms(5);
+    }
+}
+
+static void h_send(int fd, const void *b, size_t n) { (void)!send(fd, b, n, MSG_NOSIGNAL); }
+
+/* What the peer sends until it closes (3 s at most), NUL-terminated. */
+static size_t h_read_all(int fd, char *buf, size_t cap) {
+    size_t n = 0;
+    double t0 = now_ms();
+    while (n + 1 < cap && now_ms() - t0 < 3000) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+/* Fails the hostile peer (exit 21) when rank 0 answered it with the id. */
+static void h_expect_no_id(int fd, const char *what) {
+    char buf[4096];
+    size_t n = h_read_all(fd, buf, sizeof buf);
+    if (memmem(buf, n, "cuweave-comm-id", 15)) {
+        fprintf(stderr, "hostile peer (%s): rank 0 handed it the communicator id\n", what);
+        _exit(21);
+    }
+}
+
+/* In position: a byte for each genuine rank that waits (all but rank 0). */
+static void h_ready(const Hostile *h) {
+    for (int i = 1; i < h->nranks; i++) (void)!write(h->ready[1], "r", 1);
+}
+
+static void hostile_peer(const Hostile *h, int which) {
+    alarm(60);
+    switch (h->kind[which]) {
+    case H_IDLE: { /* connects and says nothing */
+        int fd = h_connect(h->port);
+        h_ready(h);
+        for (;;) pause();
+        (void)fd;
+    }
+    case H_FLOOD:          /* 32 connections that say nothing */
+    case H_FLOOD_PAST_CAP: /* 80 */
+        for (int i = 0; i < (h->kind[which] == H_FLOOD ? 32 : 80); i++) (void)h_connect(h->port);
+        h_ready(h);
+        for (;;) pause();
+    case H_SLOWLORIS: { /* a hello a byte at a time, never finished */
+        int fd = h_connect(h->port);
+        h_send(fd, "1", 1);
+        h_ready(h);
+        for (;;) {
+            sleep_ms(200);
+            h_send(fd, "1", 1);
+        }
+    }
+    case H_HALF: { /* hellos cut short: the peer goes away mid-message */
+        const char *cut[] = {"1 2", "1", "1 2 ", ""};
+        for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+            int fd = h_connect(h->port);
+            h_send(fd, cut[i], strlen(cut[i]));
+            shutdown(fd, SHUT_WR);
+            h_expect_no_id(fd, cut[i]);
+            close(fd);
+        }
+        h_ready(h);
+        _exit(0);
+    }
+    case H_GARBAGE: { /* hellos no cuweave rank sends */
+        static char big[600], zeros[40];
+        memset(big, '7', sizeof big);
+        const struct {
+            const char *b;
+            size_t n;
+        } bad[] = {
+            {"7 2\n", 4},     {"0 2\n", 4},   {"-1 2\n", 5},      {"1 3\n", 4},     {"1 0\n", 4},
+            {"hello\n", 6},   {"1 2 3 4\n", 8}, {"1  2\n", 5},    {" 1 2\n", 5},    {"1 2\r\n", 5},
+            {"+1 2\n", 5},    {"1 2x\n", 5},  {"01 2\n", 5},      {zeros, sizeof zeros},
+            {"1 99999999999999999999999999\n", 29}, {"99999999999999999999999999 2\n", 29},
+            {"4294967297 2\n", 13}, {big, sizeof big},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            int fd = h_connect(h->port);
+            h_send(fd, bad[i].b, bad[i].n);
+            h_expect_no_id(fd, "garbage");
+            close(fd);
+        }
+        h_ready(h);
+        _exit(0);
+    }
+    case H_IMPERSONATE: { /* says it is rank 1: without the token, or with a wrong one */
+        char line[64];
+        int fd = h_connect(h->port);
+        h_send(fd, line, (size_t)snprintf(line, sizeof line, "1 %d\n", h->nranks));
+        char buf[4096];
+        size_t n = h_read_all(fd, buf, sizeof buf);
+        close(fd);
+        const int got = memmem(buf, n, "cuweave-comm-id", 15) != NULL;
+        if (h->token) {
+            if (got) {
+                fprintf(stderr, "hostile peer: rank 0 gave the id to a hello without the token\n");
+                _exit(21);
+            }
+            const char *wrong[] = {"wrong-token", "sesame-", "sesam", "", "Sesame"};
+            for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+                fd = h_connect(h->port);
+                h_send(fd, line, (size_t)snprintf(line, sizeof line, "1 %d %s\n", h->nranks, wrong[i]));
+                h_expect_no_id(fd, wrong[i]);
+                close(fd);
+            }
+        } else if (!got) { /* without a token rank 0 cannot tell: the first rank 1 gets the id */
+            fprintf(stderr, "hostile peer: rank 0 did not answer a hello of rank 1 (no token): \"%s\"\n", buf);
+            _exit(24);
+        }
+        h_ready(h);
+        _exit(0);
+    }
+    case H_FAKE_RANK0: { /* listens in rank 0's place and answers h->reply */
+        int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)h->port);
+        if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 4) != 0) _exit(25);
+        h_ready(h);
+        int fd = accept(ls, NULL, NULL);
+        char hello[64];
+        (void)!recv(fd, hello, sizeof hello, 0);
+        if (h->reply) h_send(fd, h->reply, h->reply_n);
+        if (h->endless) /* a message that never ends */
+            for (;;) h_send(fd, "7", 1);
+        if (!h->reply) /* silent */
+            for (;;) pause();
+        close(fd);
+        _exit(0);
+    }
+    }
+    _exit(26);
+}
+
+static void child_genuine(int rank, void *arg) {
+    const Hostile *h = arg;
+    alarm(60);
+    if (h->token)
+        setenv("CUWEAVE_COMM_TOKEN", h->token, 1);
+    else
+        unsetenv("CUWEAVE_COMM_TOKEN");
+    Rank r;
+    rank_open(&r, rank, kN * sizeof(int32_t));
+    if (rank > 0) /* after the hostile peers are in position */
+        for (int i = 0; i < h->nhostile; i++) {
+            char c;
+            struct pollfd p = {h->ready[0], POLLIN, 0};
+            CK(poll(&p, 1, 20000) == 1 && read(h->ready[0], &c, 1) == 1);
+        }
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.rank = rank;
+    s.world_size = h->nranks;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", h->port);
+    s.addr = addr;
+    s.timeout_ms = (uint32_t)h->timeout_ms;
+    cw_comm *comm = NULL;
+    CK_ST(h->want[rank], cw_comm_bootstrap(&comm, r.ctx, &s));
+    if (h->detail[rank]) CK_DETAIL(h->detail[rank]);
+    if (h->want[rank] == CW_SUCCESS) {
+        exercise(comm, &r, rank, h->nranks);
+        cw_comm_destroy(&comm);
+    }
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+/* Runs the genuine ranks (all but rank 0 when h->kind[0] is H_FAKE_RANK0:
+ * then rank 1 alone) and the hostile peers; waits for the genuine ranks (a
+ * bound: their timeout and 20 s more), then for the hostile peers that end
+ * by themselves (3 s), then kills the rest. Fails on any genuine rank's
+ * failure, a hang, or a hostile peer that found the id (or could not do its
+ * part). */
+static void run_hostile(Hostile *h) {
+    assert_int_equal(pipe(h->ready), 0);
+    const int fake0 = h->nhostile > 0 && h->kind[0] == H_FAKE_RANK0;
+    const int first = fake0 ? 1 : 0;
+    pid_t pids[16];
+    int status[16], n = 0;
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < h->nhostile; i++, n++) {
+        pids[n] = fork();
+        assert_true(pids[n] >= 0);
+        if (pids[n] == 0) hostile_peer(h, i);
+    }
+    for (int rank = first; rank < h->nranks; rank++, n++) {
+        if (h->skip_rank && rank == h->skip_rank) {
+            n--;
+            continue;
+        }
+        pids[n] = fork();
+        assert_true(pids[n] >= 0);
+        if (pids[n] == 0) {
+            g_rank = rank;
+            child_genuine(rank, h);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < n; i++) status[i] = -1;
+    const double t0 = now_ms();
+    int hung = 0;
+    for (;;) {
+        int left_genuine = 0, left_hostile_ending = 0;
+        for (int i = 0; i < n; i++) {
+            int st = 0;
+            if (status[i] < 0 && waitpid(pids[i], &st, WNOHANG) == pids[i])
+                status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            if (status[i] >= 0) continue;
+            if (i >= h->nhostile) left_genuine++;
+            else if (h->kind[i] != H_IDLE && h->kind[i] != H_FLOOD && h->kind[i] != H_FLOOD_PAST_CAP &&
+                     h->kind[i] != H_SLOWLORIS &&
+                     !(h->kind[i] == H_FAKE_RANK0 && (!h->reply || h->endless)))
+                left_hostile_ending++;
+        }
+        const double t = now_ms() - t0;
+        if (left_genuine == 0 && (left_hostile_ending == 0 || t > h->timeout_ms + 23000)) break;
+        if (t > h->timeout_ms + 20000 && left_genuine) {
+            hung = 1;
+            break;
+        }
+        sleep_ms(5);
+    }
+    for (int i = 0; i < n; i++)
+        if (status[i] < 0) {
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], NULL, 0);
+        }
+    close(h->ready[0]);
+    close(h->ready[1]);
+    if (hung) fail_msg("a genuine rank did not finish within %d ms (a hang)", h->timeout_ms + 20000);
+    for (int i = 0; i < h->nhostile; i++)
+        if (status[i] > 0) fail_msg("hostile peer %d (kind %d) exited with %d (its message is above)", i, h->kind[i],
+                                    status[i]);
+    for (int i = h->nhostile; i < n; i++)
+        if (status[i] != 0) fail_msg("rank %d exited with %d (its message is above)", i - h->nhostile + first,
+                                     status[i]);
+}
+
+static Hostile hostile(int kind, int timeout_ms) {
+    Hostile h;
+    memset(&h, 0, sizeof h);
+    h.port = free_port();
+    h.nranks = 2;
+    h.timeout_ms = timeout_ms;
+    h.kind[0] = kind;
+    h.nhostile = 1;
+    return h;
+}
+
+/* A connection that says nothing is served beside the genuine rank
+ * (rank 0 used to wait for its hello with the whole timeout). */
+static void test_bootstrap_tcp_idle_peer(void **state) {
+    (void)state;
+    Hostile h = hostile(H_IDLE, 4000);
+    run_hostile(&h);
+    h = hostile(H_FLOOD, 4000);
+    run_hostile(&h);
+}
+
+/* Hellos no rank sends are refused, each alone: rank 0 serves on (it used
+ * to abort at "7 2"), none gets the id. */
+static void test_bootstrap_tcp_garbage_hello(void **state) {
+    (void)state;
+    Hostile h = hostile(H_GARBAGE, 8000);
+    run_hostile(&h);
+}
+
+/* A hello of a rank that is not one. Without a token rank 0 cannot tell:
+ * the first to claim rank 1 gets the id. The genuine rank 1, coming second
+ * while rank 0 still waits for others (world 3, rank 2 never comes), is
+ * refused at once with the reason, and rank 0 times out naming it; where
+ * the impostor was the last rank awaited (world 2), rank 0 has closed its
+ * port and gone to the join (where it times out), and the genuine rank 1
+ * times out connecting, told why that may be. With the token the impostor
+ * is refused and the ranks join. */
+static void test_bootstrap_tcp_impersonating_hello(void **state) {
+    (void)state;
+    Hostile h = hostile(H_IMPERSONATE, 3000);
+    h.nranks = 3;
+    h.want[0] = CW_ERROR_TIMEOUT;
+    h.detail[0] = "1 of the 2 other ranks came within 3000 ms; 1 connection(s) refused, the last: rank 1 has already "
+                  "joined";
+    h.want[1] = CW_ERROR_INVALID_ARGUMENT;
+    h.detail[1] = "refused rank 1: rank 1 has already joined";
+    h.skip_rank = 2;
+    run_hostile(&h);
+    h = hostile(H_IMPERSONATE, 3000);
+    h.want[0] = CW_ERROR_TIMEOUT;
+    h.detail[0] = "not every rank joined";
+    h.want[1] = CW_ERROR_TIMEOUT;
+    h.detail[1] = "answered every rank and closed it";
+    run_hostile(&h);
+    h = hostile(H_IMPERSONATE, 8000);
+    h.token = "sesame";
+    run_hostile(&h);
+}
+
+/* A hello dribbled a byte at a time, never ended: served beside the rest. */
+static void test_bootstrap_tcp_slowloris(void **state) {
+    (void)state;
+    Hostile h = hostile(H_SLOWLORIS, 4000);
+    run_hostile(&h);
+}
+
+/* Peers that go away mid-hello: none counts as a rank (rank 0 used to take
+ * "1 2" without its newline for rank 1). */
+static void test_bootstrap_tcp_disconnect_mid_message(void **state) {
+    (void)state;
+    Hostile h = hostile(H_HALF, 8000);
+    run_hostile(&h);
+}
+
+/* Every hostile kind at once, three genuine ranks, with a token. */
+static void test_bootstrap_tcp_all_hostile(void **state) {
+    (void)state;
+    Hostile h = hostile(H_IDLE, 10000);
+    h.nranks = 3;
+    h.token = "sesame";
+    h.kind[1] = H_SLOWLORIS;
+    h.kind[2] = H_GARBAGE;
+    h.kind[3] = H_IMPERSONATE;
+    h.nhostile = 4;
+    run_hostile(&h);
+}
+
+/* A rank 0 that is not one: what it sends is read within its bounds (the
+ * magic line and 302 digits read past the buffer), and the genuine rank
+ * gets a clean error within its timeout. */
+static void test_bootstrap_tcp_hostile_rank0(void **state) {
+    (void)state;
+    static char digits[400];
+    snprintf(digits, sizeof digits, "cuweave-comm-id 1\n");
+    memset(digits + 18, '9', 302);
+    const struct {
+        const char *reply;
+        int endless;
+        cw_status want;
+        const char *detail;
+    } cases[] = {
+        {digits, 0, CW_ERROR_INVALID_ARGUMENT, "world size line"},
+        {"cuweave-comm-id 1\n2\n00ff", 0, CW_ERROR_INVALID_ARGUMENT, "cut short"},
+        {"cuweave-comm-id 1\n99999999999999999999\n", 0, CW_ERROR_INVALID_ARGUMENT, "world size line"},
+        {"HTTP/1.1 400 Bad Request\r\n\r\n", 0, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"},
+        {"", 1, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"}, /* endless */
+        {NULL, 0, CW_ERROR_TIMEOUT, "rank 1 reading the id"},         /* silent */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Hostile h = hostile(H_FAKE_RANK0, 1500);
+        h.reply = cases[i].reply;
+        h.reply_n = cases[i].reply ? strlen(cases[i].reply) : 0;
+        h.endless = cases[i].endless;
+        h.want[1] = cases[i].want;
+        h.detail[1] = cases[i].detail;
+        run_hostile(&h);
+    }
+}
+
+/* The token through the settings (which win over CUWEAVE_COMM_TOKEN):
+ * ranks with the same one join; a rank without it is refused, told why;
+ * a token that is not one is refused before anything is sent, and the
+ * detail names where it came from, never its bytes. */
+static void child_token(int rank, void *arg) {
+    const int *ports = arg;
+    alarm(60);
+    setenv("CUWEAVE_COMM_TOKEN", "not-this-one", 1);
+    Rank r;
+    rank_open(&r, rank, kN * sizeof(int32_t));
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    CK(s.token == NULL);
+    s.rank = rank;
+    s.world_size = 2;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ports[0]);
+    s.addr = addr;
+    s.timeout_ms = 10000;
+    s.token = "k3y!-~{}";
+    cw_comm *comm = NULL;
+    CK_OK(cw_comm_bootstrap(&comm, r.ctx, &s));
+    exercise(comm, &r, rank, 2);
+    cw_comm_destroy(&comm);
+    /* rank 0 with a token, rank 1 without (the environment's emptied) */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ports[1]);
+    s.timeout_ms = 1500;
+    s.token = rank == 0 ? "k3y" : NULL;
+    setenv("CUWEAVE_COMM_TOKEN", "", 1);
+    CK_ST(rank == 0 ? CW_ERROR_TIMEOUT : CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+    CK_DETAIL(rank == 0 ? "the last: no token: rank 0 requires one" : "refused rank 1: no token: rank 0 requires one");
+    if (rank == 1) {
+        static char longer[300];
+        memset(longer, 'a', sizeof longer - 1);
+        const char *bad[] = {"has space", "tab\there", longer, "caf\xc3\xa9"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            s.token = bad[i];
+            CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+            CK_DETAIL("the token (settings.token)");
+            CK(!strstr(cw_last_error()->message, i == 2 ? "aaaa" : bad[i]));
+        }
+        s.token = NULL;
+        setenv("CUWEAVE_COMM_TOKEN", "two words", 1);
+        CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+        CK_DETAIL("the token (CUWEAVE_COMM_TOKEN)");
+        CK(!strstr(cw_last_error()->message, "two words"));
+    }
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+static void test_bootstrap_tcp_token(void **state) {
+    (void)state;
+    int ports[2] = {free_port(), free_port()};
+    int status[2];
+    run_ranks(2, child_token, ports, status, 30000);
+    expect_all_zero(2, status);
+}
+
+/* More connections that say nothing than rank 0 serves at once (64): the
+ * rest wait in the backlog; rank 0 drops the silent ones at their own
+ * deadline (5 s) and serves the genuine rank then. */
+static void test_bootstrap_tcp_flood_past_the_cap(void **state) {
+    (void)state;
+    Hostile h = hostile(H_FLOOD_PAST_CAP, 15000);
+    run_hostile(&h);
+}
+
+/* Rank 0 binds the address given, not every address of the host: while it
+ * listens on 127.0.0.1:P, 127.0.0.2:P is refused (loopback holds both). */
+static void child_bind_check(int rank, void *arg) {
+    int port = *(int *)arg;
+    alarm(60);
+    if (rank == 1) {
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int fd = -1;
+        for (int i = 0; i < 2000; i++) { /* until rank 0 listens */
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
+            close(fd);
+            fd = -1;
+            sleep_ms(5);
+        }
+        CK(fd >= 0);
+        close(fd); /* says nothing: rank 0 listens on */
+        a.sin_addr.s_addr = htonl(0x7f000002u);
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CK(connect(fd, (struct sockaddr *)&a, sizeof a) != 0);
+        close(fd);
+    }
+    Rank r;
+    rank_open(&r, rank, kN * sizeof(int32_t));
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.rank = rank;
+    s.world_size = 2;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    s.addr = addr;
+    s.timeout_ms = 10000;
+    cw_comm *comm = NULL;
+    CK_OK(cw_comm_bootstrap(&comm, r.ctx, &s));
+    exercise(comm, &r, rank, 2);
+    cw_comm_destroy(&comm);
+    rank_close(&r);
+}
+
+static void test_bootstrap_tcp_binds_address_given(void **state) {
+    (void)state;
+    int port = free_port();
+    int status[2];
+    run_ranks(2, child_bind_check, &port, status, 30000);
+    expect_all_zero(2, status);
+}
+
+/* ---- the file bootstrap: what sits at the path ---------------------------- */
+
+/* A FIFO at the path: rank 1 refuses it within its timeout (it used to
+ * block in open past any timeout). A symbolic link there is refused too,
+ * and a file of another user. */
+static void child_file_not_regular(int rank, void *arg) {
+    (void)arg;
+    alarm(60);
+    Rank r;
+    rank_open(&r, rank, 64);
+    char path[512], target[512];
+    snprintf(path, sizeof path, "%s/fifo-id", g_dir);
+    CK(mkfifo(path, 0600) == 0);
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.rank = 1;
+    s.world_size = 2;
+    s.file = path;
+    s.timeout_ms = 1000;
+    cw_comm *comm = NULL;
+    CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+    CK_DETAIL("is not a regular file");
+    /* a link to a good file */
+    snprintf(target, sizeof target, "%s/real-id", g_dir);
+    FILE *f = fopen(target, "w");
+    CK(f && fputs("cuweave-comm-id 1\n2\n", f) >= 0 && fclose(f) == 0);
+    snprintf(path, sizeof path, "%s/link-id", g_dir);
+    CK(symlink(target, path) == 0);
+    s.file = path;
+    CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+    CK_DETAIL("is a symbolic link");
+    /* another user's file (as root only) */
+    if (geteuid() == 0) {
+        CK(chown(target, 65534, 65534) == 0);
+        s.file = target;
+        CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+        CK_DETAIL("is owned by uid 65534");
+    }
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+static void test_bootstrap_file_not_regular(void **state) {
+    (void)state;
+    int status[1];
+    run_ranks(1, child_file_not_regular, NULL, status, 8000);
+    expect_all_zero(1, status);
+}
+
+/* Files that are not ids, read within their bounds: the magic line and 302
+ * digits (strtol read past the buffer: valgrind's uninitialised value), a
+ * world size past int, an id cut short, a byte that is not the newline after it. */
+static void child_file_bounded(int rank, void *arg) {
+    (void)arg;
+    alarm(60);
+    Rank r;
+    rank_open(&r, rank, 64);
+    static char digits[400], id[400];
+    snprintf(digits, sizeof digits, "cuweave-comm-id 1\n");
+    memset(digits + 18, '9', 302);
+    snprintf(id, sizeof id, "cuweave-comm-id 1\n2\n");
+    memset(id + 20, 'a', 256);
+    const struct {
+        const char *bytes;
+        size_t n;
+        const char *detail;
+    } cases[] = {
+        {digits, 320, "world size line"},
+        {"cuweave-comm-id 1\n99999999999999999999\n", 39, "world size line"},
+        {"cuweave-comm-id 1\n2\n00ff\n", 26, "is not 256 lowercase hexadecimal digits"},
+        {id, 276, "cut short"},    /* no newline after the id */
+        {id, 277, "does not end"}, /* a NUL byte there */
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad-id", g_dir);
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.rank = 1;
+    s.world_size = 2;
+    s.file = path;
+    s.timeout_ms = 1000;
+    cw_comm *comm = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        CK(f && fwrite(cases[i].bytes, 1, cases[i].n, f) == cases[i].n && fclose(f) == 0);
+        CK_ST(CW_ERROR_INVALID_ARGUMENT, cw_comm_bootstrap(&comm, r.ctx, &s));
+        CK_DETAIL(cases[i].detail);
+    }
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+static void test_bootstrap_file_bounded_read(void **state) {
+    (void)state;
+    int status[1];
+    run_ranks(1, child_file_bounded, NULL, status, 20000);
+    expect_all_zero(1, status);
+}
+
+/* Rank 0's temporary file: a link planted at the old predictable name
+ * (<path>.tmp.<pid>) is not followed (the target keeps its bytes), and the
+ * id file is the user's alone (mode 0600) as rank 1 finds it. */
+static void child_file_private(int rank, void *arg) {
+    const char *path = arg;
+    alarm(60);
+    char victim[512], planted[600];
+    snprintf(victim, sizeof victim, "%s/victim", g_dir);
+    if (rank == 0) {
+        snprintf(planted, sizeof planted, "%s.tmp.%ld", path, (long)getpid());
+        CK(symlink(victim, planted) == 0);
+    } else {
+        struct stat st;
+        int i = 0;
+        while (lstat(path, &st) != 0 && i++ < 4000) sleep_ms(5);
+        if (!S_ISREG(st.st_mode)) {
+            fprintf(stderr, "rank 1: the id file is not a regular file (mode %o%s)\n", (unsigned)st.st_mode,
+                    S_ISLNK(st.st_mode) ? ": a symbolic link, the one planted, renamed" : "");
+            _exit(10);
+        }
+        if ((st.st_mode & 0777) != 0600) {
+            fprintf(stderr, "rank 1: the id file has mode %o, not 600\n", (unsigned)(st.st_mode & 0777));
+            _exit(10);
+        }
+    }
+    Rank r;
+    rank_open(&r, rank, kN * sizeof(int32_t));
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.rank = rank;
+    s.world_size = 2;
+    s.file = path;
+    s.timeout_ms = 10000;
+    cw_comm *comm = NULL;
+    cw_status st = cw_comm_bootstrap(&comm, r.ctx, &s);
+    if (rank == 0) {
+        char buf[64] = "";
+        FILE *f = fopen(victim, "r");
+        CK(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        if (strcmp(buf, "untouched\n") != 0) {
+            fprintf(stderr, "rank 0: the link's target now holds \"%.40s\"\n", buf);
+            _exit(10);
+        }
+        struct stat ls;
+        CK(lstat(planted, &ls) == 0 && S_ISLNK(ls.st_mode)); /* the link itself is left alone */
+    }
+    CK_OK(st);
+    exercise(comm, &r, rank, 2);
+    cw_comm_destroy(&comm);
+    rank_close(&r);
+}
+
+static void test_bootstrap_file_private(void **state) {
+    (void)state;
+    char path[512], victim[512];
+    snprintf(path, sizeof path, "%s/comm-id", g_dir);
+    snprintf(victim, sizeof victim, "%s/victim", g_dir);
+    FILE *f = fopen(victim, "w");
+    assert_true(f && fputs("untouched\n", f) >= 0 && fclose(f) == 0);
+    int status[2];
+    run_ranks(2, child_file_private, path, status, 30000);
+    expect_all_zero(2, status);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenccl.so beside it)\n", argv[0]);
@@ -765,6 +1477,7 @@ int main(int argc, char **argv) {
         printf("FAIL: %s or %s is missing\n", g_fake_nccl, g_fake_nccl_old);
         return 1;
     }
+    cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_rank, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_two_ranks, setup_dir, teardown_dir),
@@ -781,6 +1494,19 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_world_disagrees, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_bad_environment, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_idle_peer, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_garbage_hello, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_impersonating_hello, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_slowloris, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_disconnect_mid_message, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_all_hostile, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_hostile_rank0, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_token, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_past_the_cap, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_binds_address_given, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_file_not_regular, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_file_bounded_read, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_file_private, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@ set -u
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-"fuzz_cache_file fuzz_options fuzz_env fuzz_settings fuzz_share_handle"}
+targets=${*:-"fuzz_cache_file fuzz_options fuzz_env fuzz_settings fuzz_comm_hello fuzz_comm_id fuzz_comm_file fuzz_share_handle"}
 build=build/fuzz
 pass=0 failed=0
 

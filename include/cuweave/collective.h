@@ -174,6 +174,11 @@ CW_API cw_status cw_comm_create_rank(cw_comm **out, cw_context *ctx, const cw_co
  *   CUWEAVE_COMM_ADDR   "host:port" of rank 0 (several machines, or one):
  *                       rank 0 listens there, the others connect to it.
  *                       "[v6addr]:port" for IPv6.
+ *   CUWEAVE_COMM_TOKEN  (TCP, optional) a secret every rank shares, 1 to 256
+ *                       printable bytes without spaces: rank 0 gives the id
+ *                       only to a peer that presents it. Unset or empty:
+ *                       none, and any process that can reach rank 0's port
+ *                       can take a rank (docs/multi-gpu.md, "Trust").
  * Exactly one of file and addr must end up set.
  */
 typedef struct cw_comm_bootstrap_settings {
@@ -182,7 +187,8 @@ typedef struct cw_comm_bootstrap_settings {
     const char *file;    /* NULL (default): CUWEAVE_COMM_FILE (NULL too when addr is set) */
     const char *addr;    /* NULL (default): CUWEAVE_COMM_ADDR (NULL too when file is set) */
     uint32_t timeout_ms; /* for the whole bootstrap, the exchange and the join; default 60000 */
-    uint8_t reserved[60];
+    const char *token;   /* NULL (default): CUWEAVE_COMM_TOKEN (TCP only; none when unset or empty) */
+    uint8_t reserved[48];
 } cw_comm_bootstrap_settings;
 
 /*
@@ -196,19 +202,30 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  * The common bootstrap in one call, the same code on every rank: rank 0
  * makes the id (cw_comm_id_generate) and publishes it with the world size,
  * the others fetch it, and every rank joins (cw_comm_create_rank on ctx).
- *  - file: rank 0 writes the id to a temporary file beside the path and
+ *  - file: rank 0 writes the id to a temporary file beside the path (a
+ *    name no one can guess, created mode 0600, never through a link) and
  *    renames it there (readers never see half a file); the others poll for
- *    the path until it appears. Rank 0 removes the file once every rank has
- *    joined. Use a fresh path for each run: a rank that finds a file left by
- *    another run joins that run's id and ends in CW_ERROR_TIMEOUT.
- *  - addr: rank 0 listens on host:port (bound to that address: give the
- *    address of rank 0's machine that the others can reach, 127.0.0.1 on
- *    one host) and answers every other rank once, then closes the socket;
- *    the others connect, retrying until rank 0 listens. Each side checks
- *    that the other has the same world size and that no rank comes twice.
+ *    the path until it appears, and accept only a regular file of their own
+ *    user there (not a link, a FIFO or another user's file: refused at
+ *    once, without waiting). Rank 0 removes the file once every rank has
+ *    joined. Use a fresh path for each run, in a directory other users
+ *    cannot write: a rank that finds a file left by another run joins that
+ *    run's id and ends in CW_ERROR_TIMEOUT.
+ *  - addr: rank 0 listens on host:port (bound to that address only: give
+ *    the address of rank 0's machine that the others can reach, 127.0.0.1
+ *    on one host) and serves every connection at once, each within 5 s of
+ *    its accept (one that says nothing or dribbles is dropped then). It
+ *    answers each other rank of its world size (with the token, when one
+ *    is set) once, and refuses, telling the peer why, a hello that is
+ *    malformed, of another world size, without the token or with another,
+ *    or for a rank already answered (the first hello of a rank gets the id:
+ *    without a token rank 0 cannot tell an impostor); nothing a peer sends
+ *    ends rank 0's call. It closes the socket once every rank is answered.
+ *    The others connect, retrying until rank 0 listens.
  * On several machines: the same program on each, CUWEAVE_RANK and
  * CUWEAVE_WORLD_SIZE set per process and CUWEAVE_COMM_ADDR the same
- * everywhere (the address of rank 0's machine and a free port). The
+ * everywhere (the address of rank 0's machine and a free port), and
+ * CUWEAVE_COMM_TOKEN one secret everywhere where others can reach it. The
  * timeout (settings.timeout_ms) bounds the whole call. s NULL: every
  * setting from the environment. Blocking; thread-safe (one call per rank).
  * Returns:
@@ -216,15 +233,21 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; s has nonzero reserved
  *                              bytes; a setting missing or malformed in
  *                              both s and the environment (the detail
- *                              names the variable and its value); both or
- *                              neither of file and addr; rank outside
- *                              [0, world_size); a peer with another world
- *                              size or the same rank; a file that is not
- *                              one rank 0 wrote; as cw_comm_create_rank.
+ *                              names the variable and its value, never a
+ *                              token's bytes); both or neither of file and
+ *                              addr; rank outside [0, world_size); a rank
+ *                              other than 0 that rank 0 refused (another
+ *                              world size, a rank already answered, the
+ *                              token missing or wrong: rank 0's reason in
+ *                              the detail), or a reply or file that is not
+ *                              an id of this world size (a link, a FIFO,
+ *                              another user's file); as cw_comm_create_rank.
  *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
  *   CW_ERROR_NOT_SUPPORTED     as cw_comm_create_rank.
  *   CW_ERROR_TIMEOUT           the id or the peers did not come within the
- *                              timeout (the detail says what was awaited).
+ *                              timeout (the detail says what was awaited;
+ *                              rank 0's counts the connections it refused
+ *                              or dropped, with the last reason).
  *   CW_ERROR_OUT_OF_MEMORY     no host memory.
  *   CW_ERROR_DRIVER            a file or socket call failed (the detail has
  *                              the call and errno's text), or NCCL failed

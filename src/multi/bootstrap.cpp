@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave multi layer: the common bootstrap of a communicator by rank
 // (collective.hpp, comm_bootstrap). Rank 0 makes the id and publishes it
-// with the world size, through a file (written to a temporary beside it,
-// then renamed) or a TCP socket (rank 0 listens; the others connect with
-// retries); every rank then joins with comm_create_rank. The timeout bounds
-// the whole call.
+// with the world size, through a file (written to a temporary of an
+// unpredictable name beside it, mode 0600, then renamed) or a TCP socket
+// (rank 0 listens and serves every connection at once, each within its own
+// deadline, refusing what is not a rank of this world with the token; the
+// others connect with retries); every rank then joins with
+// comm_create_rank. The timeout bounds the whole call. The messages are
+// made and read in bootstrap_msg.cpp.
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "multi/bootstrap_msg.hpp"
 #include "multi/collective.hpp"
 
 namespace cw {
@@ -26,7 +29,15 @@ namespace multi {
 
 namespace {
 
-constexpr char kMagic[] = "cuweave-comm-id 1";
+// A peer's whole exchange with rank 0 (its hello, rank 0's reply), from the
+// moment rank 0 accepts it: a peer silent or slow past it is dropped.
+constexpr uint32_t kPeerMs = 5000;
+// Connections rank 0 serves at once; more wait in the listen backlog until
+// one of these is answered or dropped.
+constexpr int kPeersMax = 64;
+// Refusals rank 0 logs (CW_LOG_WARNING) in one bootstrap; the rest are
+// counted in the detail of a timeout.
+constexpr unsigned kRefusalsLogged = 8;
 
 uint64_t mono_ms() {
     struct timespec ts;
@@ -49,6 +60,8 @@ struct Deadline {
     }
 };
 
+int poll_ms(uint64_t ms) { return ms > 0x7fffffff ? 0x7fffffff : (int)ms; }
+
 cw_status fail_errno(int err, const char *call, const char *what) {
     return fail(CW_ERROR_DRIVER, "%s failed for %s: %s", call, what, strerror(err));
 }
@@ -66,47 +79,6 @@ cw_status env_int(const char *name, int *value, int lo, int hi) {
     return CW_SUCCESS;
 }
 
-// The message both ways: the magic line, the world size, the id in hex.
-// 17 + 1 + 11 + 1 + 256 + 1 bytes at most.
-constexpr size_t kMsgMax = 320;
-
-size_t format_msg(char *buf, int world, const cw_comm_id *id) {
-    int n = snprintf(buf, kMsgMax, "%s\n%d\n", kMagic, world);
-    for (int i = 0; i < CW_COMM_ID_BYTES; i++) n += snprintf(buf + n, kMsgMax - (size_t)n, "%02x", id->bytes[i]);
-    n += snprintf(buf + n, kMsgMax - (size_t)n, "\n");
-    return (size_t)n;
-}
-
-int hexval(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    return -1;
-}
-
-// Parses what format_msg wrote; `from` names the source in the detail.
-cw_status parse_msg(const char *buf, size_t len, int *world, cw_comm_id *id, const char *from) {
-    size_t mlen = sizeof kMagic - 1;
-    if (len < mlen + 1 || memcmp(buf, kMagic, mlen) != 0 || buf[mlen] != '\n')
-        return fail(CW_ERROR_INVALID_ARGUMENT, "%s does not hold a cuweave communicator id (no \"%s\" line)", from,
-                    kMagic);
-    const char *p = buf + mlen + 1;
-    const char *end = buf + len;
-    char *q = nullptr;
-    long w = strtol(p, &q, 10);
-    if (q == p || q >= end || *q != '\n' || w < 1 || w > 1000000)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "%s: the world size line is malformed", from);
-    p = q + 1;
-    if (end - p < 2 * CW_COMM_ID_BYTES)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "%s: the id is cut short", from);
-    for (int i = 0; i < CW_COMM_ID_BYTES; i++) {
-        int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
-        if (hi < 0 || lo < 0) return fail(CW_ERROR_INVALID_ARGUMENT, "%s: the id is not hexadecimal", from);
-        id->bytes[i] = (uint8_t)(hi * 16 + lo);
-    }
-    *world = (int)w;
-    return CW_SUCCESS;
-}
-
 cw_status check_world(int theirs, int ours, const char *from) {
     if (theirs != ours)
         return fail(CW_ERROR_INVALID_ARGUMENT, "%s has world size %d, this rank %d: the ranks disagree", from, theirs,
@@ -114,61 +86,88 @@ cw_status check_world(int theirs, int ours, const char *from) {
     return CW_SUCCESS;
 }
 
+class Fd {
+  public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) close(fd_);
+    }
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    int get() const { return fd_; }
+    int release() {
+        int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+
+  private:
+    int fd_;
+};
+
 // ---- file ------------------------------------------------------------------
 
+// Writes the id to a temporary of an unpredictable name beside path
+// (mkostemp: created here, O_EXCL, so a link or file planted there is never
+// opened; mode 0600, the user's alone), then renames it to path.
 cw_status file_publish(const char *path, int world, const cw_comm_id *id) {
     char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int n = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
     if (n < 0 || (size_t)n >= sizeof tmp) return fail(CW_ERROR_INVALID_ARGUMENT, "the file path is too long");
-    char msg[kMsgMax];
-    size_t len = format_msg(msg, world, id);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail_errno(errno, "open", tmp);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, msg + done, len - done);
+    char msg[kIdMsgMax];
+    size_t len = id_msg_format(msg, world, id);
+    Fd fd(mkostemp(tmp, O_CLOEXEC));
+    if (fd.get() < 0) return fail_errno(errno, "mkostemp", tmp);
+    cw_status st = CW_SUCCESS;
+    if (fchmod(fd.get(), 0600) != 0) st = fail_errno(errno, "fchmod", tmp);
+    for (size_t done = 0; st == CW_SUCCESS && done < len;) {
+        ssize_t w = write(fd.get(), msg + done, len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = errno;
-            close(fd);
-            unlink(tmp);
-            return fail_errno(err, "write", tmp);
-        }
-        done += (size_t)w;
+        if (w <= 0) st = fail_errno(w < 0 ? errno : EIO, "write", tmp);
+        else done += (size_t)w;
     }
-    if (close(fd) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return fail_errno(err, "close", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return fail_errno(err, "rename", path);
-    }
-    return CW_SUCCESS;
+    if (st == CW_SUCCESS && close(fd.release()) != 0) st = fail_errno(errno, "close", tmp);
+    if (st == CW_SUCCESS && rename(tmp, path) != 0) st = fail_errno(errno, "rename", path);
+    if (st != CW_SUCCESS) (void)unlink(tmp);
+    return st;
 }
 
+// Reads the id rank 0 wrote at path, polling until it appears. What is
+// there must be a regular file of this user: the open neither follows a
+// link nor waits (a FIFO opens at once, and is refused).
 cw_status file_fetch(const char *path, int world, cw_comm_id *id, const Deadline &dl) {
+    char from[4200];
+    snprintf(from, sizeof from, "the file %s", path);
     for (;;) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            char msg[kMsgMax + 1];
+        Fd fd(open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+        if (fd.get() >= 0) {
+            struct stat st;
+            if (fstat(fd.get(), &st) != 0) return fail_errno(errno, "fstat", path);
+            if (!S_ISREG(st.st_mode))
+                return fail(CW_ERROR_INVALID_ARGUMENT, "%s is not a regular file (rank 0 writes one there)", from);
+            if (st.st_uid != geteuid())
+                return fail(CW_ERROR_INVALID_ARGUMENT,
+                            "%s is owned by uid %u, not by this user (uid %u): not one rank 0 wrote", from,
+                            (unsigned)st.st_uid, (unsigned)geteuid());
+            char msg[kIdMsgMax + 1];  // one byte more: a longer file is not an id
             size_t len = 0;
-            for (;;) {
-                ssize_t r = read(fd, msg + len, kMsgMax - len);
+            while (len < sizeof msg) {
+                ssize_t r = read(fd.get(), msg + len, sizeof msg - len);
                 if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) break;
+                if (r < 0) return fail_errno(errno, "read", path);
+                if (r == 0) break;
                 len += (size_t)r;
-                if (len == kMsgMax) break;
             }
-            close(fd);
+            if (len > kIdMsgMax)
+                return fail(CW_ERROR_INVALID_ARGUMENT, "%s does not hold a cuweave communicator id (longer than %zu bytes)",
+                            from, kIdMsgMax);
             int theirs = 0;
-            char from[4200];
-            snprintf(from, sizeof from, "the file %s", path);
-            CW_TRY(parse_msg(msg, len, &theirs, id, from));
+            CW_TRY(id_msg_parse(msg, len, &theirs, id, from));
             return check_world(theirs, world, from);
         }
+        if (errno == ELOOP)
+            return fail(CW_ERROR_INVALID_ARGUMENT, "%s is a symbolic link: refused (rank 0 writes a regular file there)",
+                        from);
         if (errno != ENOENT) return fail_errno(errno, "open", path);
         uint32_t left = dl.left();
         if (left == 0)
@@ -211,8 +210,7 @@ cw_status split_addr(const char *addr, char *host, size_t hcap, char *port, size
 cw_status wait_fd(int fd, short events, const Deadline &dl, const char *what) {
     for (;;) {
         struct pollfd p = {fd, events, 0};
-        uint32_t left = dl.left();
-        int r = poll(&p, 1, (int)(left > 0x7fffffff ? 0x7fffffff : left));
+        int r = poll(&p, 1, poll_ms(dl.left()));
         if (r > 0) return CW_SUCCESS;
         if (r == 0) return fail(CW_ERROR_TIMEOUT, "%s: nothing within %u ms", what, dl.total);
         if (errno != EINTR) return fail_errno(errno, "poll", what);
@@ -231,41 +229,21 @@ cw_status send_all(int fd, const char *buf, size_t len, const Deadline &dl, cons
     return CW_SUCCESS;
 }
 
-// Reads until the message's third newline (or the peer closes).
-cw_status recv_msg(int fd, char *buf, size_t cap, size_t *len, const Deadline &dl, const char *what) {
+// Reads rank 0's reply: until it is whole (reply_complete), rank 0 closes,
+// or kReplyMax + 1 bytes came (more than any reply).
+cw_status recv_reply(int fd, char *buf, size_t cap, size_t *len, const Deadline &dl, const char *what) {
     size_t n = 0;
-    int lines = 0;
-    while (lines < 3 && n < cap) {
+    while (n < cap && !reply_complete(buf, n)) {
         CW_TRY(wait_fd(fd, POLLIN, dl, what));
         ssize_t r = recv(fd, buf + n, cap - n, 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (r < 0) return fail_errno(errno, "recv", what);
         if (r == 0) break;
-        for (ssize_t i = 0; i < r; i++)
-            if (buf[n + (size_t)i] == '\n') lines++;
         n += (size_t)r;
     }
     *len = n;
     return CW_SUCCESS;
 }
-
-class Fd {
-  public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) close(fd_);
-    }
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    int get() const { return fd_; }
-    void reset(int fd) {
-        if (fd_ >= 0) close(fd_);
-        fd_ = fd;
-    }
-
-  private:
-    int fd_;
-};
 
 class AddrInfo {
   public:
@@ -275,93 +253,234 @@ class AddrInfo {
     struct addrinfo *ai = nullptr;
 };
 
-cw_status resolve(const char *addr, bool passive, AddrInfo *out) {
+// The address given (no wildcard is made of it: rank 0 binds that address).
+cw_status resolve(const char *addr, AddrInfo *out) {
     char host[256], port[16];
     CW_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    if (passive) hints.ai_flags = AI_PASSIVE;
+    hints.ai_flags = AI_NUMERICSERV;
     int r = getaddrinfo(host, port, &hints, &out->ai);
     if (r != 0 || !out->ai)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the address \"%s\" does not resolve: %s", addr, gai_strerror(r));
     return CW_SUCCESS;
 }
 
+// One connection rank 0 serves: what the peer sent, then rank 0's reply.
+struct Peer {
+    int fd;
+    uint64_t deadline;   // mono_ms
+    size_t n;            // bytes of in
+    size_t out_n;        // bytes of the reply (0: still reading)
+    size_t out_done;
+    int rank;            // the rank the id is sent to; -1: a refusal
+    char in[kHelloMax];
+    char out[kReplyMax];
+};
+
+struct Server {
+    const char *addr;
+    int world;
+    const char *token;
+    size_t token_len;
+    unsigned char *taken;  // [world]: 1 while the id is sent to that rank, 2 once sent
+    char id_msg[kIdMsgMax];
+    size_t id_len;
+    int served;
+    unsigned refused, dropped;
+    char last[kReasonMax + 1];  // the last refusal's reason
+    Peer peers[kPeersMax];
+    int npeers;
+};
+
+void peer_close(Server *sv, int i) {
+    Peer &p = sv->peers[i];
+    if (p.rank >= 0 && sv->taken[p.rank] == 1) sv->taken[p.rank] = 0;  // not answered: that rank may come again
+    close(p.fd);
+    sv->peers[i] = sv->peers[--sv->npeers];
+}
+
+// Judges what peer i has sent (eof: it sent no more), queueing the reply.
+void peer_judge(Server *sv, int i, bool eof) {
+    Peer &p = sv->peers[i];
+    char reason[kReasonMax + 1];
+    int rank = -1;
+    Hello h = hello_judge(p.in, p.n, sv->world, sv->token, sv->token_len, sv->taken, &rank, reason, sizeof reason);
+    if (h == Hello::more && !eof) return;
+    if (h == Hello::more) snprintf(reason, sizeof reason, "the hello is cut short (no newline)");
+    if (h == Hello::accept) {
+        sv->taken[rank] = 1;
+        p.rank = rank;
+        memcpy(p.out, sv->id_msg, sv->id_len);
+        p.out_n = sv->id_len;
+        return;
+    }
+    sv->refused++;
+    copy_text(sv->last, sizeof sv->last, reason);
+    if (sv->refused <= kRefusalsLogged) {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+        if (getpeername(p.fd, (struct sockaddr *)&sa, &sl) == 0)
+            (void)getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv,
+                              NI_NUMERICHOST | NI_NUMERICSERV);
+        log(CW_LOG_WARNING, "cw_comm_bootstrap: rank 0 on %s refused a connection from %s port %s: %s%s", sv->addr, host,
+            serv, reason, sv->refused == kRefusalsLogged ? " (further refusals are not logged)" : "");
+    }
+    p.out_n = refusal_format(p.out, reason);
+}
+
+// Reads what peer i sent (POLLIN); false when it is to be closed.
+bool peer_read(Server *sv, int i) {
+    Peer &p = sv->peers[i];
+    for (;;) {
+        ssize_t r = recv(p.fd, p.in + p.n, sizeof p.in - p.n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN) return true;
+        if (r < 0) return false;  // reset: gone
+        if (r > 0) p.n += (size_t)r;
+        peer_judge(sv, i, r == 0);
+        return true;
+    }
+}
+
+// Sends peer i's reply (POLLOUT); false when it is to be closed (answered,
+// or gone).
+bool peer_write(Server *sv, int i) {
+    Peer &p = sv->peers[i];
+    for (;;) {
+        ssize_t w = send(p.fd, p.out + p.out_done, p.out_n - p.out_done, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) return true;
+        if (w <= 0) return false;
+        p.out_done += (size_t)w;
+        if (p.out_done < p.out_n) return true;
+        if (p.rank >= 0) {
+            sv->taken[p.rank] = 2;
+            sv->served++;
+        }
+        return false;
+    }
+}
+
+// Takes the connections waiting (as many as there is room for). Returns
+// false when accept failed for want of descriptors or memory (then the
+// caller stops accepting for a while: poll would report the listener again
+// at once).
+bool accept_peers(Server *sv, int ls, cw_status *st) {
+    while (sv->npeers < kPeersMax) {
+        int fd = accept4(ls, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+            if (errno == EAGAIN) return true;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) return false;
+            *st = fail_errno(errno, "accept", sv->addr);
+            return true;
+        }
+        Peer &p = sv->peers[sv->npeers++];
+        p.fd = fd;
+        p.deadline = mono_ms() + kPeerMs;
+        p.n = p.out_n = p.out_done = 0;
+        p.rank = -1;
+    }
+    return true;
+}
+
+cw_status serve_loop(Server *sv, int ls, const Deadline &dl) {
+    struct pollfd pfd[kPeersMax + 1];
+    uint64_t accept_at = 0;  // accepting paused until then (out of descriptors)
+    cw_status st = CW_SUCCESS;
+    while (sv->served < sv->world - 1 && st == CW_SUCCESS) {
+        const uint64_t now = mono_ms();
+        const uint32_t left = dl.left();
+        // Peers past their deadline: dropped (the rank of one being sent the
+        // id is free again).
+        for (int i = sv->npeers - 1; i >= 0; i--)
+            if (now >= sv->peers[i].deadline) {
+                sv->dropped++;
+                peer_close(sv, i);
+            }
+        if (left == 0) {
+            char more[2 * kReasonMax + 160] = "";
+            int m = 0;
+            if (sv->refused)
+                m = snprintf(more, sizeof more, "; %u connection(s) refused, the last: %s", sv->refused, sv->last);
+            if (sv->dropped && m >= 0 && (size_t)m < sizeof more)
+                snprintf(more + m, sizeof more - (size_t)m, "; %u dropped, not done within %u ms", sv->dropped,
+                         kPeerMs);
+            return fail(CW_ERROR_TIMEOUT, "rank 0 on %s: %d of the %d other ranks came within %u ms%s", sv->addr,
+                        sv->served, sv->world - 1, dl.total, more);
+        }
+        uint64_t wait = left;
+        int np = 0;
+        const bool listening = sv->npeers < kPeersMax && now >= accept_at;
+        if (listening) pfd[np++] = {ls, POLLIN, 0};
+        else if (sv->npeers < kPeersMax && accept_at - now < wait) wait = accept_at - now;
+        for (int i = 0; i < sv->npeers; i++) {
+            pfd[np++] = {sv->peers[i].fd, (short)(sv->peers[i].out_n ? POLLOUT : POLLIN), 0};
+            if (sv->peers[i].deadline - now < wait) wait = sv->peers[i].deadline - now;
+        }
+        int r = poll(pfd, (nfds_t)np, poll_ms(wait));
+        if (r < 0 && errno != EINTR) return fail_errno(errno, "poll", sv->addr);
+        if (r <= 0) continue;
+        // The peers first (pfd[k] is peer k - listening, the order of the
+        // array before any closes: walked backwards, as peer_close moves the
+        // last peer into the closed one's place).
+        for (int i = sv->npeers - 1; i >= 0; i--) {
+            const short ev = pfd[i + (listening ? 1 : 0)].revents;
+            if (!ev) continue;
+            Peer &p = sv->peers[i];
+            bool keep;
+            if (p.out_n) keep = peer_write(sv, i);
+            else keep = (ev & (POLLIN | POLLHUP | POLLERR)) ? peer_read(sv, i) : true;
+            // A reply just queued goes out now (it fits the socket's buffer).
+            if (keep && p.out_n && !p.out_done) keep = peer_write(sv, i);
+            if (!keep) peer_close(sv, i);
+        }
+        if (listening && (pfd[0].revents & POLLIN) && !accept_peers(sv, ls, &st)) accept_at = mono_ms() + 50;
+    }
+    return st;
+}
+
 // Rank 0: listens on addr and answers the world - 1 other ranks once each.
-cw_status tcp_serve(const char *addr, int world, const cw_comm_id *id, const Deadline &dl) {
+cw_status tcp_serve(const char *addr, int world, const char *token, size_t token_len, const cw_comm_id *id,
+                    const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, true, &ai));
+    CW_TRY(resolve(addr, &ai));
     Fd ls(socket(ai.ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (ls.get() < 0) return fail_errno(errno, "socket", addr);
     int one = 1;
     (void)setsockopt(ls.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(ls.get(), ai.ai->ai_addr, ai.ai->ai_addrlen) != 0) return fail_errno(errno, "bind", addr);
-    if (listen(ls.get(), world < 128 ? world : 128) != 0) return fail_errno(errno, "listen", addr);
-    char msg[kMsgMax];
-    size_t len = format_msg(msg, world, id);
-    // Which ranks came (1..world-1).
-    unsigned char *seen = static_cast<unsigned char *>(calloc((size_t)world, 1));
-    if (!seen) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-    cw_status st = CW_SUCCESS;
-    for (int served = 0; served < world - 1 && st == CW_SUCCESS;) {
-        st = wait_fd(ls.get(), POLLIN, dl, "rank 0 waiting for the other ranks");
-        if (st != CW_SUCCESS) {
-            st = fail(CW_ERROR_TIMEOUT, "rank 0 on %s: %d of the %d other ranks came within %u ms", addr, served,
-                      world - 1, dl.total);
-            break;
-        }
-        Fd peer(accept4(ls.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (peer.get() < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
-            st = fail_errno(errno, "accept", addr);
-            break;
-        }
-        // The peer says its rank and world size: "rank world\n".
-        char hello[64];
-        size_t n = 0;
-        while (n < sizeof hello - 1) {
-            st = wait_fd(peer.get(), POLLIN, dl, "rank 0 reading a peer's hello");
-            if (st != CW_SUCCESS) break;
-            ssize_t r = recv(peer.get(), hello + n, sizeof hello - 1 - n, 0);
-            if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-            if (r <= 0) break;
-            n += (size_t)r;
-            if (memchr(hello, '\n', n)) break;
-        }
-        if (st != CW_SUCCESS) break;
-        hello[n] = '\0';
-        int prank = -1, pworld = -1;
-        if (sscanf(hello, "%d %d", &prank, &pworld) != 2) continue;  // not a cuweave rank: ignored
-        if (pworld != world) {
-            st = fail(CW_ERROR_INVALID_ARGUMENT, "rank %d has world size %d, rank 0 %d: the ranks disagree", prank,
-                      pworld, world);
-            break;
-        }
-        if (prank < 1 || prank >= world) {
-            st = fail(CW_ERROR_INVALID_ARGUMENT, "a peer says it is rank %d of %d", prank, world);
-            break;
-        }
-        if (seen[prank]) {
-            st = fail(CW_ERROR_INVALID_ARGUMENT, "rank %d came twice: two processes have the same rank", prank);
-            break;
-        }
-        st = send_all(peer.get(), msg, len, dl, "rank 0 sending the id");
-        if (st == CW_SUCCESS) {
-            seen[prank] = 1;
-            served++;
-        }
+    if (listen(ls.get(), 128) != 0) return fail_errno(errno, "listen", addr);
+    Server *sv = static_cast<Server *>(calloc(1, sizeof(Server)));
+    unsigned char *taken = static_cast<unsigned char *>(calloc((size_t)world, 1));
+    if (!sv || !taken) {
+        free(sv);
+        free(taken);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
-    free(seen);
+    sv->addr = addr;
+    sv->world = world;
+    sv->token = token;
+    sv->token_len = token_len;
+    sv->taken = taken;
+    sv->id_len = id_msg_format(sv->id_msg, world, id);
+    cw_status st = serve_loop(sv, ls.get(), dl);
+    while (sv->npeers > 0) peer_close(sv, sv->npeers - 1);
+    free(taken);
+    free(sv);
     return st;
 }
 
-// Another rank: connects to rank 0 (retrying until it listens) and reads
-// the id.
-cw_status tcp_fetch(const char *addr, int rank, int world, cw_comm_id *id, const Deadline &dl) {
+// Another rank: connects to rank 0 (retrying until it listens), says its
+// hello and reads the reply: the id, or why rank 0 refused it.
+cw_status tcp_fetch(const char *addr, int rank, int world, const char *token, size_t token_len, cw_comm_id *id,
+                    const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, false, &ai));
+    CW_TRY(resolve(addr, &ai));
     char what[320];
     snprintf(what, sizeof what, "rank %d reading the id from rank 0 at %s", rank, addr);
     for (;;) {
@@ -372,8 +491,7 @@ cw_status tcp_fetch(const char *addr, int rank, int world, cw_comm_id *id, const
         int cr = connect(fd.get(), ai.ai->ai_addr, ai.ai->ai_addrlen);
         if (cr != 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd.get(), POLLOUT, 0};
-            uint32_t left = dl.left();
-            int pr = poll(&p, 1, (int)(left > 0x7fffffff ? 0x7fffffff : left));
+            int pr = poll(&p, 1, poll_ms(dl.left()));
             int soerr = 0;
             socklen_t sl = sizeof soerr;
             if (pr > 0 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
@@ -383,21 +501,21 @@ cw_status tcp_fetch(const char *addr, int rank, int world, cw_comm_id *id, const
             }
         }
         if (cr == 0) {
-            char hello[64];
-            int n = snprintf(hello, sizeof hello, "%d %d\n", rank, world);
-            CW_TRY(send_all(fd.get(), hello, (size_t)n, dl, what));
-            char msg[kMsgMax];
+            char hello[kHelloMax];
+            size_t n = hello_format(hello, rank, world, token, token_len);
+            CW_TRY(send_all(fd.get(), hello, n, dl, what));
+            char msg[kReplyMax + 1];
             size_t len = 0;
-            CW_TRY(recv_msg(fd.get(), msg, sizeof msg, &len, dl, what));
+            CW_TRY(recv_reply(fd.get(), msg, sizeof msg, &len, dl, what));
             if (len == 0)
                 return fail(CW_ERROR_INVALID_ARGUMENT,
-                            "rank 0 at %s closed the connection without an id (it refused rank %d: another world "
-                            "size, or the rank twice; see rank 0's error)",
-                            addr, rank);
+                            "rank 0 at %s closed the connection without a reply (not a cuweave rank 0 of this "
+                            "version?)",
+                            addr);
             int theirs = 0;
             char from[300];
             snprintf(from, sizeof from, "rank 0 at %s", addr);
-            CW_TRY(parse_msg(msg, len, &theirs, id, from));
+            CW_TRY(reply_parse(msg, len, rank, &theirs, id, from));
             return check_world(theirs, world, from);
         }
         int err = errno;
@@ -406,19 +524,28 @@ cw_status tcp_fetch(const char *addr, int rank, int world, cw_comm_id *id, const
             return fail_errno(err, "connect", addr);
         uint32_t left = dl.left();
         if (left == 0)
-            return fail(CW_ERROR_TIMEOUT, "rank %d: rank 0 did not listen on %s within %u ms", rank, addr, dl.total);
+            return fail(CW_ERROR_TIMEOUT,
+                        "rank %d: rank 0 did not listen on %s within %u ms (not started; or it had answered every "
+                        "rank and closed it: then another process took rank %d)",
+                        rank, addr, dl.total, rank);
         sleep_ms(left < 20 ? left : 20);
     }
 }
 
 }  // namespace
 
+cw_status id_file_read(const char *path, int world, uint32_t timeout_ms, cw_comm_id *id) {
+    Deadline dl{mono_ms(), timeout_ms};
+    return file_fetch(path, world, id, dl);
+}
+
 cw_status comm_bootstrap(cw_context *ctx, const cw_comm_bootstrap_settings *s, cw_comm **out) {
     Deadline dl{mono_ms(), s->timeout_ms};
     int rank = s->rank, world = s->world_size;
-    if (world == 0) CW_TRY(env_int("CUWEAVE_WORLD_SIZE", &world, 1, 1 << 20));
-    if (world < 1) return fail(CW_ERROR_INVALID_ARGUMENT, "world_size is %d", world);
-    if (rank == -1) CW_TRY(env_int("CUWEAVE_RANK", &rank, 0, 1 << 20));
+    if (world == 0) CW_TRY(env_int("CUWEAVE_WORLD_SIZE", &world, 1, kWorldMax));
+    if (world < 1 || world > kWorldMax)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "world_size is %d (at most %d)", world, kWorldMax);
+    if (rank == -1) CW_TRY(env_int("CUWEAVE_RANK", &rank, 0, kWorldMax));
     if (rank < 0 || rank >= world)
         return fail(CW_ERROR_INVALID_ARGUMENT, "rank %d is outside [0, %d) (world size %d)", rank, world, world);
     const char *file = s->file, *addr = s->addr;
@@ -436,6 +563,10 @@ cw_status comm_bootstrap(cw_context *ctx, const cw_comm_bootstrap_settings *s, c
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "neither CUWEAVE_COMM_FILE nor CUWEAVE_COMM_ADDR is set (nor the settings' file or addr)");
     if (file && !*file) return fail(CW_ERROR_INVALID_ARGUMENT, "the file path is empty");
+    // The token (TCP only): the settings', else CUWEAVE_COMM_TOKEN's.
+    const char *token = s->token ? s->token : getenv("CUWEAVE_COMM_TOKEN");
+    size_t token_len = 0;
+    if (addr) CW_TRY(token_check(token, s->token ? "settings.token" : "CUWEAVE_COMM_TOKEN", &token_len));
     cw_comm_id id;
     memset(&id, 0, sizeof id);
     if (rank == 0) {
@@ -444,12 +575,12 @@ cw_status comm_bootstrap(cw_context *ctx, const cw_comm_bootstrap_settings *s, c
             if (file)
                 CW_TRY(file_publish(file, world, &id));
             else
-                CW_TRY(tcp_serve(addr, world, &id, dl));
+                CW_TRY(tcp_serve(addr, world, token, token_len, &id, dl));
         }
     } else if (file) {
         CW_TRY(file_fetch(file, world, &id, dl));
     } else {
-        CW_TRY(tcp_fetch(addr, rank, world, &id, dl));
+        CW_TRY(tcp_fetch(addr, rank, world, token, token_len, &id, dl));
     }
     cw_status st = comm_create_rank(ctx, &id, world, rank, dl.left(), out);
     // Every rank has the id once the join succeeded: the file has served.

@@ -5,10 +5,11 @@
 // pool's waiters, whether a pipeline's buffer cache is locked, and the
 // parsers of outside input for the fuzzers (tests/fuzz/): the kernel
 // cache's file reader, the NVRTC option canonicaliser, the environment
-// variables. Not exported from the shared
-// library (tests link libcuweave.a).
+// variables, the communicator bootstrap's messages and id file. Not
+// exported from the shared library (tests link libcuweave.a).
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/buffer.hpp"
 #include "core/event.hpp"
@@ -22,6 +23,7 @@
 #include "graph/resident.hpp"
 #include "jit/jit.hpp"
 #include "jit/sha256.hpp"
+#include "multi/bootstrap_msg.hpp"
 #include "testing/seam.h"
 
 extern "C" {
@@ -216,6 +218,50 @@ void cwi_cache_dir_from_env(char *out, size_t cap) {
 int cwi_serialize_from_env(void) {
     cw::core::serialize_forget();
     return cw::core::serialize_all() ? 1 : 0;
+}
+
+int cwi_comm_hello_judge(const void *in, size_t n, int world, const char *token, const unsigned char *taken,
+                         int *rank, char *reason, size_t cap) {
+    using cw::multi::Hello;
+    const size_t tl = token ? strlen(token) : 0;
+    const Hello h =
+        cw::multi::hello_judge(static_cast<const char *>(in), n, world, token, tl, taken, rank, reason, cap);
+    return h == Hello::accept ? 1 : h == Hello::refuse ? 0 : -1;
+}
+
+size_t cwi_comm_hello_format(char *buf, size_t cap, int rank, int world, const char *token) {
+    if (cap < cw::multi::kHelloMax) return 0;
+    return cw::multi::hello_format(buf, rank, world, token, token ? strlen(token) : 0);
+}
+
+int cwi_comm_reply_parse(const void *buf, size_t n, int rank, int *world, unsigned char id[128], int *whole) {
+    const char *b = static_cast<const char *>(buf);
+    *whole = cw::multi::reply_complete(b, n) ? 1 : 0;
+    cw_comm_id cid;
+    memset(&cid, 0, sizeof cid);
+    const cw_status st = cw::multi::reply_parse(b, n, rank, world, &cid, "rank 0 (fuzz)");
+    memcpy(id, cid.bytes, sizeof cid.bytes);
+    return st;
+}
+
+size_t cwi_comm_id_format(char *buf, size_t cap, int world, const unsigned char id[128]) {
+    if (cap < cw::multi::kIdMsgMax) return 0;
+    cw_comm_id cid;
+    memcpy(cid.bytes, id, sizeof cid.bytes);
+    return cw::multi::id_msg_format(buf, world, &cid);
+}
+
+size_t cwi_comm_refusal_format(char *buf, size_t cap, const char *reason) {
+    if (cap < cw::multi::kReplyMax) return 0;
+    return cw::multi::refusal_format(buf, reason);
+}
+
+int cwi_comm_id_file_read(const char *path, int world, unsigned timeout_ms, unsigned char id[128]) {
+    cw_comm_id cid;
+    memset(&cid, 0, sizeof cid);
+    const cw_status st = cw::multi::id_file_read(path, world, timeout_ms, &cid);
+    memcpy(id, cid.bytes, sizeof cid.bytes);
+    return st;
 }
 
 }  // extern "C"

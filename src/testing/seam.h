@@ -238,6 +238,33 @@ void cwi_cache_dir_from_env(char *out, size_t cap);
 /* CUWEAVE_SERIALIZE read again: 1 when it makes every pool single. */
 int cwi_serialize_from_env(void);
 
+/* The communicator bootstrap's messages (src/multi/bootstrap_msg.hpp: the
+ * id, a rank's hello, rank 0's refusal), as the bootstrap makes and reads
+ * them; ids are the 128 bytes of a cw_comm_id. */
+/* What rank 0 makes of the n bytes a peer has sent so far, rank 0 of world
+ * ranks with token (NULL: none); taken[r] nonzero for each rank r already
+ * answered. Returns 1 when it answers the peer with the id (*rank), 0 when
+ * it refuses it (reason: the refusal's text, NUL-terminated, in cap bytes),
+ * -1 while it waits for more bytes. */
+int cwi_comm_hello_judge(const void *in, size_t n, int world, const char *token, const unsigned char *taken,
+                         int *rank, char *reason, size_t cap);
+/* The hello rank `rank` sends (token NULL: none) into buf (cap bytes: 300
+ * hold any); returns its length (0 when cap is too small). */
+size_t cwi_comm_hello_format(char *buf, size_t cap, int rank, int world, const char *token);
+/* What rank `rank` makes of the n bytes of rank 0's reply: returns its
+ * cw_status (0: *world and id hold what rank 0 sent; else cw_last_error
+ * says why, rank 0's reason for a refusal); *whole: 1 when a rank reading
+ * those bytes stops there (the reply is whole). */
+int cwi_comm_reply_parse(const void *buf, size_t n, int rank, int *world, unsigned char id[128], int *whole);
+/* The id message and a refusal line (cap bytes: 320 hold either); return
+ * their lengths (0 when cap is too small). */
+size_t cwi_comm_id_format(char *buf, size_t cap, int world, const unsigned char id[128]);
+size_t cwi_comm_refusal_format(char *buf, size_t cap, const char *reason);
+/* A rank of world ranks reading the id file at path as cw_comm_bootstrap
+ * does (what sits there checked, read, parsed), polling up to timeout_ms
+ * while it is absent. Returns its cw_status (0: id holds the id). */
+int cwi_comm_id_file_read(const char *path, int world, unsigned timeout_ms, unsigned char id[128]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,8 +4,9 @@
  * committed; docs/testing.md): cache files made by the library's own writer
  * (compiles through the fake driver and the fake NVRTC), the option lists of
  * tests/test_jit_cpu.c, environment values, every settings struct as its
- * _default function fills it, and share handles (genuine and forged). Not
- * a fuzz target: a plain program, built with them.
+ * _default function fills it, share handles (genuine and forged) and the
+ * communicator bootstrap's messages. Not a fuzz target: a plain program,
+ * built with them.
  *
  * Usage: make_seeds CORPUS_DIR (with CUWEAVE_LIBCUDA and CUWEAVE_LIBNVRTC
  * naming the fakes, or the fakes next to this program).
@@ -116,6 +117,76 @@ static void put_share_seeds(void) {
     put_share("regress-size-huge", 1, size_hi, bit30, 1);           /* + 2^62 */
     put_share("regress-mapping-smaller", 1, fake_bytes, x40_10, 2); /* the fake maps 64 bytes */
     put_share("dead-other-nonce", 4, nonce, x1, 1);
+/* The communicator bootstrap's messages (fuzz_comm_hello, fuzz_comm_id,
+ * fuzz_comm_file), with the reproductions of issue 38 ("regress-"). */
+static size_t comm_id_msg(char *buf, int world) {
+    int n = sprintf(buf, "cuweave-comm-id 1\n%d\n", world);
+    for (int i = 0; i < 128; i++) n += sprintf(buf + n, "%02x", (unsigned)(i * 37 + 11) & 255);
+    buf[n++] = '\n';
+    return (size_t)n;
+}
+
+static void put_comm_seeds(void) {
+    static const struct {
+        const char *name;
+        unsigned char c, taken;
+        const char *hello;
+        size_t n; /* 0: strlen */
+    } hellos[] = {
+        {"rank1", 0, 0, "1 2\n", 0},
+        {"rank2-token", 16 | 1, 0, "2 3 sesame\n", 0},
+        {"wrong-token", 16, 0, "1 2 sesam\n", 0},
+        {"token-to-none", 0, 0, "1 2 sesame\n", 0},
+        {"world-disagrees", 0, 0, "1 3\n", 0},
+        {"regress-rank-7-of-2", 0, 0, "7 2\n", 0},
+        {"regress-impersonate-rank1", 0, 1, "1 2\n", 0},
+        {"regress-long-number", 0, 0, "1 99999999999999999999999999\n", 0},
+        {"regress-cut-short", 0, 0, "1 2", 0},
+        {"made-hello", 32 | 2, 0, "\x05\x13\x00\x00", 4},
+        {"made-hello-spoiled", 32 | 64 | 16, 0, "\x01\x11\x03 ", 4},
+    };
+    for (size_t i = 0; i < sizeof hellos / sizeof hellos[0]; i++) {
+        unsigned char head[2] = {hellos[i].c, hellos[i].taken};
+        put("fuzz_comm_hello", hellos[i].name, head, 2, hellos[i].hello,
+            hellos[i].n ? hellos[i].n : strlen(hellos[i].hello));
+    }
+    char msg[400], digits[400];
+    size_t n = comm_id_msg(msg, 2);
+    size_t dn = (size_t)sprintf(digits, "cuweave-comm-id 1\n");
+    memset(digits + dn, '9', 302);
+    dn += 302;
+    const char *refusal = "cuweave-refused world size 3, rank 0 has 2: the ranks disagree\n";
+    const char *world_overflow = "cuweave-comm-id 1\n99999999999999999999\n";
+    unsigned char m = 0;
+    put("fuzz_comm_id", "id-message", &m, 1, msg, n);
+    put("fuzz_comm_id", "regress-302-digits", &m, 1, digits, dn);
+    put("fuzz_comm_id", "regress-world-overflow", &m, 1, world_overflow, strlen(world_overflow));
+    put("fuzz_comm_id", "refusal", &m, 1, refusal, strlen(refusal));
+    put("fuzz_comm_id", "http", &m, 1, "HTTP/1.1 400 Bad Request\r\n\r\n", 28);
+    unsigned char made[131] = {1, 1, 0};
+    for (int i = 0; i < 128; i++) made[3 + i] = (unsigned char)(i * 7);
+    put("fuzz_comm_id", "made-replace", made, sizeof made, NULL, 0);
+    made[0] = 2;
+    made[1] = 200;
+    put("fuzz_comm_id", "made-cut", made, sizeof made, NULL, 0);
+    made[0] = 3 | 4;
+    put("fuzz_comm_id", "made-append", made, sizeof made, "\n", 1);
+    /* the file: world 2 ((2 - 1) << 3) and what sits at the path */
+    unsigned char k = 8;
+    put("fuzz_comm_file", "id-file", &k, 1, msg, n);
+    put("fuzz_comm_file", "regress-302-digits", &k, 1, digits, dn);
+    k = 8 | 3;
+    put("fuzz_comm_file", "id-file-0644", &k, 1, msg, n);
+    k = 8 | 1;
+    put("fuzz_comm_file", "made-id", &k, 1, made + 2, 129);
+    k = 8 | 4;
+    put("fuzz_comm_file", "regress-fifo", &k, 1, NULL, 0);
+    k = 8 | 5;
+    put("fuzz_comm_file", "link", &k, 1, msg, n);
+    k = 8 | 6;
+    put("fuzz_comm_file", "directory", &k, 1, NULL, 0);
+    k = 8 | 7;
+    put("fuzz_comm_file", "missing", &k, 1, NULL, 0);
 }
 
 int main(int argc, char **argv) {
@@ -227,6 +298,7 @@ int main(int argc, char **argv) {
         put("fuzz_settings", st[i].name, buf, 1 + st[i].n + sizeof z, NULL, 0);
     }
     put_share_seeds();
+    put_comm_seeds();
     cw_context_destroy(&ctx);
     printf("make_seeds: corpora written under %s\n", g_out);
     return 0;

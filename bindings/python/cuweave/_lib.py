@@ -560,7 +560,8 @@ class CommBootstrapSettings(ctypes.Structure):
         ("file", ctypes.c_char_p),
         ("addr", ctypes.c_char_p),
         ("timeout_ms", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 60),
+        ("token", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 48),
     ]
 
 

@@ -271,12 +271,14 @@ class Comm(_Handle):
     @classmethod
     def bootstrap(cls, context: Context, rank: Optional[int] = None, world_size: Optional[int] = None,
                   file: Optional[_check.PathLike] = None, addr: Optional[str] = None,
-                  timeout: Optional[float] = 60.0) -> "Comm":
+                  timeout: Optional[float] = 60.0, token: Optional[str] = None) -> "Comm":
         """The common bootstrap (cw_comm_bootstrap): rank 0 makes the id and
         publishes it through `file` or `addr` ("host:port" of rank 0); each
         argument left None comes from the environment (CUWEAVE_RANK,
-        CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE, CUWEAVE_COMM_ADDR). `timeout`
-        in seconds bounds the whole call (None: 2^32 - 1 ms)."""
+        CUWEAVE_WORLD_SIZE, CUWEAVE_COMM_FILE, CUWEAVE_COMM_ADDR,
+        CUWEAVE_COMM_TOKEN). `token` (TCP): a secret every rank shares; rank 0
+        answers only the peers that present it. `timeout` in seconds bounds
+        the whole call (None: 2^32 - 1 ms)."""
         ctx = handle_of(context, Context, "context")
         s = CommBootstrapSettings()
         lib.cw_comm_bootstrap_settings_default(ctypes.byref(s))
@@ -292,6 +294,9 @@ class Comm(_Handle):
             keep.append(_check.text(addr, "addr", allow_empty=False))
             s.addr = keep[-1]
         s.timeout_ms = _check.timeout_ms_clamped(timeout)
+        if token is not None:
+            keep.append(_check.text(token, "token", allow_empty=False))
+            s.token = keep[-1]
         ptr = _new(lib.cw_comm_bootstrap, ctx, ctypes.byref(s))
         i = CommInfo()
         lib.cw_comm_get_info(ctypes.c_void_p(ptr), ctypes.byref(i))

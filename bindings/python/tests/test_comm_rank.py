@@ -40,6 +40,9 @@ elif mode == "timeout":
         print("ERROR", e.status_name if hasattr(e, "status_name") else type(e).__name__)
         sys.exit(0)
     sys.exit(5)
+elif mode == "bootstrap-token":  # the token as an argument (over CUWEAVE_COMM_TOKEN)
+    import os
+    comm = cuweave.Comm.bootstrap(ctx, token=os.environ["TEST_TOKEN"])
 else:
     comm = cuweave.Comm.bootstrap(ctx)  # everything from the environment
 assert comm.size == nranks, comm.size
@@ -145,6 +148,16 @@ class TestCommRank(unittest.TestCase):
         addr = "127.0.0.1:%d" % port
         env_of = lambda r: {"CUWEAVE_RANK": str(r), "CUWEAVE_WORLD_SIZE": "2", "CUWEAVE_COMM_ADDR": addr}
         for r, (rc, out, err) in enumerate(self.run_ranks(2, "bootstrap", env_of=env_of)):
+            self.assertEqual(rc, 0, "rank %d: %s" % (r, err))
+
+    def test_bootstrap_tcp_token(self):
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        addr = "127.0.0.1:%d" % port
+        env_of = lambda r: {"CUWEAVE_RANK": str(r), "CUWEAVE_WORLD_SIZE": "2", "CUWEAVE_COMM_ADDR": addr,
+                            "CUWEAVE_COMM_TOKEN": "not-this-%d" % r, "TEST_TOKEN": "s3cret"}
+        for r, (rc, out, err) in enumerate(self.run_ranks(2, "bootstrap-token", env_of=env_of)):
             self.assertEqual(rc, 0, "rank %d: %s" % (r, err))
 
 
