@@ -46,7 +46,8 @@
  * BENCH_ITERS (default 5000) round trips per style and size after 500
  * warm-up ones; BENCH_FRAME_ROWS_1080 / _324 rows a band (default 8 / 4);
  * BENCH_FRAME_GRID blocks of a), b) and c) (default a block a band: every
- * band of a stage at once). Prints a block for docs/benchmarks.md.
+ * band of a stage at once); BENCH_FRAME_A_MUL times as many for a)
+ * (default 1). Prints a block for docs/benchmarks.md.
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -94,9 +95,10 @@ static const char kFrame[] =
      * column sums of three rows, then three of them a pixel */
     "static __device__ void blur_band(const fr *u, u64 seq, unsigned band) {\n"
     "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
-    "    const unsigned *in = (const unsigned *)(u->frames + (size_t)(seq % 4ull) * W * H);\n"
-    "    unsigned *out = (unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned *__restrict__ in = (const unsigned *)(u->frames + (size_t)(seq % 4ull) * W * H);\n"
+    "    unsigned *__restrict__ out = (unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
+    "#pragma unroll 2\n"
     "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
     "        const unsigned y = y0 + i / WW, x = i % WW;\n"
     "        const unsigned ya = y ? y - 1u : 0u, yb = y + 1u < H ? y + 1u : y;\n"
@@ -119,11 +121,12 @@ static const char kFrame[] =
     "static __device__ void hist_band(const fr *u, u64 seq, unsigned band) {\n"
     "    __shared__ unsigned sh[8][256];\n"
     "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
-    "    const unsigned *b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned *__restrict__ b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
     "    const unsigned wp = (threadIdx.x / 32u) & 7u;\n"
     "    for (unsigned k = threadIdx.x; k < 8u * 256u; k += blockDim.x) (&sh[0][0])[k] = 0u;\n"
     "    __syncthreads();\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
+    "#pragma unroll 4\n"
     "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
     "        const unsigned w = b[(size_t)y0 * WW + i];\n"
     "        atomicAdd(&sh[wp][w & 0xffu], 1u); atomicAdd(&sh[wp][(w >> 8) & 0xffu], 1u);\n"
@@ -166,9 +169,10 @@ static const char kFrame[] =
     "    if (k < 256u && cum >= half && (k == 0u || prev_cum < half)) thr = k;\n"
     "    __syncthreads();\n"
     "    const unsigned t4 = thr * 0x01010101u;\n"
-    "    const unsigned *b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned *__restrict__ b = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
     "    unsigned c = 0u;\n"
+    "#pragma unroll 4\n"
     "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x)\n"
     "        c += __popc(__vcmpgtu4(b[(size_t)y0 * WW + i], t4)) >> 3;\n"
     "    const u64 n = block_sum((u64)c);\n"
@@ -177,10 +181,11 @@ static const char kFrame[] =
     /* S4: the band's SAD against the previous request's blur */
     "static __device__ void sad_band(const fr *u, u64 seq, unsigned band) {\n"
     "    const unsigned W = u->W, H = u->H, WW = W / 4u;\n"
-    "    const unsigned *a = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
-    "    const unsigned *p = (const unsigned *)(u->blur + (size_t)((seq + 2ull) % 3ull) * W * H);\n"
+    "    const unsigned *__restrict__ a = (const unsigned *)(u->blur + (size_t)(seq % 3ull) * W * H);\n"
+    "    const unsigned *__restrict__ p = (const unsigned *)(u->blur + (size_t)((seq + 2ull) % 3ull) * W * H);\n"
     "    const unsigned y0 = band * u->rows, y1 = y0 + u->rows < H ? y0 + u->rows : H;\n"
     "    unsigned s = 0u;\n"
+    "#pragma unroll 4\n"
     "    for (unsigned i = threadIdx.x; i < (y1 - y0) * WW; i += blockDim.x) {\n"
     "        const size_t at = (size_t)y0 * WW + i;\n"
     "        s += __vsadu4(a[at], p[at]);\n"
@@ -697,7 +702,9 @@ static double barrier_cost(cw_context *ctx, const frame_set *fs, frame_gpu *g, u
     printf("# barrier: %u blocks, GPU median per request with 1 empty stage %.2f us, with 5 %.2f us\n", grid, med[0],
            med[1]);
     /* the dataflow protocol's cost: stages of `grid` empty tiles, each tile
-     * reading the same tile of the stage before (1 and 5 stages) */
+     * reading its tile of the stage before and the two beside it (1 and 5
+     * stages; a neighbourhood is not chained, so each stage is its own
+     * tasks) */
     double dmed[2];
     for (int k = 0; k < 2; k++) {
         cw_fused_stage st[5];
@@ -707,7 +714,8 @@ static double barrier_cost(cw_context *ctx, const frame_set *fs, frame_gpu *g, u
         for (unsigned i = 0; i < stages[k]; i++) {
             st[i].name = "a_empty";
             st[i].tiles = grid;
-            dp[i] = (cw_fused_dep){.stage = i ? i - 1 : 0, .read = CW_FUSED_READ_SAME};
+            /* a stencil's neighbourhood: not chained (each stage its own tasks) */
+            dp[i] = (cw_fused_dep){.stage = i ? i - 1 : 0, .read = CW_FUSED_READ_NEIGHBOURS, .radius = 1};
             if (i) {
                 st[i].deps = &dp[i];
                 st[i].dep_count = 1;
@@ -736,7 +744,7 @@ static double barrier_cost(cw_context *ctx, const frame_set *fs, frame_gpu *g, u
         dmed[k] = info.iter_median_ns / 1e3;
         cw_resident_destroy(&r);
     }
-    printf("# dataflow: %u blocks, %u empty tiles a stage, each reading its tile of the stage before: GPU median per "
+    printf("# dataflow: %u blocks, %u empty tiles a stage, each reading tiles t-1..t+1 of the stage before: GPU median per "
            "request with 1 stage %.2f us, with 5 %.2f us: %.2f us a stage\n",
            grid, grid, dmed[0], dmed[1], (dmed[1] - dmed[0]) / 4.0);
     return (med[1] - med[0]) / 4.0;
@@ -848,8 +856,9 @@ int main(void) {
         /* every module loads before any loop runs */
         cw_resident *ra = make_loop(ctx, 1), *rb = make_loop(ctx, 1), *rf = make_loop(ctx, 1);
         const unsigned grid = grid_env ? grid_env : fs->tiles;
+        const unsigned a_blocks = env_u("BENCH_FRAME_A_MUL", 1) * grid;
         cw_resident_fused f;
-        dataflow_desc(&f, fs, g.user, grid);
+        dataflow_desc(&f, fs, g.user, a_blocks);
         CW_CHECK(cw_resident_set_fused(ra, &f));
         CW_CHECK(cw_resident_build(ra));
         barrier_desc(&f, g.user, grid, 0);

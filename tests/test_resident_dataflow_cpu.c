@@ -207,18 +207,24 @@ static void test_source(void **state) {
     assert_non_null(strstr(src, "#line 1 \"cuweave_fused_dataflow.cu\"\n"));
     assert_non_null(strstr(src, "CWF_FN unsigned cwf_df_take(")); /* the protocol's text */
     assert_non_null(strstr(src, "__global__ void __launch_bounds__(CWF_BLOCK) cwf_dataflow_loop("));
-    /* 64 + 64 + 64 + 32 + 1 + 16 + 64 + 28 + 28 tasks a request */
-    assert_non_null(strstr(src, "#define CWF_TASKS 361u\n"));
+    /* chains: {produce, same} (same reads produce tile for tile), then each
+     * stage alone: 64 + 64 + 32 + 1 + 16 + 64 + 28 + 28 tasks a request */
+    assert_non_null(strstr(src, "#define CWF_TASKS 297u\n"));
+    assert_non_null(strstr(src, "#define CWF_CHAINS 8u\n"));
+    assert_non_null(strstr(src, "#define CWF_FINAL 0u\n")); /* the last stage has 28 tiles */
     assert_non_null(strstr(src, "#define CWF_STAGES 9u\n"));
     assert_non_null(strstr(src, "#define CWF_IN_FLIGHT 2u\n"));
     assert_non_null(strstr(src, "#define CWF_ALLS 2u\n")); /* same and down are read whole */
     assert_non_null(strstr(src, "#define CWF_BLOCK 128\n"));
-    /* rows: first, tiles, tiles_x, tiles_y, dep_first, dep_count, all, done */
-    assert_non_null(strstr(src, "{0u, 64u, 64u, 1u, 0u, 0u, 4294967295u, 0u}, /* produce */"));
-    assert_non_null(strstr(src, "{64u, 64u, 64u, 1u, 0u, 1u, 0u, 64u}, /* same */"));
-    assert_non_null(strstr(src, "{192u, 32u, 32u, 1u, 2u, 1u, 1u, 192u}, /* down */"));
-    assert_non_null(strstr(src, "{305u, 28u, 7u, 4u, 7u, 0u, 4294967295u, 305u}, /* grid */"));
-    /* deps: stage, read, radius, num, den, previous, fn */
+    /* rows: chain, tiles, tiles_x, tiles_y, dep_first, dep_count, all, done, publish */
+    assert_non_null(strstr(src, "{0u, 64u, 64u, 1u, 0u, 0u, 4294967295u, 0u, 1u, 0u}, /* produce */"));
+    assert_non_null(strstr(src, "{0u, 64u, 64u, 1u, 0u, 1u, 0u, 64u, 1u, 0u}, /* same */"));
+    assert_non_null(strstr(src, "{2u, 32u, 32u, 1u, 2u, 1u, 1u, 192u, 0u, 0u}, /* down */")); /* read whole only */
+    assert_non_null(strstr(src, "{6u, 28u, 7u, 4u, 7u, 0u, 4294967295u, 305u, 1u, 0u}, /* grid */"));
+    /* chains: task, first stage, stages, tiles */
+    assert_non_null(strstr(src, "    {0u, 0u, 2u, 64u},\n    {64u, 2u, 1u, 64u},\n    {128u, 3u, 1u, 32u},\n"));
+    /* deps: stage, read, radius, num, den, previous, fn, local */
+    assert_non_null(strstr(src, "{0u, 1u, 0u, 0u, 0u, 0u, 4294967295u, 1u},")); /* same <- produce: the block's own */
     assert_non_null(strstr(src, "{0u, 2u, 2u, 1u, 1u, 0u, 4294967295u, 0u},")); /* stencil: radius 2, 1/1 */
     assert_non_null(strstr(src, "{1u, 2u, 0u, 2u, 1u, 0u, 4294967295u, 0u},")); /* down: 2/1 */
     assert_non_null(strstr(src, "{2u, 4u, 0u, 0u, 0u, 0u, 0u, 0u},"));          /* picked: function 0 */

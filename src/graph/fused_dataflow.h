@@ -8,21 +8,28 @@
  * that the counters' logic the GPU runs is the logic the model checks.
  *
  * Work is a ticket: tickets are taken in order from one counter; ticket k
- * is task k % T of request k / T + 1 (T tasks a request: every tile of
- * every stage, stages in their order). A task waits only for what it reads:
- * per tile, the last request that tile finished (done words; release store,
- * acquire load); per stage read whole, a count of its finished tiles per
- * request slot. Deadlock-free with every block co-resident: a task depends
- * only on tasks of lower tickets, and the lowest unfinished one is held by
- * a running block whose every dependency has finished.
+ * is task k % T of request k / T + 1 (T tasks a request). A task is one
+ * tile of a chain: consecutive stages of one tile grid where each later
+ * stage reads the chain's earlier ones only tile for tile (SAME), run one
+ * after the other by one block (what a stage reads of its own chain is the
+ * block's own work: no wait). A stage waits only for what it reads outside
+ * its chain: per tile, the last request that tile finished (done words;
+ * release store, acquire load); per stage read whole, a count of its
+ * finished tiles per request slot. Deadlock-free with every block
+ * co-resident: a task depends only on tasks of lower tickets, and the
+ * lowest unfinished one is held by a running block whose every dependency
+ * has finished.
  *
  * Requests: the task 0 of request r (its opener) waits for the opener of r
  * - 1 (one block polls the host at a time), for request r - D to be
  * signalled (D requests in flight: a slot's counters and data are free),
  * then polls the host's doorbell and opens r; the other tasks of r wait for
  * it to open. The task that finishes request r last signals it, after r -
- * 1: results stay in order. A stop closes the requests from the opener's
- * on (halt); requests opened before it are served.
+ * 1: results stay in order. When the last chain is one task that
+ * (through what it reads) waits for every other (the plan says: final),
+ * that task signals; else a count of finished tasks a slot finds the last.
+ * A stop closes the requests from the opener's on (halt); requests opened
+ * before it are served.
  *
  * The types and constants need nothing. For the protocol's functions the
  * includer defines, before including this text:
@@ -68,13 +75,22 @@ typedef unsigned long long cwf_u64;
 
 /* One stage of the plan (a constant table). */
 typedef struct cwf_df_stage {
-    unsigned first;              /* its tile 0's task number within a request */
+    unsigned chain;              /* the chain it belongs to */
     unsigned tiles;              /* tiles_x * tiles_y */
     unsigned tiles_x, tiles_y;
     unsigned dep_first, dep_count; /* its dependencies in the dependency table */
     unsigned all;                /* its count of finished tiles (a stage read whole), or CWF_NONE */
     unsigned done;               /* the done word of its tile 0 */
+    unsigned publish;            /* 1: its done words are read (else never stored) */
+    unsigned pad;
 } cwf_df_stage;
+
+/* One chain (a constant table): stages first .. first + count - 1. */
+typedef struct cwf_df_chain {
+    unsigned task;               /* its tile 0's task number within a request */
+    unsigned first, count;
+    unsigned tiles;
+} cwf_df_chain;
 
 /* One dependency (a constant table). */
 typedef struct cwf_df_dep {
@@ -84,7 +100,7 @@ typedef struct cwf_df_dep {
     unsigned num, den; /* NEIGHBOURS: tile x reads tiles from x * num / den */
     unsigned previous; /* 1: the previous request's tiles */
     unsigned fn;       /* FUNCTION: which dependency function */
-    unsigned pad;
+    unsigned local;    /* 1: a stage of its own chain, tile for tile: the block's own work (no wait) */
 } cwf_df_dep;
 
 /* The state's words (64-bit; zeroed before each launch). The words every
@@ -116,17 +132,20 @@ typedef struct cwf_df_dep {
 typedef struct cwf_df_ctx {
     cwf_u64 *st;                 /* the state (device memory) */
     const cwf_df_stage *stages;
+    const cwf_df_chain *chains;
     const cwf_df_dep *deps;
-    unsigned nstages, tasks, in_flight, alls;
+    unsigned nstages, nchains, tasks, in_flight, alls;
+    unsigned final;              /* 1: the last chain's one task signals (no count of finished tasks) */
     cwf_u64 watchdog_ns;         /* 0: no watchdog */
     unsigned idle_nap_ns;        /* the longest nap while waiting for a request (0: spin) */
     void *inc;                   /* the includer's */
 } cwf_df_ctx;
 
-/* A task: stage s's tile of request r (numbered from 1 in this launch). */
+/* A task: a chain's tile of request r (numbered from 1 in this launch);
+ * stage is the chain's stage at hand. */
 typedef struct cwf_df_task {
     cwf_u64 r;
-    unsigned stage, tile;
+    unsigned chain, stage, tile;
 } cwf_df_task;
 
 CWF_FN unsigned cwf_df_host_poll(cwf_df_ctx *c, cwf_u64 r);
@@ -205,13 +224,14 @@ CWF_FN void cwf_df_span(unsigned x, unsigned num, unsigned den, unsigned radius,
     *hi = (unsigned)h;
 }
 
-/* Waits for everything task t reads. 1: go; 0: leave. */
+/* Waits for everything stage t->stage of task t reads outside its chain.
+ * 1: go; 0: leave. */
 CWF_FN unsigned cwf_df_wait_deps(cwf_df_ctx *c, const cwf_df_task *t) {
     const cwf_df_stage *s = &c->stages[t->stage];
     const cwf_u64 r = t->r;
     /* the same tile of the request before finished first (with requests in
      * flight: the tile's done word only moves forward) */
-    if (c->in_flight > 1u && r > 1ull &&
+    if (c->in_flight > 1u && r > 1ull && s->publish &&
         !cwf_df_wait(c, cwf_df_done(c, t->stage, t->tile), r - 1ull, 0ull, CWF_TASK_NAP, t, t->stage, t->tile))
         return 0u;
     for (unsigned k = 0; k < s->dep_count; k++) {
@@ -219,6 +239,9 @@ CWF_FN unsigned cwf_df_wait_deps(cwf_df_ctx *c, const cwf_df_task *t) {
         const cwf_df_stage *src = &c->stages[d->stage];
         const cwf_u64 need = d->previous ? r - 1ull : r;
         if (need == 0ull) continue; /* the first request of a launch has no previous one */
+        if (d->local) continue;     /* this block's own work, just done */
+        /* one request in flight: request r opened after r - 1 was signalled */
+        if (d->previous && c->in_flight == 1u) continue;
         if (d->read == CWF_READ_SAME) {
             if (!cwf_df_wait(c, cwf_df_done(c, d->stage, t->tile), need, 0ull, CWF_TASK_NAP, t, d->stage, t->tile)) return 0u;
         } else if (d->read == CWF_READ_NEIGHBOURS) {
@@ -274,29 +297,42 @@ CWF_FN unsigned cwf_df_take(cwf_df_ctx *c, cwf_u64 ticket, cwf_df_task *t) {
     } else if (!cwf_df_wait(c, &s[CWF_W_OPEN], r, r, c->idle_nap_ns, 0, 0u, 0u)) {
         return 0u;
     }
-    /* the stage whose tiles hold this task (binary search of the firsts) */
-    unsigned lo = 0, hi = c->nstages - 1u;
+    /* the chain whose tiles hold this task (binary search of the firsts) */
+    unsigned lo = 0, hi = c->nchains - 1u;
     while (lo < hi) {
         const unsigned mid = (lo + hi + 1u) / 2u;
-        if (c->stages[mid].first <= task) lo = mid;
+        if (c->chains[mid].task <= task) lo = mid;
         else hi = mid - 1u;
     }
     t->r = r;
-    t->stage = lo;
-    t->tile = task - c->stages[lo].first;
+    t->chain = lo;
+    t->stage = c->chains[lo].first;
+    t->tile = task - c->chains[lo].task;
     return 1u;
 }
 
-/* After the block's writes of task t (the includer's block barrier first):
- * the tile is done; the request's last task signals it, in order. */
+/* After the block's writes of stage t->stage (the includer's block barrier
+ * first): its tile is done for the stages that read it. */
+CWF_FN void cwf_df_publish(cwf_df_ctx *c, const cwf_df_task *t) {
+    const cwf_df_stage *st = &c->stages[t->stage];
+    if (st->publish) {
+        if (CWF_MUTATION == 1) CWF_ST(cwf_df_done(c, t->stage, t->tile), t->r);
+        else CWF_ST_REL(cwf_df_done(c, t->stage, t->tile), t->r);
+    }
+    if (st->all != CWF_NONE) CWF_ADD_REL(cwf_df_all(c, st->all, cwf_df_slot(c, t->r)), 1ull);
+}
+
+/* After task t's last stage was published: the request's last task
+ * signals it, in order. */
 CWF_FN void cwf_df_finish(cwf_df_ctx *c, const cwf_df_task *t) {
     cwf_u64 *s = c->st;
     const unsigned slot = cwf_df_slot(c, t->r);
-    const cwf_df_stage *st = &c->stages[t->stage];
-    if (CWF_MUTATION == 1) CWF_ST(cwf_df_done(c, t->stage, t->tile), t->r);
-    else CWF_ST_REL(cwf_df_done(c, t->stage, t->tile), t->r);
-    if (st->all != CWF_NONE) CWF_ADD_REL(cwf_df_all(c, st->all, slot), 1ull);
-    if (CWF_ADD_ACQREL(&s[CWF_W_FIN + 16u * slot], 1ull) + 1ull != (cwf_u64)c->tasks) return;
+    if (c->final) {
+        /* the last chain's one task waited (through what it reads) for every other */
+        if (t->chain + 1u != c->nchains) return;
+    } else if (CWF_ADD_ACQREL(&s[CWF_W_FIN + 16u * slot], 1ull) + 1ull != (cwf_u64)c->tasks) {
+        return;
+    }
     /* the last task of request r: after r - 1's signal */
     if (t->r > 1ull && !cwf_df_wait(c, &s[CWF_W_SIGNALLED], t->r - 1ull, 0ull, CWF_TASK_NAP, 0, 0u, 0u)) return;
     const unsigned reset = CWF_MUTATION == 2 ? cwf_df_slot(c, t->r + 1ull) : slot;

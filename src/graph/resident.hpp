@@ -61,12 +61,14 @@ struct DataflowGeo {
 };
 struct DataflowPlan {
     cwf_df_stage *stages;
+    cwf_df_chain *chains;
     cwf_df_dep *deps;
     DataflowGeo *geo;
     char **names;  // the stages'
     char **fns;    // the dependency functions', nfns of them
-    uint32_t nstages, ndeps, nfns;
+    uint32_t nstages, nchains, ndeps, nfns;
     uint32_t tasks, tiles, alls, in_flight;
+    uint32_t final;   // the last chain's one task signals (fused_dataflow.h)
     uint32_t block;   // threads a block
     uint32_t shared;  // the kernel's dynamic shared memory: the most a stage (or the loop) asks
     size_t state_bytes;

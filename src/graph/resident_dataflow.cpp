@@ -125,9 +125,41 @@ CWF_FN void cwf_df_host_signal(cwf_df_ctx *c, cwf_u64 r) {
 }  /* extern "C" */
 )CWF";
 
-// The kernel. CWF_RUN is the generated dispatch of a tile to its stage.
+// The kernel. cwf_run is the generated dispatch of a tile to its stage.
 const char kKernel[] = R"CWF(
 extern "C" {
+/* The descriptor of stage task->stage's tile (thread 0). */
+static __device__ __forceinline__ void cwf_fill(cw_fused_tile *t, const cwf_df_task *task, const cwf_inc *I,
+                                                unsigned long long input, unsigned slots, unsigned long long in_bytes,
+                                                void *dyn) {
+    const cwf_df_stage *s = &cwf_stages[task->stage];
+    const cwf_geo *g = &cwf_geos[task->stage];
+    t->seq = I->base + task->r;
+    t->input = slots ? (void *)(input + ((t->seq - 1ull) % slots) * in_bytes) : (void *)0;
+    t->shared = dyn;
+    t->stage = task->stage;
+    t->tile = task->tile;
+    t->tiles = s->tiles;
+    t->tiles_x = s->tiles_x;
+    t->tiles_y = s->tiles_y;
+    t->x = task->tile % s->tiles_x;
+    t->y = task->tile / s->tiles_x;
+    if (g->tile_x) {
+        t->x0 = t->x * g->tile_x;
+        t->y0 = t->y * g->tile_y;
+        t->w = g->size_x - t->x0 < g->tile_x ? g->size_x - t->x0 : g->tile_x;
+        t->h = g->size_y - t->y0 < g->tile_y ? g->size_y - t->y0 : g->tile_y;
+    } else {
+        t->x0 = task->tile;
+        t->y0 = 0u;
+        t->w = 1u;
+        t->h = 1u;
+    }
+    t->slot = (unsigned)((t->seq - 1ull) % CWF_IN_FLIGHT);
+    t->threads = g->threads;
+    t->first = task->r == 1ull;
+}
+
 __global__ void __launch_bounds__(CWF_BLOCK) cwf_dataflow_loop(cw_res_host *h, cw_res_dev *d, unsigned long long *st,
                                                           void *user, unsigned long long timeout_ns,
                                                           unsigned sleep_ns, unsigned spin_ns, unsigned flags,
@@ -138,15 +170,19 @@ __global__ void __launch_bounds__(CWF_BLOCK) cwf_dataflow_loop(cw_res_host *h, c
     cwf_df_ctx c;
     cwf_inc I;
     cwf_df_task task;
-    unsigned long long next = 0ull;
+    unsigned long long next = 0ull, input = 0ull, in_bytes = 0ull;
+    unsigned slots = 0u;
     if (threadIdx.x == 0u) {
         c.st = st;
         c.stages = cwf_stages;
+        c.chains = cwf_chains;
         c.deps = cwf_deps;
         c.nstages = CWF_STAGES;
+        c.nchains = CWF_CHAINS;
         c.tasks = CWF_TASKS;
         c.in_flight = CWF_IN_FLIGHT;
         c.alls = CWF_ALLS;
+        c.final = CWF_FINAL;
         c.watchdog_ns = watchdog_ns;
         /* blocks waiting for a request nap up to 1 us between checks (spin
          * when the loop spins): the opener does the sleeping of the idle modes */
@@ -183,50 +219,46 @@ __global__ void __launch_bounds__(CWF_BLOCK) cwf_dataflow_loop(cw_res_host *h, c
         }
         I.base = *(volatile unsigned long long *)&h->base;
         I.deadline = timeout_ns != 0ull ? d->t0 + timeout_ns : ~0ull;
+        /* the input slots, the same for the whole launch: in registers */
+        slots = d->pub.input_slots;
+        input = d->pub.input;
+        in_bytes = d->pub.input_bytes;
         next = cwf_add_relaxed(&st[CWF_W_NEXT], 1ull);
     }
     for (;;) {
+        /* a task: its chain's stages one after the other; cwf_go 1 runs the
+         * stage in cwf_t, 0 ends the task, 2 leaves the loop (every thread
+         * has read the last task's cwf_go before thread 0 writes the next) */
+        __syncthreads();
         if (threadIdx.x == 0u) {
             const unsigned long long ticket = next;
             next = cwf_add_relaxed(&st[CWF_W_NEXT], 1ull); /* the next one, while this one runs */
             unsigned go = cwf_df_take(&c, ticket, &task);
             if (go) {
-                const cwf_df_stage *s = &cwf_stages[task.stage];
-                const cwf_geo *g = &cwf_geos[task.stage];
-                cw_fused_tile *t = &cwf_t;
-                t->seq = I.base + task.r;
-                const unsigned slots = d->pub.input_slots;
-                t->input = slots ? (void *)(d->pub.input + ((t->seq - 1ull) % slots) * d->pub.input_bytes) : (void *)0;
-                t->shared = (void *)cwf_dyn;
-                t->stage = task.stage;
-                t->tile = task.tile;
-                t->tiles = s->tiles;
-                t->tiles_x = s->tiles_x;
-                t->tiles_y = s->tiles_y;
-                t->x = task.tile % s->tiles_x;
-                t->y = task.tile / s->tiles_x;
-                if (g->tile_x) {
-                    t->x0 = t->x * g->tile_x;
-                    t->y0 = t->y * g->tile_y;
-                    t->w = g->size_x - t->x0 < g->tile_x ? g->size_x - t->x0 : g->tile_x;
-                    t->h = g->size_y - t->y0 < g->tile_y ? g->size_y - t->y0 : g->tile_y;
-                } else {
-                    t->x0 = task.tile;
-                    t->y0 = 0u;
-                    t->w = 1u;
-                    t->h = 1u;
-                }
-                t->slot = (unsigned)((t->seq - 1ull) % CWF_IN_FLIGHT);
-                t->threads = g->threads;
-                t->first = task.r == 1ull;
+                cwf_fill(&cwf_t, &task, &I, input, slots, in_bytes, (void *)cwf_dyn);
                 go = cwf_df_wait_deps(&c, &task);
             }
-            cwf_go = go;
+            cwf_go = go ? 1u : 2u;
         }
         __syncthreads();
-        if (!cwf_go) break;
-        cwf_run(cwf_t.stage, &cwf_t, user);
-        __syncthreads();
+        if (cwf_go == 2u) break;
+        while (cwf_go == 1u) {
+            cwf_run(cwf_t.stage, &cwf_t, user);
+            __syncthreads();
+            if (threadIdx.x == 0u) {
+                cwf_df_publish(&c, &task);
+                const cwf_df_chain *ch = &cwf_chains[task.chain];
+                unsigned go = 0u;
+                if (task.stage + 1u < ch->first + ch->count) {
+                    task.stage += 1u;
+                    cwf_fill(&cwf_t, &task, &I, input, slots, in_bytes, (void *)cwf_dyn);
+                    go = cwf_df_wait_deps(&c, &task) ? 1u : 2u;
+                }
+                cwf_go = go;
+            }
+            __syncthreads();
+        }
+        if (cwf_go == 2u) break;
         if (threadIdx.x == 0u) cwf_df_finish(&c, &task);
     }
     if (threadIdx.x == 0u && cwf_df_leave(&c, gridDim.x)) {
@@ -290,10 +322,102 @@ cw_status stage_grid(const cw_fused_stage *s, uint32_t i, uint32_t *tx, uint32_t
 // to, without the radius: it must exist.
 uint64_t mapped_end(uint32_t n, uint32_t num, uint32_t den) { return ((uint64_t)n * num + den - 1) / den; }
 
+// Whether reader tiles of `n` a neighbourhood maps onto src's, widened by
+// the radius, reach every tile of src (one axis).
+bool covers(uint32_t n, uint32_t src, uint32_t num, uint32_t den, uint32_t radius) {
+    return mapped_end(n, num, den) + radius >= src;
+}
+
+// The chains (consecutive stages of one tile grid, each later one reading
+// the chain's earlier ones only tile for tile, and at least once), the
+// dependencies a block fulfils itself (local), the done words somebody
+// reads (publish), and whether the last chain's one task waits, through
+// what it reads, for every other (final: it signals, no count of tasks).
+cw_status plan_chains(DataflowPlan *p) {
+    const uint32_t n = p->nstages;
+    p->chains = static_cast<cwf_df_chain *>(calloc(n, sizeof *p->chains));
+    if (!p->chains) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        cwf_df_stage *s = &p->stages[i];
+        bool join = false;
+        if (i > 0 && p->chains[c - 1].first + p->chains[c - 1].count == i) {
+            const cwf_df_stage *head = &p->stages[p->chains[c - 1].first];
+            bool reads_chain = false, only_same = true;
+            for (uint32_t k = 0; k < s->dep_count; k++) {
+                const cwf_df_dep *d = &p->deps[s->dep_first + k];
+                if (d->previous || d->stage < p->chains[c - 1].first) continue;
+                if (d->read == CW_FUSED_READ_SAME) reads_chain = true;
+                else only_same = false;
+            }
+            join = reads_chain && only_same && head->tiles_x == s->tiles_x && head->tiles_y == s->tiles_y;
+        }
+        if (join) {
+            p->chains[c - 1].count++;
+        } else {
+            p->chains[c] = cwf_df_chain{p->tasks, i, 1, s->tiles};
+            p->tasks += s->tiles;
+            c++;
+        }
+        s->chain = c - 1;
+    }
+    p->nchains = c;
+    for (uint32_t k = 0; k < p->ndeps; k++) {
+        cwf_df_dep *d = &p->deps[k];
+        d->local = 0;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const cwf_df_stage *s = &p->stages[i];
+        for (uint32_t k = 0; k < s->dep_count; k++) {
+            cwf_df_dep *d = &p->deps[s->dep_first + k];
+            if (!d->previous && p->stages[d->stage].chain == s->chain) d->local = 1;
+            // a done word is read by a wait for it: not the block's own work,
+            // not an ALL (a count), not a previous request's with one in flight
+            const bool waits = !d->local && d->read != CW_FUSED_READ_ALL && !(d->previous && p->in_flight == 1);
+            if (waits) p->stages[d->stage].publish = 1;
+        }
+    }
+    // With requests in flight a tile's done word also orders its own next
+    // request's tile: kept wherever it is read at all.
+    // final: every stage whole, reached from the last chain (one task).
+    bool *whole = static_cast<bool *>(calloc(n, sizeof *whole));
+    if (!whole) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const cwf_df_chain *last = &p->chains[c - 1];
+    if (last->tiles == 1)
+        for (uint32_t i = last->first; i < last->first + last->count; i++) whole[i] = true;
+    for (bool more = true; more;) {
+        more = false;
+        for (uint32_t i = n; i-- > 0;) {
+            if (!whole[i]) continue;
+            const cwf_df_stage *s = &p->stages[i];
+            const cwf_df_chain *ch = &p->chains[s->chain];
+            for (uint32_t j = ch->first; j < ch->first + ch->count; j++)
+                if (!whole[j]) whole[j] = more = true;
+            for (uint32_t k = 0; k < s->dep_count; k++) {
+                const cwf_df_dep *d = &p->deps[s->dep_first + k];
+                const cwf_df_stage *src = &p->stages[d->stage];
+                if (d->previous || whole[d->stage]) continue;
+                bool all = d->read == CW_FUSED_READ_ALL || d->read == CW_FUSED_READ_SAME;
+                if (d->read == CW_FUSED_READ_NEIGHBOURS)
+                    all = covers(s->tiles_x, src->tiles_x, d->num, d->den, d->radius) &&
+                          (s->tiles_y == 1 && src->tiles_y == 1 ? true
+                                                                : covers(s->tiles_y, src->tiles_y, d->num, d->den, d->radius));
+                if (all) whole[d->stage] = more = true;
+            }
+        }
+    }
+    p->final = 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (!whole[i]) p->final = 0;
+    free(whole);
+    return CW_SUCCESS;
+}
+
 }  // namespace
 
 void dataflow_plan_free(DataflowPlan *p) {
     free(p->stages);
+    free(p->chains);
     free(p->deps);
     free(p->geo);
     for (uint32_t i = 0; i < p->nstages; i++) free(p->names ? p->names[i] : nullptr);
@@ -329,7 +453,7 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
         return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     cw_status st = CW_SUCCESS;
-    uint64_t tasks = 0, tiles = 0;
+    uint64_t tiles = 0;
     for (uint32_t i = 0; i < n && st == CW_SUCCESS; i++) {
         const cw_fused_stage *s = &f->stage_defs[i];
         if (!s->name || !is_identifier(s->name)) {
@@ -369,7 +493,6 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
             break;
         }
         cwf_df_stage *ps = &p->stages[i];
-        ps->first = (unsigned)tasks;
         ps->tiles = tx * ty;
         ps->tiles_x = tx;
         ps->tiles_y = ty;
@@ -387,7 +510,6 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
         g->threads = s->threads ? s->threads : block_threads;
         g->shared = s->shared_bytes;
         if (s->shared_bytes > p->shared) p->shared = s->shared_bytes;
-        tasks += ps->tiles;
         tiles += ps->tiles;
         for (uint32_t k = 0; k < s->dep_count && st == CW_SUCCESS; k++) {
             const cw_fused_dep *d = &s->deps[k];
@@ -475,9 +597,9 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
             p->ndeps++;
         }
     }
-    if (st == CW_SUCCESS && tasks > CW_FUSED_MAX_TILES)
+    if (st == CW_SUCCESS && tiles > CW_FUSED_MAX_TILES)
         st = fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: the stages have %llu tiles in all (at most %u)",
-                  (unsigned long long)tasks, CW_FUSED_MAX_TILES);
+                  (unsigned long long)tiles, CW_FUSED_MAX_TILES);
     // What needs every stage's grid: the shapes a dependency relates.
     for (uint32_t i = 0; i < n && st == CW_SUCCESS; i++) {
         const cwf_df_stage *ps = &p->stages[i];
@@ -518,12 +640,11 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
             if (pd->read == CW_FUSED_READ_ALL && !pd->previous && p->stages[pd->stage].all == CWF_NONE)
                 p->stages[pd->stage].all = p->alls++;
         }
-        p->tasks = (uint32_t)tasks;
+        st = plan_chains(p);
         p->tiles = (uint32_t)tiles;
         p->state_bytes = (size_t)CWF_STATE_WORDS(p->alls, p->in_flight, p->tiles) * 8u;
-    } else {
-        dataflow_plan_free(p);
     }
+    if (st != CW_SUCCESS) dataflow_plan_free(p);
     return st;
 }
 
@@ -534,21 +655,29 @@ cw_status dataflow_source(const cw_resident_fused *f, const DataflowPlan *p, cha
     t.add(kPrelude);
     t.add(kFusedDataflowHeader);
     t.add(kGeoType);
-    t.addf("extern \"C\" {\n#define CWF_STAGES %uu\n#define CWF_TASKS %uu\n#define CWF_IN_FLIGHT %uu\n#define CWF_ALLS %uu\n"
-           "#define CWF_BLOCK %u\n",
-           p->nstages, p->tasks, p->in_flight, p->alls, p->block);
+    t.addf("extern \"C\" {\n#define CWF_STAGES %uu\n#define CWF_CHAINS %uu\n#define CWF_TASKS %uu\n"
+           "#define CWF_IN_FLIGHT %uu\n#define CWF_ALLS %uu\n#define CWF_FINAL %uu\n#define CWF_BLOCK %u\n",
+           p->nstages, p->nchains, p->tasks, p->in_flight, p->alls, p->final, p->block);
+    // rows: chain, tiles, tiles_x, tiles_y, dep_first, dep_count, all, done, publish
     t.add("static __constant__ cwf_df_stage cwf_stages[] = {\n");
     for (uint32_t i = 0; i < p->nstages; i++) {
         const cwf_df_stage *s = &p->stages[i];
-        t.addf("    {%uu, %uu, %uu, %uu, %uu, %uu, %uu, %uu}, /* %s */\n", s->first, s->tiles, s->tiles_x, s->tiles_y,
-               s->dep_first, s->dep_count, s->all, s->done, p->names[i]);
+        t.addf("    {%uu, %uu, %uu, %uu, %uu, %uu, %uu, %uu, %uu, 0u}, /* %s */\n", s->chain, s->tiles, s->tiles_x,
+               s->tiles_y, s->dep_first, s->dep_count, s->all, s->done, s->publish, p->names[i]);
     }
+    // rows: the task of its tile 0, first stage, stages, tiles
+    t.add("};\nstatic __constant__ cwf_df_chain cwf_chains[] = {\n");
+    for (uint32_t i = 0; i < p->nchains; i++) {
+        const cwf_df_chain *c = &p->chains[i];
+        t.addf("    {%uu, %uu, %uu, %uu},\n", c->task, c->first, c->count, c->tiles);
+    }
+    // rows: stage, read, radius, num, den, previous, fn, local
     t.add("};\nstatic __constant__ cwf_df_dep cwf_deps[] = {\n");
     for (uint32_t k = 0; k < (p->ndeps ? p->ndeps : 1u); k++) {
         const cwf_df_dep *d = p->ndeps ? &p->deps[k] : nullptr;
         if (d)
-            t.addf("    {%uu, %uu, %uu, %uu, %uu, %uu, %uu, 0u},\n", d->stage, d->read, d->radius, d->num, d->den,
-                   d->previous, d->fn);
+            t.addf("    {%uu, %uu, %uu, %uu, %uu, %uu, %uu, %uu},\n", d->stage, d->read, d->radius, d->num, d->den,
+                   d->previous, d->fn, d->local);
         else
             t.add("    {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}, /* none */\n");
     }

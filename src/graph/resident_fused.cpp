@@ -44,12 +44,6 @@ struct cwf_sync {
 };
 #define CWF_STOP (1ull << 63)
 
-static __device__ __forceinline__ unsigned long long cwf_ld_relaxed(const unsigned long long *p) {
-    unsigned long long v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* One block arrives: its writes before (every thread's: the block barrier
  * first) are released at GPU scope, at system scope with sys (writes to
  * host memory visible to the host). Thread 0 only. */
@@ -58,20 +52,26 @@ static __device__ __forceinline__ void cwf_arrive(cwf_sync *s, unsigned sys) {
     asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(&s->arrive) : "memory");
 }
 
-/* Thread 0 waits until *w reaches need (spinning on a relaxed load, then an
- * acquire fence), napping up to nap_ns between checks (0: spin). */
+static __device__ __forceinline__ unsigned long long cwf_ld_acquire(const unsigned long long *p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Thread 0 waits until *w reaches need, spinning on acquire loads (the
+ * load that sees it orders what follows: no fence after), napping up to
+ * nap_ns between checks (0: spin). */
 static __device__ __forceinline__ unsigned long long cwf_wait(const unsigned long long *w, unsigned long long need,
                                                               unsigned long long mask, unsigned nap_ns) {
-    unsigned long long v = cwf_ld_relaxed(w);
+    unsigned long long v = cwf_ld_acquire(w);
     unsigned nap = 32u;
     while ((v & mask) < need) {
         if (nap_ns) {
             __nanosleep(nap);
             if (nap < nap_ns) nap *= 2u;
         }
-        v = cwf_ld_relaxed(w);
+        v = cwf_ld_acquire(w);
     }
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
     return v;
 }
 

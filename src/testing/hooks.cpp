@@ -115,13 +115,15 @@ char *cwi_resident_fused_source(const cw_resident_fused *f) {
     return cw::graphs::fused_source(f, &out) == CW_SUCCESS ? out : nullptr;
 }
 
-int cwi_fused_plan(const cw_resident_fused *f, void **stages, void **deps, unsigned long long counts[7]) {
+int cwi_fused_plan(const cw_resident_fused *f, void **stages, void **deps, void **chains, unsigned long long counts[9]) {
     cw::graphs::DataflowPlan p;
     if (cw::graphs::dataflow_plan(f, f->block_threads ? f->block_threads : 256u, &p) != CW_SUCCESS) return -1;
     *stages = p.stages;
     *deps = p.deps;
+    *chains = p.chains;
     p.stages = nullptr;
     p.deps = nullptr;
+    p.chains = nullptr;
     counts[0] = p.nstages;
     counts[1] = p.ndeps;
     counts[2] = p.tasks;
@@ -129,6 +131,8 @@ int cwi_fused_plan(const cw_resident_fused *f, void **stages, void **deps, unsig
     counts[4] = p.alls;
     counts[5] = p.in_flight;
     counts[6] = p.state_bytes / 8u;
+    counts[7] = p.nchains;
+    counts[8] = p.final;
     cw::graphs::dataflow_plan_free(&p);
     return 0;
 }

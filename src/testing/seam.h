@@ -164,12 +164,14 @@ struct cw_resident_fused;
 char *cwi_resident_fused_source(const struct cw_resident_fused *f);
 
 /* The tables a dataflow loop's kernel gets for f (src/graph/fused_dataflow.h's
- * cwf_df_stage and cwf_df_dep), for a test that runs the protocol itself:
- * *stages and *deps are malloc'ed (free them); counts[] receives stages,
- * deps, tasks a request, tiles, stages read whole, requests in flight, and
- * the state's 64-bit words. 0, or -1 when f is refused (cw_last_error says
+ * cwf_df_stage, cwf_df_dep and cwf_df_chain), for a test that runs the
+ * protocol itself: *stages, *deps and *chains are malloc'ed (free them);
+ * counts[] receives stages, deps, tasks a request, tiles, stages read whole,
+ * requests in flight, the state's 64-bit words, chains, and final (the last
+ * chain's task signals). 0, or -1 when f is refused (cw_last_error says
  * why). block_threads as in f (0: 256). */
-int cwi_fused_plan(const struct cw_resident_fused *f, void **stages, void **deps, unsigned long long counts[7]);
+int cwi_fused_plan(const struct cw_resident_fused *f, void **stages, void **deps, void **chains,
+                   unsigned long long counts[9]);
 
 /* A fused loop's state in device memory (the barrier's words, or the
  * dataflow protocol's counters) and its size. 0, or -1 for a handle that is
