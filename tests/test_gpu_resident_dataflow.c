@@ -42,6 +42,15 @@ static cw_fused_dep g_deps[10];
 
 static void cur(void) { assert_cu_ok(rc.cuCtxSetCurrent(cuctx)); }
 
+/* The loop of the test running (a failed test leaves it to the teardown,
+ * which destroys it so that the next test can load code). */
+static cw_resident *g_loop;
+static int test_teardown(void **state) {
+    (void)state;
+    if (g_loop) cw_resident_destroy(&g_loop);
+    return 0;
+}
+
 static int quick(void) {
     const char *q = getenv("CWT_QUICK");
     return (q && *q == '1') || cwt_under_sanitizer();
@@ -84,8 +93,8 @@ static cw_resident_settings settings_with(uint32_t sleep_us, uint32_t slots) {
     return s;
 }
 
-static char g_opts[3][64];
-static const char *g_optv[3];
+static char g_opts[4][64];
+static const char *g_optv[4];
 static cw_resident_fused fused(dptr user, uint32_t grid, uint32_t in_flight, unsigned long long hang,
                                unsigned long long bad) {
     dataflow_plan_fill(g_stages, g_deps);
@@ -102,9 +111,10 @@ static cw_resident_fused fused(dptr user, uint32_t grid, uint32_t in_flight, uns
     snprintf(g_opts[0], sizeof g_opts[0], "-DDF_IN_FLIGHT=%uull", in_flight ? in_flight : 1u);
     snprintf(g_opts[1], sizeof g_opts[1], "-DDF_HANG_SEQ=%lluull", hang);
     snprintf(g_opts[2], sizeof g_opts[2], "-DDF_BAD_TILE=%lluull", bad);
-    for (int i = 0; i < 3; i++) g_optv[i] = g_opts[i];
+    snprintf(g_opts[3], sizeof g_opts[3], "-lineinfo"); /* compute-sanitizer names source lines */
+    for (int i = 0; i < 4; i++) g_optv[i] = g_opts[i];
     f.options = g_optv;
-    f.option_count = 3;
+    f.option_count = 4;
     return f;
 }
 
@@ -150,6 +160,7 @@ static void test_all_kinds(void **state) {
             cw_resident_settings s = settings_with(0, 2);
             cw_resident *r = NULL;
             assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
             dptr user = user_mem();
             cw_resident_fused f = fused(user, grids[g] == UINT32_MAX ? 0 : grids[g], in_flight, 0, 0);
             assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -181,6 +192,8 @@ static void test_all_kinds(void **state) {
             assert_int_equal(info.exit, CW_RESIDENT_EXIT_TEAR_DOWN);
             assert_null(info.stall);
             cw_resident_destroy(&r);
+            g_loop = NULL;
+    g_loop = NULL;
             cur();
             assert_cu_ok(rc.cuMemFree(user));
         }
@@ -193,6 +206,7 @@ static void test_storm_in_order(void **state) {
     cw_resident_settings s = settings_with(0, 0);
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 2, 0, 0);
     assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -216,6 +230,20 @@ static void test_storm_in_order(void **state) {
             samples++;
         }
     }
+    /* and while the rest finishes (under a sanitizer the storm may end before the first result) */
+    for (;;) {
+        cw_resident_info info;
+        assert_cw_ok(cw_resident_get_info(r, &info));
+        const uint64_t c = info.completed;
+        if (c > 0) {
+            read_words(user, DF_LOG, DF_LOG_CAP, log);
+            for (uint64_t k = c > 8 ? c - 8 : 1; k <= c; k++)
+                if (log[k % DF_LOG_CAP] != dataflow_total(k, 0)) behind++;
+            samples++;
+        }
+        if (c >= n) break;
+        usleep(1000);
+    }
     assert_cw_ok(cw_resident_wait_result(r, n, 10000));
     read_words(user, DF_LOG, DF_LOG_CAP, log);
     for (unsigned k = 1; k <= n; k++)
@@ -227,6 +255,7 @@ static void test_storm_in_order(void **state) {
     assert_int_equal(behind, 0);
     free(log);
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -238,6 +267,7 @@ static void test_teardown_mid_storm(void **state) {
     cw_resident_settings s = settings_with(0, 0);
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 2, 0, 0);
     assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -276,6 +306,7 @@ static void test_teardown_mid_storm(void **state) {
     assert_int_equal(log[got % DF_LOG_CAP], dataflow_total(got, 0));
     free(log);
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -297,6 +328,7 @@ static void test_watchdog(void **state) {
     cw_resident_settings s = settings_with(0, 0);
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 1, 5, 0);
     f.watchdog_ms = 200;
@@ -330,6 +362,7 @@ static void test_watchdog(void **state) {
     assert_int_equal(info.completed, 4);
     assert_cw(CW_ERROR_INVALID_STATE, cw_resident_poll_result(r, 5));
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -340,6 +373,7 @@ static void test_function_out_of_range(void **state) {
     cw_resident_settings s = settings_with(0, 0);
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 1, 0, 3);
     assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -359,6 +393,7 @@ static void test_function_out_of_range(void **state) {
     assert_int_equal(info.stall->request, 3);
     assert_int_equal(info.completed, 2);
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -369,6 +404,7 @@ static void test_refusals(void **state) {
     (void)state;
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 1, 0, 0);
     g_stages[5].shared_bytes = 400u * 1024u;
@@ -387,6 +423,7 @@ static void test_refusals(void **state) {
     assert_cw_ok(cw_resident_get_info(r, &info));
     assert_int_equal(info.grid_blocks, had); /* kept */
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -398,6 +435,7 @@ static void test_timeout_and_sleep(void **state) {
     s.timeout_ms = 300;
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, ctx, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 2, 0, 0);
     assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -412,6 +450,7 @@ static void test_timeout_and_sleep(void **state) {
            (unsigned long long)info.idle_polls);
     if (!quick()) assert_true(info.run_ns >= 300000000ull && info.run_ns < 400000000ull);
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
 }
@@ -433,6 +472,7 @@ static void test_green_partition(void **state) {
     cw_resident_settings s = settings_with(0, 2);
     cw_resident *r = NULL;
     assert_cw_ok(cw_resident_create(&r, pc, &s));
+    g_loop = r;
     dptr user = user_mem();
     cw_resident_fused f = fused(user, 0, 2, 0, 0);
     assert_cw_ok(cw_resident_set_fused(r, &f));
@@ -450,6 +490,7 @@ static void test_green_partition(void **state) {
     assert_true(distinct >= 1 && distinct <= counts[0]);
     assert_cw_ok(cw_resident_tear_down(r, 2000));
     cw_resident_destroy(&r);
+    g_loop = NULL;
     cur();
     assert_cu_ok(rc.cuMemFree(user));
     cw_partition_group_destroy(&ps);
@@ -476,10 +517,10 @@ int main(void) {
     int start = rawcuda_start(&rc);
     if (start) return start;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),          cmocka_unit_test(test_all_kinds),
-        cmocka_unit_test(test_storm_in_order),    cmocka_unit_test(test_teardown_mid_storm),
-        cmocka_unit_test(test_watchdog),          cmocka_unit_test(test_function_out_of_range),
-        cmocka_unit_test(test_timeout_and_sleep), cmocka_unit_test(test_green_partition),
+        cmocka_unit_test_teardown(test_refusals, test_teardown),          cmocka_unit_test_teardown(test_all_kinds, test_teardown),
+        cmocka_unit_test_teardown(test_storm_in_order, test_teardown),    cmocka_unit_test_teardown(test_teardown_mid_storm, test_teardown),
+        cmocka_unit_test_teardown(test_watchdog, test_teardown),          cmocka_unit_test_teardown(test_function_out_of_range, test_teardown),
+        cmocka_unit_test_teardown(test_timeout_and_sleep, test_teardown), cmocka_unit_test_teardown(test_green_partition, test_teardown),
     };
     cwt_filter_from_env();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

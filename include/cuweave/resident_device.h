@@ -186,10 +186,12 @@ static __device__ __forceinline__ unsigned int cw_resident_skip(const cw_residen
 }
 
 /* Synchronises the threads working on a dataflow tile (t->threads of
- * them): __syncthreads when they are the whole block, else a named barrier
- * (the block's other threads are not there). */
+ * them): __syncthreads when they are the whole block, __syncwarp when they
+ * are one warp, else a named barrier (the block's other threads are not
+ * there). */
 static __device__ __forceinline__ void cw_fused_tile_sync(const cw_fused_tile *t) {
     if (t->threads == blockDim.x) __syncthreads();
+    else if (t->threads == 32u) __syncwarp();
     else asm volatile("bar.sync 1, %0;" ::"r"(t->threads) : "memory");
 }
 
