@@ -105,12 +105,6 @@ static unsigned long long m_add(unsigned long long *p, unsigned long long v, int
             if (sb.addr[i] == p) sb_flush_one(i--);
     return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 }
-/* A fence: everything buffered becomes visible first. */
-static void m_fence(void) {
-    jitter();
-    sb_flush_all();
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-}
 static unsigned long long m_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -125,8 +119,7 @@ static unsigned long long m_now(void) {
 #define CWF_ST(p, v) m_st((p), (v))
 #define CWF_ADD_ACQREL(p, v) m_add((p), (v), 1)
 #define CWF_ADD_REL(p, v) ((void)m_add((p), (v), 1))
-#define CWF_ADD(p, v) ((void)m_add((p), (v), 0))
-#define CWF_FENCE() m_fence()
+
 #define CWF_NOW() m_now()
 #define CWF_NAP(ns) ((ns) > 200u ? (void)usleep(1) : (void)sched_yield())
 #include "graph/fused_dataflow.h"

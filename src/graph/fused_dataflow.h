@@ -40,8 +40,6 @@
  *   CWF_ST(p, v)            64-bit store, relaxed
  *   CWF_ADD_ACQREL(p, v)    64-bit fetch-and-add, acquire-release, returns the old value
  *   CWF_ADD_REL(p, v)       64-bit add, release, no result
- *   CWF_ADD(p, v)           64-bit add, relaxed, no result
- *   CWF_FENCE()             an acquire-release fence, GPU scope
  *   CWF_NOW()               a clock in ns
  *   CWF_NAP(ns)             a pause of about ns (may do nothing)
  * and the functions the protocol calls (below, as prototypes):
@@ -59,7 +57,7 @@
 
 /* Mutations of the protocol that the model test must catch (the model
  * defines CWF_MUTATION as a variable; the library never defines it): 1 a
- * tile published without its release fence; 2 a slot's counters reset one
+ * tile's done word stored without release; 2 a slot's counters reset one
  * request early (the slot of the request after the one signalled). */
 #ifndef CWF_MUTATION
 #define CWF_MUTATION 0
@@ -173,14 +171,13 @@ CWF_FN void cwf_df_stall(cwf_df_ctx *c, unsigned kind, const cwf_df_task *t, uns
     CWF_ST(&s[CWF_W_STALL + 7u], need);
 }
 
-/* Spins until *w >= need (relaxed loads: the caller fences after), napping
- * between checks up to cap ns (0: spin). 1: it is; 0: leave (the watchdog
- * stopped the loop, or, with halt_r, request halt_r will not be served).
- * With a task the watchdog applies (the stall names the task and what it
- * waited on). */
-CWF_FN unsigned cwf_df_spin(cwf_df_ctx *c, const cwf_u64 *w, cwf_u64 need, cwf_u64 halt_r, unsigned cap,
+/* Waits until *w >= need, napping between checks up to cap ns (0: spin).
+ * 1: it is; 0: leave (the watchdog stopped the loop, or, with halt_r,
+ * request halt_r will not be served). With a task the watchdog applies (the
+ * stall names the task and what it waited on). */
+CWF_FN unsigned cwf_df_wait(cwf_df_ctx *c, const cwf_u64 *w, cwf_u64 need, cwf_u64 halt_r, unsigned cap,
                             const cwf_df_task *t, unsigned wstage, unsigned wtile) {
-    cwf_u64 v = CWF_LD(w);
+    cwf_u64 v = CWF_LD_ACQ(w);
     if (v >= need) return 1u;
     const cwf_u64 t0 = CWF_NOW();
     unsigned nap = 0u;
@@ -196,18 +193,9 @@ CWF_FN unsigned cwf_df_spin(cwf_df_ctx *c, const cwf_u64 *w, cwf_u64 need, cwf_u
         }
         if (nap) CWF_NAP(nap);
         nap = cap == 0u ? 0u : nap == 0u ? 32u : nap * 2u > cap ? cap : nap * 2u;
-        v = CWF_LD(w);
+        v = CWF_LD_ACQ(w);
         if (v >= need) return 1u;
     }
-}
-
-/* cwf_df_spin, then an acquire fence (what the waited-for side released
- * is visible). */
-CWF_FN unsigned cwf_df_wait(cwf_df_ctx *c, const cwf_u64 *w, cwf_u64 need, cwf_u64 halt_r, unsigned cap,
-                            const cwf_df_task *t, unsigned wstage, unsigned wtile) {
-    if (!cwf_df_spin(c, w, need, halt_r, cap, t, wstage, wtile)) return 0u;
-    CWF_FENCE();
-    return 1u;
 }
 
 /* The longest nap of a task's wait for what it reads, and of the signal's
@@ -236,22 +224,16 @@ CWF_FN void cwf_df_span(unsigned x, unsigned num, unsigned den, unsigned radius,
     *hi = (unsigned)h;
 }
 
-/* Waits for everything stage t->stage of task t reads outside its chain:
- * relaxed loads (a neighbourhood's in batches, all in flight at once),
- * spins only on what is not there yet, one acquire fence at the end.
+/* Waits for everything stage t->stage of task t reads outside its chain.
  * 1: go; 0: leave. */
-#define CWF_BATCH 8u
 CWF_FN unsigned cwf_df_wait_deps(cwf_df_ctx *c, const cwf_df_task *t) {
     const cwf_df_stage *s = &c->stages[t->stage];
     const cwf_u64 r = t->r;
-    unsigned waited = 0u;
     /* the same tile of the request before finished first (with requests in
      * flight: the tile's done word only moves forward) */
-    if (c->in_flight > 1u && r > 1ull && s->publish) {
-        if (!cwf_df_spin(c, cwf_df_done(c, t->stage, t->tile), r - 1ull, 0ull, CWF_TASK_NAP, t, t->stage, t->tile))
-            return 0u;
-        waited = 1u;
-    }
+    if (c->in_flight > 1u && r > 1ull && s->publish &&
+        !cwf_df_wait(c, cwf_df_done(c, t->stage, t->tile), r - 1ull, 0ull, CWF_TASK_NAP, t, t->stage, t->tile))
+        return 0u;
     for (unsigned k = 0; k < s->dep_count; k++) {
         const cwf_df_dep *d = &c->deps[s->dep_first + k];
         const cwf_df_stage *src = &c->stages[d->stage];
@@ -260,36 +242,24 @@ CWF_FN unsigned cwf_df_wait_deps(cwf_df_ctx *c, const cwf_df_task *t) {
         if (d->local) continue;     /* this block's own work, just done */
         /* one request in flight: request r opened after r - 1 was signalled */
         if (d->previous && c->in_flight == 1u) continue;
-        waited = 1u;
         if (d->read == CWF_READ_SAME) {
-            if (!cwf_df_spin(c, cwf_df_done(c, d->stage, t->tile), need, 0ull, CWF_TASK_NAP, t, d->stage, t->tile))
-                return 0u;
+            if (!cwf_df_wait(c, cwf_df_done(c, d->stage, t->tile), need, 0ull, CWF_TASK_NAP, t, d->stage, t->tile)) return 0u;
         } else if (d->read == CWF_READ_NEIGHBOURS) {
             const unsigned x = t->tile % s->tiles_x, y = t->tile / s->tiles_x;
             unsigned x0, x1, y0, y1;
             cwf_df_span(x, d->num, d->den, d->radius, src->tiles_x, &x0, &x1);
             cwf_df_span(y, d->num, d->den, d->radius, src->tiles_y, &y0, &y1);
-            const unsigned w = x1 - x0 + 1u, n = w * (y1 - y0 + 1u);
-            for (unsigned b = 0; b < n; b += CWF_BATCH) {
-                cwf_u64 v[CWF_BATCH];
-                unsigned tl[CWF_BATCH];
-                const unsigned m = n - b < CWF_BATCH ? n - b : CWF_BATCH;
-                for (unsigned i = 0; i < m; i++) { /* no use of a value here: the loads overlap */
-                    tl[i] = (y0 + (b + i) / w) * src->tiles_x + x0 + (b + i) % w;
-                    v[i] = CWF_LD(cwf_df_done(c, d->stage, tl[i]));
+            for (unsigned yy = y0; yy <= y1; yy++)
+                for (unsigned xx = x0; xx <= x1; xx++) {
+                    const unsigned tile = yy * src->tiles_x + xx;
+                    if (!cwf_df_wait(c, cwf_df_done(c, d->stage, tile), need, 0ull, CWF_TASK_NAP, t, d->stage, tile)) return 0u;
                 }
-                for (unsigned i = 0; i < m; i++)
-                    if (v[i] < need &&
-                        !cwf_df_spin(c, cwf_df_done(c, d->stage, tl[i]), need, 0ull, CWF_TASK_NAP, t, d->stage, tl[i]))
-                        return 0u;
-            }
         } else if (d->read == CWF_READ_ALL) {
             /* the previous request's whole stage: that request signalled
              * (its counts are reset by then) */
-            const cwf_u64 *wd = d->previous ? &c->st[CWF_W_SIGNALLED] : cwf_df_all(c, src->all, cwf_df_slot(c, r));
-            if (!cwf_df_spin(c, wd, d->previous ? need : (cwf_u64)src->tiles, 0ull, CWF_TASK_NAP, t, d->stage,
-                             CWF_NONE))
-                return 0u;
+            const cwf_u64 *w = d->previous ? &c->st[CWF_W_SIGNALLED] : cwf_df_all(c, src->all, cwf_df_slot(c, r));
+            if (!cwf_df_wait(c, w, d->previous ? need : (cwf_u64)src->tiles, 0ull, CWF_TASK_NAP, t, d->stage,
+                             CWF_NONE)) return 0u;
         } else { /* CWF_READ_FUNCTION */
             for (unsigned i = 0;; i++) {
                 const int tile = cwf_df_dep_fn(c, d->fn, t->stage, t->tile, r, i);
@@ -298,13 +268,12 @@ CWF_FN unsigned cwf_df_wait_deps(cwf_df_ctx *c, const cwf_df_task *t) {
                     cwf_df_stall(c, CWF_STALL_RANGE, t, d->stage, (unsigned)tile, (cwf_u64)i, (cwf_u64)src->tiles);
                     return 0u;
                 }
-                if (!cwf_df_spin(c, cwf_df_done(c, d->stage, (unsigned)tile), need, 0ull, CWF_TASK_NAP, t, d->stage,
+                if (!cwf_df_wait(c, cwf_df_done(c, d->stage, (unsigned)tile), need, 0ull, CWF_TASK_NAP, t, d->stage,
                                  (unsigned)tile))
                     return 0u;
             }
         }
     }
-    if (waited) CWF_FENCE(); /* acquire: what the tiles read released is visible */
     return 1u;
 }
 
@@ -346,10 +315,11 @@ CWF_FN unsigned cwf_df_take(cwf_df_ctx *c, cwf_u64 ticket, cwf_df_task *t) {
  * first): its tile is done for the stages that read it. */
 CWF_FN void cwf_df_publish(cwf_df_ctx *c, const cwf_df_task *t) {
     const cwf_df_stage *st = &c->stages[t->stage];
-    if (!st->publish && st->all == CWF_NONE) return; /* nobody waits for it: nothing to release */
-    if (CWF_MUTATION != 1) CWF_FENCE();               /* release: the tile's writes before what follows */
-    if (st->publish) CWF_ST(cwf_df_done(c, t->stage, t->tile), t->r);
-    if (st->all != CWF_NONE) CWF_ADD(cwf_df_all(c, st->all, cwf_df_slot(c, t->r)), 1ull);
+    if (st->publish) {
+        if (CWF_MUTATION == 1) CWF_ST(cwf_df_done(c, t->stage, t->tile), t->r);
+        else CWF_ST_REL(cwf_df_done(c, t->stage, t->tile), t->r);
+    }
+    if (st->all != CWF_NONE) CWF_ADD_REL(cwf_df_all(c, st->all, cwf_df_slot(c, t->r)), 1ull);
 }
 
 /* After task t's last stage was published: the request's last task

@@ -43,9 +43,6 @@ static __device__ __forceinline__ unsigned long long cwf_add_acqrel(unsigned lon
 static __device__ __forceinline__ void cwf_add_rel(unsigned long long *p, unsigned long long v) {
     asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-static __device__ __forceinline__ void cwf_add_relaxed_nr(unsigned long long *p, unsigned long long v) {
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
 static __device__ __forceinline__ unsigned long long cwf_add_relaxed(unsigned long long *p, unsigned long long v) {
     unsigned long long o;
     asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(o) : "l"(p), "l"(v) : "memory");
@@ -57,8 +54,7 @@ static __device__ __forceinline__ unsigned long long cwf_add_relaxed(unsigned lo
 #define CWF_ST(p, v) (*(volatile unsigned long long *)(p) = (v))
 #define CWF_ADD_ACQREL(p, v) cwf_add_acqrel((p), (v))
 #define CWF_ADD_REL(p, v) cwf_add_rel((p), (v))
-#define CWF_ADD(p, v) cwf_add_relaxed_nr((p), (v))
-#define CWF_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+
 #define CWF_NOW() cw__res_now()
 #define CWF_NAP(ns) cw__res_nap(ns)
 }  /* extern "C" */
