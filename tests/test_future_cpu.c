@@ -842,6 +842,84 @@ static void test_future_callback_run_by_destroy_and_rearm(void **state) {
     assert_int_equal(atomic_load(&c.calls_x), 1);
 }
 
+
+/* ---- review of the callback/destroy change (rev-futures) ------------------ */
+
+/* A callback that cw_future_set_callback runs (the future was complete) may
+ * destroy its own future, which is freed "once this callback returns"
+ * (cw_future_fn). Here the future also has an fd, so the watcher has it on
+ * its ready list at that moment: it notifies it (the fd; the callback is
+ * already taken) while the callback runs on the test's thread. The watcher
+ * must not free it then: it did not run the callback. On the old code it
+ * read destroy_deferred (set by the other thread's callback) and destroyed
+ * the future itself, while the callback still ran, and set_callback then
+ * destroyed it a second time. The watcher is held in its ready hook until
+ * the callback has destroyed the future; the callback then waits (at most
+ * 300 ms, after the fd became readable) to see whether its handle dies under
+ * it. */
+struct own_destroy {
+    cw_future *f;
+    int fd;
+    atomic_int paused, destroyed, calls;
+    int fd_ready, retired_inside;
+};
+
+static void own_destroy_hook(void *arg) {
+    struct own_destroy *o = (struct own_destroy *)arg;
+    if (atomic_exchange(&o->paused, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&o->destroyed) && now_ms() < end;) sleep_ms(1);
+}
+
+static void own_destroy_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct own_destroy *o = (struct own_destroy *)user;
+    cw_future *me = f;
+    cw_future_destroy(&me);
+    atomic_store(&o->destroyed, 1);
+    o->fd_ready = fd_readable(o->fd, 5000); /* the watcher notified it */
+    for (double end = now_ms() + 300; now_ms() < end; sleep_ms(1))
+        if (cw_future_poll(f) == CW_ERROR_INVALID_HANDLE) {
+            o->retired_inside = 1;
+            break;
+        }
+    atomic_fetch_add(&o->calls, 1);
+}
+
+static void test_future_set_callback_destroys_own_beside_watcher(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct own_destroy o;
+    memset(&o, 0, sizeof o);
+    o.fd = -1;
+    cw_stream *s = new_stream();
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&o.f, s, kind));
+    assert_cw_ok(cw_future_get_fd(o.f, &o.fd)); /* watched, with no callback */
+    cwi_future_watch_hooks(own_destroy_hook, NULL, &o);
+    fk.hold(0);
+    dog_step("waiting for the watcher to find the future complete");
+    assert_true(wait_at_least(&o.paused, 1, 5000));
+    assert_cw_ok(cw_future_wait(o.f, 5000000));
+    cw_future *copy = o.f;
+    dog_step("set_callback on the complete future: its callback destroys it");
+    const cw_status set = cw_future_set_callback(o.f, own_destroy_cb, &o);
+    o.f = NULL;
+    const cw_status stale = cw_future_poll(copy);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    sleep_ms(30);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    printf("# %s: fd readable in the callback %d, handle dead before the callback returned %d\n", kind_name(kind),
+           o.fd_ready, o.retired_inside);
+    assert_int_equal(set, CW_SUCCESS);
+    assert_int_equal(atomic_load(&o.calls), 1);
+    if (o.retired_inside)
+        fail_msg("%s: the watcher destroyed the future while its callback (run by cw_future_set_callback on another "
+                 "thread) was still running; set_callback then destroyed it again",
+                 kind_name(kind));
+    assert_true(o.fd_ready);
+    assert_int_equal(stale, CW_ERROR_INVALID_HANDLE); /* gone once set_callback returned */
+}
+
 #define CELL(a, k) {a, k}
 static const struct cell k_cells[] = {
     CELL(ACT_DESTROY_OTHER, CW_FUTURE_HOST_FUNC),      CELL(ACT_DESTROY_OTHER, CW_FUTURE_WRITE_VALUE),
@@ -900,6 +978,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_rearm_after_fault, k_host),
         TEST_K(test_future_callback_run_by_destroy_and_rearm, k_write),
         TEST_K(test_future_callback_run_by_destroy_and_rearm, k_event),
+        TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_write),
+        TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_event),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g_tests[g_ntests++] = fixed[i];
     for (int i = 0; i < N_CELLS; i++) {

@@ -135,7 +135,7 @@ void host_fn(void *user) {
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
     t_in_host_fn = true;  // the user's callback runs on the driver's thread
-    future_notify(f, CW_SUCCESS);
+    (void)future_notify(f, CW_SUCCESS);  // a destroy is refused here: nothing deferred to free
     t_in_host_fn = false;
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }

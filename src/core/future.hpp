@@ -38,7 +38,8 @@ struct cw_future {
     cw_future *ready_next;      // the watcher's ready list (under g_watch.mutex): not watch_next, which a
                                 // watch() of the future may relink meanwhile
     std::atomic<bool> dying;    // being destroyed: rearm refuses
-    bool destroy_deferred;      // destroyed inside its own callback: freed when that returns (its thread)
+    bool destroy_deferred;      // destroyed inside its own callback: freed when that returns, by the code
+                                // that ran it (on its thread; read only there)
     cw_future *orphan_next;     // on the context's orphan list
 };
 
@@ -66,10 +67,11 @@ cw_status future_check_fault(cw_future *f);
 // The watcher thread (future_watch.cpp): watch puts f on its list (starting
 // it on first need); unwatch takes f off its lists and, unless this thread
 // runs f's callback, waits until the watcher is not notifying f; notify
-// makes f's fd readable and runs its callback.
+// makes f's fd readable and runs its callback, true when this call ran it
+// (see future_callback).
 cw_status future_watch(cw_future *f);
 void future_unwatch(cw_future *f);
-void future_notify(cw_future *f, cw_status st);
+bool future_notify(cw_future *f, cw_status st);
 // Runs f's callback if it is set and has not run for this arming (whoever
 // wins its 1 -> 2 exchange runs it); true when this call ran it.
 bool future_callback(cw_future *f, cw_status st);

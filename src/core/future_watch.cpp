@@ -113,8 +113,12 @@ void *watcher_main(void *) {
             f->notifying.store(2, std::memory_order_relaxed);
             pthread_mutex_unlock(&g_watch.mutex);
             int fault = f->fault.load(std::memory_order_acquire);
-            future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
-            const bool doomed = f->destroy_deferred;  // its callback destroyed it
+            // Its callback destroyed it: only when this thread ran the
+            // callback. One that another thread runs (set_callback of the
+            // completed future: the exchange went there) is that thread's
+            // to free, and may still be running.
+            const bool doomed = future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS) &&
+                                f->destroy_deferred;
             pthread_mutex_lock(&g_watch.mutex);
             f->notifying.store(0, std::memory_order_release);  // last touch of f, unless doomed
             pthread_cond_broadcast(&g_watch.idle);
@@ -159,14 +163,14 @@ bool future_in_callback(const cw_future *f) {
     return false;
 }
 
-void future_notify(cw_future *f, cw_status st) {
+bool future_notify(cw_future *f, cw_status st) {
     int fd = f->efd.load(std::memory_order_seq_cst);
     if (fd >= 0) {
         uint64_t one = 1;
         ssize_t n = write(fd, &one, sizeof one);
         (void)n;
     }
-    (void)future_callback(f, st);
+    return future_callback(f, st);
 }
 
 cw_status future_watch(cw_future *f) {
