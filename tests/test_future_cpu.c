@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "cwtest.h"
@@ -920,6 +921,79 @@ static void test_future_set_callback_destroys_own_beside_watcher(void **state) {
     assert_int_equal(stale, CW_ERROR_INVALID_HANDLE); /* gone once set_callback returned */
 }
 
+/* The callback that cw_future_destroy runs after a device fault may get its
+ * own future's fd (get_fd neither enqueues nor waits; the orderings test
+ * gets the actor's own fd in its callback too).
+ * The marker of a faulted WRITE_VALUE future never runs, so get_fd puts the
+ * future on the watcher's list; destroy must take it off again before it
+ * frees it. On the old code destroy took it off only before it ran the
+ * callback: the watcher (held in its ready hook on X's pass while this
+ * happens) then found a freed future on its list and wrote to its closed fd
+ * (here reused by an eventfd the test makes right after the destroy: it
+ * became readable), under ASan a use-after-poison in the watcher. */
+struct fault_fd {
+    atomic_int paused, release, calls;
+    cw_status st, fd_st;
+    int fd;
+};
+
+static void fault_fd_hook(void *arg) {
+    struct fault_fd *o = (struct fault_fd *)arg;
+    if (atomic_exchange(&o->paused, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&o->release) && now_ms() < end;) sleep_ms(1);
+}
+
+static void fault_fd_cb(void *user, cw_future *f, cw_status st) {
+    struct fault_fd *o = (struct fault_fd *)user;
+    o->st = st;
+    o->fd_st = cw_future_get_fd(f, &o->fd);
+    atomic_fetch_add(&o->calls, 1);
+}
+
+static void test_future_destroy_fault_callback_gets_fd(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct fault_fd o;
+    memset(&o, 0, sizeof o);
+    o.fd = -1;
+    cw_stream *s = new_stream();
+    cw_future *x = NULL, *f = NULL;
+    int xfd = -1;
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&x, s, kind));
+    assert_cw_ok(cw_future_get_fd(x, &xfd));
+    cwi_future_watch_hooks(fault_fd_hook, NULL, &o);
+    fk.hold(0);
+    dog_step("waiting for the watcher to pause on X's pass");
+    assert_true(wait_at_least(&o.paused, 1, 5000));
+    fk.fault(1);
+    assert_cw_ok(cw_future_create(&f, s, kind)); /* its marker faults */
+    assert_true(fk.drain(5000));
+    assert_cw_ok(cw_future_set_callback(f, fault_fd_cb, &o));
+    dog_step("destroy of the faulted future: its callback gets its fd");
+    cw_future_destroy(&f);
+    const int calls_at_return = atomic_load(&o.calls);
+    const int probe = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* takes the lowest free number */
+    atomic_store(&o.release, 1);
+    dog_step("after the release");
+    assert_true(fd_readable(xfd, 5000)); /* the watcher went on */
+    const int probe_written = fd_readable(probe, 200);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    fk.fault(0);
+    cw_future_destroy(&x);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    close(probe);
+    printf("# %s: the callback's fd %d, the probe %d written %d\n", kind_name(kind), o.fd, probe, probe_written);
+    assert_null(f);
+    assert_int_equal(calls_at_return, 1);
+    assert_int_equal(o.st, CW_ERROR_DEVICE_FAULT);
+    assert_int_equal(o.fd_st, CW_SUCCESS);
+    if (probe_written)
+        fail_msg("%s: after cw_future_destroy returned the watcher wrote to fd %d (the destroyed future's, now "
+                 "another's): the future was still on its list",
+                 kind_name(kind), probe);
+}
+
 #define CELL(a, k) {a, k}
 static const struct cell k_cells[] = {
     CELL(ACT_DESTROY_OTHER, CW_FUTURE_HOST_FUNC),      CELL(ACT_DESTROY_OTHER, CW_FUTURE_WRITE_VALUE),
@@ -980,6 +1054,7 @@ int main(int argc, char **argv) {
         TEST_K(test_future_callback_run_by_destroy_and_rearm, k_event),
         TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_write),
         TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_event),
+        TEST_K(test_future_destroy_fault_callback_gets_fd, k_write),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g_tests[g_ntests++] = fixed[i];
     for (int i = 0; i < N_CELLS; i++) {

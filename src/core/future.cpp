@@ -393,8 +393,11 @@ void future_free(cw_future *f, bool holds_ctx = true) {
         // first (it may have rearmed f before `dying` was set: look again).
         future_unwatch(f);
     } while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire)));
-    // Exactly once per completion: a callback not run yet runs now.
-    (void)future_callback(f, st);
+    // Exactly once per completion: a callback not run yet runs now. It may
+    // get f's fd, which watches f again when its marker never runs (a
+    // fault): off the list once more (rearm refuses now, so nothing else
+    // puts it back).
+    if (future_callback(f, st)) future_unwatch(f);
     handle_retire(f);
     if (st == CW_ERROR_DEVICE_FAULT && f->kind == CW_FUTURE_HOST_FUNC) {
         log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
