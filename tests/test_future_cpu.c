@@ -160,6 +160,7 @@ static int teardown_ctx(void **state) {
     (void)state;
     dog_step("teardown");
     cwi_future_watch_hooks(NULL, NULL, NULL);
+    cwi_future_unwatch_hook(NULL, NULL);
     fk.hold(0);
     fk.fault(0);
     cw_context_destroy(&g_ctx);
@@ -994,6 +995,123 @@ static void test_future_destroy_fault_callback_gets_fd(void **state) {
                  kind_name(kind), probe);
 }
 
+
+/* cw_future_destroy from one thread while the watcher runs the future's
+ * callback, which rearms it (the future has an fd: the rearm watches it
+ * again): destroy waits for the callback and must then find the future on
+ * the watcher's list (future_free: "it may have rearmed f before `dying` was
+ * set: look again"). The windows, held open by the unwatch hook: the rearm
+ * in the callback passed its `dying` check and stops in its own unwatch
+ * until the destroying thread (its `dying` set, the old marker settled) has
+ * read that the future is on no list; that thread then waits until the
+ * callback has returned (the rearm put the future on the list, its new
+ * marker behind a gate), until the watcher is parked in its ready hook on a
+ * pass that found Y complete and the future not (Y, behind a gate of its
+ * own, watched for its fd and let go meanwhile), and until the new marker
+ * has run (its gate opened). Then it reads whether
+ * the watcher is notifying the future. On the old code: not, the new marker
+ * has run, no callback is set for it: destroy freed the future on the
+ * watcher's list, and the watcher, let go, wrote to its closed fd (reused by
+ * an eventfd the test makes); under ASan a use-after-poison in
+ * watcher_main. */
+struct destroy_rearm {
+    cw_stream *s;
+    volatile uint32_t *gate, *gate_y;
+    cw_future *f, *y;
+    int fd, yfd;
+    pthread_t destroyer;
+    atomic_int in_cb, past_dying, destroying, in_unwatch, cb_done, rearm_once, unwatch_once;
+    atomic_int park_armed, parked, release;
+    cw_status rearm, yfd_st;
+};
+
+static void destroy_rearm_park(void *arg) {
+    struct destroy_rearm *r = (struct destroy_rearm *)arg;
+    if (!atomic_load(&r->park_armed) || atomic_exchange(&r->parked, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&r->release) && now_ms() < end;) sleep_ms(1);
+}
+
+static void destroy_rearm_unwatch(void *arg) {
+    struct destroy_rearm *r = (struct destroy_rearm *)arg;
+    if (pthread_equal(pthread_self(), r->destroyer)) {
+        if (!atomic_load(&r->destroying) || atomic_exchange(&r->unwatch_once, 1)) return;
+        atomic_store(&r->in_unwatch, 1); /* it read: on no list */
+        for (double end = now_ms() + 5000; !atomic_load(&r->cb_done) && now_ms() < end;) sleep_ms(1);
+        sleep_ms(20); /* the watcher ends the notification as the callback returns */
+        atomic_store(&r->park_armed, 1);
+        r->yfd_st = cw_future_get_fd(r->y, &r->yfd); /* watched, behind its gate */
+        gate_open(r->gate_y); /* the watcher's next pass finds Y complete, the future not */
+        for (double end = now_ms() + 5000; !atomic_load(&r->parked) && now_ms() < end;) sleep_ms(1);
+        gate_open(r->gate);
+        (void)fk.drain(5000); /* the rearmed marker has run */
+        return;
+    }
+    /* the rearm in the callback, past its `dying` check */
+    if (!atomic_load(&r->in_cb) || atomic_exchange(&r->rearm_once, 1)) return;
+    atomic_store(&r->past_dying, 1);
+    for (double end = now_ms() + 5000; !atomic_load(&r->in_unwatch) && now_ms() < end;) sleep_ms(1);
+}
+
+static void destroy_rearm_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct destroy_rearm *r = (struct destroy_rearm *)user;
+    gate_close(r->s, r->gate); /* the rearmed marker waits behind it */
+    atomic_store(&r->in_cb, 1);
+    r->rearm = cw_future_rearm(f, r->s);
+    atomic_store(&r->cb_done, 1);
+}
+
+static void test_future_destroy_beside_callback_rearm(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct destroy_rearm r;
+    memset(&r, 0, sizeof r);
+    r.fd = r.yfd = -1;
+    r.destroyer = pthread_self();
+    r.s = new_stream();
+    r.gate = gate_new();
+    r.gate_y = gate_new();
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&r.f, r.s, kind));
+    gate_close(r.s, r.gate_y);
+    assert_cw_ok(cw_future_create(&r.y, r.s, kind)); /* behind gate_y, not watched yet */
+    assert_cw_ok(cw_future_get_fd(r.f, &r.fd));
+    assert_cw_ok(cw_future_set_callback(r.f, destroy_rearm_cb, &r));
+    cwi_future_watch_hooks(destroy_rearm_park, NULL, &r);
+    cwi_future_unwatch_hook(destroy_rearm_unwatch, &r);
+    fk.hold(0);
+    dog_step("waiting for the callback's rearm to pass its dying check");
+    assert_true(wait_at_least(&r.past_dying, 1, 5000));
+    atomic_store(&r.destroying, 1);
+    dog_step("destroy while the watcher runs the callback");
+    cw_future_destroy(&r.f);
+    const int probe = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the lowest free number */
+    atomic_store(&r.release, 1);
+    dog_step("after the release");
+    const int y_ready = fd_readable(r.yfd, 5000); /* the watcher went on */
+    const int probe_written = fd_readable(probe, 200);
+    cwi_future_unwatch_hook(NULL, NULL);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    cw_future_destroy(&r.y);
+    assert_true(fk.drain(5000));
+    gate_free(r.gate);
+    gate_free(r.gate_y);
+    cw_stream_destroy(&r.s);
+    close(probe);
+    printf("# %s: rearm in the callback %s, the future's fd %d, the probe %d written %d\n", kind_name(kind),
+           cw_status_name(r.rearm), r.fd, probe, probe_written);
+    assert_null(r.f);
+    assert_true(atomic_load(&r.cb_done));
+    assert_true(atomic_load(&r.unwatch_once)); /* the windows were held */
+    assert_true(atomic_load(&r.parked));
+    assert_int_equal(r.yfd_st, CW_SUCCESS);
+    assert_true(y_ready);
+    assert_int_equal(r.rearm, CW_SUCCESS); /* it came before the destroy */
+    if (probe_written)
+        fail_msg("%s: after cw_future_destroy returned the watcher wrote to fd %d (the destroyed future's, now "
+                 "another's): the future its callback had rearmed was still on its list",
+                 kind_name(kind), probe);
+}
+
 #define CELL(a, k) {a, k}
 static const struct cell k_cells[] = {
     CELL(ACT_DESTROY_OTHER, CW_FUTURE_HOST_FUNC),      CELL(ACT_DESTROY_OTHER, CW_FUTURE_WRITE_VALUE),
@@ -1055,6 +1173,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_write),
         TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_event),
         TEST_K(test_future_destroy_fault_callback_gets_fd, k_write),
+        TEST_K(test_future_destroy_beside_callback_rearm, k_write),
+        TEST_K(test_future_destroy_beside_callback_rearm, k_event),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g_tests[g_ntests++] = fixed[i];
     for (int i = 0; i < N_CELLS; i++) {

@@ -31,9 +31,8 @@ struct cw_future {
     void *cb_user;
     std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
     std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
-    std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
-    std::atomic<int> notifying; // 1: on the watcher's ready list; 2: being notified by it, outside its
-                                // lock (changed under g_watch.mutex)
+    std::atomic<int> wstate;    // kOnWatchList | kOnReadyList | kNotifying (changed under g_watch.mutex; one
+                                // word, so that a load without the lock sees one moment: future_unwatch)
     cw_future *watch_next;      // the watcher's list (under g_watch.mutex)
     cw_future *ready_next;      // the watcher's ready list (under g_watch.mutex): not watch_next, which a
                                 // watch() of the future may relink meanwhile
@@ -45,6 +44,11 @@ struct cw_future {
 
 namespace cw {
 namespace core {
+
+// cw_future::wstate: on the watcher's list (watch_next); on its ready list
+// (ready_next: found complete, not notified yet); being notified by it,
+// outside its lock (its callback may watch f again meanwhile).
+constexpr int kOnWatchList = 1, kOnReadyList = 2, kNotifying = 4;
 
 // A future completed by the work queued on s so far (refused while s
 // captures: it would complete at every launch of the graph).
@@ -95,6 +99,10 @@ extern std::atomic<void *> g_host_fn_hook_arg;
 // those windows open).
 extern std::atomic<FutureHook> g_watch_ready_hook, g_watch_entry_hook;
 extern std::atomic<void *> g_watch_hook_arg;
+// Called by unwatch after it read f's wstate (whether f is on one of the
+// watcher's lists or being notified), before it acts on it (tests).
+extern std::atomic<FutureHook> g_unwatch_hook;
+extern std::atomic<void *> g_unwatch_hook_arg;
 // Whether f is on the watcher's list (tests).
 bool future_watched(const cw_future *f);
 // A written-value future's word and the number its marker writes (tests).

@@ -22,8 +22,8 @@ namespace {
 // it, and its polls start again from 2 us.
 //
 // A pass takes the completed futures off the watched list onto the ready
-// list (notifying 1), under the lock; then the watcher notifies them one at
-// a time (notifying 2) with the lock released, so that a callback may use
+// list (kOnReadyList), under the lock; then the watcher notifies them one at
+// a time (kNotifying) with the lock released, so that a callback may use
 // any other future, those of its own pass included: unwatch takes a future
 // off either list, and waits only for the one future being notified, never
 // from inside that future's own callback.
@@ -87,13 +87,13 @@ void *watcher_main(void *) {
             if (finished) {
                 *pp = f->watch_next;
                 if (!deliver) {
-                    f->watched.store(false, std::memory_order_release);
+                    f->wstate.fetch_and(~kOnWatchList, std::memory_order_acq_rel);
                     continue;
                 }
-                // notifying first: unwatch reads both without the lock, and
-                // once it sees `watched` false it must see notifying set too
-                f->notifying.store(1, std::memory_order_release);
-                f->watched.store(false, std::memory_order_release);
+                // one store: off the list and on the ready list (unwatch
+                // reads the word without the lock)
+                const int ws = f->wstate.load(std::memory_order_relaxed);
+                f->wstate.store((ws & ~kOnWatchList) | kOnReadyList, std::memory_order_release);
                 f->ready_next = g_watch.ready;
                 g_watch.ready = f;
             } else {
@@ -110,7 +110,8 @@ void *watcher_main(void *) {
         }
         while (cw_future *f = g_watch.ready) {
             g_watch.ready = f->ready_next;
-            f->notifying.store(2, std::memory_order_relaxed);
+            const int ws = f->wstate.load(std::memory_order_relaxed);
+            f->wstate.store((ws & ~kOnReadyList) | kNotifying, std::memory_order_release);
             pthread_mutex_unlock(&g_watch.mutex);
             int fault = f->fault.load(std::memory_order_acquire);
             // Its callback destroyed it: only when this thread ran the
@@ -120,7 +121,7 @@ void *watcher_main(void *) {
             const bool doomed = future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS) &&
                                 f->destroy_deferred;
             pthread_mutex_lock(&g_watch.mutex);
-            f->notifying.store(0, std::memory_order_release);  // last touch of f, unless doomed
+            f->wstate.fetch_and(~kNotifying, std::memory_order_acq_rel);  // last touch of f, unless doomed
             pthread_cond_broadcast(&g_watch.idle);
             if (doomed) {
                 pthread_mutex_unlock(&g_watch.mutex);
@@ -191,8 +192,8 @@ cw_status future_watch(cw_future *f) {
         }
         g_watch.running = true;
     }
-    if (!f->watched.load(std::memory_order_relaxed)) {
-        f->watched.store(true, std::memory_order_release);
+    if (!(f->wstate.load(std::memory_order_relaxed) & kOnWatchList)) {
+        f->wstate.fetch_or(kOnWatchList, std::memory_order_acq_rel);
         f->watch_next = g_watch.head;
         g_watch.head = f;
         g_watch.added = true;
@@ -203,22 +204,24 @@ cw_status future_watch(cw_future *f) {
 }
 
 void future_unwatch(cw_future *f) {
-    // Both clear (read in the order the watcher sets them): on no list, and
-    // not being notified.
-    if (!f->watched.load(std::memory_order_acquire) && !f->notifying.load(std::memory_order_acquire)) return;
+    // On no list and not being notified, at one moment (one word: two loads,
+    // of "watched" and then of "notifying", once let a destroy see the first
+    // before a callback's rearm watched f again and the second after that
+    // callback returned, and free f on the list). Only a call on f puts it
+    // back: this thread's, or a callback of f, which the watcher runs only
+    // while kNotifying is set.
+    const int ws = f->wstate.load(std::memory_order_acquire);
+    if (FutureHook h = g_unwatch_hook.load(std::memory_order_acquire)) h(g_unwatch_hook_arg.load());
+    if (ws == 0) return;
     pthread_mutex_lock(&g_watch.mutex);
     for (;;) {
-        if (f->watched.load(std::memory_order_relaxed)) {
-            unlink_from(&g_watch.head, f, &cw_future::watch_next);
-            f->watched.store(false, std::memory_order_release);
-        }
-        if (f->notifying.load(std::memory_order_relaxed) == 1) {
-            unlink_from(&g_watch.ready, f, &cw_future::ready_next);
-            f->notifying.store(0, std::memory_order_release);
-        }
+        const int now = f->wstate.load(std::memory_order_relaxed);
+        if (now & kOnWatchList) unlink_from(&g_watch.head, f, &cw_future::watch_next);
+        if (now & kOnReadyList) unlink_from(&g_watch.ready, f, &cw_future::ready_next);
+        f->wstate.store(now & kNotifying, std::memory_order_release);
         // Being notified: wait for its callback to return (it may watch f
         // again: look again), unless this thread runs it.
-        if (f->notifying.load(std::memory_order_relaxed) != 2 || future_in_callback(f)) break;
+        if (!(now & kNotifying) || future_in_callback(f)) break;
         pthread_cond_wait(&g_watch.idle, &g_watch.mutex);
     }
     pthread_mutex_unlock(&g_watch.mutex);
@@ -228,8 +231,12 @@ unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_ord
 
 std::atomic<FutureHook> g_watch_ready_hook{nullptr}, g_watch_entry_hook{nullptr};
 std::atomic<void *> g_watch_hook_arg{nullptr};
+std::atomic<FutureHook> g_unwatch_hook{nullptr};
+std::atomic<void *> g_unwatch_hook_arg{nullptr};
 
-bool future_watched(const cw_future *f) { return f->watched.load(std::memory_order_acquire); }
+bool future_watched(const cw_future *f) {
+    return (f->wstate.load(std::memory_order_acquire) & kOnWatchList) != 0;
+}
 
 }  // namespace core
 }  // namespace cw
