@@ -1112,6 +1112,83 @@ static void test_future_destroy_beside_callback_rearm(void **state) {
                  kind_name(kind), probe);
 }
 
+/* cw_future_set_callback on a future that the watcher has on its list (it
+ * has an fd) and that completes while the call runs: the callback may run on
+ * the watcher as soon as the call has published it, and may destroy its own
+ * future; the call must not touch the future after that. Here the entry
+ * hook (the call's watch, which comes after it published the callback on
+ * the old code) lets the marker run and waits (500 ms) to see whether
+ * the future dies meanwhile. On the old code: the watcher ran the callback,
+ * which destroyed the future, and freed it there; set_callback then went on
+ * to watch the freed future (under ASan a use-after-poison in future_watch,
+ * called from future_set_callback). */
+struct set_race {
+    cw_future *f;
+    pthread_t setter;
+    atomic_int in_set, hooked, calls;
+    int freed_inside;
+    pthread_t cb_thread;
+};
+
+static void set_race_entry(void *arg) {
+    struct set_race *r = (struct set_race *)arg;
+    if (!atomic_load(&r->in_set) || !pthread_equal(pthread_self(), r->setter) || atomic_exchange(&r->hooked, 1))
+        return;
+    cw_future *copy = r->f;
+    fk.hold(0); /* the marker runs now */
+    for (double end = now_ms() + 500; now_ms() < end; sleep_ms(1))
+        if (cw_future_poll(copy) == CW_ERROR_INVALID_HANDLE) {
+            r->freed_inside = 1;
+            break;
+        }
+}
+
+static void set_race_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct set_race *r = (struct set_race *)user;
+    r->cb_thread = pthread_self();
+    cw_future *me = f;
+    cw_future_destroy(&me);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void test_future_set_callback_races_watcher_destroy(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct set_race r;
+    memset(&r, 0, sizeof r);
+    r.setter = pthread_self();
+    cw_stream *s = new_stream();
+    int fd = -1;
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&r.f, s, kind));
+    assert_cw_ok(cw_future_get_fd(r.f, &fd)); /* on the watcher's list */
+    cw_future *copy = r.f;
+    cwi_future_watch_hooks(NULL, set_race_entry, &r);
+    atomic_store(&r.in_set, 1);
+    dog_step("set_callback while the marker runs");
+    const cw_status set = cw_future_set_callback(r.f, set_race_cb, &r);
+    atomic_store(&r.in_set, 0);
+    r.f = NULL;
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    fk.hold(0);
+    assert_true(wait_at_least(&r.calls, 1, 5000));
+    cw_status stale = CW_SUCCESS;
+    for (double end = now_ms() + 5000; now_ms() < end; sleep_ms(1))
+        if ((stale = cw_future_poll(copy)) == CW_ERROR_INVALID_HANDLE) break;
+    sleep_ms(30);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    printf("# %s: hooked %d, freed while set_callback ran %d, callback on the %s\n", kind_name(kind),
+           atomic_load(&r.hooked), r.freed_inside, pthread_equal(r.cb_thread, r.setter) ? "caller" : "watcher");
+    assert_int_equal(set, CW_SUCCESS);
+    if (r.freed_inside)
+        fail_msg("%s: the future was freed (its callback, run by the watcher, destroyed it) while "
+                 "cw_future_set_callback was still using it",
+                 kind_name(kind));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(stale, CW_ERROR_INVALID_HANDLE); /* gone once the callback returned */
+}
+
 #define CELL(a, k) {a, k}
 static const struct cell k_cells[] = {
     CELL(ACT_DESTROY_OTHER, CW_FUTURE_HOST_FUNC),      CELL(ACT_DESTROY_OTHER, CW_FUTURE_WRITE_VALUE),
@@ -1175,6 +1252,8 @@ int main(int argc, char **argv) {
         TEST_K(test_future_destroy_fault_callback_gets_fd, k_write),
         TEST_K(test_future_destroy_beside_callback_rearm, k_write),
         TEST_K(test_future_destroy_beside_callback_rearm, k_event),
+        TEST_K(test_future_set_callback_races_watcher_destroy, k_write),
+        TEST_K(test_future_set_callback_races_watcher_destroy, k_event),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g_tests[g_ntests++] = fixed[i];
     for (int i = 0; i < N_CELLS; i++) {

@@ -79,6 +79,13 @@ bool future_notify(cw_future *f, cw_status st);
 // Runs f's callback if it is set and has not run for this arming (whoever
 // wins its 1 -> 2 exchange runs it); true when this call ran it.
 bool future_callback(cw_future *f, cw_status st);
+// Runs f's callback, claimed by this thread (its exchange won).
+void future_run_claimed(cw_future *f, cw_status st);
+// cw_future_set_callback of f on the watcher's lists (or being notified by
+// it), its callback stored: publishes it and either claims it (the marker
+// has run: *claimed, run it with future_run_claimed) or watches f, all under
+// the watcher's lock (future_watch.cpp).
+cw_status future_publish_listed(cw_future *f, bool *claimed);
 // True while this thread runs f's callback (nested ones included).
 bool future_in_callback(const cw_future *f);
 // True on the driver's callback thread, inside a HOST_FUNC future's host

@@ -148,13 +148,17 @@ void *watcher_main(void *) {
 
 }  // namespace
 
-bool future_callback(cw_future *f, cw_status st) {
-    int expected = 1;
-    if (!f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) return false;
+void future_run_claimed(cw_future *f, cw_status st) {
     CallbackFrame frame = {f, t_frames};
     t_frames = &frame;
     f->cb(f->cb_user, f, st);
     t_frames = frame.up;
+}
+
+bool future_callback(cw_future *f, cw_status st) {
+    int expected = 1;
+    if (!f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) return false;
+    future_run_claimed(f, st);
     return true;
 }
 
@@ -172,6 +176,30 @@ bool future_notify(cw_future *f, cw_status st) {
         (void)n;
     }
     return future_callback(f, st);
+}
+
+cw_status future_publish_listed(cw_future *f, bool *claimed) {
+    *claimed = false;
+    if (FutureHook h = g_watch_entry_hook.load(std::memory_order_acquire)) h(g_watch_hook_arg.load());
+    // f is on a list or being notified: the watcher runs (it started before
+    // it listed f). A callback the watcher runs once this is published may
+    // destroy f, and the watcher frees such a future only after it took the
+    // lock again: everything this call reads of f is read under it.
+    pthread_mutex_lock(&g_watch.mutex);
+    f->cb_state.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
+    if (future_marker_done(f)) {
+        int expected = 1;
+        *claimed = f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel);
+    } else if (!(f->wstate.load(std::memory_order_relaxed) & kOnWatchList)) {
+        f->wstate.fetch_or(kOnWatchList, std::memory_order_acq_rel);
+        f->watch_next = g_watch.head;
+        g_watch.head = f;
+        g_watch.added = true;
+        pthread_cond_signal(&g_watch.cond);
+    }
+    pthread_mutex_unlock(&g_watch.mutex);  // f is not touched after this unless *claimed
+    return CW_SUCCESS;
 }
 
 cw_status future_watch(cw_future *f) {
