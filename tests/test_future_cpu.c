@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "cwtest.h"
@@ -159,6 +160,7 @@ static int teardown_ctx(void **state) {
     (void)state;
     dog_step("teardown");
     cwi_future_watch_hooks(NULL, NULL, NULL);
+    cwi_future_unwatch_hook(NULL, NULL);
     fk.hold(0);
     fk.fault(0);
     cw_context_destroy(&g_ctx);
@@ -842,6 +844,351 @@ static void test_future_callback_run_by_destroy_and_rearm(void **state) {
     assert_int_equal(atomic_load(&c.calls_x), 1);
 }
 
+
+/* ---- review of the callback/destroy change (rev-futures) ------------------ */
+
+/* A callback that cw_future_set_callback runs (the future was complete) may
+ * destroy its own future, which is freed "once this callback returns"
+ * (cw_future_fn). Here the future also has an fd, so the watcher has it on
+ * its ready list at that moment: it notifies it (the fd; the callback is
+ * already taken) while the callback runs on the test's thread. The watcher
+ * must not free it then: it did not run the callback. On the old code it
+ * read destroy_deferred (set by the other thread's callback) and destroyed
+ * the future itself, while the callback still ran, and set_callback then
+ * destroyed it a second time. The watcher is held in its ready hook until
+ * the callback has destroyed the future; the callback then waits (at most
+ * 300 ms, after the fd became readable) to see whether its handle dies under
+ * it. */
+struct own_destroy {
+    cw_future *f;
+    int fd;
+    atomic_int paused, destroyed, calls;
+    int fd_ready, retired_inside;
+};
+
+static void own_destroy_hook(void *arg) {
+    struct own_destroy *o = (struct own_destroy *)arg;
+    if (atomic_exchange(&o->paused, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&o->destroyed) && now_ms() < end;) sleep_ms(1);
+}
+
+static void own_destroy_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct own_destroy *o = (struct own_destroy *)user;
+    cw_future *me = f;
+    cw_future_destroy(&me);
+    atomic_store(&o->destroyed, 1);
+    o->fd_ready = fd_readable(o->fd, 5000); /* the watcher notified it */
+    for (double end = now_ms() + 300; now_ms() < end; sleep_ms(1))
+        if (cw_future_poll(f) == CW_ERROR_INVALID_HANDLE) {
+            o->retired_inside = 1;
+            break;
+        }
+    atomic_fetch_add(&o->calls, 1);
+}
+
+static void test_future_set_callback_destroys_own_beside_watcher(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct own_destroy o;
+    memset(&o, 0, sizeof o);
+    o.fd = -1;
+    cw_stream *s = new_stream();
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&o.f, s, kind));
+    assert_cw_ok(cw_future_get_fd(o.f, &o.fd)); /* watched, with no callback */
+    cwi_future_watch_hooks(own_destroy_hook, NULL, &o);
+    fk.hold(0);
+    dog_step("waiting for the watcher to find the future complete");
+    assert_true(wait_at_least(&o.paused, 1, 5000));
+    assert_cw_ok(cw_future_wait(o.f, 5000000));
+    cw_future *copy = o.f;
+    dog_step("set_callback on the complete future: its callback destroys it");
+    const cw_status set = cw_future_set_callback(o.f, own_destroy_cb, &o);
+    o.f = NULL;
+    const cw_status stale = cw_future_poll(copy);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    sleep_ms(30);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    printf("# %s: fd readable in the callback %d, handle dead before the callback returned %d\n", kind_name(kind),
+           o.fd_ready, o.retired_inside);
+    assert_int_equal(set, CW_SUCCESS);
+    assert_int_equal(atomic_load(&o.calls), 1);
+    if (o.retired_inside)
+        fail_msg("%s: the watcher destroyed the future while its callback (run by cw_future_set_callback on another "
+                 "thread) was still running; set_callback then destroyed it again",
+                 kind_name(kind));
+    assert_true(o.fd_ready);
+    assert_int_equal(stale, CW_ERROR_INVALID_HANDLE); /* gone once set_callback returned */
+}
+
+/* The callback that cw_future_destroy runs after a device fault may get its
+ * own future's fd (get_fd neither enqueues nor waits; the orderings test
+ * gets the actor's own fd in its callback too).
+ * The marker of a faulted WRITE_VALUE future never runs, so get_fd puts the
+ * future on the watcher's list; destroy must take it off again before it
+ * frees it. On the old code destroy took it off only before it ran the
+ * callback: the watcher (held in its ready hook on X's pass while this
+ * happens) then found a freed future on its list and wrote to its closed fd
+ * (here reused by an eventfd the test makes right after the destroy: it
+ * became readable), under ASan a use-after-poison in the watcher. */
+struct fault_fd {
+    atomic_int paused, release, calls;
+    cw_status st, fd_st;
+    int fd;
+};
+
+static void fault_fd_hook(void *arg) {
+    struct fault_fd *o = (struct fault_fd *)arg;
+    if (atomic_exchange(&o->paused, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&o->release) && now_ms() < end;) sleep_ms(1);
+}
+
+static void fault_fd_cb(void *user, cw_future *f, cw_status st) {
+    struct fault_fd *o = (struct fault_fd *)user;
+    o->st = st;
+    o->fd_st = cw_future_get_fd(f, &o->fd);
+    atomic_fetch_add(&o->calls, 1);
+}
+
+static void test_future_destroy_fault_callback_gets_fd(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct fault_fd o;
+    memset(&o, 0, sizeof o);
+    o.fd = -1;
+    cw_stream *s = new_stream();
+    cw_future *x = NULL, *f = NULL;
+    int xfd = -1;
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&x, s, kind));
+    assert_cw_ok(cw_future_get_fd(x, &xfd));
+    cwi_future_watch_hooks(fault_fd_hook, NULL, &o);
+    fk.hold(0);
+    dog_step("waiting for the watcher to pause on X's pass");
+    assert_true(wait_at_least(&o.paused, 1, 5000));
+    fk.fault(1);
+    assert_cw_ok(cw_future_create(&f, s, kind)); /* its marker faults */
+    assert_true(fk.drain(5000));
+    assert_cw_ok(cw_future_set_callback(f, fault_fd_cb, &o));
+    dog_step("destroy of the faulted future: its callback gets its fd");
+    cw_future_destroy(&f);
+    const int calls_at_return = atomic_load(&o.calls);
+    const int probe = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* takes the lowest free number */
+    atomic_store(&o.release, 1);
+    dog_step("after the release");
+    assert_true(fd_readable(xfd, 5000)); /* the watcher went on */
+    const int probe_written = fd_readable(probe, 200);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    fk.fault(0);
+    cw_future_destroy(&x);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    close(probe);
+    printf("# %s: the callback's fd %d, the probe %d written %d\n", kind_name(kind), o.fd, probe, probe_written);
+    assert_null(f);
+    assert_int_equal(calls_at_return, 1);
+    assert_int_equal(o.st, CW_ERROR_DEVICE_FAULT);
+    assert_int_equal(o.fd_st, CW_SUCCESS);
+    if (probe_written)
+        fail_msg("%s: after cw_future_destroy returned the watcher wrote to fd %d (the destroyed future's, now "
+                 "another's): the future was still on its list",
+                 kind_name(kind), probe);
+}
+
+
+/* cw_future_destroy from one thread while the watcher runs the future's
+ * callback, which rearms it (the future has an fd: the rearm watches it
+ * again): destroy waits for the callback and must then find the future on
+ * the watcher's list (future_free: "it may have rearmed f before `dying` was
+ * set: look again"). The windows, held open by the unwatch hook: the rearm
+ * in the callback passed its `dying` check and stops in its own unwatch
+ * until the destroying thread (its `dying` set, the old marker settled) has
+ * read that the future is on no list; that thread then waits until the
+ * callback has returned (the rearm put the future on the list, its new
+ * marker behind a gate), until the watcher is parked in its ready hook on a
+ * pass that found Y complete and the future not (Y, behind a gate of its
+ * own, watched for its fd and let go meanwhile), and until the new marker
+ * has run (its gate opened). Then it reads whether
+ * the watcher is notifying the future. On the old code: not, the new marker
+ * has run, no callback is set for it: destroy freed the future on the
+ * watcher's list, and the watcher, let go, wrote to its closed fd (reused by
+ * an eventfd the test makes); under ASan a use-after-poison in
+ * watcher_main. */
+struct destroy_rearm {
+    cw_stream *s;
+    volatile uint32_t *gate, *gate_y;
+    cw_future *f, *y;
+    int fd, yfd;
+    pthread_t destroyer;
+    atomic_int in_cb, past_dying, destroying, in_unwatch, cb_done, rearm_once, unwatch_once;
+    atomic_int park_armed, parked, release;
+    cw_status rearm, yfd_st;
+};
+
+static void destroy_rearm_park(void *arg) {
+    struct destroy_rearm *r = (struct destroy_rearm *)arg;
+    if (!atomic_load(&r->park_armed) || atomic_exchange(&r->parked, 1)) return;
+    for (double end = now_ms() + 5000; !atomic_load(&r->release) && now_ms() < end;) sleep_ms(1);
+}
+
+static void destroy_rearm_unwatch(void *arg) {
+    struct destroy_rearm *r = (struct destroy_rearm *)arg;
+    if (pthread_equal(pthread_self(), r->destroyer)) {
+        if (!atomic_load(&r->destroying) || atomic_exchange(&r->unwatch_once, 1)) return;
+        atomic_store(&r->in_unwatch, 1); /* it read: on no list */
+        for (double end = now_ms() + 5000; !atomic_load(&r->cb_done) && now_ms() < end;) sleep_ms(1);
+        sleep_ms(20); /* the watcher ends the notification as the callback returns */
+        atomic_store(&r->park_armed, 1);
+        r->yfd_st = cw_future_get_fd(r->y, &r->yfd); /* watched, behind its gate */
+        gate_open(r->gate_y); /* the watcher's next pass finds Y complete, the future not */
+        for (double end = now_ms() + 5000; !atomic_load(&r->parked) && now_ms() < end;) sleep_ms(1);
+        gate_open(r->gate);
+        (void)fk.drain(5000); /* the rearmed marker has run */
+        return;
+    }
+    /* the rearm in the callback, past its `dying` check */
+    if (!atomic_load(&r->in_cb) || atomic_exchange(&r->rearm_once, 1)) return;
+    atomic_store(&r->past_dying, 1);
+    for (double end = now_ms() + 5000; !atomic_load(&r->in_unwatch) && now_ms() < end;) sleep_ms(1);
+}
+
+static void destroy_rearm_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct destroy_rearm *r = (struct destroy_rearm *)user;
+    gate_close(r->s, r->gate); /* the rearmed marker waits behind it */
+    atomic_store(&r->in_cb, 1);
+    r->rearm = cw_future_rearm(f, r->s);
+    atomic_store(&r->cb_done, 1);
+}
+
+static void test_future_destroy_beside_callback_rearm(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct destroy_rearm r;
+    memset(&r, 0, sizeof r);
+    r.fd = r.yfd = -1;
+    r.destroyer = pthread_self();
+    r.s = new_stream();
+    r.gate = gate_new();
+    r.gate_y = gate_new();
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&r.f, r.s, kind));
+    gate_close(r.s, r.gate_y);
+    assert_cw_ok(cw_future_create(&r.y, r.s, kind)); /* behind gate_y, not watched yet */
+    assert_cw_ok(cw_future_get_fd(r.f, &r.fd));
+    assert_cw_ok(cw_future_set_callback(r.f, destroy_rearm_cb, &r));
+    cwi_future_watch_hooks(destroy_rearm_park, NULL, &r);
+    cwi_future_unwatch_hook(destroy_rearm_unwatch, &r);
+    fk.hold(0);
+    dog_step("waiting for the callback's rearm to pass its dying check");
+    assert_true(wait_at_least(&r.past_dying, 1, 5000));
+    atomic_store(&r.destroying, 1);
+    dog_step("destroy while the watcher runs the callback");
+    cw_future_destroy(&r.f);
+    const int probe = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the lowest free number */
+    atomic_store(&r.release, 1);
+    dog_step("after the release");
+    const int y_ready = fd_readable(r.yfd, 5000); /* the watcher went on */
+    const int probe_written = fd_readable(probe, 200);
+    cwi_future_unwatch_hook(NULL, NULL);
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    cw_future_destroy(&r.y);
+    assert_true(fk.drain(5000));
+    gate_free(r.gate);
+    gate_free(r.gate_y);
+    cw_stream_destroy(&r.s);
+    close(probe);
+    printf("# %s: rearm in the callback %s, the future's fd %d, the probe %d written %d\n", kind_name(kind),
+           cw_status_name(r.rearm), r.fd, probe, probe_written);
+    assert_null(r.f);
+    assert_true(atomic_load(&r.cb_done));
+    assert_true(atomic_load(&r.unwatch_once)); /* the windows were held */
+    assert_true(atomic_load(&r.parked));
+    assert_int_equal(r.yfd_st, CW_SUCCESS);
+    assert_true(y_ready);
+    assert_int_equal(r.rearm, CW_SUCCESS); /* it came before the destroy */
+    if (probe_written)
+        fail_msg("%s: after cw_future_destroy returned the watcher wrote to fd %d (the destroyed future's, now "
+                 "another's): the future its callback had rearmed was still on its list",
+                 kind_name(kind), probe);
+}
+
+/* cw_future_set_callback on a future that the watcher has on its list (it
+ * has an fd) and that completes while the call runs: the callback may run on
+ * the watcher as soon as the call has published it, and may destroy its own
+ * future; the call must not touch the future after that. Here the entry
+ * hook (the call's watch, which comes after it published the callback on
+ * the old code) lets the marker run and waits (500 ms) to see whether
+ * the future dies meanwhile. On the old code: the watcher ran the callback,
+ * which destroyed the future, and freed it there; set_callback then went on
+ * to watch the freed future (under ASan a use-after-poison in future_watch,
+ * called from future_set_callback). */
+struct set_race {
+    cw_future *f;
+    pthread_t setter;
+    atomic_int in_set, hooked, calls;
+    int freed_inside;
+    pthread_t cb_thread;
+};
+
+static void set_race_entry(void *arg) {
+    struct set_race *r = (struct set_race *)arg;
+    if (!atomic_load(&r->in_set) || !pthread_equal(pthread_self(), r->setter) || atomic_exchange(&r->hooked, 1))
+        return;
+    cw_future *copy = r->f;
+    fk.hold(0); /* the marker runs now */
+    for (double end = now_ms() + 500; now_ms() < end; sleep_ms(1))
+        if (cw_future_poll(copy) == CW_ERROR_INVALID_HANDLE) {
+            r->freed_inside = 1;
+            break;
+        }
+}
+
+static void set_race_cb(void *user, cw_future *f, cw_status st) {
+    (void)st;
+    struct set_race *r = (struct set_race *)user;
+    r->cb_thread = pthread_self();
+    cw_future *me = f;
+    cw_future_destroy(&me);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void test_future_set_callback_races_watcher_destroy(void **state) {
+    const cw_future_kind kind = kind_of(state);
+    static struct set_race r;
+    memset(&r, 0, sizeof r);
+    r.setter = pthread_self();
+    cw_stream *s = new_stream();
+    int fd = -1;
+    fk.hold(1);
+    assert_cw_ok(cw_future_create(&r.f, s, kind));
+    assert_cw_ok(cw_future_get_fd(r.f, &fd)); /* on the watcher's list */
+    cw_future *copy = r.f;
+    cwi_future_watch_hooks(NULL, set_race_entry, &r);
+    atomic_store(&r.in_set, 1);
+    dog_step("set_callback while the marker runs");
+    const cw_status set = cw_future_set_callback(r.f, set_race_cb, &r);
+    atomic_store(&r.in_set, 0);
+    r.f = NULL;
+    cwi_future_watch_hooks(NULL, NULL, NULL);
+    fk.hold(0);
+    assert_true(wait_at_least(&r.calls, 1, 5000));
+    cw_status stale = CW_SUCCESS;
+    for (double end = now_ms() + 5000; now_ms() < end; sleep_ms(1))
+        if ((stale = cw_future_poll(copy)) == CW_ERROR_INVALID_HANDLE) break;
+    sleep_ms(30);
+    assert_true(fk.drain(5000));
+    cw_stream_destroy(&s);
+    printf("# %s: hooked %d, freed while set_callback ran %d, callback on the %s\n", kind_name(kind),
+           atomic_load(&r.hooked), r.freed_inside, pthread_equal(r.cb_thread, r.setter) ? "caller" : "watcher");
+    assert_int_equal(set, CW_SUCCESS);
+    if (r.freed_inside)
+        fail_msg("%s: the future was freed (its callback, run by the watcher, destroyed it) while "
+                 "cw_future_set_callback was still using it",
+                 kind_name(kind));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(stale, CW_ERROR_INVALID_HANDLE); /* gone once the callback returned */
+}
+
 #define CELL(a, k) {a, k}
 static const struct cell k_cells[] = {
     CELL(ACT_DESTROY_OTHER, CW_FUTURE_HOST_FUNC),      CELL(ACT_DESTROY_OTHER, CW_FUTURE_WRITE_VALUE),
@@ -900,6 +1247,13 @@ int main(int argc, char **argv) {
         TEST_K(test_future_rearm_after_fault, k_host),
         TEST_K(test_future_callback_run_by_destroy_and_rearm, k_write),
         TEST_K(test_future_callback_run_by_destroy_and_rearm, k_event),
+        TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_write),
+        TEST_K(test_future_set_callback_destroys_own_beside_watcher, k_event),
+        TEST_K(test_future_destroy_fault_callback_gets_fd, k_write),
+        TEST_K(test_future_destroy_beside_callback_rearm, k_write),
+        TEST_K(test_future_destroy_beside_callback_rearm, k_event),
+        TEST_K(test_future_set_callback_races_watcher_destroy, k_write),
+        TEST_K(test_future_set_callback_races_watcher_destroy, k_event),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) g_tests[g_ntests++] = fixed[i];
     for (int i = 0; i < N_CELLS; i++) {

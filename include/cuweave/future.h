@@ -92,8 +92,9 @@ typedef enum cw_future_kind {
  *  - cw_future_rearm of its own future or another (the callback of the new
  *    arming must be set again); inside a callback that cw_future_destroy
  *    runs, a rearm of that future returns CW_ERROR_INVALID_STATE;
- *  - cw_future_set_callback and cw_future_get_fd of other futures (its own
- *    has its callback: CW_ERROR_INVALID_STATE), cw_future_poll of any.
+ *  - cw_future_set_callback of other futures (its own has its callback:
+ *    CW_ERROR_INVALID_STATE), cw_future_get_fd and cw_future_poll of any,
+ *    its own included.
  * A HOST_FUNC future's callback runs on the driver's callback thread, where
  * CUDA allows no CUDA call at all; cuweave knows when it runs one there and
  * then makes no driver call on its behalf:

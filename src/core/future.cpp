@@ -135,7 +135,7 @@ void host_fn(void *user) {
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mutex);
     t_in_host_fn = true;  // the user's callback runs on the driver's thread
-    future_notify(f, CW_SUCCESS);
+    (void)future_notify(f, CW_SUCCESS);  // a destroy is refused here: nothing deferred to free
     t_in_host_fn = false;
     f->hostfn_pending.store(0, std::memory_order_release);  // last touch of f
 }
@@ -393,8 +393,11 @@ void future_free(cw_future *f, bool holds_ctx = true) {
         // first (it may have rearmed f before `dying` was set: look again).
         future_unwatch(f);
     } while (st == CW_SUCCESS && (!marker_done(f) || f->hostfn_pending.load(std::memory_order_acquire)));
-    // Exactly once per completion: a callback not run yet runs now.
-    (void)future_callback(f, st);
+    // Exactly once per completion: a callback not run yet runs now. It may
+    // get f's fd, which watches f again when its marker never runs (a
+    // fault): off the list once more (rearm refuses now, so nothing else
+    // puts it back).
+    if (future_callback(f, st)) future_unwatch(f);
     handle_retire(f);
     if (st == CW_ERROR_DEVICE_FAULT && f->kind == CW_FUTURE_HOST_FUNC) {
         log(CW_LOG_WARNING, "cw_future_destroy: the context faulted before the marker; its memory is not freed");
@@ -601,18 +604,32 @@ cw_status future_set_callback(cw_future *f, cw_future_fn fn, void *user) {
         return fail(CW_ERROR_INVALID_STATE, "the future already has a callback");
     f->cb = fn;
     f->cb_user = user;
-    f->cb_state.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
-    if (marker_done(f)) {
-        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls
-        // it; one that destroyed its future is freed once it returned.
-        if (future_callback(f, outcome(f)) && f->destroy_deferred) future_free(f);
-        return CW_SUCCESS;
+    // Once published, the callback may run on another thread and destroy f
+    // (a callback may destroy its own future): this call must not touch f
+    // after that. With f on the watcher's lists (an fd; an earlier watch)
+    // the watcher may run it at once, so the publication, the check and the
+    // watch are made under the watcher's lock, which its free of such a
+    // future waits for. Otherwise nothing runs it before this call watches f
+    // but a HOST_FUNC host function, where a destroy is refused.
+    bool claimed = false;
+    if (f->wstate.load(std::memory_order_acquire) != 0) {
+        CW_TRY(future_publish_listed(f, &claimed));
+    } else {
+        f->cb_state.store(1, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
+        // The watcher completes written-value futures, and for host-function
+        // futures it notices a device fault (after which the host function
+        // never runs); the exchange on cb_state keeps the callback to one call.
+        if (!marker_done(f)) return future_watch(f);
+        // Whoever wins the 1 -> 2 exchange (this thread or the notifier) calls it.
+        int expected = 1;
+        claimed = f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel);
     }
-    // The watcher completes written-value futures, and for host-function
-    // futures it notices a device fault (after which the host function never
-    // runs); the exchange on cb_state keeps the callback to one call.
-    return future_watch(f);
+    if (!claimed) return CW_SUCCESS;
+    // One that destroyed its future is freed once it returned.
+    future_run_claimed(f, outcome(f));
+    if (f->destroy_deferred) future_free(f);
+    return CW_SUCCESS;
 }
 
 cw_status future_get_fd(cw_future *f, int *fd) {

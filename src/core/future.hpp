@@ -31,19 +31,24 @@ struct cw_future {
     void *cb_user;
     std::atomic<int> fault;     // cached cw_status of a device fault, 0 if none
     std::atomic<bool> seen_done; // EVENT: a wait or poll saw the current marker reached
-    std::atomic<bool> watched;  // on the watcher's list (changed under g_watch.mutex)
-    std::atomic<int> notifying; // 1: on the watcher's ready list; 2: being notified by it, outside its
-                                // lock (changed under g_watch.mutex)
+    std::atomic<int> wstate;    // kOnWatchList | kOnReadyList | kNotifying (changed under g_watch.mutex; one
+                                // word, so that a load without the lock sees one moment: future_unwatch)
     cw_future *watch_next;      // the watcher's list (under g_watch.mutex)
     cw_future *ready_next;      // the watcher's ready list (under g_watch.mutex): not watch_next, which a
                                 // watch() of the future may relink meanwhile
     std::atomic<bool> dying;    // being destroyed: rearm refuses
-    bool destroy_deferred;      // destroyed inside its own callback: freed when that returns (its thread)
+    bool destroy_deferred;      // destroyed inside its own callback: freed when that returns, by the code
+                                // that ran it (on its thread; read only there)
     cw_future *orphan_next;     // on the context's orphan list
 };
 
 namespace cw {
 namespace core {
+
+// cw_future::wstate: on the watcher's list (watch_next); on its ready list
+// (ready_next: found complete, not notified yet); being notified by it,
+// outside its lock (its callback may watch f again meanwhile).
+constexpr int kOnWatchList = 1, kOnReadyList = 2, kNotifying = 4;
 
 // A future completed by the work queued on s so far (refused while s
 // captures: it would complete at every launch of the graph).
@@ -66,13 +71,21 @@ cw_status future_check_fault(cw_future *f);
 // The watcher thread (future_watch.cpp): watch puts f on its list (starting
 // it on first need); unwatch takes f off its lists and, unless this thread
 // runs f's callback, waits until the watcher is not notifying f; notify
-// makes f's fd readable and runs its callback.
+// makes f's fd readable and runs its callback, true when this call ran it
+// (see future_callback).
 cw_status future_watch(cw_future *f);
 void future_unwatch(cw_future *f);
-void future_notify(cw_future *f, cw_status st);
+bool future_notify(cw_future *f, cw_status st);
 // Runs f's callback if it is set and has not run for this arming (whoever
 // wins its 1 -> 2 exchange runs it); true when this call ran it.
 bool future_callback(cw_future *f, cw_status st);
+// Runs f's callback, claimed by this thread (its exchange won).
+void future_run_claimed(cw_future *f, cw_status st);
+// cw_future_set_callback of f on the watcher's lists (or being notified by
+// it), its callback stored: publishes it and either claims it (the marker
+// has run: *claimed, run it with future_run_claimed) or watches f, all under
+// the watcher's lock (future_watch.cpp).
+cw_status future_publish_listed(cw_future *f, bool *claimed);
 // True while this thread runs f's callback (nested ones included).
 bool future_in_callback(const cw_future *f);
 // True on the driver's callback thread, inside a HOST_FUNC future's host
@@ -93,6 +106,10 @@ extern std::atomic<void *> g_host_fn_hook_arg;
 // those windows open).
 extern std::atomic<FutureHook> g_watch_ready_hook, g_watch_entry_hook;
 extern std::atomic<void *> g_watch_hook_arg;
+// Called by unwatch after it read f's wstate (whether f is on one of the
+// watcher's lists or being notified), before it acts on it (tests).
+extern std::atomic<FutureHook> g_unwatch_hook;
+extern std::atomic<void *> g_unwatch_hook_arg;
 // Whether f is on the watcher's list (tests).
 bool future_watched(const cw_future *f);
 // A written-value future's word and the number its marker writes (tests).

@@ -22,8 +22,8 @@ namespace {
 // it, and its polls start again from 2 us.
 //
 // A pass takes the completed futures off the watched list onto the ready
-// list (notifying 1), under the lock; then the watcher notifies them one at
-// a time (notifying 2) with the lock released, so that a callback may use
+// list (kOnReadyList), under the lock; then the watcher notifies them one at
+// a time (kNotifying) with the lock released, so that a callback may use
 // any other future, those of its own pass included: unwatch takes a future
 // off either list, and waits only for the one future being notified, never
 // from inside that future's own callback.
@@ -87,13 +87,13 @@ void *watcher_main(void *) {
             if (finished) {
                 *pp = f->watch_next;
                 if (!deliver) {
-                    f->watched.store(false, std::memory_order_release);
+                    f->wstate.fetch_and(~kOnWatchList, std::memory_order_acq_rel);
                     continue;
                 }
-                // notifying first: unwatch reads both without the lock, and
-                // once it sees `watched` false it must see notifying set too
-                f->notifying.store(1, std::memory_order_release);
-                f->watched.store(false, std::memory_order_release);
+                // one store: off the list and on the ready list (unwatch
+                // reads the word without the lock)
+                const int ws = f->wstate.load(std::memory_order_relaxed);
+                f->wstate.store((ws & ~kOnWatchList) | kOnReadyList, std::memory_order_release);
                 f->ready_next = g_watch.ready;
                 g_watch.ready = f;
             } else {
@@ -110,13 +110,18 @@ void *watcher_main(void *) {
         }
         while (cw_future *f = g_watch.ready) {
             g_watch.ready = f->ready_next;
-            f->notifying.store(2, std::memory_order_relaxed);
+            const int ws = f->wstate.load(std::memory_order_relaxed);
+            f->wstate.store((ws & ~kOnReadyList) | kNotifying, std::memory_order_release);
             pthread_mutex_unlock(&g_watch.mutex);
             int fault = f->fault.load(std::memory_order_acquire);
-            future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS);
-            const bool doomed = f->destroy_deferred;  // its callback destroyed it
+            // Its callback destroyed it: only when this thread ran the
+            // callback. One that another thread runs (set_callback of the
+            // completed future: the exchange went there) is that thread's
+            // to free, and may still be running.
+            const bool doomed = future_notify(f, fault ? static_cast<cw_status>(fault) : CW_SUCCESS) &&
+                                f->destroy_deferred;
             pthread_mutex_lock(&g_watch.mutex);
-            f->notifying.store(0, std::memory_order_release);  // last touch of f, unless doomed
+            f->wstate.fetch_and(~kNotifying, std::memory_order_acq_rel);  // last touch of f, unless doomed
             pthread_cond_broadcast(&g_watch.idle);
             if (doomed) {
                 pthread_mutex_unlock(&g_watch.mutex);
@@ -143,13 +148,17 @@ void *watcher_main(void *) {
 
 }  // namespace
 
-bool future_callback(cw_future *f, cw_status st) {
-    int expected = 1;
-    if (!f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) return false;
+void future_run_claimed(cw_future *f, cw_status st) {
     CallbackFrame frame = {f, t_frames};
     t_frames = &frame;
     f->cb(f->cb_user, f, st);
     t_frames = frame.up;
+}
+
+bool future_callback(cw_future *f, cw_status st) {
+    int expected = 1;
+    if (!f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) return false;
+    future_run_claimed(f, st);
     return true;
 }
 
@@ -159,14 +168,38 @@ bool future_in_callback(const cw_future *f) {
     return false;
 }
 
-void future_notify(cw_future *f, cw_status st) {
+bool future_notify(cw_future *f, cw_status st) {
     int fd = f->efd.load(std::memory_order_seq_cst);
     if (fd >= 0) {
         uint64_t one = 1;
         ssize_t n = write(fd, &one, sizeof one);
         (void)n;
     }
-    (void)future_callback(f, st);
+    return future_callback(f, st);
+}
+
+cw_status future_publish_listed(cw_future *f, bool *claimed) {
+    *claimed = false;
+    if (FutureHook h = g_watch_entry_hook.load(std::memory_order_acquire)) h(g_watch_hook_arg.load());
+    // f is on a list or being notified: the watcher runs (it started before
+    // it listed f). A callback the watcher runs once this is published may
+    // destroy f, and the watcher frees such a future only after it took the
+    // lock again: everything this call reads of f is read under it.
+    pthread_mutex_lock(&g_watch.mutex);
+    f->cb_state.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with host_fn
+    if (future_marker_done(f)) {
+        int expected = 1;
+        *claimed = f->cb_state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel);
+    } else if (!(f->wstate.load(std::memory_order_relaxed) & kOnWatchList)) {
+        f->wstate.fetch_or(kOnWatchList, std::memory_order_acq_rel);
+        f->watch_next = g_watch.head;
+        g_watch.head = f;
+        g_watch.added = true;
+        pthread_cond_signal(&g_watch.cond);
+    }
+    pthread_mutex_unlock(&g_watch.mutex);  // f is not touched after this unless *claimed
+    return CW_SUCCESS;
 }
 
 cw_status future_watch(cw_future *f) {
@@ -187,8 +220,8 @@ cw_status future_watch(cw_future *f) {
         }
         g_watch.running = true;
     }
-    if (!f->watched.load(std::memory_order_relaxed)) {
-        f->watched.store(true, std::memory_order_release);
+    if (!(f->wstate.load(std::memory_order_relaxed) & kOnWatchList)) {
+        f->wstate.fetch_or(kOnWatchList, std::memory_order_acq_rel);
         f->watch_next = g_watch.head;
         g_watch.head = f;
         g_watch.added = true;
@@ -199,22 +232,24 @@ cw_status future_watch(cw_future *f) {
 }
 
 void future_unwatch(cw_future *f) {
-    // Both clear (read in the order the watcher sets them): on no list, and
-    // not being notified.
-    if (!f->watched.load(std::memory_order_acquire) && !f->notifying.load(std::memory_order_acquire)) return;
+    // On no list and not being notified, at one moment (one word: two loads,
+    // of "watched" and then of "notifying", once let a destroy see the first
+    // before a callback's rearm watched f again and the second after that
+    // callback returned, and free f on the list). Only a call on f puts it
+    // back: this thread's, or a callback of f, which the watcher runs only
+    // while kNotifying is set.
+    const int ws = f->wstate.load(std::memory_order_acquire);
+    if (FutureHook h = g_unwatch_hook.load(std::memory_order_acquire)) h(g_unwatch_hook_arg.load());
+    if (ws == 0) return;
     pthread_mutex_lock(&g_watch.mutex);
     for (;;) {
-        if (f->watched.load(std::memory_order_relaxed)) {
-            unlink_from(&g_watch.head, f, &cw_future::watch_next);
-            f->watched.store(false, std::memory_order_release);
-        }
-        if (f->notifying.load(std::memory_order_relaxed) == 1) {
-            unlink_from(&g_watch.ready, f, &cw_future::ready_next);
-            f->notifying.store(0, std::memory_order_release);
-        }
+        const int now = f->wstate.load(std::memory_order_relaxed);
+        if (now & kOnWatchList) unlink_from(&g_watch.head, f, &cw_future::watch_next);
+        if (now & kOnReadyList) unlink_from(&g_watch.ready, f, &cw_future::ready_next);
+        f->wstate.store(now & kNotifying, std::memory_order_release);
         // Being notified: wait for its callback to return (it may watch f
         // again: look again), unless this thread runs it.
-        if (f->notifying.load(std::memory_order_relaxed) != 2 || future_in_callback(f)) break;
+        if (!(now & kNotifying) || future_in_callback(f)) break;
         pthread_cond_wait(&g_watch.idle, &g_watch.mutex);
     }
     pthread_mutex_unlock(&g_watch.mutex);
@@ -224,8 +259,12 @@ unsigned long future_watcher_wakes() { return g_watch_wakes.load(std::memory_ord
 
 std::atomic<FutureHook> g_watch_ready_hook{nullptr}, g_watch_entry_hook{nullptr};
 std::atomic<void *> g_watch_hook_arg{nullptr};
+std::atomic<FutureHook> g_unwatch_hook{nullptr};
+std::atomic<void *> g_unwatch_hook_arg{nullptr};
 
-bool future_watched(const cw_future *f) { return f->watched.load(std::memory_order_acquire); }
+bool future_watched(const cw_future *f) {
+    return (f->wstate.load(std::memory_order_acquire) & kOnWatchList) != 0;
+}
 
 }  // namespace core
 }  // namespace cw

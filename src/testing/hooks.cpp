@@ -67,6 +67,11 @@ void cwi_future_watch_hooks(void (*ready)(void *arg), void (*entry)(void *arg), 
     cw::core::g_watch_entry_hook.store(entry, std::memory_order_release);
 }
 
+void cwi_future_unwatch_hook(void (*fn)(void *arg), void *arg) {
+    cw::core::g_unwatch_hook_arg.store(arg);
+    cw::core::g_unwatch_hook.store(fn, std::memory_order_release);
+}
+
 int cwi_future_watched(const cw_future *f) {
     if (!f || !cw::live(f)) return -1;
     return cw::core::future_watched(f) ? 1 : 0;

@@ -124,6 +124,13 @@ void cwi_future_host_fn_hook(void (*fn)(void *arg), void *arg);
  * them while no future is watched or being watched. */
 void cwi_future_watch_hooks(void (*ready)(void *arg), void (*entry)(void *arg), void *arg);
 
+/* Calls fn(arg) in every unwatch of a future (cw_future_destroy, and
+ * cw_future_rearm), on the caller's thread, after it read whether the
+ * future is on one of the watcher's lists or being notified by it and
+ * before it acts on that (tests: hold that window open); NULL removes it.
+ * Set it while no future is destroyed or rearmed. */
+void cwi_future_unwatch_hook(void (*fn)(void *arg), void *arg);
+
 /* 1 while the future is on the watcher's list, 0 when not, -1 for a handle
  * that is not a live future. */
 int cwi_future_watched(const struct cw_future *f);
