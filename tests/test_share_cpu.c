@@ -236,11 +236,17 @@ static int child_exporter(int in, int out) {
     cw_buffer *small = NULL; /* mode 3: a second buffer of 64 bytes, its handle in r.he */
     if (m.mode == 3 && (cw_buffer_create_shareable(&small, cs, 64) || cw_buffer_export(small, &r.he)))
         return child_fail("export (small)");
+    cw_shared_event *ea = NULL, *eb = NULL; /* mode 4: two events, their handles in r.hb and r.he */
+    if (m.mode == 4 && (cw_shared_event_create(&ea, c) || cw_shared_event_create(&eb, c) ||
+                        cw_shared_event_export(ea, &r.hb) || cw_shared_event_export(eb, &r.he)))
+        return child_fail("export (events)");
     if (m.mode == 1) cw_buffer_destroy(&b); /* no importer: freed now */
     send_msg(out, &r);
     if (m.mode == 2) _exit(0);              /* dies without freeing */
     while (recv_msg(in, &m) && m.cmd != M_QUIT) {
     }
+    cw_shared_event_destroy(&ea);
+    cw_shared_event_destroy(&eb);
     cw_buffer_destroy(&small);
     cw_buffer_destroy(&b);
     cw_stream_destroy(&cs);
@@ -661,7 +667,7 @@ static void test_errors(void **state) {
 /* ---- handles from outside: forged ones ---- */
 
 /* Where share.cpp's handle layout keeps the fields a forger changes. */
-enum { H_PID = 8, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
+enum { H_PID = 8, H_UUID = 16, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
 
 /* A pid no process has (a child that exited and was reaped). */
 static int32_t dead_pid(void) {
@@ -783,6 +789,73 @@ static void test_forged_size_refused(void **state) {
     cw_buffer_destroy(&in);
     cw_buffer_destroy(&small);
     assert_int_equal(fake_live("ipcmem"), ipc0);
+    finish(&c);
+}
+
+/* What the driver opens (the handle's IPC part) and the device the handle
+ * names are its block's exporter's for that object: a handle whose IPC part
+ * is another object's (a buffer big enough for the size claimed, another
+ * event) or whose UUID names another device is refused, nothing left
+ * mapped; the genuine handles still open. */
+static void test_forged_driver_part_refused(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(3, &r); /* r.hb: N*4 bytes, r.he: 64 bytes */
+    long ipc0 = fake_live("ipcmem");
+    cw_buffer *in = NULL;
+    cw_shared_handle h = r.he; /* the small buffer's block and size, the big one's IPC part */
+    memcpy(h.bytes + H_IPC, r.hb.bytes + H_IPC, 64);
+    cw_status st = cw_buffer_import(&in, s, &h);
+    if (st == CW_SUCCESS)
+        fail_msg("the 64-byte buffer's handle with the %d-byte buffer's IPC part was imported: this process maps "
+                 "the big buffer while its slot is in the small one's block (the exporter frees the big one under "
+                 "it)", N * 4);
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    /* The exporter's device-0 buffer with device 1's UUID, imported on device 1. */
+    cw_context *c1 = NULL;
+    cw_stream *s1 = NULL;
+    cw_buffer *own1 = NULL;
+    cw_shared_handle h1;
+    assert_cw_ok(cw_context_create(&c1, 1));
+    assert_cw_ok(cw_stream_create(&s1, c1, NULL));
+    assert_cw_ok(cw_buffer_create_shareable(&own1, s1, 64));
+    assert_cw_ok(cw_buffer_export(own1, &h1));
+    h = r.hb;
+    memcpy(h.bytes + H_UUID, h1.bytes + H_UUID, 16);
+    assert_true(memcmp(h.bytes + H_UUID, r.hb.bytes + H_UUID, 16) != 0);
+    st = cw_buffer_import(&in, s1, &h);
+    if (st == CW_SUCCESS) fail_msg("device 0's buffer, its handle naming device 1, was imported on device 1");
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    cw_buffer_destroy(&own1);
+    cw_stream_destroy(&s1);
+    cw_context_destroy(&c1);
+    /* The genuine handles open. */
+    assert_cw_ok(cw_buffer_import(&in, s, &r.he));
+    cw_buffer_destroy(&in);
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    cw_buffer_destroy(&in);
+    finish(&c);
+    /* Event A's handle with event B's IPC part. */
+    c = exporter(4, &r); /* r.hb, r.he: two events */
+    long ev0 = fake_live("event");
+    cw_shared_event *ev = NULL;
+    h = r.hb;
+    memcpy(h.bytes + H_IPC, r.he.bytes + H_IPC, 64);
+    st = cw_shared_event_import(&ev, ctx, &h);
+    if (st == CW_SUCCESS)
+        fail_msg("event A's handle with event B's IPC part was imported: this process holds B with its slot in A's "
+                 "block");
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(ev);
+    assert_int_equal(fake_live("event"), ev0);
+    assert_cw_ok(cw_shared_event_import(&ev, ctx, &r.hb));
+    cw_shared_event_destroy(&ev);
+    assert_cw_ok(cw_shared_event_import(&ev, ctx, &r.he));
+    cw_shared_event_destroy(&ev);
     finish(&c);
 }
 
@@ -1001,6 +1074,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_driver_without_ipc),
         cmocka_unit_test(test_forged_pid_keeps_live_block),
         cmocka_unit_test(test_forged_size_refused),
+        cmocka_unit_test(test_forged_driver_part_refused),
         cmocka_unit_test(test_sweep_racing_teardown),
         cmocka_unit_test(test_teardown_one_deadline),
         cmocka_unit_test(test_exit_while_exports_locked),

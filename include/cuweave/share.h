@@ -127,10 +127,12 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  *   CW_ERROR_INVALID_ARGUMENT  out, s or h is NULL; h is not a buffer
  *                              handle of this cuweave (bad bytes, an event's
  *                              handle); h does not match the exporter's
- *                              block (its size, nonce or kind changed; a
- *                              block of another user) or claims more than
- *                              the memory it opens holds; h is of another
- *                              device than s's.
+ *                              block (its size, nonce or kind changed; its
+ *                              IPC part or device not the ones the object's
+ *                              first export recorded there; a block of
+ *                              another user) or claims more than the memory
+ *                              it opens holds; h is of another device than
+ *                              s's.
  *   CW_ERROR_INVALID_HANDLE    s is not a live stream; or the driver
  *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
  *                              detail: cuIpcOpenMemHandle).

@@ -8,7 +8,10 @@
 // zero padding, a size for a buffer and none for an event); its process is
 // not this one and lives; the block it names is a regular file of this
 // user's of a block's size that no other user may open; the block's header
-// is the handle's (process, user, nonce, kind, size). A dead exporter's
+// is the handle's (process, user, nonce, kind, size), and so are the
+// device and the driver's handle its first export wrote there (a handle
+// whose driver part is another object's, or whose UUID another device's,
+// names that block but not what it was made for). A dead exporter's
 // block is removed only when all of that holds: the name carries the
 // process and the nonce, so no handle names the block of a living process
 // with a dead pid, and no other process's block has that name.
@@ -34,13 +37,14 @@ namespace core {
 
 namespace {
 constexpr int kSlots = 64;
-constexpr uint32_t kBlockMagic = 0x32535743u;   // CWS2
+constexpr uint32_t kBlockMagic = 0x33535743u;   // CWS3
 constexpr uint32_t kHandleMagic = 0x43575348u;  // CWSH
 constexpr uint8_t kHandleVersion = 2;
 }  // namespace
 
-// The exporter writes the header before the magic (release); it never
-// changes after.
+// The exporter writes the header before the magic (release), and its
+// first export the device and the driver's handle before `sealed`
+// (release); neither changes after.
 struct Block {
     uint32_t magic;
     uint32_t kind;
@@ -48,9 +52,13 @@ struct Block {
     uint32_t uid;      // its effective user
     uint64_t nonce;    // also in the block's name and in the handle
     uint64_t bytes;    // a buffer's size, 0 for an event
+    std::atomic<uint32_t> sealed;  // 1: uuid and ipc are written (the first export)
+    uint8_t uuid[16];              // the object's device
+    char ipc[64];                  // the driver's handle (CUipcMemHandle or CUipcEventHandle)
     std::atomic<int32_t> slots[kSlots];  // importing processes' pids, 0: free
 };
-static_assert(sizeof(std::atomic<int32_t>) == 4, "slots are plain 32-bit words in shared memory");
+static_assert(sizeof(std::atomic<int32_t>) == 4 && sizeof(std::atomic<uint32_t>) == 4,
+              "slots and the seal are plain 32-bit words in shared memory");
 
 namespace {
 
@@ -151,11 +159,18 @@ const char *block_untrusted(int fd) {
 }
 
 // The block's header is the handle's exporter's: its process, user, nonce,
-// kind and size.
+// kind and size; and its first export's device and driver handle are the
+// handle's.
 bool block_matches(const Block *b, const HandleBytes &h) {
     return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == kBlockMagic && b->kind == h.kind &&
-           b->exporter == h.pid && b->uid == (uint32_t)geteuid() && b->nonce == h.nonce && b->bytes == h.bytes;
+           b->exporter == h.pid && b->uid == (uint32_t)geteuid() && b->nonce == h.nonce && b->bytes == h.bytes &&
+           b->sealed.load(std::memory_order_acquire) == 1 && memcmp(b->uuid, h.uuid, sizeof b->uuid) == 0 &&
+           memcmp(b->ipc, h.ipc, sizeof b->ipc) == 0;
 }
+
+// The first export of an object writes its device and driver handle into
+// its block, one thread at a time; every handle carries those.
+pthread_mutex_t g_seal_mu = PTHREAD_MUTEX_INITIALIZER;
 
 bool all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -244,12 +259,20 @@ void handle_make(const Share *sh, const CUuuid &uuid, uint64_t bytes, const void
     out->magic = kHandleMagic;
     out->version = kHandleVersion;
     out->kind = sh->kind;
-    out->pid = (int32_t)getpid();
+    out->pid = sh->block->exporter;
     out->serial = sh->serial;
-    memcpy(out->uuid, uuid.bytes, 16);
     out->bytes = bytes;
-    memcpy(out->ipc, ipc, sizeof out->ipc);
     out->nonce = sh->nonce;
+    Block *b = sh->block;
+    pthread_mutex_lock(&g_seal_mu);
+    if (b->sealed.load(std::memory_order_relaxed) != 1) {
+        memcpy(b->uuid, uuid.bytes, sizeof b->uuid);
+        memcpy(b->ipc, ipc, sizeof b->ipc);
+        b->sealed.store(1, std::memory_order_release);
+    }
+    memcpy(out->uuid, b->uuid, sizeof out->uuid);
+    memcpy(out->ipc, b->ipc, sizeof out->ipc);
+    pthread_mutex_unlock(&g_seal_mu);
 }
 
 // Checks a handle and opens its block, taking a slot.
