@@ -485,6 +485,8 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
     finish(&c);
 }
 
+static int blocks_of(pid_t pid);
+
 /* A child forked without exec that exits (its atexit handlers run) leaves
  * the parent's exports alone. */
 static void test_forked_child_exit_keeps_exports(void **state) {
@@ -504,6 +506,44 @@ static void test_forked_child_exit_keeps_exports(void **state) {
     send_msg(c.to, &cl);
     expect(&c, M_CLOSED, &r);
     finish(&c);
+    cw_buffer_destroy(&b);
+}
+
+/* A child forked without exec that drops an export it inherited (a
+ * destructor, a Python child's collector) leaves the parent's export alone:
+ * its block stays, a reader still imports it. */
+static void test_forked_child_destroy_keeps_exports(void **state) {
+    (void)state;
+    if (blocks_of(getpid()) < 0) skip();
+    cw_buffer *b = filled(62);
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    struct msg m = {.cmd = M_READ, .wait = 1, .seed = 62}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_cw_ok(cw_shared_event_export(e, &m.he));
+    const int blocks = blocks_of(getpid());
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cw_buffer_destroy(&b);
+        cw_shared_event_destroy(&e);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    int left = blocks_of(getpid());
+    if (left != blocks)
+        fail_msg("a forked child's destroy of the buffer and the event it inherited removed %d of this process's %d "
+                 "blocks", blocks - left, blocks);
+    struct child c = spawn("reader");
+    assert_int_equal(child_read(&c, &m), 0);
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    cw_shared_event_destroy(&e);
     cw_buffer_destroy(&b);
 }
 
@@ -1069,6 +1109,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
         cmocka_unit_test(test_importer_that_dies_counts_as_closed),
         cmocka_unit_test(test_forked_child_exit_keeps_exports),
+        cmocka_unit_test(test_forked_child_destroy_keeps_exports),
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_driver_without_ipc),

@@ -64,6 +64,10 @@ namespace {
 
 bool process_alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
+// The block was made by this process (a child forked without exec shares
+// its parent's objects, not their names: it never removes them).
+bool own_block(const Share *sh) { return sh->block->exporter == (int32_t)getpid(); }
+
 void block_name(char (&out)[kNameMax], int32_t pid, uint32_t serial, uint64_t nonce) {
     snprintf(out, sizeof out, "/cuweave.%d.%u.%016llx", (int)pid, serial, (unsigned long long)nonce);
 }
@@ -107,7 +111,7 @@ void unlink_exports_at_exit() {
     // Only this process's own: a child forked without exec inherits the
     // list, and its exit must not take its parent's names.
     for (Share *s = g_exports; s; s = s->next_export)
-        if (s->block->exporter == (int32_t)getpid()) shm_unlink(s->name);
+        if (own_block(s)) shm_unlink(s->name);
     pthread_mutex_unlock(&g_exports_mu);
 }
 
@@ -244,13 +248,15 @@ cw_status block_create(uint8_t kind, uint64_t bytes, Share **out) {
 // The exporter frees its object: the name goes (later imports fail), then the mapping.
 void block_free(Share *sh) {
     exports_remove(sh);
-    shm_unlink(sh->name);
+    if (own_block(sh)) shm_unlink(sh->name);
     munmap(sh->block, sizeof(Block));
     free(sh);
 }
 
 // The name goes (no import from now on); the block stays for its holders.
-void block_unname(Share *sh) { shm_unlink(sh->name); }
+void block_unname(Share *sh) {
+    if (own_block(sh)) shm_unlink(sh->name);
+}
 
 int block_holders(Share *sh) { return block_holders_of(sh->block); }
 
