@@ -27,12 +27,14 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +224,21 @@ static int child_exit_locked(void) {
     return 0;
 }
 
+/* Mode 5's hook: the exporter's destroy, having removed the name and
+ * counted the holders, says so (M_HELD) and waits for M_WRITE before it
+ * frees or keeps the buffer. */
+struct pause_fds {
+    int in, out;
+};
+static void pause_counted(int point, void *arg) {
+    const struct pause_fds *f = arg;
+    if (point != CWI_SHARE_HOLDERS_COUNTED) return;
+    struct msg r = {.cmd = M_HELD}, m;
+    send_msg(f->out, &r);
+    while (recv_msg(f->in, &m) && m.cmd != M_WRITE) {
+    }
+}
+
 /* Makes a shareable buffer on the device asked for and sends its handle. */
 static int child_exporter(int in, int out) {
     struct msg m;
@@ -244,6 +261,14 @@ static int child_exporter(int in, int out) {
     send_msg(out, &r);
     if (m.mode == 2) _exit(0);              /* dies without freeing */
     while (recv_msg(in, &m) && m.cmd != M_QUIT) {
+        if (m.cmd == M_CLOSE) { /* mode 5: destroys the buffer, held at pause_counted */
+            struct pause_fds f = {in, out};
+            cwi_share_hook(pause_counted, &f);
+            cw_buffer_destroy(&b);
+            cwi_share_hook(NULL, NULL);
+            struct msg r2 = {.cmd = M_CLOSED};
+            send_msg(out, &r2);
+        }
     }
     cw_shared_event_destroy(&ea);
     cw_shared_event_destroy(&eb);
@@ -899,6 +924,64 @@ static void test_forged_driver_part_refused(void **state) {
     finish(&c);
 }
 
+/* An import racing the exporter's destroy either is counted by it or
+ * fails, even when the block's name is made again meanwhile (any user may
+ * make a file of that name in /dev/shm once the exporter removed it). The
+ * import is held after it matched the block, before it takes its slot; the
+ * exporter's destroy then removes the name, counts no holder and is held
+ * before the free; a file of the block's name (mode 0644, as another user
+ * would make it) appears; then the import goes on. */
+struct recreate {
+    struct child *c;
+    char name[64];
+    int held, made;
+};
+static void recreate_hook(int point, void *arg) {
+    struct recreate *r = arg;
+    if (point != CWI_SHARE_IMPORT_MATCHED || r->held) return;
+    struct msg cl = {.cmd = M_CLOSE}, m;
+    send_msg(r->c->to, &cl);
+    r->held = recv_msg(r->c->from, &m) && m.cmd == M_HELD; /* the exporter counted, and waits */
+    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0644);
+    if (fd >= 0) {
+        r->made = fchmod(fd, 0644) == 0 && ftruncate(fd, 4096) == 0;
+        close(fd);
+    }
+}
+
+static void test_import_racing_destroy_name_made_again(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(5, &r);
+    struct recreate rc = {.c = &c};
+    int32_t pid;
+    uint32_t serial;
+    uint64_t nonce;
+    memcpy(&pid, r.hb.bytes + H_PID, 4);
+    memcpy(&serial, r.hb.bytes + H_PID + 4, 4);
+    memcpy(&nonce, r.hb.bytes + H_NONCE, 8);
+    snprintf(rc.name, sizeof rc.name, "/cuweave.%d.%u.%016llx", (int)pid, serial, (unsigned long long)nonce);
+    long ipc0 = fake_live("ipcmem");
+    cw_buffer *in = NULL;
+    cwi_share_hook(recreate_hook, &rc);
+    cw_status st = cw_buffer_import(&in, s, &r.hb);
+    cwi_share_hook(NULL, NULL);
+    const long mapped = fake_live("ipcmem") - ipc0;
+    struct msg go = {.cmd = M_WRITE};
+    send_msg(c.to, &go); /* the exporter frees the buffer now */
+    expect(&c, M_CLOSED, &r);
+    cw_buffer_destroy(&in);
+    shm_unlink(rc.name);
+    finish(&c);
+    assert_true(rc.held);
+    assert_true(rc.made);
+    if (st == CW_SUCCESS)
+        fail_msg("the import succeeded (%ld mapping) after the exporter had removed the name and counted no holder: "
+                 "the exporter then freed the memory it maps (the name's new file passed the check)", mapped);
+    assert_int_equal(st, CW_ERROR_INVALID_STATE);
+    assert_int_equal(mapped, 0);
+}
+
 /* ---- kept objects and the context's teardown ---- */
 
 /* Makes a context whose `n` shareable buffers a holder child imported and
@@ -1116,6 +1199,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_forged_pid_keeps_live_block),
         cmocka_unit_test(test_forged_size_refused),
         cmocka_unit_test(test_forged_driver_part_refused),
+        cmocka_unit_test(test_import_racing_destroy_name_made_again),
         cmocka_unit_test(test_sweep_racing_teardown),
         cmocka_unit_test(test_teardown_one_deadline),
         cmocka_unit_test(test_exit_while_exports_locked),

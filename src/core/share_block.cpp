@@ -152,8 +152,7 @@ int block_holders_of(Block *b) {
 // What is wrong with the block open at fd for an importer, or NULL: it
 // must be a block's file made by an exporter of this user (the exporter
 // makes it 0600), which no other user could have made or changed.
-const char *block_untrusted(int fd) {
-    struct stat st;
+const char *block_untrusted(int fd, struct stat &st) {
     if (fstat(fd, &st) != 0) return "fstat failed";
     if (!S_ISREG(st.st_mode)) return "not a regular file";
     if (st.st_uid != geteuid()) return "owned by another user: exporter and importer must run as the same user";
@@ -196,7 +195,8 @@ void remove_stale(const HandleBytes &h, const char *name) {
     int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
     bool own = false;
-    if (!block_untrusted(fd)) {
+    struct stat st;
+    if (!block_untrusted(fd, st)) {
         void *p = mmap(nullptr, sizeof(Block), PROT_READ, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) {
             own = block_matches(static_cast<const Block *>(p), h);
@@ -304,7 +304,8 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     if (fd < 0)
         return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object (%s: %s)", (int)h.pid,
                     name, strerror(errno));
-    const char *why = block_untrusted(fd);
+    struct stat st;
+    const char *why = block_untrusted(fd, st);
     void *p = why ? MAP_FAILED : mmap(nullptr, sizeof(Block), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int err = errno;
     close(fd);
@@ -314,8 +315,10 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     if (!block_matches(b, h)) {
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "the handle does not match its shared block %s (its exporter, user, kind or size)", name);
+                    "the handle does not match its shared block %s (its exporter, user, kind, size, device or "
+                    "driver handle)", name);
     }
+    share_hook(kHookImportMatched);
     int32_t me = (int32_t)getpid();
     int slot = -1;
     for (int i = 0; i < kSlots && slot < 0; i++) {
@@ -326,15 +329,18 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_OUT_OF_MEMORY, "%d imports hold the object already", kSlots);
     }
-    // The exporter removes the name before it counts the holders: a name
-    // still there now means that count sees this slot.
+    // The exporter removes the name before it counts the holders: the name
+    // still naming this block now means that count sees this slot. (Once
+    // removed, anyone may make a file of that name: it must be this one.)
     fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) {
+    struct stat again;
+    const bool same = fd >= 0 && fstat(fd, &again) == 0 && again.st_dev == st.st_dev && again.st_ino == st.st_ino;
+    if (fd >= 0) close(fd);
+    if (!same) {
         b->slots[slot].store(0, std::memory_order_release);
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object", (int)h.pid);
     }
-    close(fd);
     Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
     if (!sh) {
         b->slots[slot].store(0, std::memory_order_release);
