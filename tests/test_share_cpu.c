@@ -593,6 +593,48 @@ static void test_importer_that_dies_counts_as_closed(void **state) {
     assert_int_equal(fake_live("devmem"), devmem0);
 }
 
+/* 1 when process pid is a zombie (exited, not yet waited for). */
+static int zombie(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+/* An importer that died counts as closed before its parent (here: the
+ * exporter, as when a producer starts its consumers) has waited for it. */
+static void test_importer_dead_not_yet_waited_for(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    cw_buffer *b = filled(52);
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .seed = 52};
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_int_equal(child_read(&c, &m), 0);
+    cw_buffer_destroy(&b);
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    struct msg q = {.cmd = M_QUIT, .mode = 2}; /* exits without closing */
+    send_msg(c.to, &q);
+    int z = 0;
+    for (int i = 0; i < 10000 && !(z = zombie(c.pid)); i++) sleep_ms(1);
+    sweep();
+    const long left = fake_live("devmem") - devmem0;
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.to);
+    close(c.from);
+    sweep();
+    assert_true(z);
+    if (left != 0) fail_msg("the importer had died (a zombie, not yet waited for) and its buffer was still kept");
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
 static int g_errors;
 static void count_errors(void *user, cw_log_level level, const char *message) {
     (void)user;
@@ -1191,6 +1233,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_record_before_import_and_never_recorded),
         cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
         cmocka_unit_test(test_importer_that_dies_counts_as_closed),
+        cmocka_unit_test(test_importer_dead_not_yet_waited_for),
         cmocka_unit_test(test_forked_child_exit_keeps_exports),
         cmocka_unit_test(test_forked_child_destroy_keeps_exports),
         cmocka_unit_test(test_context_teardown_frees_kept_memory),

@@ -38,7 +38,8 @@
  * event) at once when no importer holds it; otherwise the object is kept
  * and freed by a later call of this header's functions in the exporting
  * process once every importer closed (or died: a slot of a process that
- * no longer exists counts as closed), and at the latest when the
+ * exited counts as closed, whether its parent has waited for it yet or
+ * not), and at the latest when the
  * exporter's context is torn down: that waits up to 2 seconds in all for
  * the importers of everything the context kept, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has

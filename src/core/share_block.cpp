@@ -62,7 +62,22 @@ static_assert(sizeof(std::atomic<int32_t>) == 4 && sizeof(std::atomic<uint32_t>)
 
 namespace {
 
-bool process_alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+// A process that exited but was not yet waited for (a zombie) is dead: it
+// holds no mapping and frees no block (its state in /proc/<pid>/stat, after
+// the command's closing parenthesis; no /proc: alive).
+bool process_alive(int32_t pid) {
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+    char path[32], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno != ENOENT && errno != ESRCH;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return true;
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')');
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
 
 // The block was made by this process (a child forked without exec shares
 // its parent's objects, not their names: it never removes them).
