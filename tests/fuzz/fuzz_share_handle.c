@@ -90,6 +90,7 @@ static double now_s(void) {
 static void write_all(int fd, const void *p, size_t n) {
     while (n) {
         ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) _exit(3);
         p = (const char *)p + w;
         n -= (size_t)w;
@@ -113,7 +114,7 @@ static void role(const char *which, int out, int in) {
     write_all(out, h, live ? sizeof h : sizeof h[0]);
     if (!live) _exit(0); /* dies without freeing: its block stays */
     char b;
-    while (read(in, &b, 1) > 0) {
+    for (ssize_t r; (r = read(in, &b, 1)) > 0 || (r < 0 && errno == EINTR);) {
     }
     cw_shared_event_destroy(&e);
     cw_buffer_destroy(&small);
@@ -126,6 +127,7 @@ static void role(const char *which, int out, int in) {
 static void read_all(int fd, void *p, size_t n) {
     while (n) {
         ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue; /* libFuzzer's SIGALRM (-timeout) */
         if (r <= 0) die("an exporter sent no handle");
         p = (char *)p + r;
         n -= (size_t)r;
@@ -187,7 +189,10 @@ static int exists(const char *path) {
 static void make_dead(void) {
     pid_t pid = spawn("dead", g_dead, H, NULL);
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (got != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         die("the dead exporter failed (status %d)", status);
     char names[MAX_NAMES][300];
     if (names_of(pid, names, MAX_NAMES) != 1) die("the dead exporter left no block, or more than one");
