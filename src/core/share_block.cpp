@@ -63,14 +63,16 @@ static_assert(sizeof(std::atomic<int32_t>) == 4 && sizeof(std::atomic<uint32_t>)
 namespace {
 
 // A process that exited but was not yet waited for (a zombie) is dead: it
-// holds no mapping and frees no block (its state in /proc/<pid>/stat, after
-// the command's closing parenthesis; no /proc: alive).
+// holds no mapping and frees no block. Its state is in /proc/<pid>/stat,
+// after the command's closing parenthesis; a process kill finds is alive
+// unless that file says Z or X (no /proc, or no entry: alive, as kill
+// says; the next call sees a process that has gone since).
 bool process_alive(int32_t pid) {
     if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
     char path[32], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno != ENOENT && errno != ESRCH;
+    if (fd < 0) return true;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0) return true;
