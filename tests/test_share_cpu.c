@@ -27,12 +27,14 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +224,21 @@ static int child_exit_locked(void) {
     return 0;
 }
 
+/* Mode 5's hook: the exporter's destroy, having removed the name and
+ * counted the holders, says so (M_HELD) and waits for M_WRITE before it
+ * frees or keeps the buffer. */
+struct pause_fds {
+    int in, out;
+};
+static void pause_counted(int point, void *arg) {
+    const struct pause_fds *f = arg;
+    if (point != CWI_SHARE_HOLDERS_COUNTED) return;
+    struct msg r = {.cmd = M_HELD}, m;
+    send_msg(f->out, &r);
+    while (recv_msg(f->in, &m) && m.cmd != M_WRITE) {
+    }
+}
+
 /* Makes a shareable buffer on the device asked for and sends its handle. */
 static int child_exporter(int in, int out) {
     struct msg m;
@@ -236,11 +253,25 @@ static int child_exporter(int in, int out) {
     cw_buffer *small = NULL; /* mode 3: a second buffer of 64 bytes, its handle in r.he */
     if (m.mode == 3 && (cw_buffer_create_shareable(&small, cs, 64) || cw_buffer_export(small, &r.he)))
         return child_fail("export (small)");
+    cw_shared_event *ea = NULL, *eb = NULL; /* mode 4: two events, their handles in r.hb and r.he */
+    if (m.mode == 4 && (cw_shared_event_create(&ea, c) || cw_shared_event_create(&eb, c) ||
+                        cw_shared_event_export(ea, &r.hb) || cw_shared_event_export(eb, &r.he)))
+        return child_fail("export (events)");
     if (m.mode == 1) cw_buffer_destroy(&b); /* no importer: freed now */
     send_msg(out, &r);
     if (m.mode == 2) _exit(0);              /* dies without freeing */
     while (recv_msg(in, &m) && m.cmd != M_QUIT) {
+        if (m.cmd == M_CLOSE) { /* mode 5: destroys the buffer, held at pause_counted */
+            struct pause_fds f = {in, out};
+            cwi_share_hook(pause_counted, &f);
+            cw_buffer_destroy(&b);
+            cwi_share_hook(NULL, NULL);
+            struct msg r2 = {.cmd = M_CLOSED};
+            send_msg(out, &r2);
+        }
     }
+    cw_shared_event_destroy(&ea);
+    cw_shared_event_destroy(&eb);
     cw_buffer_destroy(&small);
     cw_buffer_destroy(&b);
     cw_stream_destroy(&cs);
@@ -479,6 +510,8 @@ static void test_exporter_destroy_keeps_memory_until_importer_closes(void **stat
     finish(&c);
 }
 
+static int blocks_of(pid_t pid);
+
 /* A child forked without exec that exits (its atexit handlers run) leaves
  * the parent's exports alone. */
 static void test_forked_child_exit_keeps_exports(void **state) {
@@ -501,6 +534,44 @@ static void test_forked_child_exit_keeps_exports(void **state) {
     cw_buffer_destroy(&b);
 }
 
+/* A child forked without exec that drops an export it inherited (a
+ * destructor, a Python child's collector) leaves the parent's export alone:
+ * its block stays, a reader still imports it. */
+static void test_forked_child_destroy_keeps_exports(void **state) {
+    (void)state;
+    if (blocks_of(getpid()) < 0) skip();
+    cw_buffer *b = filled(62);
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx));
+    struct msg m = {.cmd = M_READ, .wait = 1, .seed = 62}, r;
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_cw_ok(cw_shared_event_export(e, &m.he));
+    const int blocks = blocks_of(getpid());
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cw_buffer_destroy(&b);
+        cw_shared_event_destroy(&e);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    int left = blocks_of(getpid());
+    if (left != blocks)
+        fail_msg("a forked child's destroy of the buffer and the event it inherited removed %d of this process's %d "
+                 "blocks", blocks - left, blocks);
+    struct child c = spawn("reader");
+    assert_int_equal(child_read(&c, &m), 0);
+    struct msg cl = {.cmd = M_CLOSE};
+    send_msg(c.to, &cl);
+    expect(&c, M_CLOSED, &r);
+    finish(&c);
+    cw_shared_event_destroy(&e);
+    cw_buffer_destroy(&b);
+}
+
 static void test_importer_that_dies_counts_as_closed(void **state) {
     (void)state;
     long devmem0 = fake_live("devmem");
@@ -519,6 +590,48 @@ static void test_importer_that_dies_counts_as_closed(void **state) {
     close(c.to);
     close(c.from);
     sweep();
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
+/* 1 when process pid is a zombie (exited, not yet waited for). */
+static int zombie(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+/* An importer that died counts as closed before its parent (here: the
+ * exporter, as when a producer starts its consumers) has waited for it. */
+static void test_importer_dead_not_yet_waited_for(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    cw_buffer *b = filled(52);
+    struct child c = spawn("reader");
+    struct msg m = {.cmd = M_READ, .seed = 52};
+    assert_cw_ok(cw_buffer_export(b, &m.hb));
+    assert_int_equal(child_read(&c, &m), 0);
+    cw_buffer_destroy(&b);
+    sweep();
+    assert_int_equal(fake_live("devmem"), devmem0 + 1);
+    struct msg q = {.cmd = M_QUIT, .mode = 2}; /* exits without closing */
+    send_msg(c.to, &q);
+    int z = 0;
+    for (int i = 0; i < 10000 && !(z = zombie(c.pid)); i++) sleep_ms(1);
+    sweep();
+    const long left = fake_live("devmem") - devmem0;
+    int status = 0;
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    close(c.to);
+    close(c.from);
+    sweep();
+    assert_true(z);
+    if (left != 0) fail_msg("the importer had died (a zombie, not yet waited for) and its buffer was still kept");
     assert_int_equal(fake_live("devmem"), devmem0);
 }
 
@@ -661,7 +774,7 @@ static void test_errors(void **state) {
 /* ---- handles from outside: forged ones ---- */
 
 /* Where share.cpp's handle layout keeps the fields a forger changes. */
-enum { H_PID = 8, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
+enum { H_PID = 8, H_UUID = 16, H_BYTES = 32, H_IPC = 40, H_NONCE = 104 };
 
 /* A pid no process has (a child that exited and was reaped). */
 static int32_t dead_pid(void) {
@@ -784,6 +897,131 @@ static void test_forged_size_refused(void **state) {
     cw_buffer_destroy(&small);
     assert_int_equal(fake_live("ipcmem"), ipc0);
     finish(&c);
+}
+
+/* What the driver opens (the handle's IPC part) and the device the handle
+ * names are its block's exporter's for that object: a handle whose IPC part
+ * is another object's (a buffer big enough for the size claimed, another
+ * event) or whose UUID names another device is refused, nothing left
+ * mapped; the genuine handles still open. */
+static void test_forged_driver_part_refused(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(3, &r); /* r.hb: N*4 bytes, r.he: 64 bytes */
+    long ipc0 = fake_live("ipcmem");
+    cw_buffer *in = NULL;
+    cw_shared_handle h = r.he; /* the small buffer's block and size, the big one's IPC part */
+    memcpy(h.bytes + H_IPC, r.hb.bytes + H_IPC, 64);
+    cw_status st = cw_buffer_import(&in, s, &h);
+    if (st == CW_SUCCESS)
+        fail_msg("the 64-byte buffer's handle with the %d-byte buffer's IPC part was imported: this process maps "
+                 "the big buffer while its slot is in the small one's block (the exporter frees the big one under "
+                 "it)", N * 4);
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    /* The exporter's device-0 buffer with device 1's UUID, imported on device 1. */
+    cw_context *c1 = NULL;
+    cw_stream *s1 = NULL;
+    cw_buffer *own1 = NULL;
+    cw_shared_handle h1;
+    assert_cw_ok(cw_context_create(&c1, 1));
+    assert_cw_ok(cw_stream_create(&s1, c1, NULL));
+    assert_cw_ok(cw_buffer_create_shareable(&own1, s1, 64));
+    assert_cw_ok(cw_buffer_export(own1, &h1));
+    h = r.hb;
+    memcpy(h.bytes + H_UUID, h1.bytes + H_UUID, 16);
+    assert_true(memcmp(h.bytes + H_UUID, r.hb.bytes + H_UUID, 16) != 0);
+    st = cw_buffer_import(&in, s1, &h);
+    if (st == CW_SUCCESS) fail_msg("device 0's buffer, its handle naming device 1, was imported on device 1");
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(in);
+    assert_int_equal(fake_live("ipcmem"), ipc0);
+    cw_buffer_destroy(&own1);
+    cw_stream_destroy(&s1);
+    cw_context_destroy(&c1);
+    /* The genuine handles open. */
+    assert_cw_ok(cw_buffer_import(&in, s, &r.he));
+    cw_buffer_destroy(&in);
+    assert_cw_ok(cw_buffer_import(&in, s, &r.hb));
+    cw_buffer_destroy(&in);
+    finish(&c);
+    /* Event A's handle with event B's IPC part. */
+    c = exporter(4, &r); /* r.hb, r.he: two events */
+    long ev0 = fake_live("event");
+    cw_shared_event *ev = NULL;
+    h = r.hb;
+    memcpy(h.bytes + H_IPC, r.he.bytes + H_IPC, 64);
+    st = cw_shared_event_import(&ev, ctx, &h);
+    if (st == CW_SUCCESS)
+        fail_msg("event A's handle with event B's IPC part was imported: this process holds B with its slot in A's "
+                 "block");
+    assert_int_equal(st, CW_ERROR_INVALID_ARGUMENT);
+    assert_null(ev);
+    assert_int_equal(fake_live("event"), ev0);
+    assert_cw_ok(cw_shared_event_import(&ev, ctx, &r.hb));
+    cw_shared_event_destroy(&ev);
+    assert_cw_ok(cw_shared_event_import(&ev, ctx, &r.he));
+    cw_shared_event_destroy(&ev);
+    finish(&c);
+}
+
+/* An import racing the exporter's destroy either is counted by it or
+ * fails, even when the block's name is made again meanwhile (any user may
+ * make a file of that name in /dev/shm once the exporter removed it). The
+ * import is held after it matched the block, before it takes its slot; the
+ * exporter's destroy then removes the name, counts no holder and is held
+ * before the free; a file of the block's name (mode 0644, as another user
+ * would make it) appears; then the import goes on. */
+struct recreate {
+    struct child *c;
+    char name[64];
+    int held, made;
+};
+static void recreate_hook(int point, void *arg) {
+    struct recreate *r = arg;
+    if (point != CWI_SHARE_IMPORT_MATCHED || r->held) return;
+    struct msg cl = {.cmd = M_CLOSE}, m;
+    send_msg(r->c->to, &cl);
+    r->held = recv_msg(r->c->from, &m) && m.cmd == M_HELD; /* the exporter counted, and waits */
+    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0644);
+    if (fd >= 0) {
+        r->made = fchmod(fd, 0644) == 0 && ftruncate(fd, 4096) == 0;
+        close(fd);
+    }
+}
+
+static void test_import_racing_destroy_name_made_again(void **state) {
+    (void)state;
+    struct msg r;
+    struct child c = exporter(5, &r);
+    struct recreate rc = {.c = &c};
+    int32_t pid;
+    uint32_t serial;
+    uint64_t nonce;
+    memcpy(&pid, r.hb.bytes + H_PID, 4);
+    memcpy(&serial, r.hb.bytes + H_PID + 4, 4);
+    memcpy(&nonce, r.hb.bytes + H_NONCE, 8);
+    snprintf(rc.name, sizeof rc.name, "/cuweave.%d.%u.%016llx", (int)pid, serial, (unsigned long long)nonce);
+    long ipc0 = fake_live("ipcmem");
+    cw_buffer *in = NULL;
+    cwi_share_hook(recreate_hook, &rc);
+    cw_status st = cw_buffer_import(&in, s, &r.hb);
+    cwi_share_hook(NULL, NULL);
+    const long mapped = fake_live("ipcmem") - ipc0;
+    struct msg go = {.cmd = M_WRITE};
+    send_msg(c.to, &go); /* the exporter frees the buffer now */
+    expect(&c, M_CLOSED, &r);
+    cw_buffer_destroy(&in);
+    shm_unlink(rc.name);
+    finish(&c);
+    assert_true(rc.held);
+    assert_true(rc.made);
+    if (st == CW_SUCCESS)
+        fail_msg("the import succeeded (%ld mapping) after the exporter had removed the name and counted no holder: "
+                 "the exporter then freed the memory it maps (the name's new file passed the check)", mapped);
+    assert_int_equal(st, CW_ERROR_INVALID_STATE);
+    assert_int_equal(mapped, 0);
 }
 
 /* ---- kept objects and the context's teardown ---- */
@@ -995,12 +1233,16 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_record_before_import_and_never_recorded),
         cmocka_unit_test(test_exporter_destroy_keeps_memory_until_importer_closes),
         cmocka_unit_test(test_importer_that_dies_counts_as_closed),
+        cmocka_unit_test(test_importer_dead_not_yet_waited_for),
         cmocka_unit_test(test_forked_child_exit_keeps_exports),
+        cmocka_unit_test(test_forked_child_destroy_keeps_exports),
         cmocka_unit_test(test_context_teardown_frees_kept_memory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_driver_without_ipc),
         cmocka_unit_test(test_forged_pid_keeps_live_block),
         cmocka_unit_test(test_forged_size_refused),
+        cmocka_unit_test(test_forged_driver_part_refused),
+        cmocka_unit_test(test_import_racing_destroy_name_made_again),
         cmocka_unit_test(test_sweep_racing_teardown),
         cmocka_unit_test(test_teardown_one_deadline),
         cmocka_unit_test(test_exit_while_exports_locked),

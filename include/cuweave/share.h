@@ -38,7 +38,8 @@
  * event) at once when no importer holds it; otherwise the object is kept
  * and freed by a later call of this header's functions in the exporting
  * process once every importer closed (or died: a slot of a process that
- * no longer exists counts as closed), and at the latest when the
+ * exited counts as closed, whether its parent has waited for it yet or
+ * not), and at the latest when the
  * exporter's context is torn down: that waits up to 2 seconds in all for
  * the importers of everything the context kept, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has
@@ -127,10 +128,12 @@ CW_API cw_status cw_buffer_export(const cw_buffer *b, cw_shared_handle *out);
  *   CW_ERROR_INVALID_ARGUMENT  out, s or h is NULL; h is not a buffer
  *                              handle of this cuweave (bad bytes, an event's
  *                              handle); h does not match the exporter's
- *                              block (its size, nonce or kind changed; a
- *                              block of another user) or claims more than
- *                              the memory it opens holds; h is of another
- *                              device than s's.
+ *                              block (its size, nonce or kind changed; its
+ *                              IPC part or device not the ones the object's
+ *                              first export recorded there; a block of
+ *                              another user) or claims more than the memory
+ *                              it opens holds; h is of another device than
+ *                              s's.
  *   CW_ERROR_INVALID_HANDLE    s is not a live stream; or the driver
  *                              refused h's IPC part (CUDA_ERROR_INVALID_HANDLE,
  *                              detail: cuIpcOpenMemHandle).

@@ -151,7 +151,9 @@ void share_teardown(cw_context *ctx) {
 // goes first: see block_open), then freed at once or kept for the holders.
 void keep_or_free(Pending *p) {
     block_unname(p->sh);
-    if (block_holders(p->sh) == 0) {
+    const int held = block_holders(p->sh);
+    share_hook(kHookHoldersCounted);
+    if (held == 0) {
         pending_free(p);
         return;
     }

@@ -50,7 +50,8 @@ void share_sweep();
 
 // A testing hook (src/testing/seam.h, cwi_share_hook): fn(point, arg) runs
 // at these points (the values of seam.h's CWI_SHARE_*). NULL: none.
-constexpr int kHookSweepTaken = 0, kHookTeardownWaits = 1, kHookHoldersWait = 2, kHookExportsLocked = 3;
+constexpr int kHookSweepTaken = 0, kHookTeardownWaits = 1, kHookHoldersWait = 2, kHookExportsLocked = 3,
+              kHookImportMatched = 4, kHookHoldersCounted = 5;
 using ShareHook = void (*)(int point, void *arg);
 extern std::atomic<ShareHook> g_share_hook;
 extern std::atomic<void *> g_share_hook_arg;

@@ -8,7 +8,10 @@
 // zero padding, a size for a buffer and none for an event); its process is
 // not this one and lives; the block it names is a regular file of this
 // user's of a block's size that no other user may open; the block's header
-// is the handle's (process, user, nonce, kind, size). A dead exporter's
+// is the handle's (process, user, nonce, kind, size), and so are the
+// device and the driver's handle its first export wrote there (a handle
+// whose driver part is another object's, or whose UUID another device's,
+// names that block but not what it was made for). A dead exporter's
 // block is removed only when all of that holds: the name carries the
 // process and the nonce, so no handle names the block of a living process
 // with a dead pid, and no other process's block has that name.
@@ -34,13 +37,14 @@ namespace core {
 
 namespace {
 constexpr int kSlots = 64;
-constexpr uint32_t kBlockMagic = 0x32535743u;   // CWS2
+constexpr uint32_t kBlockMagic = 0x33535743u;   // CWS3
 constexpr uint32_t kHandleMagic = 0x43575348u;  // CWSH
 constexpr uint8_t kHandleVersion = 2;
 }  // namespace
 
-// The exporter writes the header before the magic (release); it never
-// changes after.
+// The exporter writes the header before the magic (release), and its
+// first export the device and the driver's handle before `sealed`
+// (release); neither changes after.
 struct Block {
     uint32_t magic;
     uint32_t kind;
@@ -48,13 +52,38 @@ struct Block {
     uint32_t uid;      // its effective user
     uint64_t nonce;    // also in the block's name and in the handle
     uint64_t bytes;    // a buffer's size, 0 for an event
+    std::atomic<uint32_t> sealed;  // 1: uuid and ipc are written (the first export)
+    uint8_t uuid[16];              // the object's device
+    char ipc[64];                  // the driver's handle (CUipcMemHandle or CUipcEventHandle)
     std::atomic<int32_t> slots[kSlots];  // importing processes' pids, 0: free
 };
-static_assert(sizeof(std::atomic<int32_t>) == 4, "slots are plain 32-bit words in shared memory");
+static_assert(sizeof(std::atomic<int32_t>) == 4 && sizeof(std::atomic<uint32_t>) == 4,
+              "slots and the seal are plain 32-bit words in shared memory");
 
 namespace {
 
-bool process_alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+// A process that exited but was not yet waited for (a zombie) is dead: it
+// holds no mapping and frees no block. Its state is in /proc/<pid>/stat,
+// after the command's closing parenthesis; a process kill finds is alive
+// unless that file says Z or X (no /proc, or no entry: alive, as kill
+// says; the next call sees a process that has gone since).
+bool process_alive(int32_t pid) {
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+    char path[32], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return true;
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')');
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+// The block was made by this process (a child forked without exec shares
+// its parent's objects, not their names: it never removes them).
+bool own_block(const Share *sh) { return sh->block->exporter == (int32_t)getpid(); }
 
 void block_name(char (&out)[kNameMax], int32_t pid, uint32_t serial, uint64_t nonce) {
     snprintf(out, sizeof out, "/cuweave.%d.%u.%016llx", (int)pid, serial, (unsigned long long)nonce);
@@ -99,7 +128,7 @@ void unlink_exports_at_exit() {
     // Only this process's own: a child forked without exec inherits the
     // list, and its exit must not take its parent's names.
     for (Share *s = g_exports; s; s = s->next_export)
-        if (s->block->exporter == (int32_t)getpid()) shm_unlink(s->name);
+        if (own_block(s)) shm_unlink(s->name);
     pthread_mutex_unlock(&g_exports_mu);
 }
 
@@ -140,8 +169,7 @@ int block_holders_of(Block *b) {
 // What is wrong with the block open at fd for an importer, or NULL: it
 // must be a block's file made by an exporter of this user (the exporter
 // makes it 0600), which no other user could have made or changed.
-const char *block_untrusted(int fd) {
-    struct stat st;
+const char *block_untrusted(int fd, struct stat &st) {
     if (fstat(fd, &st) != 0) return "fstat failed";
     if (!S_ISREG(st.st_mode)) return "not a regular file";
     if (st.st_uid != geteuid()) return "owned by another user: exporter and importer must run as the same user";
@@ -151,11 +179,18 @@ const char *block_untrusted(int fd) {
 }
 
 // The block's header is the handle's exporter's: its process, user, nonce,
-// kind and size.
+// kind and size; and its first export's device and driver handle are the
+// handle's.
 bool block_matches(const Block *b, const HandleBytes &h) {
     return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == kBlockMagic && b->kind == h.kind &&
-           b->exporter == h.pid && b->uid == (uint32_t)geteuid() && b->nonce == h.nonce && b->bytes == h.bytes;
+           b->exporter == h.pid && b->uid == (uint32_t)geteuid() && b->nonce == h.nonce && b->bytes == h.bytes &&
+           b->sealed.load(std::memory_order_acquire) == 1 && memcmp(b->uuid, h.uuid, sizeof b->uuid) == 0 &&
+           memcmp(b->ipc, h.ipc, sizeof b->ipc) == 0;
 }
+
+// The first export of an object writes its device and driver handle into
+// its block, one thread at a time; every handle carries those.
+pthread_mutex_t g_seal_mu = PTHREAD_MUTEX_INITIALIZER;
 
 bool all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -177,7 +212,8 @@ void remove_stale(const HandleBytes &h, const char *name) {
     int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return;
     bool own = false;
-    if (!block_untrusted(fd)) {
+    struct stat st;
+    if (!block_untrusted(fd, st)) {
         void *p = mmap(nullptr, sizeof(Block), PROT_READ, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) {
             own = block_matches(static_cast<const Block *>(p), h);
@@ -229,13 +265,15 @@ cw_status block_create(uint8_t kind, uint64_t bytes, Share **out) {
 // The exporter frees its object: the name goes (later imports fail), then the mapping.
 void block_free(Share *sh) {
     exports_remove(sh);
-    shm_unlink(sh->name);
+    if (own_block(sh)) shm_unlink(sh->name);
     munmap(sh->block, sizeof(Block));
     free(sh);
 }
 
 // The name goes (no import from now on); the block stays for its holders.
-void block_unname(Share *sh) { shm_unlink(sh->name); }
+void block_unname(Share *sh) {
+    if (own_block(sh)) shm_unlink(sh->name);
+}
 
 int block_holders(Share *sh) { return block_holders_of(sh->block); }
 
@@ -244,12 +282,20 @@ void handle_make(const Share *sh, const CUuuid &uuid, uint64_t bytes, const void
     out->magic = kHandleMagic;
     out->version = kHandleVersion;
     out->kind = sh->kind;
-    out->pid = (int32_t)getpid();
+    out->pid = sh->block->exporter;
     out->serial = sh->serial;
-    memcpy(out->uuid, uuid.bytes, 16);
     out->bytes = bytes;
-    memcpy(out->ipc, ipc, sizeof out->ipc);
     out->nonce = sh->nonce;
+    Block *b = sh->block;
+    pthread_mutex_lock(&g_seal_mu);
+    if (b->sealed.load(std::memory_order_relaxed) != 1) {
+        memcpy(b->uuid, uuid.bytes, sizeof b->uuid);
+        memcpy(b->ipc, ipc, sizeof b->ipc);
+        b->sealed.store(1, std::memory_order_release);
+    }
+    memcpy(out->uuid, b->uuid, sizeof out->uuid);
+    memcpy(out->ipc, b->ipc, sizeof out->ipc);
+    pthread_mutex_unlock(&g_seal_mu);
 }
 
 // Checks a handle and opens its block, taking a slot.
@@ -275,7 +321,8 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     if (fd < 0)
         return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object (%s: %s)", (int)h.pid,
                     name, strerror(errno));
-    const char *why = block_untrusted(fd);
+    struct stat st;
+    const char *why = block_untrusted(fd, st);
     void *p = why ? MAP_FAILED : mmap(nullptr, sizeof(Block), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int err = errno;
     close(fd);
@@ -285,8 +332,10 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
     if (!block_matches(b, h)) {
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_INVALID_ARGUMENT,
-                    "the handle does not match its shared block %s (its exporter, user, kind or size)", name);
+                    "the handle does not match its shared block %s (its exporter, user, kind, size, device or "
+                    "driver handle)", name);
     }
+    share_hook(kHookImportMatched);
     int32_t me = (int32_t)getpid();
     int slot = -1;
     for (int i = 0; i < kSlots && slot < 0; i++) {
@@ -297,15 +346,18 @@ cw_status block_open(const HandleBytes &h, uint8_t kind, const CUuuid &uuid, Sha
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_OUT_OF_MEMORY, "%d imports hold the object already", kSlots);
     }
-    // The exporter removes the name before it counts the holders: a name
-    // still there now means that count sees this slot.
+    // The exporter removes the name before it counts the holders: the name
+    // still naming this block now means that count sees this slot. (Once
+    // removed, anyone may make a file of that name: it must be this one.)
     fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) {
+    struct stat again;
+    const bool same = fd >= 0 && fstat(fd, &again) == 0 && again.st_dev == st.st_dev && again.st_ino == st.st_ino;
+    if (fd >= 0) close(fd);
+    if (!same) {
         b->slots[slot].store(0, std::memory_order_release);
         munmap(p, sizeof(Block));
         return fail(CW_ERROR_INVALID_STATE, "the exporter (process %d) has destroyed the object", (int)h.pid);
     }
-    close(fd);
     Share *sh = static_cast<Share *>(calloc(1, sizeof(Share)));
     if (!sh) {
         b->slots[slot].store(0, std::memory_order_release);

@@ -7,7 +7,8 @@
 // its own, 64 random bits), 0600. Its header, written once by the
 // exporter, repeats the pid and the nonce and holds the exporter's user,
 // the object's kind and size; its slots hold the pids of the processes
-// that imported it. A handle carries what names the block, and an import
+// that imported it; the first export adds the device's UUID and the
+// driver's handle. A handle carries what names the block, and an import
 // checks the block against it (block_open).
 #pragma once
 
@@ -64,7 +65,9 @@ void block_free(Share *sh);
 // Processes holding the object now (slots of processes gone are cleared).
 int block_holders(Share *sh);
 // The handle of sh's object (this process's): uuid, size and the driver's
-// handle (64 bytes) given.
+// handle (64 bytes) given. The first call writes the uuid and the driver's
+// handle into the block (an import checks them); every handle carries
+// those first ones.
 void handle_make(const Share *sh, const CUuuid &uuid, uint64_t bytes, const void *ipc, HandleBytes *out);
 
 // The importer's side: checks a handle, opens its block and takes a slot

@@ -80,7 +80,9 @@ int cwi_future_watched(const cw_future *f) {
 static_assert((int)CWI_SHARE_SWEEP_TAKEN == cw::core::kHookSweepTaken &&
                   (int)CWI_SHARE_TEARDOWN_WAITS == cw::core::kHookTeardownWaits &&
                   (int)CWI_SHARE_HOLDERS_WAIT == cw::core::kHookHoldersWait &&
-                  (int)CWI_SHARE_EXPORTS_LOCKED == cw::core::kHookExportsLocked,
+                  (int)CWI_SHARE_EXPORTS_LOCKED == cw::core::kHookExportsLocked &&
+                  (int)CWI_SHARE_IMPORT_MATCHED == cw::core::kHookImportMatched &&
+                  (int)CWI_SHARE_HOLDERS_COUNTED == cw::core::kHookHoldersCounted,
               "seam.h's share hook points are share.hpp's");
 
 void cwi_share_hook(void (*fn)(int point, void *arg), void *arg) {

@@ -211,8 +211,20 @@ int cwi_pool_waiting(struct cw_stream_pool *p);
  *  CWI_SHARE_HOLDERS_WAIT    each 1 ms sleep of a context's teardown waiting
  *                            for the importers of its kept objects;
  *  CWI_SHARE_EXPORTS_LOCKED  inside the lock of the process's list of
- *                            exported blocks, as an export is added. */
-enum { CWI_SHARE_SWEEP_TAKEN = 0, CWI_SHARE_TEARDOWN_WAITS = 1, CWI_SHARE_HOLDERS_WAIT = 2, CWI_SHARE_EXPORTS_LOCKED = 3 };
+ *                            exported blocks, as an export is added;
+ *  CWI_SHARE_IMPORT_MATCHED  an import found the handle's block and its
+ *                            header the handle's, before taking a slot;
+ *  CWI_SHARE_HOLDERS_COUNTED the exporter's last reference removed the
+ *                            block's name and counted its holders, before
+ *                            it frees the object or keeps it. */
+enum {
+    CWI_SHARE_SWEEP_TAKEN = 0,
+    CWI_SHARE_TEARDOWN_WAITS = 1,
+    CWI_SHARE_HOLDERS_WAIT = 2,
+    CWI_SHARE_EXPORTS_LOCKED = 3,
+    CWI_SHARE_IMPORT_MATCHED = 4,
+    CWI_SHARE_HOLDERS_COUNTED = 5
+};
 /* Sets the hook (NULL removes it). Set it while no call of share.h runs. */
 void cwi_share_hook(void (*fn)(int point, void *arg), void *arg);
 /* 1 while some thread holds the spin lock of pipeline p's buffer cache (a

@@ -16,18 +16,19 @@
  * (0, 5-7: none, all zero bytes; 1: the live 4096-byte buffer's; 2: the
  * 64-byte one's; 3: the event's; 4: the dead exporter's) and whose bit 3
  * imports as an event (else as a buffer); then up to 128 bytes XORed onto
- * that handle. The driver's part of the handle (bytes 40-103) is the
- * fake's to judge, but its process field is set to the live exporter's
+ * that handle. The process field of the fake's part of the handle (bytes
+ * 44-47) is set to the live exporter's unless it is the dead exporter's
  * (the fake would open any process's descriptors through /proc).
  *
  * What must hold (share.h, docs/sharing.md "What an import trusts"):
- *  - an import succeeds only for a handle equal, outside the driver's part,
- *    to a live exporter's handle of that kind; a buffer then has that
- *    handle's size; the exact live handle is always imported;
+ *  - an import succeeds only for a handle equal, every byte, driver's part
+ *    included (the block holds it since the first export), to a live
+ *    exporter's handle of that kind; a buffer then has that handle's size;
+ *    the exact live handle is always imported;
  *  - a refusal is one of the documented statuses, with *out left NULL;
  *  - the live exporter's three blocks are never removed; the dead
  *    exporter's block is removed exactly when a buffer import is given its
- *    own handle (outside the driver's part), and the import then returns
+ *    own handle (every byte), and the import then returns
  *    CW_ERROR_INVALID_STATE;
  *  - no fake driver object (device memory, imported memory, event, stream)
  *    is left behind; nothing crashes, leaks or is undefined (ASan, UBSan).
@@ -56,7 +57,7 @@
         abort();                                      \
     } while (0)
 
-enum { H = 128, IPC_AT = 40, IPC_END = 104, FAKE_IPC_PID = IPC_AT + 4, MAX_NAMES = 4 };
+enum { H = 128, IPC_AT = 40, FAKE_IPC_PID = IPC_AT + 4, MAX_NAMES = 4 };
 
 static long (*fake_live)(const char *kind);
 static const char *const k_live[] = {"devmem", "ipcmem", "event", "stream"};
@@ -89,6 +90,7 @@ static double now_s(void) {
 static void write_all(int fd, const void *p, size_t n) {
     while (n) {
         ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) _exit(3);
         p = (const char *)p + w;
         n -= (size_t)w;
@@ -112,7 +114,7 @@ static void role(const char *which, int out, int in) {
     write_all(out, h, live ? sizeof h : sizeof h[0]);
     if (!live) _exit(0); /* dies without freeing: its block stays */
     char b;
-    while (read(in, &b, 1) > 0) {
+    for (ssize_t r; (r = read(in, &b, 1)) > 0 || (r < 0 && errno == EINTR);) {
     }
     cw_shared_event_destroy(&e);
     cw_buffer_destroy(&small);
@@ -125,6 +127,7 @@ static void role(const char *which, int out, int in) {
 static void read_all(int fd, void *p, size_t n) {
     while (n) {
         ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue; /* libFuzzer's SIGALRM (-timeout) */
         if (r <= 0) die("an exporter sent no handle");
         p = (char *)p + r;
         n -= (size_t)r;
@@ -186,7 +189,10 @@ static int exists(const char *path) {
 static void make_dead(void) {
     pid_t pid = spawn("dead", g_dead, H, NULL);
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (got != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         die("the dead exporter failed (status %d)", status);
     char names[MAX_NAMES][300];
     if (names_of(pid, names, MAX_NAMES) != 1) die("the dead exporter left no block, or more than one");
@@ -262,11 +268,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* a and b agree outside the driver's part. */
-static int same_outside_ipc(const uint8_t *a, const uint8_t *b) {
-    return memcmp(a, b, IPC_AT) == 0 && memcmp(a + IPC_END, b + IPC_END, H - IPC_END) == 0;
-}
-
 static uint64_t size_of(const uint8_t *h) {
     uint64_t v;
     memcpy(&v, h + 32, sizeof v);
@@ -285,17 +286,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (base == 4) memcpy(h, g_dead, H);
     for (size_t i = 1; i < size && i <= H; i++) h[i - 1] ^= data[i];
     const int32_t live_pid = (int32_t)g_live_pid;
-    memcpy(h + FAKE_IPC_PID, &live_pid, sizeof live_pid);
+    if (memcmp(h + FAKE_IPC_PID, g_dead + FAKE_IPC_PID, sizeof live_pid) != 0)
+        memcpy(h + FAKE_IPC_PID, &live_pid, sizeof live_pid);
     cw_shared_handle handle;
     memcpy(handle.bytes, h, H);
 
-    /* The live handle of this kind it agrees with (outside the driver's part), if any. */
+    /* The live handle of this kind it is, if any. */
     int match = -1;
     for (int k = as_event ? 2 : 0; k < (as_event ? 3 : 2); k++)
-        if (same_outside_ipc(h, g_live[k])) match = k;
-    int exact = match >= 0 && memcmp(h, g_live[match], H) == 0;
-    /* The fake's part is set to name the live exporter: the genuine handles already do. */
-    const int dead_own = !as_event && same_outside_ipc(h, g_dead);
+        if (memcmp(h, g_live[k], H) == 0) match = k;
+    const int exact = match >= 0;
+    const int dead_own = !as_event && memcmp(h, g_dead, H) == 0;
     const int dead_before = g_dead_present && exists(g_dead_name);
 
     long before[N_LIVE], after[N_LIVE];
