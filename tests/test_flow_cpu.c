@@ -2502,6 +2502,240 @@ static void test_cache_takes_across_threads(void **state) {
     assert_int_equal(leaks(before, "takes across threads"), 0);
 }
 
+/* Review: a new handle for cached memory that cannot be made (the
+ * registry's reservation failed, the Nth in turn) loses no memory and
+ * never gives one memory to two live buffers. A allocates two buffers a
+ * call (the cache's takes), emits one and drops the other; K keeps the
+ * last buffer it received until the next. Every reservation of a run is
+ * failed in turn (max_in_flight 0 and 2): the run fails or succeeds, the
+ * next runs succeed, no call sees a buffer another live one holds, and at
+ * the end the fake's device memory is back where it was. */
+typedef struct rewrap_op {
+    int keeper;
+    cw_buffer *kept;
+    cw_devptr kept_ptr;
+    int bad, calls;
+} rewrap_op;
+static rewrap_op *g_rewrap_keeper;
+static cw_status rewrap_compute(cw_io *io, void *user) {
+    rewrap_op *o = user;
+    cw_stream *s = NULL;
+    o->calls++;
+    if (o->keeper) {
+        cw_message m;
+        CW_TRY_TEST(cw_io_receive_stream(io, "in", &s));
+        CW_TRY_TEST(cw_io_receive(io, "in", &m));
+        cw_devptr d = 0;
+        CW_TRY_TEST(cw_buffer_get_ptr(m.buffer, &d));
+        o->bad += o->kept && d == o->kept_ptr;
+        cw_buffer_destroy(&o->kept);
+        CW_TRY_TEST(cw_buffer_retain(m.buffer));
+        o->kept = m.buffer;
+        o->kept_ptr = d;
+        return CW_SUCCESS;
+    }
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    cw_buffer *a = NULL, *b = NULL;
+    cw_devptr da = 0, db = 0;
+    CW_TRY_TEST(cw_io_alloc(&a, io, 256));
+    CW_TRY_TEST(cw_buffer_get_writable(a, &da));
+    CW_TRY_TEST(cw_io_alloc(&b, io, 256));
+    CW_TRY_TEST(cw_buffer_get_writable(b, &db));
+    const cw_devptr held = g_rewrap_keeper->kept ? g_rewrap_keeper->kept_ptr : 0;
+    o->bad += da == db || da == held || db == held;
+    static const uint64_t tags[2] = {1, 2};
+    CW_TRY_TEST(cw_copy_to_device(s, da, &tags[0], 8));
+    CW_TRY_TEST(cw_copy_to_device(s, db, &tags[1], 8));
+    return cw_io_emit(io, "out", NULL, a);
+}
+
+static void test_rewrap_failures(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    int failed_runs = 0, ran_ok = 0;
+    for (int max = 0; max <= 2; max += 2)
+        for (int nth = 1; nth <= 8; nth++) {
+            cw_pipeline_settings ps;
+            cw_pipeline_settings_default(&ps);
+            ps.max_in_flight = (unsigned)max;
+            cw_pipeline *p = NULL;
+            assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+            rewrap_op a = {0}, k = {.keeper = 1};
+            g_rewrap_keeper = &k;
+            cw_operator_ops ops;
+            memset(&ops, 0, sizeof ops);
+            ops.compute = rewrap_compute;
+            cw_operator *op = NULL;
+            assert_cw_ok(cw_operator_create(&op, "A", &ops, &a, NULL));
+            assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+            assert_cw_ok(cw_pipeline_add(p, op));
+            assert_cw_ok(cw_operator_create(&op, "K", &ops, &k, NULL));
+            assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+            assert_cw_ok(cw_pipeline_add(p, op));
+            assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+            assert_cw_ok(cw_pipeline_run(p, 3)); /* warm: the cache holds memory */
+            assert_true(fake_drain(2000));
+            cwi_handles_fail_next(nth);
+            cw_status st = cw_pipeline_run(p, 3);
+            cwi_handles_fail_next(0);
+            if (st != CW_SUCCESS) {
+                assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
+                failed_runs++;
+            }
+            assert_true(fake_drain(2000));
+            assert_cw_ok(cw_pipeline_run(p, 4));
+            assert_true(fake_drain(2000));
+            assert_cw_ok(cw_pipeline_run(p, 4));
+            ran_ok++;
+            cw_pipeline_info pi;
+            assert_cw_ok(cw_pipeline_get_info(p, &pi));
+            if (a.bad || k.bad)
+                printf("# max_in_flight %d, reservation %d failed: %d + %d calls given memory a live buffer holds\n",
+                       max, nth, a.bad, k.bad);
+            assert_int_equal(a.bad + k.bad, 0);
+            assert_true(pi.buffers_allocated <= 8); /* memory is recycled, not lost and replaced */
+            cw_buffer_destroy(&k.kept);
+            cw_pipeline_destroy(&p);
+            assert_true(fake_drain(2000));
+        }
+    printf("# rewrap failures: %d runs failed by the reservation, %d pipelines went on\n", failed_runs, ran_ok);
+    assert_true(failed_runs > 0);
+    assert_int_equal(leaks(before, "rewrap failures"), 0);
+}
+
+/* Review: two operators on one stream on two executor threads (B and C
+ * both on A's stream by no_internal_stream, both reading A's buffer X). A
+ * buffer keeps one use per stream, the later covering the earlier; but C
+ * recorded its mark on the stream, then (held in finish_call by the fold
+ * of another buffer's full list of uses, a seam hook) attached it to X
+ * after B had recorded its own later mark and attached it: C's earlier
+ * mark replaced B's. B's read of X waits in the fake's queue behind a host
+ * function of the test's; C's mark, before it, finished. Then E, on a
+ * stream of its own, asks the cache for a buffer of X's size: it must not
+ * get X, whose read by B is unfinished. */
+static int (*fake_host_fn)(void *stream, void (*fn)(void *), void *user); /* cuLaunchHostFunc */
+static long (*fake_busy)(cw_devptr);
+typedef struct attach_race {
+    cw_stream *u[8];            /* D's buffer W gets a use on each: its list is full */
+    cw_devptr x_ptr, y_ptr;
+    long y_busy;
+    uint64_t x_read[2], tag;
+    atomic_int c_paused, b_done, released, c_hooked;
+} attach_race;
+static attach_race g_ar;
+static __thread int tl_c_finishing;
+static void ar_blocker(void *arg) {
+    (void)arg;
+    const double t0 = now_ms();
+    while (!atomic_load(&g_ar.released) && now_ms() - t0 < 5000) usleep(1000);
+}
+static void ar_hook(void *arg) {
+    (void)arg;
+    if (!tl_c_finishing) return;
+    tl_c_finishing = 0; /* C's finish_call: its mark is recorded, not yet attached to X */
+    atomic_store(&g_ar.c_hooked, 1);
+    atomic_store(&g_ar.c_paused, 1);
+    const double t0 = now_ms();
+    while (!atomic_load(&g_ar.b_done) && now_ms() - t0 < 2000) usleep(1000);
+    usleep(100000); /* B's finish_call records and attaches its mark meanwhile */
+}
+static cw_status ar_compute(cw_io *io, void *user) {
+    const char role = *(const char *)user;
+    cw_io_info info = {0};
+    CW_TRY_TEST(cw_io_get_info(io, &info));
+    cw_stream *s = NULL;
+    cw_message m;
+    if (role == 'A' || role == 'D' || role == 'E') {
+        CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+        if (role == 'E' && info.iteration == 1) {
+            cw_buffer *y = NULL;
+            CW_TRY_TEST(cw_io_alloc(&y, io, 64));
+            CW_TRY_TEST(cw_buffer_get_writable(y, &g_ar.y_ptr));
+            g_ar.y_busy = fake_busy(g_ar.y_ptr);
+            CW_TRY_TEST(cw_copy_to_device(s, g_ar.y_ptr, &g_ar.tag, 8));
+        }
+        if (info.iteration != 0 || role == 'E') return CW_SUCCESS;
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, role == 'A' ? 64 : 128));
+        if (role == 'A') {
+            CW_TRY_TEST(cw_buffer_get_writable(b, &g_ar.x_ptr));
+            CW_TRY_TEST(cw_copy_to_device(s, g_ar.x_ptr, &g_ar.tag, 8));
+        } else {
+            for (int i = 0; i < 8; i++) CW_TRY_TEST(cw_buffer_use(b, g_ar.u[i]));
+        }
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    CW_TRY_TEST(cw_io_receive_stream(io, "x", &s)); /* A's stream */
+    CW_TRY_TEST(cw_io_receive(io, "x", &m));
+    if (role == 'B') {
+        const double t0 = now_ms();
+        while (!atomic_load(&g_ar.c_paused) && now_ms() - t0 < 2000) usleep(1000);
+        cw_stream_info si;
+        CW_TRY_TEST(cw_stream_get_info(s, &si));
+        if (fake_host_fn((void *)si.handle, ar_blocker, NULL) != 0) return CW_ERROR_INTERNAL;
+        CW_TRY_TEST(cw_copy_to_host(s, &g_ar.x_read[0], g_ar.x_ptr, 8));
+        atomic_store(&g_ar.b_done, 1);
+        return CW_SUCCESS;
+    }
+    CW_TRY_TEST(cw_copy_to_host(s, &g_ar.x_read[1], g_ar.x_ptr, 8));
+    tl_c_finishing = 1; /* the next cuStreamWaitEvent on this thread: the fold of W's oldest use */
+    return CW_SUCCESS;
+}
+
+static void test_same_stream_uses_across_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    memset(&g_ar, 0, sizeof g_ar);
+    g_ar.tag = 0x7a6;
+    for (int i = 0; i < 8; i++) assert_cw_ok(cw_stream_create(&g_ar.u[i], ctx, NULL));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 5;
+    ps.max_in_flight = 0; /* the cache asks the driver */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    static const char roles[] = "ADEBC";
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = ar_compute;
+    for (int r = 0; r < 5; r++) {
+        const char name[2] = {roles[r], 0};
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.no_internal_stream = roles[r] == 'B' || roles[r] == 'C';
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, (void *)&roles[r], &os));
+        if (roles[r] == 'A' || roles[r] == 'D') assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (roles[r] == 'C') assert_cw_ok(cw_operator_add_input(op, "w", NULL)); /* W's port first */
+        if (roles[r] == 'B' || roles[r] == 'C') assert_cw_ok(cw_operator_add_input(op, "x", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "x"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "C", "x"));
+    assert_cw_ok(cw_pipeline_connect(p, "D", "out", "C", "w"));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_hook(cwi_seam_entry("cuStreamWaitEvent"), ar_hook, NULL);
+    cw_status st = cw_pipeline_run(p, 2);
+    cwi_seam_hook(cwi_seam_entry("cuStreamWaitEvent"), NULL, NULL);
+    cwi_seam_disable();
+    const long busy = g_ar.y_busy;
+    const int same = g_ar.y_ptr == g_ar.x_ptr;
+    atomic_store(&g_ar.released, 1);
+    assert_true(fake_drain(5000));
+    printf("# C held after recording its mark: %s; E's buffer %s X, with %ld unfinished accesses\n",
+           atomic_load(&g_ar.c_hooked) ? "yes" : "no", same ? "was" : "was not", busy);
+    assert_cw_ok(st);
+    assert_true(atomic_load(&g_ar.c_hooked));
+    assert_int_equal(busy, 0);
+    assert_false(same);
+    cw_pipeline_destroy(&p);
+    for (int i = 0; i < 8; i++) cw_stream_destroy(&g_ar.u[i]);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "same-stream uses across threads"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2517,7 +2751,9 @@ int main(int argc, char **argv) {
         !(fake_fault = (void (*)(int))dlsym(lib, "fake_cuda_fault")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
         !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
-        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent"))) {
+        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent")) ||
+        !(fake_host_fn = (int (*)(void *, void (*)(void *), void *))dlsym(lib, "cuLaunchHostFunc")) ||
+        !(fake_busy = (long (*)(cw_devptr))dlsym(lib, "fake_cuda_mem_busy"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -2563,6 +2799,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fallback_warns_once),
         cmocka_unit_test(test_cache_queries_outside_lock),
         cmocka_unit_test(test_cache_takes_across_threads),
+        cmocka_unit_test(test_rewrap_failures),
+        cmocka_unit_test(test_same_stream_uses_across_threads),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),

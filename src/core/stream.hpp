@@ -46,6 +46,8 @@ struct cw_stream {
     // began is finished once that wait ended (mark_synced).
     std::atomic<uint64_t> syncs_begun{0};
     std::atomic<uint64_t> synced{0};
+    // Marks recorded on it (mark_record numbers each once its record returned).
+    std::atomic<uint64_t> records{0};
 };
 
 namespace cw {
