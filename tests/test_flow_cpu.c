@@ -2736,6 +2736,92 @@ static void test_same_stream_uses_across_threads(void **state) {
     assert_int_equal(leaks(before, "same-stream uses across threads"), 0);
 }
 
+/* Review: the fallback warning with several executor threads: six
+ * siblings share a pool of one stream and run at once on six threads, 20
+ * iterations; the one that got the stream keeps it, each other warns once,
+ * whichever thread runs it (TSan runs it). */
+typedef struct fb_tally {
+    pthread_mutex_t mu;
+    int errors, warned[6];
+} fb_tally;
+static void fb_log(void *user, cw_log_level level, const char *msg) {
+    fb_tally *t = user;
+    pthread_mutex_lock(&t->mu);
+    if (level == CW_LOG_ERROR) t->errors++;
+    if (level == CW_LOG_WARNING && strstr(msg, "every stream of its pool is leased"))
+        for (int i = 0; i < 6; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "operator 'S%d'", i);
+            if (strstr(msg, name)) t->warned[i]++;
+        }
+    pthread_mutex_unlock(&t->mu);
+}
+static cw_status fb_compute(cw_io *io, void *user) {
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, user ? "in" : NULL, &s));
+    if (!user) return cw_io_emit(io, "out", NULL, NULL);
+    usleep(200); /* the siblings overlap */
+    return CW_SUCCESS;
+}
+static void test_fallback_warns_once_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream_pool *one = NULL;
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 1;
+    assert_cw_ok(cw_stream_pool_create(&one, ctx, &pss));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 6;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = fb_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "A", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    static int marker;
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "S%d", i);
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.pool = one;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, &marker, &os));
+        assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+        assert_cw_ok(cw_pipeline_connect(p, "A", "out", name, "in"));
+    }
+    fb_tally t;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.mu, NULL);
+    assert_cw_ok(cw_log_set_callback(fb_log, &t, CW_LOG_DEBUG));
+    cw_status st = cw_pipeline_run(p, 20);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(st);
+    int warned = 0, twice = 0;
+    for (int i = 0; i < 6; i++) {
+        warned += t.warned[i] == 1;
+        twice += t.warned[i] > 1;
+    }
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# 6 siblings on 6 threads, a pool of 1: %d warned once, %d more than once, %d errors; %llu fallbacks\n",
+           warned, twice, t.errors, (unsigned long long)pi.fallbacks);
+    assert_int_equal(t.errors, 0);
+    assert_int_equal(twice, 0);
+    assert_int_equal(warned, 5);
+    assert_int_equal(pi.fallbacks, 5 * 20);
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&one);
+    pthread_mutex_destroy(&t.mu);
+    assert_int_equal(leaks(before, "the fallback warning on threads"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2797,6 +2883,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_cached_buffer_handle_retired),
         cmocka_unit_test(test_fallback_warns_once),
+        cmocka_unit_test(test_fallback_warns_once_threads),
         cmocka_unit_test(test_cache_queries_outside_lock),
         cmocka_unit_test(test_cache_takes_across_threads),
         cmocka_unit_test(test_rewrap_failures),
