@@ -1225,6 +1225,99 @@ static void test_in_flight_bound_waits_for_every_mark(void **state) {
     assert_int_equal(leaks(before, "the in-flight bound"), 0);
 }
 
+/* The in-flight bound after a failed run (review of the ranks): a mark an
+ * operator recorded in an iteration that failed is never in the bound's
+ * list then; when the operator is skipped in the next run's iteration (its
+ * input not ready) the list got it again, ranked as if recorded after that
+ * iteration's marks of the same stream. A (a stream of its own) feeds B (on
+ * A's stream, no_internal_stream). Run 1: B fails in its first call (its
+ * mark on A's stream recorded, the run ends). Run 2: iteration 0, A holds
+ * the GPU, writes and copies back on its stream, emits nothing (B is
+ * skipped); iteration 1 (max_in_flight 1) looks whether that copy landed:
+ * it must have. The stale mark, finished long before, was waited for in
+ * place of A's and A's taken as finished. The GPU is let go once A has run
+ * iteration 1 or after 300 ms (correct code waits). */
+typedef struct rerun_op {
+    int role;          /* 0 A, 1 B */
+    int run;           /* 1 or 2 */
+    uint64_t src, done, saw;
+    atomic_int computes;
+} rerun_op;
+
+static cw_status rerun_compute(cw_io *io, void *user) {
+    rerun_op *o = user;
+    cw_io_info info = {0};
+    CW_TRY_TEST(cw_io_get_info(io, &info));
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, o->role == 1 ? "in" : NULL, &s));
+    atomic_fetch_add(&o->computes, 1);
+    if (o->role == 1) return CW_ERROR_INTERNAL; /* run 1: its mark recorded, the run fails */
+    if (o->run == 1) return cw_io_emit(io, "out", (void *)(uintptr_t)1, NULL);
+    if (info.iteration == 0) {
+        fake_hold(1);
+        o->src = 0x5a1e;
+        cw_buffer *buf = NULL;
+        cw_devptr d = 0;
+        CW_TRY_TEST(cw_io_alloc(&buf, io, 64));
+        CW_TRY_TEST(cw_buffer_get_writable(buf, &d));
+        CW_TRY_TEST(cw_copy_to_device(s, d, &o->src, 8));
+        CW_TRY_TEST(cw_copy_to_host(s, &o->done, d, 8));
+    } else if (info.iteration == 1) {
+        o->saw = __atomic_load_n(&o->done, __ATOMIC_ACQUIRE);
+    }
+    return CW_SUCCESS; /* emits nothing: B is skipped */
+}
+
+static void test_in_flight_bound_after_failed_run(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 1;
+    ps.max_in_flight = 1;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    static rerun_op ops[2];
+    memset(ops, 0, sizeof ops);
+    cw_operator_ops k = {NULL, rerun_compute, NULL, NULL, {0}};
+    for (int r = 0; r < 2; r++) {
+        ops[r].role = r;
+        ops[r].run = 1;
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.no_internal_stream = r == 1;
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, r ? "B" : "A", &k, &ops[r], &os));
+        if (r == 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (r == 1) assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "in"));
+    assert_cw(CW_ERROR_INTERNAL, cw_pipeline_run(p, 1));
+    assert_int_equal(atomic_load(&ops[1].computes), 1);
+    assert_true(fake_drain(2000)); /* run 1's work (B's mark among it) is done */
+    ops[0].run = 2;
+    atomic_store(&ops[0].computes, 0);
+    runner r = {p, 2, CW_ERROR_INTERNAL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_thread, &r), 0);
+    const double t0 = now_ms();
+    while (atomic_load(&ops[0].computes) < 2 && now_ms() - t0 < 300) usleep(1000);
+    fake_hold(0);
+    pthread_join(t, NULL);
+    assert_cw_ok(r.st);
+    assert_int_equal(atomic_load(&ops[0].computes), 2);
+    assert_int_equal(atomic_load(&ops[1].computes), 1); /* skipped in run 2 */
+    printf("# run 2's iteration 1 began with iteration 0's copy %s\n",
+           ops[0].saw == ops[0].src ? "landed" : "NOT landed");
+    assert_int_equal(ops[0].saw, ops[0].src);
+    assert_true(fake_drain(2000));
+    cw_pipeline_destroy(&p);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "the bound after a failed run"), 0);
+}
+
 /* The device full: cw_io_alloc waits for the oldest cached buffer of the
  * size instead of failing (the only wait the cache makes). */
 static void test_alloc_waits_when_full(void **state) {
@@ -2409,6 +2502,326 @@ static void test_cache_takes_across_threads(void **state) {
     assert_int_equal(leaks(before, "takes across threads"), 0);
 }
 
+/* Review: a new handle for cached memory that cannot be made (the
+ * registry's reservation failed, the Nth in turn) loses no memory and
+ * never gives one memory to two live buffers. A allocates two buffers a
+ * call (the cache's takes), emits one and drops the other; K keeps the
+ * last buffer it received until the next. Every reservation of a run is
+ * failed in turn (max_in_flight 0 and 2): the run fails or succeeds, the
+ * next runs succeed, no call sees a buffer another live one holds, and at
+ * the end the fake's device memory is back where it was. */
+typedef struct rewrap_op {
+    int keeper;
+    cw_buffer *kept;
+    cw_devptr kept_ptr;
+    int bad, calls;
+} rewrap_op;
+static rewrap_op *g_rewrap_keeper;
+static cw_status rewrap_compute(cw_io *io, void *user) {
+    rewrap_op *o = user;
+    cw_stream *s = NULL;
+    o->calls++;
+    if (o->keeper) {
+        cw_message m;
+        CW_TRY_TEST(cw_io_receive_stream(io, "in", &s));
+        CW_TRY_TEST(cw_io_receive(io, "in", &m));
+        cw_devptr d = 0;
+        CW_TRY_TEST(cw_buffer_get_ptr(m.buffer, &d));
+        o->bad += o->kept && d == o->kept_ptr;
+        cw_buffer_destroy(&o->kept);
+        CW_TRY_TEST(cw_buffer_retain(m.buffer));
+        o->kept = m.buffer;
+        o->kept_ptr = d;
+        return CW_SUCCESS;
+    }
+    CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+    cw_buffer *a = NULL, *b = NULL;
+    cw_devptr da = 0, db = 0;
+    CW_TRY_TEST(cw_io_alloc(&a, io, 256));
+    CW_TRY_TEST(cw_buffer_get_writable(a, &da));
+    CW_TRY_TEST(cw_io_alloc(&b, io, 256));
+    CW_TRY_TEST(cw_buffer_get_writable(b, &db));
+    const cw_devptr held = g_rewrap_keeper->kept ? g_rewrap_keeper->kept_ptr : 0;
+    o->bad += da == db || da == held || db == held;
+    static const uint64_t tags[2] = {1, 2};
+    CW_TRY_TEST(cw_copy_to_device(s, da, &tags[0], 8));
+    CW_TRY_TEST(cw_copy_to_device(s, db, &tags[1], 8));
+    return cw_io_emit(io, "out", NULL, a);
+}
+
+static void test_rewrap_failures(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    int failed_runs = 0, ran_ok = 0;
+    for (int max = 0; max <= 2; max += 2)
+        for (int nth = 1; nth <= 8; nth++) {
+            cw_pipeline_settings ps;
+            cw_pipeline_settings_default(&ps);
+            ps.max_in_flight = (unsigned)max;
+            cw_pipeline *p = NULL;
+            assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+            rewrap_op a = {0}, k = {.keeper = 1};
+            g_rewrap_keeper = &k;
+            cw_operator_ops ops;
+            memset(&ops, 0, sizeof ops);
+            ops.compute = rewrap_compute;
+            cw_operator *op = NULL;
+            assert_cw_ok(cw_operator_create(&op, "A", &ops, &a, NULL));
+            assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+            assert_cw_ok(cw_pipeline_add(p, op));
+            assert_cw_ok(cw_operator_create(&op, "K", &ops, &k, NULL));
+            assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+            assert_cw_ok(cw_pipeline_add(p, op));
+            assert_cw_ok(cw_pipeline_connect(p, "A", "out", "K", "in"));
+            assert_cw_ok(cw_pipeline_run(p, 3)); /* warm: the cache holds memory */
+            assert_true(fake_drain(2000));
+            cwi_handles_fail_next(nth);
+            cw_status st = cw_pipeline_run(p, 3);
+            cwi_handles_fail_next(0);
+            if (st != CW_SUCCESS) {
+                assert_int_equal(st, CW_ERROR_OUT_OF_MEMORY);
+                failed_runs++;
+            }
+            assert_true(fake_drain(2000));
+            assert_cw_ok(cw_pipeline_run(p, 4));
+            assert_true(fake_drain(2000));
+            assert_cw_ok(cw_pipeline_run(p, 4));
+            ran_ok++;
+            cw_pipeline_info pi;
+            assert_cw_ok(cw_pipeline_get_info(p, &pi));
+            if (a.bad || k.bad)
+                printf("# max_in_flight %d, reservation %d failed: %d + %d calls given memory a live buffer holds\n",
+                       max, nth, a.bad, k.bad);
+            assert_int_equal(a.bad + k.bad, 0);
+            assert_true(pi.buffers_allocated <= 8); /* memory is recycled, not lost and replaced */
+            cw_buffer_destroy(&k.kept);
+            cw_pipeline_destroy(&p);
+            assert_true(fake_drain(2000));
+        }
+    printf("# rewrap failures: %d runs failed by the reservation, %d pipelines went on\n", failed_runs, ran_ok);
+    assert_true(failed_runs > 0);
+    assert_int_equal(leaks(before, "rewrap failures"), 0);
+}
+
+/* Review: two operators on one stream on two executor threads (B and C
+ * both on A's stream by no_internal_stream, both reading A's buffer X). A
+ * buffer keeps one use per stream, the later covering the earlier; but C
+ * recorded its mark on the stream, then (held in finish_call by the fold
+ * of another buffer's full list of uses, a seam hook) attached it to X
+ * after B had recorded its own later mark and attached it: C's earlier
+ * mark replaced B's. B's read of X waits in the fake's queue behind a host
+ * function of the test's; C's mark, before it, finished. Then E, on a
+ * stream of its own, asks the cache for a buffer of X's size: it must not
+ * get X, whose read by B is unfinished. */
+static int (*fake_host_fn)(void *stream, void (*fn)(void *), void *user); /* cuLaunchHostFunc */
+static long (*fake_busy)(cw_devptr);
+typedef struct attach_race {
+    cw_stream *u[8];            /* D's buffer W gets a use on each: its list is full */
+    cw_devptr x_ptr, y_ptr;
+    long y_busy;
+    uint64_t x_read[2], tag;
+    atomic_int c_paused, b_done, released, c_hooked;
+} attach_race;
+static attach_race g_ar;
+static __thread int tl_c_finishing;
+static void ar_blocker(void *arg) {
+    (void)arg;
+    const double t0 = now_ms();
+    while (!atomic_load(&g_ar.released) && now_ms() - t0 < 5000) usleep(1000);
+}
+static void ar_hook(void *arg) {
+    (void)arg;
+    if (!tl_c_finishing) return;
+    tl_c_finishing = 0; /* C's finish_call: its mark is recorded, not yet attached to X */
+    atomic_store(&g_ar.c_hooked, 1);
+    atomic_store(&g_ar.c_paused, 1);
+    const double t0 = now_ms();
+    while (!atomic_load(&g_ar.b_done) && now_ms() - t0 < 2000) usleep(1000);
+    usleep(100000); /* B's finish_call records and attaches its mark meanwhile */
+}
+static cw_status ar_compute(cw_io *io, void *user) {
+    const char role = *(const char *)user;
+    cw_io_info info = {0};
+    CW_TRY_TEST(cw_io_get_info(io, &info));
+    cw_stream *s = NULL;
+    cw_message m;
+    if (role == 'A' || role == 'D' || role == 'E') {
+        CW_TRY_TEST(cw_io_receive_stream(io, NULL, &s));
+        if (role == 'E' && info.iteration == 1) {
+            cw_buffer *y = NULL;
+            CW_TRY_TEST(cw_io_alloc(&y, io, 64));
+            CW_TRY_TEST(cw_buffer_get_writable(y, &g_ar.y_ptr));
+            g_ar.y_busy = fake_busy(g_ar.y_ptr);
+            CW_TRY_TEST(cw_copy_to_device(s, g_ar.y_ptr, &g_ar.tag, 8));
+        }
+        if (info.iteration != 0 || role == 'E') return CW_SUCCESS;
+        cw_buffer *b = NULL;
+        CW_TRY_TEST(cw_io_alloc(&b, io, role == 'A' ? 64 : 128));
+        if (role == 'A') {
+            CW_TRY_TEST(cw_buffer_get_writable(b, &g_ar.x_ptr));
+            CW_TRY_TEST(cw_copy_to_device(s, g_ar.x_ptr, &g_ar.tag, 8));
+        } else {
+            for (int i = 0; i < 8; i++) CW_TRY_TEST(cw_buffer_use(b, g_ar.u[i]));
+        }
+        return cw_io_emit(io, "out", NULL, b);
+    }
+    CW_TRY_TEST(cw_io_receive_stream(io, "x", &s)); /* A's stream */
+    CW_TRY_TEST(cw_io_receive(io, "x", &m));
+    if (role == 'B') {
+        const double t0 = now_ms();
+        while (!atomic_load(&g_ar.c_paused) && now_ms() - t0 < 2000) usleep(1000);
+        cw_stream_info si;
+        CW_TRY_TEST(cw_stream_get_info(s, &si));
+        if (fake_host_fn((void *)si.handle, ar_blocker, NULL) != 0) return CW_ERROR_INTERNAL;
+        CW_TRY_TEST(cw_copy_to_host(s, &g_ar.x_read[0], g_ar.x_ptr, 8));
+        atomic_store(&g_ar.b_done, 1);
+        return CW_SUCCESS;
+    }
+    CW_TRY_TEST(cw_copy_to_host(s, &g_ar.x_read[1], g_ar.x_ptr, 8));
+    tl_c_finishing = 1; /* the next cuStreamWaitEvent on this thread: the fold of W's oldest use */
+    return CW_SUCCESS;
+}
+
+static void test_same_stream_uses_across_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    memset(&g_ar, 0, sizeof g_ar);
+    g_ar.tag = 0x7a6;
+    for (int i = 0; i < 8; i++) assert_cw_ok(cw_stream_create(&g_ar.u[i], ctx, NULL));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 5;
+    ps.max_in_flight = 0; /* the cache asks the driver */
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    static const char roles[] = "ADEBC";
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = ar_compute;
+    for (int r = 0; r < 5; r++) {
+        const char name[2] = {roles[r], 0};
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.no_internal_stream = roles[r] == 'B' || roles[r] == 'C';
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, (void *)&roles[r], &os));
+        if (roles[r] == 'A' || roles[r] == 'D') assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (roles[r] == 'C') assert_cw_ok(cw_operator_add_input(op, "w", NULL)); /* W's port first */
+        if (roles[r] == 'B' || roles[r] == 'C') assert_cw_ok(cw_operator_add_input(op, "x", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "B", "x"));
+    assert_cw_ok(cw_pipeline_connect(p, "A", "out", "C", "x"));
+    assert_cw_ok(cw_pipeline_connect(p, "D", "out", "C", "w"));
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    cwi_seam_hook(cwi_seam_entry("cuStreamWaitEvent"), ar_hook, NULL);
+    cw_status st = cw_pipeline_run(p, 2);
+    cwi_seam_hook(cwi_seam_entry("cuStreamWaitEvent"), NULL, NULL);
+    cwi_seam_disable();
+    const long busy = g_ar.y_busy;
+    const int same = g_ar.y_ptr == g_ar.x_ptr;
+    atomic_store(&g_ar.released, 1);
+    assert_true(fake_drain(5000));
+    printf("# C held after recording its mark: %s; E's buffer %s X, with %ld unfinished accesses\n",
+           atomic_load(&g_ar.c_hooked) ? "yes" : "no", same ? "was" : "was not", busy);
+    assert_cw_ok(st);
+    assert_true(atomic_load(&g_ar.c_hooked));
+    assert_int_equal(busy, 0);
+    assert_false(same);
+    cw_pipeline_destroy(&p);
+    for (int i = 0; i < 8; i++) cw_stream_destroy(&g_ar.u[i]);
+    assert_true(fake_drain(2000));
+    assert_int_equal(leaks(before, "same-stream uses across threads"), 0);
+}
+
+/* Review: the fallback warning with several executor threads: six
+ * siblings share a pool of one stream and run at once on six threads, 20
+ * iterations; the one that got the stream keeps it, each other warns once,
+ * whichever thread runs it (TSan runs it). */
+typedef struct fb_tally {
+    pthread_mutex_t mu;
+    int errors, warned[6];
+} fb_tally;
+static void fb_log(void *user, cw_log_level level, const char *msg) {
+    fb_tally *t = user;
+    pthread_mutex_lock(&t->mu);
+    if (level == CW_LOG_ERROR) t->errors++;
+    if (level == CW_LOG_WARNING && strstr(msg, "every stream of its pool is leased"))
+        for (int i = 0; i < 6; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "operator 'S%d'", i);
+            if (strstr(msg, name)) t->warned[i]++;
+        }
+    pthread_mutex_unlock(&t->mu);
+}
+static cw_status fb_compute(cw_io *io, void *user) {
+    cw_stream *s = NULL;
+    CW_TRY_TEST(cw_io_receive_stream(io, user ? "in" : NULL, &s));
+    if (!user) return cw_io_emit(io, "out", NULL, NULL);
+    usleep(200); /* the siblings overlap */
+    return CW_SUCCESS;
+}
+static void test_fallback_warns_once_threads(void **state) {
+    (void)state;
+    long before[NKINDS];
+    snapshot(before);
+    cw_stream_pool *one = NULL;
+    cw_stream_pool_settings pss;
+    cw_stream_pool_settings_default(&pss);
+    pss.max_streams = 1;
+    assert_cw_ok(cw_stream_pool_create(&one, ctx, &pss));
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 6;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = fb_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "A", &ops, NULL, NULL));
+    assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    static int marker;
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "S%d", i);
+        cw_operator_settings os;
+        cw_operator_settings_default(&os);
+        os.pool = one;
+        assert_cw_ok(cw_operator_create(&op, name, &ops, &marker, &os));
+        assert_cw_ok(cw_operator_add_input(op, "in", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+        assert_cw_ok(cw_pipeline_connect(p, "A", "out", name, "in"));
+    }
+    fb_tally t;
+    memset(&t, 0, sizeof t);
+    pthread_mutex_init(&t.mu, NULL);
+    assert_cw_ok(cw_log_set_callback(fb_log, &t, CW_LOG_DEBUG));
+    cw_status st = cw_pipeline_run(p, 20);
+    assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
+    assert_cw_ok(st);
+    int warned = 0, twice = 0;
+    for (int i = 0; i < 6; i++) {
+        warned += t.warned[i] == 1;
+        twice += t.warned[i] > 1;
+    }
+    cw_pipeline_info pi;
+    assert_cw_ok(cw_pipeline_get_info(p, &pi));
+    printf("# 6 siblings on 6 threads, a pool of 1: %d warned once, %d more than once, %d errors; %llu fallbacks\n",
+           warned, twice, t.errors, (unsigned long long)pi.fallbacks);
+    assert_int_equal(t.errors, 0);
+    assert_int_equal(twice, 0);
+    assert_int_equal(warned, 5);
+    assert_int_equal(pi.fallbacks, 5 * 20);
+    cw_pipeline_destroy(&p);
+    cw_stream_pool_destroy(&one);
+    pthread_mutex_destroy(&t.mu);
+    assert_int_equal(leaks(before, "the fallback warning on threads"), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2424,7 +2837,9 @@ int main(int argc, char **argv) {
         !(fake_fault = (void (*)(int))dlsym(lib, "fake_cuda_fault")) ||
         !(fake_other = (CUcontext(*)(void))dlsym(lib, "fake_cuda_other_context")) ||
         !(fake_ctx_get = (int (*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent")) ||
-        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent"))) {
+        !(fake_ctx_set = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent")) ||
+        !(fake_host_fn = (int (*)(void *, void (*)(void *), void *))dlsym(lib, "cuLaunchHostFunc")) ||
+        !(fake_busy = (long (*)(cw_devptr))dlsym(lib, "fake_cuda_mem_busy"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -2463,12 +2878,16 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_in_flight_and_synchronize),
         cmocka_unit_test(test_in_flight_bound_waits_for_every_mark),
+        cmocka_unit_test(test_in_flight_bound_after_failed_run),
         cmocka_unit_test(test_destroy_while_running),
         cmocka_unit_test(test_alloc_waits_when_full),
         cmocka_unit_test(test_cached_buffer_handle_retired),
         cmocka_unit_test(test_fallback_warns_once),
+        cmocka_unit_test(test_fallback_warns_once_threads),
         cmocka_unit_test(test_cache_queries_outside_lock),
         cmocka_unit_test(test_cache_takes_across_threads),
+        cmocka_unit_test(test_rewrap_failures),
+        cmocka_unit_test(test_same_stream_uses_across_threads),
         cmocka_unit_test(test_device_fault_named),
         cmocka_unit_test(test_resident_pipeline),
         cmocka_unit_test(test_port_memory_under_run),
@@ -2477,6 +2896,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fault_sweep),
         cmocka_unit_test(test_not_ready_is_a_failure),
     };
+    cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cw_context_destroy(&ctx);
     return rc;

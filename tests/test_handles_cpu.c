@@ -21,7 +21,9 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cwtest.h"
 #include "fakelive.h"
@@ -561,6 +563,68 @@ static void test_buffer_block_recycled_after_quarantine(void **state) {
     assert_int_equal(cwi_handles_live(), live0);
 }
 
+/* A pool's stream is complete when it becomes a live handle: a stale copy
+ * of a destroyed stream whose memory a pool's new stream takes (past the
+ * quarantine) is that stream's handle from its publication on, and reads
+ * it (another thread, cw_stream_get_info) while the pool sets it up. Under
+ * TSan the pool's writes after the publication raced with those reads. */
+typedef struct stale_reader {
+    cw_stream *stale;
+    atomic_int stop, live_seen, not_from_pool;
+} stale_reader;
+static void *stale_reader_main(void *arg) {
+    stale_reader *r = arg;
+    while (!atomic_load(&r->stop)) {
+        cw_stream_info si;
+        if (cw_stream_get_info(r->stale, &si) == CW_SUCCESS) {
+            atomic_fetch_add(&r->live_seen, 1);
+            if (!si.from_pool) atomic_fetch_add(&r->not_from_pool, 1);
+        }
+    }
+    return NULL;
+}
+static void test_pool_stream_published_complete(void **state) {
+    (void)state;
+    const size_t n = cwi_handles_quarantine();
+    const size_t live0 = cwi_handles_live();
+    stale_reader r;
+    memset(&r, 0, sizeof r);
+    int taken = 0, tries = 0;
+    for (; tries < 20 && !taken; tries++) {
+        cw_stream *x = NULL;
+        assert_cw_ok(cw_stream_create(&x, ctx, NULL));
+        r.stale = x;
+        cw_stream_destroy(&x);
+        cw_timer **t = calloc(n, sizeof *t);
+        assert_non_null(t);
+        for (size_t i = 0; i < n; i++) assert_cw_ok(cw_timer_create(&t[i], ctx));
+        for (size_t i = 0; i < n; i++) cw_timer_destroy(&t[i]); /* the stream's memory leaves the quarantine */
+        free(t);
+        atomic_store(&r.stop, 0);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, stale_reader_main, &r), 0);
+        cw_stream_pool *pool = NULL;
+        cw_stream_pool_settings ps;
+        cw_stream_pool_settings_default(&ps);
+        ps.reserved_streams = 1;
+        assert_cw_ok(cw_stream_pool_create(&pool, ctx, &ps)); /* its stream made now */
+        cw_stream *s = NULL;
+        assert_cw_ok(cw_stream_pool_acquire(&s, pool, 0));
+        taken = s == r.stale;
+        const double t0 = now_ms();
+        while (taken && atomic_load(&r.live_seen) < 100 && now_ms() - t0 < 2000) usleep(100);
+        atomic_store(&r.stop, 1);
+        pthread_join(th, NULL);
+        assert_cw_ok(cw_stream_pool_release(pool, &s));
+        cw_stream_pool_destroy(&pool);
+    }
+    printf("# a pool's stream took a destroyed stream's memory after %d tries: %s; read through the stale copy "
+           "%d times, %d of them not yet a pool's\n",
+           tries, taken ? "yes" : "no", atomic_load(&r.live_seen), atomic_load(&r.not_from_pool));
+    assert_int_equal(atomic_load(&r.not_from_pool), 0);
+    assert_int_equal(cwi_handles_live(), live0);
+}
+
 /* Threads looking up their own live handles while they and others create
  * and destroy: a live handle is never refused (a lookup racing a removal
  * that moves entries retries under the registry's lock), a destroyed one
@@ -710,6 +774,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stale_destroy_after_reuse),
         cmocka_unit_test(test_quarantine_limit),
         cmocka_unit_test(test_buffer_block_recycled_after_quarantine),
+        cmocka_unit_test(test_pool_stream_published_complete),
         cmocka_unit_test(test_registry_memory_flat),
         cmocka_unit_test(test_lookup_racing_move),
         cmocka_unit_test(test_threads_own_handles),

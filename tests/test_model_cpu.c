@@ -76,9 +76,16 @@ enum { SLOTS = 4, STALE = 16 };
 
 /* ---- buffered pipelines: the model of the in-flight bound and the cache ----
  * A pipeline of 2 to 5 operators in a random shape (sources, operators of
- * one or two inputs from earlier ones), each with a stream of its own or on
- * its upstream's (no_internal_stream), some waiting for their inputs on the
- * host; one or two executor threads, max_in_flight 0 to 4. Each compute call
+ * one or two inputs from earlier ones, or of a CW_PORT_MANY input fed by up
+ * to four), each with a stream of its own or on its upstream's
+ * (no_internal_stream), some waiting for their inputs on the host; its
+ * operators' pool the pipeline's own, a CW_POOL_SINGLE pool (one stream for
+ * all) or, for the operators with inputs, a lease pool of two streams (the
+ * others fall back to an upstream stream); one to six executor threads (more than
+ * operators, too), max_in_flight 0 to 4 or 1000. Sources now and then emit
+ * nothing (what needs their message is skipped); with the pipeline's own
+ * pool, a compute call now and then fails after its work (the run fails,
+ * the next run goes on). Each compute call
  * reads every input buffer (a copy to host on its stream), takes a buffer
  * from the pipeline's cache (cw_io_alloc), writes a tag for its iteration
  * into it and copies it back into host memory, all on its stream, and emits
@@ -97,18 +104,24 @@ struct Flow;
 typedef struct FlowOp {
     struct Flow *f;
     int index, nin, own_stream, wait_inputs, has_out, bytes;
+    int many;                  /* its one input is a CW_PORT_MANY port fed by nin operators (up to 4) */
+    int skips;                 /* a source that emits nothing in one call of 4 */
+    uint64_t calls;            /* its compute calls (the tags: unique even when a failed iteration is run again) */
     uint64_t rng;              /* its calls' draws (an operator's calls never overlap) */
-    int from[2];
+    int from[4];
     char name[8], in_name[2][8];
     uint64_t src[RING];        /* the tag each iteration writes (the fake copies from here) */
     uint64_t done[RING];       /* where its copy back lands */
-    uint64_t read[RING][2];    /* where the reads of its inputs land (not checked) */
+    uint64_t read[RING][4];    /* where the reads of its inputs land (not checked) */
     uint64_t want[RING];       /* the tag of the iteration that used the slot last (0: none) */
 } FlowOp;
 typedef struct Flow {
     unsigned gen;              /* the pipeline's number in its thread (tags) */
     int nops, max;
     unsigned threads;
+    int pool_kind;             /* 0: the pipeline's own, 1: CW_POOL_SINGLE, 2: a lease pool of 2 */
+    int fails;                 /* compute calls fail now and then (pool_kind 0 only) */
+    cw_stream_pool *pool;      /* pool_kind 1, 2: destroyed after the pipeline */
     uint64_t base;             /* iterations of earlier runs */
     FlowOp op[FLOW_OPS];
     atomic_long bad;           /* failures seen by compute calls (any executor thread) */
@@ -125,7 +138,7 @@ typedef struct {
     int nstale;
     unsigned long long rng;
     long ops, created[K_COUNT], destroyed[K_COUNT], stale_checked, stale_skipped, leases, errors;
-    long flow_runs, flow_checked, flow_handed, flow_busy;
+    long flow_runs, flow_checked, flow_handed, flow_busy, flow_failed;
     unsigned flow_gen;
     cw_stream *own;              /* a stream the thread keeps (work to wait for) */
     Flow flow[SLOTS];            /* the buffered pipelines' model (K_FLOW), kept with the thread */
@@ -282,17 +295,26 @@ static cw_status flow_compute(cw_io *io, void *user) {
     o->want[slot] = 0;
     cw_stream *s = NULL;
     if (o->nin == 0) FLOW_TRY(cw_io_receive_stream(io, NULL, &s));
-    for (int k = 0; k < o->nin; k++) {
-        cw_message m;
+    for (int k = 0; k < (o->many ? 1 : o->nin); k++) {
+        cw_message m[4];
+        size_t n = 1;
         FLOW_TRY(cw_io_receive_stream(io, o->in_name[k], &s));
-        FLOW_TRY(cw_io_receive(io, o->in_name[k], &m));
-        cw_devptr d = 0;
-        if (!m.buffer) {
-            flow_bad(f, "operator %s received no buffer on %s", o->name, o->in_name[k]);
-            continue;
+        if (o->many)
+            FLOW_TRY(cw_io_receive_many(io, o->in_name[k], m, 4, &n));
+        else
+            FLOW_TRY(cw_io_receive(io, o->in_name[k], &m[0]));
+        if (n == 0 || n > (size_t)o->nin)
+            flow_bad(f, "operator %s received %zu messages on %s (of %d connections)", o->name, n, o->in_name[k],
+                     o->nin);
+        for (size_t j = 0; j < n && j < 4; j++) {
+            cw_devptr d = 0;
+            if (!m[j].buffer) {
+                flow_bad(f, "operator %s received no buffer on %s", o->name, o->in_name[k]);
+                continue;
+            }
+            FLOW_TRY(cw_buffer_get_ptr(m[j].buffer, &d));
+            FLOW_TRY(cw_copy_to_host(s, &o->read[slot][o->many ? j : (size_t)k], d, 8));
         }
-        FLOW_TRY(cw_buffer_get_ptr(m.buffer, &d));
-        FLOW_TRY(cw_copy_to_host(s, &o->read[slot][k], d, 8));
     }
     /* (a hold begun here keeps this call's work and what follows unfinished) */
     if (g_hold_every && flow_rnd(&o->rng, g_hold_every) == 0) hold_for(0.2 + flow_rnd(&o->rng, 9) / 10.0);
@@ -307,10 +329,13 @@ static cw_status flow_compute(cw_io *io, void *user) {
         flow_bad(f, "operator %s (iteration %llu, %u executor threads, max_in_flight %d) was handed a buffer with %ld "
                     "unfinished accesses",
                  o->name, (unsigned long long)g, f->threads, f->max, busy);
-    o->src[slot] = ((uint64_t)f->gen << 40) | ((uint64_t)o->index << 32) | (g + 1);
+    o->src[slot] = ((uint64_t)f->gen << 40) | ((uint64_t)o->index << 32) | (++o->calls & 0xffffffffu);
     FLOW_TRY(cw_copy_to_device(s, d, &o->src[slot], 8));
     FLOW_TRY(cw_copy_to_host(s, &o->done[slot], d, 8));
     o->want[slot] = o->src[slot];
+    /* (after its work: the run fails, and the next run goes on) */
+    if (f->fails && flow_rnd(&o->rng, 16) == 0) return CW_ERROR_INTERNAL;
+    if (o->skips && flow_rnd(&o->rng, 3) == 0) return CW_SUCCESS; /* what needs its message is skipped */
     if (o->has_out) FLOW_TRY(cw_io_emit(io, "out", NULL, b));
     return CW_SUCCESS;
 }
@@ -326,8 +351,10 @@ static cw_status flow_create(Thread *t, Flow *f, cw_pipeline **out) {
     f->why[0] = 0;
     f->gen = ++t->flow_gen;
     f->nops = 2 + (int)rnd(t, FLOW_OPS - 1);
-    f->max = (int)rnd(t, 5);
-    f->threads = 1 + rnd(t, 2);
+    f->max = rnd(t, 8) == 0 ? 1000 : (int)rnd(t, 5);
+    f->threads = rnd(t, 4) == 0 ? 1 + rnd(t, 6) : 1 + rnd(t, 2);
+    f->pool_kind = rnd(t, 4) == 0 ? 1 + (int)rnd(t, 2) : 0;
+    f->fails = f->pool_kind == 0 && rnd(t, 4) == 0;
     for (int i = 0; i < f->nops; i++) {
         FlowOp *o = &f->op[i];
         o->f = f;
@@ -335,22 +362,43 @@ static cw_status flow_create(Thread *t, Flow *f, cw_pipeline **out) {
         o->rng = t->rng ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
         if (!o->rng) o->rng = 1;
         snprintf(o->name, sizeof o->name, "op%d", i);
-        o->nin = i == 0 || rnd(t, 5) == 0 ? 0 : 1 + (i >= 2 && rnd(t, 3) == 0);
+        o->many = i >= 2 && rnd(t, 4) == 0;
+        if (o->many)
+            o->nin = 2 + (int)rnd(t, (unsigned)(i < 4 ? i - 1 : 3)); /* 2 to min(i, 4) distinct upstreams */
+        else
+            o->nin = i == 0 || rnd(t, 5) == 0 ? 0 : 1 + (i >= 2 && rnd(t, 3) == 0);
         for (int k = 0; k < o->nin; k++) {
             o->from[k] = (int)rnd(t, (unsigned)i);
-            if (k == 1 && o->from[1] == o->from[0]) o->from[1] = (o->from[0] + 1) % i;
-            snprintf(o->in_name[k], sizeof o->in_name[k], "in%d", k);
+            for (int j = 0; j < k; j++)
+                if (o->from[j] == o->from[k]) {
+                    o->from[k] = (o->from[k] + 1) % i;
+                    j = -1; /* look again from the first */
+                }
             f->op[o->from[k]].has_out = 1;
         }
+        for (int k = 0; k < (o->many ? 1 : o->nin); k++) snprintf(o->in_name[k], sizeof o->in_name[k], "in%d", k);
         o->own_stream = o->nin == 0 || rnd(t, 2) == 0;
         o->wait_inputs = o->nin > 0 && rnd(t, 4) == 0;
+        o->skips = o->nin == 0 && rnd(t, 3) == 0;
         o->bytes = 64 << rnd(t, 2);
     }
     cw_pipeline_settings ps;
     cw_pipeline_settings_default(&ps);
     ps.threads = f->threads;
     ps.max_in_flight = (unsigned)f->max;
-    FLOW_TRY(cw_pipeline_create(out, ctx, &ps));
+    if (f->pool_kind) {
+        cw_stream_pool_settings pss;
+        cw_stream_pool_settings_default(&pss);
+        pss.mode = f->pool_kind == 1 ? CW_POOL_SINGLE : CW_POOL_LEASE;
+        pss.max_streams = 2;
+        FLOW_TRY(cw_stream_pool_create(&f->pool, ctx, &pss));
+        if (f->pool_kind == 1) ps.pool = f->pool; /* sources too: a pool of 2 would leave a third none */
+    }
+    cw_status made = cw_pipeline_create(out, ctx, &ps);
+    if (made != CW_SUCCESS) {
+        cw_stream_pool_destroy(&f->pool);
+        return made;
+    }
     cw_status st = CW_SUCCESS;
     cw_operator_ops ops;
     memset(&ops, 0, sizeof ops);
@@ -361,17 +409,26 @@ static cw_status flow_create(Thread *t, Flow *f, cw_pipeline **out) {
         cw_operator_settings_default(&os);
         os.no_internal_stream = !o->own_stream;
         os.wait_inputs = o->wait_inputs;
+        if (f->pool_kind == 2 && o->nin > 0) os.pool = f->pool; /* the third to ask falls back upstream */
         cw_operator *op = NULL;
+        cw_port_settings many;
+        cw_port_settings_default(&many);
+        many.flags = CW_PORT_MANY;
         st = cw_operator_create(&op, o->name, &ops, o, &os);
-        for (int k = 0; k < o->nin && st == CW_SUCCESS; k++) st = cw_operator_add_input(op, o->in_name[k], NULL);
+        for (int k = 0; k < (o->many ? 1 : o->nin) && st == CW_SUCCESS; k++)
+            st = cw_operator_add_input(op, o->in_name[k], o->many ? &many : NULL);
         if (st == CW_SUCCESS && o->has_out) st = cw_operator_add_output(op, "out", NULL);
         if (st == CW_SUCCESS) st = cw_pipeline_add(*out, op);
         if (st != CW_SUCCESS) cw_operator_destroy(&op);
     }
     for (int i = 0; i < f->nops && st == CW_SUCCESS; i++)
         for (int k = 0; k < f->op[i].nin && st == CW_SUCCESS; k++)
-            st = cw_pipeline_connect(*out, f->op[f->op[i].from[k]].name, "out", f->op[i].name, f->op[i].in_name[k]);
-    if (st != CW_SUCCESS) cw_pipeline_destroy(out);
+            st = cw_pipeline_connect(*out, f->op[f->op[i].from[k]].name, "out", f->op[i].name,
+                                     f->op[i].in_name[f->op[i].many ? 0 : k]);
+    if (st != CW_SUCCESS) {
+        cw_pipeline_destroy(out);
+        cw_stream_pool_destroy(&f->pool);
+    }
     return st;
 }
 
@@ -544,11 +601,22 @@ static void use(Thread *t, int k, int i) {
         const uint64_t n = 1 + rnd(t, 4);
         f->base = (uint64_t)t->aux[k][i];
         st = cw_pipeline_run((cw_pipeline *)h, n);
-        if (st == CW_SUCCESS) t->aux[k][i] += (long)n;
-        if (st == CW_SUCCESS) st = cw_pipeline_get_info((cw_pipeline *)h, &ps);
-        if (st == CW_SUCCESS)
-            EXPECT(t, (long)ps.iterations == t->aux[k][i], "a buffered pipeline with %llu iterations, want %ld",
-                   (unsigned long long)ps.iterations, t->aux[k][i]);
+        if (st == CW_ERROR_INTERNAL && f->fails && strstr(cw_last_error()->message, "(compute)")) {
+            /* a call failed on purpose: the iterations before it counted */
+            st = cw_pipeline_get_info((cw_pipeline *)h, &ps);
+            if (st == CW_SUCCESS)
+                EXPECT(t, (long)ps.iterations >= t->aux[k][i] && (long)ps.iterations < t->aux[k][i] + (long)n,
+                       "a failed run of %llu iterations left %llu, from %ld", (unsigned long long)n,
+                       (unsigned long long)ps.iterations, t->aux[k][i]);
+            if (st == CW_SUCCESS) t->aux[k][i] = (long)ps.iterations;
+            t->flow_failed++;
+        } else {
+            if (st == CW_SUCCESS) t->aux[k][i] += (long)n;
+            if (st == CW_SUCCESS) st = cw_pipeline_get_info((cw_pipeline *)h, &ps);
+            if (st == CW_SUCCESS)
+                EXPECT(t, (long)ps.iterations == t->aux[k][i], "a buffered pipeline with %llu iterations, want %ld",
+                       (unsigned long long)ps.iterations, t->aux[k][i]);
+        }
         t->flow_runs++;
         t->flow_checked += atomic_exchange(&f->checked, 0);
         t->flow_handed += atomic_exchange(&f->handed, 0);
@@ -594,10 +662,16 @@ static void destroy(Thread *t, int k, int i) {
     case K_PROGRAM: cw_program_destroy((cw_program **)&t->h[k][i]); break;
     case K_RESIDENT: cw_resident_destroy((cw_resident **)&t->h[k][i]); break;
     case K_PIPELINE: cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]); break;
-    case K_FLOW:
+    case K_FLOW: {
+        /* Its copies land in t->flow[i], which the next pipeline of the slot
+         * zeroes: wait for them (cw_pipeline_destroy does not). */
+        const cw_status synced = cw_pipeline_synchronize((cw_pipeline *)t->h[k][i]);
+        EXPECT(t, synced == CW_SUCCESS, "synchronizing a buffered pipeline: %s", cw_status_name(synced));
         cw_pipeline_destroy((cw_pipeline **)&t->h[k][i]);
+        cw_stream_pool_destroy(&t->flow[i].pool);
         flow_hazards(t); /* its buffers' frees */
         break;
+    }
     case K_CONTEXT: cw_context_destroy((cw_context **)&t->h[k][i]); break;
     case K_DEVSET: cw_device_group_destroy((cw_device_group **)&t->h[k][i]); break;
     }
@@ -831,9 +905,10 @@ static void test_model(void **state) {
     assert_cw_ok(cw_log_set_callback(NULL, NULL, CW_LOG_ERROR));
 
     long ops = 0, errors = 0, checked = 0, skipped = 0, leases = 0, created[K_COUNT] = {0}, destroyed[K_COUNT] = {0};
-    long flow_runs = 0, flow_checked = 0, flow_handed = 0, flow_busy = 0;
+    long flow_runs = 0, flow_checked = 0, flow_handed = 0, flow_busy = 0, flow_failed = 0;
     for (int i = 0; i < nthreads; i++) {
         flow_busy += th[i].flow_busy;
+        flow_failed += th[i].flow_failed;
         flow_runs += th[i].flow_runs;
         flow_checked += th[i].flow_checked;
         flow_handed += th[i].flow_handed;
@@ -856,9 +931,9 @@ static void test_model(void **state) {
     char htext[512];
     long lost = 0;
     const long hazards = fake_hazards(htext, sizeof htext, &lost) - hazards0;
-    printf("# model: buffered pipelines: %ld runs, %ld buffers handed out (%ld with unfinished work), %ld in-flight "
-           "checks, %ld holds of the GPU, %ld hazards%s%s\n",
-           flow_runs, flow_handed, flow_busy, flow_checked, atomic_load(&g_holds), hazards, hazards ? ", the last: " : "",
+    printf("# model: buffered pipelines: %ld runs (%ld failed on purpose), %ld buffers handed out (%ld with unfinished "
+           "work), %ld in-flight checks, %ld holds of the GPU, %ld hazards%s%s\n",
+           flow_runs, flow_failed, flow_handed, flow_busy, flow_checked, atomic_load(&g_holds), hazards, hazards ? ", the last: " : "",
            hazards ? htext : "");
     char last[160];
     const long violations = fake_violations(last, sizeof last) - violations0;

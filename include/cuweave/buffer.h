@@ -96,9 +96,10 @@ CW_API void cw_buffer_destroy(cw_buffer **b);
  * waits for it. s may be a stream of any context and any device (a peer
  * reading the buffer over peer access, or copying it: multi.h). Costs
  * one cuEventRecord on a pooled event. Any number of uses may be recorded;
- * a later use on the same stream replaces the earlier one (it covers it);
- * a buffer keeps 8 pending and folds older ones into its release stream's
- * waits.
+ * a use recorded later on the same stream replaces the earlier one (it
+ * covers it), whichever is recorded on the buffer first (uses recorded on
+ * one stream by two threads at once are both kept); a buffer keeps 8
+ * pending and folds older ones into its release stream's waits.
  * Returns:
  *   CW_SUCCESS                 the use is recorded.
  *   CW_ERROR_INVALID_ARGUMENT  b or s is NULL.

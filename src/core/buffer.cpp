@@ -251,13 +251,21 @@ cw_status buffer_attach(cw_buffer *b, Mark *m) {
     bool replaced = false;
     {
         SpinLock lock(b->lock);
-        // A use on the same stream covers the earlier one.
-        for (int i = 0; i < b->nuses && !replaced; i++)
-            if (mark_serial(b->uses[i]) == mark_serial(m)) {  // not the address: a later stream may reuse it
+        // A use recorded later on the same stream covers the earlier one
+        // (by the stream's serial, not its address: a later stream may
+        // reuse it). Not the order of attaching: two threads' calls on one
+        // stream attach in either order; marks they recorded at once are
+        // both kept.
+        for (int i = 0; i < b->nuses && !replaced; i++) {
+            if (mark_follows(m, b->uses[i])) {
                 out = b->uses[i];
                 b->uses[i] = m;
                 replaced = true;
+            } else if (b->uses[i] == m || mark_follows(b->uses[i], m)) {
+                out = m;  // kept already, or covered: the caller's reference goes
+                replaced = true;
             }
+        }
         if (!replaced) {
             if (b->nuses == kUses) {
                 out = b->uses[0];

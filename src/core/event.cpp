@@ -118,6 +118,8 @@ cw_status mark_record(cw_stream *s, Mark **out) {
         }
     }
     m->ev = ev;
+    // Every mark numbered up to `seen` was enqueued on s before this record.
+    const uint64_t seen = s->records.load(std::memory_order_acquire);
     cw_status st = on_stream(s, "cuEventRecord", [&] { return drv().cuEventRecord(m->ev, s->cu); });
     if (st != CW_SUCCESS) {
         mark_free(ctx, m);
@@ -130,6 +132,8 @@ cw_status mark_record(cw_stream *s, Mark **out) {
     context_retain(ctx);
     m->s = s;
     m->serial = s->serial;
+    m->after = seen;
+    m->number = s->records.fetch_add(1, std::memory_order_acq_rel) + 1;
     // After the record: a host wait on s numbered above this began after it.
     m->syncs = s->syncs_begun.load(std::memory_order_seq_cst);
     *out = m;

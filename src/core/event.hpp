@@ -45,6 +45,12 @@ struct Mark {
     const cw_stream *s;  // compared only, within a compute call (the stream is alive)
     uint64_t serial;     // the stream's serial: compared across time
     uint64_t syncs;      // the stream's host waits begun when it was recorded (mark_synced)
+    // Its place among the marks of its stream (cw_stream::records): its
+    // number, taken once its cuEventRecord returned, and the count seen
+    // before that call began (every mark numbered up to it was enqueued
+    // before this one; marks recorded at once by two threads are in no
+    // known order). mark_follows.
+    uint64_t number, after;
     Mark *next;          // in the pool's free list
 };
 
@@ -82,6 +88,13 @@ inline const cw_stream *mark_stream(const Mark *m) { return m->s; }
 // alive at once; test_flow_cpu asserts no growth per iteration).
 unsigned long marks_allocated();
 inline uint64_t mark_serial(const Mark *m) { return m->serial; }
+// True when m was recorded on the same stream as `earlier` and after it:
+// earlier's cuEventRecord had returned before m's began, so m finishing
+// means earlier did (the stream's order). False for marks of two threads
+// recorded at once, whose order on the stream is not known.
+inline bool mark_follows(const Mark *m, const Mark *earlier) {
+    return m->serial == earlier->serial && earlier->number <= m->after;
+}
 // Makes the release stream rel wait for m (or, when it cannot, the host),
 // then drops the caller's reference. False when neither could wait (a
 // faulted device).

@@ -61,9 +61,7 @@ cw_status grow(cw_stream_pool *p, cw_stream **out) {
         p->chunks[n / kChunk].store(chunk, std::memory_order_release);
     }
     cw_stream *s = nullptr;
-    CW_TRY(stream_new(p->ctx, p->flags, p->priority, false, &s));
-    s->pool = p;
-    s->index = n;
+    CW_TRY(stream_new(p->ctx, p->flags, p->priority, false, &s, p, n));  // its pool and slot set before it is live
     chunk[n % kChunk] = s;
     p->created.store(n + 1, std::memory_order_release);
     *out = s;

@@ -39,7 +39,8 @@ void note_capture_failure(const cw_stream *cs, CUresult r, const char *entry) {
     s->cap.noted.store(2, std::memory_order_release);
 }
 
-cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out) {
+cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out,
+                     cw_stream_pool *pool, uint32_t index) {
     HandleRoom room;
     CW_TRY(room.reserve());
     cw_stream *s = alloc_stream();
@@ -76,7 +77,9 @@ cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_
     s->holds_ctx = retain_ctx;
     if (retain_ctx) context_retain(ctx);
     s->serial = stream_serial();
-    room.publish(s);
+    s->pool = pool;
+    s->index = index;
+    room.publish(s);  // complete: live from here on
     *out = s;
     return CW_SUCCESS;
 }

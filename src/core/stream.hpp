@@ -46,6 +46,8 @@ struct cw_stream {
     // began is finished once that wait ended (mark_synced).
     std::atomic<uint64_t> syncs_begun{0};
     std::atomic<uint64_t> synced{0};
+    // Marks recorded on it (mark_record numbers each once its record returned).
+    std::atomic<uint64_t> records{0};
 };
 
 namespace cw {
@@ -86,8 +88,11 @@ inline cw_status on_stream(const cw_stream *s, const char *entry, F &&call) {
 }
 
 // Creates a stream object (driver stream + ordering event). retain_ctx: the
-// stream holds a context reference (false for pool streams).
-cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out);
+// stream holds a context reference (false for pool streams). pool, index:
+// the pool's slot it fills, set before the handle goes live (a stale copy
+// of a handle whose address it takes may read it from then on).
+cw_status stream_new(cw_context *ctx, unsigned flags, int priority, bool retain_ctx, cw_stream **out,
+                     cw_stream_pool *pool = nullptr, uint32_t index = 0);
 // Wraps a CUstream of ctx the caller owns (NULL, CU_STREAM_LEGACY and
 // CU_STREAM_PER_THREAD: the legacy stream of ctx).
 cw_status stream_wrap(cw_context *ctx, CUstream stream, cw_stream **out);

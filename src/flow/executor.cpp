@@ -77,6 +77,9 @@ cw_status finish_call(cw_pipeline *p, cw_operator *op, bool ok) {
     if (!op->call_marks.empty() && io->stream && mark_stream(op->call_marks[0]) == io->stream)
         for (Mark *w : io->waited) mark_cover(op->call_marks[0], w);
     for (cw_stream *s : io->touched) add_mark(s);
+    // Their ranks, now that they are recorded: the order of recording (with
+    // one executor thread), which the in-flight bound's shortcut relies on.
+    op->call_rank = p->mark_ranks.fetch_add(op->call_marks.size(), std::memory_order_relaxed);
     // Each buffer once (one received on two ports, or allocated and emitted).
     cw_buffer *seen[32];
     size_t nseen = 0;
@@ -190,17 +193,15 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
 cw_status mark_iteration(cw_pipeline *p, uint64_t it) {
     // Sinks first: waiting for a sink's mark marks what it covers finished,
     // so the waits for its upstream operators' marks cost nothing. Each
-    // entry's rank is its place in the order the marks were recorded in
-    // with one executor thread (operators in topological order, each call's
-    // marks in order): the list itself is not in that order.
-    uint64_t rank = p->ended_ranks;
-    for (int idx : p->topo) rank += p->ops[idx]->call_marks.size();
-    p->ended_ranks = rank;
+    // entry keeps its mark's rank, given as it was recorded (finish_call):
+    // the list itself is not in recording order, and an operator that did
+    // not run in this iteration (skipped, or after a failed run) lists the
+    // marks of an earlier call, recorded before this iteration's.
     for (size_t k = p->topo.size(); k-- > 0;) {
-        const Vec<Mark *> &marks = p->ops[p->topo[k]]->call_marks;
-        rank -= marks.size();
+        const cw_operator *op = p->ops[p->topo[k]];
+        const Vec<Mark *> &marks = op->call_marks;
         for (size_t j = 0; j < marks.size(); j++) {
-            if (!p->ended.push(cw_pipeline::Ended{it, marks[j], p->topo[k], rank + j}))
+            if (!p->ended.push(cw_pipeline::Ended{it, marks[j], p->topo[k], op->call_rank + j}))
                 return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
             mark_retain(marks[j]);
         }

@@ -104,6 +104,7 @@ struct cw_operator {
     bool resident_started;      // by a resident capture (stopped when the pipeline goes)
     std::atomic<uint64_t> ran;  // 1 + the global iteration of its last compute call (0: none)
     cw::Vec<cw::core::Mark *> call_marks;  // where its last compute call ended, per stream it used (references)
+    uint64_t call_rank;         // call_marks[j]'s rank is call_rank + j (cw_pipeline::mark_ranks)
     cw_future *waiter;          // wait_inputs
     cw_io io;
 };
@@ -119,11 +120,14 @@ struct cw_pipeline {
         uint64_t iteration;
         cw::core::Mark *mark;  // a reference
         int op;          // whose compute call it ended
-        uint64_t rank;   // with one executor thread: the order the marks were recorded in
+        uint64_t rank;   // its mark's (mark_ranks): with one executor thread, the order of recording
     };
     cw::Vec<Ended> ended;  // the end of recent iterations, per stream used (sinks first in each)
     size_t ended_head;     // ended[0, ended_head) are settled (moved out in bulk)
-    uint64_t ended_ranks;  // ranks given so far
+    // Ranks given to marks as finish_call records them: with one executor
+    // thread, the order they were recorded in (a skipped operator's marks
+    // keep the rank of the call that recorded them).
+    std::atomic<uint64_t> mark_ranks;
     cw::core::BufferCache *cache;  // buffers of cw_io_alloc, recycled
     cw::Vec<cw_operator *> ops;
     cw::Vec<cw::flow::Connection> conns;
