@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause
-# The Python wheel (bindings/python/setup.py) carries libcuweave.so.1: built
+# The Python wheel (bindings/python/setup.py) carries libcuweave.so.2: built
 # here (pip wheel, which builds the library with the Makefile), installed
 # with no index into a fresh venv, imported from another directory with no
 # CUWEAVE_* variable set: cuweave.version() is the header's and
@@ -24,7 +24,7 @@ got=$(cd "$tmp" && env -u CUWEAVE_LIBRARY -u CUWEAVE_LIBCUDA -u CUWEAVE_FAKE_DRI
     'import cuweave; print(cuweave.version(), cuweave.library()[0])')
 echo "import cuweave: $got"
 [ "$got" = "$want" ] || { echo "FAIL: expected [$want]"; exit 1; }
-so=$(ls "$tmp"/venv/lib/python3*/site-packages/cuweave/libcuweave.so.1)
+so=$(ls "$tmp"/venv/lib/python3*/site-packages/cuweave/libcuweave.so.2)
 needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
 echo "the bundled library needs: $needed"
 case $needed in *libstdc++*) echo "FAIL: the bundled library needs libstdc++"; exit 1 ;; esac

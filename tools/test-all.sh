@@ -51,7 +51,7 @@ else
 fi
 
 step "Python bindings (unittest, fake driver)"
-if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.2 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
     python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
     summary unittest python build/python-test.log 0; tail -3 build/python-test.log
 else
@@ -101,7 +101,7 @@ else
     fail_step nostdcxx "the meson -Dstatic_libstdcxx=true build failed"
 fi
 if make -j"$jobs" O=build/make-nostdcxx STATIC_LIBSTDCXX=1 lib >/dev/null \
-    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.1; then
+    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.2; then
     summary add make-nostdcxx no_libstdcxx_make PASS; echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
 else
     summary add make-nostdcxx no_libstdcxx_make FAIL; echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"

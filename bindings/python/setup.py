@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """The wheel carries the C library: `pip install ./bindings/python` (or
-`pip wheel`) builds libcuweave.so.1 from this source tree with the Makefile
+`pip wheel`) builds libcuweave.so.2 from this source tree with the Makefile
 (STATIC_LIBSTDCXX=1: it needs no libstdc++ at run time, only libc) and puts
 it in the package, which loads it first (cuweave/_lib.py). The wheel is
 tagged for the platform (py3-none-linux_<arch>: the Python code is pure, the
@@ -22,7 +22,7 @@ except ImportError:  # setuptools < 70.1
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SONAME = "libcuweave.so.1"
+SONAME = "libcuweave.so.2"
 
 
 class BuildPyWithLibrary(build_py):
