@@ -46,6 +46,7 @@ LIB_SRCS = \
 	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
 	src/api/cw_trace.cpp \
+	src/base/glibc_compat.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
