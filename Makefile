@@ -156,7 +156,7 @@ FFMPEG_EXAMPLES = ffmpeg_decode
 FFMPEG_GPU_TESTS = test_gpu_ffmpeg
 FFMPEG_CPU_TESTS = test_ffmpeg_cpu
 FFMPEG_BENCHES = bench_ffmpeg
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_jit_cache bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
