@@ -205,7 +205,8 @@ STATIC = $(O)/libcuweave.a
 PACKAGE_FILES = $(O)/cuweave.pc $(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
-all: lib programs examples tests benches headers
+HAVE_DOXYGEN := $(shell command -v doxygen 2>/dev/null)
+all: lib programs examples tests benches headers $(if $(HAVE_DOXYGEN),api-docs)
 lib: $(SHARED) $(STATIC) $(PACKAGE_FILES)
 programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
@@ -406,8 +407,11 @@ check: all
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%) \
 		$(if $(HAVE_FFMPEG),$(foreach t,$(FFMPEG_CPU_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
 
-# The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
-api-docs:
+# The API reference from the headers (Doxygen, warnings as errors, Returns:
+# blocks as lists, docs/api-mainpage.md its main page): $(O)/api/html, made
+# by `make` too where doxygen is installed; make install installs it.
+api-docs: $(O)/api/html/index.html
+$(O)/api/html/index.html: $(HEADERS) docs/api-mainpage.md tools/api-docs.sh tools/api-docs-filter.py
 	sh tools/api-docs.sh . $(O)/api
 
 # (exit 77, no usable GPU, is not a failure of make)
