@@ -7,7 +7,9 @@
 #   make example    build and run the main example
 #   make api-docs   the API reference from the headers (Doxygen): $(O)/api/html
 #   make info       build and run cuweave-info (what cuweave finds here; programs/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (LIBDIR=$(PREFIX)/lib64 etc.: below)
+#   make uninstall PREFIX=... DESTDIR=         removes what install installed
+#                   (the same variables) and the directories it left empty
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
 #   make fuzz CC=clang CXX=clang++ O=build-fuzz   the libFuzzer targets of
@@ -24,6 +26,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 BINDIR ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
+DOCDIR ?= $(PREFIX)/share/doc/cuweave
 PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
 
@@ -43,6 +46,7 @@ LIB_SRCS = \
 	src/api/cw_share.cpp \
 	src/api/cw_stream.cpp \
 	src/api/cw_trace.cpp \
+	src/base/glibc_compat.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
@@ -152,7 +156,7 @@ FFMPEG_EXAMPLES = ffmpeg_decode
 FFMPEG_GPU_TESTS = test_gpu_ffmpeg
 FFMPEG_CPU_TESTS = test_ffmpeg_cpu
 FFMPEG_BENCHES = bench_ffmpeg
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_jit_cache bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -198,10 +202,12 @@ LIB_CXXFLAGS += $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Wno-unknown-warning-opt
 endif
 SHARED = $(O)/$(SONAME)
 STATIC = $(O)/libcuweave.a
+PACKAGE_FILES = $(O)/cuweave.pc $(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake
 HAVE_CUDA_H := $(shell test -f $(CUDA_INCLUDE)/cuda.h && echo yes)
 
-all: lib programs examples tests benches headers
-lib: $(SHARED) $(STATIC) $(O)/cuweave.pc
+HAVE_DOXYGEN := $(shell command -v doxygen 2>/dev/null)
+all: lib programs examples tests benches headers $(if $(HAVE_DOXYGEN),api-docs)
+lib: $(SHARED) $(STATIC) $(PACKAGE_FILES)
 programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
 	$(if $(HAVE_FFMPEG),$(FFMPEG_EXAMPLES:%=$(O)/examples/%))
@@ -237,20 +243,27 @@ $(STATIC): $(OBJS)
 	rm -f $@
 	$(AR) rcs $@ $(OBJS)
 
-# Regenerated on every run: it carries PREFIX, which install may change.
+# cuweave.pc and the CMake package (cuweaveConfig.cmake, cuweaveConfigVersion.cmake):
+# the templates src/cuweave.pc.in and src/cuweaveConfig*.cmake.in, written by
+# tools/gen-package-files.sh as meson does; relocatable. Regenerated on every
+# run: they carry PREFIX, LIBDIR and INCLUDEDIR, which install may change.
 $(O)/cuweave.pc: FORCE
 	@mkdir -p $(O)
-	printf '%s\n' '# SPDX-License-Identifier: BSD-2-Clause' \
-		'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' 'license=BSD-2-Clause' \
-		'archive=$${libdir}/libcuweave.a' 'static_libs=$(LIBS_STATIC)' '' \
-		'Name: cuweave' 'Description: CUDA runtime with a C ABI: contexts, stream pools, ordering, graphs, a GPU-resident loop' \
-		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcuweave' 'Libs.private: $(LIBS_STATIC)' \
-		'Cflags: -I$${includedir}' > $@
+	sh tools/gen-package-files.sh . $(O) $(PREFIX) $(LIBDIR) $(INCLUDEDIR)
+$(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake: $(O)/cuweave.pc
 
-# Installed programs: the library beside them in $(O), in ../lib once installed.
-$(PROGRAMS:%=$(O)/%): $(O)/%: programs/%.c $(SHARED) $(HEADERS)
+# The installed programs' rpath: LIBDIR as seen from BINDIR ($$ORIGIN/../lib64
+# for LIBDIR=$(PREFIX)/lib64); the stamp changes, and the programs are linked
+# again, when that does.
+BIN_TO_LIB = $(shell realpath -m --relative-to=$(BINDIR) $(LIBDIR))
+$(O)/.rpath: FORCE
+	@mkdir -p $(O)
+	@echo '$(BIN_TO_LIB)' | cmp -s - $@ || echo '$(BIN_TO_LIB)' > $@
+
+# Installed programs: the library beside them in $(O), in LIBDIR once installed.
+$(PROGRAMS:%=$(O)/%): $(O)/%: programs/%.c $(SHARED) $(HEADERS) $(O)/.rpath
 	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(O) -l:$(SONAME) -ldl \
-		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
+		-Wl,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)'
 
 # Programs linking the shared library.
 $(O)/examples/%: examples/%.c examples/video_filter.h $(SHARED) $(HEADERS)
@@ -394,8 +407,11 @@ check: all
 		$(GPU_TESTS:%=$(O)/tests/%) $(GPU_CPP_TESTS:%=$(O)/tests/%) \
 		$(if $(HAVE_FFMPEG),$(foreach t,$(FFMPEG_CPU_TESTS),"$(O)/tests/$(t) $(O)/tests/libfakecuda.so") $(FFMPEG_GPU_TESTS:%=$(O)/tests/%))
 
-# The API reference from the headers (Doxygen, warnings as errors): $(O)/api/html.
-api-docs:
+# The API reference from the headers (Doxygen, warnings as errors, Returns:
+# blocks as lists, docs/api-mainpage.md its main page): $(O)/api/html, made
+# by `make` too where doxygen is installed; make install installs it.
+api-docs: $(O)/api/html/index.html
+$(O)/api/html/index.html: $(HEADERS) docs/api-mainpage.md tools/api-docs.sh tools/api-docs-filter.py
 	sh tools/api-docs.sh . $(O)/api
 
 # (exit 77, no usable GPU, is not a failure of make)
@@ -406,8 +422,14 @@ example: $(O)/examples/devices
 info: $(O)/cuweave-info
 	$(O)/cuweave-info || [ $$? -eq 77 ]
 
+# What install installs (uninstall removes the same): the library, the
+# headers, cuweave.pc, the CMake package, cuweave-info, and the docs (README,
+# CHANGELOG, LICENSE, docs/, and the API reference when make api-docs made it).
+DOC_FILES = README.md CHANGELOG.md LICENSE $(wildcard docs/*.md)
+DOC_IMAGES = $(wildcard docs/img/*)
 install: lib programs
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave \
+		$(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/docs/img
 	install -m 755 $(PROGRAMS:%=$(O)/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(HEADERS) $(filter-out include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/
 	install -m 644 $(filter include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp/
@@ -416,6 +438,28 @@ install: lib programs
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcuweave.so
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(O)/cuweave.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 $(O)/cuweaveConfig.cmake $(O)/cuweaveConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/cuweave/
+	install -m 644 $(filter-out docs/%,$(DOC_FILES)) $(DESTDIR)$(DOCDIR)/
+	install -m 644 $(filter docs/%,$(DOC_FILES)) $(DESTDIR)$(DOCDIR)/docs/
+	$(if $(DOC_IMAGES),install -m 644 $(DOC_IMAGES) $(DESTDIR)$(DOCDIR)/docs/img/)
+	if [ -f $(O)/api/html/index.html ]; then rm -rf $(DESTDIR)$(DOCDIR)/api && install -d $(DESTDIR)$(DOCDIR)/api \
+		&& cp -R $(O)/api/html $(DESTDIR)$(DOCDIR)/api/html; fi
+
+# Removes each file install installs, then each directory it made that is
+# left empty, up to (not including) PREFIX.
+uninstall:
+	rm -f $(PROGRAMS:%=$(DESTDIR)$(BINDIR)/%)
+	rm -f $(patsubst include/cuweave/%,$(DESTDIR)$(INCLUDEDIR)/cuweave/%,$(HEADERS) $(CPP_HEADERS))
+	rm -f $(DESTDIR)$(LIBDIR)/libcuweave.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libcuweave.so \
+		$(DESTDIR)$(LIBDIR)/libcuweave.a $(DESTDIR)$(LIBDIR)/pkgconfig/cuweave.pc \
+		$(DESTDIR)$(LIBDIR)/cmake/cuweave/cuweaveConfig.cmake $(DESTDIR)$(LIBDIR)/cmake/cuweave/cuweaveConfigVersion.cmake
+	rm -f $(patsubst %,$(DESTDIR)$(DOCDIR)/%,$(DOC_FILES) $(DOC_IMAGES))
+	rm -rf $(DESTDIR)$(DOCDIR)/api
+	@for d in $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/cuweave \
+		$(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/docs/img; do \
+		while [ "$$d" != "$(DESTDIR)$(PREFIX)" ] && [ "$$d" != / ] && [ -d "$$d" ] && rmdir "$$d" 2>/dev/null; do \
+			echo "rmdir $$d"; d=$$(dirname "$$d"); done; \
+	done
 
 clean:
 	rm -rf $(O)
@@ -426,5 +470,5 @@ print-%:
 
 -include $(OBJS:.o=.d)
 
-.PHONY: api-docs info programs all lib examples tests benches headers check example install clean fuzz FORCE
+.PHONY: api-docs info programs all lib examples tests benches headers check example install uninstall clean fuzz FORCE
 FORCE:

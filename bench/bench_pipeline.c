@@ -104,7 +104,7 @@
  *
  * Build (after `make -j16`):
  *   cc -std=c11 -Wall -Wextra -Werror -O2 -Iinclude -Itests -o bench_pipeline bench/bench_pipeline.c \
- *      build-make/libcuweave.so.1 -ldl -lpthread -lm
+ *      build-make/libcuweave.so.2 -ldl -lpthread -lm
  */
 #define _POSIX_C_SOURCE 200809L
 

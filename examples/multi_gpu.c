@@ -29,7 +29,7 @@
  * call fails or a value is wrong.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/multi_gpu.c \
- *      build-make/libcuweave.so.1 -o multi_gpu
+ *      build-make/libcuweave.so.2 -o multi_gpu
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>

@@ -33,7 +33,7 @@
  * Exits 77 without a GPU, 1 when a call fails or a value is wrong, else 0.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -Iinclude examples/multi_process.c \
- *      build-make/libcuweave.so.1 -o multi_process
+ *      build-make/libcuweave.so.2 -o multi_process
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

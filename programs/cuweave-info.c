@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,37 +24,6 @@
 #include <cuweave/cuweave.h>
 
 #define INFO_NO_GPU 77
-
-/* ---- the kernel cache: the directory the library uses by default ------- */
-
-/* The rule of cuweave/jit.h: CUWEAVE_CACHE_DIR ("" or "off": no disk
- * cache), else $XDG_CACHE_HOME/cuweave (an absolute XDG_CACHE_HOME), else
- * $HOME/.cache/cuweave. out "" when there is none. */
-static void cache_dir(char *out, size_t cap) {
-    const char *env = getenv("CUWEAVE_CACHE_DIR");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    out[0] = '\0';
-    if (env) {
-        if (*env && strcmp(env, "off") != 0) snprintf(out, cap, "%s", env);
-    } else if (xdg && *xdg == '/') {
-        snprintf(out, cap, "%s/cuweave", xdg);
-    } else if (home && *home) {
-        snprintf(out, cap, "%s/.cache/cuweave", home);
-    }
-}
-
-static unsigned long long g_cache_bytes, g_cache_files;
-
-static int count_file(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)path;
-    (void)ftw;
-    if (type == FTW_F && S_ISREG(st->st_mode)) {
-        g_cache_bytes += (unsigned long long)st->st_size;
-        g_cache_files++;
-    }
-    return 0;
-}
 
 /* ---- output ---------------------------------------------------------------- */
 
@@ -81,11 +49,38 @@ static const char *jbool(int b) { return b ? "true" : "false"; }
 
 static int usage(void) {
     fputs("usage: cuweave-info [--json]\n"
+          "       cuweave-info --clear-cache\n"
           "  prints the cuweave library, CUDA driver, NVRTC and NCCL versions, the kernel\n"
-          "  cache, and each GPU with its SMs, green-partition granularity and features.\n"
-          "  exit status: 0 a GPU is usable, 77 none is, 1 a query failed, 2 a bad argument\n",
+          "  cache (its directory, entries and bound), and each GPU with its SMs,\n"
+          "  green-partition granularity and features.\n"
+          "  exit status: 0 a GPU is usable, 77 none is, 1 a query failed, 2 a bad argument\n"
+          "  --clear-cache: removes the kernel cache's entries from its directory (the\n"
+          "  library's cw_jit_cache_clear_disk: nothing else there); exit status 0, or 1\n",
           stderr);
     return 2;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* --clear-cache: the library removes the entries (under the cache's lock). */
+static int clear_cache(void) {
+    cw_jit_cache_info ci;
+    if (cw_jit_cache_get_info(&ci) != CW_SUCCESS) {
+        printf("kernel cache: %s\n", cw_last_error()->message);
+        return 1;
+    }
+    if (!ci.dir[0]) {
+        printf("kernel cache: off (memory only): nothing to clear\n");
+        return 0;
+    }
+    uint64_t n = 0, bytes = 0;
+    const cw_status st = cw_jit_cache_clear_disk(&n, &bytes);
+    printf("kernel cache: %s: removed %llu entries (%.1f MiB)\n", ci.dir, (unsigned long long)n, mib(bytes));
+    if (st != CW_SUCCESS) {
+        printf("kernel cache: %s: %s\n", cw_status_name(st), cw_last_error()->message);
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -93,6 +88,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[i], "--clear-cache") == 0 && argc == 2)
+            return clear_cache();
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage();
             return 0;
@@ -113,12 +110,12 @@ int main(int argc, char **argv) {
     Dl_info dl;
     const char *lib_path = dladdr((void *)&cw_version, &dl) && dl.dli_fname ? dl.dli_fname : NULL;
 
-    /* the kernel cache */
-    char dir[1024];
-    cache_dir(dir, sizeof dir);
-    struct stat st;
-    const int dir_exists = dir[0] && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-    if (dir_exists) nftw(dir, count_file, 16, FTW_PHYS);
+    /* the kernel cache: the library's directory, its entries (nothing else
+     * in the directory is counted) and its bound */
+    cw_jit_cache_info ci;
+    memset(&ci, 0, sizeof ci);
+    if (cw_jit_cache_get_info(&ci) != CW_SUCCESS) failed = 1;
+    const char *dir = ci.dir;
 
     /* the driver and the devices */
     const cw_status init = cw_init();
@@ -162,8 +159,9 @@ int main(int argc, char **argv) {
             fputs(",\n  \"nccl\": null", stdout);
         fputs(",\n  \"kernel_cache\": {\"dir\": ", stdout);
         json_str(dir[0] ? dir : NULL);
-        printf(", \"exists\": %s, \"files\": %llu, \"bytes\": %llu}", jbool(dir_exists), g_cache_files,
-               g_cache_bytes);
+        printf(", \"exists\": %s, \"trusted\": %s, \"files\": %llu, \"bytes\": %llu, \"max_bytes\": %llu}",
+               jbool(ci.exists), jbool(ci.trusted), (unsigned long long)ci.entries, (unsigned long long)ci.bytes,
+               (unsigned long long)ci.max_bytes);
         printf(",\n  \"gpu_usable\": %s,\n  \"status\": \"%s\",\n  \"reason\": ", jbool(usable),
                cw_status_name(init));
         json_str(usable ? NULL : (reason[0] ? reason : "no CUDA device"));
@@ -190,11 +188,13 @@ int main(int argc, char **argv) {
         if (versions_error[0]) printf("versions: %s\n", versions_error);
         if (!dir[0])
             printf("kernel cache: off (memory only)\n");
-        else if (dir_exists)
-            printf("kernel cache: %s (%llu files, %.1f MiB)\n", dir, g_cache_files,
-                   (double)g_cache_bytes / (1024.0 * 1024.0));
+        else if (ci.exists && !ci.trusted)
+            printf("kernel cache: %s (not used: it must belong to this user and be writable by it alone)\n", dir);
+        else if (ci.exists)
+            printf("kernel cache: %s (%llu entries, %.1f MiB of at most %.0f MiB)\n", dir,
+                   (unsigned long long)ci.entries, mib(ci.bytes), mib(ci.max_bytes));
         else
-            printf("kernel cache: %s (not created yet)\n", dir);
+            printf("kernel cache: %s (not created yet; at most %.0f MiB)\n", dir, mib(ci.max_bytes));
         if (!usable)
             printf("no usable GPU (%s): %s\n", cw_status_name(init), reason[0] ? reason : "no CUDA device");
         else

@@ -15,7 +15,7 @@ one a line: the name, then the reason (# starts a comment).
 
 The wrappers stay header-only, with no ABI of their own: no file of DIR/src
 includes them, and (with --lib) the library defines no symbol of their
-namespace (cw::v0_2).
+namespace (cw::v0_3).
 
 Fails (exit 1), saying which, when a C function is neither wrapped nor
 listed, when a listed name is not a C function or is wrapped after all (the
@@ -93,7 +93,7 @@ def wrapper_symbols(lib):
     """Symbols of the wrappers' namespace that the library defines."""
     text = subprocess.run(["nm", "-C", "--defined-only", lib], check=True, capture_output=True,
                           text=True).stdout
-    return sorted({line.split(None, 2)[-1] for line in text.splitlines() if "cw::v0_2::" in line})
+    return sorted({line.split(None, 2)[-1] for line in text.splitlines() if "cw::v0_3::" in line})
 
 
 def exports(lib):

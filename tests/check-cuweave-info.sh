@@ -10,8 +10,12 @@
 #    of 132 SMs, green partitions of 8 in steps of 8, the resident loop and
 #    green contexts available; without conditional nodes the resident loop
 #    is not;
-#  - the kernel cache: CUWEAVE_CACHE_DIR with two files of 100 and 50 bytes
-#    gives 2 files, 150 bytes; "off" gives a null directory;
+#  - the kernel cache, through the library (cw_jit_cache_get_info): with
+#    CUWEAVE_CACHE_DIR holding two entries of 100 and 50 bytes, a file of
+#    another name and a directory of files (a virtual environment someone
+#    put there), 2 files, 150 bytes and the bound (256 MiB); the text says
+#    "2 entries"; --clear-cache removes the two entries and nothing else
+#    (exit 0, "removed 2 entries"); "off" gives a null directory;
 #  - a bad argument: exit 2.
 set -u
 info=$1 fake=$2 root=$3
@@ -58,11 +62,20 @@ CUWEAVE_LIBCUDA=$fake "$info" --json > "$tmp/j"
 check "no conditional nodes: no resident loop" "False resident loop not available (needs conditional nodes, CUDA 12.3); green contexts available" \
     "$(json "$tmp/j" '"%s %s" % (j["resident_loop"], j["verdict"])')"
 
-mkdir -p "$tmp/cache/ab"
-head -c 100 /dev/zero > "$tmp/cache/ab/one"; head -c 50 /dev/zero > "$tmp/cache/two"
+mkdir -p "$tmp/cache/plot-venv/lib"
+chmod 700 "$tmp/cache"
+e1=$tmp/cache/$(printf '%064d' 1).cwk e2=$tmp/cache/$(printf '%064d' 2).cwk
+head -c 100 /dev/zero > "$e1"; head -c 50 /dev/zero > "$e2"
+head -c 4000 /dev/zero > "$tmp/cache/plot-venv/lib/matplotlib.so"; head -c 7 /dev/zero > "$tmp/cache/notes.txt"
 CUWEAVE_CACHE_DIR=$tmp/cache CUWEAVE_LIBCUDA=$fake "$info" --json > "$tmp/j"
-check "the cache's files and bytes" "$tmp/cache True 2 150" \
-    "$(json "$tmp/j" '"%s %s %d %d" % (j["kernel_cache"]["dir"], j["kernel_cache"]["exists"], j["kernel_cache"]["files"], j["kernel_cache"]["bytes"])')"
+check "the cache's entries, bytes and bound" "$tmp/cache True True 2 150 268435456" \
+    "$(json "$tmp/j" '"%s %s %s %d %d %d" % tuple(j["kernel_cache"][k] for k in ("dir", "exists", "trusted", "files", "bytes", "max_bytes"))')"
+CUWEAVE_CACHE_DIR=$tmp/cache CUWEAVE_LIBCUDA=$fake "$info" | grep -q "^kernel cache: $tmp/cache (2 entries, 0.0 MiB of at most 256 MiB)"
+check "the cache, text" 0 $?
+out=$(CUWEAVE_CACHE_DIR=$tmp/cache "$info" --clear-cache); rc=$?
+check "--clear-cache" "0 kernel cache: $tmp/cache: removed 2 entries (0.0 MiB)" "$rc $out"
+check "--clear-cache removed the entries and nothing else" "no no yes yes" \
+    "$(for f in "$e1" "$e2" "$tmp/cache/plot-venv/lib/matplotlib.so" "$tmp/cache/notes.txt"; do [ -e "$f" ] && printf 'yes ' || printf 'no '; done | sed 's/ $//')"
 CUWEAVE_CACHE_DIR=off CUWEAVE_LIBCUDA=$fake "$info" --json > "$tmp/j"
 check "the cache off" None "$(json "$tmp/j" 'j["kernel_cache"]["dir"]')"
 CUWEAVE_CACHE_DIR=off CUWEAVE_LIBCUDA=$fake "$info" | grep -q '^kernel cache: off'; check "the cache off, text" 0 $?

@@ -8,12 +8,12 @@
 # Usage: check-trace-plot.sh SRCDIR TEST_TRACE_CPU LIBFAKECUDA
 # The Python with matplotlib: $CUWEAVE_PLOT_PYTHON, else the virtual
 # environment tools/setup.sh makes ($CUWEAVE_PLOT_VENV, default
-# ~/.cache/cuweave/plot-venv), else python3. Without matplotlib: skipped
+# ~/.cache/cuweave-dev/plot-venv), else python3. Without matplotlib: skipped
 # (exit 77), or a failure when CUWEAVE_TESTS_NEED_MATPLOTLIB=1 (CI).
 set -eu
 src=$1 exe=$2 fake=$3
 py=""
-for p in "${CUWEAVE_PLOT_PYTHON:-}" "${CUWEAVE_PLOT_VENV:-$HOME/.cache/cuweave/plot-venv}/bin/python3" python3; do
+for p in "${CUWEAVE_PLOT_PYTHON:-}" "${CUWEAVE_PLOT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cuweave-dev/plot-venv}/bin/python3" python3; do
     [ -n "$p" ] || continue
     if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import matplotlib' >/dev/null 2>&1; then py=$p; break; fi
 done

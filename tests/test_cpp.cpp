@@ -672,21 +672,21 @@ static_assert(std::is_same<decltype(cw::defaults<cw_pipeline_settings>()), cw_pi
 // Each mode's definitions in an inline namespace of their own (test_cpp_modes
 // links both into one program); what both define alike is shared.
 #ifdef CW_HPP_NO_EXCEPTIONS
-static_assert(std::is_same<cw::stream, cw::v0_2::noexc::stream>::value &&
-                  std::is_same<cw::kernel, cw::v0_2::noexc::kernel>::value,
-              "no exceptions: cw::v0_2::noexc");
+static_assert(std::is_same<cw::stream, cw::v0_3::noexc::stream>::value &&
+                  std::is_same<cw::kernel, cw::v0_3::noexc::kernel>::value,
+              "no exceptions: cw::v0_3::noexc");
 #else
-static_assert(std::is_same<cw::stream, cw::v0_2::exc::stream>::value &&
-                  std::is_same<cw::error, cw::v0_2::exc::error>::value,
-              "exceptions: cw::v0_2::exc");
+static_assert(std::is_same<cw::stream, cw::v0_3::exc::stream>::value &&
+                  std::is_same<cw::error, cw::v0_3::exc::error>::value,
+              "exceptions: cw::v0_3::exc");
 #endif
-static_assert(std::is_same<cw::status, cw::v0_2::status>::value &&
-                  std::is_same<cw::result<int>, cw::v0_2::result<int>>::value &&
-                  std::is_same<cw::dims, cw::v0_2::dims>::value &&
-                  std::is_same<cw::priority_range, cw::v0_2::priority_range>::value,
+static_assert(std::is_same<cw::status, cw::v0_3::status>::value &&
+                  std::is_same<cw::result<int>, cw::v0_3::result<int>>::value &&
+                  std::is_same<cw::dims, cw::v0_3::dims>::value &&
+                  std::is_same<cw::priority_range, cw::v0_3::priority_range>::value,
               "shared by both modes");
-static_assert(CW_VERSION_MAJOR == 0 && CW_VERSION_MINOR == 2,
-              "a new release: rename the inline namespace v0_2 of the C++ wrappers if they changed, and this check");
+static_assert(CW_VERSION_MAJOR == 0 && CW_VERSION_MINOR == 3,
+              "a new release: rename the inline namespace v0_3 of the C++ wrappers if they changed, and this check");
 
 static void test_compile_time(void **) {
     // Everything here was checked by the compiler (static_asserts above);

@@ -4,8 +4,8 @@
 // -fno-exceptions) uses the same wrappers (cw::context, cw::stream,
 // cw::future, cw::device_count, cw::init) without. The two modes give the
 // same functions different return types; cuweave.hpp puts each mode's
-// definitions in an inline namespace of its own (cw::v0_2::exc,
-// cw::v0_2::noexc), so the program breaks no one-definition rule. Checks:
+// definitions in an inline namespace of its own (cw::v0_3::exc,
+// cw::v0_3::noexc), so the program breaks no one-definition rule. Checks:
 //  - each unit sees its own definition of each wrapper function (their
 //    addresses differ: with one mangled name for both modes the linker would
 //    keep one definition for both units);

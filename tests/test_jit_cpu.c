@@ -21,6 +21,11 @@
  *    a valid hash is not loaded); directories the library makes are 0700;
  *    a corrupt file is removed only if it is still the one read (a
  *    writer's entry renamed into place in between survives);
+ *  - the cache seen and cleared (issue 40): cw_jit_cache_get_info counts
+ *    only entry files; cw_jit_cache_clear_disk removes them (and stale
+ *    temporaries) and nothing else, under the cache's lock; a write below
+ *    the bound reads no directory (the running account), one past it reads
+ *    it once and evicts down to 7/8;
  *  - without NVRTC the compile says so;
  *  - modules and built-ins need the library API (the fake has none).
  *
@@ -32,8 +37,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1120,6 +1128,298 @@ static void test_sha256(void **state) {
     free(buf);
 }
 
+/* ---- the cache seen and cleared (issue 40) ------------------------------------- */
+
+/* n files with entries' names (keys base..base+n-1) of `size` bytes each,
+ * modified `age` seconds ago: counted and evicted as entries, never loaded
+ * (no compile has their keys). */
+static void plant_named(const char *dir, int base, int n, size_t size, int age) {
+    static char junk[8192];
+    assert_true(size <= sizeof junk);
+    memset(junk, 'j', size);
+    const time_t when = time(NULL) - age;
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%064x.cwk", dir, base + i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, junk, size), (ssize_t)size);
+        struct timespec t[2] = {{when, 0}, {when, 0}};
+        futimens(fd, t);
+        close(fd);
+    }
+}
+
+static void write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static cw_jit_cache_info cache_info(void) {
+    cw_jit_cache_info i;
+    memset(&i, 0xab, sizeof i);
+    assert_cw_ok(cw_jit_cache_get_info(&i));
+    for (size_t k = 0; k < sizeof i.reserved; k++) assert_int_equal(i.reserved[k], 0);
+    return i;
+}
+
+/* The account in dir/cache.lock: bytes, entries (-1, -1 when none). */
+static void read_account(const char *dir, long long *bytes, long long *entries) {
+    char path[1024];
+    unsigned char a[32];
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    *bytes = *entries = -1;
+    if (read_file(path, a, sizeof a) != 32 || memcmp(a, "CWKA", 4) != 0) return;
+    uint64_t b, e;
+    memcpy(&b, a + 8, 8);
+    memcpy(&e, a + 16, 8);
+    *bytes = (long long)b;
+    *entries = (long long)e;
+}
+
+/* cw_jit_cache_get_info: the directory in force, its bound, and only its
+ * entry files counted (not a virtual environment or notes someone put
+ * there); off, missing, untrusted. */
+static void test_cache_info(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "info");
+    rmdir(dir);
+    use_dir(dir, 5u << 20);
+    cw_jit_cache_info i = cache_info();
+    assert_string_equal(i.dir, dir);
+    assert_int_equal(i.max_bytes, 5u << 20);
+    assert_int_equal(i.exists, 0);
+    assert_int_equal(i.trusted, 0);
+    assert_int_equal(i.entries, 0);
+    assert_int_equal(i.memory, 1);
+    struct stat st;
+    assert_int_not_equal(stat(dir, &st), 0); /* asking created nothing */
+    cw_program *p = compile_with("extern \"C\" __global__ void info_a() {}\n", NULL);
+    cw_program_destroy(&p);
+    p = compile_with("extern \"C\" __global__ void info_b() {}\n", NULL);
+    cw_program_destroy(&p);
+    long bytes = 0;
+    assert_int_equal(count_files(dir, ".cwk", &bytes), 2);
+    /* not entries: a file of another name, a directory of files, a link */
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    write_file(path, "not an entry\n");
+    snprintf(path, sizeof path, "%s/plot-venv", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/plot-venv/%064x.cwk", dir, 7);
+    write_file(path, "inside a subdirectory\n");
+    snprintf(path, sizeof path, "%s/%064x.cwk", dir, 8);
+    assert_int_equal(symlink("/etc/passwd", path), 0);
+    i = cache_info();
+    assert_int_equal(i.exists, 1);
+    assert_int_equal(i.trusted, 1);
+    assert_int_equal(i.entries, 2);
+    assert_int_equal(i.bytes, (uint64_t)bytes);
+    long long ab, ae;
+    read_account(dir, &ab, &ae);
+    assert_int_equal(ab, bytes);
+    assert_int_equal(ae, 2);
+    /* an untrusted directory: reported, not read */
+    assert_int_equal(chmod(dir, 0770), 0);
+    const cw_jit_stats s0 = stats();
+    i = cache_info();
+    assert_int_equal(i.exists, 1);
+    assert_int_equal(i.trusted, 0);
+    assert_int_equal(i.entries, 0);
+    assert_int_equal(stats().disk_untrusted, s0.disk_untrusted); /* asking is not a refused lookup */
+    chmod(dir, 0700);
+    /* the environment's directory when none is configured; off */
+    cw_jit_cache_settings s;
+    cw_jit_cache_settings_default(&s);
+    assert_cw_ok(cw_jit_cache_configure(&s));
+    i = cache_info();
+    assert_string_equal(i.dir, g_root);
+    assert_int_equal(i.max_bytes, 256u << 20);
+    use_dir("off", 0);
+    i = cache_info();
+    assert_string_equal(i.dir, "");
+    assert_int_equal(i.exists + i.trusted + (int)i.entries + (int)i.bytes, 0);
+    assert_int_equal(cw_jit_cache_get_info(NULL), CW_ERROR_INVALID_ARGUMENT);
+    cw_jit_cache_clear_memory();
+}
+
+/* cw_jit_cache_clear_disk removes the entries and writers' stale
+ * temporaries, nothing else; the next compile compiles; refused for an
+ * untrusted directory (nothing removed). */
+static void test_cache_clear_disk(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "clear");
+    use_dir(dir, 0);
+    const char *src = "extern \"C\" __global__ void cleared() {}\n";
+    cw_program *p = compile_with(src, NULL);
+    cw_program_destroy(&p);
+    plant_named(dir, 1, 4, 1000, 0);
+    long bytes = 0;
+    assert_int_equal(count_files(dir, ".cwk", &bytes), 5);
+    snprintf(path, sizeof path, "%s/keep.txt", dir);
+    write_file(path, "kept\n");
+    snprintf(path, sizeof path, "%s/sub", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/sub/%064x.cwk", dir, 9);
+    write_file(path, "kept too\n");
+    char fresh_tmp[1024], stale_tmp[1024];
+    snprintf(fresh_tmp, sizeof fresh_tmp, "%s/%064x.cwk.tmp.1.1", dir, 1);
+    write_file(fresh_tmp, "a write in progress");
+    snprintf(stale_tmp, sizeof stale_tmp, "%s/%064x.cwk.tmp.1.2", dir, 1);
+    write_file(stale_tmp, "a writer that died");
+    struct timespec t[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    utimensat(AT_FDCWD, stale_tmp, t, 0);
+    /* untrusted: refused, nothing removed */
+    chmod(dir, 0770);
+    uint64_t n = 99, b = 99;
+    assert_int_equal(cw_jit_cache_clear_disk(&n, &b), CW_ERROR_NOT_PERMITTED);
+    assert_non_null(strstr(cw_last_error()->message, "not trusted"));
+    assert_int_equal(count_files(dir, ".cwk", NULL), 5);
+    chmod(dir, 0700);
+    n = b = 99;
+    assert_cw_ok(cw_jit_cache_clear_disk(&n, &b));
+    assert_int_equal(n, 5);
+    assert_int_equal(b, (uint64_t)bytes);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0);
+    assert_int_equal(file_size(fresh_tmp) > 0, 1);
+    assert_int_equal(file_size(stale_tmp), -1);
+    snprintf(path, sizeof path, "%s/keep.txt", dir);
+    assert_int_equal(file_size(path), 5);
+    snprintf(path, sizeof path, "%s/sub/%064x.cwk", dir, 9);
+    assert_int_equal(file_size(path), 9);
+    long long ab, ae;
+    read_account(dir, &ab, &ae);
+    assert_int_equal(ab, 0);
+    assert_int_equal(ae, 0);
+    assert_int_equal(cache_info().entries, 0);
+    /* the memory cache is left alone; emptied too, the next compile compiles and writes */
+    p = compile_with(src, NULL);
+    assert_int_equal(info_of(p).source, CW_FROM_MEMORY);
+    cw_program_destroy(&p);
+    cw_jit_cache_clear_memory();
+    const long c0 = nv_compiles();
+    p = compile_with(src, NULL);
+    assert_int_equal(info_of(p).source, CW_FROM_COMPILE);
+    cw_program_destroy(&p);
+    assert_int_equal(nv_compiles(), c0 + 1);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 1);
+    assert_cw_ok(cw_jit_cache_clear_disk(NULL, NULL)); /* both may be NULL */
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0);
+    /* missing directory, disk cache off: nothing to remove */
+    snprintf(path, sizeof path, "%s/never-made", g_root);
+    use_dir(path, 0);
+    assert_cw_ok(cw_jit_cache_clear_disk(&n, &b));
+    assert_int_equal(n + b, 0);
+    use_dir("off", 0);
+    n = b = 7;
+    assert_cw_ok(cw_jit_cache_clear_disk(&n, &b));
+    assert_int_equal(n + b, 0);
+    cw_jit_cache_clear_memory();
+}
+
+struct clear_arg {
+    atomic_int done;
+    uint64_t n;
+    cw_status st;
+};
+
+static void *clear_thread(void *p) {
+    struct clear_arg *a = p;
+    a->st = cw_jit_cache_clear_disk(&a->n, NULL);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* The clear holds the cache's lock (cache.lock, the one a write takes to
+ * keep the bound): while another holder has it, the clear waits and
+ * removes nothing. */
+static void test_cache_clear_takes_the_lock(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "clearlock");
+    use_dir(dir, 0);
+    cw_program *p = compile_with("extern \"C\" __global__ void locked() {}\n", NULL);
+    cw_program_destroy(&p);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    const int lfd = open(path, O_RDWR);
+    assert_true(lfd >= 0);
+    assert_int_equal(flock(lfd, LOCK_EX), 0);
+    struct clear_arg a = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, clear_thread, &a), 0);
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(atomic_load(&a.done), 0);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 1); /* nothing removed while the lock is held */
+    flock(lfd, LOCK_UN);
+    close(lfd);
+    pthread_join(t, NULL);
+    assert_cw_ok(a.st);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(count_files(dir, ".cwk", NULL), 0);
+    cw_jit_cache_clear_memory();
+}
+
+/* A write below the bound does not read the directory (the running
+ * account): with 2,000 planted entries, the first write reads it once (no
+ * account yet), the next 20 none; the account equals what is there. Past
+ * the bound, one read and eviction of the oldest down to 7/8 of it, the
+ * entry just written kept. */
+static void test_write_keeps_an_account(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "account");
+    plant_named(dir, 1, 2000, 512, 100);
+    use_dir(dir, 64u << 20);
+    const unsigned long long r0 = cwi_jit_disk_scans();
+    char src[128];
+    cw_program *p;
+    for (int i = 0; i < 21; i++) {
+        snprintf(src, sizeof src, "extern \"C\" __global__ void acct%d() {}\n", i);
+        p = compile_with(src, NULL);
+        cw_program_destroy(&p);
+        if (i == 0) assert_int_equal(cwi_jit_disk_scans(), r0 + 1);
+    }
+    assert_int_equal(cwi_jit_disk_scans(), r0 + 1);
+    long bytes = 0;
+    assert_int_equal(count_files(dir, ".cwk", &bytes), 2021);
+    long long ab, ae;
+    read_account(dir, &ab, &ae);
+    assert_int_equal(ab, bytes);
+    assert_int_equal(ae, 2021);
+    /* past the bound: one read, the oldest evicted down to 7/8 of it */
+    const uint64_t bound = (uint64_t)bytes - 100 * 512;
+    use_dir(dir, bound);
+    const cw_jit_stats e0 = stats();
+    const unsigned long long r1 = cwi_jit_disk_scans();
+    p = compile_with("extern \"C\" __global__ void acct_over() {}\n", NULL);
+    char key[65];
+    memcpy(key, info_of(p).key, 65);
+    cw_program_destroy(&p);
+    assert_int_equal(cwi_jit_disk_scans(), r1 + 1);
+    long after = 0;
+    const int left = count_files(dir, ".cwk", &after);
+    if ((uint64_t)after > bound - bound / 8)
+        fail_msg("%ld bytes left, more than 7/8 of the bound %llu", after, (unsigned long long)bound);
+    assert_true(stats().evictions - e0.evictions >= 300);
+    char path[1024];
+    entry_file(dir, key, path, sizeof path);
+    assert_true(file_size(path) > 0); /* the newest stays */
+    for (int i = 0; i < 21; i++) { /* the compiled ones are newer than every planted one */
+        snprintf(src, sizeof src, "extern \"C\" __global__ void acct%d() {}\n", i);
+        p = compile_with(src, NULL);
+        entry_file(dir, info_of(p).key, path, sizeof path);
+        cw_program_destroy(&p);
+    }
+    read_account(dir, &ab, &ae);
+    assert_int_equal(ab, after);
+    assert_int_equal(ae, left);
+    cw_jit_cache_clear_memory();
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -1167,6 +1467,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_disk_created_mode),
         cmocka_unit_test(test_disk_reject_race),
         cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_cache_info),
+        cmocka_unit_test(test_cache_clear_disk),
+        cmocka_unit_test(test_cache_clear_takes_the_lock),
+        cmocka_unit_test(test_write_keeps_an_account),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     char cmd[512];

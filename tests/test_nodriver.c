@@ -345,6 +345,15 @@ static void test_jit_without_driver(void **state) {
     assert_cw_ok(cw_jit_get_stats(&js));
     assert_int_equal(js.compiles + js.memory_hits + js.disk_hits, 0);
     cw_jit_cache_clear_memory();
+    /* the disk cache is off here: nothing there, nothing to clear */
+    cw_jit_cache_info ci;
+    assert_cw_ok(cw_jit_cache_get_info(&ci));
+    assert_string_equal(ci.dir, "");
+    assert_int_equal(ci.entries + ci.bytes, 0);
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_jit_cache_get_info(NULL));
+    uint64_t cleared = 9;
+    assert_cw_ok(cw_jit_cache_clear_disk(&cleared, NULL));
+    assert_int_equal(cleared, 0);
     cw_clear_error();
     assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_kernel_preload(NULL, NULL));
     assert_string_equal(cw_last_error()->function, "cw_kernel_preload");

@@ -74,7 +74,7 @@ if [ "${1:-}" != quick ] && command -v compute-sanitizer >/dev/null; then
 fi
 
 # Python bindings on the GPU (CuPy interop)
-CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.1 python3 -m unittest discover -s bindings/python/tests \
+CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.2 python3 -m unittest discover -s bindings/python/tests \
     -p 'test_gpu_*.py' -v > "$OUT/python-gpu.log" 2>&1
 note "python GPU tests: exit $? ($(grep -E '^(OK|FAILED)' "$OUT/python-gpu.log" | tail -1))"
 

@@ -3,7 +3,9 @@
 # Installs what building and testing cuweave needs on a fresh Debian (or
 # Ubuntu) machine: a C/C++ toolchain, meson, ninja, pkg-config, CMocka,
 # valgrind, python3-venv (the wheel's check; matplotlib's environment),
-# doxygen (the API reference),
+# doxygen (the API reference), cmake (the CMake consumer of the installed
+# package), abigail-tools (abidw and abidiff: the ABI check against the last
+# release, tools/abi-check.sh),
 # clang with libFuzzer and the sanitizer runtimes for the fuzz
 # targets (tools/fuzz.sh; Debian 12 packs those in libclang-rt-dev, older
 # releases with clang itself), and FFmpeg's development packages (the
@@ -14,17 +16,18 @@
 # (default 600), trying again every SETUP_LOCK_POLL seconds (default 5),
 # before it gives up.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen libavformat-dev libavcodec-dev libavutil-dev"
+pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3-venv file valgrind clang doxygen cmake abigail-tools libavformat-dev libavcodec-dev libavutil-dev"
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }
 # matplotlib for tools/trace_plot.py (its test renders PNGs from traces), from
 # PyPI with pip into a virtual environment of its own, $CUWEAVE_PLOT_VENV
-# (default ~/.cache/cuweave/plot-venv; Debian's python3 is externally
-# managed). SETUP_PLOT=0 skips it.
+# (default ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/plot-venv: the
+# developers' tools, beside the kernel cache's directory ~/.cache/cuweave,
+# never in it; Debian's python3 is externally managed). SETUP_PLOT=0 skips it.
 plot_env() {
     [ "${SETUP_PLOT:-1}" = 0 ] && return 0
-    venv=${CUWEAVE_PLOT_VENV:-$HOME/.cache/cuweave/plot-venv}
+    venv=${CUWEAVE_PLOT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cuweave-dev/plot-venv}
     if "$venv/bin/python3" -c 'import matplotlib' >/dev/null 2>&1; then
         echo "setup: matplotlib already in $venv"
         return 0

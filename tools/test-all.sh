@@ -51,7 +51,7 @@ else
 fi
 
 step "Python bindings (unittest, fake driver)"
-if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.1 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
+if CUWEAVE_TESTS_NEED_FAKE=1 CUWEAVE_LIBRARY=build/make/libcuweave.so.2 CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
     python3 -m unittest discover -s bindings/python/tests -v > build/python-test.log 2>&1; then
     summary unittest python build/python-test.log 0; tail -3 build/python-test.log
 else
@@ -59,9 +59,9 @@ else
 fi
 
 step "Python types: mypy --strict over the package and its examples (mypy from PyPI, in a venv of its own)"
-# $CUWEAVE_MYPY_VENV (default ~/.cache/cuweave/mypy-venv), made and filled once; mypy is pinned so that a
+# $CUWEAVE_MYPY_VENV (default ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/mypy-venv, beside the kernel cache's directory, not in it), made and filled once; mypy is pinned so that a
 # new release cannot fail a run that changed nothing.
-mypy_venv=${CUWEAVE_MYPY_VENV:-$HOME/.cache/cuweave/mypy-venv}
+mypy_venv=${CUWEAVE_MYPY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cuweave-dev/mypy-venv}
 mypy_pin=mypy==2.4.1
 if ! "$mypy_venv/bin/python3" -c 'import mypy.version, sys; sys.exit(mypy.version.__version__ != sys.argv[1])' \
         "${mypy_pin#mypy==}" >/dev/null 2>&1; then
@@ -78,11 +78,42 @@ else
     fail_step python-types "mypy could not be installed into $mypy_venv (build/mypy.log)"; tail -20 build/mypy.log
 fi
 
-step "Python wheel: built with the library inside, installed into a fresh venv, imported with no variable set"
-if sh tests/check-wheel.sh . > build/wheel.log 2>&1; then
-    summary add python-wheel python_wheel PASS; tail -3 build/wheel.log
+step "Python wheel: sdist and a wheel built from it by meson-python, auditwheel show, twine check; installed into a fresh venv, imported with no variable set, the Python tests against it (tests/check-wheel.sh)"
+if sh tests/check-wheel.sh . build/make/tests > build/wheel.log 2>&1; then
+    summary add python-wheel python_wheel PASS; grep -E '^(wheel|import cuweave|the bundled|the newest)' build/wheel.log
 else
-    summary add python-wheel python_wheel FAIL; tail -40 build/wheel.log
+    summary add python-wheel python_wheel FAIL; tail -60 build/wheel.log
+fi
+
+step "ABI against the last release (abi/), abidiff: an incompatible change needs a new soname, every change a CHANGELOG.md line (tests/check-abi.sh)"
+if sh tests/check-abi.sh . build/make/libcuweave.so.2.0.0 > build/abi.log 2>&1; then
+    summary add abi abi_check PASS; cat build/abi.log
+else
+    summary add abi abi_check FAIL; tail -60 build/abi.log
+fi
+
+step "install, use (cuweave-info, a CMake consumer, pkg-config) and uninstall: make into a lib64 prefix and with DESTDIR, meson with --destdir (tests/check-install.sh)"
+for b in "make build/make" "meson build/meson"; do
+    set -- $b
+    if sh tests/check-install.sh . "$1" "$2" > "build/install-$1.log" 2>&1; then
+        summary add install "install_$1" PASS; tail -3 "build/install-$1.log"
+    else
+        summary add install "install_$1" FAIL; grep -v '^ok:' "build/install-$1.log" | tail -40
+    fi
+done
+
+step "cuweave as a meson subproject with a version constraint; meson dist's tarball name (tests/check-subproject.sh)"
+if sh tests/check-subproject.sh . > build/subproject.log 2>&1; then
+    summary add subproject meson_subproject PASS; tail -3 build/subproject.log
+else
+    summary add subproject meson_subproject FAIL; grep -v '^ok:' build/subproject.log | tail -40
+fi
+
+step "links and anchors of README.md, CHANGELOG.md and docs/ (tools/check-links.py)"
+if python3 tools/check-links.py . > build/links.log 2>&1; then
+    summary add links doc_links PASS; tail -1 build/links.log
+else
+    summary add links doc_links FAIL; tail -40 build/links.log
 fi
 
 step "API reference: Doxygen over the public headers, warnings as errors (tools/api-docs.sh)"
@@ -101,7 +132,7 @@ else
     fail_step nostdcxx "the meson -Dstatic_libstdcxx=true build failed"
 fi
 if make -j"$jobs" O=build/make-nostdcxx STATIC_LIBSTDCXX=1 lib >/dev/null \
-    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.1; then
+    && sh tests/check-no-libstdcxx.sh build/make-nostdcxx/libcuweave.so.2; then
     summary add make-nostdcxx no_libstdcxx_make PASS; echo "PASS make STATIC_LIBSTDCXX=1: no libstdc++"
 else
     summary add make-nostdcxx no_libstdcxx_make FAIL; echo "FAIL make STATIC_LIBSTDCXX=1: no libstdc++"

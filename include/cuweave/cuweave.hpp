@@ -20,7 +20,7 @@
 // cw_status and the library's detail message. Built with -fno-exceptions (or
 // with CW_HPP_NO_EXCEPTIONS defined), the same calls return cw::result<T>
 // (or cw::status) instead, which the caller checks. Each mode's definitions
-// live in an inline namespace of their own (cw::v0_2::exc, cw::v0_2::noexc;
+// live in an inline namespace of their own (cw::v0_3::exc, cw::v0_3::noexc;
 // core.hpp says more), so translation units of both modes may be linked into
 // one program.
 //
@@ -63,7 +63,7 @@
 #include "cuweave/cpp/trace.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // The wrappers cost nothing beyond the handle and its ownership flag, and
@@ -136,7 +136,7 @@ static_assert(!std::is_copy_constructible<comm_group>::value && !std::is_copy_as
               "comm_group is move-only and its moves never throw");
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CUWEAVE_HPP

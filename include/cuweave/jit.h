@@ -35,7 +35,12 @@
  * verify is never loaded: it is removed (only if it is still the file that
  * was read: a concurrent writer's fresh entry is kept) and the entry
  * compiled and written again. The disk cache is kept under a size bound
- * (default 256 MiB) by removing the least recently used entries.
+ * (default 256 MiB) by removing the least recently used entries: a write
+ * adds its size to a running account kept in the directory (its file
+ * cache.lock, locked while it is changed); only when the account passes
+ * the bound is the directory read, and the least recently used entries
+ * removed down to 7/8 of it. cw_jit_cache_get_info says where the cache is
+ * and how big; cw_jit_cache_clear_disk empties it.
  *
  * Trust (as ssh's rule for its files): the cache directory, however it was
  * named, and each entry file are used only when owned by the process's
@@ -257,6 +262,51 @@ CW_API cw_status cw_jit_get_stats(cw_jit_stats *stats);
  *
  * Returns: nothing. */
 CW_API void cw_jit_cache_clear_memory(void);
+
+typedef struct cw_jit_cache_info {
+    char dir[1024];     /* the disk cache's directory in force; "" when the disk cache is off */
+    uint64_t max_bytes; /* its size bound (cw_jit_cache_settings.max_bytes; default 256 MiB) */
+    uint64_t bytes;     /* bytes in its entry files now */
+    uint64_t entries;   /* entry files in it now (<64 hex digits>.cwk; nothing else is counted) */
+    int exists;         /* 1 when the directory exists */
+    int trusted;        /* 1 when it exists and may be used (see "Trust" above) */
+    int memory;         /* 1 when compiled code is kept in memory for the process */
+    uint8_t reserved[52];
+} cw_jit_cache_info;
+
+/*
+ * What the kernel cache is now: the disk directory in force (the settings
+ * of cw_jit_cache_configure, else the environment's rule above), its bound,
+ * and what its entry files hold, counted by reading the directory (no other
+ * file in it is counted). Counting also corrects the cache's running
+ * account of its size (see docs/kernels.md). Creates nothing, and reads no
+ * entry. A directory that is not trusted is reported (trusted 0, nothing
+ * counted), not used. Needs no driver. Thread-safe.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *info is filled (its reserved bytes zeroed).
+ *   CW_ERROR_INVALID_ARGUMENT  info is NULL.
+ */
+CW_API cw_status cw_jit_cache_get_info(cw_jit_cache_info *info);
+
+/*
+ * Empties the disk cache: removes every entry file of the directory in
+ * force (and temporary files that writers left more than 10 minutes ago),
+ * nothing else, holding the cache's lock (the one a write takes to keep the
+ * size bound), so no eviction runs meanwhile; a compile in another process
+ * may write an entry right after. The memory cache is left alone
+ * (cw_jit_cache_clear_memory). entries and bytes, each may be NULL, get how
+ * many entry files and bytes were removed. Needs no driver. Thread-safe.
+ *
+ * Returns:
+ *   CW_SUCCESS                 the entries are removed (none when the disk
+ *                              cache is off or the directory does not exist).
+ *   CW_ERROR_NOT_PERMITTED     the directory is not trusted (see "Trust";
+ *                              nothing removed, a warning logged), cannot
+ *                              be read, or an entry could not be removed
+ *                              (the detail names it; the others are removed).
+ */
+CW_API cw_status cw_jit_cache_clear_disk(uint64_t *entries, uint64_t *bytes);
 
 /* ---- modules and kernels -------------------------------------------------- */
 

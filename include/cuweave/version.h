@@ -11,13 +11,17 @@
 
 /* Release version of the library. */
 #define CW_VERSION_MAJOR 0
-#define CW_VERSION_MINOR 2
+#define CW_VERSION_MINOR 3
 #define CW_VERSION_PATCH 0
 
 /* ABI version. MAJOR changes on an incompatible ABI change (it is the
  * soname), MINOR when symbols are added, PATCH otherwise. 0.2 reshaped
- * the C API (docs/api-convention.md): ABI 1, libcuweave.so.1. */
-#define CW_API_VERSION_MAJOR 1
+ * the C API (docs/api-convention.md): ABI 1, libcuweave.so.1. 0.3 removed
+ * five functions and changed promises and struct fields: ABI 2,
+ * libcuweave.so.2, version node CUWEAVE_2 (CHANGELOG.md). tools/abi-check.sh
+ * compares the library with the last release's ABI (abi/) and fails on an
+ * incompatible change that keeps the soname. */
+#define CW_API_VERSION_MAJOR 2
 #define CW_API_VERSION_MINOR 0
 #define CW_API_VERSION_PATCH 0
 

@@ -128,6 +128,18 @@ CW_API cw_status cw_jit_get_stats(cw_jit_stats *stats) {
 
 CW_API void cw_jit_cache_clear_memory(void) { jit::memory_clear(); }
 
+CW_API cw_status cw_jit_cache_get_info(cw_jit_cache_info *info) {
+    CW_ENTRY;
+    CW_CHECK_ARG(info != NULL);
+    jit::cache_info(info);
+    return CW_SUCCESS;
+}
+
+CW_API cw_status cw_jit_cache_clear_disk(uint64_t *entries, uint64_t *bytes) {
+    CW_ENTRY;
+    return jit::cache_clear_disk(entries, bytes);
+}
+
 // ---- modules and kernels ------------------------------------------------------
 
 CW_API cw_status cw_module_load(cw_module **out, const cw_program *p) {

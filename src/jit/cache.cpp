@@ -557,5 +557,30 @@ void cache_stats(cw_jit_stats *stats) {
     stats->disk_untrusted = g_jit.disk_untrusted.load();
 }
 
+void cache_info(cw_jit_cache_info *info) {
+    memset(info, 0, sizeof *info);
+    CacheConfig c;
+    cache_config(&c);
+    snprintf(info->dir, sizeof info->dir, "%s", c.dir);
+    info->max_bytes = c.max_bytes;
+    info->memory = c.memory ? 1 : 0;
+    DiskInfo d;
+    disk_info(c.dir, &d);
+    info->exists = d.exists ? 1 : 0;
+    info->trusted = d.trusted ? 1 : 0;
+    info->bytes = d.bytes;
+    info->entries = d.entries;
+}
+
+cw_status cache_clear_disk(uint64_t *entries, uint64_t *bytes) {
+    CacheConfig c;
+    cache_config(&c);
+    uint64_t n = 0, b = 0;
+    const cw_status st = disk_clear(c.dir, &n, &b);
+    if (entries) *entries = n;
+    if (bytes) *bytes = b;
+    return st;
+}
+
 }  // namespace jit
 }  // namespace cw

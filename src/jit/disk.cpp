@@ -2,7 +2,9 @@
 // cuweave jit layer: the kernel cache on disk (cache.cpp: options, key
 // material, entries and the memory cache). One file per entry, verified by
 // SHA-256, written through a temporary file and a rename, kept under a size
-// bound by LRU eviction.
+// bound by LRU eviction, kept by a running account (below) under the cache's
+// lock, so that a write does not read the whole directory.
+#include <algorithm>
 #include <atomic>
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +25,12 @@ namespace jit {
 
 DiskHook g_disk_hook = nullptr;
 void *g_disk_hook_arg = nullptr;
+std::atomic<uint64_t> g_disk_scans{0};
+
+// After a write: the running account, and the bound kept (below). `keep`:
+// the entry just written, removed last.
+void keep_bound(int dfd, uint64_t max_bytes, uint64_t added, uint64_t replaced_bytes, bool replaced,
+                const char *keep);
 
 // ---- disk cache --------------------------------------------------------------
 //
@@ -80,9 +89,9 @@ bool trusted(const struct stat &st, bool regular, char *why, size_t cap) {
 }
 
 // The cache directory, opened, if it may be used: -1 with errno when it
-// cannot be opened; -2 (counted, and a warning that says why) when it is not
-// trusted.
-int open_dir(const char *dir) {
+// cannot be opened; -2 (when `warn`: counted, and a warning that says why)
+// when it is not trusted.
+int open_dir(const char *dir, bool warn = true) {
     const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -1;
     struct stat st;
@@ -93,6 +102,7 @@ int open_dir(const char *dir) {
         return dfd;
     }
     close(dfd);
+    if (!warn) return -2;
     g_jit.disk_untrusted.fetch_add(1, std::memory_order_relaxed);
     log(CW_LOG_WARNING,
         "cuweave: kernel cache directory %s is not used (nothing is read from or written to it): %s; a cache "
@@ -271,6 +281,10 @@ cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
     }
     bool ok = write_all(fd, file.data, file.size);
     ok = (close(fd) == 0) && ok;
+    // What the rename replaces, for the account (another writer may change it meanwhile: the next full read of
+    // the directory corrects the account).
+    struct stat old;
+    const bool replaces = fstatat(dfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode);
     // rename is atomic: readers see the old file, the new one, or none
     if (!ok || renameat(dfd, tmp, dfd, name) != 0) {
         const int err = errno;
@@ -278,85 +292,257 @@ cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes) {
         close(dfd);
         return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot write %s/%s: %s", dir, name, strerror(err));
     }
-    close(dfd);
     g_jit.disk_writes.fetch_add(1, std::memory_order_relaxed);
-    disk_evict(dir, max_bytes, e->key);
+    keep_bound(dfd, max_bytes, file.size, replaces ? (uint64_t)old.st_size : 0, replaces, name);
+    close(dfd);
     return CW_SUCCESS;
 }
 
+// ---- the size bound: a running account under the cache's lock ----------------
+//
+// <dir>/cache.lock is the cache's lock (flock, exclusive) and holds its
+// account: "CWKA" | u32 version | u64 bytes | u64 entries | i64 time of the
+// last full read of the directory. A write adds its file (less the one it
+// replaced) under the lock; only when the account passes the bound, is
+// older than an hour, or is missing or unreadable, is the directory read:
+// the account is set from what is there, and when that is over the bound
+// the least recently used entries are removed (sorted once, n log n) down
+// to 7/8 of it, so the next full read comes only after an eighth of the
+// bound was written again. Loads, rejected files' removals and writers
+// without the lock (a library before this one) are not counted; the next
+// full read corrects the account. cw_jit_cache_get_info reads the
+// directory and corrects it too.
+
 namespace {
+
+constexpr char kLockName[] = "cache.lock";
+constexpr uint32_t kAccountVersion = 1;
+constexpr time_t kRescanAfter = 3600;
+constexpr time_t kStaleTmp = 600;  // a temporary file older than this: its writer died
+
+struct Account {
+    char magic[4];
+    uint32_t version;
+    uint64_t bytes, entries;
+    int64_t scanned;
+};
+static_assert(sizeof(Account) == 32, "the account's layout on disk");
+
+bool hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// <64 lower-case hex digits>.cwk: an entry's name, and nothing else is one.
+bool is_entry_name(const char *n) {
+    for (int i = 0; i < 64; i++)
+        if (!hex_digit(n[i])) return false;
+    return strcmp(n + 64, ".cwk") == 0;
+}
+
+// The cache's lock: dir/cache.lock opened (made, mode 0600, when missing)
+// and locked. -1 when it cannot be, or is not a regular file of this
+// user's that only it can write: the caller goes on without the account.
+int lock_take(int dfd) {
+    const int fd = openat(dfd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    struct stat st;
+    char why[160];
+    if (fstat(fd, &st) != 0 || !trusted(st, true, why, sizeof why)) {
+        close(fd);
+        return -1;
+    }
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    return fd;
+}
+
+void lock_drop(int lfd) {
+    if (lfd >= 0) close(lfd);  // closing the descriptor drops the lock
+}
+
+bool account_read(int lfd, Account *a) {
+    return pread(lfd, a, sizeof *a, 0) == (ssize_t)sizeof *a && memcmp(a->magic, "CWKA", 4) == 0 &&
+           a->version == kAccountVersion;
+}
+
+void account_write(int lfd, uint64_t bytes, uint64_t entries, time_t scanned) {
+    Account a;
+    memcpy(a.magic, "CWKA", 4);
+    a.version = kAccountVersion;
+    a.bytes = bytes;
+    a.entries = entries;
+    a.scanned = (int64_t)scanned;
+    if (pwrite(lfd, &a, sizeof a, 0) != (ssize_t)sizeof a) {
+        // a short write leaves an account that does not read: the next write reads the directory
+    }
+}
+
 struct FileInfo {
-    char name[80];
+    char name[72];
     uint64_t size;
     struct timespec mtime;
 };
+
 bool older(const FileInfo &a, const FileInfo &b) {
     if (a.mtime.tv_sec != b.mtime.tv_sec) return a.mtime.tv_sec < b.mtime.tv_sec;
     return a.mtime.tv_nsec < b.mtime.tv_nsec;
 }
-}  // namespace
 
-void disk_evict(const char *dir, uint64_t max_bytes, const uint8_t *keep) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char keep_name[80] = "";
-    if (keep) {
-        char hex[65];
-        hex32(keep, hex);
-        snprintf(keep_name, sizeof keep_name, "%s.cwk", hex);
-    }
+// What a full read of the directory found: its entry files (listed when
+// asked) and their total.
+struct Listing {
     FileInfo *v = nullptr;
     size_t n = 0, cap = 0;
-    uint64_t total = 0;
+    uint64_t bytes = 0, entries = 0;
+    bool complete = true;  // false: the directory could not be read, or the list not grown
+    ~Listing() { free(v); }
+};
+
+// Reads the directory: every entry file (a regular file with an entry's
+// name) counted, and listed when `list`; temporaries of writers that died
+// removed when `clean`.
+void read_dir(int dfd, Listing *out, bool list, bool clean) {
+    g_disk_scans.fetch_add(1, std::memory_order_relaxed);
+    const int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : nullptr;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        out->complete = false;
+        return;
+    }
     const time_t now = time(nullptr);
     struct dirent *de;
-    char path[1200];
     while ((de = readdir(d)) != nullptr) {
-        const size_t len = strlen(de->d_name);
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         if (strstr(de->d_name, ".cwk.tmp.")) {
             // a writer that died: leave fresh ones alone (a write in progress)
-            if (stat(path, &st) == 0 && now - st.st_mtime > 600) unlink(path);
+            if (clean && fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtime > kStaleTmp)
+                unlinkat(dfd, de->d_name, 0);
             continue;
         }
-        if (len != 68 || strcmp(de->d_name + 64, ".cwk") != 0) continue;
-        if (stat(path, &st) != 0) continue;
-        if (n == cap) {
-            size_t c = cap ? cap * 2 : 64;
-            void *q = realloc(v, c * sizeof(FileInfo));
-            if (!q) break;
-            v = static_cast<FileInfo *>(q);
-            cap = c;
+        if (strlen(de->d_name) != 68 || !is_entry_name(de->d_name)) continue;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        out->bytes += (uint64_t)st.st_size;
+        out->entries++;
+        if (!list) continue;
+        if (out->n == out->cap) {
+            const size_t c = out->cap ? out->cap * 2 : 256;
+            void *q = realloc(out->v, c * sizeof(FileInfo));
+            if (!q) {
+                out->complete = false;
+                continue;
+            }
+            out->v = static_cast<FileInfo *>(q);
+            out->cap = c;
         }
-        snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
-        v[n].size = (uint64_t)st.st_size;
-        v[n].mtime = st.st_mtim;
-        total += v[n].size;
-        n++;
+        FileInfo &f = out->v[out->n++];
+        memcpy(f.name, de->d_name, 69);
+        f.size = (uint64_t)st.st_size;
+        f.mtime = st.st_mtim;
     }
     closedir(d);
-    if (total > max_bytes) {
-        for (size_t i = 1; i < n; i++)  // oldest first
-            for (size_t j = i; j > 0 && older(v[j], v[j - 1]); j--) {
-                FileInfo t = v[j];
-                v[j] = v[j - 1];
-                v[j - 1] = t;
-            }
-        for (int pass = 0; pass < 2 && total > max_bytes; pass++)
-            for (size_t i = 0; i < n && total > max_bytes; i++) {
-                if (v[i].size == 0) continue;  // gone already
-                if (pass == 0 && strcmp(v[i].name, keep_name) == 0) continue;
-                snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
-                if (unlink(path) == 0 || errno == ENOENT) {
-                    total -= v[i].size;
-                    v[i].size = 0;
-                    g_jit.evictions.fetch_add(1, std::memory_order_relaxed);
-                }
-            }
-    }
-    free(v);
 }
+
+// Removes the least recently used entries of the listing until its total
+// is at most `target`; the entry named `keep` (may be NULL) goes last.
+void evict(int dfd, Listing *l, uint64_t target, const char *keep) {
+    std::sort(l->v, l->v + l->n, older);  // oldest first
+    for (int pass = 0; pass < 2 && l->bytes > target; pass++)
+        for (size_t i = 0; i < l->n && l->bytes > target; i++) {
+            FileInfo &f = l->v[i];
+            if (f.size == UINT64_MAX) continue;  // gone already
+            if (pass == 0 && keep && strcmp(f.name, keep) == 0) continue;
+            if (unlinkat(dfd, f.name, 0) == 0 || errno == ENOENT) {
+                l->bytes -= f.size;
+                l->entries--;
+                f.size = UINT64_MAX;
+                g_jit.evictions.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+}
+
+}  // namespace
+
+void keep_bound(int dfd, uint64_t max_bytes, uint64_t added, uint64_t replaced_bytes, bool replaced,
+                const char *keep) {
+    const int lfd = lock_take(dfd);
+    const time_t now = time(nullptr);
+    Account a;
+    if (lfd >= 0 && account_read(lfd, &a) && a.scanned <= (int64_t)now + 60 && now - a.scanned < kRescanAfter) {
+        const uint64_t bytes = a.bytes + added >= replaced_bytes ? a.bytes + added - replaced_bytes : 0;
+        const uint64_t entries = a.entries + (replaced ? 0 : 1);
+        if (bytes <= max_bytes) {
+            account_write(lfd, bytes, entries, (time_t)a.scanned);
+            lock_drop(lfd);
+            return;
+        }
+    }
+    // Past the bound, or no account to trust: read the directory. Without
+    // the lock there is no account: every write reads it and keeps exactly
+    // the bound.
+    Listing l;
+    read_dir(dfd, &l, true, true);
+    if (l.bytes > max_bytes) evict(dfd, &l, lfd >= 0 ? max_bytes - max_bytes / 8 : max_bytes, keep);
+    if (lfd >= 0 && l.complete) account_write(lfd, l.bytes, l.entries, now);
+    lock_drop(lfd);
+}
+
+void disk_info(const char *dir, DiskInfo *out) {
+    memset(out, 0, sizeof *out);
+    if (!dir[0]) return;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    out->exists = true;
+    const int dfd = open_dir(dir, false);
+    if (dfd < 0) return;
+    out->trusted = true;
+    const int lfd = lock_take(dfd);
+    Listing l;
+    read_dir(dfd, &l, false, false);
+    if (lfd >= 0 && l.complete) account_write(lfd, l.bytes, l.entries, time(nullptr));
+    lock_drop(lfd);
+    close(dfd);
+    out->bytes = l.bytes;
+    out->entries = l.entries;
+}
+
+cw_status disk_clear(const char *dir, uint64_t *entries, uint64_t *bytes) {
+    *entries = *bytes = 0;
+    if (!dir[0]) return CW_SUCCESS;
+    const int dfd = open_dir(dir, true);
+    if (dfd == -2)
+        return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: the directory %s is not trusted (see the warning before)",
+                    dir);
+    if (dfd < 0) {
+        if (errno == ENOENT) return CW_SUCCESS;
+        return fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot open %s: %s", dir, strerror(errno));
+    }
+    const int lfd = lock_take(dfd);
+    Listing l;
+    read_dir(dfd, &l, true, true);
+    cw_status st = l.complete ? CW_SUCCESS
+                              : fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot read all of %s (out of memory "
+                                                             "or unreadable)", dir);
+    uint64_t left = l.bytes, left_n = l.entries;
+    for (size_t i = 0; i < l.n; i++) {
+        if (unlinkat(dfd, l.v[i].name, 0) == 0 || errno == ENOENT) {
+            *entries += 1;
+            *bytes += l.v[i].size;
+            left -= l.v[i].size;
+            left_n--;
+        } else if (st == CW_SUCCESS) {
+            st = fail(CW_ERROR_NOT_PERMITTED, "kernel cache: cannot remove %s/%s: %s", dir, l.v[i].name,
+                      strerror(errno));
+        }
+    }
+    if (lfd >= 0) account_write(lfd, left, left_n, time(nullptr));
+    lock_drop(lfd);
+    close(dfd);
+    return st;
+}
+
+uint64_t disk_scans() { return g_disk_scans.load(std::memory_order_relaxed); }
 
 }  // namespace jit
 }  // namespace cw

@@ -107,12 +107,30 @@ enum class DiskResult { Hit, Miss, Rejected, FileRefused, DirRefused };
 DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out);
 // Writes the entry (through a temporary file renamed into place), making
 // the directory (mode 0700) and its missing parents if needed; refuses an
-// untrusted directory (CW_ERROR_NOT_PERMITTED). Then evicts down to
-// max_bytes.
+// untrusted directory (CW_ERROR_NOT_PERMITTED). Then keeps the directory
+// under max_bytes: the write is added to the running account in
+// dir/cache.lock (under its flock); only when the account passes max_bytes
+// (or is missing, unreadable or an hour old) is the directory read, the
+// account set from it and, when over, the least recently used entries
+// removed down to 7/8 of max_bytes (the entry written last). Without the
+// lock file (not trusted), every write reads the directory and keeps
+// exactly max_bytes.
 cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes);
-// Removes the least recently used entries until the directory holds at most
-// max_bytes of them; the entry `keep` (may be NULL) is removed last.
-void disk_evict(const char *dir, uint64_t max_bytes, const uint8_t *keep);
+// What the directory holds: entry files counted by reading it (under the
+// cache's lock, correcting the account); exists/trusted as the trust rule
+// says (an untrusted one is not read, not logged).
+struct DiskInfo {
+    bool exists, trusted;
+    uint64_t bytes, entries;
+};
+void disk_info(const char *dir, DiskInfo *out);
+// Removes every entry file (and writers' stale temporaries) under the
+// cache's lock; the account is set to what is left. An untrusted directory
+// is refused (CW_ERROR_NOT_PERMITTED, a warning); a missing one or dir ""
+// is CW_SUCCESS with nothing removed.
+cw_status disk_clear(const char *dir, uint64_t *entries, uint64_t *bytes);
+// Full reads of a cache directory so far (the seam cwi_jit_disk_scans).
+uint64_t disk_scans();
 
 // The configuration in force (copied under a lock).
 struct CacheConfig {
@@ -142,6 +160,9 @@ extern void *g_disk_hook_arg;
 // The cache's configuration (cw_jit_cache_configure; NULL dir: the default).
 cw_status cache_configure(const cw_jit_cache_settings *s);
 void cache_stats(cw_jit_stats *stats);
+// cw_jit_cache_get_info and cw_jit_cache_clear_disk (checked by the caller).
+void cache_info(cw_jit_cache_info *info);
+cw_status cache_clear_disk(uint64_t *entries, uint64_t *bytes);
 
 }  // namespace jit
 }  // namespace cw

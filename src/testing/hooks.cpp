@@ -97,6 +97,8 @@ void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void 
     cw::jit::g_disk_hook = fn;
 }
 
+unsigned long long cwi_jit_disk_scans(void) { return cw::jit::disk_scans(); }
+
 int cwi_resident_trace(cw_resident *r, volatile unsigned long long **marks, unsigned *stages) {
     if (!r || !cw::live(r)) return -1;
     return cw::graphs::resident_trace_marks(r, marks, stages) ? 0 : -1;

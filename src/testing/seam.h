@@ -95,6 +95,11 @@ void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32])
  * right after (phase 1) the cache removes it. Set it while no compile runs. */
 void cwi_jit_disk_hook(void (*fn)(int phase, const char *path, void *arg), void *arg);
 
+/* Full reads of a kernel cache directory by this process so far (a write
+ * that passes the bound or finds no account, cw_jit_cache_get_info,
+ * cw_jit_cache_clear_disk): a write below the bound reads none. */
+unsigned long long cwi_jit_disk_scans(void);
+
 /*
  * Diagnostics for benchmarks and tests: the host view of a WRITE_VALUE
  * future's word and the sequence number its current marker writes. Returns

@@ -43,7 +43,8 @@ from ._errors import (CaptureError, CompileError, CuweaveError, CuweaveTimeoutEr
                       OutOfMemoryError, PoolExhaustedError)
 from ._flow import IO, Message, Operator, Pipeline, PortFlag
 from ._graph import (Builtin, Capture, CondType, Graph, GraphExec, GraphNode, GraphUpdate, Kernel, Module, Program,
-                     builtin_kernel, compile_log, jit_cache_clear_memory, jit_cache_configure, jit_stats)
+                     builtin_kernel, compile_log, jit_cache_clear_disk, jit_cache_clear_memory, jit_cache_configure,
+                     jit_cache_info, jit_stats)
 from ._log import LogFn, LogLevel
 from ._memory import Buffer, BufferView, HostMemory, SharedEvent, from_dlpack
 from ._multi import (Comm, DeviceGroup, Dtype, PeerInfo, ReduceOp, comm_group, comm_id_generate, copy_peer, peer_info,
@@ -53,9 +54,9 @@ from ._resident import (NO_STAGE, OVERLAP_AUTO, Fallback, Gate, Resident, Reside
 from ._trace import Span, Trace
 
 # The package's version: the C library's release it is written for
-# (pyproject.toml says the same; tests check both against version.h and
+# (the wheel's version is meson's, from version.h; tests check both against version.h and
 # against the loaded library's cw_get_versions()).
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # The enumerations' members under the names of the C constants (CW_ dropped).
 LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = LogLevel.ERROR, LogLevel.WARNING, LogLevel.INFO, LogLevel.DEBUG
@@ -132,6 +133,7 @@ __all__ = [
     # graphs, programs, kernels
     "Capture", "Graph", "GraphNode", "GraphExec", "CondType", "GraphUpdate", "Program", "Module", "Kernel",
     "Builtin", "builtin_kernel", "compile_log", "jit_cache_configure", "jit_stats", "jit_cache_clear_memory",
+    "jit_cache_info", "jit_cache_clear_disk",
     # the resident loop
     "Resident", "SleepMode", "Gate", "Fallback", "ResidentState", "ResidentExit", "NO_STAGE", "OVERLAP_AUTO",
     "resident_device_header",

@@ -117,7 +117,7 @@ def version() -> Tuple[int, int, int]:
 
 def abi_version() -> Tuple[int, int, int]:
     """The C library's ABI version, (major, minor, patch); its major is the
-    soname's number (libcuweave.so.1)."""
+    soname's number (libcuweave.so.2)."""
     v = versions().api
     return (v.major, v.minor, v.patch)
 

@@ -321,6 +321,23 @@ def jit_cache_clear_memory() -> None:
     lib.cw_jit_cache_clear_memory()
 
 
+def jit_cache_info() -> Dict[str, Any]:
+    """Where the disk cache is and what it holds (cw_jit_cache_get_info): a dict with dir (None when the
+    disk cache is off), max_bytes, bytes, entries, exists, trusted and memory (bools)."""
+    info = _lib.JitCacheInfo()
+    lib.cw_jit_cache_get_info(ctypes.byref(info))
+    return {"dir": info.dir.decode() or None, "max_bytes": info.max_bytes, "bytes": info.bytes,
+            "entries": info.entries, "exists": bool(info.exists), "trusted": bool(info.trusted),
+            "memory": bool(info.memory)}
+
+
+def jit_cache_clear_disk() -> Tuple[int, int]:
+    """Empties the disk cache (cw_jit_cache_clear_disk): (entries, bytes) removed."""
+    n, b = ctypes.c_uint64(), ctypes.c_uint64()
+    lib.cw_jit_cache_clear_disk(ctypes.byref(n), ctypes.byref(b))
+    return n.value, b.value
+
+
 class Module(_Handle):
     """A program's code loaded with the library API (any context of a device
     it suits); Module.from_image(ptx_or_cubin) loads code compiled elsewhere."""

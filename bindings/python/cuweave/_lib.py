@@ -28,7 +28,7 @@ _ROOT = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
 
 # The ABI these bindings are written for: include/cuweave/version.h's
 # CW_API_VERSION_MAJOR, which is also the soname's number.
-ABI_MAJOR = 1
+ABI_MAJOR = 2
 SONAME = "libcuweave.so.%d" % ABI_MAJOR
 # Builds of the source tree the package sits in, when it sits in one.
 _TREE_BUILDS = ("build/meson/src", "build/make", "build-make")
@@ -39,7 +39,7 @@ def candidates(environ: Optional[Mapping[str, str]] = None,
     """The places the library is looked for, in order, as (where, path):
 
       CUWEAVE_LIBRARY   the variable, when set: that file and nothing else;
-      package           libcuweave.so.1 beside this package (a wheel or an
+      package           libcuweave.so.2 beside this package (a wheel or an
                         install that bundles the library);
       source tree       build/meson/src, build/make, build-make of the source
                         tree, when the package is bindings/python/cuweave of one;
@@ -331,6 +331,20 @@ class JitStats(ctypes.Structure):
         ("evictions", ctypes.c_uint64),
         ("disk_untrusted", ctypes.c_uint64),
         ("reserved", ctypes.c_uint8 * 8),
+    ]
+
+
+class JitCacheInfo(ctypes.Structure):
+    _c_name_ = "cw_jit_cache_info"
+    _fields_ = [
+        ("dir", ctypes.c_char * 1024),
+        ("max_bytes", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("entries", ctypes.c_uint64),
+        ("exists", ctypes.c_int),
+        ("trusted", ctypes.c_int),
+        ("memory", ctypes.c_int),
+        ("reserved", ctypes.c_uint8 * 52),
     ]
 
 
@@ -825,6 +839,8 @@ _SIGNATURES: List[Tuple[str, Any, List[Any], bool]] = [
     ("cw_jit_cache_configure", _int, [_P(JitCacheSettings)], True),
     ("cw_jit_get_stats", _int, [_P(JitStats)], True),
     ("cw_jit_cache_clear_memory", None, [], False),
+    ("cw_jit_cache_get_info", _int, [_P(JitCacheInfo)], True),
+    ("cw_jit_cache_clear_disk", _int, [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)], True),
     ("cw_module_load", _int, [c_void_pp, _vp], True),
     ("cw_module_load_image", _int, [c_void_pp, _vp], True),
     ("cw_module_destroy", None, [c_void_pp], False),

@@ -9,7 +9,7 @@ and reads it back. The workload is a kernel compiled with NVRTC through
 cuweave; it reads the request number from the loop's control block.
 
 Run on a machine with a GPU and CuPy:
-    CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 python3 bindings/python/examples/resident_cupy.py
+    CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 python3 bindings/python/examples/resident_cupy.py
 """
 
 import os

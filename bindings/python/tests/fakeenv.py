@@ -34,3 +34,12 @@ def child_env(**extra):
     env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
+
+# tests/check-wheel.sh runs these tests against an installed wheel, from a
+# view of the tree without bindings/python/cuweave: CUWEAVE_TESTS_INSTALLED
+# is then the site-packages folder the package must come from.
+if os.environ.get("CUWEAVE_TESTS_INSTALLED"):
+    import cuweave as _installed
+
+    if not os.path.abspath(_installed.__file__).startswith(os.environ["CUWEAVE_TESTS_INSTALLED"]):
+        raise RuntimeError("CUWEAVE_TESTS_INSTALLED: cuweave was imported from %s" % _installed.__file__)

@@ -18,7 +18,7 @@
 Each check is also run on a broken copy (a field's type changed, an
 export nobody binds, an argument of the wrong width) and must fail there.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 python3 -m unittest test_abi -v
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 python3 -m unittest test_abi -v
      (from bindings/python/tests; CC picks the compiler)
 """
 

@@ -8,7 +8,7 @@ handles, page-locked host memory, future callbacks / when_all / spin,
 forks, named pool streams, and the resident loop's configure, handler,
 capture functions and stages.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      CUWEAVE_FAKE_DRIVER=build/meson/tests/libfakecuda.so \\
      python3 -m unittest discover -s bindings/python/tests -v
 """

@@ -7,7 +7,7 @@ data through them). Each test starts its ranks as separate interpreters
 (subprocess) running RANK_SCRIPT, and checks their exit status and output;
 the ranks check their sums element by element themselves.
 
-Run: CUWEAVE_LIBRARY=build-make/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build-make/libcuweave.so.2 \\
      CUWEAVE_FAKE_DRIVER=build-make/tests/libfakecuda.so \\
      python3 -m unittest discover -s bindings/python/tests -v
 """

@@ -5,7 +5,7 @@ driver, tests/fake_cuda.c) contexts, streams, pools, leases, futures (asyncio
 included), timers, handle lifetimes, the __cuda_stream__ protocol, and device
 buffers (__cuda_array_interface__, copies, their lifetime).
 
-Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.1 \
+Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.2 \
      CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
      python3 -m unittest discover -s bindings/python/tests -v
 """

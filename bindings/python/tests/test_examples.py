@@ -19,7 +19,7 @@ FAKE_NCCL = os.path.join(os.path.dirname(fakeenv.FAKE), "libfakenccl.so")
 
 # example -> lines its output must hold (on the fake driver)
 EXPECT = {
-    "library.py": ["cuweave 0.2.0 ABI 1.0.0", "CUDA 13.0.0", "device 0: cuweave fake device, sm_90, 132 SMs",
+    "library.py": ["cuweave 0.3.0 ABI 2.0.0", "CUDA 13.0.0", "device 0: cuweave fake device, sm_90, 132 SMs",
                    "CW_ERROR_INVALID_ARGUMENT from cw_device_get_info", "device must be in 0 .. "],
     "streams.py": ["device 0 non-blocking>", "no stream within 10 ms", "done: True", "GPU time: "],
     "graphs.py": ["3 launches of <cuweave.Graph", "sinks: 1", "update: UPDATED_IN_PLACE"],

@@ -19,7 +19,7 @@ whose streams run their work on a thread of their own):
   - lifetimes: an operator's Python side lives as long as its C operator
     (its pipeline), then goes; objects lent to compute are closed after it.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      CUWEAVE_FAKE_DRIVER=build/meson/tests/libfakecuda.so \\
      python3 -m unittest discover -s bindings/python/tests -v
 """

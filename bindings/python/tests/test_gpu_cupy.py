@@ -6,7 +6,7 @@ launched with Python floats and ints and CuPy arrays; the resident loop
 served from Python with CuPy arrays, every result checked. Skipped without a
 GPU or without CuPy (the GPU machine has both).
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
 
 import os

@@ -21,7 +21,7 @@ from before the write.
 
 Skipped without a GPU, or without PyTorch / CuPy (the GPU machine has both).
 
-Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.2 \\
      python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
 

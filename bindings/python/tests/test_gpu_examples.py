@@ -4,7 +4,7 @@ fake driver): kernels.py (an NVRTC kernel launched and its every value
 checked) and resident_cupy.py (the resident loop with CuPy arrays), each in
 a fresh interpreter. Skipped without a GPU.
 
-Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.2 \\
      python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
 

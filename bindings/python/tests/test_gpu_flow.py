@@ -11,7 +11,7 @@ reading before A's passes finished would see smaller values.
 
 Skipped without a GPU, or without CuPy (PyTorch) for its test.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
 

@@ -7,7 +7,7 @@ every value read back; and, when NCCL is found, an all-reduce and a
 broadcast through Comm with every value checked. Skipped with fewer than
 two GPUs (NCCL parts: without NCCL).
 
-Run (NVLink multicast off): NCCL_NVLS_ENABLE=0 CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.1 \\
+Run (NVLink multicast off): NCCL_NVLS_ENABLE=0 CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.2 \\
      python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_multi.py' -v
 """
 

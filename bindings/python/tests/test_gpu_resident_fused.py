@@ -7,7 +7,7 @@ the most that fit co-resident; a grid one block larger is refused.
 
 Skipped without a GPU.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      python3 -m unittest discover -s bindings/python/tests -p 'test_gpu_*.py' -v
 """
 

@@ -4,7 +4,7 @@
   - the soname the bindings load (cuweave._lib.SONAME) is the one the build
     makes: libcuweave.so.CW_API_VERSION_MAJOR of include/cuweave/version.h,
     and the DT_SONAME of the library loaded;
-  - the package version (pyproject.toml, cuweave.__version__) is the C
+  - the package version (cuweave.__version__; the wheel's is meson's, from version.h) is the C
     library's release (version.h, and cw_get_versions of the library loaded);
   - discovery, each place in a fresh interpreter with a copy of the package:
     CUWEAVE_LIBRARY (only that file), the library beside the package (what a
@@ -13,7 +13,7 @@
     the bare soname through the dynamic loader; a library of another ABI is
     passed over (ImportError naming why).
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 python3 -m unittest test_library -v
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 python3 -m unittest test_library -v
 """
 
 import os
@@ -71,22 +71,28 @@ class TestVersions(unittest.TestCase):
 
     def test_the_package_version_is_the_libraries(self):
         want = "%d.%d.%d" % tuple(_define("CW_VERSION_" + k) for k in ("MAJOR", "MINOR", "PATCH"))
-        with open(os.path.join(PKG_PARENT, "pyproject.toml")) as f:
-            pyproject = re.search(r'^version = "([^"]+)"', f.read(), flags=re.M).group(1)
-        self.assertEqual(pyproject, want)
+        # The wheel's version is meson's project version (pyproject.toml at the top of the tree: dynamic),
+        # which meson.build reads from version.h.
+        pyproject = os.path.join(PKG_PARENT, "..", "..", "pyproject.toml")
+        if os.path.exists(pyproject):
+            with open(pyproject) as f:
+                self.assertRegex(f.read(), r'(?m)^dynamic = \["version"\]')
         self.assertEqual(cuweave.__version__, want)
         self.assertEqual("%d.%d.%d" % cuweave.version(), want)  # what the loaded library says
 
     def test_candidates_in_order(self):
-        env = {"CUWEAVE_LIBRARY": "/x/libcuweave.so.1"}
-        self.assertEqual(_lib.candidates(env, lambda n: "libcuweave.so.1"), [("CUWEAVE_LIBRARY", "/x/libcuweave.so.1")])
-        got = _lib.candidates({}, lambda n: "libcuweave.so.1" if n == "cuweave" else None)
+        env = {"CUWEAVE_LIBRARY": "/x/libcuweave.so.2"}
+        self.assertEqual(_lib.candidates(env, lambda n: "libcuweave.so.2"), [("CUWEAVE_LIBRARY", "/x/libcuweave.so.2")])
+        got = _lib.candidates({}, lambda n: "libcuweave.so.2" if n == "cuweave" else None)
         where = [w for w, _ in got]
         self.assertEqual(where[0], "package")
-        self.assertEqual(got[0][1], os.path.join(PKG_PARENT, "cuweave", _lib.SONAME))
-        self.assertEqual(where[1:4], ["source tree"] * 3)  # this package sits in the source tree
-        self.assertIn(os.path.join(ROOT, "build", "meson", "src", _lib.SONAME), [p for _, p in got])
-        self.assertEqual(got[-2:], [("find_library", "libcuweave.so.1"), ("system", _lib.SONAME)])
+        self.assertEqual(got[0][1], os.path.join(os.path.dirname(_lib.__file__), _lib.SONAME))
+        if os.path.isfile(os.path.join(_lib._ROOT, "include", "cuweave", "version.h")):
+            self.assertEqual(where[1:4], ["source tree"] * 3)  # this package sits in the source tree
+            self.assertIn(os.path.join(ROOT, "build", "meson", "src", _lib.SONAME), [p for _, p in got])
+        else:  # an installed package (tests/check-wheel.sh)
+            self.assertNotIn("source tree", where)
+        self.assertEqual(got[-2:], [("find_library", "libcuweave.so.2"), ("system", _lib.SONAME)])
         got = _lib.candidates({}, lambda n: None)
         self.assertEqual([w for w, _ in got][-1], "system")
         self.assertNotIn("find_library", [w for w, _ in got])
@@ -99,7 +105,8 @@ class TestDiscovery(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="cuweave-discovery-")
         self.site = os.path.join(self.tmp, "site")
-        shutil.copytree(os.path.join(PKG_PARENT, "cuweave"), os.path.join(self.site, "cuweave"),
+        # the package imported: this tree's, or an installed wheel's (tests/check-wheel.sh)
+        shutil.copytree(os.path.dirname(_lib.__file__), os.path.join(self.site, "cuweave"),
                         ignore=shutil.ignore_patterns("__pycache__", "libcuweave.so*"))
         self.lib = _real_library()
 
@@ -131,10 +138,10 @@ class TestDiscovery(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual((f["WHERE"], f["PATH"]), ("CUWEAVE_LIBRARY", self.lib))
         # the variable names the only place: a wrong one is an error, not a fallback
-        out, f = self.run_child(env={"CUWEAVE_LIBRARY": "/nonexistent/libcuweave.so.1"})
+        out, f = self.run_child(env={"CUWEAVE_LIBRARY": "/nonexistent/libcuweave.so.2"})
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("ImportError", out.stderr)
-        self.assertIn("/nonexistent/libcuweave.so.1 (CUWEAVE_LIBRARY)", out.stderr)
+        self.assertIn("/nonexistent/libcuweave.so.2 (CUWEAVE_LIBRARY)", out.stderr)
 
     def test_beside_the_package(self):
         dst = self.copy_lib(os.path.join(self.site, "cuweave"))
@@ -167,7 +174,7 @@ class TestDiscovery(unittest.TestCase):
     @unittest.skipUnless(shutil.which(os.environ.get("CC") or "cc"), "no C compiler")
     def test_another_abi_is_passed_over(self):
         # Libraries with the right file name beside the package that are not
-        # ABI 1: one whose symbols carry another version node, one without
+        # this ABI: one whose symbols carry another version node, one without
         # symbol versions that lacks functions; the real one is found next.
         src = os.path.join(self.tmp, "old.c")
         with open(src, "w") as f:
@@ -178,8 +185,9 @@ class TestDiscovery(unittest.TestCase):
         pkg_lib = os.path.join(self.site, "cuweave", _lib.SONAME)
         real = self.copy_lib(os.path.join(self.tmp, "lib"))
         cc = os.environ.get("CC") or "cc"
-        for extra, why in ((["-Wl,--version-script=" + ver], "not ABI 1 (its symbols lack the version node CUWEAVE_1"),
-                           ([], "not ABI 1 (it lacks cw_status_name")):
+        abi = "not ABI %d" % _lib.ABI_MAJOR
+        for extra, why in ((["-Wl,--version-script=" + ver], abi + " (its symbols lack the version node CUWEAVE_%d" % _lib.ABI_MAJOR),
+                           ([], abi + " (it lacks cw_status_name")):
             subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname," + _lib.SONAME, src, "-o", pkg_lib] + extra,
                            check=True)
             out, f = self.run_child(patch_find_library=None)

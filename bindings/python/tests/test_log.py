@@ -13,7 +13,7 @@ report through it, against the fake driver:
   - a lease and a forked stream whose give-back fails: release() / join()
     raise; forgotten, their finalizers report the failure at LOG_ERROR.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      CUWEAVE_FAKE_DRIVER=build/meson/tests/libfakecuda.so \\
      python3 -m unittest discover -s bindings/python/tests -v
 """

@@ -15,7 +15,7 @@ parent class TestMulti has one test per case of MultiCases, each running
 `python3 -m unittest test_multi.TestMultiChild.<case>` with the environment
 set before cuweave is imported.
 
-Run: CUWEAVE_LIBRARY=build-make/libcuweave.so.1 \
+Run: CUWEAVE_LIBRARY=build-make/libcuweave.so.2 \
      CUWEAVE_FAKE_DRIVER=build-make/tests/libfakecuda.so \
      python3 -m unittest discover -s bindings/python/tests -v
 """

@@ -5,7 +5,7 @@ that imports its handle (and written there, read back here), a shared event
 exported and imported, and the errors (a handle imported by its own
 process, a bad handle, pool memory exported).
 
-Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.1 \
+Run: CUWEAVE_LIBRARY=build/make/libcuweave.so.2 \
      CUWEAVE_FAKE_DRIVER=build/make/tests/libfakecuda.so \
      python3 -m unittest discover -s bindings/python/tests -v
 """

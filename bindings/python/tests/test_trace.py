@@ -8,7 +8,7 @@ spans' order, nesting and overlap. A resident loop's stages need its marks
 written (tests/test_trace_cpu.c does that through the C test seam): here,
 only that a loop is refused before it is built or when it does not trace.
 
-Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.1 \\
+Run: CUWEAVE_LIBRARY=build/meson/src/libcuweave.so.2 \\
      CUWEAVE_FAKE_DRIVER=build/meson/tests/libfakecuda.so \\
      python3 -m unittest discover -s bindings/python/tests -v
 """

@@ -10,7 +10,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- buffers -------------------------------------------------------------------
@@ -143,7 +143,7 @@ class host_buffer {
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_BUFFER_HPP

@@ -11,7 +11,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- collectives (NCCL) -------------------------------------------------------------
@@ -155,7 +155,7 @@ class comm_group {
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_COLLECTIVE_HPP

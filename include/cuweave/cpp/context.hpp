@@ -8,7 +8,7 @@
 #include "cuweave/cpp/device.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- contexts ---------------------------------------------------------------
@@ -67,7 +67,7 @@ class context : public detail::handle<context, cw_context, cw_context_destroy> {
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_CONTEXT_HPP

@@ -31,17 +31,17 @@
 
 // The namespaces. Everything is in namespace cw, through two inline
 // namespaces that user code never names:
-//   cw::v0_2               the wrappers of this release (renamed when a
+//   cw::v0_3               the wrappers of this release (renamed when a
 //                          release changes them), with what both modes share
 //                          and define alike: status, result<T>, defaults<S>(),
 //                          priority_range, dims;
-//   cw::v0_2::CW_HPP_MODE  what differs between the modes: every wrapper
+//   cw::v0_3::CW_HPP_MODE  what differs between the modes: every wrapper
 //                          whose calls return T in one mode and result<T> in
 //                          the other, error, detail. CW_HPP_MODE is exc with
 //                          exceptions and noexc without.
 // Two translation units of one program built in different modes therefore
-// define different functions (cw::v0_2::exc::stream::create and
-// cw::v0_2::noexc::stream::create): the one-definition rule holds, and a
+// define different functions (cw::v0_3::exc::stream::create and
+// cw::v0_3::noexc::stream::create): the one-definition rule holds, and a
 // function of one unit that takes a wrapper (cw::stream &) cannot be called
 // from a unit of the other mode by mistake (it does not link). Between the
 // modes, pass the C handles (get(), T::borrow) or the shared types.
@@ -52,7 +52,7 @@
 #endif
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 
 // ---- what both modes share ---------------------------------------------------
 
@@ -276,7 +276,7 @@ struct all_are<T, U, R...>
 }  // namespace detail
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_CORE_HPP

@@ -8,7 +8,7 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 
 // A stream priority range: least (the default, 0) and greatest (e.g. -5).
 struct priority_range {
@@ -79,7 +79,7 @@ inline detail::void_ret set_log_callback(F &f, cw_log_level max_level = CW_LOG_W
 inline void remove_log_callback() noexcept { (void)cw_log_set_callback(nullptr, nullptr, CW_LOG_ERROR); }
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_DEVICE_HPP

@@ -12,7 +12,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- operators and pipelines ---------------------------------------------------
@@ -296,7 +296,7 @@ class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destro
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FLOW_HPP

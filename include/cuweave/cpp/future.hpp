@@ -9,7 +9,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- futures -----------------------------------------------------------------
@@ -81,7 +81,7 @@ inline detail::ret<future> when_all(const stream &first, const S &...rest) {
 }
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_FUTURE_HPP

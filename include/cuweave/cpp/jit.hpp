@@ -10,7 +10,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 
 // Grid and block dimensions.
 struct dims {
@@ -50,8 +50,8 @@ class program : public detail::handle<program, cw_program, cw_program_destroy> {
 // The NVRTC log of this thread's last compile that ran NVRTC.
 inline const char *compile_log() noexcept { return cw_jit_get_compile_log(); }
 
-// The kernel cache (jit.h): settings for later compiles, counters, and
-// emptying the memory cache (the disk cache is left alone).
+// The kernel cache (jit.h): settings for later compiles, counters,
+// emptying the memory cache, what the disk cache holds and emptying it.
 inline detail::void_ret jit_cache_configure(const cw_jit_cache_settings &s) {
     return detail::done(cw_jit_cache_configure(&s));
 }
@@ -61,6 +61,18 @@ inline detail::ret<cw_jit_stats> jit_stats() {
     return detail::make(s, std::move(st));
 }
 inline void jit_cache_clear_memory() noexcept { cw_jit_cache_clear_memory(); }
+// Where the disk cache is, its bound and what it holds now (cw_jit_cache_get_info).
+inline detail::ret<cw_jit_cache_info> jit_cache_info() {
+    cw_jit_cache_info info{};
+    cw_status s = cw_jit_cache_get_info(&info);
+    return detail::make(s, std::move(info));
+}
+// Empties the disk cache (cw_jit_cache_clear_disk): how many entries it removed.
+inline detail::ret<uint64_t> jit_cache_clear_disk() {
+    uint64_t entries = 0;
+    cw_status s = cw_jit_cache_clear_disk(&entries, nullptr);
+    return detail::make(s, std::move(entries));
+}
 
 // A kernel of a module (borrowed: valid while its module lives). A value:
 // the C handle and nothing else (no state of its own: the arguments are
@@ -158,7 +170,7 @@ inline detail::ret<kernel> builtin_kernel(cw_builtin which) {
 }
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_JIT_HPP

@@ -10,7 +10,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- several devices -------------------------------------------------------------
@@ -81,7 +81,7 @@ inline detail::void_ret share_buffer_pool(const context &owner, const context &p
 }
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_MULTI_HPP

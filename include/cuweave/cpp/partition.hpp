@@ -8,7 +8,7 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- partitions ---------------------------------------------------------------
@@ -65,7 +65,7 @@ class partition_group : public detail::handle<partition_group, cw_partition_grou
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_PARTITION_HPP

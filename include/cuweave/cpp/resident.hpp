@@ -11,7 +11,7 @@
 #include "cuweave/cpp/stream.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- the GPU-resident loop ------------------------------------------------------
@@ -158,7 +158,7 @@ class resident : public detail::handle<resident, cw_resident, cw_resident_destro
 inline const char *resident_device_header() noexcept { return cw_builtin_get_resident_header(); }
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_RESIDENT_HPP

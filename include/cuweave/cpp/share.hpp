@@ -12,7 +12,7 @@
 #include "cuweave/share.h"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // A buffer another process can import (cw_buffer_create_shareable).
@@ -66,7 +66,7 @@ class shared_event : public detail::handle<shared_event, cw_shared_event, cw_sha
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_SHARE_HPP

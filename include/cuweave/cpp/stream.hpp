@@ -9,7 +9,7 @@
 #include "cuweave/cpp/core.hpp"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 // ---- streams ------------------------------------------------------------------
@@ -235,7 +235,7 @@ class timer : public detail::handle<timer, cw_timer, cw_timer_destroy> {
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_STREAM_HPP

@@ -11,7 +11,7 @@
 #include "cuweave/trace.h"
 
 namespace cw {
-inline namespace v0_2 {
+inline namespace v0_3 {
 inline namespace CW_HPP_MODE {
 
 class trace : public detail::handle<trace, cw_trace, cw_trace_destroy> {
@@ -48,7 +48,7 @@ class trace : public detail::handle<trace, cw_trace, cw_trace_destroy> {
 };
 
 }  // namespace CW_HPP_MODE
-}  // namespace v0_2
+}  // namespace v0_3
 }  // namespace cw
 
 #endif  // CUWEAVE_CPP_TRACE_HPP
