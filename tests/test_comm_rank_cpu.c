@@ -17,8 +17,9 @@
  * bounded time, nothing left alive in the fake); a rank that dies between
  * collectives; the bootstrap through a file and through TCP loopback,
  * disagreeing world sizes, and bad environment values; hostile peers of the
- * TCP bootstrap (idle, garbage, impersonating, slow-loris, gone mid-hello, a
- * flood, a fake rank 0) and the token; what may sit at the file bootstrap's
+ * TCP bootstrap (idle, garbage, impersonating, slow-loris, gone mid-hello,
+ * floods: past the cap, reconnecting, rank 0 out of descriptors; a fake
+ * rank 0) and the token; what may sit at the file bootstrap's
  * path (a FIFO, a link, another user's file, bad contents) and rank 0's
  * temporary file (a planted link, its mode).
  */
@@ -30,6 +31,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -766,7 +768,9 @@ static void test_bootstrap_bad_environment(void **state) {
  * hostile peer received the id; a hang fails (the children are killed at
  * the bound), and every child has an alarm of its own. */
 
-enum { H_IDLE, H_GARBAGE, H_IMPERSONATE, H_SLOWLORIS, H_HALF, H_FLOOD, H_FLOOD_PAST_CAP, H_FAKE_RANK0 };
+enum {
+    H_IDLE, H_GARBAGE, H_IMPERSONATE, H_SLOWLORIS, H_HALF, H_FLOOD, H_FLOOD_PAST_CAP, H_FAKE_RANK0, H_FLOOD_RECONNECT
+};
 
 typedef struct Hostile {
     int port;
@@ -781,6 +785,7 @@ typedef struct Hostile {
     size_t reply_n;
     int endless;              /* H_FAKE_RANK0: then '7' forever */
     int skip_rank;            /* a genuine rank not started (0: none) */
+    int rank0_fds;            /* rank 0 may open this many descriptors more (0: its limit as it is) */
     int ready[2];
 } Hostile;
 
@@ -804,6 +809,20 @@ static int h_connect(int port) {
         }
         sleep_ms(5);
     }
+}
+
+/* A connection to 127.0.0.1:port begun without waiting for it (a socket
+ * whose connect fails shows as readable with an error, or hung up). */
+static int h_connect_nb(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) _exit(23);
+    (void)connect(fd, (struct sockaddr *)&a, sizeof a);
+    return fd;
 }
 
 static void h_send(int fd, const void *b, size_t n) { (void)!send(fd, b, n, MSG_NOSIGNAL); }
@@ -852,6 +871,29 @@ static void hostile_peer(const Hostile *h, int which) {
         for (int i = 0; i < (h->kind[which] == H_FLOOD ? 32 : 80); i++) (void)h_connect(h->port);
         h_ready(h);
         for (;;) pause();
+    case H_FLOOD_RECONNECT: { /* 300 connections that say nothing, each made again when rank 0 closes it */
+        enum { kFlood = 300 };
+        static struct pollfd p[kFlood];
+        p[0].fd = h_connect(h->port); /* rank 0 listens */
+        for (int i = 1; i < kFlood; i++) p[i].fd = h_connect_nb(h->port);
+        for (int i = 0; i < kFlood; i++) p[i].events = POLLIN;
+        sleep_ms(100);
+        h_ready(h);
+        for (;;) {
+            if (poll(p, kFlood, 1000) <= 0) continue;
+            int again = 0;
+            for (int i = 0; i < kFlood; i++) {
+                if (!p[i].revents) continue;
+                char c[64];
+                ssize_t r = recv(p[i].fd, c, sizeof c, MSG_DONTWAIT);
+                if (r > 0 || (r < 0 && errno == EAGAIN)) continue;
+                close(p[i].fd);
+                p[i].fd = h_connect_nb(h->port);
+                again++;
+            }
+            if (again == kFlood) sleep_ms(1); /* rank 0 closed its port: no spinning */
+        }
+    }
     case H_SLOWLORIS: { /* a hello a byte at a time, never finished */
         int fd = h_connect(h->port);
         h_send(fd, "1", 1);
@@ -957,6 +999,12 @@ static void child_genuine(int rank, void *arg) {
         unsetenv("CUWEAVE_COMM_TOKEN");
     Rank r;
     rank_open(&r, rank, kN * sizeof(int32_t));
+    if (rank == 0 && h->rank0_fds) { /* descriptors for h->rank0_fds more, no more */
+        int lowest = dup(0);
+        CK(lowest >= 0 && close(lowest) == 0);
+        struct rlimit rl = {(rlim_t)(lowest + h->rank0_fds), (rlim_t)(lowest + h->rank0_fds)};
+        CK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    }
     if (rank > 0) /* after the hostile peers are in position */
         for (int i = 0; i < h->nhostile; i++) {
             char c;
@@ -1026,7 +1074,7 @@ static void run_hostile(Hostile *h) {
             if (status[i] >= 0) continue;
             if (i >= h->nhostile) left_genuine++;
             else if (h->kind[i] != H_IDLE && h->kind[i] != H_FLOOD && h->kind[i] != H_FLOOD_PAST_CAP &&
-                     h->kind[i] != H_SLOWLORIS &&
+                     h->kind[i] != H_SLOWLORIS && h->kind[i] != H_FLOOD_RECONNECT &&
                      !(h->kind[i] == H_FAKE_RANK0 && (!h->reply || h->endless)))
                 left_hostile_ending++;
         }
@@ -1161,6 +1209,8 @@ static void test_bootstrap_tcp_hostile_rank0(void **state) {
         {"HTTP/1.1 400 Bad Request\r\n\r\n", 0, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"},
         {"", 1, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"}, /* endless */
         {NULL, 0, CW_ERROR_TIMEOUT, "rank 1 reading the id"},         /* silent */
+        /* closes without a word (as a busy rank 0 does): the rank connects again, and times out saying so */
+        {"", 0, CW_ERROR_TIMEOUT, "closed the connection without a reply, 1 time(s)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Hostile h = hostile(H_FAKE_RANK0, 1500);
@@ -1232,12 +1282,39 @@ static void test_bootstrap_tcp_token(void **state) {
     expect_all_zero(2, status);
 }
 
-/* More connections that say nothing than rank 0 serves at once (64): the
- * rest wait in the backlog; rank 0 drops the silent ones at their own
- * deadline (5 s) and serves the genuine rank then. */
+/* More connections that say nothing than rank 0 holds at once (64): the
+ * oldest make room for the ones after them, and the genuine rank is served
+ * as it is accepted. */
 static void test_bootstrap_tcp_flood_past_the_cap(void **state) {
     (void)state;
     Hostile h = hostile(H_FLOOD_PAST_CAP, 15000);
+    run_hostile(&h);
+}
+
+/* A flood that does not let up: 300 connections that say nothing, each
+ * made again as soon as rank 0 closes it (more than rank 0 serves at once
+ * and its listen backlog together). Rank 0 used to stop accepting at 64
+ * and drop each silent one only at its 5 s deadline: the backlog stayed
+ * full of the flood's connections, the genuine rank's SYN was dropped
+ * again and again, and it timed out connecting ("rank 0 did not listen").
+ * Now rank 0 always accepts: the genuine rank's hello is read as it is
+ * accepted, and a silent connection holds a place only while no one else
+ * needs it. */
+static void test_bootstrap_tcp_flood_reconnecting(void **state) {
+    (void)state;
+    Hostile h = hostile(H_FLOOD_RECONNECT, 10000);
+    run_hostile(&h);
+}
+
+/* Rank 0 out of descriptors: it can hold a few connections only (its
+ * limit), and 32 that say nothing are waiting. It used to stop accepting
+ * (EMFILE) until the silent ones it held reached their 5 s deadline, so a
+ * genuine rank with a timeout under 5 s timed out behind them; now a silent
+ * connection gives its descriptor up to the next one waiting. */
+static void test_bootstrap_tcp_flood_out_of_descriptors(void **state) {
+    (void)state;
+    Hostile h = hostile(H_FLOOD, 4000);
+    h.rank0_fds = 12;
     run_hostile(&h);
 }
 
@@ -1503,6 +1580,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_hostile_rank0, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_token, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_past_the_cap, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_reconnecting, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_out_of_descriptors, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_binds_address_given, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_not_regular, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_bounded_read, setup_dir, teardown_dir),
