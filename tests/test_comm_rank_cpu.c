@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -1369,6 +1370,67 @@ static void test_bootstrap_tcp_binds_address_given(void **state) {
     expect_all_zero(2, status);
 }
 
+/* A name server that does not answer, for the names under ".slow-dns.test":
+ * the library's getaddrinfo is this one (the test links libcuweave.a). It
+ * holds the caller 20 s, then fails as glibc does once its timeouts and
+ * attempts are spent (5 s twice for each address family by default), and
+ * never asks a real name server. Other names, and a lookup of a number only
+ * (AI_NUMERICHOST: no name server asked), go to the C library's. */
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+    if (node && strstr(node, ".slow-dns.test") && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
+        sleep_ms(20000);
+        return EAI_AGAIN;
+    }
+    int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **) =
+        (int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **))dlsym(RTLD_NEXT,
+                                                                                                 "getaddrinfo");
+    return real ? real(node, service, hints, res) : EAI_FAIL;
+}
+
+/* Rank 0's address by a name whose name server never answers: the call
+ * ends at its timeout, CW_ERROR_TIMEOUT (rank 0 and rank 1 alike). It used
+ * to wait for getaddrinfo (no timeout of its own) past the timeout: here
+ * 20 s, then CW_ERROR_INVALID_ARGUMENT "does not resolve: Temporary
+ * failure in name resolution". */
+static void child_name_server_silent(int rank, void *arg) {
+    (void)arg;
+    alarm(60);
+    Rank r;
+    rank_open(&r, rank, 64);
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.world_size = 2;
+    s.addr = "rank0.slow-dns.test:29500";
+    s.timeout_ms = 500;
+    cw_comm *comm = NULL;
+    for (int who = 0; who < 2; who++) {
+        s.rank = who;
+        double t0 = now_ms();
+        cw_status st = cw_comm_bootstrap(&comm, r.ctx, &s);
+        double spent = now_ms() - t0;
+        CK_ST(CW_ERROR_TIMEOUT, st);
+        CK_DETAIL("rank0.slow-dns.test did not resolve within 500 ms");
+        CK(spent < 10000); /* a bound for the test only: the call ends at its timeout */
+    }
+    /* An address by number needs no lookup, and a name of /etc/hosts
+     * resolves as before: rank 0 listens, a rank that nobody answers
+     * times out waiting. */
+    s.rank = 0;
+    s.addr = "localhost:1";
+    s.timeout_ms = 200;
+    cw_status st = cw_comm_bootstrap(&comm, r.ctx, &s);
+    CK(st == CW_ERROR_TIMEOUT || st == CW_ERROR_DRIVER); /* port 1: bind is refused to a non-root user */
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+static void test_bootstrap_tcp_name_server_silent(void **state) {
+    (void)state;
+    int status[1];
+    run_ranks(1, child_name_server_silent, NULL, status, 60000);
+    expect_all_zero(1, status);
+}
+
 /* ---- the file bootstrap: what sits at the path ---------------------------- */
 
 /* A FIFO at the path: rank 1 refuses it within its timeout (it used to
@@ -1583,6 +1645,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_reconnecting, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_out_of_descriptors, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_binds_address_given, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_name_server_silent, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_not_regular, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_bounded_read, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_private, setup_dir, teardown_dir),

@@ -231,8 +231,11 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  * CUWEAVE_WORLD_SIZE set per process and CUWEAVE_COMM_ADDR the same
  * everywhere (the address of rank 0's machine and a free port), and
  * CUWEAVE_COMM_TOKEN one secret everywhere where others can reach it. The
- * timeout (settings.timeout_ms) bounds the whole call. s NULL: every
- * setting from the environment. Blocking; thread-safe (one call per rank).
+ * timeout (settings.timeout_ms) bounds the whole call, the lookup of a
+ * host name in the address too (made on a thread of its own, which is left
+ * to finish by itself when its name server does not answer in time; an
+ * address by number needs none). s NULL: every setting from the
+ * environment. Blocking; thread-safe (one call per rank).
  * Returns:
  *   CW_SUCCESS                 *out is this process's rank.
  *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; s has nonzero reserved
@@ -250,7 +253,9 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
  *   CW_ERROR_NOT_SUPPORTED     as cw_comm_create_rank.
  *   CW_ERROR_TIMEOUT           the id or the peers did not come within the
- *                              timeout (the detail says what was awaited;
+ *                              timeout, or the host name in the address did
+ *                              not resolve within it (the detail says what
+ *                              was awaited;
  *                              rank 0's counts the connections it refused
  *                              or dropped, with the last reason).
  *   CW_ERROR_OUT_OF_MEMORY     no host memory.

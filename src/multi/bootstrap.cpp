@@ -6,13 +6,16 @@
 // (rank 0 listens and serves every connection at once, each within its own
 // deadline, refusing what is not a rank of this world with the token; the
 // others connect with retries); every rank then joins with
-// comm_create_rank. The timeout bounds the whole call. The messages are
-// made and read in bootstrap_msg.cpp.
+// comm_create_rank. The timeout bounds the whole call (a host name is
+// looked up on a thread of its own, waited for within it). The messages
+// are made and read in bootstrap_msg.cpp.
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sync.hpp"
 #include "multi/bootstrap_msg.hpp"
 #include "multi/collective.hpp"
 
@@ -262,16 +266,111 @@ class AddrInfo {
     struct addrinfo *ai = nullptr;
 };
 
-// The address given (no wildcard is made of it: rank 0 binds that address).
-cw_status resolve(const char *addr, AddrInfo *out) {
+// A name's lookup, on a thread of its own: getaddrinfo has no timeout (a
+// name server that does not answer holds it for the resolver's timeouts
+// and attempts, 10 s and more by default), so the caller waits for it up to
+// its deadline only; the last of the two to let go frees it.
+struct Lookup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;  // under mu: the caller's and the thread's
+    bool done;
+    int rc;
+    struct addrinfo *ai;
     char host[256], port[16];
-    CW_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+};
+
+void lookup_release(Lookup *lk) {
+    pthread_mutex_lock(&lk->mu);
+    const bool last = --lk->refs == 0;
+    pthread_mutex_unlock(&lk->mu);
+    if (!last) return;
+    if (lk->ai) freeaddrinfo(lk->ai);
+    pthread_cond_destroy(&lk->cv);
+    pthread_mutex_destroy(&lk->mu);
+    free(lk);
+}
+
+struct addrinfo stream_hints(int flags) {
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    int r = getaddrinfo(host, port, &hints, &out->ai);
+    hints.ai_flags = flags;
+    return hints;
+}
+
+void *lookup_main(void *arg) {
+    Lookup *lk = static_cast<Lookup *>(arg);
+    const struct addrinfo hints = stream_hints(AI_NUMERICSERV);
+    struct addrinfo *ai = nullptr;
+    const int rc = getaddrinfo(lk->host, lk->port, &hints, &ai);
+    pthread_mutex_lock(&lk->mu);
+    lk->rc = rc;
+    lk->ai = ai;
+    lk->done = true;
+    pthread_cond_signal(&lk->cv);
+    pthread_mutex_unlock(&lk->mu);
+    lookup_release(lk);
+    return nullptr;
+}
+
+// The address given (no wildcard is made of it: rank 0 binds that
+// address): a number at once; a name looked up within the deadline.
+cw_status resolve(const char *addr, AddrInfo *out, const Deadline &dl) {
+    char host[256], port[16];
+    CW_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+    const struct addrinfo numeric = stream_hints(AI_NUMERICSERV | AI_NUMERICHOST);
+    int r = getaddrinfo(host, port, &numeric, &out->ai);
+    if (r == 0 && out->ai) return CW_SUCCESS;
+    if (r != EAI_NONAME)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "the address \"%s\" does not resolve: %s", addr, gai_strerror(r));
+    Lookup *lk = static_cast<Lookup *>(calloc(1, sizeof(Lookup)));
+    if (!lk) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    copy_text(lk->host, sizeof lk->host, host);
+    copy_text(lk->port, sizeof lk->port, port);
+    pthread_mutex_init(&lk->mu, nullptr);
+    cond_init_monotonic(&lk->cv);
+    lk->refs = 2;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;  // the thread takes no signal of the program's
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    const int cr = pthread_create(&t, &a, lookup_main, lk);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    pthread_attr_destroy(&a);
+    if (cr != 0) {
+        lk->refs = 1;
+        lookup_release(lk);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "could not start a thread to look %s up (%s)", host, strerror(cr));
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    const uint32_t left = dl.left();
+    until.tv_sec += left / 1000;
+    until.tv_nsec += (long)(left % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&lk->mu);
+    while (!lk->done && pthread_cond_timedwait(&lk->cv, &lk->mu, &until) != ETIMEDOUT) {
+    }
+    const bool done = lk->done;
+    r = lk->rc;
+    if (done) {
+        out->ai = lk->ai;
+        lk->ai = nullptr;
+    }
+    pthread_mutex_unlock(&lk->mu);
+    lookup_release(lk);
+    if (!done)
+        return fail(CW_ERROR_TIMEOUT,
+                    "the address \"%s\": %s did not resolve within %u ms (its name server did not answer in time)",
+                    addr, host, dl.total);
     if (r != 0 || !out->ai)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the address \"%s\" does not resolve: %s", addr, gai_strerror(r));
     return CW_SUCCESS;
@@ -491,7 +590,7 @@ cw_status serve_loop(Server *sv, int ls, const Deadline &dl) {
 cw_status tcp_serve(const char *addr, int world, const char *token, size_t token_len, const cw_comm_id *id,
                     const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, &ai));
+    CW_TRY(resolve(addr, &ai, dl));
     Fd ls(socket(ai.ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (ls.get() < 0) return fail_errno(errno, "socket", addr);
     int one = 1;
@@ -524,7 +623,7 @@ cw_status tcp_serve(const char *addr, int world, const char *token, size_t token
 cw_status tcp_fetch(const char *addr, int rank, int world, const char *token, size_t token_len, cw_comm_id *id,
                     const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, &ai));
+    CW_TRY(resolve(addr, &ai, dl));
     char what[320];
     snprintf(what, sizeof what, "rank %d reading the id from rank 0 at %s", rank, addr);
     unsigned closed = 0;  // connections rank 0 closed without a reply
