@@ -1003,7 +1003,9 @@ static void child_genuine(int rank, void *arg) {
     if (rank == 0 && h->rank0_fds) { /* descriptors for h->rank0_fds more, no more */
         int lowest = dup(0);
         CK(lowest >= 0 && close(lowest) == 0);
-        struct rlimit rl = {(rlim_t)(lowest + h->rank0_fds), (rlim_t)(lowest + h->rank0_fds)};
+        struct rlimit rl;
+        CK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+        rl.rlim_cur = (rlim_t)(lowest + h->rank0_fds); /* the soft limit only (valgrind keeps the hard one) */
         CK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
     }
     if (rank > 0) /* after the hostile peers are in position */
@@ -1211,7 +1213,7 @@ static void test_bootstrap_tcp_hostile_rank0(void **state) {
         {"", 1, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"}, /* endless */
         {NULL, 0, CW_ERROR_TIMEOUT, "rank 1 reading the id"},         /* silent */
         /* closes without a word (as a busy rank 0 does): the rank connects again, and times out saying so */
-        {"", 0, CW_ERROR_TIMEOUT, "closed the connection without a reply, 1 time(s)"},
+        {"", 0, CW_ERROR_TIMEOUT, "closed the connection without a reply"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Hostile h = hostile(H_FAKE_RANK0, 1500);

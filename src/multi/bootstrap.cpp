@@ -596,7 +596,9 @@ cw_status tcp_serve(const char *addr, int world, const char *token, size_t token
     int one = 1;
     (void)setsockopt(ls.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(ls.get(), ai.ai->ai_addr, ai.ai->ai_addrlen) != 0) return fail_errno(errno, "bind", addr);
-    if (listen(ls.get(), 128) != 0) return fail_errno(errno, "listen", addr);
+    // The longest backlog the system gives (net.core.somaxconn): a flood has
+    // to fill it before the kernel drops a rank's connection.
+    if (listen(ls.get(), SOMAXCONN) != 0) return fail_errno(errno, "listen", addr);
     Server *sv = static_cast<Server *>(calloc(1, sizeof(Server)));
     unsigned char *taken = static_cast<unsigned char *>(calloc((size_t)world, 1));
     if (!sv || !taken) {
