@@ -17,8 +17,9 @@
  * bounded time, nothing left alive in the fake); a rank that dies between
  * collectives; the bootstrap through a file and through TCP loopback,
  * disagreeing world sizes, and bad environment values; hostile peers of the
- * TCP bootstrap (idle, garbage, impersonating, slow-loris, gone mid-hello, a
- * flood, a fake rank 0) and the token; what may sit at the file bootstrap's
+ * TCP bootstrap (idle, garbage, impersonating, slow-loris, gone mid-hello,
+ * floods: past the cap, reconnecting, rank 0 out of descriptors; a fake
+ * rank 0) and the token; what may sit at the file bootstrap's
  * path (a FIFO, a link, another user's file, bad contents) and rank 0's
  * temporary file (a planted link, its mode).
  */
@@ -26,10 +27,12 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -766,7 +769,9 @@ static void test_bootstrap_bad_environment(void **state) {
  * hostile peer received the id; a hang fails (the children are killed at
  * the bound), and every child has an alarm of its own. */
 
-enum { H_IDLE, H_GARBAGE, H_IMPERSONATE, H_SLOWLORIS, H_HALF, H_FLOOD, H_FLOOD_PAST_CAP, H_FAKE_RANK0 };
+enum {
+    H_IDLE, H_GARBAGE, H_IMPERSONATE, H_SLOWLORIS, H_HALF, H_FLOOD, H_FLOOD_PAST_CAP, H_FAKE_RANK0, H_FLOOD_RECONNECT
+};
 
 typedef struct Hostile {
     int port;
@@ -781,6 +786,7 @@ typedef struct Hostile {
     size_t reply_n;
     int endless;              /* H_FAKE_RANK0: then '7' forever */
     int skip_rank;            /* a genuine rank not started (0: none) */
+    int rank0_fds;            /* rank 0 may open this many descriptors more (0: its limit as it is) */
     int ready[2];
 } Hostile;
 
@@ -804,6 +810,20 @@ static int h_connect(int port) {
         }
         sleep_ms(5);
     }
+}
+
+/* A connection to 127.0.0.1:port begun without waiting for it (a socket
+ * whose connect fails shows as readable with an error, or hung up). */
+static int h_connect_nb(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) _exit(23);
+    (void)connect(fd, (struct sockaddr *)&a, sizeof a);
+    return fd;
 }
 
 static void h_send(int fd, const void *b, size_t n) { (void)!send(fd, b, n, MSG_NOSIGNAL); }
@@ -852,6 +872,29 @@ static void hostile_peer(const Hostile *h, int which) {
         for (int i = 0; i < (h->kind[which] == H_FLOOD ? 32 : 80); i++) (void)h_connect(h->port);
         h_ready(h);
         for (;;) pause();
+    case H_FLOOD_RECONNECT: { /* 300 connections that say nothing, each made again when rank 0 closes it */
+        enum { kFlood = 300 };
+        static struct pollfd p[kFlood];
+        p[0].fd = h_connect(h->port); /* rank 0 listens */
+        for (int i = 1; i < kFlood; i++) p[i].fd = h_connect_nb(h->port);
+        for (int i = 0; i < kFlood; i++) p[i].events = POLLIN;
+        sleep_ms(100);
+        h_ready(h);
+        for (;;) {
+            if (poll(p, kFlood, 1000) <= 0) continue;
+            int again = 0;
+            for (int i = 0; i < kFlood; i++) {
+                if (!p[i].revents) continue;
+                char c[64];
+                ssize_t r = recv(p[i].fd, c, sizeof c, MSG_DONTWAIT);
+                if (r > 0 || (r < 0 && errno == EAGAIN)) continue;
+                close(p[i].fd);
+                p[i].fd = h_connect_nb(h->port);
+                again++;
+            }
+            if (again == kFlood) sleep_ms(1); /* rank 0 closed its port: no spinning */
+        }
+    }
     case H_SLOWLORIS: { /* a hello a byte at a time, never finished */
         int fd = h_connect(h->port);
         h_send(fd, "1", 1);
@@ -957,6 +1000,14 @@ static void child_genuine(int rank, void *arg) {
         unsetenv("CUWEAVE_COMM_TOKEN");
     Rank r;
     rank_open(&r, rank, kN * sizeof(int32_t));
+    if (rank == 0 && h->rank0_fds) { /* descriptors for h->rank0_fds more, no more */
+        int lowest = dup(0);
+        CK(lowest >= 0 && close(lowest) == 0);
+        struct rlimit rl;
+        CK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+        rl.rlim_cur = (rlim_t)(lowest + h->rank0_fds); /* the soft limit only (valgrind keeps the hard one) */
+        CK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    }
     if (rank > 0) /* after the hostile peers are in position */
         for (int i = 0; i < h->nhostile; i++) {
             char c;
@@ -1026,7 +1077,7 @@ static void run_hostile(Hostile *h) {
             if (status[i] >= 0) continue;
             if (i >= h->nhostile) left_genuine++;
             else if (h->kind[i] != H_IDLE && h->kind[i] != H_FLOOD && h->kind[i] != H_FLOOD_PAST_CAP &&
-                     h->kind[i] != H_SLOWLORIS &&
+                     h->kind[i] != H_SLOWLORIS && h->kind[i] != H_FLOOD_RECONNECT &&
                      !(h->kind[i] == H_FAKE_RANK0 && (!h->reply || h->endless)))
                 left_hostile_ending++;
         }
@@ -1161,6 +1212,8 @@ static void test_bootstrap_tcp_hostile_rank0(void **state) {
         {"HTTP/1.1 400 Bad Request\r\n\r\n", 0, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"},
         {"", 1, CW_ERROR_INVALID_ARGUMENT, "does not hold a cuweave"}, /* endless */
         {NULL, 0, CW_ERROR_TIMEOUT, "rank 1 reading the id"},         /* silent */
+        /* closes without a word (as a busy rank 0 does): the rank connects again, and times out saying so */
+        {"", 0, CW_ERROR_TIMEOUT, "closed the connection without a reply"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Hostile h = hostile(H_FAKE_RANK0, 1500);
@@ -1232,12 +1285,39 @@ static void test_bootstrap_tcp_token(void **state) {
     expect_all_zero(2, status);
 }
 
-/* More connections that say nothing than rank 0 serves at once (64): the
- * rest wait in the backlog; rank 0 drops the silent ones at their own
- * deadline (5 s) and serves the genuine rank then. */
+/* More connections that say nothing than rank 0 holds at once (64): the
+ * oldest make room for the ones after them, and the genuine rank is served
+ * as it is accepted. */
 static void test_bootstrap_tcp_flood_past_the_cap(void **state) {
     (void)state;
     Hostile h = hostile(H_FLOOD_PAST_CAP, 15000);
+    run_hostile(&h);
+}
+
+/* A flood that does not let up: 300 connections that say nothing, each
+ * made again as soon as rank 0 closes it (more than rank 0 serves at once
+ * and its listen backlog together). Rank 0 used to stop accepting at 64
+ * and drop each silent one only at its 5 s deadline: the backlog stayed
+ * full of the flood's connections, the genuine rank's SYN was dropped
+ * again and again, and it timed out connecting ("rank 0 did not listen").
+ * Now rank 0 always accepts: the genuine rank's hello is read as it is
+ * accepted, and a silent connection holds a place only while no one else
+ * needs it. */
+static void test_bootstrap_tcp_flood_reconnecting(void **state) {
+    (void)state;
+    Hostile h = hostile(H_FLOOD_RECONNECT, 10000);
+    run_hostile(&h);
+}
+
+/* Rank 0 out of descriptors: it can hold a few connections only (its
+ * limit), and 32 that say nothing are waiting. It used to stop accepting
+ * (EMFILE) until the silent ones it held reached their 5 s deadline, so a
+ * genuine rank with a timeout under 5 s timed out behind them; now a silent
+ * connection gives its descriptor up to the next one waiting. */
+static void test_bootstrap_tcp_flood_out_of_descriptors(void **state) {
+    (void)state;
+    Hostile h = hostile(H_FLOOD, 4000);
+    h.rank0_fds = 12;
     run_hostile(&h);
 }
 
@@ -1290,6 +1370,67 @@ static void test_bootstrap_tcp_binds_address_given(void **state) {
     int status[2];
     run_ranks(2, child_bind_check, &port, status, 30000);
     expect_all_zero(2, status);
+}
+
+/* A name server that does not answer, for the names under ".slow-dns.test":
+ * the library's getaddrinfo is this one (the test links libcuweave.a). It
+ * holds the caller 20 s, then fails as glibc does once its timeouts and
+ * attempts are spent (5 s twice for each address family by default), and
+ * never asks a real name server. Other names, and a lookup of a number only
+ * (AI_NUMERICHOST: no name server asked), go to the C library's. */
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+    if (node && strstr(node, ".slow-dns.test") && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
+        sleep_ms(20000);
+        return EAI_AGAIN;
+    }
+    int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **) =
+        (int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **))dlsym(RTLD_NEXT,
+                                                                                                 "getaddrinfo");
+    return real ? real(node, service, hints, res) : EAI_FAIL;
+}
+
+/* Rank 0's address by a name whose name server never answers: the call
+ * ends at its timeout, CW_ERROR_TIMEOUT (rank 0 and rank 1 alike). It used
+ * to wait for getaddrinfo (no timeout of its own) past the timeout: here
+ * 20 s, then CW_ERROR_INVALID_ARGUMENT "does not resolve: Temporary
+ * failure in name resolution". */
+static void child_name_server_silent(int rank, void *arg) {
+    (void)arg;
+    alarm(60);
+    Rank r;
+    rank_open(&r, rank, 64);
+    cw_comm_bootstrap_settings s;
+    cw_comm_bootstrap_settings_default(&s);
+    s.world_size = 2;
+    s.addr = "rank0.slow-dns.test:29500";
+    s.timeout_ms = 500;
+    cw_comm *comm = NULL;
+    for (int who = 0; who < 2; who++) {
+        s.rank = who;
+        double t0 = now_ms();
+        cw_status st = cw_comm_bootstrap(&comm, r.ctx, &s);
+        double spent = now_ms() - t0;
+        CK_ST(CW_ERROR_TIMEOUT, st);
+        CK_DETAIL("rank0.slow-dns.test did not resolve within 500 ms");
+        CK(spent < 10000); /* a bound for the test only: the call ends at its timeout */
+    }
+    /* An address by number needs no lookup, and a name of /etc/hosts
+     * resolves as before: rank 0 listens, a rank that nobody answers
+     * times out waiting. */
+    s.rank = 0;
+    s.addr = "localhost:1";
+    s.timeout_ms = 200;
+    cw_status st = cw_comm_bootstrap(&comm, r.ctx, &s);
+    CK(st == CW_ERROR_TIMEOUT || st == CW_ERROR_DRIVER); /* port 1: bind is refused to a non-root user */
+    CK(comm == NULL);
+    rank_close(&r);
+}
+
+static void test_bootstrap_tcp_name_server_silent(void **state) {
+    (void)state;
+    int status[1];
+    run_ranks(1, child_name_server_silent, NULL, status, 60000);
+    expect_all_zero(1, status);
 }
 
 /* ---- the file bootstrap: what sits at the path ---------------------------- */
@@ -1503,7 +1644,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_hostile_rank0, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_token, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_past_the_cap, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_reconnecting, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_flood_out_of_descriptors, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_tcp_binds_address_given, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_bootstrap_tcp_name_server_silent, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_not_regular, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_bounded_read, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_bootstrap_file_private, setup_dir, teardown_dir),

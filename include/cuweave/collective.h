@@ -215,19 +215,27 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  *    the address of rank 0's machine that the others can reach, 127.0.0.1
  *    on one host) and serves every connection at once, each within 5 s of
  *    its accept (one that says nothing or dribbles is dropped then). It
+ *    never stops accepting: it holds 64 connections, and past them the
+ *    oldest that has not sent its hello after 200 ms makes room for the
+ *    next (one that finds only younger ones is closed at once), so a flood
+ *    of connections that say nothing does not keep a rank out. It
  *    answers each other rank of its world size (with the token, when one
  *    is set) once, and refuses, telling the peer why, a hello that is
  *    malformed, of another world size, without the token or with another,
  *    or for a rank already answered (the first hello of a rank gets the id:
  *    without a token rank 0 cannot tell an impostor); nothing a peer sends
  *    ends rank 0's call. It closes the socket once every rank is answered.
- *    The others connect, retrying until rank 0 listens.
+ *    The others connect, retrying until rank 0 listens, and again when it
+ *    closes a connection without a reply.
  * On several machines: the same program on each, CUWEAVE_RANK and
  * CUWEAVE_WORLD_SIZE set per process and CUWEAVE_COMM_ADDR the same
  * everywhere (the address of rank 0's machine and a free port), and
  * CUWEAVE_COMM_TOKEN one secret everywhere where others can reach it. The
- * timeout (settings.timeout_ms) bounds the whole call. s NULL: every
- * setting from the environment. Blocking; thread-safe (one call per rank).
+ * timeout (settings.timeout_ms) bounds the whole call, the lookup of a
+ * host name in the address too (made on a thread of its own, which is left
+ * to finish by itself when its name server does not answer in time; an
+ * address by number needs none). s NULL: every setting from the
+ * environment. Blocking; thread-safe (one call per rank).
  * Returns:
  *   CW_SUCCESS                 *out is this process's rank.
  *   CW_ERROR_INVALID_ARGUMENT  out or ctx is NULL; s has nonzero reserved
@@ -245,7 +253,9 @@ CW_API void cw_comm_bootstrap_settings_default(cw_comm_bootstrap_settings *s);
  *   CW_ERROR_INVALID_HANDLE    ctx is not a live context.
  *   CW_ERROR_NOT_SUPPORTED     as cw_comm_create_rank.
  *   CW_ERROR_TIMEOUT           the id or the peers did not come within the
- *                              timeout (the detail says what was awaited;
+ *                              timeout, or the host name in the address did
+ *                              not resolve within it (the detail says what
+ *                              was awaited;
  *                              rank 0's counts the connections it refused
  *                              or dropped, with the last reason).
  *   CW_ERROR_OUT_OF_MEMORY     no host memory.

@@ -6,13 +6,16 @@
 // (rank 0 listens and serves every connection at once, each within its own
 // deadline, refusing what is not a rank of this world with the token; the
 // others connect with retries); every rank then joins with
-// comm_create_rank. The timeout bounds the whole call. The messages are
-// made and read in bootstrap_msg.cpp.
+// comm_create_rank. The timeout bounds the whole call (a host name is
+// looked up on a thread of its own, waited for within it). The messages
+// are made and read in bootstrap_msg.cpp.
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sync.hpp"
 #include "multi/bootstrap_msg.hpp"
 #include "multi/collective.hpp"
 
@@ -32,9 +36,15 @@ namespace {
 // A peer's whole exchange with rank 0 (its hello, rank 0's reply), from the
 // moment rank 0 accepts it: a peer silent or slow past it is dropped.
 constexpr uint32_t kPeerMs = 5000;
-// Connections rank 0 serves at once; more wait in the listen backlog until
-// one of these is answered or dropped.
+// Connections rank 0 holds at once (past the one just accepted). It never
+// stops accepting: one that is let wait in the listen backlog fills it,
+// and a genuine rank's connection is then dropped by the kernel, again and
+// again while a flood lasts. So at the cap the oldest connection that has
+// not sent its hello, once it has had kPeerMinMs, makes room for the next;
+// one that finds every place held by younger ones is closed at once (a
+// rank whose connection closes without a reply connects again).
 constexpr int kPeersMax = 64;
+constexpr uint32_t kPeerMinMs = 200;
 // Refusals rank 0 logs (CW_LOG_WARNING) in one bootstrap; the rest are
 // counted in the detail of a timeout.
 constexpr unsigned kRefusalsLogged = 8;
@@ -217,12 +227,14 @@ cw_status wait_fd(int fd, short events, const Deadline &dl, const char *what) {
     }
 }
 
-cw_status send_all(int fd, const char *buf, size_t len, const Deadline &dl, const char *what) {
+// *gone: the failure was rank 0 closing or resetting the connection.
+cw_status send_all(int fd, const char *buf, size_t len, const Deadline &dl, const char *what, bool *gone) {
     size_t done = 0;
     while (done < len) {
         CW_TRY(wait_fd(fd, POLLOUT, dl, what));
         ssize_t w = send(fd, buf + done, len - done, MSG_NOSIGNAL);
         if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (w < 0) *gone = errno == EPIPE || errno == ECONNRESET;
         if (w <= 0) return fail_errno(errno, "send", what);
         done += (size_t)w;
     }
@@ -230,13 +242,14 @@ cw_status send_all(int fd, const char *buf, size_t len, const Deadline &dl, cons
 }
 
 // Reads rank 0's reply: until it is whole (reply_complete), rank 0 closes,
-// or kReplyMax + 1 bytes came (more than any reply).
-cw_status recv_reply(int fd, char *buf, size_t cap, size_t *len, const Deadline &dl, const char *what) {
+// or kReplyMax + 1 bytes came (more than any reply). *gone as send_all's.
+cw_status recv_reply(int fd, char *buf, size_t cap, size_t *len, const Deadline &dl, const char *what, bool *gone) {
     size_t n = 0;
     while (n < cap && !reply_complete(buf, n)) {
         CW_TRY(wait_fd(fd, POLLIN, dl, what));
         ssize_t r = recv(fd, buf + n, cap - n, 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r < 0) *gone = n == 0 && errno == ECONNRESET;
         if (r < 0) return fail_errno(errno, "recv", what);
         if (r == 0) break;
         n += (size_t)r;
@@ -253,16 +266,111 @@ class AddrInfo {
     struct addrinfo *ai = nullptr;
 };
 
-// The address given (no wildcard is made of it: rank 0 binds that address).
-cw_status resolve(const char *addr, AddrInfo *out) {
+// A name's lookup, on a thread of its own: getaddrinfo has no timeout (a
+// name server that does not answer holds it for the resolver's timeouts
+// and attempts, 10 s and more by default), so the caller waits for it up to
+// its deadline only; the last of the two to let go frees it.
+struct Lookup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;  // under mu: the caller's and the thread's
+    bool done;
+    int rc;
+    struct addrinfo *ai;
     char host[256], port[16];
-    CW_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+};
+
+void lookup_release(Lookup *lk) {
+    pthread_mutex_lock(&lk->mu);
+    const bool last = --lk->refs == 0;
+    pthread_mutex_unlock(&lk->mu);
+    if (!last) return;
+    if (lk->ai) freeaddrinfo(lk->ai);
+    pthread_cond_destroy(&lk->cv);
+    pthread_mutex_destroy(&lk->mu);
+    free(lk);
+}
+
+struct addrinfo stream_hints(int flags) {
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    int r = getaddrinfo(host, port, &hints, &out->ai);
+    hints.ai_flags = flags;
+    return hints;
+}
+
+void *lookup_main(void *arg) {
+    Lookup *lk = static_cast<Lookup *>(arg);
+    const struct addrinfo hints = stream_hints(AI_NUMERICSERV);
+    struct addrinfo *ai = nullptr;
+    const int rc = getaddrinfo(lk->host, lk->port, &hints, &ai);
+    pthread_mutex_lock(&lk->mu);
+    lk->rc = rc;
+    lk->ai = ai;
+    lk->done = true;
+    pthread_cond_signal(&lk->cv);
+    pthread_mutex_unlock(&lk->mu);
+    lookup_release(lk);
+    return nullptr;
+}
+
+// The address given (no wildcard is made of it: rank 0 binds that
+// address): a number at once; a name looked up within the deadline.
+cw_status resolve(const char *addr, AddrInfo *out, const Deadline &dl) {
+    char host[256], port[16];
+    CW_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+    const struct addrinfo numeric = stream_hints(AI_NUMERICSERV | AI_NUMERICHOST);
+    int r = getaddrinfo(host, port, &numeric, &out->ai);
+    if (r == 0 && out->ai) return CW_SUCCESS;
+    if (r != EAI_NONAME)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "the address \"%s\" does not resolve: %s", addr, gai_strerror(r));
+    Lookup *lk = static_cast<Lookup *>(calloc(1, sizeof(Lookup)));
+    if (!lk) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    copy_text(lk->host, sizeof lk->host, host);
+    copy_text(lk->port, sizeof lk->port, port);
+    pthread_mutex_init(&lk->mu, nullptr);
+    cond_init_monotonic(&lk->cv);
+    lk->refs = 2;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;  // the thread takes no signal of the program's
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    const int cr = pthread_create(&t, &a, lookup_main, lk);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    pthread_attr_destroy(&a);
+    if (cr != 0) {
+        lk->refs = 1;
+        lookup_release(lk);
+        return fail(CW_ERROR_OUT_OF_MEMORY, "could not start a thread to look %s up (%s)", host, strerror(cr));
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    const uint32_t left = dl.left();
+    until.tv_sec += left / 1000;
+    until.tv_nsec += (long)(left % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&lk->mu);
+    while (!lk->done && pthread_cond_timedwait(&lk->cv, &lk->mu, &until) != ETIMEDOUT) {
+    }
+    const bool done = lk->done;
+    r = lk->rc;
+    if (done) {
+        out->ai = lk->ai;
+        lk->ai = nullptr;
+    }
+    pthread_mutex_unlock(&lk->mu);
+    lookup_release(lk);
+    if (!done)
+        return fail(CW_ERROR_TIMEOUT,
+                    "the address \"%s\": %s did not resolve within %u ms (its name server did not answer in time)",
+                    addr, host, dl.total);
     if (r != 0 || !out->ai)
         return fail(CW_ERROR_INVALID_ARGUMENT, "the address \"%s\" does not resolve: %s", addr, gai_strerror(r));
     return CW_SUCCESS;
@@ -271,6 +379,7 @@ cw_status resolve(const char *addr, AddrInfo *out) {
 // One connection rank 0 serves: what the peer sent, then rank 0's reply.
 struct Peer {
     int fd;
+    uint64_t accepted;   // mono_ms
     uint64_t deadline;   // mono_ms
     size_t n;            // bytes of in
     size_t out_n;        // bytes of the reply (0: still reading)
@@ -291,7 +400,7 @@ struct Server {
     int served;
     unsigned refused, dropped;
     char last[kReasonMax + 1];  // the last refusal's reason
-    Peer peers[kPeersMax];
+    Peer peers[kPeersMax + 1];  // + 1: the one just accepted, until it has a place
     int npeers;
 };
 
@@ -365,25 +474,58 @@ bool peer_write(Server *sv, int i) {
     }
 }
 
-// Takes the connections waiting (as many as there is room for). Returns
-// false when accept failed for want of descriptors or memory (then the
-// caller stops accepting for a while: poll would report the listener again
-// at once).
+// Makes room: closes the oldest connection, other than `except`, that is
+// still reading its hello and has had kPeerMinMs; false when there is none.
+bool make_room(Server *sv, uint64_t now, int except) {
+    int oldest = -1;
+    for (int i = 0; i < sv->npeers; i++) {
+        const Peer &p = sv->peers[i];
+        if (i == except || p.out_n || now - p.accepted < kPeerMinMs) continue;
+        if (oldest < 0 || p.accepted < sv->peers[oldest].accepted) oldest = i;
+    }
+    if (oldest < 0) return false;
+    sv->dropped++;
+    peer_close(sv, oldest);
+    return true;
+}
+
+// Takes the connections waiting (kPeersMax at most in one go, so the ones
+// accepted before are served in between). Each is read at once (a rank's
+// hello is there by then, as a rule: then it is answered and closed without
+// holding a place); one still reading takes a place, made at the cap by
+// make_room, or is closed. Returns false when accept failed for want of
+// descriptors or memory and no connection could give its descriptor up
+// (then the caller stops accepting for a while: poll would report the
+// listener again at once).
 bool accept_peers(Server *sv, int ls, cw_status *st) {
-    while (sv->npeers < kPeersMax) {
+    for (int k = 0; k < kPeersMax && sv->served < sv->world - 1; k++) {
         int fd = accept4(ls, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        const uint64_t now = mono_ms();
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
             if (errno == EAGAIN) return true;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) return false;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                if (make_room(sv, now, -1)) continue;
+                return false;
+            }
             *st = fail_errno(errno, "accept", sv->addr);
             return true;
         }
-        Peer &p = sv->peers[sv->npeers++];
+        const int i = sv->npeers++;
+        Peer &p = sv->peers[i];
         p.fd = fd;
-        p.deadline = mono_ms() + kPeerMs;
+        p.accepted = now;
+        p.deadline = now + kPeerMs;
         p.n = p.out_n = p.out_done = 0;
         p.rank = -1;
+        bool keep = peer_read(sv, i);
+        if (keep && p.out_n) keep = peer_write(sv, i);
+        if (!keep) {
+            peer_close(sv, i);
+        } else if (sv->npeers > kPeersMax && !make_room(sv, now, i)) {
+            sv->dropped++;  // every place is held by younger ones: this one goes (a rank connects again)
+            peer_close(sv, i);
+        }
     }
     return true;
 }
@@ -408,16 +550,16 @@ cw_status serve_loop(Server *sv, int ls, const Deadline &dl) {
             if (sv->refused)
                 m = snprintf(more, sizeof more, "; %u connection(s) refused, the last: %s", sv->refused, sv->last);
             if (sv->dropped && m >= 0 && (size_t)m < sizeof more)
-                snprintf(more + m, sizeof more - (size_t)m, "; %u dropped, not done within %u ms", sv->dropped,
-                         kPeerMs);
+                snprintf(more + m, sizeof more - (size_t)m,
+                         "; %u dropped (not done within %u ms, or making room for others)", sv->dropped, kPeerMs);
             return fail(CW_ERROR_TIMEOUT, "rank 0 on %s: %d of the %d other ranks came within %u ms%s", sv->addr,
                         sv->served, sv->world - 1, dl.total, more);
         }
         uint64_t wait = left;
         int np = 0;
-        const bool listening = sv->npeers < kPeersMax && now >= accept_at;
+        const bool listening = now >= accept_at;
         if (listening) pfd[np++] = {ls, POLLIN, 0};
-        else if (sv->npeers < kPeersMax && accept_at - now < wait) wait = accept_at - now;
+        else if (accept_at - now < wait) wait = accept_at - now;
         for (int i = 0; i < sv->npeers; i++) {
             pfd[np++] = {sv->peers[i].fd, (short)(sv->peers[i].out_n ? POLLOUT : POLLIN), 0};
             if (sv->peers[i].deadline - now < wait) wait = sv->peers[i].deadline - now;
@@ -448,13 +590,15 @@ cw_status serve_loop(Server *sv, int ls, const Deadline &dl) {
 cw_status tcp_serve(const char *addr, int world, const char *token, size_t token_len, const cw_comm_id *id,
                     const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, &ai));
+    CW_TRY(resolve(addr, &ai, dl));
     Fd ls(socket(ai.ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (ls.get() < 0) return fail_errno(errno, "socket", addr);
     int one = 1;
     (void)setsockopt(ls.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(ls.get(), ai.ai->ai_addr, ai.ai->ai_addrlen) != 0) return fail_errno(errno, "bind", addr);
-    if (listen(ls.get(), 128) != 0) return fail_errno(errno, "listen", addr);
+    // The longest backlog the system gives (net.core.somaxconn): a flood has
+    // to fill it before the kernel drops a rank's connection.
+    if (listen(ls.get(), SOMAXCONN) != 0) return fail_errno(errno, "listen", addr);
     Server *sv = static_cast<Server *>(calloc(1, sizeof(Server)));
     unsigned char *taken = static_cast<unsigned char *>(calloc((size_t)world, 1));
     if (!sv || !taken) {
@@ -475,14 +619,16 @@ cw_status tcp_serve(const char *addr, int world, const char *token, size_t token
     return st;
 }
 
-// Another rank: connects to rank 0 (retrying until it listens), says its
-// hello and reads the reply: the id, or why rank 0 refused it.
+// Another rank: connects to rank 0 (retrying until it listens, and when it
+// closes the connection without a word: busy), says its hello and reads
+// the reply: the id, or why rank 0 refused it.
 cw_status tcp_fetch(const char *addr, int rank, int world, const char *token, size_t token_len, cw_comm_id *id,
                     const Deadline &dl) {
     AddrInfo ai;
-    CW_TRY(resolve(addr, &ai));
+    CW_TRY(resolve(addr, &ai, dl));
     char what[320];
     snprintf(what, sizeof what, "rank %d reading the id from rank 0 at %s", rank, addr);
+    unsigned closed = 0;  // connections rank 0 closed without a reply
     for (;;) {
         // Non-blocking: an unreachable host does not hold the call past the
         // deadline (a blocking connect waits for the kernel's own timeout).
@@ -500,29 +646,37 @@ cw_status tcp_fetch(const char *addr, int rank, int world, const char *token, si
                 errno = pr == 0 ? ETIMEDOUT : soerr ? soerr : errno;
             }
         }
+        bool gone = false;
         if (cr == 0) {
             char hello[kHelloMax];
             size_t n = hello_format(hello, rank, world, token, token_len);
-            CW_TRY(send_all(fd.get(), hello, n, dl, what));
             char msg[kReplyMax + 1];
             size_t len = 0;
-            CW_TRY(recv_reply(fd.get(), msg, sizeof msg, &len, dl, what));
-            if (len == 0)
-                return fail(CW_ERROR_INVALID_ARGUMENT,
-                            "rank 0 at %s closed the connection without a reply (not a cuweave rank 0 of this "
-                            "version?)",
-                            addr);
-            int theirs = 0;
-            char from[300];
-            snprintf(from, sizeof from, "rank 0 at %s", addr);
-            CW_TRY(reply_parse(msg, len, rank, &theirs, id, from));
-            return check_world(theirs, world, from);
+            cw_status xs = send_all(fd.get(), hello, n, dl, what, &gone);
+            if (xs == CW_SUCCESS) xs = recv_reply(fd.get(), msg, sizeof msg, &len, dl, what, &gone);
+            if (xs == CW_SUCCESS && len == 0) gone = true;
+            if (!gone) {
+                CW_TRY(xs);
+                int theirs = 0;
+                char from[300];
+                snprintf(from, sizeof from, "rank 0 at %s", addr);
+                CW_TRY(reply_parse(msg, len, rank, &theirs, id, from));
+                return check_world(theirs, world, from);
+            }
+            closed++;
+        } else {
+            int err = errno;
+            if (err != ECONNREFUSED && err != ENOENT && err != ETIMEDOUT && err != EHOSTUNREACH &&
+                err != ENETUNREACH && err != EINTR)
+                return fail_errno(err, "connect", addr);
         }
-        int err = errno;
-        if (err != ECONNREFUSED && err != ENOENT && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH &&
-            err != EINTR)
-            return fail_errno(err, "connect", addr);
         uint32_t left = dl.left();
+        if (left == 0 && closed)
+            return fail(CW_ERROR_TIMEOUT,
+                        "rank %d: rank 0 at %s closed the connection without a reply, %u time(s), and gave no id "
+                        "within %u ms (busy with other connections; or it had answered every rank and closed it: "
+                        "then another process took rank %d; or not a cuweave rank 0 of this version)",
+                        rank, addr, closed, dl.total, rank);
         if (left == 0)
             return fail(CW_ERROR_TIMEOUT,
                         "rank %d: rank 0 did not listen on %s within %u ms (not started; or it had answered every "

@@ -117,6 +117,8 @@ static void put_share_seeds(void) {
     put_share("regress-size-huge", 1, size_hi, bit30, 1);           /* + 2^62 */
     put_share("regress-mapping-smaller", 1, fake_bytes, x40_10, 2); /* the fake maps 64 bytes */
     put_share("dead-other-nonce", 4, nonce, x1, 1);
+}
+
 /* The communicator bootstrap's messages (fuzz_comm_hello, fuzz_comm_id,
  * fuzz_comm_file), with the reproductions of issue 38 ("regress-"). */
 static size_t comm_id_msg(char *buf, int world) {
