@@ -8,7 +8,8 @@ ctypes.ArgumentError, an OverflowError or an AttributeError from deep
 inside. ctypes would also keep only the low bits of a Python int that is too
 large for the C type: the range checks here refuse such a value instead.
 
-Time: the Python API takes seconds (int or float) everywhere. ``None``
+Time: the Python API takes seconds (int or float; any numbers.Real, NumPy's
+scalars too) everywhere. ``None``
 waits without limit, ``0`` only tries, a negative value or NaN is a
 ValueError naming the parameter. A positive value smaller than the C call's
 unit is rounded up to one unit (a wait never becomes a mere try); a value
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import numbers
 import operator
 import os
 from typing import Any, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
@@ -140,9 +142,14 @@ def instance(value: object, cls: Type[T], name: str) -> T:
 
 
 def number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A real number as a float: an int, a float, or another numbers.Real
+    (NumPy's scalars, Fraction); never a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, numbers.Real)):
         raise TypeError("%s must be a number of seconds (int or float), not %s" % (name, _tname(value)))
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int past the float range: as far as time goes, infinite
+        v = math.inf if cast(int, value) > 0 else -math.inf
     if v != v:
         raise ValueError("%s must not be NaN" % name)
     return v
@@ -161,13 +168,16 @@ def seconds(value: object, name: str, allow_none: bool = True) -> Optional[float
 
 
 def _units(v: float, per_second: int) -> int:
-    """v seconds in whole units, rounded up: a positive duration never
-    becomes 0 (0.0001 s is 100 us, not 101: the float's error is ignored)."""
+    """v seconds (finite, >= 0) in whole units, rounded up: a positive
+    duration never becomes 0, however small (0.0001 s is 100 us, not 101:
+    the float's error is ignored above one unit); one too large for a float
+    of units (1e303 s in us) is counted exactly, never an OverflowError."""
     x = v * per_second
+    if math.isinf(x):
+        return math.ceil(v) * per_second
     n = round(x)
-    if abs(x - n) <= 1e-9 * max(1.0, abs(x)):
-        return int(n)
-    return int(math.ceil(x))
+    units = int(n) if abs(x - n) <= 1e-9 * max(1.0, abs(x)) else int(math.ceil(x))
+    return max(units, 1) if v > 0 else units
 
 
 def timeout_us(value: object, name: str = "timeout") -> int:
@@ -192,9 +202,9 @@ def timeout_ms_clamped(value: object, name: str = "timeout") -> int:
 def ms_parts(value: object, name: str = "timeout") -> Optional[int]:
     """Seconds as whole milliseconds for a wait that may be repeated (the
     resident loop's): None (no limit) stays None; the caller waits in parts
-    of at most 2^32 - 1 ms."""
+    of at most 2^32 - 1 ms. Longer than int64 milliseconds: None too."""
     v = seconds(value, name)
-    if v is None or math.isinf(v):
+    if v is None or math.isinf(v) or v * 1e3 >= INT64_MAX:  # too long for int64 ms: no limit, as timeout_us
         return None
     return _units(v, 1000)
 
