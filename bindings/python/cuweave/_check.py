@@ -220,6 +220,28 @@ def duration(value: object, name: str, per_second: int, hi: int) -> int:
     return n
 
 
+def open_object(value: object, name: str) -> None:
+    """ValueError naming the parameter when `value` is a closed object (a
+    cuweave Buffer, DLPackArray, HostMemory: their ``closed`` is True)."""
+    if getattr(value, "closed", False) is True:
+        raise ValueError("%s: the %s is closed" % (name, type(value).__name__))
+
+
+def array_address(value: object, name: str) -> int:
+    """The device address of an open object with __cuda_array_interface__
+    (its data's first item, a uint64), the parameter named in every error."""
+    open_object(value, name)
+    cai = getattr(value, "__cuda_array_interface__")
+    data = cai.get("data") if isinstance(cai, dict) else None
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise TypeError("%s: __cuda_array_interface__['data'] must be (address, read_only), not %r" %
+                        (name, data))
+    try:
+        return integer(data[0], name, 0, UINT64_MAX)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("%s (its __cuda_array_interface__ data address)" % exc) from None
+
+
 def sequence(value: object, name: str) -> Sequence[Any]:
     """A list or tuple (any iterable but a str / bytes is accepted and listed)."""
     if value is None or isinstance(value, (str, bytes)):
