@@ -199,16 +199,36 @@ class DLPackArray:
     which calls the producer's deleter."""
 
     def __init__(self, managed: int, versioned: bool, owner: Any) -> None:
+        # Ours from here on: any refusal calls the producer's deleter first, as DLPack asks.
+        try:
+            self._read(managed, versioned)
+        except BaseException:
+            _call_deleter(managed, versioned)
+            raise
+        self._owner = owner  # the producer's object (for its repr; the deleter keeps its memory)
+        self._finalizer = weakref.finalize(self, _call_deleter, managed, versioned)
+
+    def _read(self, managed: int, versioned: bool) -> None:
+        if versioned:
+            mv: Any = DLManagedTensorVersioned.from_address(managed)
+            if int(mv.version.major) != 1:  # another layout: no other field may be read (dlpack.h)
+                raise BufferError("a DLPack %d.%d tensor (cuweave reads major version 1)" %
+                                  (mv.version.major, mv.version.minor))
         m: Any = (DLManagedTensorVersioned if versioned else DLManagedTensor).from_address(managed)
         t = m.dl_tensor
         self.device_type: int = int(t.device.device_type)
+        if self.device_type not in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED):
+            raise BufferError("a DLPack tensor on device type %d, not CUDA memory" % self.device_type)
         self.device: int = int(t.device.device_id)
         self.ptr: int = int(t.data or 0) + int(t.byte_offset)
         ndim = int(t.ndim)
+        if ndim < 0 or (ndim > 0 and not t.shape):
+            raise BufferError("a DLPack tensor with ndim %d and %s shape" % (ndim, "a" if t.shape else "no"))
         self.shape: Tuple[int, ...] = tuple(int(t.shape[i]) for i in range(ndim))
+        if any(n < 0 for n in self.shape):
+            raise BufferError("a DLPack tensor of shape %r" % (self.shape,))
         code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-        if lanes != 1 or bits % 8 or code not in _KINDS:
-            _call_deleter(managed, versioned)
+        if lanes != 1 or bits <= 0 or bits % 8 or code not in _KINDS:
             raise BufferError("a DLPack dtype (code %d, %d bits, %d lanes) with no __cuda_array_interface__ "
                               "typestr" % (code, bits, lanes))
         size = bits // 8
@@ -229,8 +249,6 @@ class DLPackArray:
         for n in self.shape:
             count *= n
         self.nbytes: int = count * size
-        self._owner = owner  # the producer's object (for its repr; the deleter keeps its memory)
-        self._finalizer = weakref.finalize(self, _call_deleter, managed, versioned)
 
     @property
     def closed(self) -> bool:

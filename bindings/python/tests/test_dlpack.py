@@ -34,6 +34,84 @@ def tensor_of(capsule):
     return name, cls.from_address(api.PyCapsule_GetPointer(capsule, name))
 
 
+api.PyCapsule_New.restype = ctypes.py_object
+api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class Foreign:
+    """Another library's DLPack tensor made by hand (its deleter counts its calls)."""
+
+    def __init__(self, versioned=False, major=1, shape=(4,), strides=None, offset=0, code=2, bits=32, lanes=1,
+                 device=(2, 0), claimed=None, ndim=None, null_shape=False):
+        self.deleted = 0
+        self.m = m = _dlpack.DLManagedTensorVersioned() if versioned else _dlpack.DLManagedTensor()
+        self.sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.st = (ctypes.c_int64 * max(len(shape), 1))(*(strides or [0]))
+        t = m.dl_tensor
+        t.data = 0x7000
+        t.device.device_type, t.device.device_id = device
+        t.ndim = len(shape) if ndim is None else ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, lanes
+        t.shape = None if null_shape else ctypes.cast(self.sh, ctypes.POINTER(ctypes.c_int64))
+        t.strides = ctypes.cast(self.st, ctypes.POINTER(ctypes.c_int64)) if strides else None
+        t.byte_offset = offset
+
+        def deleter(p):
+            self.deleted += 1
+
+        self.c_deleter = _dlpack.DELETER(deleter)
+        m.deleter = self.c_deleter
+        if versioned:
+            m.version.major, m.version.minor = major, 0
+        self.versioned = versioned
+        self.device = claimed or device
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None, max_version=None):
+        return api.PyCapsule_New(ctypes.addressof(self.m), b"dltensor_versioned" if self.versioned else b"dltensor",
+                                 None)
+
+
+@unittest.skipUnless(fakeenv.HAVE_FAKE, "the fake driver is not built")
+class TestForeignTensors(unittest.TestCase):
+    """from_dlpack of tensors cuweave did not make: what DLPack lets a
+    producer hand over is taken (offsets, strides in bytes, bfloat16, bool,
+    CUDA host memory); what a consumer must refuse is a BufferError after
+    the producer's deleter ran (review of issue 41: a versioned tensor of
+    major version 2, whose layout DLPack says must not be read, was read as
+    1.0; the capsule's own device, a negative ndim or extent, a NULL shape
+    and 0-bit elements were taken as they came)."""
+
+    def test_taken(self):
+        for kw, want in (({}, (0x7000, (4,), None, "<f4", 16)),
+                         ({"offset": 12}, (0x700C, (4,), None, "<f4", 16)),
+                         ({"shape": (3, 4), "strides": (1, 3)}, (0x7000, (3, 4), (4, 12), "<f4", 48)),
+                         ({"shape": (3, 4), "strides": (4, 1)}, (0x7000, (3, 4), None, "<f4", 48)),
+                         ({"code": 4, "bits": 16}, (0x7000, (4,), None, "<V2", 8)),
+                         ({"code": 6, "bits": 8}, (0x7000, (4,), None, "|b1", 4)),
+                         ({"versioned": True}, (0x7000, (4,), None, "<f4", 16)),
+                         ({"device": (3, 0)}, (0x7000, (4,), None, "<f4", 16)),
+                         ({"shape": (), "null_shape": True}, (0x7000, (), None, "<f4", 4))):
+            f = Foreign(**kw)
+            a = cuweave.from_dlpack(f)
+            self.assertEqual((a.ptr, a.shape, a.strides, a.typestr, a.nbytes), want, kw)
+            self.assertEqual(f.deleted, 0)
+            a.close()
+            self.assertEqual(f.deleted, 1, kw)
+
+    def test_refused_after_the_deleter(self):
+        for kw in ({"versioned": True, "major": 2}, {"versioned": True, "major": 0},
+                   {"device": (1, 0), "claimed": (2, 0)},  # the capsule says CPU, __dlpack_device__ CUDA
+                   {"ndim": -1}, {"shape": (2, -3)}, {"null_shape": True}, {"bits": 0}, {"bits": 12},
+                   {"lanes": 4}, {"code": 7, "bits": 8}):
+            f = Foreign(**kw)
+            with self.assertRaises(BufferError, msg=repr(kw)):
+                cuweave.from_dlpack(f)
+            self.assertEqual(f.deleted, 1, kw)  # the producer's deleter ran once, as DLPack asks
+
+
 @unittest.skipUnless(fakeenv.HAVE_FAKE, "the fake driver is not built")
 class TestDLPack(unittest.TestCase):
     def setUp(self):
