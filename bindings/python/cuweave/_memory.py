@@ -229,7 +229,9 @@ class Buffer(_Handle):
         made to wait (on the GPU) for the buffer's last writer, and that use
         is recorded. The capsule holds a reference of its own (the memory
         stays until the consumer deletes the tensor and the Buffer is
-        closed). A versioned capsule (DLPack 1.0) when max_version allows."""
+        closed; a capsule no one consumed lets go at the next garbage
+        collection or export once no one holds it). A versioned capsule
+        (DLPack 1.0) when max_version allows."""
         h = self.handle
         if copy is not None and not isinstance(copy, bool):
             raise TypeError("copy must be a bool or None, not %s" % type(copy).__name__)

@@ -4,7 +4,9 @@ PyTorch: test_gpu_dlpack.py): Buffer.__dlpack__'s capsule read back through
 ctypes as a consumer reads it (the address, device, shape, strides and
 dtype; legacy "dltensor" and DLPack 1.0's "dltensor_versioned"); its
 lifetime (the capsule holds a reference of the buffer's own, dropped by the
-deleter, and an unconsumed capsule calls the deleter itself); the `stream`
+deleter, an unconsumed capsule released once no one holds it, a capsule
+dropped while an exception is pending, consumers that let go at interpreter
+exit); the `stream`
 argument (the consumer's stream made to wait for the buffer's last writer:
 one cuStreamWaitEvent, counted by the fake; -1 none; 0 refused); and
 from_dlpack, cuweave's own array taken back and a producer of the DLPack
@@ -142,7 +144,7 @@ class TestDLPack(unittest.TestCase):
         self.assertEqual(t.byte_offset, 0)
         self.assertTrue(m.deleter)
         self.assertEqual(buf.info()["refs"], 2)  # the capsule's own reference
-        del cap, m, t  # never consumed: the capsule's destructor calls the deleter
+        del cap, m, t  # never consumed: released once no one holds it (the collection sweeps)
         gc.collect()
         self.assertEqual(buf.info()["refs"], 1)
         buf.close()
@@ -162,17 +164,101 @@ class TestDLPack(unittest.TestCase):
             del cap, m
             buf.close()
 
+    def test_a_capsule_dropped_while_an_exception_is_pending(self):
+        # A consumer that fails drops the capsule with its exception set (NumPy's from_dlpack of a CUDA
+        # buffer, a Cython consumer's error path; here list() building from a generator that raises).
+        # Review of issue 41: the capsule's destructor, a ctypes callback, ran Python code with the
+        # exception set: it lost it ('SystemError: <class 'list'> returned NULL without setting an
+        # exception') and the buffer's reference with it (refs stayed 2).
+        buf = cuweave.Buffer(self.s, 16)
+
+        def produce():
+            yield buf.__dlpack__()
+            raise KeyError("the consumer's own error")
+
+        with self.assertRaises(KeyError):
+            list(produce())
+        gc.collect()
+        self.assertEqual((buf.info()["refs"], _dlpack.exported()), (1, 0))
+        buf.close()
+
     def test_a_consumer_deletes_the_tensor(self):
         buf = cuweave.Buffer(self.s, 16)
         cap = buf.__dlpack__()
         name, m = tensor_of(cap)
         api.PyCapsule_SetName(cap, b"used_dltensor")  # what a consumer does when it takes it
-        del cap  # the destructor leaves a taken tensor alone
+        del cap  # a taken tensor is the consumer's
         gc.collect()
         self.assertEqual((buf.info()["refs"], _dlpack.exported()), (2, 1))
         buf.close()  # the Buffer object goes; the memory stays for the consumer
         m.deleter(ctypes.addressof(m))  # the consumer is done
         self.assertEqual(_dlpack.exported(), 0)
+
+    def test_consumers_that_let_go_at_interpreter_exit(self):
+        # Review of issue 41: a consumer still holding a tensor when the interpreter shuts down (one held
+        # by a module imported before cuweave: modules are cleared in reverse order; a C++ static freed by
+        # a C atexit handler) called a deleter that module teardown had freed (a ctypes callback):
+        # 'Fatal Python error: Segmentation fault ... in __del__'. Now the capsules' structs and the
+        # deleter outlive the interpreter, and from cuweave's atexit on the deleter field is NULL (the
+        # consumer leaks the tensor: the process is ending).
+        import subprocess
+        import sys
+        child = r"""
+import atexit, ctypes, os, sys
+sys.path.insert(0, %(tests)r)
+import fakeenv
+
+
+def check_at_exit():  # registered before cuweave's: runs after it
+    print("deleter at exit:", ctypes.c_void_p.from_address(os._reads + 56).value)
+
+
+atexit.register(check_at_exit)
+import cuweave
+
+api = ctypes.pythonapi
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def take(cap):
+    p = api.PyCapsule_GetPointer(cap, b"dltensor")
+    api.PyCapsule_SetName(cap, b"used_dltensor")
+    return p
+
+
+class Reads:  # reads the deleter when it lets go, as C consumers do (torch, CuPy)
+    def __init__(self, cap):
+        self.p = take(cap)
+
+    def __del__(self):
+        d = ctypes.c_void_p.from_address(self.p + 56).value
+        if d:
+            DELETER(d)(self.p)
+
+
+class Cached:  # kept the deleter's address from the start
+    def __init__(self, cap):
+        self.p = take(cap)
+        self.d = DELETER(ctypes.c_void_p.from_address(self.p + 56).value)
+
+    def __del__(self):
+        self.d(self.p)
+
+
+ctx = cuweave.Context(0)
+s = cuweave.Stream(ctx)
+b = cuweave.Buffer(s, 16)
+os._held = [Reads(b.__dlpack__()), Cached(b.__dlpack__())]  # os: cleared after cuweave
+os._reads = os._held[0].p
+print("exiting")
+""" % {"tests": os.path.dirname(os.path.abspath(__file__))}
+        out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                             env=fakeenv.child_env())
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr[-3000:])
+        self.assertEqual(out.stdout.split(), ["exiting", "deleter", "at", "exit:", "None"], out.stderr[-3000:])
 
     def test_stream_argument_orders_the_consumer(self):
         writer = cuweave.Stream(self.ctx)
