@@ -100,7 +100,10 @@ def text_or_bytes(value: object, name: str) -> bytes:
 def path(value: object, name: str) -> bytes:
     if not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
         raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s" % (name, _tname(value)))
-    out = os.fsencode(cast(str, value))
+    try:
+        out = os.fsencode(cast(str, value))
+    except TypeError as exc:  # an os.PathLike whose __fspath__ gives no str or bytes
+        raise TypeError("%s must be a path (str, bytes or os.PathLike): %s" % (name, exc)) from None
     if not out or b"\0" in out:
         raise ValueError("%s must be a non-empty path without NUL" % name)
     return out
