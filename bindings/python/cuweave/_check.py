@@ -25,7 +25,7 @@ import math
 import numbers
 import operator
 import os
-from typing import Any, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
+from typing import Any, NoReturn, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
 
 T = TypeVar("T")
 
@@ -253,3 +253,26 @@ def sequence(value: object, name: str) -> Sequence[Any]:
         return list(value)  # type: ignore[call-overload, no-any-return]
     except TypeError:
         raise TypeError("%s must be a list or tuple, not %s" % (name, _tname(value))) from None
+
+
+class Unique:
+    """A mixin of the objects that own a C resource (a handle, a lease, host
+    memory, a DLPack tensor): copy.copy, copy.deepcopy and pickle are a
+    TypeError. A copy would share the resource and the finalizer that frees
+    it (closed once the original is collected); a handle means nothing in
+    another process (Buffer.export and SharedEvent.export are for that)."""
+
+    __slots__ = ()
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise TypeError("cannot %s a cuweave.%s: it owns a resource of this process (share the object)" %
+                        (what, type(self).__name__))
+
+    def __copy__(self) -> NoReturn:
+        self._refuse("copy")
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self._refuse("copy")
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        self._refuse("pickle")

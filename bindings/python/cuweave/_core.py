@@ -209,7 +209,7 @@ def _raise(code: int) -> None:
     raise _lib.error(code)
 
 
-class _Handle:
+class _Handle(_check.Unique):
     """A C handle with its destroy function, freed once by finalize/close."""
 
     _destroy: Any = None
@@ -498,7 +498,7 @@ class Stream(_Handle):
             return "<cuweave.Stream (%s)>" % type(exc).__name__
 
 
-class _GiveBack:
+class _GiveBack(_check.Unique):
     """A borrowed stream that must be given back (a lease, a fork): give_back()
     (explicit, raises on failure) or, if forgotten, the finalizer, which
     reports a failure through the log callback instead of raising it. The

@@ -33,6 +33,8 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ._check import Unique as _Unique
+
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}   # kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
 _KINDS = {v: k for k, v in _CODES.items()}
@@ -256,7 +258,7 @@ def export(ptr: int, shape: Tuple[int, ...], typestr: str, device: int, versione
     return capsule
 
 
-class DLPackArray:
+class DLPackArray(_Unique):
     """Another library's device array taken through DLPack (from_dlpack):
     ``ptr`` (the first element's address), ``shape``, ``strides`` (in
     bytes; None when C-contiguous), ``typestr``, ``device`` (the ordinal),

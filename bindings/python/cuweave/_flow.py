@@ -190,7 +190,7 @@ def _port(p: object, name: str) -> Tuple[str, Dict[str, Any]]:
     raise TypeError("%s: a port is a name or (name, {options}), not %r" % (name, p))
 
 
-class Operator:
+class Operator(_check.Unique):
     """An operator (cw_operator_create): compute(io) called once per
     iteration; optional start() and stop() around each run that computes
     it. inputs / outputs: port names, or (name, {options}) pairs (options
@@ -495,7 +495,7 @@ def _name(op: object, param: str) -> bytes:
     return _check.text(op, param, allow_empty=False)
 
 
-class Pipeline:
+class Pipeline(_check.Unique):
     """A pipeline of operators on a Context (cw_pipeline_create): threads
     (executor threads: 1 runs every compute on the thread of run()),
     max_in_flight (how many iterations the GPU may lag), pool (the

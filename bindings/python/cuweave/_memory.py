@@ -378,7 +378,7 @@ def from_dlpack(obj: Any, stream: Optional[Stream] = None) -> _dlpack.DLPackArra
     return _dlpack.take(capsule, obj)
 
 
-class HostMemory:
+class HostMemory(_check.Unique):
     """Page-locked, device-mapped host memory (cw_host_alloc), zeroed: copies
     from and to it run asynchronously, and kernels may use it at the same
     address (.ptr). mem.view() (a ctypes char array: memoryview(mem.view()),
@@ -436,7 +436,11 @@ class HostMemory:
     def __repr__(self) -> str:
         if self.closed:
             return "<cuweave.HostMemory closed>"
-        return "<cuweave.HostMemory %#x %d bytes, device %d>" % (self.ptr, self.nbytes, self.context.device)
+        try:
+            device = "device %d" % self.context.device
+        except Exception as exc:  # noqa: BLE001 (a repr must not raise: its context closed, say)
+            device = "(%s)" % type(exc).__name__
+        return "<cuweave.HostMemory %#x %d bytes, %s>" % (self.ptr, self.nbytes, device)
 
 
 class SharedEvent(_Handle):
