@@ -345,6 +345,24 @@ class Context(_Handle):
         """Waits until every stream of the context is idle (cw_context_synchronize)."""
         lib.cw_context_synchronize(self.handle)
 
+    def close(self) -> None:
+        """Frees the C context (a borrowed one: lets go of it), after the
+        HostMemory allocated on it, which C frees only while the context
+        lives (close() those first to choose the moment). Idempotent."""
+        self._close_dependents()
+        super().close()
+
+    def _dependents(self) -> "weakref.WeakSet[Any]":
+        """The objects (HostMemory) to close before this context goes."""
+        deps: Optional["weakref.WeakSet[Any]"] = self.__dict__.get("_deps")
+        if deps is None:
+            deps = self.__dict__["_deps"] = weakref.WeakSet()
+        return deps
+
+    def _close_dependents(self) -> None:
+        for obj in list(self._dependents()):
+            obj.close()
+
     def enable_peer(self, peer: "Context") -> None:
         """Lets this context's device access `peer`'s device's memory (one
         direction; its buffer pool included). Idempotent: enabling a pair

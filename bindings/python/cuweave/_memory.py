@@ -8,7 +8,7 @@ import ctypes
 import weakref
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from . import _check, _dlpack, _lib
+from . import _check, _dlpack, _lib, _log
 from ._core import CaptureState, Context, Stream, _Handle, _new, handle_of
 from ._lib import BufferInfo, lib
 
@@ -384,8 +384,9 @@ class HostMemory(_check.Unique):
     address (.ptr). mem.view() (a ctypes char array: memoryview(mem.view()),
     bytes(mem.view())) reads and writes it from Python and keeps the
     HostMemory object alive (memoryview(mem) too, from Python 3.12). Freed by
-    close() (then no view may be used) or its finalizer (cw_host_free; while
-    a resident loop runs the free waits for it to stop)."""
+    close() (then no view may be used), its Context's close() (C frees it
+    only while the context lives) or its finalizer (cw_host_free; while a
+    resident loop runs the free waits for it to stop)."""
 
     def __init__(self, context: Context, nbytes: int) -> None:
         ctx = handle_of(context, Context, "context")
@@ -393,11 +394,18 @@ class HostMemory(_check.Unique):
         self.nbytes: int = _check.size(nbytes, "nbytes", 1)
         self._ptr = ctypes.c_void_p(_new(lib.cw_host_alloc, ctx, self.nbytes))
         self._finalizer = weakref.finalize(self, HostMemory._free, context, self._ptr)
+        context._dependents().add(self)  # Context.close() frees it first
 
     @staticmethod
     def _free(context: Context, ptr: ctypes.c_void_p) -> None:
-        if ptr.value and not context.closed:
-            lib.cw_host_free(context.handle, ctypes.byref(ptr))
+        if not ptr.value:
+            return
+        if context.closed:  # (a borrowed context whose owner let go of it unseen): C cannot free it
+            _log.report(_log.LogLevel.WARNING, "cuweave (Python): HostMemory at %#x not freed: its Context "
+                        "was closed first" % ptr.value)
+            ptr.value = None
+            return
+        lib.cw_host_free(context.handle, ctypes.byref(ptr))
 
     @property
     def ptr(self) -> int:

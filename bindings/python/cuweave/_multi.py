@@ -48,6 +48,7 @@ class _BorrowedContexts:
 
     def invalidate(self) -> None:
         for ctx in list(self._made.values()):
+            ctx._close_dependents()  # its HostMemory, while the handle is valid
             ctx._ptr.value = None
         self._made.clear()
 

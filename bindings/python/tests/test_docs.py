@@ -6,6 +6,7 @@ reprs that show what an object is: the handle, the device and the state
 (``<cuweave.Stream 0x... device 0 non-blocking>``), and ``closed`` once
 closed."""
 
+import ctypes
 import inspect
 import re
 import unittest
@@ -117,6 +118,34 @@ class TestReprs(unittest.TestCase):
             self.assertRegex(repr(o), r"^<cuweave\.%s .*>$" % type(o).__name__)
         for o in objs:
             o.close()
+
+    def test_host_memory_of_a_closed_context(self):
+        # Review of issue 41: HostMemory's finalizer freed nothing once its Context was closed
+        # (cw_host_free needs a live context) and left the object open: after ctx.close(), h.close()
+        # made no cuMemFreeHost call, h.closed stayed False, nothing was logged (the pinned memory
+        # leaked; on a GPU it goes with the context while h.ptr still gives its address).
+        import os
+        fake = ctypes.CDLL(os.path.abspath(fakeenv.FAKE))
+        fake.fake_cuda_calls.restype = ctypes.c_long
+        frees = lambda: fake.fake_cuda_calls(b"cuMemFreeHost")  # noqa: E731
+        ctx = cuweave.Context(0)
+        h, h2 = cuweave.HostMemory(ctx, 16), cuweave.HostMemory(ctx, 32)
+        h2.close()
+        n = frees()
+        ctx.close()  # frees the HostMemory made on it first, while C can
+        self.assertEqual(frees() - n, 1)
+        self.assertTrue(h.closed)
+        with self.assertRaises(ValueError):
+            h.ptr
+        h.close()  # idempotent
+        self.assertEqual(frees() - n, 1)
+        with self.assertRaises(ValueError):
+            cuweave.HostMemory(ctx, 16)  # context: the Context is closed
+        dg = cuweave.DeviceGroup([0])  # a borrowed context: its owner's close() frees its HostMemory too
+        h = cuweave.HostMemory(dg.context(0), 16)
+        n = frees()
+        dg.close()
+        self.assertEqual((frees() - n, h.closed), (1, True))
 
     def test_handles_are_not_copied_or_pickled(self):
         # Review of issue 41: copy.copy(buf) gave a second object sharing the handle and the finalizer of
