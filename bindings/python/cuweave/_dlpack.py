@@ -118,7 +118,9 @@ class _Export:
         self.capsule: Any = None
 
 
-_lock = threading.Lock()
+# Reentrant: a garbage collection may run a DLPackArray's finalizer, and so the deleter, in a
+# thread that holds it (the sweep's snapshot allocates); nothing iterates _exports itself.
+_lock = threading.RLock()
 # address of the managed tensor -> its _Export. Never freed (nor what it holds): a consumer may
 # read a tensor, and call its deleter, until the process ends (a C++ static's destructor runs
 # after the interpreter's teardown, which would free a module's objects).
@@ -126,11 +128,16 @@ _exports: Dict[int, _Export] = {}
 _incref(_exports)
 
 
-def _release(addr: int) -> None:
+def _release(addr: int, which: Optional[_Export] = None) -> None:
+    """Takes the tensor at `addr` out of _exports and drops its reference;
+    `which`: only if that is still the entry there (the address of a freed
+    struct may be a new export's by then)."""
     with _lock:
-        entry = _exports.pop(addr, None)
-    if entry is not None:
-        entry.release()
+        entry = _exports.get(addr)
+        if entry is None or (which is not None and entry is not which):
+            return
+        del _exports[addr]
+    entry.release()
 
 
 def _py_deleter(addr: Optional[int]) -> None:
@@ -156,21 +163,15 @@ def _sweep() -> None:
     Cython consumer's error path), and lose it ("SystemError: ... returned
     NULL without setting an exception") and the reference with it. Run by
     every export, exported(), and each garbage collection."""
-    if not _lock.acquire(blocking=False):
-        return  # another thread sweeps (or this one, in a collection inside a sweep)
-    try:
-        dropped = []
-        for addr, e in _exports.items():
-            if e.capsule is None:
-                continue
-            if _capsule_get_name(ctypes.c_void_p(id(e.capsule))) not in (_NAME, _NAME_V):
-                e.capsule = None  # taken: the consumer calls the deleter
-            elif sys.getrefcount(e.capsule) <= 2:  # e's reference and the argument's
-                dropped.append(addr)
-    finally:
-        _lock.release()
-    for addr in dropped:
-        _release(addr)
+    with _lock:  # a snapshot (dict.copy() runs no finalizer once it copies)
+        entries = _exports.copy()
+    for addr, e in entries.items():
+        if e.capsule is None:
+            continue
+        if _capsule_get_name(ctypes.c_void_p(id(e.capsule))) not in (_NAME, _NAME_V):
+            e.capsule = None  # taken: the consumer calls the deleter
+        elif sys.getrefcount(e.capsule) <= 2:  # e's reference and the argument's: no one else can reach it
+            _release(addr, e)  # (another sweep may have released it, and its address be a new export's)
 
 
 def _gc_sweep(phase: str, info: Dict[str, Any]) -> None:
@@ -194,8 +195,9 @@ def _at_exit() -> None:
         pass
     _sweep()
     with _lock:
-        for e in _exports.values():
-            e.m.deleter = DELETER()
+        entries = _exports.copy()
+    for e in entries.values():
+        e.m.deleter = DELETER()
 
 
 atexit.register(_at_exit)

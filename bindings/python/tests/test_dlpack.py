@@ -260,6 +260,81 @@ print("exiting")
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr[-3000:])
         self.assertEqual(out.stdout.split(), ["exiting", "deleter", "at", "exit:", "None"], out.stderr[-3000:])
 
+    def test_collections_inside_the_lock_and_threads(self):
+        # Review of issue 41: a garbage collection can run anywhere something is allocated, _dlpack's own
+        # locked sections included (export built its _exports entry, a tuple, under the lock); the
+        # capsules and arrays it frees call the deleter, which took the same lock: 6 threads exporting,
+        # taking and dropping tensors hung (faulthandler: "_release ... _py_capsule_destructor ...
+        # export", the lock held by the same thread; 1 run in 3). The first part does what such a
+        # collection does, holding the lock: on the old code it hangs at once. Then the threads, and a
+        # consumer's deleter called from C threads with no Python thread state.
+        import subprocess
+        import sys
+        child = r"""
+import faulthandler, gc, random, sys, threading
+sys.path.insert(0, %(tests)r)
+faulthandler.dump_traceback_later(30, exit=True)  # a hang: the stacks, then exit 1
+import fakeenv
+import cuweave
+from cuweave import _dlpack
+
+ctx = cuweave.Context(0)
+s = cuweave.Stream(ctx)
+bufs = [cuweave.Buffer(s, 64) for _ in range(8)]
+b = bufs[0]
+cap = b.__dlpack__(stream=-1)
+arr = cuweave.from_dlpack(b)
+cyc = cuweave.from_dlpack(b)
+cyc.me = cyc
+del cyc
+with _dlpack._lock:  # a collection in a locked section, in this thread
+    del cap  # an unconsumed capsule freed
+    arr.close()  # a taken tensor's deleter
+    gc.collect()  # an array in a cycle, and the collection's own sweep
+print("in the lock: exported", _dlpack.exported(), "refs", b.info()["refs"])
+sys.setswitchinterval(1e-6)
+errors = []
+
+
+def worker(seed):
+    rnd = random.Random(seed)
+    try:
+        for i in range(2000):
+            b = rnd.choice(bufs)
+            k = rnd.random()
+            if k < 0.3:
+                cap = b.__dlpack__(stream=-1)  # never consumed
+                del cap
+            elif k < 0.6:
+                cuweave.from_dlpack(b).close()  # taken, deleted
+            elif k < 0.8:
+                a = cuweave.from_dlpack(b)  # taken, collected
+                a.me = a
+                del a
+            else:
+                l = [b.__dlpack__(stream=-1, max_version=(1, 0))]  # never consumed, in a cycle
+                l.append(l)
+                del l
+            if i %% 100 == 0:
+                gc.collect()
+    except BaseException as e:
+        errors.append(repr(e))
+
+
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+gc.collect()
+print("threads: errors", errors, "exported", _dlpack.exported(), "refs", sorted(set(x.info()["refs"] for x in bufs)))
+""" % {"tests": os.path.dirname(os.path.abspath(__file__))}
+        out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=90,
+                             env=fakeenv.child_env())
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr[-4000:])
+        self.assertEqual(out.stdout.splitlines(), ["in the lock: exported 0 refs 1",
+                                                   "threads: errors [] exported 0 refs [1]"], out.stderr[-4000:])
+
     def test_stream_argument_orders_the_consumer(self):
         writer = cuweave.Stream(self.ctx)
         consumer = cuweave.Stream(self.ctx)
