@@ -166,10 +166,13 @@ def _sweep() -> None:
     with _lock:  # a snapshot (dict.copy() runs no finalizer once it copies)
         entries = _exports.copy()
     for addr, e in entries.items():
-        if e.capsule is None:
+        cap = e.capsule  # held while its name is read (another sweep may drop e's reference)
+        if cap is None:
             continue
-        if _capsule_get_name(ctypes.c_void_p(id(e.capsule))) not in (_NAME, _NAME_V):
-            e.capsule = None  # taken: the consumer calls the deleter
+        taken = _capsule_get_name(ctypes.c_void_p(id(cap))) not in (_NAME, _NAME_V)
+        del cap
+        if taken:
+            e.capsule = None  # the consumer calls the deleter
         elif sys.getrefcount(e.capsule) <= 2:  # e's reference and the argument's: no one else can reach it
             _release(addr, e)  # (another sweep may have released it, and its address be a new export's)
 
