@@ -8,7 +8,8 @@ ctypes.ArgumentError, an OverflowError or an AttributeError from deep
 inside. ctypes would also keep only the low bits of a Python int that is too
 large for the C type: the range checks here refuse such a value instead.
 
-Time: the Python API takes seconds (int or float) everywhere. ``None``
+Time: the Python API takes seconds (int or float; any numbers.Real, NumPy's
+scalars too) everywhere. ``None``
 waits without limit, ``0`` only tries, a negative value or NaN is a
 ValueError naming the parameter. A positive value smaller than the C call's
 unit is rounded up to one unit (a wait never becomes a mere try); a value
@@ -21,9 +22,10 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import numbers
 import operator
 import os
-from typing import Any, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
+from typing import Any, NoReturn, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
 
 T = TypeVar("T")
 
@@ -98,7 +100,10 @@ def text_or_bytes(value: object, name: str) -> bytes:
 def path(value: object, name: str) -> bytes:
     if not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
         raise TypeError("%s must be a path (str, bytes or os.PathLike), not %s" % (name, _tname(value)))
-    out = os.fsencode(cast(str, value))
+    try:
+        out = os.fsencode(cast(str, value))
+    except TypeError as exc:  # an os.PathLike whose __fspath__ gives no str or bytes
+        raise TypeError("%s must be a path (str, bytes or os.PathLike): %s" % (name, exc)) from None
     if not out or b"\0" in out:
         raise ValueError("%s must be a non-empty path without NUL" % name)
     return out
@@ -140,9 +145,14 @@ def instance(value: object, cls: Type[T], name: str) -> T:
 
 
 def number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A real number as a float: an int, a float, or another numbers.Real
+    (NumPy's scalars, Fraction); never a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, numbers.Real)):
         raise TypeError("%s must be a number of seconds (int or float), not %s" % (name, _tname(value)))
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int past the float range: as far as time goes, infinite
+        v = math.inf if cast(int, value) > 0 else -math.inf
     if v != v:
         raise ValueError("%s must not be NaN" % name)
     return v
@@ -161,13 +171,16 @@ def seconds(value: object, name: str, allow_none: bool = True) -> Optional[float
 
 
 def _units(v: float, per_second: int) -> int:
-    """v seconds in whole units, rounded up: a positive duration never
-    becomes 0 (0.0001 s is 100 us, not 101: the float's error is ignored)."""
+    """v seconds (finite, >= 0) in whole units, rounded up: a positive
+    duration never becomes 0, however small (0.0001 s is 100 us, not 101:
+    the float's error is ignored above one unit); one too large for a float
+    of units (1e303 s in us) is counted exactly, never an OverflowError."""
     x = v * per_second
+    if math.isinf(x):
+        return math.ceil(v) * per_second
     n = round(x)
-    if abs(x - n) <= 1e-9 * max(1.0, abs(x)):
-        return int(n)
-    return int(math.ceil(x))
+    units = int(n) if abs(x - n) <= 1e-9 * max(1.0, abs(x)) else int(math.ceil(x))
+    return max(units, 1) if v > 0 else units
 
 
 def timeout_us(value: object, name: str = "timeout") -> int:
@@ -192,9 +205,9 @@ def timeout_ms_clamped(value: object, name: str = "timeout") -> int:
 def ms_parts(value: object, name: str = "timeout") -> Optional[int]:
     """Seconds as whole milliseconds for a wait that may be repeated (the
     resident loop's): None (no limit) stays None; the caller waits in parts
-    of at most 2^32 - 1 ms."""
+    of at most 2^32 - 1 ms. Longer than int64 milliseconds: None too."""
     v = seconds(value, name)
-    if v is None or math.isinf(v):
+    if v is None or math.isinf(v) or v * 1e3 >= INT64_MAX:  # too long for int64 ms: no limit, as timeout_us
         return None
     return _units(v, 1000)
 
@@ -210,6 +223,28 @@ def duration(value: object, name: str, per_second: int, hi: int) -> int:
     return n
 
 
+def open_object(value: object, name: str) -> None:
+    """ValueError naming the parameter when `value` is a closed object (a
+    cuweave Buffer, DLPackArray, HostMemory: their ``closed`` is True)."""
+    if getattr(value, "closed", False) is True:
+        raise ValueError("%s: the %s is closed" % (name, type(value).__name__))
+
+
+def array_address(value: object, name: str) -> int:
+    """The device address of an open object with __cuda_array_interface__
+    (its data's first item, a uint64), the parameter named in every error."""
+    open_object(value, name)
+    cai = getattr(value, "__cuda_array_interface__")
+    data = cai.get("data") if isinstance(cai, dict) else None
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise TypeError("%s: __cuda_array_interface__['data'] must be (address, read_only), not %r" %
+                        (name, data))
+    try:
+        return integer(data[0], name, 0, UINT64_MAX)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)("%s (its __cuda_array_interface__ data address)" % exc) from None
+
+
 def sequence(value: object, name: str) -> Sequence[Any]:
     """A list or tuple (any iterable but a str / bytes is accepted and listed)."""
     if value is None or isinstance(value, (str, bytes)):
@@ -218,3 +253,26 @@ def sequence(value: object, name: str) -> Sequence[Any]:
         return list(value)  # type: ignore[call-overload, no-any-return]
     except TypeError:
         raise TypeError("%s must be a list or tuple, not %s" % (name, _tname(value))) from None
+
+
+class Unique:
+    """A mixin of the objects that own a C resource (a handle, a lease, host
+    memory, a DLPack tensor): copy.copy, copy.deepcopy and pickle are a
+    TypeError. A copy would share the resource and the finalizer that frees
+    it (closed once the original is collected); a handle means nothing in
+    another process (Buffer.export and SharedEvent.export are for that)."""
+
+    __slots__ = ()
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise TypeError("cannot %s a cuweave.%s: it owns a resource of this process (share the object)" %
+                        (what, type(self).__name__))
+
+    def __copy__(self) -> NoReturn:
+        self._refuse("copy")
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self._refuse("copy")
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        self._refuse("pickle")

@@ -209,7 +209,7 @@ def _raise(code: int) -> None:
     raise _lib.error(code)
 
 
-class _Handle:
+class _Handle(_check.Unique):
     """A C handle with its destroy function, freed once by finalize/close."""
 
     _destroy: Any = None
@@ -344,6 +344,24 @@ class Context(_Handle):
     def synchronize(self) -> None:
         """Waits until every stream of the context is idle (cw_context_synchronize)."""
         lib.cw_context_synchronize(self.handle)
+
+    def close(self) -> None:
+        """Frees the C context (a borrowed one: lets go of it), after the
+        HostMemory allocated on it, which C frees only while the context
+        lives (close() those first to choose the moment). Idempotent."""
+        self._close_dependents()
+        super().close()
+
+    def _dependents(self) -> "weakref.WeakSet[Any]":
+        """The objects (HostMemory) to close before this context goes."""
+        deps: Optional["weakref.WeakSet[Any]"] = self.__dict__.get("_deps")
+        if deps is None:
+            deps = self.__dict__["_deps"] = weakref.WeakSet()
+        return deps
+
+    def _close_dependents(self) -> None:
+        for obj in list(self._dependents()):
+            obj.close()
 
     def enable_peer(self, peer: "Context") -> None:
         """Lets this context's device access `peer`'s device's memory (one
@@ -498,7 +516,7 @@ class Stream(_Handle):
             return "<cuweave.Stream (%s)>" % type(exc).__name__
 
 
-class _GiveBack:
+class _GiveBack(_check.Unique):
     """A borrowed stream that must be given back (a lease, a fork): give_back()
     (explicit, raises on failure) or, if forgotten, the finalizer, which
     reports a failure through the log callback instead of raising it. The

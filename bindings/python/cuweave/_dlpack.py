@@ -10,19 +10,30 @@ cw_buffer_retain). Its deleter, one ctypes function made once and never
 freed, takes them out and drops the reference: the memory is freed (on the
 GPU, after every use recorded on the buffer) only when both the consumer and
 the Buffer object let go. A capsule no consumer took (its name is still
-"dltensor") calls the deleter from its destructor, as the protocol asks.
+"dltensor") is released once no one holds it: _exports keeps it until a
+consumer renames it, and _sweep (at each export, each garbage collection)
+finds those held by _exports alone. (The protocol has the capsule's
+destructor do it; one in Python loses the exception a failing consumer has
+pending: _sweep says why.) _exports and the deleter live as long as the
+process; from atexit on, the deleter fields are NULL (_at_exit).
 
 Import: from_dlpack renames the capsule ("used_dltensor") so that its
 destructor leaves the tensor alone, and DLPackArray calls the producer's
-deleter when it is closed or collected.
+deleter when it is closed or collected (refusing, after that call, what a
+consumer must refuse).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import gc
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ._check import Unique as _Unique
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}   # kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
@@ -89,53 +100,115 @@ def _capi(name: str, restype: Any, argtypes: List[Any]) -> Any:
 
 
 _capsule_new = _capi("PyCapsule_New", ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p])
-_capsule_is_valid = _capi("PyCapsule_IsValid", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p])
 _capsule_get_pointer = _capi("PyCapsule_GetPointer", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p])
 _capsule_get_name = _capi("PyCapsule_GetName", ctypes.c_char_p, [ctypes.c_void_p])
 _capsule_set_name = _capi("PyCapsule_SetName", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p])
-
-_lock = threading.Lock()
-# address of the managed tensor -> (the struct, shape, strides, release function)
-_exports: Dict[int, Tuple[Any, Any, Any, Callable[[], None]]] = {}
+_incref = _capi("Py_IncRef", None, [ctypes.py_object])
 
 
-def _release(addr: int) -> None:
+class _Export:
+    """One exported tensor: the ctypes objects the consumer reads, the
+    release of the Buffer's reference, and the capsule while no consumer
+    has taken it."""
+
+    __slots__ = ("m", "shape", "strides", "release", "capsule")
+
+    def __init__(self, m: Any, shape: Any, strides: Any, release: Callable[[], None]) -> None:
+        self.m, self.shape, self.strides, self.release = m, shape, strides, release
+        self.capsule: Any = None
+
+
+# Reentrant: a garbage collection may run a DLPackArray's finalizer, and so the deleter, in a
+# thread that holds it (the sweep's snapshot allocates); nothing iterates _exports itself.
+_lock = threading.RLock()
+# address of the managed tensor -> its _Export. Never freed (nor what it holds): a consumer may
+# read a tensor, and call its deleter, until the process ends (a C++ static's destructor runs
+# after the interpreter's teardown, which would free a module's objects).
+_exports: Dict[int, _Export] = {}
+_incref(_exports)
+
+
+def _release(addr: int, which: Optional[_Export] = None) -> None:
+    """Takes the tensor at `addr` out of _exports and drops its reference;
+    `which`: only if that is still the entry there (the address of a freed
+    struct may be a new export's by then)."""
     with _lock:
-        entry = _exports.pop(addr, None)
-    if entry is not None:
-        entry[3]()
+        entry = _exports.get(addr)
+        if entry is None or (which is not None and entry is not which):
+            return
+        del _exports[addr]
+    entry.release()
 
 
 def _py_deleter(addr: Optional[int]) -> None:
+    # Called by the consumer, on any thread, the GIL taken by ctypes. (A consumer that calls it with
+    # an exception pending loses that exception: a ctypes callback cannot keep it.)
     try:
         _release(addr or 0)
     except BaseException:  # noqa: BLE001 (nothing may cross into C)
         pass
 
 
-
-
 _c_deleter: Any = DELETER(_py_deleter)
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_incref(_c_deleter)  # outlives the module's teardown, as _exports
 
 
-def _py_capsule_destructor(capsule: Optional[int]) -> None:
-    # Called as the capsule is freed: the tensor is ours to delete only when
-    # no consumer took it (a consumer renames the capsule "used_...").
+def _sweep() -> None:
+    """Lets go of the capsules a consumer took (renamed "used_dltensor") and
+    releases those no one but _exports holds any more (never consumed).
+
+    The capsules have no destructor: one written in Python (a ctypes
+    callback) would run with the exception a failing consumer has pending
+    when it drops the capsule (NumPy's from_dlpack of a CUDA buffer, a
+    Cython consumer's error path), and lose it ("SystemError: ... returned
+    NULL without setting an exception") and the reference with it. Run by
+    every export, exported(), and each garbage collection."""
+    with _lock:  # a snapshot (dict.copy() runs no finalizer once it copies)
+        entries = _exports.copy()
+    for addr, e in entries.items():
+        cap = e.capsule  # held while its name is read (another sweep may drop e's reference)
+        if cap is None:
+            continue
+        taken = _capsule_get_name(ctypes.c_void_p(id(cap))) not in (_NAME, _NAME_V)
+        del cap
+        if taken:
+            e.capsule = None  # the consumer calls the deleter
+        elif sys.getrefcount(e.capsule) <= 2:  # e's reference and the argument's: no one else can reach it
+            _release(addr, e)  # (another sweep may have released it, and its address be a new export's)
+
+
+def _gc_sweep(phase: str, info: Dict[str, Any]) -> None:
     try:
-        for name in (_NAME, _NAME_V):
-            if _capsule_is_valid(capsule, name):
-                _release(int(_capsule_get_pointer(capsule, name) or 0))
-                return
-    except BaseException:  # noqa: BLE001
+        if phase == "stop":
+            _sweep()
+    except BaseException:  # noqa: BLE001 (a gc callback must not raise)
         pass
 
 
+gc.callbacks.append(_gc_sweep)
 
 
-_c_capsule_destructor: Any = _CAPSULE_DESTRUCTOR(_py_capsule_destructor)
+def _at_exit() -> None:
+    # From here on (module teardown, C atexit handlers after the interpreter is gone) no consumer
+    # may call into Python: the deleter field of every tensor still out is NULL (DLPack: "It can be
+    # NULL"), and the consumer leaks it, as the process is ending.
+    try:
+        gc.callbacks.remove(_gc_sweep)
+    except ValueError:
+        pass
+    _sweep()
+    with _lock:
+        entries = _exports.copy()
+    for e in entries.values():
+        e.m.deleter = DELETER()
+
+
+atexit.register(_at_exit)
+
+
 def exported() -> int:
     """How many exported tensors are still held by their consumers."""
+    _sweep()
     with _lock:
         return len(_exports)
 
@@ -151,8 +224,9 @@ def dtype_of(typestr: str) -> Tuple[int, int]:
 def export(ptr: int, shape: Tuple[int, ...], typestr: str, device: int, versioned: bool,
            release: Callable[[], None]) -> Any:
     """A DLPack capsule over `ptr` (CUDA memory of `device`, C order);
-    release() runs when the consumer deletes the tensor (or the capsule goes
-    unused)."""
+    release() runs when the consumer deletes the tensor (or, once the
+    capsule goes unused, at the next sweep)."""
+    _sweep()
     code, bits = dtype_of(typestr)
     ndim = len(shape)
     c_shape = (ctypes.c_int64 * max(ndim, 1))(*shape)
@@ -177,17 +251,19 @@ def export(ptr: int, shape: Tuple[int, ...], typestr: str, device: int, versione
         m.flags = 0
     addr = ctypes.addressof(m)
     m.manager_ctx = addr
+    entry = _Export(m, c_shape, c_strides, release)
     with _lock:
-        _exports[addr] = (m, c_shape, c_strides, release)
+        _exports[addr] = entry
     try:
-        return _capsule_new(addr, _NAME_V if versioned else _NAME,
-                                  ctypes.cast(_c_capsule_destructor, ctypes.c_void_p))
+        capsule = _capsule_new(addr, _NAME_V if versioned else _NAME, None)
     except BaseException:
         _release(addr)
         raise
+    entry.capsule = capsule
+    return capsule
 
 
-class DLPackArray:
+class DLPackArray(_Unique):
     """Another library's device array taken through DLPack (from_dlpack):
     ``ptr`` (the first element's address), ``shape``, ``strides`` (in
     bytes; None when C-contiguous), ``typestr``, ``device`` (the ordinal),
@@ -199,16 +275,36 @@ class DLPackArray:
     which calls the producer's deleter."""
 
     def __init__(self, managed: int, versioned: bool, owner: Any) -> None:
+        # Ours from here on: any refusal calls the producer's deleter first, as DLPack asks.
+        try:
+            self._read(managed, versioned)
+        except BaseException:
+            _call_deleter(managed, versioned)
+            raise
+        self._owner = owner  # the producer's object (for its repr; the deleter keeps its memory)
+        self._finalizer = weakref.finalize(self, _call_deleter, managed, versioned)
+
+    def _read(self, managed: int, versioned: bool) -> None:
+        if versioned:
+            mv: Any = DLManagedTensorVersioned.from_address(managed)
+            if int(mv.version.major) != 1:  # another layout: no other field may be read (dlpack.h)
+                raise BufferError("a DLPack %d.%d tensor (cuweave reads major version 1)" %
+                                  (mv.version.major, mv.version.minor))
         m: Any = (DLManagedTensorVersioned if versioned else DLManagedTensor).from_address(managed)
         t = m.dl_tensor
         self.device_type: int = int(t.device.device_type)
+        if self.device_type not in (KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED):
+            raise BufferError("a DLPack tensor on device type %d, not CUDA memory" % self.device_type)
         self.device: int = int(t.device.device_id)
         self.ptr: int = int(t.data or 0) + int(t.byte_offset)
         ndim = int(t.ndim)
+        if ndim < 0 or (ndim > 0 and not t.shape):
+            raise BufferError("a DLPack tensor with ndim %d and %s shape" % (ndim, "a" if t.shape else "no"))
         self.shape: Tuple[int, ...] = tuple(int(t.shape[i]) for i in range(ndim))
+        if any(n < 0 for n in self.shape):
+            raise BufferError("a DLPack tensor of shape %r" % (self.shape,))
         code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-        if lanes != 1 or bits % 8 or code not in _KINDS:
-            _call_deleter(managed, versioned)
+        if lanes != 1 or bits <= 0 or bits % 8 or code not in _KINDS:
             raise BufferError("a DLPack dtype (code %d, %d bits, %d lanes) with no __cuda_array_interface__ "
                               "typestr" % (code, bits, lanes))
         size = bits // 8
@@ -229,8 +325,6 @@ class DLPackArray:
         for n in self.shape:
             count *= n
         self.nbytes: int = count * size
-        self._owner = owner  # the producer's object (for its repr; the deleter keeps its memory)
-        self._finalizer = weakref.finalize(self, _call_deleter, managed, versioned)
 
     @property
     def closed(self) -> bool:

@@ -65,7 +65,9 @@ _ops = _Callbacks()  # key -> _OpState
 # message's value is id(obj); each output port holds its last emitted value
 # (a message lives one iteration, the port's next emit is in a later one).
 _values: Dict[int, List[Any]] = {}
-_values_lock = threading.Lock()  # computes on the executor's threads emit at once
+# Reentrant: computes on the executor's threads emit at once, and a garbage collection inside
+# _hold or _drop (an allocation there) may finalize a pipeline, whose release drops values again.
+_values_lock = threading.RLock()
 
 
 def _hold(obj: Any) -> None:
@@ -108,7 +110,7 @@ class _OpState:
             self.slots[port] = obj
 
     def release(self) -> None:
-        for obj in self.slots.values():
+        for obj in list(self.slots.values()):
             _drop(obj)
         self.slots.clear()
 
@@ -190,7 +192,7 @@ def _port(p: object, name: str) -> Tuple[str, Dict[str, Any]]:
     raise TypeError("%s: a port is a name or (name, {options}), not %r" % (name, p))
 
 
-class Operator:
+class Operator(_check.Unique):
     """An operator (cw_operator_create): compute(io) called once per
     iteration; optional start() and stop() around each run that computes
     it. inputs / outputs: port names, or (name, {options}) pairs (options
@@ -495,7 +497,7 @@ def _name(op: object, param: str) -> bytes:
     return _check.text(op, param, allow_empty=False)
 
 
-class Pipeline:
+class Pipeline(_check.Unique):
     """A pipeline of operators on a Context (cw_pipeline_create): threads
     (executor threads: 1 runs every compute on the thread of run()),
     max_in_flight (how many iterations the GPU may lag), pool (the
@@ -520,14 +522,22 @@ class Pipeline:
         self._failures: List[Tuple[str, BaseException]] = []  # raised by callbacks during a call
         self._running = False
         self._trace: Any = None
-        self._finalizer = weakref.finalize(self, Pipeline._free, self._ptr, self._op_ptrs)
+        # Each operator's slots (its ports' last values), for the finalizer: when the pipeline is
+        # collected in a cycle, its operators' Python sides are cleared from _ops first, and their
+        # destroy callbacks find nothing to release.
+        self._slots: List[Dict[str, Any]] = []
+        self._finalizer = weakref.finalize(self, Pipeline._free, self._ptr, self._op_ptrs, self._slots)
 
     @staticmethod
-    def _free(ptr: ctypes.c_void_p, op_ptrs: List[ctypes.c_void_p]) -> None:
+    def _free(ptr: ctypes.c_void_p, op_ptrs: List[ctypes.c_void_p], slots: List[Dict[str, Any]]) -> None:
         if ptr.value:
             lib.cw_pipeline_destroy(ctypes.byref(ptr))  # its operators' destroy callbacks run
         for p in op_ptrs:
             p.value = None
+        for held in slots:  # what no destroy callback released (C holds no message of theirs now)
+            for obj in list(held.values()):
+                _drop(obj)
+            held.clear()
 
     @property
     def handle(self) -> ctypes.c_void_p:
@@ -558,6 +568,7 @@ class Pipeline:
             st.context = self.context
             st.failures = self._failures
             self._states.append(st)
+            self._slots.append(st.slots)
             self._op_ptrs.append(op._ptr)
             self._ops[op.name] = op
         return ops[0] if len(ops) == 1 else ops

@@ -431,8 +431,9 @@ class Kernel:
         if value is None or isinstance(value, (str, bytes)):
             raise TypeError("%s: cannot pass %s as a kernel parameter" % (name, "None" if value is None
                                                                         else type(value).__name__))
+        _check.open_object(value, name)
         if hasattr(value, "__cuda_array_interface__"):
-            value = int(value.__cuda_array_interface__["data"][0])
+            value = _check.array_address(value, name)
         elif hasattr(value, "ptr") and not isinstance(value, (int, float)):
             value = int(value.ptr)
         if isinstance(value, float) or type(value).__name__.startswith("float"):

@@ -8,7 +8,7 @@ import ctypes
 import weakref
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from . import _check, _dlpack, _lib
+from . import _check, _dlpack, _lib, _log
 from ._core import CaptureState, Context, Stream, _Handle, _new, handle_of
 from ._lib import BufferInfo, lib
 
@@ -229,7 +229,9 @@ class Buffer(_Handle):
         made to wait (on the GPU) for the buffer's last writer, and that use
         is recorded. The capsule holds a reference of its own (the memory
         stays until the consumer deletes the tensor and the Buffer is
-        closed). A versioned capsule (DLPack 1.0) when max_version allows."""
+        closed; a capsule no one consumed lets go at the next garbage
+        collection or export once no one holds it). A versioned capsule
+        (DLPack 1.0) when max_version allows."""
         h = self.handle
         if copy is not None and not isinstance(copy, bool):
             raise TypeError("copy must be a bool or None, not %s" % type(copy).__name__)
@@ -376,14 +378,15 @@ def from_dlpack(obj: Any, stream: Optional[Stream] = None) -> _dlpack.DLPackArra
     return _dlpack.take(capsule, obj)
 
 
-class HostMemory:
+class HostMemory(_check.Unique):
     """Page-locked, device-mapped host memory (cw_host_alloc), zeroed: copies
     from and to it run asynchronously, and kernels may use it at the same
     address (.ptr). mem.view() (a ctypes char array: memoryview(mem.view()),
     bytes(mem.view())) reads and writes it from Python and keeps the
     HostMemory object alive (memoryview(mem) too, from Python 3.12). Freed by
-    close() (then no view may be used) or its finalizer (cw_host_free; while
-    a resident loop runs the free waits for it to stop)."""
+    close() (then no view may be used), its Context's close() (C frees it
+    only while the context lives) or its finalizer (cw_host_free; while a
+    resident loop runs the free waits for it to stop)."""
 
     def __init__(self, context: Context, nbytes: int) -> None:
         ctx = handle_of(context, Context, "context")
@@ -391,11 +394,18 @@ class HostMemory:
         self.nbytes: int = _check.size(nbytes, "nbytes", 1)
         self._ptr = ctypes.c_void_p(_new(lib.cw_host_alloc, ctx, self.nbytes))
         self._finalizer = weakref.finalize(self, HostMemory._free, context, self._ptr)
+        context._dependents().add(self)  # Context.close() frees it first
 
     @staticmethod
     def _free(context: Context, ptr: ctypes.c_void_p) -> None:
-        if ptr.value and not context.closed:
-            lib.cw_host_free(context.handle, ctypes.byref(ptr))
+        if not ptr.value:
+            return
+        if context.closed:  # (a borrowed context whose owner let go of it unseen): C cannot free it
+            _log.report(_log.LogLevel.WARNING, "cuweave (Python): HostMemory at %#x not freed: its Context "
+                        "was closed first" % ptr.value)
+            ptr.value = None
+            return
+        lib.cw_host_free(context.handle, ctypes.byref(ptr))
 
     @property
     def ptr(self) -> int:
@@ -434,7 +444,11 @@ class HostMemory:
     def __repr__(self) -> str:
         if self.closed:
             return "<cuweave.HostMemory closed>"
-        return "<cuweave.HostMemory %#x %d bytes, device %d>" % (self.ptr, self.nbytes, self.context.device)
+        try:
+            device = "device %d" % self.context.device
+        except Exception as exc:  # noqa: BLE001 (a repr must not raise: its context closed, say)
+            device = "(%s)" % type(exc).__name__
+        return "<cuweave.HostMemory %#x %d bytes, %s>" % (self.ptr, self.nbytes, device)
 
 
 class SharedEvent(_Handle):

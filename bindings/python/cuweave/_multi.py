@@ -20,10 +20,11 @@ def address(value: object, name: str = "address") -> int:
     __cuda_array_interface__ (a DLPackArray, CuPy, PyTorch), or None (0)."""
     if value is None:
         return 0
+    _check.open_object(value, name)
     if isinstance(value, Buffer):
         return value.ptr
     if hasattr(value, "__cuda_array_interface__"):
-        return int(value.__cuda_array_interface__["data"][0])
+        return _check.array_address(value, name)
     if isinstance(value, int) and not isinstance(value, bool):
         return _check.uint64(value, name)
     raise TypeError("%s must be a device address (an int, a Buffer or an object with __cuda_array_interface__), "
@@ -47,6 +48,7 @@ class _BorrowedContexts:
 
     def invalidate(self) -> None:
         for ctx in list(self._made.values()):
+            ctx._close_dependents()  # its HostMemory, while the handle is valid
             ctx._ptr.value = None
         self._made.clear()
 

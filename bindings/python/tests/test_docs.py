@@ -6,6 +6,7 @@ reprs that show what an object is: the handle, the device and the state
 (``<cuweave.Stream 0x... device 0 non-blocking>``), and ``closed`` once
 closed."""
 
+import ctypes
 import inspect
 import re
 import unittest
@@ -104,6 +105,73 @@ class TestReprs(unittest.TestCase):
         self.assertEqual(str(cuweave.Version(2, 28, 3)), "2.28.3")
         self.assertRegex(repr(cuweave.PoolExhaustedError("none free")), r"^PoolExhaustedError\('none free'\)$")
         self.assertTrue(re.match(r"^<cuweave\.DeviceGroup %s devices \[0\]>$" % hexa, repr(cuweave.DeviceGroup([0]))))
+
+    def test_a_repr_never_raises(self):
+        # Review of issue 41: repr(HostMemory) read its context's device: 'ValueError: Context is closed'
+        # once the context was closed; the reprs of _Handle objects say "(ValueError)" there instead.
+        ctx = cuweave.Context(0)
+        s = cuweave.Stream(ctx)
+        objs = [cuweave.HostMemory(ctx, 16), cuweave.StreamPool(ctx), cuweave.Resident(ctx), cuweave.Timer(ctx),
+                cuweave.Buffer(s, 16), cuweave.SharedEvent(ctx), s]
+        ctx.close()
+        for o in objs:
+            self.assertRegex(repr(o), r"^<cuweave\.%s .*>$" % type(o).__name__)
+        for o in objs:
+            o.close()
+
+    def test_host_memory_of_a_closed_context(self):
+        # Review of issue 41: HostMemory's finalizer freed nothing once its Context was closed
+        # (cw_host_free needs a live context) and left the object open: after ctx.close(), h.close()
+        # made no cuMemFreeHost call, h.closed stayed False, nothing was logged (the pinned memory
+        # leaked; on a GPU it goes with the context while h.ptr still gives its address).
+        import os
+        fake = ctypes.CDLL(os.path.abspath(fakeenv.FAKE))
+        fake.fake_cuda_calls.restype = ctypes.c_long
+        frees = lambda: fake.fake_cuda_calls(b"cuMemFreeHost")  # noqa: E731
+        ctx = cuweave.Context(0)
+        h, h2 = cuweave.HostMemory(ctx, 16), cuweave.HostMemory(ctx, 32)
+        h2.close()
+        n = frees()
+        ctx.close()  # frees the HostMemory made on it first, while C can
+        self.assertEqual(frees() - n, 1)
+        self.assertTrue(h.closed)
+        with self.assertRaises(ValueError):
+            h.ptr
+        h.close()  # idempotent
+        self.assertEqual(frees() - n, 1)
+        with self.assertRaises(ValueError):
+            cuweave.HostMemory(ctx, 16)  # context: the Context is closed
+        dg = cuweave.DeviceGroup([0])  # a borrowed context: its owner's close() frees its HostMemory too
+        h = cuweave.HostMemory(dg.context(0), 16)
+        n = frees()
+        dg.close()
+        self.assertEqual((frees() - n, h.closed), (1, True))
+
+    def test_handles_are_not_copied_or_pickled(self):
+        # Review of issue 41: copy.copy(buf) gave a second object sharing the handle and the finalizer of
+        # the first: once the first was collected, the copy was closed ('ValueError: Buffer is closed');
+        # pickle.dumps said 'ctypes objects containing pointers cannot be pickled' (a ValueError).
+        import copy
+        import gc
+        import pickle
+        pool = cuweave.StreamPool(self.ctx)
+        buf = cuweave.Buffer(self.s, 16)
+        objs = [self.ctx, self.s, buf, pool, pool.acquire(), self.s.fork(), cuweave.Future(self.s),
+                cuweave.HostMemory(self.ctx, 16), cuweave.from_dlpack(buf), cuweave.Graph(self.ctx),
+                cuweave.Pipeline(self.ctx), cuweave.Operator("op", lambda io: None), cuweave.Trace()]
+        for o in objs:
+            for what, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
+                with self.assertRaises(TypeError, msg="%s of %r" % (what, o)) as cm:
+                    fn(o)
+                self.assertIn("cuweave.%s" % type(o).__name__, str(cm.exception))
+        for o in reversed(objs[2:]):
+            o.close()
+        del objs, o
+        gc.collect()
+        # the exceptions, plain values, copy and pickle as ever
+        e = pickle.loads(pickle.dumps(cuweave.CompileError("failed", {"status": 16}, log="the log")))
+        self.assertEqual((str(e), e.log, e.detail, e.status), ("failed", "the log", {"status": 16}, 16))
+        self.assertEqual(copy.copy(cuweave.Version(1, 2, 3)), (1, 2, 3))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,56 @@ class TestPipelines(unittest.TestCase):
             io.emit("out", value={"it": it}, buffer=b)
         return cuweave.Operator(name, compute, outputs=["out"], **kw)
 
+    def test_a_pipeline_collected_in_a_cycle_lets_go_of_its_values(self):
+        # Review of issue 41: a pipeline whose compute refers to it (a cycle) and that emitted a Python
+        # value was collected, but the value stayed in the module's table of emitted values for ever:
+        # its operators' Python sides (weakly held for C's callbacks) were cleared by the collection
+        # before the pipeline's finalizer ran, so the destroy callback found none and released nothing
+        # (a Buffer in the value: never freed). And the table's lock, taken again by a release that a
+        # collection runs inside a locked section, must not hang (done here holding it).
+        import subprocess
+        child = r"""
+import faulthandler, gc, sys, weakref
+sys.path.insert(0, %(tests)r)
+faulthandler.dump_traceback_later(30, exit=True)  # a hang: the stacks, then exit 1
+import fakeenv
+import cuweave
+from cuweave import _flow
+
+
+class Value:
+    pass
+
+
+ctx = cuweave.Context(0)
+s = cuweave.Stream(ctx)
+
+
+def make(hold_lock):
+    v, buf = Value(), cuweave.Buffer(s, 16)
+    v.buf = buf
+    p = cuweave.Pipeline(ctx)
+    p.add(cuweave.Operator("A", lambda io: (p, io.emit("out", value=v)), outputs=["out"]))
+    p.run(1)
+    wv, wb, ref = weakref.ref(v), weakref.ref(buf), buf._ptr
+    buf.close()  # the Python object; the value holds it
+    del v, buf, p
+    if hold_lock:
+        with _flow._values_lock:  # what a collection inside _hold's or _drop's locked section does
+            gc.collect()
+    else:
+        gc.collect()
+    return wv() is None, wb() is None, len(_flow._values)
+
+
+print(make(False), make(True))
+""" % {"tests": os.path.dirname(os.path.abspath(__file__))}
+        out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=90,
+                             env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(
+                                 __file__)))))
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr[-3000:])
+        self.assertEqual(out.stdout.strip(), "(True, True, 0) (True, True, 0)", out.stderr[-3000:])
+
     def test_values_through_two_python_operators(self):
         host = cuweave.HostMemory(self.ctx, 3 * N * 4)
         got = []

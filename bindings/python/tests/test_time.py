@@ -60,6 +60,8 @@ class TestConversions(unittest.TestCase):
         self.assertEqual(parts(0), 0)
         self.assertEqual(parts(1e-9), 1)
         self.assertEqual(parts(1e7), 10 ** 10)    # more than a uint32 holds: the caller waits in parts
+        self.assertEqual(parts(9.2e15), 9200000000000000000)  # just under INT64_MAX ms
+        self.assertIsNone(parts(9.3e15))          # past it: no limit (1e306 s raised OverflowError)
 
     def test_durations_of_settings(self):
         d = _check.duration
@@ -72,6 +74,68 @@ class TestConversions(unittest.TestCase):
             self.assertIn("spin must be at most 1 seconds", str(cm.exception))
         with self.assertRaises(TypeError):
             d(None, "spin", 1000000, 1000000)  # a setting has no 'no limit'
+
+    def test_a_positive_value_is_never_a_try(self):
+        # Review of issue 41: _units snapped anything within 1e-9 units of 0 to 0, so 1e-12 s was 0 ms
+        # (create_rank/bootstrap: one check; the resident waits: one check) and 1e-16 s was 0 us.
+        for v in (1e-12, 1e-15, 5e-16, 1e-300, 5e-324):
+            self.assertEqual(_check.timeout_ms_clamped(v), 1, v)
+            self.assertEqual(_check.ms_parts(v), 1, v)
+            self.assertEqual(_check.timeout_us(v), 1, v)
+            self.assertEqual(_check.duration(v, "spin", 1000000, 1000000), 1, v)
+            self.assertEqual(_check.duration(v, "lifetime", 1000, UINT32_MAX), 1, v)
+        self.assertEqual(_check.timeout_us(-0.0), 0)  # negative zero is zero: a try
+        self.assertEqual(_check.ms_parts(-0.0), 0)
+
+    def test_huge_finite_values_are_no_overflow(self):
+        # Review of issue 41: 1e303 s is 1e309 us, an infinite float: round() raised OverflowError
+        for v in (1e303, 1e306, 1.7976931348623157e308, 10 ** 400):
+            with self.assertRaises(ValueError) as cm:
+                _check.duration(v, "spin", 1000000, 1000000)
+            self.assertIn("spin must be at most 1 seconds", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                _check.duration(v, "lifetime", 1000, UINT32_MAX)
+            self.assertIn("lifetime", str(cm.exception))
+            self.assertIsNone(_check.ms_parts(v))  # past int64 ms: no limit, as timeout_us says
+            self.assertEqual(_check.timeout_us(v), -1)
+            self.assertEqual(_check.timeout_ms_clamped(v), UINT32_MAX)
+
+    def test_numpy_style_scalars(self):
+        # Review of issue 41: integer() took NumPy's ints (__index__), the seconds refused them (TypeError)
+        import fractions
+        import numbers
+
+        class Int64:  # what numpy.int64 is as far as the bindings can tell: a numbers.Integral with __index__
+            def __init__(self, v):
+                self.v = v
+
+            def __index__(self):
+                return self.v
+
+            def __float__(self):
+                return float(self.v)
+
+            def __lt__(self, other):
+                return self.v < other
+
+            def __gt__(self, other):
+                return self.v > other
+
+        numbers.Integral.register(Int64)
+        self.assertEqual(_check.timeout_us(Int64(2)), 2000000)
+        self.assertEqual(_check.timeout_us(fractions.Fraction(1, 4)), 250000)
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            self.assertEqual(_check.timeout_us(numpy.int64(3)), 3000000)
+            self.assertEqual(_check.timeout_us(numpy.float32(0.5)), 500000)
+            with self.assertRaises(ValueError):
+                _check.timeout_us(numpy.float32("nan"))
+        for bad in ("1", b"1", [1], True, 1j):
+            with self.assertRaises(TypeError):
+                _check.timeout_us(bad)
 
     def test_refused_values_name_the_parameter(self):
         for fn in (_check.timeout_us, _check.timeout_ms_clamped, _check.ms_parts):
@@ -113,6 +177,10 @@ class TestResidentWaitsInParts(unittest.TestCase):
         result, calls = self.run_wait(None, 3, None)
         self.assertEqual(result, "done")
         self.assertEqual(calls, [UINT32_MAX - 1] * 4)
+
+    def test_a_timeout_past_int64_ms_is_no_limit(self):
+        # 1e306 s: OverflowError before (review of issue 41); now as None
+        self.assertEqual(self.run_wait(1e306, 3, None), ("done", [UINT32_MAX - 1] * 4))
 
     def test_a_long_timeout_is_waited_in_full(self):
         # 10**7 s = 10**10 ms: two full parts, then what is left
@@ -176,6 +244,18 @@ class TestTimedCalls(unittest.TestCase):
         self.assertIn("timeout", str(cm.exception))
         with self.assertRaises(cuweave.CuweaveTimeoutError):
             r.next_input(timeout=0.01)  # its slot waits for request 1
+        with self.assertRaises(cuweave.CuweaveTimeoutError):
+            with mock.patch("cuweave._resident.time.monotonic", side_effect=[0.0, 1e13, 1e13]):
+                r.wait_result(seq, timeout=1e10)  # waited in parts until the (mocked) clock passes the deadline
+        with self.assertRaises(ValueError) as cm:
+            cuweave.Resident(self.ctx, spin=1e303)  # OverflowError before
+        self.assertIn("spin", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            cuweave.Resident(self.ctx, lifetime=1e306)
+        self.assertIn("lifetime", str(cm.exception))
+        r2 = cuweave.Resident(self.ctx, lifetime=1e-12)  # "must be > 0 seconds" before: a positive value is 1 ms
+        self.assertEqual(r2.settings()["lifetime"], 0.001)
+        r2.close()
         r.tear_down(timeout=None)
         self.assertFalse(r.launched)
         r.close()
@@ -201,6 +281,9 @@ class TestTimedCalls(unittest.TestCase):
         f.set_spin(10)
         with self.assertRaises(ValueError):
             f.set_spin(10.000001)
+        with self.assertRaises(ValueError) as cm:
+            f.set_spin(1e303)  # OverflowError before (1e309 us)
+        self.assertIn("spin", str(cm.exception))
         f.close()
         t = cuweave.Timer(self.ctx)
         t.start(self.s)
