@@ -927,6 +927,59 @@ static void test_launch_inside_a_build_refused(void **state) {
     cw_resident_destroy(&b);
 }
 
+/* The first cw_trace_record_resident for a context calibrates its global
+ * timer: a probe kernel writes the timer to mapped host memory, which is
+ * freed after. trace.h allows that call while the loop runs (it returns
+ * CW_ERROR_TIMEOUT when the loop keeps the probe from running, as here: the
+ * fake runs no probe); the free must then wait for the loops, not be made
+ * while one runs (cuMemFreeHost would wait for good). */
+static cw_status one_stage(cw_stream *s, void *user) {
+    uint32_t stage = 0;
+    cw_status st = cw_resident_stage_begin(user, s, "stage", &stage);
+    return st != CW_SUCCESS ? st : cw_resident_stage_end(user, s, stage);
+}
+
+static void test_trace_calibrated_beside_a_loop(void **state) {
+    (void)state;
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(r, one_stage, r));
+    assert_cw_ok(cw_resident_build(r));
+    /* one calibration with no loop running first (it warms a pool of the
+     * context, and frees the probe's word at once) */
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    long host_before = fake_live("hostmem");
+    assert_cw(CW_ERROR_TIMEOUT, cw_trace_record_resident(t, r)); /* the fake runs no probe */
+    assert_int_equal(fake_live("hostmem"), host_before);
+    cw_trace_destroy(&t);
+    long before[NKINDS];
+    snapshot(before);
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    host_before = fake_live("hostmem");
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fake_pers_running(), 1);
+    const long v0 = fake_pers_violations(NULL, 0);
+    const cw_status st = cw_trace_record_resident(t, r);
+    const long violations = violations_since(v0);
+    const long host_during = fake_live("hostmem"); /* the probe's word, kept while the loop runs */
+    const cw_status down = cw_resident_tear_down(r, 1000);
+    const long host_after = fake_live("hostmem");
+    cw_trace_destroy(&t);
+    const int leaked = leaks(before, "a calibration beside a running loop");
+    cw_resident_destroy(&r);
+
+    assert_int_equal(violations, 0);
+    assert_int_equal(st, CW_ERROR_TIMEOUT);
+    assert_int_equal(host_during, host_before + 1);
+    assert_cw_ok(down);
+    assert_int_equal(host_after, host_before); /* freed once the loop stopped */
+    assert_int_equal(leaked, 0);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -2146,6 +2199,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_release_racing_a_launch),
         cmocka_unit_test(test_load_racing_a_launch),
         cmocka_unit_test(test_launch_inside_a_build_refused),
+        cmocka_unit_test(test_trace_calibrated_beside_a_loop),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),
