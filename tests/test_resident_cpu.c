@@ -980,6 +980,58 @@ static void test_trace_calibrated_beside_a_loop(void **state) {
     assert_int_equal(leaked, 0);
 }
 
+/* A shareable buffer (cuMemAlloc memory, cw_buffer_create_shareable) whose
+ * exporter destroys it while a loop runs, no importer holding it: its
+ * cuMemFree waits for the loop like any other, so it is made once no loop
+ * runs. Returns what it saw: violations, the memory kept while the loop ran
+ * and freed after it stopped. */
+struct share_round {
+    long violations, kept, freed;
+    cw_status down;
+};
+
+static struct share_round shareable_round(cw_stream *s) {
+    struct share_round o = {0, 0, 0, CW_SUCCESS};
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create_shareable(&b, s, 4096));
+    cw_shared_handle h;
+    assert_cw_ok(cw_buffer_export(b, &h));
+    const long dev = fake_live("devmem");
+    assert_cw_ok(cw_resident_launch(r));
+    const long v0 = fake_pers_violations(NULL, 0);
+    cw_buffer_destroy(&b);
+    o.violations = violations_since(v0);
+    o.kept = fake_live("devmem") == dev;
+    o.down = cw_resident_tear_down(r, 1000);
+    o.freed = fake_live("devmem") == dev - 1;
+    cw_resident_destroy(&r);
+    return o;
+}
+
+static void test_shareable_buffer_freed_beside_a_loop(void **state) {
+    (void)state;
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    const struct share_round first = shareable_round(s); /* warms the context's pools too */
+    long before[NKINDS];
+    snapshot(before);
+    const struct share_round second = shareable_round(s);
+    const int leaked = leaks(before, "a shareable buffer freed beside a running loop");
+    cw_stream_destroy(&s);
+
+    const struct share_round *rounds[2] = {&first, &second};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rounds[i]->violations, 0);
+        assert_true(rounds[i]->kept); /* while the loop runs */
+        assert_cw_ok(rounds[i]->down);
+        assert_true(rounds[i]->freed); /* once it stopped */
+    }
+    assert_int_equal(leaked, 0);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -2200,6 +2252,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_load_racing_a_launch),
         cmocka_unit_test(test_launch_inside_a_build_refused),
         cmocka_unit_test(test_trace_calibrated_beside_a_loop),
+        cmocka_unit_test(test_shareable_buffer_freed_beside_a_loop),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),
