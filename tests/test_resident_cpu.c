@@ -1032,6 +1032,54 @@ static void test_shareable_buffer_freed_beside_a_loop(void **state) {
     assert_int_equal(leaked, 0);
 }
 
+/* Mapped host memory made while a loop runs (a WRITE_VALUE future's slab
+ * page, a loop's host block): when cuMemHostGetDevicePointer fails after
+ * cuMemHostAlloc, the memory made goes back, and not by a cuMemFreeHost
+ * made while the loop runs (it would wait for good). */
+static void test_mapped_alloc_failing_beside_a_loop(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_context *c2 = NULL; /* its own slab of futures: the first WRITE_VALUE future makes a page */
+    assert_cw_ok(cw_context_create(&c2, 0));
+    cw_stream *s2 = NULL;
+    assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+    const long host0 = fake_live("hostmem");
+    assert_cw_ok(cw_resident_launch(r));
+    const long v0 = fake_pers_violations(NULL, 0);
+    assert_int_equal(cwi_seam_enable(), 0);
+    const int id = cwi_seam_entry("cuMemHostGetDevicePointer");
+    assert_true(id >= 0);
+    cwi_seam_fail(id, 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+    cw_future *f = NULL;
+    const cw_status fst = cw_future_create(&f, s2, CW_FUTURE_WRITE_VALUE);
+    const int fired_future = cwi_seam_fired();
+    cwi_seam_fail(id, 1, 2);
+    cw_resident *r2 = NULL;
+    const cw_status rst = cw_resident_create(&r2, ctx, NULL);
+    const int fired_loop = cwi_seam_fired();
+    cwi_seam_fail(id, 0, 0);
+    cwi_seam_disable();
+    const long violations = violations_since(v0);
+    const long host_during = fake_live("hostmem") - host0;
+    const cw_status down = cw_resident_tear_down(r, 1000);
+    const long host_after = fake_live("hostmem") - host0;
+    cw_resident_destroy(&r);
+    cw_stream_destroy(&s2);
+    cw_context_destroy(&c2);
+
+    assert_true(fired_future && fired_loop);
+    assert_int_equal(fst, CW_ERROR_OUT_OF_MEMORY);
+    assert_null(f);
+    assert_int_equal(rst, CW_ERROR_OUT_OF_MEMORY);
+    assert_null(r2);
+    assert_int_equal(violations, 0);
+    assert_true(host_during >= 0);
+    assert_cw_ok(down);
+    assert_int_equal(host_after, 0); /* what the failed calls made is freed once the loop stopped */
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -2253,6 +2301,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_launch_inside_a_build_refused),
         cmocka_unit_test(test_trace_calibrated_beside_a_loop),
         cmocka_unit_test(test_shareable_buffer_freed_beside_a_loop),
+        cmocka_unit_test(test_mapped_alloc_failing_beside_a_loop),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),

@@ -39,7 +39,7 @@ cw_status globaltimer_offset(cw_context *ctx, int64_t *offset, int64_t *err_ns) 
         }
     } fr{ctx, s};
     CUdeviceptr dev = 0;
-    CW_TRY(core::host_mapped_alloc(sizeof(uint64_t), 0, &fr.host, &dev));
+    CW_TRY(core::host_mapped_alloc(ctx, sizeof(uint64_t), 0, &fr.host, &dev));
     volatile uint64_t *word = static_cast<volatile uint64_t *>(fr.host);
     cw_launch_config cfg;
     launch_config_default(&cfg);
