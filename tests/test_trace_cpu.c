@@ -898,6 +898,78 @@ typedef struct {
     int done; /* atomic */
 } Caller;
 
+/* Two threads record the same loop into one trace at once (trace.h: every
+ * call is thread-safe; each stage is added once): the first is held by a
+ * hook after it read what the trace noted of the stages and before it adds
+ * any, while the second records (it returns, or waits for the first; the
+ * test waits up to 2 s for it, then lets the first go). */
+typedef struct {
+    int armed, inside, go; /* atomics */
+} Hold;
+
+static void hold_source(void *arg) {
+    Hold *h = arg;
+    if (!__atomic_exchange_n(&h->armed, 0, __ATOMIC_ACQ_REL)) return;
+    __atomic_store_n(&h->inside, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 10000 && !__atomic_load_n(&h->go, __ATOMIC_ACQUIRE); i++) sleep_ms(1); /* bounded: 10 s */
+}
+
+static void *record_main(void *arg) {
+    Caller *c = arg;
+    c->st = cw_trace_record_resident(c->t, g_loop);
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_resident_recorded_by_two_threads(void **state) {
+    (void)state;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    rs.unroll = 1;
+    assert_cw_ok(cw_resident_create(&g_loop, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(g_loop, two_stages, NULL));
+    assert_cw_ok(cw_resident_build(g_loop));
+    volatile unsigned long long *marks = NULL;
+    unsigned stages = 0;
+    assert_int_equal(cwi_resident_trace(g_loop, &marks, &stages), 0);
+    assert_int_equal(cwi_trace_set_globaltimer(t, ctx, (long long)(now_ms() * 1e6) + 1000000), 0);
+    run_copy(marks, 0, 10000); /* request 1 ended: workload, decode, infer */
+    Hold h = {1, 0, 0};
+    cwi_trace_source_hook(hold_source, &h);
+    Caller a = {t, NULL, CW_ERROR_INTERNAL, 0}, b = {t, NULL, CW_ERROR_INTERNAL, 0};
+    pthread_t at, bt;
+    assert_int_equal(pthread_create(&at, NULL, record_main, &a), 0);
+    for (int i = 0; i < 10000 && !__atomic_load_n(&h.inside, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+    const int inside = __atomic_load_n(&h.inside, __ATOMIC_ACQUIRE);
+    assert_int_equal(pthread_create(&bt, NULL, record_main, &b), 0);
+    for (int i = 0; i < 2000 && !__atomic_load_n(&b.done, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+    __atomic_store_n(&h.go, 1, __ATOMIC_RELEASE);
+    pthread_join(at, NULL);
+    pthread_join(bt, NULL);
+    cwi_trace_source_hook(NULL, NULL);
+    assert_true(inside);
+    assert_cw_ok(a.st);
+    assert_cw_ok(b.st);
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    char path[300];
+    snprintf(path, sizeof path, "%s/two-recorders.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    const int w = count(tr, "workload"), d = count(tr, "decode"), in = count(tr, "infer"), it = count(tr, "iteration");
+    free(tr);
+    cw_resident_destroy(&g_loop);
+    cw_trace_destroy(&t);
+    if (w != 1 || d != 1 || in != 1 || it != 1)
+        fail_msg("request 1 recorded by two threads: workload %d, decode %d, infer %d, iteration %d times (%llu spans)",
+                 w, d, in, it, (unsigned long long)info.spans);
+    assert_int_equal(info.spans, 4);
+}
+
 static void *write_caller(void *arg) {
     Caller *c = arg;
     c->st = cw_trace_write(c->t, c->path);
@@ -1316,6 +1388,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_resident),
         cmocka_unit_test(test_resident_nested),
+        cmocka_unit_test(test_resident_recorded_by_two_threads),
         cmocka_unit_test(test_write_beside_spans),
         cmocka_unit_test(test_write_while_adding),
         cmocka_unit_test(test_writers_beside_adders_and_faults),
