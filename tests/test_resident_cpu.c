@@ -1080,6 +1080,75 @@ static void test_mapped_alloc_failing_beside_a_loop(void **state) {
     assert_int_equal(host_after, 0); /* what the failed calls made is freed once the loop stopped */
 }
 
+/* A launch from a HOST_FUNC future's callback, which runs on the driver's
+ * callback thread (future.h: no CUDA call there), while another thread's
+ * cw_context_synchronize waits for that callback's host function: the
+ * launch must not wait for the synchronize (which waits for it), but be
+ * refused as other such calls are. The callback's end is waited for up to
+ * 10 s; past that the program ends (the two threads wait for each other). */
+static void (*fake_hold)(int on);
+struct host_fn_launch {
+    cw_resident *r;
+    atomic_int st; /* -1 until the launch returned */
+};
+
+static void launch_in_host_fn(void *user, cw_future *f, cw_status status) {
+    (void)f;
+    (void)status;
+    struct host_fn_launch *p = user;
+    usleep(50000); /* the synchronize is under way by then (it waits for this host function) */
+    atomic_store(&p->st, (int)cw_resident_launch(p->r));
+}
+
+struct syncer {
+    cw_status st;
+    atomic_int done;
+};
+
+static void *sync_main(void *arg) {
+    struct syncer *y = arg;
+    y->st = cw_context_synchronize(ctx);
+    atomic_store(&y->done, 1);
+    return NULL;
+}
+
+static void test_launch_in_host_fn_callback_refused(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    struct host_fn_launch p = {r, -1};
+    fake_hold(1); /* the marker waits until the synchronize has begun */
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
+    assert_cw_ok(cw_future_set_callback(f, launch_in_host_fn, &p));
+    struct syncer y = {CW_ERROR_INTERNAL, 0};
+    pthread_t tid;
+    assert_int_equal(pthread_create(&tid, NULL, sync_main, &y), 0);
+    usleep(20000);
+    fake_hold(0);
+    for (int i = 0; i < 10000 && atomic_load(&p.st) == -1; i++) usleep(1000);
+    if (atomic_load(&p.st) == -1) {
+        printf("FAIL: test_launch_in_host_fn_callback_refused: the launch inside the callback has not returned after "
+               "10 s (it waits for cw_context_synchronize, which waits for the callback's host function)\n");
+        fflush(stdout);
+        _exit(1);
+    }
+    pthread_join(tid, NULL);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+    const long running = fake_pers_running();
+    cw_resident_state rst;
+    assert_cw_ok(cw_resident_get_state(r, &rst));
+    cw_resident_destroy(&r);
+    assert_int_equal(atomic_load(&p.st), CW_ERROR_NOT_PERMITTED);
+    assert_cw_ok(y.st);
+    assert_int_equal(rst, CW_RESIDENT_NOT_LAUNCHED);
+    assert_int_equal(running, 0);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -2302,6 +2371,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_trace_calibrated_beside_a_loop),
         cmocka_unit_test(test_shareable_buffer_freed_beside_a_loop),
         cmocka_unit_test(test_mapped_alloc_failing_beside_a_loop),
+        cmocka_unit_test(test_launch_in_host_fn_callback_refused),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),
