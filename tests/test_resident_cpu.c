@@ -927,6 +927,228 @@ static void test_launch_inside_a_build_refused(void **state) {
     cw_resident_destroy(&b);
 }
 
+/* The first cw_trace_record_resident for a context calibrates its global
+ * timer: a probe kernel writes the timer to mapped host memory, which is
+ * freed after. trace.h allows that call while the loop runs (it returns
+ * CW_ERROR_TIMEOUT when the loop keeps the probe from running, as here: the
+ * fake runs no probe); the free must then wait for the loops, not be made
+ * while one runs (cuMemFreeHost would wait for good). */
+static cw_status one_stage(cw_stream *s, void *user) {
+    uint32_t stage = 0;
+    cw_status st = cw_resident_stage_begin(user, s, "stage", &stage);
+    return st != CW_SUCCESS ? st : cw_resident_stage_end(user, s, stage);
+}
+
+static void test_trace_calibrated_beside_a_loop(void **state) {
+    (void)state;
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, &rs));
+    assert_cw_ok(cw_resident_set_workload_fn(r, one_stage, r));
+    assert_cw_ok(cw_resident_build(r));
+    /* one calibration with no loop running first (it warms a pool of the
+     * context, and frees the probe's word at once) */
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    long host_before = fake_live("hostmem");
+    assert_cw(CW_ERROR_TIMEOUT, cw_trace_record_resident(t, r)); /* the fake runs no probe */
+    assert_int_equal(fake_live("hostmem"), host_before);
+    cw_trace_destroy(&t);
+    long before[NKINDS];
+    snapshot(before);
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    host_before = fake_live("hostmem");
+    assert_cw_ok(cw_resident_launch(r));
+    assert_int_equal(fake_pers_running(), 1);
+    const long v0 = fake_pers_violations(NULL, 0);
+    const cw_status st = cw_trace_record_resident(t, r);
+    const long violations = violations_since(v0);
+    const long host_during = fake_live("hostmem"); /* the probe's word, kept while the loop runs */
+    const cw_status down = cw_resident_tear_down(r, 1000);
+    const long host_after = fake_live("hostmem");
+    cw_trace_destroy(&t);
+    const int leaked = leaks(before, "a calibration beside a running loop");
+    cw_resident_destroy(&r);
+
+    assert_int_equal(violations, 0);
+    assert_int_equal(st, CW_ERROR_TIMEOUT);
+    assert_int_equal(host_during, host_before + 1);
+    assert_cw_ok(down);
+    assert_int_equal(host_after, host_before); /* freed once the loop stopped */
+    assert_int_equal(leaked, 0);
+}
+
+/* A shareable buffer (cuMemAlloc memory, cw_buffer_create_shareable) whose
+ * exporter destroys it while a loop runs, no importer holding it: its
+ * cuMemFree waits for the loop like any other, so it is made once no loop
+ * runs. Returns what it saw: violations, the memory kept while the loop ran
+ * and freed after it stopped. */
+struct share_round {
+    long violations, kept, freed;
+    cw_status down;
+};
+
+static struct share_round shareable_round(cw_stream *s) {
+    struct share_round o = {0, 0, 0, CW_SUCCESS};
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create_shareable(&b, s, 4096));
+    cw_shared_handle h;
+    assert_cw_ok(cw_buffer_export(b, &h));
+    const long dev = fake_live("devmem");
+    assert_cw_ok(cw_resident_launch(r));
+    const long v0 = fake_pers_violations(NULL, 0);
+    cw_buffer_destroy(&b);
+    o.violations = violations_since(v0);
+    o.kept = fake_live("devmem") == dev;
+    o.down = cw_resident_tear_down(r, 1000);
+    o.freed = fake_live("devmem") == dev - 1;
+    cw_resident_destroy(&r);
+    return o;
+}
+
+static void test_shareable_buffer_freed_beside_a_loop(void **state) {
+    (void)state;
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    const struct share_round first = shareable_round(s); /* warms the context's pools too */
+    long before[NKINDS];
+    snapshot(before);
+    const struct share_round second = shareable_round(s);
+    const int leaked = leaks(before, "a shareable buffer freed beside a running loop");
+    cw_stream_destroy(&s);
+
+    const struct share_round *rounds[2] = {&first, &second};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rounds[i]->violations, 0);
+        assert_true(rounds[i]->kept); /* while the loop runs */
+        assert_cw_ok(rounds[i]->down);
+        assert_true(rounds[i]->freed); /* once it stopped */
+    }
+    assert_int_equal(leaked, 0);
+}
+
+/* Mapped host memory made while a loop runs (a WRITE_VALUE future's slab
+ * page, a loop's host block): when cuMemHostGetDevicePointer fails after
+ * cuMemHostAlloc, the memory made goes back, and not by a cuMemFreeHost
+ * made while the loop runs (it would wait for good). */
+static void test_mapped_alloc_failing_beside_a_loop(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_context *c2 = NULL; /* its own slab of futures: the first WRITE_VALUE future makes a page */
+    assert_cw_ok(cw_context_create(&c2, 0));
+    cw_stream *s2 = NULL;
+    assert_cw_ok(cw_stream_create(&s2, c2, NULL));
+    const long host0 = fake_live("hostmem");
+    assert_cw_ok(cw_resident_launch(r));
+    const long v0 = fake_pers_violations(NULL, 0);
+    assert_int_equal(cwi_seam_enable(), 0);
+    const int id = cwi_seam_entry("cuMemHostGetDevicePointer");
+    assert_true(id >= 0);
+    cwi_seam_fail(id, 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+    cw_future *f = NULL;
+    const cw_status fst = cw_future_create(&f, s2, CW_FUTURE_WRITE_VALUE);
+    const int fired_future = cwi_seam_fired();
+    cwi_seam_fail(id, 1, 2);
+    cw_resident *r2 = NULL;
+    const cw_status rst = cw_resident_create(&r2, ctx, NULL);
+    const int fired_loop = cwi_seam_fired();
+    cwi_seam_fail(id, 0, 0);
+    cwi_seam_disable();
+    const long violations = violations_since(v0);
+    const long host_during = fake_live("hostmem") - host0;
+    const cw_status down = cw_resident_tear_down(r, 1000);
+    const long host_after = fake_live("hostmem") - host0;
+    cw_resident_destroy(&r);
+    cw_stream_destroy(&s2);
+    cw_context_destroy(&c2);
+
+    assert_true(fired_future && fired_loop);
+    assert_int_equal(fst, CW_ERROR_OUT_OF_MEMORY);
+    assert_null(f);
+    assert_int_equal(rst, CW_ERROR_OUT_OF_MEMORY);
+    assert_null(r2);
+    assert_int_equal(violations, 0);
+    assert_true(host_during >= 0);
+    assert_cw_ok(down);
+    assert_int_equal(host_after, 0); /* what the failed calls made is freed once the loop stopped */
+}
+
+/* A launch from a HOST_FUNC future's callback, which runs on the driver's
+ * callback thread (future.h: no CUDA call there), while another thread's
+ * cw_context_synchronize waits for that callback's host function: the
+ * launch must not wait for the synchronize (which waits for it), but be
+ * refused as other such calls are. The callback's end is waited for up to
+ * 10 s; past that the program ends (the two threads wait for each other). */
+static void (*fake_hold)(int on);
+struct host_fn_launch {
+    cw_resident *r;
+    atomic_int st; /* -1 until the launch returned */
+};
+
+static void launch_in_host_fn(void *user, cw_future *f, cw_status status) {
+    (void)f;
+    (void)status;
+    struct host_fn_launch *p = user;
+    usleep(50000); /* the synchronize is under way by then (it waits for this host function) */
+    atomic_store(&p->st, (int)cw_resident_launch(p->r));
+}
+
+struct syncer {
+    cw_status st;
+    atomic_int done;
+};
+
+static void *sync_main(void *arg) {
+    struct syncer *y = arg;
+    y->st = cw_context_synchronize(ctx);
+    atomic_store(&y->done, 1);
+    return NULL;
+}
+
+static void test_launch_in_host_fn_callback_refused(void **state) {
+    (void)state;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    struct host_fn_launch p = {r, -1};
+    fake_hold(1); /* the marker waits until the synchronize has begun */
+    cw_future *f = NULL;
+    assert_cw_ok(cw_future_create(&f, s, CW_FUTURE_HOST_FUNC));
+    assert_cw_ok(cw_future_set_callback(f, launch_in_host_fn, &p));
+    struct syncer y = {CW_ERROR_INTERNAL, 0};
+    pthread_t tid;
+    assert_int_equal(pthread_create(&tid, NULL, sync_main, &y), 0);
+    usleep(20000);
+    fake_hold(0);
+    for (int i = 0; i < 10000 && atomic_load(&p.st) == -1; i++) usleep(1000);
+    if (atomic_load(&p.st) == -1) {
+        printf("FAIL: test_launch_in_host_fn_callback_refused: the launch inside the callback has not returned after "
+               "10 s (it waits for cw_context_synchronize, which waits for the callback's host function)\n");
+        fflush(stdout);
+        _exit(1);
+    }
+    pthread_join(tid, NULL);
+    cw_future_destroy(&f);
+    cw_stream_destroy(&s);
+    const long running = fake_pers_running();
+    cw_resident_state rst;
+    assert_cw_ok(cw_resident_get_state(r, &rst));
+    cw_resident_destroy(&r);
+    assert_int_equal(atomic_load(&p.st), CW_ERROR_NOT_PERMITTED);
+    assert_cw_ok(y.st);
+    assert_int_equal(rst, CW_RESIDENT_NOT_LAUNCHED);
+    assert_int_equal(running, 0);
+}
+
 /* A data-ready handler: host requests are refused; the graph builds. */
 static void test_handler_mode(void **state) {
     (void)state;
@@ -2146,6 +2368,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_release_racing_a_launch),
         cmocka_unit_test(test_load_racing_a_launch),
         cmocka_unit_test(test_launch_inside_a_build_refused),
+        cmocka_unit_test(test_trace_calibrated_beside_a_loop),
+        cmocka_unit_test(test_shareable_buffer_freed_beside_a_loop),
+        cmocka_unit_test(test_mapped_alloc_failing_beside_a_loop),
+        cmocka_unit_test(test_launch_in_host_fn_callback_refused),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_error_names_public_call),
         cmocka_unit_test(test_largest_timeouts),

@@ -45,6 +45,7 @@ enum { N = 1 << 14 };
 
 static long (*fake_live)(const char *kind);
 static void (*fake_hold)(int on);
+static long (*fake_pers_violations)(char *last, size_t cap);
 static cw_context *ctx;
 static cw_stream *s;
 
@@ -1105,6 +1106,41 @@ static void test_sweep_racing_teardown(void **state) {
     assert_int_equal(fake_live("devmem"), devmem0);
 }
 
+/* A sweep (any call of share.h) that finds a kept buffer no importer holds
+ * any more frees its memory with cuMemFree, which waits until no kernel runs
+ * on the device: for good while a resident loop runs (docs/resident.md).
+ * While one runs the sweep leaves the memory kept; the first sweep after
+ * the loop stopped frees it. */
+static void test_sweep_beside_a_loop(void **state) {
+    (void)state;
+    long devmem0 = fake_live("devmem");
+    struct child holder;
+    cw_context *c2 = context_with_kept(1, &holder);
+    close_held(&holder); /* no importer left: the next sweep frees it */
+    finish(&holder);
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    assert_cw_ok(cw_resident_launch(r));
+    char last[160] = "";
+    const long v0 = fake_pers_violations(NULL, 0), running = fake_live("devmem");
+    cw_shared_event *e = NULL;
+    assert_cw_ok(cw_shared_event_create(&e, ctx)); /* sweeps */
+    const long violations = fake_pers_violations(last, sizeof last) - v0;
+    const long freed_during = running - fake_live("devmem");
+    const cw_status down = cw_resident_tear_down(r, 1000);
+    cw_shared_event_destroy(&e); /* sweeps, no loop running */
+    const long freed_after = running - fake_live("devmem");
+    cw_resident_destroy(&r);
+    cw_context_destroy(&c2);
+    if (violations) printf("# %ld calls would wait for the running loop; the last: %s\n", violations, last);
+    assert_int_equal(violations, 0);
+    assert_int_equal(freed_during, 0); /* kept while the loop ran */
+    assert_cw_ok(down);
+    assert_int_equal(freed_after, 1);
+    assert_int_equal(fake_live("devmem"), devmem0);
+}
+
 /* A teardown waits 2 s in all for the importers of its kept objects, not
  * 2 s for each: with 3 objects held, the hook counts its 1 ms sleeps. */
 static atomic_int g_waits;
@@ -1197,6 +1233,7 @@ int main(int argc, char **argv) {
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
     setenv("FAKE_CUDA_DEVICES", "2", 1);
+    setenv("FAKE_CUDA_FEATURES", "all", 1); /* conditional nodes: a resident loop (test_sweep_beside_a_loop) */
     if (argc == 6 && !strcmp(argv[2], "--child")) {
         int in = atoi(argv[4]), out = atoi(argv[5]);
         if (cw_init() != CW_SUCCESS) return 2;
@@ -1217,7 +1254,8 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
-        !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold"))) {
+        !(fake_hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
+        !(*(void **)&fake_pers_violations = dlsym(lib, "fake_cuda_persistent_violations"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
         return 1;
     }
@@ -1244,6 +1282,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_forged_driver_part_refused),
         cmocka_unit_test(test_import_racing_destroy_name_made_again),
         cmocka_unit_test(test_sweep_racing_teardown),
+        cmocka_unit_test(test_sweep_beside_a_loop),
         cmocka_unit_test(test_teardown_one_deadline),
         cmocka_unit_test(test_exit_while_exports_locked),
         cmocka_unit_test(test_no_block_left),

@@ -110,7 +110,9 @@ typedef enum cw_future_kind {
  *    runs (and the fd becomes readable) on the watcher thread, within about
  *    a millisecond if it has;
  *  - cw_future_wait of a future that has not completed, cw_future_rearm,
- *    cw_future_create and cw_future_when_all return CW_ERROR_NOT_PERMITTED;
+ *    cw_future_create, cw_future_when_all and cw_resident_launch (which
+ *    could wait for a call on another thread that waits for this
+ *    callback) return CW_ERROR_NOT_PERMITTED;
  *  - cw_future_destroy destroys nothing there (it could wait for a marker
  *    the driver cannot run meanwhile): it logs a CW_LOG_WARNING and leaves
  *    the handle as it was, to be destroyed elsewhere.

@@ -535,6 +535,11 @@ CW_API cw_status cw_resident_build(cw_resident *r);
  *   CW_ERROR_NOT_SUPPORTED     as cw_resident_build.
  *   CW_ERROR_OUT_OF_MEMORY     as cw_resident_build.
  *   CW_ERROR_CAPTURE           as cw_resident_build.
+ *   CW_ERROR_NOT_PERMITTED     called inside a HOST_FUNC future's callback
+ *                              (the driver's callback thread, where CUDA
+ *                              allows no CUDA call, and where a
+ *                              cw_context_synchronize on another thread
+ *                              may be waiting for it); nothing launched.
  *   CW_ERROR_DEVICE_FAULT      as cw_resident_build, or the launch faulted.
  *   CW_ERROR_DRIVER            the driver refused the build or the launch
  *                              (detail: the call).

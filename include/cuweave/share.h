@@ -35,11 +35,13 @@
  * importing process holds a slot until it closes. Exporter and importer
  * run as the same user: an import refuses a block another user owns. The exporter's last reference (its
  * cw_buffer_destroy, or cw_shared_event_destroy) frees the memory (or the
- * event) at once when no importer holds it; otherwise the object is kept
+ * event) at once when no importer holds it (a buffer's memory, while a
+ * GPU-resident loop runs, once none does: cuMemFree would wait for it, see
+ * resident.h); otherwise the object is kept
  * and freed by a later call of this header's functions in the exporting
  * process once every importer closed (or died: a slot of a process that
  * exited counts as closed, whether its parent has waited for it yet or
- * not), and at the latest when the
+ * not) and no resident loop runs, and at the latest when the
  * exporter's context is torn down: that waits up to 2 seconds in all for
  * the importers of everything the context kept, then frees it anyway (logged at CW_LOG_ERROR: an importer
  * still reading it reads freed memory; the exporting process exiting has

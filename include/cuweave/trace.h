@@ -201,7 +201,10 @@ CW_API cw_status cw_pipeline_set_trace(cw_pipeline *p, cw_trace *t);
  * were overwritten, and an iteration still running (a copy of it with a
  * stage begun and not ended, such as a workload whose inner stages have
  * ended) is left whole for the next call, which adds each of its stages
- * once. The first call for a context calibrates its global timer
+ * once. Records into one trace run one at a time (a call on another
+ * thread waits, after the calibration, until this one has noted what it
+ * added), so threads recording the same loop at once add each stage once.
+ * The first call for a context calibrates its global timer
  * against the host's clock: a one-thread kernel (cwk_timestamp) writing
  * the timer to mapped memory while the host spins on it, best of five; the
  * half-width of the window is the error (cw_trace_info). A loop that fills

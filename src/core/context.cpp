@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buffer.hpp"
 #include "core/device.hpp"
 
 namespace cw {
@@ -238,14 +239,16 @@ cw_status context_synchronize(cw_context *ctx) {
     return guard.leave();
 }
 
-cw_status host_mapped_alloc(size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev) {
+cw_status host_mapped_alloc(cw_context *ctx, size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev) {
     void *p = nullptr;
     CW_CU(cuMemHostAlloc, (&p, bytes, CU_MEMHOSTALLOC_DEVICEMAP | extra_flags));
     CUdeviceptr d = 0;
     CUresult r = drv().cuMemHostGetDevicePointer(&d, p, 0);
     if (r != CUDA_SUCCESS) {
-        drv().cuMemFreeHost(p);
-        return fail_cu(r, "cuMemHostGetDevicePointer");
+        const cw_status st = fail_cu(r, "cuMemHostGetDevicePointer");
+        KeepError keep;
+        (void)host_free(ctx, p);  // cuMemFreeHost waits for running resident loops
+        return st;
     }
     memset(p, 0, bytes);
     *host = p;

@@ -155,10 +155,11 @@ inline uint64_t device_bit(const cw_context *ctx) { return ctx->ordinal < 64 ? 1
 // Clamps a priority into the context's range.
 int clamp_priority(const cw_context *ctx, int priority);
 
-// Pinned host memory mapped into the current context's address space
-// (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP | extra_flags), zeroed, and
-// its device address. Nothing is left allocated on failure.
-cw_status host_mapped_alloc(size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev);
+// Pinned host memory mapped into the current context's address space (ctx's,
+// current: cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP | extra_flags),
+// zeroed, and its device address. Nothing is left allocated on failure
+// (what was made is freed as host_free does: once no resident loop runs).
+cw_status host_mapped_alloc(cw_context *ctx, size_t bytes, unsigned extra_flags, void **host, CUdeviceptr *dev);
 
 }  // namespace core
 }  // namespace cw

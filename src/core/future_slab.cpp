@@ -3,6 +3,7 @@
 // futures' markers write (future.hpp; split from future.cpp).
 #include <stdlib.h>
 
+#include "core/buffer.hpp"
 #include "core/future.hpp"
 #include "core/pool.hpp"
 
@@ -38,42 +39,50 @@ cw_status slab_get(cw_context *ctx, uint32_t *slot, volatile uint32_t **host, CU
         void *hostp = nullptr;
         CUdeviceptr devp = 0;
         // Mapped for this context only: the slab serves this context's futures.
-        CW_TRY(host_mapped_alloc(kSlabPageBytes, 0, &hostp, &devp));
+        CW_TRY(host_mapped_alloc(ctx, kSlabPageBytes, 0, &hostp, &devp));
         cw_status st = guard.leave();
         if (st != CW_SUCCESS) {
-            drv().cuMemFreeHost(hostp);
+            KeepError keep;
+            (void)host_free(ctx, hostp);  // cuMemFreeHost waits for running resident loops
             return st;
         }
-        SpinLock lock(ctx->lock);
         bool ok = true;
-        if (sl.page_count == sl.page_cap) {
-            size_t cap = sl.page_cap ? sl.page_cap * 2 : 4;
-            void *p = realloc(sl.pages, cap * sizeof(HostSlab::Page));
-            if (p) {
-                sl.pages = static_cast<HostSlab::Page *>(p);
-                sl.page_cap = cap;
-            } else {
-                ok = false;
+        {
+            SpinLock lock(ctx->lock);
+            if (sl.page_count == sl.page_cap) {
+                size_t cap = sl.page_cap ? sl.page_cap * 2 : 4;
+                void *p = realloc(sl.pages, cap * sizeof(HostSlab::Page));
+                if (p) {
+                    sl.pages = static_cast<HostSlab::Page *>(p);
+                    sl.page_cap = cap;
+                } else {
+                    ok = false;
+                }
+            }
+            // Room for every slot that will exist, so that slab_put never grows.
+            if (ok && sl.free_cap < (sl.page_count + 1) * kSlotsPerPage) {
+                size_t cap = (sl.page_count + 1) * kSlotsPerPage * 2;
+                void *p = realloc(sl.free_slots, cap * sizeof(uint32_t));
+                if (p) {
+                    sl.free_slots = static_cast<uint32_t *>(p);
+                    sl.free_cap = cap;
+                } else {
+                    ok = false;
+                }
+            }
+            if (ok) {
+                uint32_t page = static_cast<uint32_t>(sl.page_count);
+                sl.pages[sl.page_count++] = HostSlab::Page{hostp, devp};
+                for (size_t i = kSlotsPerPage; i-- > 0;)
+                    sl.free_slots[sl.free_count++] = page * kSlotsPerPage + (uint32_t)i;
             }
         }
-        // Room for every slot that will exist, so that slab_put never grows.
-        if (ok && sl.free_cap < (sl.page_count + 1) * kSlotsPerPage) {
-            size_t cap = (sl.page_count + 1) * kSlotsPerPage * 2;
-            void *p = realloc(sl.free_slots, cap * sizeof(uint32_t));
-            if (p) {
-                sl.free_slots = static_cast<uint32_t *>(p);
-                sl.free_cap = cap;
-            } else {
-                ok = false;
-            }
+        if (!ok) {  // (the page goes outside the spin lock)
+            const cw_status oom = fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            KeepError keep;
+            (void)host_free(ctx, hostp);  // cuMemFreeHost waits for running resident loops
+            return oom;
         }
-        if (!ok) {
-            drv().cuMemFreeHost(hostp);
-            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-        }
-        uint32_t page = static_cast<uint32_t>(sl.page_count);
-        sl.pages[sl.page_count++] = HostSlab::Page{hostp, devp};
-        for (size_t i = kSlotsPerPage; i-- > 0;) sl.free_slots[sl.free_count++] = page * kSlotsPerPage + (uint32_t)i;
     }
 }
 void slab_put(cw_context *ctx, uint32_t slot) {

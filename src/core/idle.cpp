@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/sync.hpp"
+#include "core/future.hpp"
 #include "driver/error.hpp"
 
 namespace cw {
@@ -83,6 +84,15 @@ void run_releases(IdleRelease *list) {
 }  // namespace
 
 cw_status persistent_start(CUcontext cu, const char *what) {
+    // On the driver's callback thread (a HOST_FUNC future's callback) CUDA
+    // allows no CUDA call; and a quiet call on another thread (a context
+    // synchronize) may be waiting for this very host function to return.
+    if (future_in_host_fn())
+        return fail(CW_ERROR_NOT_PERMITTED,
+                    "%s inside a HOST_FUNC future's callback is refused: it runs on the driver's callback thread, "
+                    "where no CUDA call is allowed, and a call on another thread may be waiting for it (launch from "
+                    "another thread)",
+                    what);
     if (t_quiet > 0)
         return fail(CW_ERROR_INVALID_STATE,
                     "%s from inside a call that waits until no kernel runs on the device (a capture function "

@@ -38,8 +38,10 @@ struct IdleRelease {
 // made after this waits, a load is refused, as while it runs). Returns once
 // no quiet call is under way on another thread, so that the launch cannot
 // start while one is. Refused (CW_ERROR_INVALID_STATE, counting nothing)
-// on a thread inside a quiet call, which would wait for itself: `what`
-// names the launch in the message.
+// on a thread inside a quiet call, which would wait for itself, and
+// (CW_ERROR_NOT_PERMITTED) inside a HOST_FUNC future's callback, where a
+// quiet call on another thread may wait for the callback: `what` names the
+// launch in the message.
 cw_status persistent_start(CUcontext cu, const char *what);
 // Persistent work counted by persistent_start seen stopped (or its launch
 // failed). The stop that leaves none in the process runs the queued

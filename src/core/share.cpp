@@ -59,13 +59,14 @@ cw_status read_handle(const cw_shared_handle *h, HandleBytes *out) {
 // ---- objects kept for importers ----
 
 struct Pending {
-    cw_context *ctx;  // not retained: its teardown frees what it kept (share_teardown)
+    cw_context *ctx;  // not retained (but while rel waits): its teardown frees what it kept (share_teardown)
     Share *sh;
     CUdeviceptr ptr;  // a buffer's memory, or 0
     CUevent ev;       // an event, or NULL
     Pending *next;    // on g_pending, then on the list of the thread that frees it
     Pending *next_freed;  // on a sweep's list (busy)
     bool busy;            // a sweep frees it; still on g_pending until freed
+    IdleRelease rel;      // a buffer's memory freed once no resident loop runs (pending_drop)
 };
 
 // The kept objects. A sweep frees those without holders while they stay
@@ -100,6 +101,26 @@ void pending_release(Pending *p) {
 void pending_free(Pending *p) {
     pending_release(p);
     free(p);
+}
+
+// Frees an object nobody holds, given up by its exporter, whose context the
+// caller holds a reference to. cuMemFree waits until no kernel runs on the
+// device, for good while a resident loop runs (idle.hpp): a buffer's memory
+// is freed as a release, which keeps the context until it has run.
+void pending_drop(Pending *p) {
+    if (!p->ptr) {
+        pending_free(p);
+        return;
+    }
+    context_retain(p->ctx);
+    p->rel.run = [](void *owner) {
+        Pending *q = static_cast<Pending *>(owner);
+        cw_context *ctx = q->ctx;
+        pending_free(q);
+        context_release(ctx);
+    };
+    p->rel.owner = p;
+    release_when_idle(&p->rel);
 }
 
 bool busy_of(const cw_context *ctx) {
@@ -154,7 +175,7 @@ void keep_or_free(Pending *p) {
     const int held = block_holders(p->sh);
     share_hook(kHookHoldersCounted);
     if (held == 0) {
-        pending_free(p);
+        pending_drop(p);
         return;
     }
     pthread_mutex_lock(&g_mu);
@@ -168,6 +189,11 @@ void register_teardown() { context_on_teardown(share_teardown, kTeardownUsers); 
 }  // namespace
 
 void share_sweep() {
+    // A sweep's cuMemFree would wait for a running resident loop: none is
+    // made while one runs (the objects stay for a later sweep, or their
+    // context's teardown), and a loop launched meanwhile waits for it.
+    QuietCall quiet;
+    if (quiet.enter(nullptr) > 0) return;
     Pending *done = nullptr;
     pthread_mutex_lock(&g_mu);
     for (Pending *p = g_pending; p; p = p->next)
@@ -346,9 +372,15 @@ void share_memory_release(cw_context *ctx, Share *sh, CUdeviceptr ptr, size_t by
     }
     Pending *p = static_cast<Pending *>(calloc(1, sizeof(Pending)));
     if (!p) {
-        // No room to keep it: free it now, after its uses (as cuMemFree would).
+        // No room to keep it: free it now, after its uses (as cuMemFree
+        // would), unless a resident loop runs (the free would wait for it).
         if (rel) (void)drv().cuStreamSynchronize(rel->cu);
-        (void)drv().cuMemFree(ptr);
+        QuietCall quiet;
+        if (quiet.enter(nullptr) == 0)
+            (void)drv().cuMemFree(ptr);
+        else
+            log(CW_LOG_WARNING, "a shared buffer of %zu bytes could not be freed (out of host memory while a "
+                "resident loop runs); it stays allocated until its CUDA context is destroyed", bytes);
         block_free(sh);
         return;
     }

@@ -121,6 +121,7 @@ struct cw_trace {
     std::atomic<int> refs;
     pthread_mutex_t mu;        // every call's, held briefly
     pthread_mutex_t write_mu;  // one write at a time (taken before mu)
+    pthread_mutex_t record_mu; // one record of a source at a time (taken before mu)
     uint32_t max_spans;
     int64_t origin;  // host ns of ts 0
     uint64_t dropped;
@@ -460,6 +461,7 @@ cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
     t->refs.store(1);
     pthread_mutex_init(&t->mu, nullptr);
     pthread_mutex_init(&t->write_mu, nullptr);
+    pthread_mutex_init(&t->record_mu, nullptr);
     t->max_spans = settings && settings->max_spans ? settings->max_spans : kDefaultMaxSpans;
     t->origin = now_ns();
     room.publish(t);
@@ -484,6 +486,7 @@ void trace_release(cw_trace *t) {
     for (size_t i = 0; i < t->timers.size(); i++) context_release(t->timers[i].ctx);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->write_mu);
+    pthread_mutex_destroy(&t->record_mu);
     t->~cw_trace();
     handle_free(t);
 }
@@ -667,19 +670,28 @@ cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, in
 }
 
 cw_status trace_source(cw_trace *t, const void *key, size_t n, uint32_t *index, uint64_t *seen) {
-    Lock lock(t);
-    size_t i = 0;
-    while (i < t->sources.size() && t->sources[i].key != key) i++;
-    if (i == t->sources.size()) {
-        Source *src = t->sources.emplace();
-        if (!src) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
-        src->key = key;
+    {
+        Lock lock(t);
+        size_t i = 0;
+        while (i < t->sources.size() && t->sources[i].key != key) i++;
+        if (i == t->sources.size()) {
+            Source *src = t->sources.emplace();
+            if (!src) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+            src->key = key;
+        }
+        const Vec<uint64_t> &had = t->sources[i].seen;
+        for (size_t k = 0; k < n; k++) seen[k] = k < had.size() ? had[k] : 0;
+        *index = (uint32_t)i;
     }
-    const Vec<uint64_t> &had = t->sources[i].seen;
-    for (size_t k = 0; k < n; k++) seen[k] = k < had.size() ? had[k] : 0;
-    *index = (uint32_t)i;
+    if (void (*h)(void *) = g_trace_source_hook.load(std::memory_order_acquire)) h(g_trace_source_hook_arg.load());
     return CW_SUCCESS;
 }
+
+void trace_record_lock(cw_trace *t) { pthread_mutex_lock(&t->record_mu); }
+void trace_record_unlock(cw_trace *t) { pthread_mutex_unlock(&t->record_mu); }
+
+std::atomic<void (*)(void *)> g_trace_source_hook{nullptr};
+std::atomic<void *> g_trace_source_hook_arg{nullptr};
 
 cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_t *seen) {
     Lock lock(t);

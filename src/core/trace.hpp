@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include <atomic>
+
 #include "cuweave/trace.h"
 #include "core/context.hpp"
 
@@ -54,10 +56,18 @@ bool trace_globaltimer(cw_trace *t, const cw_context *ctx, int64_t *offset);
 cw_status trace_set_globaltimer(cw_trace *t, cw_context *ctx, int64_t offset, int64_t err_ns);
 // A source of spans (a resident loop): its number in this trace (from 0, in
 // the order first seen), and in seen[0 .. n) what it noted of each of its
-// items (a loop's stages) when it last recorded (0: nothing, or new).
+// items (a loop's stages) when it last recorded (0: nothing, or new). A
+// record (trace_source, the spans it adds, trace_source_seen) is made with
+// trace_record_lock held: one at a time per trace, so that two threads'
+// records of one source never both add what neither had noted yet.
+void trace_record_lock(cw_trace *t);
+void trace_record_unlock(cw_trace *t);
 cw_status trace_source(cw_trace *t, const void *key, size_t n, uint32_t *index, uint64_t *seen);
 // Notes seen[0 .. n) for source index (a number trace_source gave).
 cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_t *seen);
+// Tests (cwi_trace_source_hook): runs in trace_source once seen is read.
+extern std::atomic<void (*)(void *)> g_trace_source_hook;
+extern std::atomic<void *> g_trace_source_hook_arg;
 
 void trace_info(const cw_trace *t, cw_trace_info *info);
 cw_status trace_write(cw_trace *t, const char *path);

@@ -222,7 +222,7 @@ cw_status alloc_memory(cw_resident *r) {
     CurrentGuard guard;
     CW_TRY(guard.enter(r->ctx->cu));
     void *p = nullptr;
-    CW_TRY(host_mapped_alloc(4096, CU_MEMHOSTALLOC_PORTABLE, &p, &r->host_dev));
+    CW_TRY(host_mapped_alloc(r->ctx, 4096, CU_MEMHOSTALLOC_PORTABLE, &p, &r->host_dev));
     r->host = static_cast<cw_res_host *>(p);
     CW_CU(cuMemAlloc, (&r->dev, sizeof(cw_res_dev)));
     if (r->set.input_slots) {

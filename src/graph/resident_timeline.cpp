@@ -46,6 +46,13 @@ cw_status resident_record_trace(cw_trace *t, cw_resident *r) {
         CW_TRY(kernels::globaltimer_offset(r->ctx, &offset, &err));
         CW_TRY(core::trace_set_globaltimer(t, r->ctx, offset, err));
     }
+    // Another thread's record of t waits from here until this one noted
+    // what it added (each stage added once).
+    struct RecordLock {
+        cw_trace *t;
+        explicit RecordLock(cw_trace *tr) : t(tr) { core::trace_record_lock(t); }
+        ~RecordLock() { core::trace_record_unlock(t); }
+    } record(t);
     // Per stage: the begin last added to t, and the marks as read now.
     uint64_t *mem = static_cast<uint64_t *>(malloc(3 * n * sizeof(uint64_t)));
     if (!mem) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");

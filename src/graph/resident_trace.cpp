@@ -64,7 +64,7 @@ cw_status trace_prepare(cw_resident *r) {
         CurrentGuard guard;
         CW_TRY(guard.enter(r->ctx->cu));
         void *p = nullptr;
-        CW_TRY(host_mapped_alloc(bytes, CU_MEMHOSTALLOC_PORTABLE, &p, &r->marks_dev));
+        CW_TRY(host_mapped_alloc(r->ctx, bytes, CU_MEMHOSTALLOC_PORTABLE, &p, &r->marks_dev));
         r->marks = static_cast<unsigned long long *>(p);  // zeroed
         return guard.leave();
     }

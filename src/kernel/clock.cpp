@@ -5,6 +5,7 @@
 // the host's readings before the launch and when the value appeared, and is
 // estimated at the middle; the best of five windows is kept.
 #include "base/sync.hpp"
+#include "core/buffer.hpp"
 #include "kernel/kernel.hpp"
 
 namespace cw {
@@ -22,16 +23,23 @@ cw_status globaltimer_offset(cw_context *ctx, int64_t *offset, int64_t *err_ns) 
     CW_TRY(guard.enter(ctx->cu));
     cw_stream *s = nullptr;
     CW_TRY(core::stream_new(ctx, CW_STREAM_NON_BLOCKING, 0, true, &s));
+    // The probe's word is freed as a release (core::host_free): the call
+    // may be made while a resident loop runs (trace.h), and cuMemFreeHost
+    // would wait for the loop to end.
     struct Free {
+        cw_context *ctx;
         cw_stream *s;
         void *host = nullptr;
         ~Free() {
-            if (host) drv().cuMemFreeHost(host);
+            if (host) {
+                KeepError keep;  // the call's own outcome stays the detail
+                (void)core::host_free(ctx, host);
+            }
             core::stream_free(s);
         }
-    } fr{s};
+    } fr{ctx, s};
     CUdeviceptr dev = 0;
-    CW_TRY(core::host_mapped_alloc(sizeof(uint64_t), 0, &fr.host, &dev));
+    CW_TRY(core::host_mapped_alloc(ctx, sizeof(uint64_t), 0, &fr.host, &dev));
     volatile uint64_t *word = static_cast<volatile uint64_t *>(fr.host);
     cw_launch_config cfg;
     launch_config_default(&cfg);

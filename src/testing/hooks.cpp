@@ -114,6 +114,11 @@ long long cwi_trace_sort_comparisons(cw_trace *t) {
     return (long long)cw::core::trace_sort_comparisons(t);
 }
 
+void cwi_trace_source_hook(void (*fn)(void *arg), void *arg) {
+    cw::core::g_trace_source_hook_arg.store(arg);
+    cw::core::g_trace_source_hook.store(fn, std::memory_order_release);
+}
+
 cw_res_host *cwi_resident_host(cw_resident *r) {
     if (!r || !cw::live(r)) return nullptr;
     return r->host;

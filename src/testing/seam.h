@@ -162,6 +162,11 @@ int cwi_trace_set_globaltimer(struct cw_trace *t, struct cw_context *ctx, long l
  * spans put in time order); -1 when t is not live. */
 long long cwi_trace_sort_comparisons(struct cw_trace *t);
 
+/* Runs fn(arg) inside every cw_trace_record_resident, on its thread, once it
+ * has read what the trace noted of the loop's stages and before it adds
+ * any (tests hold that window open). NULL removes it. */
+void cwi_trace_source_hook(void (*fn)(void *arg), void *arg);
+
 /* A resident loop's host block (struct cw_res_host, graph/resident_abi.h):
  * the doorbell and launch words the host writes, and the words the GPU
  * writes (completed, exited_epoch, exit_reason), which a test writes as
