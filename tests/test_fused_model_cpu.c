@@ -505,6 +505,27 @@ static void test_protocol_random_plans(void **state) {
     assert_true(tiles_run > runs * 20ull);
 }
 
+/* The library's tables for R's five stages (R->defs), with their grids. */
+static void plan_five(run *R, unsigned in_flight, const char *what) {
+    cw_resident_fused f;
+    memset(&f, 0, sizeof f);
+    f.source = "s0 s1 s2 s3 s4 pick";
+    f.mode = CW_FUSED_DATAFLOW;
+    f.stage_defs = R->defs;
+    f.stage_count = 5;
+    f.in_flight = in_flight;
+    void *st = NULL, *dp = NULL, *chp = NULL;
+    if (cwi_fused_plan(&f, &st, &dp, &chp, R->counts) != 0) fail_msg("%s was refused: %s", what, cw_last_error()->message);
+    R->stages = st;
+    R->pdeps = dp;
+    R->chains = chp;
+    for (unsigned i = 0; i < 5; i++) {
+        R->tx[i] = R->stages[i].tiles_x;
+        R->ty[i] = R->stages[i].tiles_y;
+        R->tiles[i] = R->stages[i].tiles;
+    }
+}
+
 /* A fixed plan with every kind of dependency and requests in flight: the
  * plan the mutations are tried on. */
 static run *fixed_plan(unsigned in_flight, unsigned seed) {
@@ -522,24 +543,7 @@ static run *fixed_plan(unsigned in_flight, unsigned seed) {
     R->defs[3] = (cw_fused_stage){.name = names[3], .tiles = 16, .deps = R->deps[3], .dep_count = 3};
     R->deps[4][0] = (cw_fused_dep){.stage = 3, .read = CW_FUSED_READ_FUNCTION, .function = "pick"};
     R->defs[4] = (cw_fused_stage){.name = names[4], .tiles = 8, .deps = R->deps[4], .dep_count = 1};
-    cw_resident_fused f;
-    memset(&f, 0, sizeof f);
-    f.source = "s0 s1 s2 s3 s4 pick";
-    f.mode = CW_FUSED_DATAFLOW;
-    f.stage_defs = R->defs;
-    f.stage_count = 5;
-    f.in_flight = in_flight;
-    void *st = NULL, *dp = NULL, *chp = NULL;
-    if (cwi_fused_plan(&f, &st, &dp, &chp, R->counts) != 0)
-        fail_msg("the fixed plan was refused: %s", cw_last_error()->message);
-    R->stages = st;
-    R->pdeps = dp;
-    R->chains = chp;
-    for (unsigned i = 0; i < 5; i++) {
-        R->tx[i] = R->stages[i].tiles_x;
-        R->ty[i] = R->stages[i].tiles_y;
-        R->tiles[i] = R->stages[i].tiles;
-    }
+    plan_five(R, in_flight, "the fixed plan");
     R->blocks = 6;
     R->requests = 200;
     R->seed = seed;
@@ -566,24 +570,7 @@ static run *frame_plan(unsigned in_flight, unsigned seed) {
     R->deps[4][0] = (cw_fused_dep){.stage = 2, .read = CW_FUSED_READ_ALL};
     R->deps[4][1] = (cw_fused_dep){.stage = 3, .read = CW_FUSED_READ_ALL};
     R->defs[4] = (cw_fused_stage){.name = names[4], .tiles = 1, .deps = R->deps[4], .dep_count = 2};
-    cw_resident_fused f;
-    memset(&f, 0, sizeof f);
-    f.source = "s0 s1 s2 s3 s4 pick";
-    f.mode = CW_FUSED_DATAFLOW;
-    f.stage_defs = R->defs;
-    f.stage_count = 5;
-    f.in_flight = in_flight;
-    void *st = NULL, *dp = NULL, *chp = NULL;
-    if (cwi_fused_plan(&f, &st, &dp, &chp, R->counts) != 0)
-        fail_msg("the frame plan was refused: %s", cw_last_error()->message);
-    R->stages = st;
-    R->pdeps = dp;
-    R->chains = chp;
-    for (unsigned i = 0; i < 5; i++) {
-        R->tx[i] = R->stages[i].tiles_x;
-        R->ty[i] = R->stages[i].tiles_y;
-        R->tiles[i] = R->stages[i].tiles;
-    }
+    plan_five(R, in_flight, "the frame plan");
     R->blocks = 5;
     R->requests = 200;
     R->seed = seed;

@@ -187,9 +187,9 @@ static void test_refusals(void **state) {
     cw_resident_destroy(&r);
 }
 
-/* The source: the protocol, the tables as the plan, the dispatches. */
-static void test_source(void **state) {
-    (void)state;
+/* The source the library makes of tests/dataflow_stages.h's plan (two in
+ * flight, 128 threads a block); the caller frees it. */
+static char *stages_source(void) {
     cw_fused_stage st[9];
     cw_fused_dep deps[10];
     dataflow_plan_fill(st, deps);
@@ -203,6 +203,13 @@ static void test_source(void **state) {
     f.in_flight = 2;
     char *src = cwi_resident_fused_source(&f);
     assert_non_null(src);
+    return src;
+}
+
+/* The source: the protocol, the tables as the plan, the dispatches. */
+static void test_source(void **state) {
+    (void)state;
+    char *src = stages_source();
     assert_non_null(strstr(src, "#line 1 \"stages.cu\"\n"));
     assert_non_null(strstr(src, "#line 1 \"cuweave_fused_dataflow.cu\"\n"));
     assert_non_null(strstr(src, "CWF_FN unsigned cwf_df_take(")); /* the protocol's text */
@@ -262,19 +269,7 @@ static void test_source_compiles(void **state) {
     nvrtc_log_fn getlog = (nvrtc_log_fn)dlsym(nv, "nvrtcGetProgramLog");
     nvrtc_destroy_fn destroy = (nvrtc_destroy_fn)dlsym(nv, "nvrtcDestroyProgram");
     assert_true(compile && logsize && getlog && destroy);
-    cw_fused_stage st[9];
-    cw_fused_dep deps[10];
-    dataflow_plan_fill(st, deps);
-    cw_resident_fused f;
-    memset(&f, 0, sizeof f);
-    f.source = kDataflowStages;
-    f.mode = CW_FUSED_DATAFLOW;
-    f.stage_defs = st;
-    f.stage_count = 9;
-    f.block_threads = 128;
-    f.in_flight = 2;
-    char *src = cwi_resident_fused_source(&f);
-    assert_non_null(src);
+    char *src = stages_source();
     const char *hname[] = {"cuweave/resident_device.h"};
     const char *htext[] = {cw_builtin_get_resident_header()};
     const char *archs[] = {"--gpu-architecture=sm_80", "--gpu-architecture=sm_90"};

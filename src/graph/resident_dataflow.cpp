@@ -196,24 +196,9 @@ __global__ void __launch_bounds__(CWF_BLOCK) cwf_dataflow_loop(cw_res_host *h, c
         I.spin_ns = spin_ns;
         I.flags = flags;
         if (blockIdx.x == 0u) {
-            /* as cw__res_arm: the launch's numbers begin at h->base; announced
-             * to the host (running_epoch) after everything else */
-            const unsigned long long now = cw__res_now();
-            const unsigned long long base = *(volatile unsigned long long *)&h->base;
-            d->t0 = now;
-            d->last_done = now;
-            d->stopped = 0u;
-            d->reason = 0u;
-            d->backoff_ns = 0u;
-            d->idle = 0u;
-            d->started = base;
-            d->pub.seq = base;
-            d->pub.ready = 0u;
-            d->pub.skip = 1u;
-            const unsigned epoch = *(volatile unsigned *)&h->epoch;
-            d->epoch = epoch;
-            __threadfence_system();
-            *(volatile unsigned *)&h->running_epoch = epoch;
+            /* the graph loop's start: the launch's numbers begin at h->base,
+             * announced to the host (running_epoch) after everything else */
+            cw__res_arm(h, d);
             cwf_st_rel(&st[CWF_W_ARMED], 1ull);
         } else {
             while (cwf_ld_acq(&st[CWF_W_ARMED]) == 0ull) cw__res_nap(64u);
