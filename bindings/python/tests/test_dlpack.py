@@ -205,15 +205,15 @@ class TestDLPack(unittest.TestCase):
         import sys
         child = r"""
 import atexit, ctypes, os, sys
-sys.path.insert(0, %(tests)r)
-import fakeenv
 
 
 def check_at_exit():  # registered before cuweave's: runs after it
     print("deleter at exit:", ctypes.c_void_p.from_address(os._reads + 56).value)
 
 
-atexit.register(check_at_exit)
+atexit.register(check_at_exit)  # before fakeenv, which imports an installed cuweave to check where it is
+sys.path.insert(0, %(tests)r)
+import fakeenv
 import cuweave
 
 api = ctypes.pythonapi
