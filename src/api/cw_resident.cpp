@@ -91,7 +91,7 @@ cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **
     cw_header headers[1] = {{"cuweave/resident_device.h", kResidentDeviceHeader}};
     cw_program_settings ps;
     memset(&ps, 0, sizeof ps);
-    ps.name = f->mode == CW_FUSED_DATAFLOW ? "cuweave_fused_dataflow.cu" : "cuweave_fused_loop.cu";
+    ps.name = graphs::fused_mode(f) == CW_FUSED_DATAFLOW ? "cuweave_fused_dataflow.cu" : "cuweave_fused_loop.cu";
     ps.options = f->options;
     ps.n_options = f->option_count;
     ps.headers = headers;

@@ -227,6 +227,8 @@ void fused_free(cw_resident *r);
 // Fills the fused fields of info (a stalled dataflow loop's stall: read
 // from the GPU on the stats stream).
 cw_status fused_info(cw_resident *r, cw_resident_info *info);
+// f's mode as the raw value the caller stored (any value, read without UB).
+uint32_t fused_mode(const cw_resident_fused *f);
 // The name of the fused kernel of f's mode.
 const char *fused_kernel_name(const cw_resident_fused *f);
 

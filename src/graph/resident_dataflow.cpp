@@ -505,7 +505,8 @@ cw_status dataflow_plan(const cw_resident_fused *f, uint32_t block_threads, Data
                           i, s->name, k);
                 break;
             }
-            const uint32_t rd = (uint32_t)d->read;
+            uint32_t rd = 0;  // the raw value (a caller's may be none of the enum's)
+            memcpy(&rd, &d->read, sizeof rd);
             if (rd < CW_FUSED_READ_SAME || rd > CW_FUSED_READ_FUNCTION) {
                 st = fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: stage %u ('%s') dependency %u: read %u is not a cw_fused_read",
                           i, s->name, k, rd);

@@ -431,8 +431,14 @@ bool fused_prologue(Text *t, const char *source) {
     return true;
 }
 
+uint32_t fused_mode(const cw_resident_fused *f) {
+    uint32_t m = 0;  // the raw value: a caller's mode need not be one of the enum's (loading it as one would be UB)
+    memcpy(&m, &f->mode, sizeof m);
+    return m;
+}
+
 const char *fused_kernel_name(const cw_resident_fused *f) {
-    return f->mode == CW_FUSED_DATAFLOW ? "cwf_dataflow_loop" : "cwf_resident_loop";
+    return fused_mode(f) == CW_FUSED_DATAFLOW ? "cwf_dataflow_loop" : "cwf_resident_loop";
 }
 
 cw_status fused_check_settings(const cw_resident_settings *s) {
@@ -449,15 +455,15 @@ cw_status fused_check_settings(const cw_resident_settings *s) {
 }
 
 cw_status fused_source(const cw_resident_fused *f, char **out) {
-    if (f->mode == CW_FUSED_DATAFLOW) {
+    if (fused_mode(f) == CW_FUSED_DATAFLOW) {
         DataflowPlan plan;
         CW_TRY(dataflow_plan(f, block_threads_of(f), &plan));
         cw_status st = dataflow_source(f, &plan, out);
         dataflow_plan_free(&plan);
         return st;
     }
-    if (f->mode != CW_FUSED_BARRIER)
-        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: mode %d is not a cw_fused_mode", (int)f->mode);
+    if (fused_mode(f) != CW_FUSED_BARRIER)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: mode %u is not a cw_fused_mode", fused_mode(f));
     if (f->stage_defs || f->in_flight || f->watchdog_ms)
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "invalid argument: stage_defs, in_flight and watchdog_ms are for CW_FUSED_DATAFLOW (mode is "
@@ -519,7 +525,7 @@ cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_modu
                     "driver or newer)");
     DataflowPlan plan;
     memset(&plan, 0, sizeof plan);
-    const bool dataflow = f->mode == CW_FUSED_DATAFLOW;
+    const bool dataflow = fused_mode(f) == CW_FUSED_DATAFLOW;
     if (dataflow) CW_TRY(dataflow_plan(f, block, &plan));
     cw_status st = fused_fit(r, f, block, dataflow ? &plan : nullptr, m, k);
     if (st != CW_SUCCESS) dataflow_plan_free(&plan);
