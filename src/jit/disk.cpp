@@ -357,8 +357,14 @@ int lock_take(int dfd) {
     return fd;
 }
 
+// Unlocked before it is closed: a flock belongs to the open file, and a
+// child forked while this thread held it has a copy of the descriptor, whose
+// close would never come (the lock would stay held until the child exits,
+// and the child's own writes would wait for it forever).
 void lock_drop(int lfd) {
-    if (lfd >= 0) close(lfd);  // closing the descriptor drops the lock
+    if (lfd < 0) return;
+    flock(lfd, LOCK_UN);
+    close(lfd);
 }
 
 bool account_read(int lfd, Account *a) {
