@@ -1523,6 +1523,51 @@ static void test_fork_while_lock_held(void **state) {
     cw_jit_cache_clear_memory();
 }
 
+/* Writes an account into dir/cache.lock: bytes, entries, the time of its
+ * last full read. */
+static void plant_account(const char *dir, uint64_t bytes, uint64_t entries, int64_t scanned) {
+    char path[1024];
+    unsigned char a[32];
+    memcpy(a, "CWKA", 4);
+    const uint32_t v = 1;
+    memcpy(a + 4, &v, 4);
+    memcpy(a + 8, &bytes, 8);
+    memcpy(a + 16, &entries, 8);
+    memcpy(a + 24, &scanned, 8);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, a, sizeof a), (ssize_t)sizeof a);
+    close(fd);
+}
+
+/* A corrupt account (the lock file is input from outside the process): a
+ * total of 2^64 - 100 (a "negative" one, -100) read with a fresh time. A
+ * write adds its size to it; the sum must not wrap around to a small total
+ * that passes for "under the bound": the write reads the directory and
+ * keeps the bound. */
+static void test_account_total_wraps(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "wrap");
+    plant_named(dir, 1, 200, 1000, 100); /* 200,000 bytes */
+    const uint64_t bound = 100000;
+    use_dir(dir, bound);
+    plant_account(dir, UINT64_MAX - 99, 5, (int64_t)time(NULL));
+    cw_program *p = compile_with("extern \"C\" __global__ void wrapped() {}\n", NULL);
+    cw_program_destroy(&p);
+    long bytes = 0;
+    count_files(dir, ".cwk", &bytes);
+    long long ab, ae;
+    read_account(dir, &ab, &ae);
+    if ((uint64_t)bytes > bound)
+        fail_msg("the directory holds %ld bytes of entries past its bound of %llu after a write (the account "
+                 "says %lld bytes, %lld entries: the total wrapped around)",
+                 bytes, (unsigned long long)bound, ab, ae);
+    assert_int_equal(ab, bytes);
+    cw_jit_cache_clear_memory();
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -1575,6 +1620,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cache_clear_takes_the_lock),
         cmocka_unit_test(test_write_keeps_an_account),
         cmocka_unit_test(test_fork_while_lock_held),
+        cmocka_unit_test(test_account_total_wraps),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     char cmd[512];

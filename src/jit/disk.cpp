@@ -475,7 +475,10 @@ void keep_bound(int dfd, uint64_t max_bytes, uint64_t added, uint64_t replaced_b
     const int lfd = lock_take(dfd);
     const time_t now = time(nullptr);
     Account a;
-    if (lfd >= 0 && account_read(lfd, &a) && a.scanned <= (int64_t)now + 60 && now - a.scanned < kRescanAfter) {
+    // A total that this write would carry past 2^64 is corrupt (a small sum
+    // after the wrap would pass for "under the bound"): read the directory.
+    if (lfd >= 0 && account_read(lfd, &a) && a.scanned <= (int64_t)now + 60 && now - a.scanned < kRescanAfter &&
+        a.bytes <= UINT64_MAX - added) {
         const uint64_t bytes = a.bytes + added >= replaced_bytes ? a.bytes + added - replaced_bytes : 0;
         const uint64_t entries = a.entries + (replaced ? 0 : 1);
         if (bytes <= max_bytes) {
