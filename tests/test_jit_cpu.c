@@ -1568,6 +1568,27 @@ static void test_account_total_wraps(void **state) {
     cw_jit_cache_clear_memory();
 }
 
+/* cw_jit_cache_get_info "creates nothing": not in a directory that exists
+ * either (cuweave-info asks it about whatever CUWEAVE_CACHE_DIR names). */
+static void test_cache_info_creates_nothing(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "infonothing");
+    plant_named(dir, 1, 3, 100, 0);
+    use_dir(dir, 0);
+    cw_jit_cache_info i = cache_info();
+    assert_int_equal(i.exists, 1);
+    assert_int_equal(i.trusted, 1);
+    assert_int_equal(i.entries, 3);
+    assert_int_equal(i.bytes, 300);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    if (file_size(path) >= 0)
+        fail_msg("cw_jit_cache_get_info created %s (%ld bytes) in the directory it was asked about", path,
+                 file_size(path));
+    assert_int_equal(count_files(dir, "", NULL), 2 + 3); /* ".", ".." and the entries */
+    cw_jit_cache_clear_memory();
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -1621,6 +1642,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_write_keeps_an_account),
         cmocka_unit_test(test_fork_while_lock_held),
         cmocka_unit_test(test_account_total_wraps),
+        cmocka_unit_test(test_cache_info_creates_nothing),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     char cmd[512];

@@ -337,11 +337,12 @@ bool is_entry_name(const char *n) {
     return strcmp(n + 64, ".cwk") == 0;
 }
 
-// The cache's lock: dir/cache.lock opened (made, mode 0600, when missing)
-// and locked. -1 when it cannot be, or is not a regular file of this
-// user's that only it can write: the caller goes on without the account.
-int lock_take(int dfd) {
-    const int fd = openat(dfd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+// The cache's lock: dir/cache.lock opened (made, mode 0600, when missing
+// and `create`) and locked. -1 when it cannot be, or is not a regular file
+// of this user's that only it can write: the caller goes on without the
+// account.
+int lock_take(int dfd, bool create = true) {
+    const int fd = openat(dfd, kLockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd < 0) return -1;
     struct stat st;
     char why[160];
@@ -506,7 +507,7 @@ void disk_info(const char *dir, DiskInfo *out) {
     const int dfd = open_dir(dir, false);
     if (dfd < 0) return;
     out->trusted = true;
-    const int lfd = lock_take(dfd);
+    const int lfd = lock_take(dfd, false);  // asking creates nothing: no lock file, no account to correct
     Listing l;
     read_dir(dfd, &l, false, false);
     if (lfd >= 0 && l.complete) account_write(lfd, l.bytes, l.entries, time(nullptr));
