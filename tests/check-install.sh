@@ -14,7 +14,9 @@
 #    0.2) and (cuweave 1.0) are refused;
 #  - pkg-config with the installed cuweave.pc: a program links and runs;
 #  - uninstall (make uninstall; ninja uninstall) leaves no file, link or
-#    directory under the prefix.
+#    directory under the prefix;
+#  - the package files with a LIBDIR outside the prefix that holds sed's
+#    special characters (& |) name it as it is.
 # Usage: check-install.sh SOURCE_ROOT make BUILD_DIR
 #        check-install.sh SOURCE_ROOT meson BUILD_DIR
 set -u
@@ -76,6 +78,15 @@ use() { # PREFIX LIBDIR: what a user of the installed library does
 left() { # DIR: what is left under it
     find "$1" -mindepth 1 | sed "s|^$1/||" | sort | head -20
 }
+# The package files with a LIBDIR outside the prefix (written as it is, not
+# relative) holding sed's special characters: verbatim, or a loud failure.
+odd='/srv/a&b|c/lib64'
+sh "$root/tools/gen-package-files.sh" "$root" "$tmp/gen" /opt/cw "$odd" /opt/cw/include > "$tmp/gen.log" 2>&1; rc=$?
+check "gen-package-files.sh, LIBDIR $odd" 0 "$rc"
+[ $rc -eq 0 ] || cat "$tmp/gen.log"
+check "cuweave.pc names that LIBDIR" "libdir=$odd" "$(grep '^libdir=' "$tmp/gen/cuweave.pc" 2>/dev/null)"
+check "cuweaveConfig.cmake names that LIBDIR" "set(_cuweave_libdir \"$odd\")" \
+    "$(grep '^set(_cuweave_libdir' "$tmp/gen/cuweaveConfig.cmake" 2>/dev/null)"
 case $kind in
 make)
     p=$tmp/prefix
