@@ -10,6 +10,7 @@
 #   make install PREFIX=/usr/local DESTDIR=   (LIBDIR=$(PREFIX)/lib64 etc.: below)
 #   make uninstall PREFIX=... DESTDIR=         removes what install installed
 #                   (the same variables) and the directories it made, if empty
+#                   (paths with whitespace or quotes are refused: meson takes them)
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
 #   make fuzz CC=clang CXX=clang++ O=build-fuzz   the libFuzzer targets of
@@ -29,6 +30,13 @@ INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR ?= $(PREFIX)/share/doc/cuweave
 PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
+# make's word lists and the recipes' shell cannot carry a path with
+# whitespace or a quote: such a DESTDIR made directories named by its pieces
+# (one in the source tree) before install failed. Refused at once (meson's
+# install takes them).
+cw_bad_path = $(or $(word 2,$(1)x),$(findstring ',$(1)),$(findstring ",$(1)))
+$(foreach v,DESTDIR PREFIX LIBDIR BINDIR INCLUDEDIR DOCDIR,$(if $(call cw_bad_path,$($(v))),\
+	$(error $(v)="$($(v))": the Makefile cannot take a path with whitespace or quotes (meson install can))))
 
 LIB_SRCS = \
 	src/api/cw_buffer.cpp \

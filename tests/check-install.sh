@@ -16,6 +16,7 @@
 #  - uninstall (make uninstall; ninja uninstall) leaves no file, link or
 #    directory under the prefix, and keeps the directories that were there
 #    before install (empty ones too: /usr/local/bin on a fresh Debian);
+#  - make refuses a DESTDIR with a space (before anything is made);
 #  - the package files with a LIBDIR outside the prefix that holds sed's
 #    special characters (& |) name it as it is.
 # Usage: check-install.sh SOURCE_ROOT make BUILD_DIR
@@ -118,6 +119,15 @@ make)
     check "make uninstall keeps the directories that were there before install" "$premade" \
         "$(kept "$p" "make -s -C '$root' O='$build' install PREFIX='$p' LIBDIR='$p/lib64'" \
             "make -s -C '$root' O='$build' uninstall PREFIX='$p' LIBDIR='$p/lib64'")"
+    # make cannot carry a path with a space through its word lists and the
+    # recipes' shell: refused before anything is made (meson's install can)
+    junk=cw-check-install-$$
+    make -s -C "$root" O="$build" install PREFIX=/opt/cw DESTDIR="$tmp/sp $junk" > "$tmp/space.log" 2>&1; rc=$?
+    check "make install DESTDIR with a space: refused, naming it" "2 1" \
+        "$rc $(grep -c "DESTDIR=\"$tmp/sp $junk\"" "$tmp/space.log" | sed 's/[1-9][0-9]*/1/')"
+    check "make install DESTDIR with a space: nothing made" "" \
+        "$(ls -d "$tmp/sp" "$root/$junk" "$build/$junk" 2>/dev/null)"
+    rm -rf "$tmp/sp" "${root:?}/$junk" "${build:?}/$junk"
     ;;
 meson)
     d=$tmp/dest
