@@ -26,6 +26,10 @@
  *    temporaries) and nothing else, under the cache's lock; a write below
  *    the bound reads no directory (the running account), one past it reads
  *    it once and evicts down to 7/8;
+ *  - the review of issue 40: a child forked while a thread waits for the
+ *    cache's lock does not keep it; an account total that a write would
+ *    carry past 2^64 is not trusted; asking about a directory makes no
+ *    cache.lock;
  *  - without NVRTC the compile says so;
  *  - modules and built-ins need the library API (the fake has none).
  *
