@@ -9,7 +9,8 @@
 #   make info       build and run cuweave-info (what cuweave finds here; programs/)
 #   make install PREFIX=/usr/local DESTDIR=   (LIBDIR=$(PREFIX)/lib64 etc.: below)
 #   make uninstall PREFIX=... DESTDIR=         removes what install installed
-#                   (the same variables) and the directories it left empty
+#                   (the same variables) and the directories it made, if empty
+#                   (paths with whitespace or quotes are refused: meson takes them)
 #   make STATIC_LIBSTDCXX=1 O=build-nostdcxx   libcuweave.so with the C++ runtime
 #                   linked in: it needs no libstdc++ at run time (docs/embedding.md)
 #   make fuzz CC=clang CXX=clang++ O=build-fuzz   the libFuzzer targets of
@@ -29,6 +30,13 @@ INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR ?= $(PREFIX)/share/doc/cuweave
 PKG_CONFIG ?= pkg-config
 CUDA_INCLUDE ?= /usr/local/cuda/include
+# make's word lists and the recipes' shell cannot carry a path with
+# whitespace or a quote: such a DESTDIR made directories named by its pieces
+# (one in the source tree) before install failed. Refused at once (meson's
+# install takes them).
+cw_bad_path = $(or $(word 2,$(1)x),$(findstring ',$(1)),$(findstring ",$(1)))
+$(foreach v,DESTDIR PREFIX LIBDIR BINDIR INCLUDEDIR DOCDIR,$(if $(call cw_bad_path,$($(v))),\
+	$(error $(v)="$($(v))": the Makefile cannot take a path with whitespace or quotes (meson install can))))
 
 LIB_SRCS = \
 	src/api/cw_buffer.cpp \
@@ -427,9 +435,14 @@ info: $(O)/cuweave-info
 # CHANGELOG, LICENSE, docs/, and the API reference when make api-docs made it).
 DOC_FILES = README.md CHANGELOG.md LICENSE $(wildcard docs/*.md)
 DOC_IMAGES = $(wildcard docs/img/*)
+# The directories install makes are listed in DOCDIR/install-dirs
+# (tools/install-dirs.sh): uninstall removes those, and no other.
+INSTALL_DIRS = $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave \
+	$(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/docs/img
+OWN_DIRS = $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(INCLUDEDIR)/cuweave $(DESTDIR)$(LIBDIR)/cmake/cuweave \
+	$(DESTDIR)$(DOCDIR)/docs/img $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)
 install: lib programs
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/cuweave $(DESTDIR)$(INCLUDEDIR)/cuweave \
-		$(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/docs/img
+	sh tools/install-dirs.sh make $(DESTDIR)$(DOCDIR)/install-dirs $(INSTALL_DIRS)
 	install -m 755 $(PROGRAMS:%=$(O)/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(HEADERS) $(filter-out include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/
 	install -m 644 $(filter include/cuweave/cpp/%,$(CPP_HEADERS)) $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp/
@@ -445,8 +458,8 @@ install: lib programs
 	if [ -f $(O)/api/html/index.html ]; then rm -rf $(DESTDIR)$(DOCDIR)/api && install -d $(DESTDIR)$(DOCDIR)/api \
 		&& cp -R $(O)/api/html $(DESTDIR)$(DOCDIR)/api/html; fi
 
-# Removes each file install installs, then each directory it made that is
-# left empty, up to (not including) PREFIX.
+# Removes each file install installs, then each directory it made (its list,
+# DOCDIR/install-dirs) that is left empty, and cuweave's own directories.
 uninstall:
 	rm -f $(PROGRAMS:%=$(DESTDIR)$(BINDIR)/%)
 	rm -f $(patsubst include/cuweave/%,$(DESTDIR)$(INCLUDEDIR)/cuweave/%,$(HEADERS) $(CPP_HEADERS))
@@ -455,11 +468,7 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/cmake/cuweave/cuweaveConfig.cmake $(DESTDIR)$(LIBDIR)/cmake/cuweave/cuweaveConfigVersion.cmake
 	rm -f $(patsubst %,$(DESTDIR)$(DOCDIR)/%,$(DOC_FILES) $(DOC_IMAGES))
 	rm -rf $(DESTDIR)$(DOCDIR)/api
-	@for d in $(DESTDIR)$(INCLUDEDIR)/cuweave/cpp $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/cuweave \
-		$(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/docs/img; do \
-		while [ "$$d" != "$(DESTDIR)$(PREFIX)" ] && [ "$$d" != / ] && [ -d "$$d" ] && rmdir "$$d" 2>/dev/null; do \
-			echo "rmdir $$d"; d=$$(dirname "$$d"); done; \
-	done
+	@sh tools/install-dirs.sh remove $(DESTDIR)$(DOCDIR)/install-dirs $(OWN_DIRS)
 
 clean:
 	rm -rf $(O)

@@ -5,6 +5,8 @@
 #  - the baseline against itself: no change, PASS;
 #  - the baseline against a copy that lost a function (cw_version), under
 #    the same soname: FAIL, an incompatible change that keeps the soname;
+#  - the library stripped of its debug information: FAIL (abidiff would
+#    see symbols only, no struct or enum);
 #  - the library against a CHANGELOG.md that does not name one of its
 #    changes (cw_jit_cache_get_info): FAIL naming it.
 # Usage: check-abi.sh SOURCE_ROOT LIBCUWEAVE_SO
@@ -34,6 +36,11 @@ open(sys.argv[2], "w").write(s)
 PY
 check "a function removed under the same soname" 1 'keeps the soname' \
     sh "$root/tools/abi-check.sh" "$root" "$tmp/lost.xml" "$root/CHANGELOG.md" "$base"
+# A library without debug information (a stripped copy): abidw sees its
+# symbols but no types, so struct and enum changes would go unseen; refused.
+cp "$lib" "$tmp/stripped.so" && strip "$tmp/stripped.so" || fail=1
+check "a library without debug information (stripped)" 1 'no type information' \
+    sh "$root/tools/abi-check.sh" "$root" "$tmp/stripped.so"
 grep -v 'cw_jit_cache_get_info' "$root/CHANGELOG.md" > "$tmp/CHANGELOG.md"
 check "a change the changelog does not name" 1 '^  cw_jit_cache_get_info$' \
     sh "$root/tools/abi-check.sh" "$root" "$lib" "$tmp/CHANGELOG.md"

@@ -14,7 +14,11 @@
 #    0.2) and (cuweave 1.0) are refused;
 #  - pkg-config with the installed cuweave.pc: a program links and runs;
 #  - uninstall (make uninstall; ninja uninstall) leaves no file, link or
-#    directory under the prefix.
+#    directory under the prefix, and keeps the directories that were there
+#    before install (empty ones too: /usr/local/bin on a fresh Debian);
+#  - make refuses a DESTDIR with a space (before anything is made);
+#  - the package files with a LIBDIR outside the prefix that holds sed's
+#    special characters (& |) name it as it is.
 # Usage: check-install.sh SOURCE_ROOT make BUILD_DIR
 #        check-install.sh SOURCE_ROOT meson BUILD_DIR
 set -u
@@ -74,7 +78,25 @@ use() { # PREFIX LIBDIR: what a user of the installed library does
     [ $rc -eq 0 ] && runs "the pkg-config program" "$tmp/pc"
 }
 left() { # DIR: what is left under it
-    find "$1" -mindepth 1 | sed "s|^$1/||" | sort | head -20
+    find "$1" -mindepth 1 2>/dev/null | sed "s|^$1/||" | sort | head -20
+}
+# The package files with a LIBDIR outside the prefix (written as it is, not
+# relative) holding sed's special characters: verbatim, or a loud failure.
+odd='/srv/a&b|c/lib64'
+sh "$root/tools/gen-package-files.sh" "$root" "$tmp/gen" /opt/cw "$odd" /opt/cw/include > "$tmp/gen.log" 2>&1; rc=$?
+check "gen-package-files.sh, LIBDIR $odd" 0 "$rc"
+[ $rc -eq 0 ] || cat "$tmp/gen.log"
+check "cuweave.pc names that LIBDIR" "libdir=$odd" "$(grep '^libdir=' "$tmp/gen/cuweave.pc" 2>/dev/null)"
+check "cuweaveConfig.cmake names that LIBDIR" "set(_cuweave_libdir \"$odd\")" \
+    "$(grep '^set(_cuweave_libdir' "$tmp/gen/cuweaveConfig.cmake" 2>/dev/null)"
+# Directories that were there before the install (empty ones, as
+# /usr/local/bin and /usr/local/include on a fresh Debian) are not the
+# install's: uninstall keeps them. PREFIX: install, uninstall, then the list.
+premade="bin include lib64 lib64/cmake lib64/pkgconfig share share/doc"
+kept() { # PREFIX INSTALL UNINSTALL
+    for d in $premade; do mkdir -p "$1/$d"; done
+    eval "$2" > "$tmp/kept.log" 2>&1 && eval "$3" >> "$tmp/kept.log" 2>&1 || { tail -20 "$tmp/kept.log"; echo FAILED; }
+    left "$1" | tr '\n' ' ' | sed 's/ $//'
 }
 case $kind in
 make)
@@ -93,6 +115,19 @@ make)
     use "$d/opt/cw" "$d/opt/cw/lib64"
     make -s -C "$root" O="$build" uninstall PREFIX=/opt/cw LIBDIR=/opt/cw/lib64 DESTDIR="$d" > "$tmp/uninstall.log" 2>&1
     check "make uninstall DESTDIR=: nothing left under the prefix" "" "$(left "$d/opt/cw")"
+    p=$tmp/premade
+    check "make uninstall keeps the directories that were there before install" "$premade" \
+        "$(kept "$p" "make -s -C '$root' O='$build' install PREFIX='$p' LIBDIR='$p/lib64'" \
+            "make -s -C '$root' O='$build' uninstall PREFIX='$p' LIBDIR='$p/lib64'")"
+    # make cannot carry a path with a space through its word lists and the
+    # recipes' shell: refused before anything is made (meson's install can)
+    junk=cw-check-install-$$
+    make -s -C "$root" O="$build" install PREFIX=/opt/cw DESTDIR="$tmp/sp $junk" > "$tmp/space.log" 2>&1; rc=$?
+    check "make install DESTDIR with a space: refused, naming it" "2 1" \
+        "$rc $(grep -c "DESTDIR=\"$tmp/sp $junk\"" "$tmp/space.log" | sed 's/[1-9][0-9]*/1/')"
+    check "make install DESTDIR with a space: nothing made" "" \
+        "$(ls -d "$tmp/sp" "$root/$junk" "$build/$junk" 2>/dev/null)"
+    rm -rf "$tmp/sp" "${root:?}/$junk" "${build:?}/$junk"
     ;;
 meson)
     d=$tmp/dest
@@ -106,6 +141,12 @@ meson)
     DESTDIR=$d ninja -C "$build" uninstall > "$tmp/uninstall.log" 2>&1; rc=$?
     check "ninja uninstall" 0 "$rc"
     check "ninja uninstall leaves nothing under the prefix" "" "$(left "$d$p")"
+    d=$tmp/premade
+    lib=${l#"$p"/}
+    premade="bin include $lib $lib/pkgconfig share share/doc"
+    check "ninja uninstall keeps the directories that were there before install" "$(echo "$premade" | tr ' ' '\n' | \
+        awk -F/ '{ p = ""; for (i = 1; i <= NF; i++) { p = p (i > 1 ? "/" : "") $i; print p } }' | sort -u | tr '\n' ' ' | \
+        sed 's/ $//')" "$(kept "$d$p" "DESTDIR='$d' meson install -C '$build' --no-rebuild" "DESTDIR='$d' ninja -C '$build' uninstall")"
     ;;
 *) echo "usage: check-install.sh SOURCE_ROOT make|meson BUILD_DIR"; exit 2 ;;
 esac

@@ -26,6 +26,10 @@
  *    temporaries) and nothing else, under the cache's lock; a write below
  *    the bound reads no directory (the running account), one past it reads
  *    it once and evicts down to 7/8;
+ *  - the review of issue 40: a child forked while a thread waits for the
+ *    cache's lock does not keep it; an account total that a write would
+ *    carry past 2^64 is not trusted; asking about a directory makes no
+ *    cache.lock;
  *  - without NVRTC the compile says so;
  *  - modules and built-ins need the library API (the fake has none).
  *
@@ -1420,6 +1424,175 @@ static void test_write_keeps_an_account(void **state) {
     cw_jit_cache_clear_memory();
 }
 
+/* ---- the review of issue 40's account and lock ---------------------------- */
+
+struct info_arg {
+    atomic_int done;
+    cw_status st;
+};
+
+static void *info_thread(void *p) {
+    struct info_arg *a = p;
+    cw_jit_cache_info i;
+    a->st = cw_jit_cache_get_info(&i);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* Descriptors of this process open on `path` (by /proc/self/fd). */
+static int fds_on(const char *path) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d) return -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char link[300], target[1024];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", de->d_name);
+        const ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = '\0';
+        if (strcmp(target, path) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A child forked while a thread of the parent is inside the cache's lock
+ * (cache.lock's flock: a write keeping the bound, an info, a clear) gets a
+ * copy of that descriptor, and a flock belongs to the open file, not to the
+ * descriptor: once the library's call has returned, the lock must be free
+ * (for the parent, other processes and the child's own compiles). Here the
+ * thread waits in cw_jit_cache_get_info for the lock the test holds, the
+ * test forks, releases the lock, and joins the thread; then the lock must
+ * be free and the child's compile (a write) must finish. */
+static void test_fork_while_lock_held(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "forklock");
+    use_dir(dir, 0);
+    cw_program *p = compile_with("extern \"C\" __global__ void fork_before() {}\n", NULL);
+    cw_program_destroy(&p);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    const int lfd = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(lfd >= 0);
+    assert_int_equal(flock(lfd, LOCK_EX), 0);
+    struct info_arg a = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, info_thread, &a), 0);
+    /* the thread has opened the lock file (and waits for the lock) */
+    for (int i = 0; i < 10000 && fds_on(path) < 2; i++) usleep(1000);
+    assert_int_equal(fds_on(path), 2);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1) _exit(10);
+        cw_program *q = NULL;
+        if (cw_program_compile(&q, ctx, "extern \"C\" __global__ void fork_child() {}\n", NULL) != CW_SUCCESS)
+            _exit(11);
+        cw_program_info qi;
+        if (cw_program_get_info(q, &qi) != CW_SUCCESS || qi.source != CW_FROM_COMPILE) _exit(12);
+        cw_program_destroy(&q);
+        _exit(0);
+    }
+    close(go[0]);
+    flock(lfd, LOCK_UN);
+    close(lfd);
+    pthread_join(t, NULL);
+    assert_cw_ok(a.st);
+    /* every call of the library returned: the lock is free */
+    const int probe = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(probe >= 0);
+    const int free_now = flock(probe, LOCK_EX | LOCK_NB) == 0;
+    close(probe);
+    /* the child compiles (and writes) */
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    int status = 0, waited = 0;
+    for (int i = 0; i < 10000 && (waited = (int)waitpid(pid, &status, WNOHANG)) == 0; i++) usleep(1000);
+    if (waited == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    if (!free_now)
+        fail_msg("the cache's lock is still held after cw_jit_cache_get_info returned: the child forked while it "
+                 "waited for the lock holds it (child %s)",
+                 waited == 0 ? "hung in its compile for 10 s, killed" : "exited");
+    if (waited == 0) fail_msg("the forked child's compile hung for 10 s waiting for the cache's lock (killed)");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    cw_jit_cache_clear_memory();
+}
+
+/* Writes an account into dir/cache.lock: bytes, entries, the time of its
+ * last full read. */
+static void plant_account(const char *dir, uint64_t bytes, uint64_t entries, int64_t scanned) {
+    char path[1024];
+    unsigned char a[32];
+    memcpy(a, "CWKA", 4);
+    const uint32_t v = 1;
+    memcpy(a + 4, &v, 4);
+    memcpy(a + 8, &bytes, 8);
+    memcpy(a + 16, &entries, 8);
+    memcpy(a + 24, &scanned, 8);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, a, sizeof a), (ssize_t)sizeof a);
+    close(fd);
+}
+
+/* A corrupt account (the lock file is input from outside the process): a
+ * total of 2^64 - 100 (a "negative" one, -100) read with a fresh time. A
+ * write adds its size to it; the sum must not wrap around to a small total
+ * that passes for "under the bound": the write reads the directory and
+ * keeps the bound. */
+static void test_account_total_wraps(void **state) {
+    (void)state;
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "wrap");
+    plant_named(dir, 1, 200, 1000, 100); /* 200,000 bytes */
+    const uint64_t bound = 100000;
+    use_dir(dir, bound);
+    plant_account(dir, UINT64_MAX - 99, 5, (int64_t)time(NULL));
+    cw_program *p = compile_with("extern \"C\" __global__ void wrapped() {}\n", NULL);
+    cw_program_destroy(&p);
+    long bytes = 0;
+    count_files(dir, ".cwk", &bytes);
+    long long ab, ae;
+    read_account(dir, &ab, &ae);
+    if ((uint64_t)bytes > bound)
+        fail_msg("the directory holds %ld bytes of entries past its bound of %llu after a write (the account "
+                 "says %lld bytes, %lld entries: the total wrapped around)",
+                 bytes, (unsigned long long)bound, ab, ae);
+    assert_int_equal(ab, bytes);
+    cw_jit_cache_clear_memory();
+}
+
+/* cw_jit_cache_get_info "creates nothing": not in a directory that exists
+ * either (cuweave-info asks it about whatever CUWEAVE_CACHE_DIR names). */
+static void test_cache_info_creates_nothing(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    fresh_dir(dir, sizeof dir, "infonothing");
+    plant_named(dir, 1, 3, 100, 0);
+    use_dir(dir, 0);
+    cw_jit_cache_info i = cache_info();
+    assert_int_equal(i.exists, 1);
+    assert_int_equal(i.trusted, 1);
+    assert_int_equal(i.entries, 3);
+    assert_int_equal(i.bytes, 300);
+    snprintf(path, sizeof path, "%s/cache.lock", dir);
+    if (file_size(path) >= 0)
+        fail_msg("cw_jit_cache_get_info created %s (%ld bytes) in the directory it was asked about", path,
+                 file_size(path));
+    assert_int_equal(count_files(dir, "", NULL), 2 + 3); /* ".", ".." and the entries */
+    cw_jit_cache_clear_memory();
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -1471,6 +1644,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cache_clear_disk),
         cmocka_unit_test(test_cache_clear_takes_the_lock),
         cmocka_unit_test(test_write_keeps_an_account),
+        cmocka_unit_test(test_fork_while_lock_held),
+        cmocka_unit_test(test_account_total_wraps),
+        cmocka_unit_test(test_cache_info_creates_nothing),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     char cmd[512];

@@ -38,6 +38,17 @@ case $cur in
     # shellcheck disable=SC2086
     *) abidw $abidw_flags "$cur" > "$tmp/cur.xml" ;;
 esac
+# Without debug information (a stripped library, a build without -g) abidw
+# writes the symbols and no type: abidiff would see functions added and
+# removed, never a struct, enum or parameter that changed. Refused.
+for x in "$base" "$tmp/cur.xml"; do
+    if ! grep -q "<function-decl name='cw_" "$x"; then
+        [ "$x" = "$base" ] || x=$cur
+        echo "FAIL: $x has no type information (no declaration of a cw_ function: built without -g, or stripped);"
+        echo "  abidiff would compare its symbols only. Check a library built with debug information."
+        exit 1
+    fi
+done
 soname() { sed -n "s/^<abi-corpus [^>]*soname='\([^']*\)'.*/\1/p" "$1" | head -1; }
 norm() { sed -e "s/ version='CUWEAVE_[0-9]*'//g" -e "s/ is-default-version='[a-z]*'//g" -e "s/ soname='[^']*'//" \
              -e "s/@@\{0,1\}CUWEAVE_[0-9]*//g" "$1"; }

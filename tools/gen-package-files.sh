@@ -31,16 +31,21 @@ else
     cmake_to_prefix=$(rel "$libdir/cmake/cuweave" "$prefix")
     pc_libdir=$libdir pc_includedir=$includedir cmake_libdir=$libdir cmake_includedir=$includedir
 fi
-# ${prefix}/. reads badly: a directory that is the prefix itself
-fix() { sed -e 's|/\.$||' -e 's|/\./|/|g'; }
+# A value as sed's replacement: \, & and the delimiter | escaped (a path
+# outside the prefix is written as it is).
+esc() { printf '%s\n' "$1" | sed -e 's/[\\|&]/\\&/g'; }
 mkdir -p "$out"
+# One sed, so that its failure is the function's (and set -e's); the last two
+# expressions: ${prefix}/. reads badly (a directory that is the prefix itself).
 subst() {
-    sed -e "s|@PC_TO_PREFIX@|$pc_to_prefix|g" -e "s|@PC_LIBDIR@|$pc_libdir|g" -e "s|@PC_INCLUDEDIR@|$pc_includedir|g" \
-        -e "s|@CMAKE_TO_PREFIX@|$cmake_to_prefix|g" -e "s|@CMAKE_LIBDIR@|$cmake_libdir|g" \
-        -e "s|@CMAKE_INCLUDEDIR@|$cmake_includedir|g" -e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" \
-        -e "s|@MINOR@|$minor|g" -e "s|@SONAME@|libcuweave.so.$somajor|g" -e "s|@LIBS_STATIC@|$libs_static|g" "$1" | fix
+    sed -e "s|@PC_TO_PREFIX@|$(esc "$pc_to_prefix")|g" -e "s|@PC_LIBDIR@|$(esc "$pc_libdir")|g" \
+        -e "s|@PC_INCLUDEDIR@|$(esc "$pc_includedir")|g" -e "s|@CMAKE_TO_PREFIX@|$(esc "$cmake_to_prefix")|g" \
+        -e "s|@CMAKE_LIBDIR@|$(esc "$cmake_libdir")|g" -e "s|@CMAKE_INCLUDEDIR@|$(esc "$cmake_includedir")|g" \
+        -e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" -e "s|@MINOR@|$minor|g" \
+        -e "s|@SONAME@|libcuweave.so.$somajor|g" -e "s|@LIBS_STATIC@|$libs_static|g" \
+        -e 's|/\.$||' -e 's|/\./|/|g' "$1"
 }
-subst "$root/src/cuweave.pc.in" > "$out/cuweave.pc.tmp" && mv "$out/cuweave.pc.tmp" "$out/cuweave.pc"
-subst "$root/src/cuweaveConfig.cmake.in" > "$out/cuweaveConfig.cmake.tmp" && mv "$out/cuweaveConfig.cmake.tmp" "$out/cuweaveConfig.cmake"
-subst "$root/src/cuweaveConfigVersion.cmake.in" > "$out/cuweaveConfigVersion.cmake.tmp" \
-    && mv "$out/cuweaveConfigVersion.cmake.tmp" "$out/cuweaveConfigVersion.cmake"
+for f in cuweave.pc cuweaveConfig.cmake cuweaveConfigVersion.cmake; do
+    subst "$root/src/$f.in" > "$out/$f.tmp"
+    mv "$out/$f.tmp" "$out/$f"
+done

@@ -337,11 +337,12 @@ bool is_entry_name(const char *n) {
     return strcmp(n + 64, ".cwk") == 0;
 }
 
-// The cache's lock: dir/cache.lock opened (made, mode 0600, when missing)
-// and locked. -1 when it cannot be, or is not a regular file of this
-// user's that only it can write: the caller goes on without the account.
-int lock_take(int dfd) {
-    const int fd = openat(dfd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+// The cache's lock: dir/cache.lock opened (made, mode 0600, when missing
+// and `create`) and locked. -1 when it cannot be, or is not a regular file
+// of this user's that only it can write: the caller goes on without the
+// account.
+int lock_take(int dfd, bool create = true) {
+    const int fd = openat(dfd, kLockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (fd < 0) return -1;
     struct stat st;
     char why[160];
@@ -357,8 +358,14 @@ int lock_take(int dfd) {
     return fd;
 }
 
+// Unlocked before it is closed: a flock belongs to the open file, and a
+// child forked while this thread held it has a copy of the descriptor, whose
+// close would never come (the lock would stay held until the child exits,
+// and the child's own writes would wait for it forever).
 void lock_drop(int lfd) {
-    if (lfd >= 0) close(lfd);  // closing the descriptor drops the lock
+    if (lfd < 0) return;
+    flock(lfd, LOCK_UN);
+    close(lfd);
 }
 
 bool account_read(int lfd, Account *a) {
@@ -469,7 +476,10 @@ void keep_bound(int dfd, uint64_t max_bytes, uint64_t added, uint64_t replaced_b
     const int lfd = lock_take(dfd);
     const time_t now = time(nullptr);
     Account a;
-    if (lfd >= 0 && account_read(lfd, &a) && a.scanned <= (int64_t)now + 60 && now - a.scanned < kRescanAfter) {
+    // A total that this write would carry past 2^64 is corrupt (a small sum
+    // after the wrap would pass for "under the bound"): read the directory.
+    if (lfd >= 0 && account_read(lfd, &a) && a.scanned <= (int64_t)now + 60 && now - a.scanned < kRescanAfter &&
+        a.bytes <= UINT64_MAX - added) {
         const uint64_t bytes = a.bytes + added >= replaced_bytes ? a.bytes + added - replaced_bytes : 0;
         const uint64_t entries = a.entries + (replaced ? 0 : 1);
         if (bytes <= max_bytes) {
@@ -497,7 +507,7 @@ void disk_info(const char *dir, DiskInfo *out) {
     const int dfd = open_dir(dir, false);
     if (dfd < 0) return;
     out->trusted = true;
-    const int lfd = lock_take(dfd);
+    const int lfd = lock_take(dfd, false);  // asking creates nothing: no lock file, no account to correct
     Listing l;
     read_dir(dfd, &l, false, false);
     if (lfd >= 0 && l.complete) account_write(lfd, l.bytes, l.entries, time(nullptr));

@@ -117,8 +117,9 @@ DiskResult disk_load(const char *dir, const uint8_t key[32], JitEntry **out);
 // exactly max_bytes.
 cw_status disk_store(const char *dir, const JitEntry *e, uint64_t max_bytes);
 // What the directory holds: entry files counted by reading it (under the
-// cache's lock, correcting the account); exists/trusted as the trust rule
-// says (an untrusted one is not read, not logged).
+// cache's lock, correcting the account, when its cache.lock exists: none is
+// made); exists/trusted as the trust rule says (an untrusted one is not
+// read, not logged).
 struct DiskInfo {
     bool exists, trusted;
     uint64_t bytes, entries;
