@@ -99,6 +99,11 @@ static const Span *named(const Span *s, size_t n, const char *name, int nth) {
 
 static char g_path[64];
 
+/* Under compute-sanitizer every kernel and every clock read is slowed by an
+ * amount of its own: the upper bounds on durations and on the calibration
+ * error are checked only without it (lower bounds and orderings always). */
+static int slowed(void) { return cwt_under_sanitizer(); }
+
 static void launch(cw_kernel *k, cw_stream *s, void **args) {
     cw_launch_config cfg;
     cw_launch_config_default(&cfg);
@@ -149,7 +154,8 @@ static void test_spans_match_the_gpu(void **state) {
     cw_trace_info info;
     assert_cw_ok(cw_trace_get_info(t, &info));
     printf("# calibration error bound %.2f us\n", (double)info.calibration_error_ns / 1e3);
-    assert_true(info.calibration_error_ns > 0 && info.calibration_error_ns < 50000);
+    assert_true(info.calibration_error_ns > 0);
+    if (!slowed()) assert_true(info.calibration_error_ns < 50000);
     assert_cw_ok(cw_trace_write(t, g_path));
     Span s[32];
     const size_t n = read_spans(g_path, s, 32);
@@ -160,8 +166,8 @@ static void test_spans_match_the_gpu(void **state) {
     assert_string_equal(kb->track, "b");
     printf("# kernel a: %.1f us, kernel b: %.1f us, overlap from %.1f to %.1f us\n", ka->dur, kb->dur, kb->ts,
            ka->ts + ka->dur);
-    assert_true(ka->dur >= 195.0 && ka->dur < 400.0);
-    assert_true(kb->dur >= 195.0 && kb->dur < 400.0);
+    assert_true(ka->dur >= 195.0 && kb->dur >= 195.0);
+    if (!slowed()) assert_true(ka->dur < 400.0 && kb->dur < 400.0);
     assert_true(ka->ts < kb->ts + kb->dur && kb->ts < ka->ts + ka->dur); /* two streams side by side */
     assert_true(af->ts >= w->ts + w->dur - 1.0 - (double)info.calibration_error_ns / 1e3);
     assert_true(w->ts + w->dur >= ka->ts + ka->dur - 1.0 - (double)info.calibration_error_ns / 1e3);
@@ -240,8 +246,8 @@ static void test_resident_stages(void **state) {
         printf("# iteration %d: %.1f us (long %.1f, short %.1f), request %.1f us\n", i, it->dur, l->dur, sh->dur, rq->dur);
         assert_string_equal(l->track, "loop 0: long");
         assert_string_equal(it->track, "loop 0: iterations");
-        assert_true(l->dur >= 99.0 && l->dur < 200.0);
-        assert_true(sh->dur >= 49.0 && sh->dur < 150.0);
+        assert_true(l->dur >= 99.0 && sh->dur >= 49.0);
+        if (!slowed()) assert_true(l->dur < 200.0 && sh->dur < 150.0);
         assert_true(sh->ts >= l->ts + l->dur); /* in order */
         assert_true(l->ts >= w->ts && sh->ts + sh->dur <= w->ts + w->dur + 0.01);
         const double err = (double)info.calibration_error_ns / 1e3 + 5.0;
