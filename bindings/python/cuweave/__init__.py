@@ -42,6 +42,7 @@ from ._errors import (CaptureError, CompileError, CuweaveError, CuweaveTimeoutEr
                       NoDriverError, NoNvrtcError, NotPermittedError, NotReadyError, NotSupportedError,
                       OutOfMemoryError, PoolExhaustedError)
 from ._flow import IO, Message, Operator, Pipeline, PortFlag
+from ._fused import FusedDep, FusedRead, FusedStage
 from ._graph import (Builtin, Capture, CondType, Graph, GraphExec, GraphNode, GraphUpdate, Kernel, Module, Program,
                      builtin_kernel, compile_log, jit_cache_clear_disk, jit_cache_clear_memory, jit_cache_configure,
                      jit_cache_info, jit_stats)
@@ -136,6 +137,7 @@ __all__ = [
     "jit_cache_info", "jit_cache_clear_disk",
     # the resident loop
     "Resident", "SleepMode", "Gate", "Fallback", "ResidentState", "ResidentExit", "NO_STAGE", "OVERLAP_AUTO",
+    "FusedStage", "FusedDep", "FusedRead",
     "resident_device_header",
     # memory
     "Buffer", "BufferView", "HostMemory", "SharedEvent", "DLPackArray", "from_dlpack",

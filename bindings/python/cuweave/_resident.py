@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optio
 
 from . import _check, _errors, _lib
 from ._core import Context, Stream, _Handle, _new, handle_of
+from ._fused import FusedStage, stall_of
 from ._graph import Graph
 from ._lib import ResidentFused, ResidentInfo, ResidentSettings, lib
 
@@ -372,6 +373,57 @@ class Resident(_Handle):
         f.grid_blocks, f.block_threads, f.shared_bytes, f.user = grid, block, shm, dptr
         lib.cw_resident_set_fused(h, ctypes.byref(f))
 
+    def set_dataflow(self, source: str, stages: Sequence[FusedStage], in_flight: int = 1,
+                     watchdog: Optional[float] = 5.0, grid_blocks: int = 0, block_threads: int = 0,
+                     shared_bytes: int = 0, options: Sequence[str] = (), user: object = 0) -> None:
+        """Fused persistent mode with tile dataflow (cw_resident_set_fused,
+        mode CW_FUSED_DATAFLOW): one persistent kernel, compiled from
+        `source`, runs the FusedStages in `stages` (each reads only stages
+        before it, but with previous=True) as tiles that blocks take from
+        counters on the GPU; a tile waits only for the tiles it reads, no
+        grid barrier. in_flight: requests whose tiles may run at once (1..8;
+        results are signalled in order). watchdog: seconds a tile may wait
+        for what it reads before the loop stops (exit STALLED; stats()
+        ["stall"] says which tile waited on which); None: no watchdog.
+        grid_blocks 0: one block an SM of the context. user: a device address
+        passed to every stage. A refused plan raises InvalidArgumentError
+        naming the stage and the reason; a compile error CompileError."""
+        from ._fused import _Plan
+        from ._multi import address
+        h = self.handle
+        src = _check.text_or_bytes(source, "source")
+        defs = _check.sequence(stages, "stages")
+        for i, st in enumerate(defs):
+            _check.instance(st, FusedStage, "stages[%d]" % i)
+        if not defs:
+            raise ValueError("stages must name at least one FusedStage")
+        flight = _check.uint32(in_flight, "in_flight")
+        if not 1 <= flight <= 8:
+            raise ValueError("in_flight must be 1 .. 8, not %d" % flight)
+        if watchdog is None:
+            wd = 0xFFFFFFFF
+        else:
+            wd = _check.duration(watchdog, "watchdog", 1000, 0xFFFFFFFE)
+            if wd == 0:
+                raise ValueError("watchdog must be more than 0 seconds (None: no watchdog), not %r" % watchdog)
+        opts = _check.texts(options, "options")
+        grid = _check.uint32(grid_blocks, "grid_blocks")
+        block = _check.uint32(block_threads, "block_threads")
+        shm = _check.uint32(shared_bytes, "shared_bytes")
+        dptr = address(user, "user")
+        plan = _Plan(defs)
+        c_opts = (ctypes.c_char_p * max(1, len(opts)))(*opts)
+        f = ResidentFused()
+        f.source = src
+        f.mode = 1  # CW_FUSED_DATAFLOW
+        f.stage_defs = ctypes.cast(plan.array, ctypes.c_void_p)
+        f.stage_count = len(defs)
+        f.options = ctypes.cast(c_opts, ctypes.POINTER(ctypes.c_char_p)) if opts else None
+        f.option_count = len(opts)
+        f.in_flight, f.watchdog_ms = flight, wd
+        f.grid_blocks, f.block_threads, f.shared_bytes, f.user = grid, block, shm, dptr
+        lib.cw_resident_set_fused(h, ctypes.byref(f))
+
     def build(self) -> None:
         """Builds the loop's graph (capture functions run now; cw_resident_build)."""
         self._call(lib.cw_resident_build)
@@ -457,7 +509,10 @@ class Resident(_Handle):
         cw_resident_info, durations in seconds: iter_min, iter_median,
         iter_max (an iteration on the GPU) and run_time (the loop's
         cw_resident_info.*_ns); state a ResidentState, exit a ResidentExit,
-        gate a Gate, fallback a Fallback, overlap a bool."""
+        gate a Gate, fallback a Fallback, overlap a bool, stall None or a dict
+        of cw_resident_stall's fields (a dataflow loop that stopped because a
+        tile waited too long, or a dependency function named a tile that does
+        not exist: which stage and tile waited on which, and detail in words)."""
         st = ResidentInfo()
         lib.cw_resident_get_info(self.handle, ctypes.byref(st))
         out: Dict[str, Any] = {name: getattr(st, name) for name, *_ in ResidentInfo._fields_
@@ -470,6 +525,7 @@ class Resident(_Handle):
         out["gate"], out["fallback"] = Gate(st.gate), Fallback(st.fallback)
         out["overlap"] = None if st.overlap == OVERLAP_AUTO else bool(st.overlap)
         out["fallback_detail"] = (st.fallback_detail or b"").decode("utf-8", "replace")
+        out["stall"] = stall_of(st.stall)
         return out
 
     def close(self) -> None:

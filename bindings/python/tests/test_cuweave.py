@@ -392,6 +392,69 @@ class TestGraphsKernelsResident(unittest.TestCase):
         self.assertEqual(r.stats()["fused"], 0)
         r.close()
 
+    def test_resident_dataflow(self):
+        # issue 39: tile dataflow stages from Python; each refusal below is
+        # the C library's, so its words show the field reached it as given
+        src = ('extern "C" __device__ void a(const cw_fused_tile *t, void *u) {}\n'
+               'extern "C" __device__ void b(const cw_fused_tile *t, void *u) {}\n'
+               'extern "C" __device__ void c(const cw_fused_tile *t, void *u) {}\n'
+               'extern "C" __device__ int pick(const cw_fused_tile *t, unsigned i) { return -1; }\n')
+        FS, FD, RD = cuweave.FusedStage, cuweave.FusedDep, cuweave.FusedRead
+        r = cuweave.Resident(self.ctx, input_slots=2, input_bytes=16)
+
+        def plan(b_reads, a_cut=None, b_cut=None):
+            return [FS("a", **(a_cut or {"tiles": 8})), FS("b", b_reads, **(b_cut or {"tiles": 8})),
+                    FS("c", [FD(1, RD.ALL)], tiles=1, threads=64, shared_bytes=256)]
+
+        r.set_dataflow(src, plan([FD(0, "same")]), in_flight=2, block_threads=128, user=0x1000)
+        st = r.stats()
+        self.assertEqual((st["fused"], st["block_threads"], st["stall"]), (1, 128, None))
+        self.assertEqual(st["grid_blocks"], 132)  # one block an SM of the fake's 132
+        refusals = [
+            (plan([FD(2, RD.SAME)]), "stage 1 ('b') reads a stage that runs after it"),
+            (plan([FD(1, RD.SAME)]), "stage 1 ('b') reads itself"),
+            (plan([FD(0, RD.SAME)], b_cut={"tiles": 4}), "tile grids differ (4x1 and 8x1)"),
+            (plan([FD(0, RD.NEIGHBOURS, radius=9)]), "with radius 9: more than its tile grid"),
+            (plan([FD(0, RD.NEIGHBOURS, scale=(2, 1))]), "at scale 2/1: its 8x1 tiles map to 16x1 tiles"),
+            (plan([FD(0, RD.FUNCTION, function="nowhere")]), "function 'nowhere' is not in the source"),
+            (plan([FD(0, RD.SAME, function="pick")]), "function is set but read is not CW_FUSED_READ_FUNCTION"),
+            (plan([], b_cut={"size": (1 << 20, 1 << 20), "tile": 1}), "has 1099511627776 tiles"),
+            (plan([], b_cut={"tiles": 4, "size": 64, "tile": 8}), "stage 1 ('b') gives both"),
+            ([FS("a", tiles=8), FS("b", tiles=8, threads=512)], "stage 1 ('b') asks 512 threads"),
+        ]
+        for stages, words in refusals:
+            with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+                r.set_dataflow(src, stages)
+            self.assertIn(words, str(cm.exception))
+        # accepted: a 2-D cut read through a neighbourhood at a scale, a
+        # function, the previous request, and no watchdog
+        r.set_dataflow(src, [FS("a", size=(64, 32), tile=(16, 16)),
+                             FS("b", [FD(0, RD.NEIGHBOURS, radius=1, scale=(2, 1))], size=(32, 16), tile=(16, 16)),
+                             FS("c", [FD(1, RD.FUNCTION, function="pick"), FD(2, RD.SAME, previous=True)],
+                                size=(32, 16), tile=(16, 16))], in_flight=1, watchdog=None)
+        self.assertEqual(r.stats()["fused"], 1)
+        r.launch()
+        self.assertEqual(r.data_ready(), 1)
+        r.tear_down(timeout=1.0)
+        self.assertIsNone(r.stats()["stall"])
+        for bad, exc, words in ((lambda: r.set_dataflow(src, []), ValueError, "stages"),
+                                (lambda: r.set_dataflow(src, plan([]), in_flight=9), ValueError, "in_flight"),
+                                (lambda: r.set_dataflow(src, plan([]), watchdog=0), ValueError, "watchdog"),
+                                (lambda: r.set_dataflow(src, ["a"]), TypeError, "stages[0]"),
+                                (lambda: FD(0, "sideways"), ValueError, "read"),
+                                (lambda: FD(0, RD.NEIGHBOURS, scale=(1, 0)), ValueError, "scale"),
+                                (lambda: FD(0, RD.NEIGHBOURS, scale=2), TypeError, "scale"),
+                                (lambda: FS("a", size=(1, 2, 3)), ValueError, "size"),
+                                (lambda: FS("a", reads=[FD(0, 1)] * 17), ValueError, "reads")):
+            with self.assertRaises(exc) as cm:
+                bad()
+            self.assertIn(words, str(cm.exception))
+        self.assertEqual(repr(FD(0, RD.NEIGHBOURS, radius=1, scale=(2, 1))),
+                         "<cuweave.FusedDep stage 0 neighbours radius 1 scale 2/1>")
+        self.assertEqual(repr(FS("b", [FD(0, 1)], size=(64, 32), tile=(16, 16))),
+                         "<cuweave.FusedStage b 64x32 in 16x16, 1 reads>")
+        r.close()
+
 
 if __name__ == "__main__":
     unittest.main()
