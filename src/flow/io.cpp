@@ -268,8 +268,11 @@ void run_end_current(cw_pipeline *p) {
     if (t_known.run == p->run_id) t_known = KnownCurrent{0, nullptr};
 }
 
+// True when cu is known current on this thread for p's run (no call).
+static inline bool known_current(const cw_pipeline *p, CUcontext cu) { return t_known.run == p->run_id && t_known.cu == cu; }
+
 cw_status ensure_current(cw_pipeline *p, CUcontext cu) {
-    if (__builtin_expect(t_known.run == p->run_id && t_known.cu == cu, 1)) return CW_SUCCESS;
+    if (__builtin_expect(known_current(p, cu), 1)) return CW_SUCCESS;
     CUcontext cur = nullptr;
     CUresult r = drv().cuCtxGetCurrent(&cur);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent");
@@ -332,7 +335,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
             if (!c.local) CW_TRY(order_behind(io, s, c));  // a moved message's copy already waited on s
         }
     if (io->p->memory_ready && !io->reuse_ordered) CW_TRY(order_port_memory(io, s));
-    CW_TRY(ensure_current(io->p, s->ctx->cu));
+    if (!known_current(io->p, s->ctx->cu)) CW_TRY(ensure_current(io->p, s->ctx->cu));
     if (io->p->trace) CW_TRY(trace_call_stream(io, s));
     *out = s;
     return CW_SUCCESS;
