@@ -41,7 +41,7 @@ note "ffmpeg found: $(grep -q 'have_ffmpeg\|libavformat.*YES' "$OUT/meson-setup.
 for t in test_gpu_flow test_gpu_ffmpeg test_gpu_embed; do
     b=build-gpu/tests/$t
     if [ ! -x "$b" ]; then note "$t: not built"; continue; fi
-    timeout 120 "$b" > "$OUT/$t.log" 2>&1; rc=$?
+    timeout 90 "$b" > "$OUT/$t.log" 2>&1; rc=$?
     note "$t: exit $rc, $(grep -c '^\[       OK \]' "$OUT/$t.log") ok, $(grep -c '^\[  FAILED  \]' "$OUT/$t.log") failed lines"
 done
 
@@ -60,12 +60,12 @@ for r in $(seq 1 "$RUNS"); do
         grep -m1 'cw_stream_wait' "$OUT/bench_streams.$r.log" | sed 's/^/    /' >> "$OUT/wait-lines.txt"
     fi
     if [ -x build-gpu/bench/bench_pipeline ]; then
-        BENCH_FRAMES=${COST_FRAMES:-600} BENCH_RUNS=${COST_BENCH_RUNS:-3} BENCH_PROFILE=1 \
+        BENCH_FRAMES=${COST_FRAMES:-600} BENCH_RUNS=${COST_BENCH_RUNS:-3} \
             timeout 90 build-gpu/bench/bench_pipeline > "$OUT/bench_pipeline.$r.log" 2>&1
         note "bench_pipeline run $r (exit $?): $(grep -m1 -o 'met [0-9]* of [0-9]*' "$OUT/bench_pipeline.$r.log") (issue 26's targets)"
     fi
     if [ -x build-gpu/bench/bench_ffmpeg ]; then
-        timeout 100 build-gpu/bench/bench_ffmpeg > "$OUT/bench_ffmpeg.$r.log" 2>&1
+        timeout 80 build-gpu/bench/bench_ffmpeg > "$OUT/bench_ffmpeg.$r.log" 2>&1
         note "bench_ffmpeg run $r (exit $?): $(grep -m1 '^target: cuweave' "$OUT/bench_ffmpeg.$r.log")"
     fi
 done
