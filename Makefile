@@ -147,7 +147,7 @@ EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph gui
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu
+FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_frame_cost_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.

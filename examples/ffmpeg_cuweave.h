@@ -24,6 +24,11 @@
  *    every read of the frame and every write of the output), and rearms the
  *    frame's future there.
  *
+ * With fcw_options.one_stream and FFmpeg's own stream, every operator runs
+ * on FFmpeg's stream, behind the decode and before FFmpeg's later work by
+ * the stream's order: no event between the two, the hand-written code's
+ * shape (docs/pipelines.md, "The FFmpeg processor's frame").
+ *
  * The frame stays referenced (av_frame_ref) by the processor until its
  * future has completed: only then is it released back to FFmpeg's pool
  * (the caller may unref its own reference at once). cuweave never changes
@@ -309,10 +314,13 @@ typedef struct fcw_options {
     /* Nonzero: blur, hist, SAD and the sink take no stream of their own
      * (cw_operator_settings.no_internal_stream) and run on the frame
      * operator's, behind each other, as hand-written code on one stream
-     * does. 0 (the default): a stream per operator, ordered with events
-     * (the histogram beside the blur). On the H100 one stream was no
-     * faster (the histogram no longer overlaps the blur; bench_ffmpeg
-     * measures both). */
+     * does; with FFmpeg's own stream set (AVCUDADeviceContext.stream not
+     * NULL) that stream is FFmpeg's: the frame operator runs on it too, as
+     * the hand-written code does, and no event orders cuweave's work
+     * against FFmpeg's (the stream's order does). 0 (the default): a stream
+     * per operator, ordered with events (the histogram beside the blur).
+     * On the H100 one stream was no faster (the histogram no longer
+     * overlaps the blur; bench_ffmpeg measures both). */
     int one_stream;
 } fcw_options;
 
@@ -333,6 +341,7 @@ typedef struct fcw_proc {
     fcw_slot slot[FCW_RING];
     fcw_result *pinned; /* FCW_RING results, page-locked */
     cw_buffer *prev_blur; /* the previous frame's blur (a reference) */
+    int on_host;          /* one_stream with FFmpeg's own stream: every operator runs on it */
     /* the frame of the run in progress */
     cw_devptr luma, out_luma;
     unsigned long long pitch, out_pitch;
@@ -378,8 +387,16 @@ FCW_FN_ cw_status fcw_stamp(fcw_proc *p, cw_stream *s, unsigned k) {
 FCW_FN_ cw_status fcw_op_frame(cw_io *io, void *user) {
     fcw_proc *p = (fcw_proc *)user;
     cw_stream *s;
-    FCW_TRY_(cw_io_receive_stream(io, NULL, &s));
-    FCW_TRY_(cw_stream_wait(s, p->host)); /* after FFmpeg's decode / upload of the frame */
+    if (p->on_host) {
+        /* one stream, FFmpeg's own: the frame's work runs there, behind the
+         * decode by the stream's order (no event, no wait), and every
+         * operator after it on the same stream */
+        s = p->host;
+        FCW_TRY_(cw_io_set_output_stream(io, "out", s));
+    } else {
+        FCW_TRY_(cw_io_receive_stream(io, NULL, &s));
+        FCW_TRY_(cw_stream_wait(s, p->host)); /* after FFmpeg's decode / upload of the frame */
+    }
     FCW_TRY_(fcw_stamp(p, s, FCW_ST_START));
     if (p->opt.extra_ns) {
         void *args[] = {&p->opt.extra_ns};
@@ -471,7 +488,8 @@ FCW_FN_ cw_status fcw_op_sink(cw_io *io, void *user) {
     FCW_TRY_(cw_copy_to_host(s, &p->cur->result->sad, sad, sizeof p->cur->result->sad));
     FCW_TRY_(fcw_stamp(p, s, FCW_ST_END));
     if (p->on_sink) p->on_sink(p->user, p->cur->index, s);
-    if (!p->opt.no_order_back) FCW_TRY_(cw_stream_wait(p->host, s)); /* FFmpeg's later work after ours */
+    /* FFmpeg's later work after ours (on FFmpeg's own stream already: nothing) */
+    if (!p->opt.no_order_back && s != p->host) FCW_TRY_(cw_stream_wait(p->host, s));
     if (p->cur->done) return cw_future_rearm(p->cur->done, s);
     return cw_future_create(&p->cur->done, s, CW_FUTURE_EVENT);
 }
@@ -571,6 +589,7 @@ FCW_FN_ cw_status fcw_open(fcw_proc **out, AVBufferRef *hw_device, unsigned w, u
     for (unsigned i = 0; i < FCW_RING; i++) p->slot[i].index = -1;
     cw_status st = cw_context_wrap(&p->ctx, hw->cuda_ctx);
     if (st == CW_SUCCESS) st = cw_stream_wrap(&p->host, p->ctx, hw->stream);
+    p->on_host = p->opt.one_stream && hw->stream != NULL;
     if (st == CW_SUCCESS) st = fcw_kernels_open(&p->k, p->ctx);
     if (st == CW_SUCCESS) st = cw_host_alloc((void **)&p->pinned, p->ctx, FCW_RING * sizeof(fcw_result));
     for (unsigned i = 0; st == CW_SUCCESS && i < FCW_RING; i++) {

@@ -22,9 +22,12 @@
  * none with no_order_back; frames of another format or size are refused.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
+
 #include "cwtest.h"
 
 #include "ffmpeg_cuweave.h"
+#include "testing/seam.h"
 
 /* the fake driver's hooks (argv[1]); NULL without it */
 static void (*fake_hold)(int);
@@ -441,6 +444,111 @@ static void test_fake_refuses_other_frames(void **state) {
     fake_host_close(&h);
 }
 
+/* ---- what a frame costs the host (issue 43) ------------------------------- */
+
+/* The entries a frame may call (the seam counts cuweave's calls only). */
+static const char *const k_entries[] = {
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpyDtoHAsync", "cuEventRecord", "cuStreamWaitEvent",
+    "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize", "cuStreamQuery", "cuCtxGetCurrent",
+    "cuCtxSetCurrent", "cuMemAllocFromPoolAsync", "cuMemFreeAsync", "cuEventCreate"};
+enum { NE = sizeof k_entries / sizeof k_entries[0], WARM = 100, COST_FRAMES = 40 };
+
+typedef struct cost_want {
+    const char *entry;
+    double raw, cw; /* the hand-written code's calls a frame, and cuweave's */
+} cost_want;
+
+static unsigned long seam_of(const char *name) {
+    const int id = cwi_seam_entry(name);
+    return id < 0 ? 0 : cwi_seam_calls(id);
+}
+
+/* One frame at a time on FFmpeg's own stream, no context current between
+ * calls (FFmpeg pushes and pops its own around its work), each frame's
+ * result waited for (fcw_drain) before the next, as bench_ffmpeg's latency
+ * pass: cuweave's driver calls a frame, entry by entry, against `want`
+ * (printed beside the hand-written code's: bench_ffmpeg's raw_process on
+ * FFmpeg's stream makes cuCtxPushCurrent, 5 launches, 2 copies,
+ * cuEventRecord, cuCtxPopCurrent and, when the frame retires,
+ * cuEventSynchronize: 11). */
+static void frame_cost(int one_stream, const char *name, const cost_want *want, size_t nwant) {
+    fake_host h;
+    fake_host_open(&h, 1);
+    memset(&g_rel, 0, sizeof g_rel);
+    fcw_options opt = {0, 0, 0, one_stream};
+    fcw_proc *p = NULL;
+    assert_cw_ok(fcw_open(&p, h.dev, FW, FH, &opt));
+    AVFrame *f = fake_frame(&h, 0);
+    assert_int_equal(fake_ctx_set(NULL), 0);
+    for (int i = 0; i < WARM; i++) { /* warm: streams leased, the cache full (about 21 frames) */
+        assert_cw_ok(fcw_process(p, f, i, NULL));
+        assert_cw_ok(fcw_drain(p));
+    }
+    assert_int_equal(cwi_seam_enable(), CW_SUCCESS);
+    unsigned long before[NE];
+    for (int e = 0; e < NE; e++) before[e] = seam_of(k_entries[e]);
+    const unsigned long all0 = cwi_seam_calls(-1);
+    for (int i = WARM; i < WARM + COST_FRAMES; i++) {
+        assert_cw_ok(fcw_process(p, f, i, NULL));
+        assert_cw_ok(fcw_drain(p));
+    }
+    double per[NE];
+    for (int e = 0; e < NE; e++) per[e] = (double)(seam_of(k_entries[e]) - before[e]) / COST_FRAMES;
+    const double all = (double)(cwi_seam_calls(-1) - all0) / COST_FRAMES;
+    cwi_seam_disable();
+    double raw_all = 0, listed = 0;
+    for (size_t i = 0; i < nwant; i++) raw_all += want[i].raw;
+    printf("# %s: %.2f driver calls a frame (hand-written on FFmpeg's stream: %.2f):", name, all, raw_all);
+    for (int e = 0; e < NE; e++)
+        if (per[e] != 0) printf(" %s %.2f;", k_entries[e], per[e]);
+    printf("\n");
+    for (int e = 0; e < NE; e++) {
+        double cw = 0;
+        for (size_t i = 0; i < nwant; i++)
+            if (!strcmp(want[i].entry, k_entries[e])) cw = want[i].cw;
+        if (fabs(per[e] - cw) > 1e-9) fail_msg("%s: %s: %.2f calls a frame, expected %.2f", name, k_entries[e], per[e], cw);
+        listed += cw;
+    }
+    if (fabs(all - listed) > 1e-9) fail_msg("%s: %.2f calls a frame in all, %.2f of them listed", name, all, listed);
+    av_frame_free(&f);
+    fcw_close(&p);
+    assert_true(fake_drain(5000));
+    fake_host_close(&h);
+}
+
+/* A stream per operator (the processor's default): FFmpeg's stream waited
+ * for, the DAG's four hops, FFmpeg's stream waiting for the sink. */
+static void test_fake_calls_per_frame_streams(void **state) {
+    (void)state;
+    need_fake();
+    const cost_want want[] = {
+        {"cuLaunchKernel", 5, 5},     {"cuMemcpyDtoHAsync", 2, 2}, {"cuEventRecord", 1, 9},
+        {"cuStreamWaitEvent", 0, 7},  {"cuEventSynchronize", 1, 1}, {"cuEventQuery", 0, 2},
+        {"cuCtxGetCurrent", 0, 1},    {"cuCtxSetCurrent", 0, 2},
+        {"cuCtxPushCurrent", 1, 0},   {"cuCtxPopCurrent", 1, 0},
+    };
+    frame_cost(0, "FFmpeg processor, a stream per operator", want, sizeof want / sizeof want[0]);
+}
+
+/* One stream, FFmpeg's own: every operator on it (the hand-written code's
+ * shape), no event between cuweave's work and FFmpeg's. What is left beyond
+ * the hand-written code (docs/pipelines.md, "The FFmpeg processor's
+ * frame"): a mark per compute call (5), the previous blur's use
+ * (cw_buffer_use), the cache asking whether that blur's memory is free, the
+ * future polled before its wait, the in-flight bound, and the context made
+ * current and given back (FFmpeg leaves none current). */
+static void test_fake_calls_per_frame_one_stream(void **state) {
+    (void)state;
+    need_fake();
+    const cost_want want[] = {
+        {"cuLaunchKernel", 5, 5},     {"cuMemcpyDtoHAsync", 2, 2}, {"cuEventRecord", 1, 7},
+        {"cuStreamWaitEvent", 0, 0},  {"cuEventSynchronize", 1, 1}, {"cuEventQuery", 0, 2},
+        {"cuCtxGetCurrent", 0, 1},    {"cuCtxSetCurrent", 0, 2},
+        {"cuCtxPushCurrent", 1, 0},   {"cuCtxPopCurrent", 1, 0},
+    };
+    frame_cost(1, "FFmpeg processor, one stream", want, sizeof want / sizeof want[0]);
+}
+
 int main(int argc, char **argv) {
     av_log_set_level(AV_LOG_ERROR);
     if (argc > 1 && argv[1][0]) {
@@ -476,6 +584,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fake_one_wait_back_per_frame),
         cmocka_unit_test(test_fake_buffers_reused_one_frame_at_a_time),
         cmocka_unit_test(test_fake_refuses_other_frames),
+        cmocka_unit_test(test_fake_calls_per_frame_streams),
+        cmocka_unit_test(test_fake_calls_per_frame_one_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

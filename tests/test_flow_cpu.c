@@ -74,7 +74,7 @@ typedef struct top {
     const char *out[MAXP];  /* output ports */
     unsigned in_flags[MAXP];
     int use_stream;         /* 1: receive_stream on every input (or NULL for sources) */
-    int keep_context;       /* with use_stream: leave the current context alone before receive_stream */
+    int keep_context;       /* with use_stream: no work on another context before receive_stream */
     int alloc;              /* bytes to cw_io_alloc and emit on every output (0: emit value only) */
     int no_emit;
     int fail_at;            /* iteration at which compute fails (0: never; iteration+1) */
@@ -145,8 +145,15 @@ static cw_status top_compute(cw_io *io, void *user) {
         if (t->in[1] && cw_io_receive(io, t->in[1], &m) == CW_SUCCESS) t->in_stream2[i] = m.stream;
     }
     if (t->use_stream) {
-        /* the host program left another context current: receive_stream sets ours */
-        if (!t->keep_context) fake_ctx_set(fake_other());
+        /* work of its own on another context, the one it found put back
+         * (flow.h: what a compute callback makes current it puts back):
+         * the stream's context stays current */
+        if (!t->keep_context) {
+            CUcontext found = NULL;
+            fake_ctx_get(&found);
+            fake_ctx_set(fake_other());
+            fake_ctx_set(found);
+        }
         cw_stream *s = NULL;
         if (t->check_detail) cw_clear_error();
         st = cw_io_receive_stream(io, t->in[0], &s);
@@ -1956,8 +1963,8 @@ static void test_no_context_switch_when_current(void **state) {
  * docs/pipelines.md ("What a frame costs"): one cuEventRecord per compute
  * call (its mark), one cuStreamWaitEvent per connection, one
  * cuEventSynchronize per iteration (the max_in_flight bound: the sink's mark
- * covers the rest), one cuCtxGetCurrent per compute call that receives its
- * stream and two per run (the caller's context, kept), no context switch, no
+ * covers the rest), one cuCtxGetCurrent per run (the caller's context,
+ * kept; issue 43: it was one per compute call and two per run), no context switch, no
  * cuEventQuery; none of that cuEventSynchronize when the host waits on the
  * sink's stream after each frame. Before the mark free list every mark was a
  * calloc (4 per frame here); before mark_synced every frame made the
@@ -2122,7 +2129,7 @@ static void test_frame_cost_counted(void **state) {
     assert_int_equal(per[2], FRAMES);           /* cuEventSynchronize: the in-flight bound */
     assert_int_equal(per[3], 0);                /* cuEventQuery */
     assert_int_equal(per[4], 0);                /* cuEventCreate: pooled */
-    assert_int_equal(per[5], (4 + 2 + 4) * FRAMES); /* cuCtxGetCurrent (+ 4: the test operators' own look) */
+    assert_int_equal(per[5], (1 + 4) * FRAMES); /* cuCtxGetCurrent: once a run (+ 4: the test operators' own look) */
     assert_int_equal(per[6], 0);                /* cuCtxSetCurrent */
     assert_int_equal(per[7] + per[8], 0);       /* buffers: from the pipeline's cache */
     assert_int_equal(per[9], 0);

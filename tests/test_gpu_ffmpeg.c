@@ -20,6 +20,8 @@
  * (the blur written into an output CUDA frame), downloaded with
  * av_hwframe_transfer_data and checked byte for byte; with slow kernels too,
  * where FFmpeg's pool hands the same surface back for the next upload. The
+ * fcw_options.one_stream (issue 43) decoded and filter-style, on the
+ * program's own stream (every operator on it) and on the NULL stream. The
  * control leaves out the ordering back to FFmpeg's stream and releases each
  * frame at once: then frames come out wrong, so the checks can fail.
  *
@@ -110,7 +112,7 @@ static unsigned ctx_flags(CUcontext c) {
 
 /* ---- decoded by NVDEC ------------------------------------------------------ */
 
-static void decode_case(int which, int own_stream, unsigned long long extra_ns, int no_order_back) {
+static void decode_case_opt(int which, int own_stream, unsigned long long extra_ns, int no_order_back, int one_stream) {
     clip_ref *ref = reference(which);
     char path[4096];
     clip_path(path, sizeof path, ref->name);
@@ -126,7 +128,7 @@ static void decode_case(int which, int own_stream, unsigned long long extra_ns, 
     if (r < 0) fail_msg("cannot open %s for NVDEC decoding: %s", path, av_err2str(r));
 
     collect c = {ref->want, ref->count, 0, 0, -1, 1};
-    fcw_options opt = {extra_ns, no_order_back, 0, 0};
+    fcw_options opt = {extra_ns, no_order_back, 0, one_stream};
     fcw_proc *p = NULL;
     CUcontext before;
     watch_before(&hwt, &before);
@@ -155,9 +157,10 @@ static void decode_case(int which, int own_stream, unsigned long long extra_ns, 
     watch_before(&hwt, &before);
     fcw_close(&p);
     watch_after(&hwt, hw, before);
-    printf("# %s, %s stream%s%s: %zu of %zu frames checked, %zu wrong; %u cuweave calls, the host's context or "
+    printf("# %s, %s stream%s%s%s: %zu of %zu frames checked, %zu wrong; %u cuweave calls, the host's context or "
            "stream changed after %u; released after waiting for the GPU: %llu frames\n",
-           ref->name, own_stream ? "the program's" : "FFmpeg's NULL", extra_ns ? ", 10 ms slow kernels" : "",
+           ref->name, own_stream ? "the program's" : "FFmpeg's NULL", one_stream ? ", one stream" : "",
+           extra_ns ? ", 10 ms slow kernels" : "",
            no_order_back ? ", FFmpeg's stream not waiting" : "", c.seen,
            ref->count, c.wrong, hwt.calls, hwt.changed, waits);
     assert_int_equal(c.seen, ref->count);
@@ -174,6 +177,10 @@ static void decode_case(int which, int own_stream, unsigned long long extra_ns, 
     av_frame_free(&f);
     fcw_decoder_close(&d);
     fcw_device_close(&dev, stream);
+}
+
+static void decode_case(int which, int own_stream, unsigned long long extra_ns, int no_order_back) {
+    decode_case_opt(which, own_stream, extra_ns, no_order_back, 0);
 }
 
 static void test_h264_null_stream(void **state) {
@@ -201,6 +208,23 @@ static void test_h264_slow_kernels_null_stream(void **state) {
 static void test_hevc_slow_kernels_own_stream(void **state) {
     (void)state;
     decode_case(1, 1, 10000000ull, 0);
+}
+/* fcw_options.one_stream (issue 43): on the program's own stream every
+ * operator runs on FFmpeg's stream itself, no event between the two; on the
+ * NULL stream on the frame operator's. Exact with 10 ms slow kernels too:
+ * NVDEC's next write of a surface waits for cuweave's reads by the stream's
+ * order (or by the reference held). */
+static void test_h264_one_stream_own_stream(void **state) {
+    (void)state;
+    decode_case_opt(0, 1, 0, 0, 1);
+}
+static void test_hevc_one_stream_slow_kernels_own_stream(void **state) {
+    (void)state;
+    decode_case_opt(1, 1, 10000000ull, 0, 1);
+}
+static void test_h264_one_stream_null_stream(void **state) {
+    (void)state;
+    decode_case_opt(0, 0, 0, 0, 1);
 }
 /* The same without FFmpeg's stream waiting for cuweave (fcw_options.
  * no_order_back): only the reference the processor holds until its work is
@@ -310,16 +334,21 @@ static filter_outcome filter_case(int which, int own_stream, const fcw_options *
     return o;
 }
 
-static void check_filter(int which, int own_stream, unsigned long long extra_ns) {
-    fcw_options opt = {extra_ns, 0, 0, 0};
+static void check_filter_opt(int which, int own_stream, unsigned long long extra_ns, int one_stream) {
+    fcw_options opt = {extra_ns, 0, 0, one_stream};
     filter_outcome o = filter_case(which, own_stream, &opt);
-    printf("# filter-style, %s, %s stream%s: %zu frames uploaded, processed, downloaded: %zu wrong results, %zu "
+    printf("# filter-style, %s, %s stream%s%s: %zu frames uploaded, processed, downloaded: %zu wrong results, %zu "
            "wrong pictures; released after waiting for the GPU: %llu\n",
-           clips[which].name, own_stream ? "the program's" : "FFmpeg's NULL", extra_ns ? ", 10 ms slow kernels" : "",
+           clips[which].name, own_stream ? "the program's" : "FFmpeg's NULL", one_stream ? ", one stream" : "",
+           extra_ns ? ", 10 ms slow kernels" : "",
            o.frames, o.wrong_results, o.wrong_pictures, o.waits);
     assert_int_equal(o.frames, clips[which].count);
     assert_int_equal(o.wrong_results, 0);
     assert_int_equal(o.wrong_pictures, 0);
+}
+
+static void check_filter(int which, int own_stream, unsigned long long extra_ns) {
+    check_filter_opt(which, own_stream, extra_ns, 0);
 }
 
 static void test_filter_null_stream(void **state) {
@@ -335,6 +364,13 @@ static void test_filter_own_stream(void **state) {
 static void test_filter_slow_kernels(void **state) {
     (void)state;
     check_filter(0, 0, 10000000ull);
+}
+
+/* One stream on the program's own: the download after the blur's write and
+ * the next upload after cuweave's reads by the stream's order alone. */
+static void test_filter_one_stream_slow_kernels_own_stream(void **state) {
+    (void)state;
+    check_filter_opt(0, 1, 10000000ull, 1);
 }
 
 /* The control: no ordering back to FFmpeg's stream, frames released at once,
@@ -377,11 +413,15 @@ int main(void) {
         cmocka_unit_test(test_hevc_own_stream),
         cmocka_unit_test(test_h264_slow_kernels_null_stream),
         cmocka_unit_test(test_hevc_slow_kernels_own_stream),
+        cmocka_unit_test(test_h264_one_stream_own_stream),
+        cmocka_unit_test(test_hevc_one_stream_slow_kernels_own_stream),
+        cmocka_unit_test(test_h264_one_stream_null_stream),
         cmocka_unit_test(test_h264_slow_kernels_only_references),
         cmocka_unit_test(test_hevc_slow_kernels_only_references),
         cmocka_unit_test(test_filter_null_stream),
         cmocka_unit_test(test_filter_own_stream),
         cmocka_unit_test(test_filter_slow_kernels),
+        cmocka_unit_test(test_filter_one_stream_slow_kernels_own_stream),
         cmocka_unit_test(test_filter_unordered_is_wrong),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

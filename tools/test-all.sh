@@ -173,7 +173,8 @@ if command -v valgrind >/dev/null 2>&1; then
              "build/make/tests/test_handles_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_model_cpu build/make/tests/libfakecuda.so" \
              "build/make/tests/test_trace_cpu build/make/tests/libfakecuda.so" \
-             "build/make/tests/test_comm_rank_cpu build/make/tests/libfakecuda.so"; do
+             "build/make/tests/test_comm_rank_cpu build/make/tests/libfakecuda.so" \
+             "build/make/tests/test_frame_cost_cpu build/make/tests/libfakecuda.so"; do
         if valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect -q $t \
             > build/valgrind.log 2>&1; then
             summary add valgrind "valgrind:${t%% *}" PASS; echo "PASS valgrind $t"

@@ -29,7 +29,12 @@
  *    producer's compute call ended with on its stream (one cuEventRecord
  *    per stream per call, made when the call returned). It makes the
  *    stream's context current on the calling thread, and from then on the
- *    operator's outputs carry the internal stream. Calling it for several
+ *    operator's outputs carry the internal stream. The thread's current
+ *    context is asked of the driver once per run and thread (not once per
+ *    call): a compute callback that makes another context current itself
+ *    puts back the one it found before it returns or calls
+ *    cw_io_receive_stream again (push and pop, as FFmpeg's CUDA code does,
+ *    keep to that; cuweave's own calls always do). Calling it for several
  *    ports returns the same stream, ordered behind all of them. Unlike
  *    Holoscan, it orders behind the port's messages whether or not
  *    cw_io_receive was called first.
@@ -346,7 +351,8 @@ CW_API cw_status cw_pipeline_check(cw_pipeline *p);
  * CUresult in detail.driver_call and detail.cu_result when a driver call
  * failed (inside compute too, on any thread).
  * The context current on the calling thread when the run started is current
- * again when it returns. Returns when the compute calls have returned, not
+ * again when it returns (a run whose compute calls found it current makes
+ * one cuCtxGetCurrent and no switch). Returns when the compute calls have returned, not
  * when the GPU has finished: cw_pipeline_synchronize waits for that.
  *
  * Returns:
@@ -545,7 +551,8 @@ CW_API cw_status cw_io_receive_many(cw_io *io, const char *port, cw_message *msg
  * The operator's internal stream, ordered behind the stream of every
  * message on `port` (see the stream rules above); port NULL: the internal
  * stream with no ordering (for sources). Makes the stream's context
- * current on this thread. In a resident capture: the operator's capture
+ * current on this thread (asked once per run and thread: see the stream
+ * rules above). In a resident capture: the operator's capture
  * stream. The stream is borrowed for the compute call.
  *
  * Returns:

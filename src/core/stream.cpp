@@ -187,6 +187,34 @@ void stream_info(const cw_stream *s, cw_stream_info *info) {
     *info = i;
 }
 
+cw_status stream_order_slow(cw_stream *dst, cw_stream *src) {
+    CW_TRY(on_stream(src, "cuEventRecord", [&] { return drv().cuEventRecord(src->ev, src->cu); }));
+    return on_stream(dst, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(dst->cu, src->ev, 0); });
+}
+
+cw_status stream_order_failed(cw_stream *dst, cw_stream *src, bool waiting, CUresult r) {
+    cw_stream *s = waiting ? dst : src;
+    const char *entry = waiting ? "cuStreamWaitEvent" : "cuEventRecord";
+    auto call = [&] { return waiting ? drv().cuStreamWaitEvent(dst->cu, src->ev, 0) : drv().cuEventRecord(src->ev, src->cu); };
+    if (r != CUDA_ERROR_INVALID_CONTEXT) {
+        if (is_capture_error(r)) note_capture_failure(s, r, entry);
+        return fail_cu(r, entry);
+    }
+    {
+        // A driver that still wants a current context: on_stream's retry.
+        CurrentGuard guard;
+        CW_TRY(guard.enter(s->ctx->cu));
+        r = call();
+        if (r != CUDA_SUCCESS) {
+            if (is_capture_error(r)) note_capture_failure(s, r, entry);
+            return fail_cu(r, entry);
+        }
+        CW_TRY(guard.leave());
+    }
+    if (waiting) return CW_SUCCESS;
+    return on_stream(dst, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(dst->cu, src->ev, 0); });
+}
+
 cw_status stream_fork(cw_stream *parent, cw_stream **child) {
     cw_stream_pool *pool = nullptr;
     if (parent->pool && parent->pool->mode == CW_POOL_LEASE) {

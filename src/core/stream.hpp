@@ -102,12 +102,27 @@ void stream_free(cw_stream *s);
 // A number no other stream of the process has had (for each new cw_stream).
 uint64_t stream_serial();
 
+// stream_order's paths out of line: either stream a wrapped legacy one
+// (its context made current first), or a driver call that failed with r
+// (the record when !waiting, else the wait): what on_stream does after its
+// first try (a current context and one retry for CUDA_ERROR_INVALID_CONTEXT,
+// the capture noted), then the wait when the record was the one.
+cw_status stream_order_slow(cw_stream *dst, cw_stream *src);
+cw_status stream_order_failed(cw_stream *dst, cw_stream *src, bool waiting, CUresult r);
+
 // Record on src, wait on dst (the heart of cw_stream_wait; inline: it is
-// the hot path of ordering, two driver calls and nothing else).
+// the hot path of ordering, two driver calls and nothing else: one test of
+// both streams, the table read once, the failures out of line).
 inline cw_status stream_order(cw_stream *dst, cw_stream *src) {
     if (dst == src) return CW_SUCCESS;
-    CW_TRY(on_stream(src, "cuEventRecord", [&] { return drv().cuEventRecord(src->ev, src->cu); }));
-    return on_stream(dst, "cuStreamWaitEvent", [&] { return drv().cuStreamWaitEvent(dst->cu, src->ev, 0); });
+    if (__builtin_expect(src->is_null || dst->is_null, 0)) return stream_order_slow(dst, src);
+    const Driver &d = drv();
+    const CUevent ev = src->ev;
+    CUresult r = d.cuEventRecord(ev, src->cu);
+    if (__builtin_expect(r != CUDA_SUCCESS, 0)) return stream_order_failed(dst, src, false, r);
+    r = d.cuStreamWaitEvent(dst->cu, ev, 0);
+    if (__builtin_expect(r != CUDA_SUCCESS, 0)) return stream_order_failed(dst, src, true, r);
+    return CW_SUCCESS;
 }
 // A child stream ordered after parent (leased from parent's pool or the
 // context's fork pool; parent itself when everything is serialised), and

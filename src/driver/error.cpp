@@ -20,13 +20,14 @@ void copy_text(char *dst, size_t cap, const char *src) noexcept {
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
+// Touched by every public call: initial-exec keeps it to one TLS load even in
+// the shared library (a pointer fits the static TLS surplus of dlopen).
+thread_local const char *t_api __attribute__((tls_model("initial-exec"))) = nullptr;
+
 namespace {
 
 thread_local ErrorDetail t_detail = {
     {CW_SUCCESS, 0, "", "", "", "", ""}, {0}, {0}, {0}, {0}, {0}};
-// Touched by every public call: initial-exec keeps it to one TLS load even in
-// the shared library (a pointer fits the static TLS surplus of dlopen).
-thread_local const char *t_api __attribute__((tls_model("initial-exec"))) = nullptr;
 
 std::mutex g_log_mutex;
 cw_log_fn g_log_fn = nullptr;
@@ -88,8 +89,6 @@ cw_status record(cw_status status, CUresult cu, const char *call, const char *te
 
 }  // namespace
 
-ApiScope::ApiScope(const char *name) noexcept : prev_(t_api) { t_api = name; }
-ApiScope::~ApiScope() noexcept { t_api = prev_; }
 const char *current_api() noexcept { return t_api ? t_api : "cuweave"; }
 
 cw_status fail(cw_status status, const char *fmt, ...) noexcept {

@@ -16,10 +16,15 @@ namespace cw {
 // The public function being executed on this thread. A user callback that
 // calls the API from inside a call (a capture function, an operator) gets
 // its own scope for the length of that call.
+// The name of the public call in progress on this thread (error.cpp): read
+// by the failure paths, set by every public call (inline: two TLS accesses,
+// no call, on every entry).
+extern thread_local const char *t_api __attribute__((tls_model("initial-exec")));
+
 class ApiScope {
   public:
-    explicit ApiScope(const char *name) noexcept;
-    ~ApiScope() noexcept;
+    explicit ApiScope(const char *name) noexcept : prev_(t_api) { t_api = name; }
+    ~ApiScope() noexcept { t_api = prev_; }
     ApiScope(const ApiScope &) = delete;
     ApiScope &operator=(const ApiScope &) = delete;
 

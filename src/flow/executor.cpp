@@ -252,7 +252,6 @@ void io_reset(cw_io *io, cw_operator *op, uint64_t iteration) {
     io->stream = nullptr;
     io->carry = false;
     io->reuse_ordered = false;
-    io->made_current = nullptr;
     io->touched.clear();
     io->waited.clear();
     io->allocated.clear();
@@ -397,22 +396,13 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     } running{p};
     if (!p->checked) CW_TRY(pipeline_check(p));
     if (p->port_memory) CW_TRY(setup_memory(p, p->ctx));  // (found once by pipeline_check)
-    // Compute calls make their stream's context current (on this thread,
-    // with one worker thread): the caller gets its own back at the end.
+    // Compute calls make their stream's context current (ensure_current: on
+    // this thread, with one executor thread, asked once per run): the
+    // caller gets its own back at the end.
     struct Restore {
-        CUcontext prev = nullptr;
-        bool have = false;
-        ~Restore() {
-            CUcontext cur = nullptr;
-            if (have && (drv().cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != prev)) drv().cuCtxSetCurrent(prev);
-        }
-    } restore;
-    {
-        // Without the caller's context known it could not be put back: refuse.
-        CUresult r = drv().cuCtxGetCurrent(&restore.prev);
-        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent", "the caller's current context");
-        restore.have = true;
-    }
+        cw_pipeline *p;
+        ~Restore() { run_end_current(p); }
+    } restore{p};
     p->stop.store(0);
     p->failed.store(false, std::memory_order_relaxed);
     p->fail_status = CW_SUCCESS;
@@ -424,6 +414,7 @@ cw_status pipeline_run(cw_pipeline *p, uint64_t iterations) {
     cw::Vec<pthread_t> workers;
     WorkerArg warg{p, &iteration};
     unsigned nthreads = p->threads > n ? (unsigned)n : p->threads;
+    run_begin_current(p, nthreads <= 1);
     cw_status st = CW_SUCCESS;
     if (nthreads > 1) {
         if (!p->pending_preds.assign(n, 0) || !p->queue.reserve(n) || !workers.reserve(nthreads))

@@ -79,7 +79,6 @@ struct cw_io {
     cw_stream *stream;           // the call's internal stream (or the upstream one in use), or NULL
     bool carry;                  // outputs carry `stream`
     bool reuse_ordered;          // port memory: ordered after last iteration's readers
-    CUcontext made_current;      // the context this call made current (once per call)
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
     cw::Vec<cw::core::Mark *> waited;    // marks the call's stream waited for (held by their messages)
     cw::Vec<cw_buffer *> allocated;
@@ -156,6 +155,15 @@ struct cw_pipeline {
     int fail_cu;           // the failing driver call's CUresult (0: none), from the detail
     char fail_call[64];    // and its name, passed on in cw_pipeline_run's detail
     cw_trace *trace;       // cw_pipeline_set_trace (retained), or NULL: no cost but this test
+    // The current context, learned once per run and thread (io.cpp's
+    // ensure_current): the run's number, and on the caller's thread (one
+    // executor thread) the context current when it was first asked, put
+    // back as the run returns when a compute call's stream needed another.
+    uint64_t run_id;
+    bool run_single;     // one executor thread: compute calls run on the caller's
+    bool run_prev_set;   // run_prev was read
+    bool run_switched;   // cuweave made another context current on the caller's thread
+    CUcontext run_prev;
 };
 
 
@@ -222,6 +230,16 @@ void pipeline_info(const cw_pipeline *p, cw_pipeline_info *info);
 void pipeline_destroy_when_idle(cw_pipeline *p);
 
 // ---- io.cpp ----
+// Makes cu current on this thread for a compute call of p's run in
+// progress: the driver is asked once per run and thread (what cuweave made
+// current stays so: a compute callback that makes another context current
+// puts back the one it found before it returns); on the caller's thread
+// the context it had is noted, to be put back (run_end_current).
+cw_status ensure_current(cw_pipeline *p, CUcontext cu);
+// A new run's number (ensure_current forgets what it learned in others).
+void run_begin_current(cw_pipeline *p, bool single);
+// Puts back the caller's context when a compute call's needed another.
+void run_end_current(cw_pipeline *p);
 // The pool an operator's streams come from, and so its device.
 cw_stream_pool *op_pool(const cw_operator *op);
 cw_status io_receive(cw_io *io, const char *port, cw_message *msg);

@@ -241,15 +241,53 @@ cw_status io_receive_many(cw_io *io, const char *port, cw_message *msgs, size_t 
     return CW_SUCCESS;
 }
 
-// Makes cu current on this thread when it is not already: a query, and a
-// switch only when needed (the caller's context is usually the pipeline's).
-static cw_status make_current(CUcontext cu) {
+namespace {
+// What ensure_current learned on this thread: the context current for
+// compute calls of run `run` (a run's number is unique in the process).
+struct KnownCurrent {
+    uint64_t run;
+    CUcontext cu;
+};
+thread_local KnownCurrent t_known __attribute__((tls_model("initial-exec"))) = {0, nullptr};
+std::atomic<uint64_t> g_runs{0};
+}  // namespace
+
+void run_begin_current(cw_pipeline *p, bool single) {
+    p->run_id = g_runs.fetch_add(1, std::memory_order_relaxed) + 1;
+    p->run_single = single;
+    p->run_prev_set = false;
+    p->run_switched = false;
+    p->run_prev = nullptr;
+}
+
+void run_end_current(cw_pipeline *p) {
+    // Only when a compute call's context was not the caller's: no driver
+    // call otherwise (the caller's context was never changed).
+    if (p->run_switched) (void)drv().cuCtxSetCurrent(p->run_prev);
+    p->run_switched = false;
+    if (t_known.run == p->run_id) t_known = KnownCurrent{0, nullptr};
+}
+
+// True when cu is known current on this thread for p's run (no call).
+static inline bool known_current(const cw_pipeline *p, CUcontext cu) { return t_known.run == p->run_id && t_known.cu == cu; }
+
+cw_status ensure_current(cw_pipeline *p, CUcontext cu) {
+    if (__builtin_expect(known_current(p, cu), 1)) return CW_SUCCESS;
     CUcontext cur = nullptr;
     CUresult r = drv().cuCtxGetCurrent(&cur);
     if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxGetCurrent");
-    if (cur == cu) return CW_SUCCESS;
-    r = drv().cuCtxSetCurrent(cu);
-    if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+    // The caller's context, to be put back as the run returns: the first
+    // one seen on its thread in this run (before cuweave changed anything).
+    if (p->run_single && !p->run_prev_set) {
+        p->run_prev = cur;
+        p->run_prev_set = true;
+    }
+    if (cur != cu) {
+        r = drv().cuCtxSetCurrent(cu);
+        if (r != CUDA_SUCCESS) return fail_cu(r, "cuCtxSetCurrent");
+        if (p->run_single) p->run_switched = true;
+    }
+    t_known = KnownCurrent{p->run_id, cu};
     return CW_SUCCESS;
 }
 
@@ -259,7 +297,7 @@ static cw_status make_current(CUcontext cu) {
 __attribute__((noinline)) static cw_status receive_legacy(cw_io *io, cw_stream **out) {
     cw_stream *s = nullptr;
     CW_TRY(legacy_stream(io->p, &s));
-    CW_TRY(make_current(io->p->ctx->cu));
+    CW_TRY(ensure_current(io->p, io->p->ctx->cu));
     *out = s;
     return CW_SUCCESS;
 }
@@ -297,10 +335,7 @@ cw_status io_receive_stream(cw_io *io, const char *port, cw_stream **out) {
             if (!c.local) CW_TRY(order_behind(io, s, c));  // a moved message's copy already waited on s
         }
     if (io->p->memory_ready && !io->reuse_ordered) CW_TRY(order_port_memory(io, s));
-    if (io->made_current != s->ctx->cu) {
-        CW_TRY(make_current(s->ctx->cu));
-        io->made_current = s->ctx->cu;
-    }
+    if (!known_current(io->p, s->ctx->cu)) CW_TRY(ensure_current(io->p, s->ctx->cu));
     if (io->p->trace) CW_TRY(trace_call_stream(io, s));
     *out = s;
     return CW_SUCCESS;

@@ -4,7 +4,10 @@
  * Runs, against the fake driver (tests/fake_cuda.c), the cw_io calls that
  * bench_pipeline's (a) variant makes per frame for the diamond (A -> B, D ->
  * C) and the video pipeline (two uploads, two blurs, sad), and the submit of
- * bench_vmaf's cuweave design (two cw_stream_wait, a future rearm). The
+ * bench_vmaf's cuweave design (two cw_stream_wait, a future rearm), the
+ * FFmpeg processor's calls (ffmpeg, ffmpeg1: examples/ffmpeg_cuweave.h's
+ * operators with a stream each or on one stream, one frame at a time) and
+ * cw_stream_wait alone (wait, bench_streams' case). The
  * kernels and copies the benches make themselves are left out (the same
  * driver calls in the hand-written code): what remains is the library's
  * work and the driver calls it adds. The fake's calls are cheap, so
@@ -94,6 +97,69 @@ static cw_status op_sink(cw_io *io, void *user) {
     return CW_SUCCESS;
 }
 
+/* examples/ffmpeg_cuweave.h's processor, its cw_* calls as it makes them
+ * (FFmpeg left out: a wrapped stream stands for FFmpeg's, a pipeline run
+ * and the frame's future waited for are one frame), ffmpeg: a stream per
+ * operator, ffmpeg1: one stream (blur, hist, sad and the sink with
+ * no_internal_stream). The host has no context current between frames. */
+typedef struct fproc {
+    cw_stream *host;     /* "FFmpeg's stream" */
+    cw_future *done[4];  /* FCW_RING futures */
+    cw_buffer *prev;     /* the previous blur */
+    long frame;
+} fproc;
+static fproc g_fp;
+static cw_status f_frame(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, NULL, &s));
+    TRY(cw_stream_wait(s, g_fp.host));
+    return cw_io_emit(io, "out", NULL, NULL);
+}
+static cw_status f_work(cw_io *io, void *user) { /* blur, hist: a buffer out (64x32 bytes; 256 words) */
+    const size_t bytes = user ? 2048 : 1024;
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, "in", &s));
+    cw_buffer *o;
+    cw_devptr d;
+    TRY(cw_io_alloc(&o, io, bytes));
+    TRY(cw_buffer_get_writable(o, &d));
+    return cw_io_emit(io, "out", NULL, o);
+}
+static cw_status f_sad(cw_io *io, void *user) {
+    (void)user;
+    cw_message m;
+    TRY(cw_io_receive(io, "in", &m));
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, "in", &s));
+    cw_buffer *o;
+    cw_devptr d, cur, prev;
+    TRY(cw_io_alloc(&o, io, 8));
+    TRY(cw_buffer_get_writable(o, &d));
+    TRY(cw_buffer_get_ptr(m.buffer, &cur));
+    if (g_fp.prev) {
+        TRY(cw_buffer_get_ptr(g_fp.prev, &prev));
+        TRY(cw_buffer_use(g_fp.prev, s));
+        cw_buffer_destroy(&g_fp.prev);
+    }
+    TRY(cw_buffer_retain(m.buffer));
+    g_fp.prev = m.buffer;
+    return cw_io_emit(io, "out", NULL, o);
+}
+static cw_status f_sink(cw_io *io, void *user) {
+    (void)user;
+    cw_message mh, ms;
+    TRY(cw_io_receive(io, "hist", &mh));
+    TRY(cw_io_receive(io, "sad", &ms));
+    cw_stream *s;
+    TRY(cw_io_receive_stream(io, "hist", &s));
+    TRY(cw_io_receive_stream(io, "sad", &s));
+    TRY(cw_stream_wait(g_fp.host, s));
+    cw_future **f = &g_fp.done[g_fp.frame % 4];
+    if (*f) return cw_future_rearm(*f, s);
+    return cw_future_create(f, s, CW_FUTURE_EVENT);
+}
+
 static void add_op(cw_pipeline *p, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
                    const char *in1, const char *in2, const char *out) {
     cw_operator_ops ops;
@@ -105,6 +171,60 @@ static void add_op(cw_pipeline *p, const char *name, cw_status (*compute)(cw_io 
     if (in2) CHECK(cw_operator_add_input(op, in2, NULL));
     if (out) CHECK(cw_operator_add_output(op, out, NULL));
     CHECK(cw_pipeline_add(p, op));
+}
+
+static void add_op_own(cw_pipeline *p, const char *name, cw_status (*compute)(cw_io *, void *), void *user,
+                       const char *in1, const char *in2, const char *out, int own) {
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = compute;
+    cw_operator_settings set;
+    cw_operator_settings_default(&set);
+    set.no_internal_stream = !own;
+    cw_operator *op = NULL;
+    CHECK(cw_operator_create(&op, name, &ops, user, &set));
+    if (in1) CHECK(cw_operator_add_input(op, in1, NULL));
+    if (in2) CHECK(cw_operator_add_input(op, in2, NULL));
+    if (out) CHECK(cw_operator_add_output(op, out, NULL));
+    CHECK(cw_pipeline_add(p, op));
+}
+
+static cw_pipeline *ffmpeg_pipeline(cw_context *ctx, int one_stream) {
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.max_in_flight = 5; /* FCW_RING + 1, as the processor's */
+    cw_pipeline *p = NULL;
+    CHECK(cw_pipeline_create(&p, ctx, &ps));
+    add_op_own(p, "frame", f_frame, NULL, NULL, NULL, "out", 1);
+    add_op_own(p, "blur", f_work, &g_fp, "in", NULL, "out", !one_stream);
+    add_op_own(p, "hist", f_work, NULL, "in", NULL, "out", !one_stream);
+    add_op_own(p, "sad", f_sad, NULL, "in", NULL, "out", !one_stream);
+    add_op_own(p, "sink", f_sink, NULL, "hist", "sad", NULL, !one_stream);
+    CHECK(cw_pipeline_connect(p, "frame", "out", "blur", "in"));
+    CHECK(cw_pipeline_connect(p, "frame", "out", "hist", "in"));
+    CHECK(cw_pipeline_connect(p, "blur", "out", "sad", "in"));
+    CHECK(cw_pipeline_connect(p, "hist", "out", "sink", "hist"));
+    CHECK(cw_pipeline_connect(p, "sad", "out", "sink", "sad"));
+    CHECK(cw_pipeline_check(p));
+    return p;
+}
+
+/* One frame of the processor, one at a time (fcw_process, then fcw_drain:
+ * the frame's future polled, then waited for). */
+__attribute__((noinline)) void frames_ffmpeg(cw_pipeline *p, long n) {
+    for (long i = 0; i < n; i++) {
+        CHECK(cw_pipeline_run(p, 1));
+        cw_future *f = g_fp.done[g_fp.frame % 4];
+        cw_status st = cw_future_poll(f);
+        if (st == CW_ERROR_NOT_READY) st = cw_future_wait(f, -1);
+        CHECK(st);
+        g_fp.frame++;
+    }
+}
+
+/* cw_stream_wait alone (bench_streams' case): two streams, one wait a frame. */
+__attribute__((noinline)) void frames_wait_only(cw_stream *a, cw_stream *b, long n) {
+    for (long i = 0; i < n; i++) CHECK(cw_stream_wait(a, b));
 }
 
 static const char *diamond_names[] = {"b", "d", "c"};
@@ -203,7 +323,7 @@ static const char *entries[] = {"cuEventRecord", "cuStreamWaitEvent", "cuEventQu
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s libfakecuda.so diamond|video|vmaf|launch [frames]\n", argv[0]);
+        fprintf(stderr, "usage: %s libfakecuda.so diamond|video|ffmpeg|ffmpeg1|wait|vmaf|launch [frames]\n", argv[0]);
         return 2;
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
@@ -289,6 +409,33 @@ int main(int argc, char **argv) {
         cw_buffer_destroy(&b);
         cw_stream_destroy(&s);
         cw_module_destroy(&m);
+    } else if (!strcmp(argv[2], "ffmpeg") || !strcmp(argv[2], "ffmpeg1")) {
+        int (*set)(CUcontext) = (int (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent");
+        if (!set || set(NULL)) return 1; /* FFmpeg pops its context after its own work */
+        CHECK(cw_stream_create(&g_fp.host, ctx, NULL));
+        cw_pipeline *p = ffmpeg_pipeline(ctx, !strcmp(argv[2], "ffmpeg1"));
+        frames_ffmpeg(p, 100); /* warm: streams leased, the cache full */
+        for (int e = 0; entries[e]; e++) before[e] = fake_calls(entries[e]);
+        t0 = now_s();
+        frames_ffmpeg(p, n);
+        t1 = now_s();
+        CHECK(cw_pipeline_synchronize(p));
+        cw_pipeline_destroy(&p);
+        cw_buffer_destroy(&g_fp.prev);
+        for (int i = 0; i < 4; i++) cw_future_destroy(&g_fp.done[i]);
+        cw_stream_destroy(&g_fp.host);
+    } else if (!strcmp(argv[2], "wait")) {
+        cw_stream *a, *b;
+        CHECK(cw_stream_create(&a, ctx, NULL));
+        CHECK(cw_stream_create(&b, ctx, NULL));
+        frames_wait_only(a, b, 64);
+        for (int e = 0; entries[e]; e++) before[e] = fake_calls(entries[e]);
+        t0 = now_s();
+        frames_wait_only(a, b, n);
+        t1 = now_s();
+        CHECK(cw_stream_synchronize(a));
+        cw_stream_destroy(&a);
+        cw_stream_destroy(&b);
     } else {
         cw_pipeline *p = pipeline(ctx, !strcmp(argv[2], "video"));
         frames_pipeline(p, 64); /* warm: streams leased, buffers cached */

@@ -196,7 +196,9 @@ print(make(False), make(True))
         def b_compute(io):
             m = io.receive("in")
             before_wait = fake.fake_cuda_waits()
-            fake.cuCtxSetCurrent(other)  # another context current on this thread
+            found = current_context(fake)
+            fake.cuCtxSetCurrent(other)  # work of its own on another context,
+            fake.cuCtxSetCurrent(found)  # the one it found put back (flow.h)
             s = io.receive_stream("in")
             seen["B"].append({
                 "internal": s.cu_stream,
