@@ -362,12 +362,16 @@ static void load_trace(const char *path, Trace *t) {
         for (size_t k = 0; k < t->n; k++) {
             const Ev *a = &t->ev[i], *b = &t->ev[k];
             if (i == k || a->pid != b->pid || a->tid != b->tid) continue;
-            const double ae = a->ts + a->dur, be = b->ts + b->dur;
-            const int apart = ae <= b->ts || be <= a->ts;
-            const int a_in_b = a->ts >= b->ts && ae <= be, b_in_a = b->ts >= a->ts && be <= ae;
+            /* in whole ns, as the file has them (3 decimals of us; as
+             * Perfetto's importer reads them): a sum of doubles would differ
+             * in the last bit where a parent ends with its last child */
+            const long long as = llround(a->ts * 1e3), bs = llround(b->ts * 1e3);
+            const long long ae = as + llround(a->dur * 1e3), be = bs + llround(b->dur * 1e3);
+            const int apart = ae <= bs || be <= as;
+            const int a_in_b = as >= bs && ae <= be, b_in_a = bs >= as && be <= ae;
             if (!apart && !a_in_b && !b_in_a)
-                fail_msg("slices '%s' [%.3f, %.3f] and '%s' [%.3f, %.3f] overlap in part on one track", a->name,
-                         a->ts, ae, b->name, b->ts, be);
+                fail_msg("slices '%s' [%lld, %lld] ns and '%s' [%lld, %lld] ns overlap in part on one track", a->name,
+                         as, ae, b->name, bs, be);
         }
 }
 
