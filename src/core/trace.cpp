@@ -457,6 +457,7 @@ cw_status write_trace(cw_trace *t, const char *path) {
     Vec<Pending> pend;
     {
         Lock lock(t);
+        if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_drain(t);
         CW_TRY(pending_of(t, &pend));
     }
     size_t done = 0;
@@ -492,6 +493,7 @@ cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
     pthread_mutex_init(&t->write_mu, nullptr);
     pthread_mutex_init(&t->record_mu, nullptr);
     pthread_mutex_init(&t->corr_mu, nullptr);
+    pthread_mutex_init(&t->inbox_mu, nullptr);
     t->max_spans = settings && settings->max_spans ? settings->max_spans : kDefaultMaxSpans;
     t->origin = now_ns();
     const cw_status st = tr::cupti_join(t, settings ? settings->gpu_timing : (uint32_t)CW_TRACE_GPU_AUTO);
@@ -500,6 +502,7 @@ cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
         pthread_mutex_destroy(&t->write_mu);
         pthread_mutex_destroy(&t->record_mu);
         pthread_mutex_destroy(&t->corr_mu);
+        pthread_mutex_destroy(&t->inbox_mu);
         t->~cw_trace();
         free(t);
         return st;
@@ -529,6 +532,7 @@ void trace_release(cw_trace *t) {
     pthread_mutex_destroy(&t->write_mu);
     pthread_mutex_destroy(&t->record_mu);
     pthread_mutex_destroy(&t->corr_mu);
+    pthread_mutex_destroy(&t->inbox_mu);
     t->~cw_trace();
     handle_free(t);
 }
@@ -740,6 +744,7 @@ void trace_info(const cw_trace *tc, cw_trace_info *info) {
     cw_trace *t = const_cast<cw_trace *>(tc);
     memset(info, 0, sizeof *info);
     Lock lock(t);
+    if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_drain(t);  // what CUPTI delivered counts once it is in
     info->spans = t->spans.size();
     info->dropped = t->dropped;
     info->tracks = (uint32_t)t->tracks.size();

@@ -9,12 +9,16 @@
 // pointer; the callback, on the launching thread, notes the launch's
 // correlation id for that call in its trace (corr_mu). The records come in
 // CUPTI's buffers (buf_completed, on CUPTI's thread or in a flush): each
-// record whose correlation id a trace noted becomes a span of that trace,
-// on the host's clock (the session's offset, calibrated at each trace's
-// creation and at each write); the rest are dropped. Locks: g_life (the
-// session's opening and closing, CUPTI calls that may deliver buffers) >
-// g_route (the traces records go to) > a trace's corr_mu, then its mu; no
-// CUPTI or driver call is made with g_route, corr_mu or mu held.
+// record whose correlation id a trace noted goes, on the host's clock (the
+// session's offset, calibrated at each trace's creation and at each write),
+// into that trace's inbox; the rest are dropped. The inbox becomes spans
+// when the trace is read (cupti_drain: a write, cw_trace_get_info), not in
+// CUPTI's callback: a thread holding a trace's mu may be in a driver call
+// that CUPTI holds up while it delivers. Locks: g_life (the session's
+// opening and closing, the CUPTI calls that may deliver buffers) > g_route
+// (the traces records go to) > a trace's corr_mu or inbox_mu; a trace's mu
+// > its inbox_mu. No CUPTI or driver call is made with g_route, corr_mu or
+// inbox_mu held.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,7 @@ namespace core {
 namespace {
 
 using tr::Call;
+using tr::InRec;
 using tr::Span;
 
 constexpr size_t kBufferBytes = 1u << 20;  // an activity buffer (CUPTI asks for more as it needs)
@@ -124,24 +129,25 @@ const char *copy_name(uint8_t kind) {
     }
 }
 
-// The track of a record's stream in t (the lock held): the stream a call
+// The track of a record's stream in t (the trace's lock held): the stream a call
 // asked for, known by CUPTI's ids, else one of the stream's own.
-uint32_t record_track(cw_trace *t, const Rec &r) {
+uint32_t record_track(cw_trace *t, uint32_t ctx, uint32_t stream) {
     for (size_t k = 0; k < t->tracks.size(); k++) {
         const tr::Track &tk = t->tracks[k];
-        if (tk.gpu && tk.cupti_mapped && tk.cupti_ctx == r.ctx && tk.cupti_stream == r.stream) return (uint32_t)k;
+        if (tk.gpu && tk.cupti_mapped && tk.cupti_ctx == ctx && tk.cupti_stream == stream) return (uint32_t)k;
     }
-    const uint64_t key = (1ull << 63) | (1ull << 61) | ((uint64_t)r.ctx << 32) | r.stream;
+    const uint64_t key = (1ull << 63) | (1ull << 61) | ((uint64_t)ctx << 32) | stream;
     const size_t had = t->tracks.size();
     const uint32_t k = tr::track_of(t, key, true);
     if (k != UINT32_MAX && t->tracks.size() > had) {
-        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "CUDA stream %u (context %u)", r.stream, r.ctx);
+        snprintf(t->tracks[k].name, sizeof t->tracks[k].name, "CUDA stream %u (context %u)", stream, ctx);
         t->tracks[k].named = true;
     }
     return k;
 }
 
-// Adds to t the records of recs whose launches t noted (g_route held).
+// Puts into t's inbox the records of recs whose launches t noted (g_route
+// held), on the host's clock.
 void route(cw_trace *t, const Vec<Rec> &recs, Vec<uint32_t> *calls) {
     calls->clear();
     bool any = false;
@@ -154,34 +160,29 @@ void route(cw_trace *t, const Vec<Rec> &recs, Vec<uint32_t> *calls) {
     pthread_mutex_unlock(&t->corr_mu);
     if (!any) return;
     const int64_t off = g_offset.load(std::memory_order_relaxed), err = g_err.load(std::memory_order_relaxed);
-    pthread_mutex_lock(&t->mu);
-    if (err > t->cupti_err_ns) t->cupti_err_ns = err;
+    pthread_mutex_lock(&t->inbox_mu);
+    if (err > t->inbox_err_ns) t->inbox_err_ns = err;
     for (size_t i = 0; i < recs.size(); i++) {
         const uint32_t c = (*calls)[i];
-        if (!c || c > t->calls.size()) continue;
+        if (!c) continue;
         const Rec &r = recs[i];
-        const uint32_t k = record_track(t, r);
-        if (k == UINT32_MAX) {
-            t->dropped++;
-            continue;
-        }
-        const char *name = r.kind == tr::kSpanKernel ? (r.name ? r.name : "kernel")
-                                                     : r.kind == tr::kSpanMemcpy ? copy_name(r.copy) : "memset";
-        const int64_t b = (int64_t)r.start + off, e = (int64_t)r.end + off;
-        cw_status st = CW_SUCCESS;
-        Span *sp = tr::closed_span_new(t, k, name, b, e < b ? b : e, &st);
-        if (!sp) {
-            if (st != CW_SUCCESS) t->dropped++;  // out of memory (past max_spans is counted already)
-            continue;
-        }
-        sp->kind = r.kind;
-        sp->copy = r.copy;
-        sp->call = c;
-        sp->corr = r.corr;
-        sp->bytes = r.bytes;
-        t->kernel_records++;
+        tr::InRec in;
+        in.kind = r.kind;
+        in.copy = r.copy;
+        in.call = c;
+        in.corr = r.corr;
+        in.ctx = r.ctx;
+        in.stream = r.stream;
+        in.b = (int64_t)r.start + off;
+        in.e = (int64_t)r.end + off;
+        if (in.e < in.b) in.e = in.b;
+        in.bytes = r.bytes;
+        snprintf(in.name, sizeof in.name, "%s",
+                 r.kind == tr::kSpanKernel ? (r.name ? r.name : "kernel")
+                                           : r.kind == tr::kSpanMemcpy ? copy_name(r.copy) : "memset");
+        if (t->inbox.size() >= t->max_spans || !t->inbox.push(in)) t->inbox_dropped++;
     }
-    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->inbox_mu);
 }
 
 void buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t, size_t valid) {
@@ -394,6 +395,36 @@ void cupti_flush(cw_trace *) {
 }
 
 uint64_t cupti_lost() { return g_lost.load(std::memory_order_relaxed); }
+
+void cupti_drain(cw_trace *t) {
+    pthread_mutex_lock(&t->inbox_mu);
+    if (t->inbox_err_ns > t->cupti_err_ns) t->cupti_err_ns = t->inbox_err_ns;
+    t->dropped += t->inbox_dropped;
+    t->inbox_dropped = 0;
+    for (size_t i = 0; i < t->inbox.size(); i++) {
+        const InRec &r = t->inbox[i];
+        if (r.call > t->calls.size()) continue;
+        const uint32_t k = record_track(t, r.ctx, r.stream);
+        if (k == UINT32_MAX) {
+            t->dropped++;
+            continue;
+        }
+        cw_status st = CW_SUCCESS;
+        Span *sp = closed_span_new(t, k, r.name, r.b, r.e, &st);
+        if (!sp) {
+            if (st != CW_SUCCESS) t->dropped++;  // out of memory (past max_spans is counted already)
+            continue;
+        }
+        sp->kind = r.kind;
+        sp->copy = r.copy;
+        sp->call = r.call;
+        sp->corr = r.corr;
+        sp->bytes = r.bytes;
+        t->kernel_records++;
+    }
+    t->inbox.clear();
+    pthread_mutex_unlock(&t->inbox_mu);
+}
 
 }  // namespace tr
 

@@ -75,6 +75,16 @@ struct Call {
     uint32_t track;      // the track of the stream it asked for (UINT32_MAX: none yet)
 };
 
+// CUPTI: a record of a traced call, on the host's clock, waiting in the
+// trace's inbox to become a span.
+struct InRec {
+    uint8_t kind, copy;  // SpanKind; kSpanMemcpy: CUPTI's copy kind
+    uint32_t call, corr, ctx, stream;
+    int64_t b, e;
+    uint64_t bytes;
+    char name[48];
+};
+
 // CUPTI: correlation ids of launches made inside a compute call -> the call
 // (open addressing; key 0 is free: CUPTI's ids start at 1).
 class CorrMap {
@@ -180,6 +190,14 @@ struct cw_trace {
     uint64_t kernel_records;   // under mu: CUPTI records merged
     int64_t cupti_err_ns;      // under mu: the CUPTI clock's calibration error (largest used)
     uint64_t cupti_lost_base;  // CUPTI's lost records when this trace joined
+    // CUPTI's buffers deliver records into the inbox (under inbox_mu, never
+    // held while calling the driver or CUPTI; taken after mu): the threads
+    // that hold mu call the driver, which CUPTI may hold up while it
+    // delivers. They become spans when the trace is read (write, info).
+    pthread_mutex_t inbox_mu;
+    cw::Vec<cw::core::tr::InRec> inbox;
+    uint64_t inbox_dropped;    // under inbox_mu: records past max_spans, or out of memory
+    int64_t inbox_err_ns;      // under inbox_mu: the calibration error of what came in
 };
 
 namespace cw {
@@ -200,6 +218,8 @@ void cupti_leave(cw_trace *t);
 void cupti_flush(cw_trace *t);
 // Records CUPTI lost in this process (its buffers full) so far.
 uint64_t cupti_lost();
+// The inbox's records become spans (mu held).
+void cupti_drain(cw_trace *t);
 
 }  // namespace tr
 }  // namespace core
