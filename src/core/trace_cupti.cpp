@@ -353,8 +353,18 @@ cw_status cupti_join(cw_trace *t, uint32_t asked) {
     }
     std::lock_guard<std::mutex> life(g_life);
     if (g_refs == 0) {
-        const cw_status st = open_session(&t->cupti_result, t->cupti_text, sizeof t->cupti_text);
-        if (st != CW_SUCCESS) return asked == CW_TRACE_GPU_CUPTI ? st : CW_SUCCESS;  // AUTO: events, saying why
+        cw_status st;
+        if (asked == CW_TRACE_GPU_AUTO) {
+            QuietErrors quiet;  // AUTO without CUPTI is no failure: the thread's detail stays as it was
+            st = open_session(&t->cupti_result, t->cupti_text, sizeof t->cupti_text);
+        } else {
+            st = open_session(&t->cupti_result, t->cupti_text, sizeof t->cupti_text);
+        }
+        if (st != CW_SUCCESS) {
+            if (asked == CW_TRACE_GPU_CUPTI) return st;
+            log(CW_LOG_DEBUG, "cuweave: a trace on timing events: CUPTI %s", t->cupti_text);  // AUTO: says why
+            return CW_SUCCESS;
+        }
     }
     pthread_mutex_lock(&g_route);
     const bool added = g_traces.push(t);
