@@ -71,6 +71,8 @@ LIB_SRCS = \
 	src/core/share_block.cpp \
 	src/core/stream.cpp \
 	src/core/trace.cpp \
+	src/core/trace_cupti.cpp \
+	src/driver/cupti.cpp \
 	src/driver/driver.cpp \
 	src/driver/error.cpp \
 	src/driver/nvrtc.cpp \
@@ -219,7 +221,7 @@ lib: $(SHARED) $(STATIC) $(PACKAGE_FILES)
 programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
 	$(if $(HAVE_FFMPEG),$(FFMPEG_EXAMPLES:%=$(O)/examples/%))
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakecupti.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
 	$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%))
 benches: $(BENCHES:%=$(O)/bench/%) $(if $(HAVE_FFMPEG),$(FFMPEG_BENCHES:%=$(O)/bench/%))
 
@@ -332,6 +334,9 @@ $(O)/tests/libfakecuda.so: tests/fake_cuda.c
 $(O)/tests/libfakenvrtc.so: tests/fake_nvrtc.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+$(O)/tests/libfakecupti.so: tests/fake_cupti.c src/driver/cupti_min.h src/driver/cuda_min.h
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) -Isrc $< -o $@ -ldl -lpthread
 $(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
@@ -364,9 +369,9 @@ $(O)/tests/make_seeds: tests/fuzz/make_seeds.c $(STATIC) $(HEADERS)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(FUZZ_FLAGS) -Iinclude -c $< -o $@.o
 	$(CXX) $(FUZZ_FLAGS) $@.o -o $@ $(STATIC) $(LIBS_PRIVATE)
 
-$(O)/tests/cuda_abi: tests/cuda_abi.cpp src/driver/cuda_min.h
+$(O)/tests/cuda_abi: tests/cuda_abi.cpp src/driver/cuda_min.h src/driver/cupti_min.h
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -Isrc -Iinclude $< -o $@
+	$(CXX) -std=c++17 -Wall -Werror -I$(CUDA_INCLUDE) -I$(CUDA_INCLUDE)/../extras/CUPTI/include -Isrc -Iinclude $< -o $@
 
 $(FFMPEG_BENCHES:%=$(O)/bench/%): $(O)/bench/%: bench/%.c bench/bench_common.h examples/ffmpeg_cuweave.h $(STATIC) $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -1292,7 +1292,7 @@ int main(void) {
            "%.2f at\n  back-to-back p50), loop-back ~ %.2f us (f2 - f1, back-to-back p50); f5 (IF node with no "
            "workload): GPU\n  median %.2f us\n",
            d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
-    printf("  trace (one stage: two mark kernels an iteration) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
+    printf("  trace (one stage: its two marks an iteration, stored by the poll and the signal) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
            "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
            gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);
@@ -1474,7 +1474,7 @@ int main(void) {
            "median; %.2f at back-to-back p50), WHILE loop-back ~ %.2f us (f2 - f1, back-to-back p50); an IF node\n"
            "with no workload (f5): GPU median %.2f us.\n",
            d_overlap, d_overlap_host, d_if, d_if_host, d_child, d_child_host, d_loop, gpu_med[5]);
-    printf("  trace (one stage: two mark kernels an iteration) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
+    printf("  trace (one stage: its two marks an iteration, stored by the poll and the signal) costs ~ %.2f us (f6 - f3, GPU median; %.2f at "
            "back-to-back\n  p50; f6 / f3 back-to-back p50 %.3f)\n",
            gpu_med[6] - gpu_med[3], v[V_F6_B2B].st.p50 - v[V_F3_B2B].st.p50,
            v[V_F6_B2B].st.p50 / v[V_F3_B2B].st.p50);

@@ -5,16 +5,30 @@
  *
  * Overhead. A diamond pipeline A -> (B, D) -> C whose operators each launch
  * one tiny kernel (cw_spin_add, no spin) on the stream cw_io_receive_stream
- * gives them, run ITERS iterations per round (cw_pipeline_run then
- * cw_pipeline_synchronize), ROUNDS rounds, each round once without a trace
- * and once with one attached (cw_pipeline_set_trace), the order alternating
- * round to round; between rounds the trace is written to /dev/null (which
- * resolves and frees its events, as a user's periodic write would). Reported:
- * microseconds per iteration (p50 over rounds) off and on, the difference per
- * iteration and per compute call, and the enqueue alone (cw_pipeline_run's
- * time). Then the cost of one GPU span placed by hand (cw_trace_begin +
- * cw_trace_end on a stream, two event records), of one host span
- * (cw_trace_host_begin + cw_trace_host_end) and of cw_trace_write per span.
+ * gives them, run ITERS iterations per set (cw_pipeline_run then
+ * cw_pipeline_synchronize), ROUNDS rounds of four sets: untraced; traced on
+ * timing events (a trace made with gpu_timing EVENTS); then, with a trace on
+ * CUPTI made for the round (gpu_timing CUPTI: the process's CUPTI session
+ * opened), untraced while that trace holds CUPTI, and traced on CUPTI; the
+ * order of each pair alternating round to round. Traced sets are followed
+ * by a write to /dev/null (which resolves and frees the events, and flushes
+ * CUPTI's records, as a user's periodic write would); the CUPTI trace is
+ * destroyed at the round's end (CUPTI closed). Reported: microseconds per
+ * iteration (p50 and p99 over rounds) of each, the differences per iteration
+ * and per compute call (4 a round), the ratios to untraced, and the enqueue
+ * alone (cw_pipeline_run's time). Without CUPTI (none found, or another
+ * tool holds it: the line says why) the CUPTI rows are left out. Then the
+ * cost of one GPU span placed by hand (cw_trace_begin + cw_trace_end on a
+ * stream, two event records), of one host span (cw_trace_host_begin +
+ * cw_trace_host_end) and of cw_trace_write per span.
+ *
+ * Resident stage marks. A resident loop (gate NODE, no overlap) whose
+ * workload is one tiny kernel served RES_REQUESTS requests three ways:
+ * untraced; traced (the workload a stage: its two marks stored by the
+ * loop's own kernels); traced with the workload's kernel inside two stages
+ * of the capture function (four mark kernels more). Reported: the loop's
+ * own GPU time per iteration (cw_resident_info.iter_median_ns) of each, and
+ * per mark: (traced - untraced) / 2 and (stages - traced) / 4.
  *
  * Pictures (BENCH_TRACE_DIR=dir): writes
  *   dir/diamond.json   the diamond with B and D spinning 50 us each on one
@@ -49,7 +63,7 @@
 #include "bench_common.h"
 #include "../tests/kernels/test_kernels_fatbin.h"
 
-enum { ITERS = 200, ROUNDS = 15, MARKS = 20000 };
+enum { ITERS = 200, ROUNDS = 15, MARKS = 20000, RES_REQUESTS = 3000 };
 
 static cw_kernel *k_spin, *k_hog;
 
@@ -263,6 +277,54 @@ static void picture_green(cw_context *ctx, cw_stream *s0, cw_devptr word, unsign
     (void)s0;
 }
 
+/* ---- the resident loop's stage marks on the GPU --------------------------------------- */
+
+typedef struct marks_user {
+    cw_resident *r;
+    cw_devptr word;
+    int stages; /* the capture function's stages around the kernel */
+} marks_user;
+
+static cw_status marks_workload(cw_stream *s, void *user) {
+    marks_user *u = user;
+    uint32_t st[2] = {CW_RESIDENT_NO_STAGE, CW_RESIDENT_NO_STAGE};
+    static const char *names[2] = {"outer", "inner"};
+    cw_status rc = CW_SUCCESS;
+    for (int i = 0; i < u->stages && rc == CW_SUCCESS; i++) rc = cw_resident_stage_begin(u->r, s, names[i], &st[i]);
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    long long ns = 0;
+    void *args[] = {&u->word, &ns};
+    if (rc == CW_SUCCESS) rc = cw_kernel_launch(k_spin, s, &cfg, args);
+    for (int i = u->stages; i-- > 0 && rc == CW_SUCCESS;) rc = cw_resident_stage_end(u->r, s, st[i]);
+    return rc;
+}
+
+/* The loop's GPU median per iteration (ns) over RES_REQUESTS requests. */
+static double loop_median_ns(cw_context *ctx, cw_devptr word, int trace, int stages) {
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = trace;
+    rs.overlap = 0;
+    rs.gate = CW_RESIDENT_GATE_NODE;
+    cw_resident *r = NULL;
+    CW_CHECK(cw_resident_create(&r, ctx, &rs));
+    marks_user u = {r, word, stages};
+    CW_CHECK(cw_resident_set_workload_fn(r, marks_workload, &u));
+    CW_CHECK(cw_resident_build(r));
+    CW_CHECK(cw_resident_launch(r));
+    for (int i = 0; i < RES_REQUESTS; i++) {
+        uint64_t seq = 0;
+        CW_CHECK(cw_resident_data_ready(r, &seq));
+        CW_CHECK(cw_resident_wait_result(r, seq, 5000));
+    }
+    cw_resident_info ri;
+    CW_CHECK(cw_resident_get_info(r, &ri));
+    CW_CHECK(cw_resident_tear_down(r, 5000));
+    cw_resident_destroy(&r);
+    return (double)ri.iter_median_ns;
+}
+
 int main(void) {
     rawcuda rc;
     cw_device_info info;
@@ -284,43 +346,86 @@ int main(void) {
     CW_CHECK(cw_buffer_get_ptr(buf, &word));
     printf("bench_trace: %s (%d SMs), driver %d, commit %s, %s\n", info.name, info.sm_count, drv, commit, date);
 
-    /* ---- overhead of a traced pipeline */
+    /* ---- overhead of a traced pipeline: off, events, CUPTI */
     cw_pipeline *p = make_diamond(ctx, word, 0, 1);
+    cw_trace_settings ts;
+    cw_trace_settings_default(&ts);
+    ts.gpu_timing = CW_TRACE_GPU_EVENTS;
     cw_trace *t = NULL;
-    CW_CHECK(cw_trace_create(&t, NULL));
+    CW_CHECK(cw_trace_create(&t, &ts));
     CW_CHECK(cw_pipeline_run(p, ITERS)); /* warm-up: pools, the calibration */
     CW_CHECK(cw_pipeline_set_trace(p, t));
     CW_CHECK(cw_pipeline_run(p, ITERS));
     CW_CHECK(cw_pipeline_synchronize(p));
     CW_CHECK(cw_trace_write(t, "/dev/null"));
-    double off[ROUNDS], on[ROUNDS], enq_off[ROUNDS], enq_on[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++)
-        for (int k = 0; k < 2; k++) {
-            const int traced = (k + r) % 2;
-            CW_CHECK(cw_pipeline_set_trace(p, traced ? t : NULL));
-            const unsigned long long a = now_ns();
+    /* Is CUPTI there? (a trace on CUPTI, or why not) */
+    ts.gpu_timing = CW_TRACE_GPU_CUPTI;
+    cw_trace *probe = NULL;
+    const cw_status cupti_st = cw_trace_create(&probe, &ts);
+    const int have_cupti = cupti_st == CW_SUCCESS;
+    if (have_cupti) {
+        CW_CHECK(cw_pipeline_set_trace(p, probe)); /* warm CUPTI's path too */
+        CW_CHECK(cw_pipeline_run(p, ITERS));
+        CW_CHECK(cw_pipeline_synchronize(p));
+        CW_CHECK(cw_trace_write(probe, "/dev/null"));
+        cw_trace_info pi;
+        CW_CHECK(cw_trace_get_info(probe, &pi));
+        printf("CUPTI: used (%llu records merged in the warm-up, calibrated within %lld ns)\n",
+               (unsigned long long)pi.gpu_records, (long long)pi.calibration_error_ns);
+        CW_CHECK(cw_pipeline_set_trace(p, NULL));
+        cw_trace_destroy(&probe);
+    } else {
+        printf("CUPTI: not used: %s: %s\n", cw_status_name(cupti_st), cw_last_error()->message);
+    }
+    enum { OFF, EVENTS, HELD, CUPTI, NSETS };
+    static const char *const set_names[NSETS] = {"untraced", "traced, events", "untraced, CUPTI held", "traced, CUPTI"};
+    double per[NSETS][ROUNDS], enq[NSETS][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        cw_trace *tc = NULL;
+        for (int k = 0; k < NSETS; k++) {
+            /* pairs (OFF, EVENTS) then (HELD, CUPTI), each pair's order alternating */
+            const int set = k < 2 ? ((k + r) % 2 ? EVENTS : OFF) : ((k + r) % 2 ? CUPTI : HELD);
+            if (k == 2) {
+                if (!have_cupti) break;
+                CW_CHECK(cw_trace_create(&tc, &ts));
+            }
+            CW_CHECK(cw_pipeline_set_trace(p, set == EVENTS ? t : set == CUPTI ? tc : NULL));
+            const unsigned long long a0 = now_ns();
             CW_CHECK(cw_pipeline_run(p, ITERS));
-            const unsigned long long b = now_ns();
+            const unsigned long long b0 = now_ns();
             CW_CHECK(cw_pipeline_synchronize(p));
-            const unsigned long long c = now_ns();
-            (traced ? on : off)[r] = (double)(c - a) / 1e3 / ITERS;
-            (traced ? enq_on : enq_off)[r] = (double)(b - a) / 1e3 / ITERS;
-            if (traced) CW_CHECK(cw_trace_write(t, "/dev/null"));
+            const unsigned long long c0 = now_ns();
+            per[set][r] = (double)(c0 - a0) / 1e3 / ITERS;
+            enq[set][r] = (double)(b0 - a0) / 1e3 / ITERS;
+            if (set == EVENTS) CW_CHECK(cw_trace_write(t, "/dev/null"));
+            if (set == CUPTI) CW_CHECK(cw_trace_write(tc, "/dev/null"));
         }
-    CW_CHECK(cw_pipeline_set_trace(p, NULL));
-    bench_csv_us("diamond untraced us per iteration", off, ROUNDS);
-    bench_csv_us("diamond traced us per iteration", on, ROUNDS);
-    const stats soff = stats_of(off, ROUNDS), son = stats_of(on, ROUNDS);
-    const stats eoff = stats_of(enq_off, ROUNDS), eon = stats_of(enq_on, ROUNDS);
-    printf("\ndiamond pipeline (4 operators, 1 thread), %d iterations x %d rounds, p50 over rounds:\n", ITERS, ROUNDS);
-    printf("  run + synchronize: off %.2f us/iteration, on %.2f us/iteration: +%.2f us/iteration, +%.2f us per "
-           "compute call\n", soff.p50, son.p50, son.p50 - soff.p50, (son.p50 - soff.p50) / 4);
-    printf("  enqueue (cw_pipeline_run): off %.2f us/iteration, on %.2f us/iteration: +%.2f us/iteration\n",
-           eoff.p50, eon.p50, eon.p50 - eoff.p50);
+        CW_CHECK(cw_pipeline_set_trace(p, NULL));
+        cw_trace_destroy(&tc); /* CUPTI closed until the next round */
+    }
+    const int nsets = have_cupti ? NSETS : 2;
+    stats st[NSETS], se[NSETS];
+    for (int k = 0; k < nsets; k++) {
+        char label[96];
+        snprintf(label, sizeof label, "diamond %s us per iteration", set_names[k]);
+        bench_csv_us(label, per[k], ROUNDS);
+        st[k] = stats_of(per[k], ROUNDS);
+        se[k] = stats_of(enq[k], ROUNDS);
+    }
+    printf("\ndiamond pipeline (4 operators, 1 thread), %d iterations x %d rounds, over rounds:\n", ITERS, ROUNDS);
+    for (int k = 0; k < nsets; k++)
+        printf("  %-22s run + sync p50 %.2f p99 %.2f us/iteration (%.3fx untraced; +%.2f us per compute call), "
+               "enqueue p50 %.2f\n", set_names[k], st[k].p50, st[k].p99, st[k].p50 / st[OFF].p50,
+               (st[k].p50 - st[OFF].p50) / 4, se[k].p50);
+    if (have_cupti)
+        printf("  CUPTI: cuweave's part (traced, CUPTI against untraced, CUPTI held) +%.2f us per compute call; "
+               "CUPTI's own recording +%.2f us per compute call\n", (st[CUPTI].p50 - st[HELD].p50) / 4,
+               (st[HELD].p50 - st[OFF].p50) / 4);
 
     /* ---- spans by hand */
     cw_trace *m = NULL;
-    CW_CHECK(cw_trace_create(&m, NULL));
+    ts.gpu_timing = CW_TRACE_GPU_EVENTS; /* no CUPTI session beside the hand spans */
+    CW_CHECK(cw_trace_create(&m, &ts));
     CW_CHECK(cw_trace_begin(m, s, "calibrate"));
     CW_CHECK(cw_trace_end(m, s));
     unsigned long long a = now_ns();
@@ -343,6 +448,14 @@ int main(void) {
     printf("  cw_trace_host_begin + cw_trace_host_end: %.3f us per span (mean of %d)\n", host_pair, MARKS);
     printf("  cw_trace_write: %.3f us per span (events resolved, JSON written to /dev/null)\n", write_per_span);
     cw_trace_destroy(&m);
+
+    /* ---- the resident loop's stage marks (GPU time) */
+    const double res_off = loop_median_ns(ctx, word, 0, 0), res_on = loop_median_ns(ctx, word, 1, 0),
+                 res_stages = loop_median_ns(ctx, word, 1, 2);
+    printf("\nresident loop (gate NODE, one tiny kernel), GPU median per iteration over %d requests:\n", RES_REQUESTS);
+    printf("  untraced %.2f us, traced workload %.2f us (+%.3f us per mark, stored by the loop's kernels), "
+           "two stages more %.2f us (+%.3f us per mark kernel)\n", res_off / 1e3, res_on / 1e3,
+           (res_on - res_off) / 2e3, res_stages / 1e3, (res_stages - res_on) / 4e3);
 
     /* ---- pictures */
     const char *dir = getenv("BENCH_TRACE_DIR");
@@ -368,14 +481,22 @@ int main(void) {
     }
 
     printf("\n### Tracing overhead (bench_trace, %s, driver %d, commit %s, %s)\n\n", info.name, drv, commit, date);
-    printf("| what | off | on | cost |\n|---|---|---|---|\n");
-    printf("| diamond pipeline, run + sync, us/iteration | %.2f | %.2f | +%.2f (+%.2f per compute call) |\n", soff.p50,
-           son.p50, son.p50 - soff.p50, (son.p50 - soff.p50) / 4);
-    printf("| diamond pipeline, enqueue, us/iteration | %.2f | %.2f | +%.2f |\n", eoff.p50, eon.p50,
-           eon.p50 - eoff.p50);
-    printf("| GPU span by hand (begin + end) | | | %.2f us |\n", gpu_pair);
-    printf("| host span (host_begin + host_end) | | | %.3f us |\n", host_pair);
-    printf("| cw_trace_write, per span | | | %.3f us |\n", write_per_span);
+    printf("| what | p50 | p99 | against untraced |\n|---|---|---|---|\n");
+    for (int k = 0; k < nsets; k++)
+        printf("| diamond pipeline %s, run + sync, us/iteration | %.2f | %.2f | %.3fx, +%.2f (+%.2f per compute call) |\n",
+               set_names[k], st[k].p50, st[k].p99, st[k].p50 / st[OFF].p50, st[k].p50 - st[OFF].p50,
+               (st[k].p50 - st[OFF].p50) / 4);
+    for (int k = 0; k < nsets; k++)
+        printf("| diamond pipeline %s, enqueue, us/iteration | %.2f | %.2f | +%.2f |\n", set_names[k], se[k].p50,
+               se[k].p99, se[k].p50 - se[OFF].p50);
+    printf("| resident loop untraced, GPU us/iteration | %.2f | | |\n", res_off / 1e3);
+    printf("| resident loop, workload traced (2 marks by the loop's kernels) | %.2f | | +%.3f us per mark |\n",
+           res_on / 1e3, (res_on - res_off) / 2e3);
+    printf("| resident loop, 2 capture-function stages more (4 mark kernels) | %.2f | | +%.3f us per mark kernel |\n",
+           res_stages / 1e3, (res_stages - res_on) / 4e3);
+    printf("| GPU span by hand (begin + end) | %.2f us | | |\n", gpu_pair);
+    printf("| host span (host_begin + host_end) | %.3f us | | |\n", host_pair);
+    printf("| cw_trace_write, per span | %.3f us | | |\n", write_per_span);
 
     cw_trace_destroy(&t);
     cw_pipeline_destroy(&p);

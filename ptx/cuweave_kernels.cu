@@ -84,15 +84,33 @@ __global__ void cwk_res_arm(cw_res_host *h, cw_res_dev *d, unsigned long long ti
     cw__res_arm(h, d);  // last: it announces the launch to the host
 }
 
+// Trace: the next value of the loop's trace clock, written to a stage's
+// mark word (mapped host memory). The clock's values are the global timer's
+// nanoseconds where they are new, else one past the last value taken: every
+// mark gets a value of its own, later marks larger ones, and
+// cw_trace_record_resident reads them as times. atomicMax takes `now` when
+// it is past every value taken so far; else atomicAdd takes the next one.
+// Either way one thread moves the clock to the value it takes, so no two
+// marks share one. No fence: the loop's own kernels store the marks of the
+// workload and handler stages this way (cwk_res_mark fences its own).
+static __device__ __forceinline__ void res_mark(cw_res_dev *d, unsigned long long *mark) {
+    const unsigned long long now = cw__res_now();
+    const unsigned long long prev = atomicMax(&d->trace_clock, now);
+    const unsigned long long c = now > prev ? now : atomicAdd(&d->trace_clock, 1ull) + 1ull;
+    *(volatile unsigned long long *)mark = c;
+}
+
 // First in each iteration: the poll (cw__res_poll), then the graph's
 // conditions: the IF node opens for a request, the WHILE node ends when the
-// loop stops.
+// loop stops. Traced (open_mark not NULL): the begin of the stage the poll
+// opens (the data-ready handler's, else the workload's) when it opens one.
 __global__ void cwk_res_poll(const cw_res_host *h, cw_res_dev *d, cudaGraphConditionalHandle loop,
                              cudaGraphConditionalHandle work, unsigned long long timeout_ns, unsigned sleep_ns,
-                             unsigned spin_ns, unsigned flags) {
+                             unsigned spin_ns, unsigned flags, unsigned long long *open_mark) {
     res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     const unsigned got = cw__res_poll(h, d, timeout_ns, sleep_ns, spin_ns, flags);
+    if (open_mark && got != 0u) res_mark(d, open_mark);
     // With a handler the workload stays closed until the gate, after the
     // handler, opens it or not.
     if (!(flags & CW_RES_GATE_KERNELS)) cudaGraphSetConditional(work, got == 1u ? 1u : 0u);
@@ -108,10 +126,13 @@ static __device__ __forceinline__ void res_open(cw_res_dev *d, cudaGraphConditio
 }
 
 // With a data-ready handler, after it: serves a request when the handler
-// marked data ready.
-__global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned flags) {
+// marked data ready. Traced: the handler's end (close_mark) when it ran, and
+// the workload's begin (open_mark) when the gate opens it.
+__global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, unsigned flags,
+                             unsigned long long *close_mark, unsigned long long *open_mark) {
     res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    if (close_mark && !d->stopped) res_mark(d, close_mark);
     if (!d->stopped && *(volatile unsigned *)&d->pub.ready) {
         const unsigned long long seq = d->started + 1ull;
         d->started = seq;
@@ -119,6 +140,7 @@ __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, uns
         d->t_start = cw__res_now();
         d->idle = 0u;
         d->backoff_ns = 0u;
+        if (open_mark) res_mark(d, open_mark);
         res_open(d, work, 1u, flags);
     } else {
         if (!d->stopped) {
@@ -131,11 +153,13 @@ __global__ void cwk_res_gate(cw_res_dev *d, cudaGraphConditionalHandle work, uns
 
 // Last in a served iteration (gated by kernels: in every iteration, doing
 // nothing when nothing was served): records the iteration's time and writes the
-// result signal (after a system-wide fence with sync_with_host).
-__global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags) {
+// result signal (after a system-wide fence with sync_with_host). Traced: the
+// workload's end (close_mark) first, so that the fence covers it too.
+__global__ void cwk_res_signal(cw_res_host *h, cw_res_dev *d, unsigned flags, unsigned long long *close_mark) {
     res_wait_previous();
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (d->pub.skip) return;  // gated by kernels: nothing was served
+    if (close_mark) res_mark(d, close_mark);
     cw__res_signal(h, d, flags);
 }
 
@@ -148,23 +172,14 @@ __global__ void cwk_res_loop(const cw_res_dev *d, cudaGraphConditionalHandle loo
     if (*(const volatile unsigned *)&d->stopped) cudaGraphSetConditional(loop, 0u);
 }
 
-// Trace: a stage of the loop's graph begins or ends (cw_resident_stage_begin,
-// cw_resident_stage_end). Takes the next value of the loop's trace clock and
-// writes it to the stage's word in mapped host memory, fenced, so that the
-// host can read which stages had begun and not ended after a fault made the
-// context unusable. The clock's values are the global timer's nanoseconds
-// where they are new, else one past the last value taken: every mark gets a
-// value of its own, later marks larger ones, and cw_trace_record_resident
-// reads them as times.
+// Trace: a stage a capture function began (cw_resident_stage_begin,
+// cw_resident_stage_end) begins or ends. Takes the next value of the loop's
+// trace clock (res_mark) and writes it to the stage's word in mapped host
+// memory, fenced, so that the host can read which stages had begun and not
+// ended after a fault made the context unusable.
 __global__ void cwk_res_mark(cw_res_dev *d, unsigned long long *mark) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long now = cw__res_now();
-    // atomicMax takes `now` when it is past every value taken so far; else
-    // atomicAdd takes the next one. Either way one thread moves the clock to
-    // the value it takes, so no two marks share one.
-    const unsigned long long prev = atomicMax(&d->trace_clock, now);
-    const unsigned long long c = now > prev ? now : atomicAdd(&d->trace_clock, 1ull) + 1ull;
-    *(volatile unsigned long long *)mark = c;
+    res_mark(d, mark);
     __threadfence_system();
 }
 

@@ -170,3 +170,58 @@ static_assert(offsetof(mine::CUmemAccessDesc, flags) == offsetof(::CUmemAccessDe
 SAME(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS); SAME(CU_EVENT_INTERPROCESS);
 static_assert(sizeof(mine::CUipcMemHandle) == sizeof(::CUipcMemHandle), "CUipcMemHandle size");
 static_assert(sizeof(mine::CUipcEventHandle) == sizeof(::CUipcEventHandle), "CUipcEventHandle size");
+
+// src/driver/cupti_min.h against CUPTI's headers (the toolkit's
+// extras/CUPTI/include, or a wheel's include beside cuda.h), where found.
+#if __has_include(<cupti.h>)
+#include <cupti.h>
+namespace mine {
+#include "driver/cupti_min.h"
+}  // namespace mine
+SAME(CUPTI_SUCCESS); SAME(CUPTI_ERROR_INVALID_PARAMETER); SAME(CUPTI_ERROR_OUT_OF_MEMORY);
+SAME(CUPTI_ERROR_MAX_LIMIT_REACHED); SAME(CUPTI_ERROR_NOT_INITIALIZED); SAME(CUPTI_ERROR_NOT_SUPPORTED);
+SAME(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); SAME(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); SAME(CUPTI_ERROR_UNKNOWN);
+SAME(CUPTI_ACTIVITY_KIND_MEMCPY); SAME(CUPTI_ACTIVITY_KIND_MEMSET); SAME(CUPTI_ACTIVITY_KIND_KERNEL);
+SAME(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); SAME(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+SAME(CUPTI_CB_DOMAIN_DRIVER_API); SAME(CUPTI_CB_DOMAIN_RUNTIME_API); SAME(CUPTI_API_ENTER); SAME(CUPTI_API_EXIT);
+SAME(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD); SAME(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH); SAME(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD);
+SAME(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP);
+#define CW_SAME_DRIVER_(name, id) static_assert(CUPTI_DRIVER_TRACE_CBID_##name == id, #name " differs");
+#define CW_SAME_RUNTIME_(name, id) static_assert(CUPTI_RUNTIME_TRACE_CBID_##name == id, #name " differs");
+CW_CUPTI_DRIVER_CBIDS(CW_SAME_DRIVER_)
+CW_CUPTI_RUNTIME_CBIDS(CW_SAME_RUNTIME_)
+#define CW_SAME_AT_(mine_t, real_t, f) \
+    static_assert(offsetof(mine::mine_t, f) == offsetof(::real_t, f), #real_t "." #f " differs");
+CW_SAME_AT_(CUpti_CallbackData, CUpti_CallbackData, callbackSite)
+CW_SAME_AT_(CUpti_CallbackData, CUpti_CallbackData, functionName)
+CW_SAME_AT_(CUpti_CallbackData, CUpti_CallbackData, context)
+CW_SAME_AT_(CUpti_CallbackData, CUpti_CallbackData, correlationId)
+static_assert(sizeof(mine::CUpti_CallbackData) == sizeof(::CUpti_CallbackData), "CUpti_CallbackData size");
+#if CUPTI_API_VERSION >= 130000
+#define CW_KERNEL_REC_ CUpti_ActivityKernel10
+#define CW_MEMCPY_REC_ CUpti_ActivityMemcpy6
+#else
+#define CW_KERNEL_REC_ CUpti_ActivityKernel9
+#define CW_MEMCPY_REC_ CUpti_ActivityMemcpy5
+#endif
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, start)
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, end)
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, contextId)
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, streamId)
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, correlationId)
+CW_SAME_AT_(cw_cupti_kernel_head, CW_KERNEL_REC_, name)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, copyKind)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, bytes)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, start)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, end)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, contextId)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, streamId)
+CW_SAME_AT_(cw_cupti_memcpy_head, CW_MEMCPY_REC_, correlationId)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, bytes)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, start)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, end)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, contextId)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, streamId)
+CW_SAME_AT_(cw_cupti_memset_head, CUpti_ActivityMemset4, correlationId)
+static_assert(sizeof(mine::cw_cupti_kernel_head) <= sizeof(::CW_KERNEL_REC_), "the kernel head is a head");
+#endif

@@ -354,6 +354,11 @@ struct item {
     unsigned short param_off[16];
     unsigned char args[256];
     uint64_t hb_seq; /* its number in the FIFO (hb_*; 0: not submitted) */
+    /* the observer's (fake_cuda_observe) correlation id of the call that made
+     * it (IT_KERNEL, IT_COPY, IT_MEMSET32 submitted, not captured; 0: none),
+     * and a kernel's name */
+    unsigned corr;
+    char kname[48];
     struct item *next;
 };
 
@@ -461,6 +466,42 @@ static long g_calls[F_COUNT];
 
 static void lock(void) { pthread_mutex_lock(&g_mu); }
 static void unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+/* ---- the activity observer (fake_cuda_observe; tests/fake_cupti.c) --------
+ * api(entry, arg) runs at the start of cuLaunchKernel, cuLaunchKernelEx,
+ * cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyPeerAsync, cuMemsetD32Async
+ * and cuGraphLaunch, on the calling thread, before the fake's lock is taken;
+ * the id it returns goes with the work the call submits (a graph launch's
+ * kernels, copies and memsets each). done(activity, arg) runs when such
+ * work completes (on the thread that completes it, the fake's lock held:
+ * it must not call the fake), with the host's monotonic times around it. */
+struct fake_cuda_activity {
+    int kind;      /* 1 kernel, 2 copy, 3 memset */
+    int copy_kind; /* a copy: 1 host to device, 2 device to host, 8 device to device */
+    unsigned corr;
+    CUcontext ctx;
+    unsigned long long stream; /* the stream's id (fake_cuda_stream_id) */
+    const char *name;          /* a kernel's */
+    unsigned long long bytes;
+    long long begin_ns, end_ns;
+};
+typedef unsigned (*fake_obs_api_fn)(const char *entry, void *arg);
+typedef void (*fake_obs_done_fn)(const struct fake_cuda_activity *a, void *arg);
+static fake_obs_api_fn g_obs_api;
+static fake_obs_done_fn g_obs_done;
+static void *g_obs_arg;
+static _Thread_local __attribute__((tls_model("initial-exec"))) unsigned t_obs_corr;
+
+static void obs_enter(const char *entry) {
+    fake_obs_api_fn api = __atomic_load_n(&g_obs_api, __ATOMIC_ACQUIRE);
+    t_obs_corr = api ? api(entry, __atomic_load_n(&g_obs_arg, __ATOMIC_ACQUIRE)) : 0u;
+}
+
+static long long mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 /* Persistent launches (issue 38; defined with fake_cuda_persistent_violations). Lock held. */
 static void pers_mark_locked(struct CUstream_st *s);
@@ -598,7 +639,27 @@ static int wait_value_met(const struct item *it) {
  * (everything but host functions and value waits). Called with the lock
  * held; the item is at the head of the queue or the queue is empty. */
 static int untrack_alloc(void *p, int host);
+static uint64_t hb_id(struct CUstream_st *s);
+static void apply_work_locked(struct item *it);
 static void apply_locked(struct item *it) {
+    const long long begin = it->corr ? mono_ns() : 0;
+    apply_work_locked(it);
+    fake_obs_done_fn done = __atomic_load_n(&g_obs_done, __ATOMIC_ACQUIRE);
+    if (!it->corr || !done || g_sticky) return;
+    struct fake_cuda_activity a;
+    memset(&a, 0, sizeof a);
+    a.kind = it->kind == IT_KERNEL ? 1 : it->kind == IT_COPY ? 2 : 3;
+    a.copy_kind = it->dst_checked ? (it->src_checked ? 8 : 1) : 2;
+    a.corr = it->corr;
+    a.ctx = it->stream->ctx;
+    a.stream = hb_id(it->stream);
+    a.name = it->kname;
+    a.bytes = it->bytes;
+    a.begin_ns = begin;
+    a.end_ns = mono_ns();
+    done(&a, __atomic_load_n(&g_obs_arg, __ATOMIC_ACQUIRE));
+}
+static void apply_work_locked(struct item *it) {
     if (g_fault_armed) {
         g_fault_armed = 0;
         g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -936,6 +997,10 @@ static struct item *new_item(enum item_kind kind, struct CUstream_st *s) {
     if (it) {
         it->kind = kind;
         it->stream = s;
+        if (kind == IT_KERNEL || kind == IT_COPY || kind == IT_MEMSET32) {
+            it->corr = t_obs_corr; /* the observed call's (consumed) */
+            t_obs_corr = 0;
+        }
     }
     return it;
 }
@@ -1175,6 +1240,7 @@ static int node_in(const struct CUgraph_st *g, const struct CUgraphNode_st *n) {
 
 static CUresult capture_item_locked(struct item *it) {
     struct CUstream_st *s = it->stream;
+    it->corr = 0; /* captured work is a node, not an activity */
     if (s->cap->invalidated) {
         free(it);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -2213,18 +2279,21 @@ static CUresult async_copy(void *dst, int dst_dev, const void *src, int src_dev,
 }
 
 FAKE_API CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
+    obs_enter("cuMemcpyHtoDAsync");
     ENTER(cuMemcpyHtoDAsync);
     NEED_INIT();
     RETURN(async_copy((void *)(uintptr_t)dst, 1, src, 0, bytes, stream));
 }
 
 FAKE_API CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    obs_enter("cuMemcpyDtoHAsync");
     ENTER(cuMemcpyDtoHAsync);
     NEED_INIT();
     RETURN(async_copy(dst, 0, (const void *)(uintptr_t)src, 1, bytes, stream));
 }
 
 FAKE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
+    obs_enter("cuMemsetD32Async");
     ENTER(cuMemsetD32Async);
     NEED_INIT();
     CUresult err = CUDA_SUCCESS;
@@ -2285,6 +2354,7 @@ FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
 
 FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                                     size_t bytes, CUstream stream) {
+    obs_enter("cuMemcpyPeerAsync");
     ENTER(cuMemcpyPeerAsync);
     NEED_INIT();
     if (!ctx_alive(dst_ctx) || !ctx_alive(src_ctx)) RETURN(CUDA_ERROR_INVALID_CONTEXT);
@@ -2609,6 +2679,7 @@ static CUresult launch_locked(struct CUkern_st *k, unsigned gx, unsigned gy, uns
     if (!it) return CUDA_ERROR_OUT_OF_MEMORY;
     it->user = k; /* for debugging only: never dereferenced (it may outlive the library) */
     it->func = &k->fn;
+    snprintf(it->kname, sizeof it->kname, "%s", k->name);
     size_t off = 0, size = 0;
     for (unsigned i = 0; i < 16 && params && param_of_name(k->name, i, &off, &size) && off + size <= sizeof it->args;
          i++) {
@@ -2622,6 +2693,7 @@ static CUresult launch_locked(struct CUkern_st *k, unsigned gx, unsigned gy, uns
 FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
     (void)extra;
+    obs_enter("cuLaunchKernel");
     ENTER(cuLaunchKernel);
     struct CUkern_st *k = f ? kernel_of_function(f) : NULL;
     if (!k) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* the fake loads no modules: no other function exists */
@@ -2634,6 +2706,7 @@ static unsigned g_last_launch[5];
 
 FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
     (void)extra;
+    obs_enter("cuLaunchKernelEx");
     ENTER(cuLaunchKernelEx);
     NEED_INIT();
     if (!config || !f || (config->numAttrs && !config->attrs)) RETURN(CUDA_ERROR_INVALID_VALUE);
@@ -3526,6 +3599,7 @@ FAKE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
 }
 
 FAKE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    obs_enter("cuGraphLaunch");
     ENTER(cuGraphLaunch);
     NEED_INIT();
     struct CUgraphExec_st *e = exec_of(exec);
@@ -3534,12 +3608,15 @@ FAKE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
     struct CUstream_st *s = stream_of(stream, &err);
     if (!s) RETURN(err);
     if (s->cap) RETURN(CUDA_ERROR_NOT_SUPPORTED); /* not modelled */
+    const unsigned corr = t_obs_corr;
+    t_obs_corr = 0;
     for (size_t i = 0; i < e->count; i++) {
         struct item *it = (struct item *)malloc(sizeof *it);
         if (!it) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
         *it = *e->items[i];
         it->next = NULL;
         it->stream = s;
+        it->corr = it->kind == IT_KERNEL || it->kind == IT_COPY || it->kind == IT_MEMSET32 ? corr : 0u;
         CUresult r = submit_locked(it);
         if (r != CUDA_SUCCESS) RETURN(r);
     }
@@ -4065,4 +4142,25 @@ FAKE_API void fake_cuda_set_context_flags(CUcontext ctx, unsigned flags) {
     lock();
     if (ctx && ctx_index(ctx) >= 0) ((struct CUctx_st *)ctx)->flags = flags;
     unlock();
+}
+
+/* The activity observer (see "the activity observer" above): api and done,
+ * both NULL to remove them. */
+FAKE_API void fake_cuda_observe(fake_obs_api_fn api, fake_obs_done_fn done, void *arg) {
+    lock();
+    __atomic_store_n(&g_obs_arg, arg, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_obs_done, done, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_obs_api, api, __ATOMIC_RELEASE);
+    unlock();
+}
+
+/* A stream's id, unique in the process (the activity observer's), or 0 for
+ * a handle that is no stream. */
+FAKE_API unsigned long long fake_cuda_stream_id(CUstream h) {
+    lock();
+    CUresult err = CUDA_SUCCESS;
+    struct CUstream_st *s = stream_of(h, &err);
+    const unsigned long long id = s ? hb_id(s) : 0;
+    unlock();
+    return id;
 }

@@ -15,7 +15,17 @@
  *     input port's wait);
  *   - a resident loop's stages (100 us and 50 us spins) come back with those
  *     durations, in order, inside their iteration, on the loop's tracks;
- *   - spans on a green partition's stream get a calibration of their own.
+ *   - spans on a green partition's stream get a calibration of their own;
+ *   - the pipeline tests above on timing events (gpu_timing EVENTS); on
+ *     CUPTI (skipped, with the reason, where CUPTI is absent or held, as
+ *     under compute-sanitizer): an operator's stamping kernel is one kernel
+ *     span as long as its own global-timer stamps say (within 2 us), inside
+ *     the host span around the run and the operator's span, its copy a
+ *     memcpy span with its bytes, one record per launch; in the diamond the
+ *     sink's kernel begins after both branches' kernels end, the branches'
+ *     kernels overlap; a resident loop with a data-ready handler (gate
+ *     NODE) comes back with its handler's and workload's stages (marked
+ *     by the loop's own kernels) around the stages inside them.
  * Exits 77 without a GPU.
  */
 #define _GNU_SOURCE
@@ -29,14 +39,16 @@
 static rawcuda rc;
 static cw_context *ctx;
 static cw_module *mod;
-static cw_kernel *k_stamp, *k_spin;
+static cw_kernel *k_stamp, *k_spin, *k_handler;
 
 /* ---- a small reader of the file cw_trace_write makes (its own format) -------- */
 
 typedef struct Span {
     char name[64], track[64];
+    char cat[8], op[64]; /* op: args.operator (CUPTI's spans), else "" */
     int pid;
     double ts, dur;
+    long long bytes; /* args.bytes, else -1 */
 } Span;
 
 /* Reads the X events of path with their track names (sscanf over the lines
@@ -72,6 +84,12 @@ static size_t read_spans(const char *path, Span *out, size_t cap) {
             sscanf(line, "{\"name\":\"%63[^\"]\",\"cat\":\"%7[^\"]\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lf,\"dur\":%lf",
                    name, cat, &pid, &tid, &ts, &dur) == 6) {
             snprintf(raw[nr].s.name, 64, "%s", name);
+            snprintf(raw[nr].s.cat, 8, "%s", cat);
+            raw[nr].s.op[0] = 0;
+            raw[nr].s.bytes = -1;
+            const char *op = strstr(line, "\"operator\":\""), *by = strstr(line, "\"bytes\":");
+            if (op) sscanf(op + 12, "%63[^\"]", raw[nr].s.op);
+            if (by) raw[nr].s.bytes = atoll(by + 8);
             raw[nr].s.pid = pid;
             raw[nr].s.ts = ts;
             raw[nr].s.dur = dur;
@@ -291,7 +309,10 @@ static void test_pipeline(void **state) {
     assert_cw_ok(cw_operator_create(&op, "spin", &ops, NULL, NULL));
     assert_cw_ok(cw_pipeline_add(p, op));
     cw_trace *t = NULL;
-    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_trace_settings ts;
+    cw_trace_settings_default(&ts);
+    ts.gpu_timing = CW_TRACE_GPU_EVENTS; /* the event path (CUPTI's: test_cupti_*) */
+    assert_cw_ok(cw_trace_create(&t, &ts));
     assert_cw_ok(cw_pipeline_set_trace(p, t));
     assert_cw_ok(cw_pipeline_run(p, 4));
     assert_cw_ok(cw_pipeline_synchronize(p));
@@ -369,7 +390,10 @@ static void test_diamond_sink_after_both(void **state) {
     assert_cw_ok(cw_pipeline_connect(p, "left", "out", "sink", "a"));
     assert_cw_ok(cw_pipeline_connect(p, "right", "out", "sink", "b"));
     cw_trace *t = NULL;
-    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_trace_settings ts;
+    cw_trace_settings_default(&ts);
+    ts.gpu_timing = CW_TRACE_GPU_EVENTS; /* the event path (CUPTI's: test_cupti_diamond) */
+    assert_cw_ok(cw_trace_create(&t, &ts));
     assert_cw_ok(cw_pipeline_set_trace(p, t));
     assert_cw_ok(cw_pipeline_run(p, 2));
     assert_cw_ok(cw_pipeline_synchronize(p));
@@ -437,11 +461,271 @@ static void test_partition_calibrated(void **state) {
     cw_partition_group_destroy(&g);
 }
 
+/* ---- CUPTI: kernel spans from CUPTI's records ------------------------------------ */
+
+/* A trace on CUPTI, or NULL (the test skips, saying why). */
+static cw_trace *cupti_trace(void) {
+    cw_trace_settings ts;
+    cw_trace_settings_default(&ts);
+    ts.gpu_timing = CW_TRACE_GPU_CUPTI;
+    cw_trace *t = NULL;
+    const cw_status st = cw_trace_create(&t, &ts);
+    if (st == CW_ERROR_NOT_SUPPORTED || st == CW_ERROR_NOT_PERMITTED) {
+        printf("# no CUPTI here: %s: %s\n", cw_status_name(st), cw_last_error()->message);
+        return NULL;
+    }
+    assert_cw_ok(st);
+    return t;
+}
+
+static cw_devptr g_stamps;
+static cw_status stamp_op(cw_io *io, void *user) {
+    (void)user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, NULL, &s);
+    if (st != CW_SUCCESS) return st;
+    long long ns = 200000;
+    void *args[] = {&g_stamps, &ns};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    if ((st = cw_kernel_launch(k_stamp, s, &cfg, args)) != CW_SUCCESS) return st;
+    static unsigned char host[1 << 20];
+    return cw_copy_to_device(s, g_word, host, sizeof host);
+}
+
+static void test_cupti_spans_match_the_gpu(void **state) {
+    (void)state;
+    cw_trace *t = cupti_trace();
+    if (!t) skip();
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *b = NULL, *sb = NULL;
+    assert_cw_ok(cw_buffer_create(&b, s, 1 << 20));
+    assert_cw_ok(cw_buffer_create(&sb, s, 64));
+    assert_cw_ok(cw_buffer_get_ptr(b, &g_word));
+    assert_cw_ok(cw_buffer_get_ptr(sb, &g_stamps));
+    assert_cw_ok(cw_stream_synchronize(s));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = stamp_op;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, "stamp", &ops, NULL, NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    assert_cw_ok(cw_pipeline_run(p, 1)); /* untraced: loads the kernel (a span would hold the load) */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    assert_cw_ok(cw_trace_host_begin(t, "run"));
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_trace_host_end(t));
+    unsigned long long stamps[2] = {0};
+    assert_cw_ok(cw_copy_to_host(s, stamps, g_stamps, sizeof stamps));
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_cw_ok(cw_trace_write(t, g_path));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    printf("# CUPTI: %llu records, calibration within %.3f us\n", (unsigned long long)info.gpu_records,
+           (double)info.calibration_error_ns / 1e3);
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_CUPTI);
+    assert_int_equal(info.gpu_records, 2); /* the kernel and the copy */
+    if (!slowed()) assert_true(info.calibration_error_ns < 50000);
+    Span sp[32];
+    const size_t n = read_spans(g_path, sp, 32);
+    const Span *k = NULL, *c = NULL, *run = named(sp, n, "run", 0), *opspan = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(sp[i].cat, "kernel")) k = &sp[i];
+        if (!strcmp(sp[i].cat, "memcpy")) c = &sp[i];
+        if (!strcmp(sp[i].cat, "gpu") && !strcmp(sp[i].name, "stamp")) opspan = &sp[i];
+    }
+    assert_non_null(k);
+    assert_non_null(c);
+    assert_non_null(opspan);
+    const double gpu_us = (double)(stamps[1] - stamps[0]) / 1e3, err = (double)info.calibration_error_ns / 1e3 + 1.0;
+    printf("# kernel %s: %.2f us in the trace, %.2f us by its own stamps; copy %.2f us\n", k->name, k->dur, gpu_us,
+           c->dur);
+    assert_string_equal(k->name, "cw_stamp");
+    assert_string_equal(k->op, "stamp");
+    assert_string_equal(k->track, "stamp");
+    assert_true(k->dur >= gpu_us - 0.5);
+    if (!slowed()) assert_true(k->dur <= gpu_us + 2.0);
+    assert_string_equal(c->name, "memcpy HtoD");
+    assert_int_equal(c->bytes, 1 << 20);
+    assert_true(c->ts >= k->ts + k->dur - 0.01); /* after the kernel on its stream */
+    assert_true(k->ts >= run->ts - err && c->ts + c->dur <= run->ts + run->dur + err);
+    assert_true(opspan->ts <= k->ts + 0.001 && opspan->ts + opspan->dur >= c->ts + c->dur - 0.001);
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    cw_buffer_destroy(&b);
+    cw_buffer_destroy(&sb);
+    cw_stream_destroy(&s);
+}
+
+static void test_cupti_diamond(void **state) {
+    (void)state;
+    cw_trace *t = cupti_trace();
+    if (!t) skip();
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create(&b, s, 64));
+    assert_cw_ok(cw_buffer_get_ptr(b, &g_word));
+    assert_cw_ok(cw_stream_synchronize(s));
+    static dop ops[4] = {{{NULL, NULL}, 2, 1000}, {{"in", NULL}, 1, 100000}, {{"in", NULL}, 1, 300000},
+                         {{"a", "b"}, 0, 1000}};
+    static const char *names[4] = {"src", "left", "right", "sink"};
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    for (int i = 0; i < 4; i++) {
+        cw_operator_ops oo;
+        memset(&oo, 0, sizeof oo);
+        oo.compute = dop_compute;
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, names[i], &oo, &ops[i], NULL));
+        for (int k = 0; k < 2; k++)
+            if (ops[i].in[k]) assert_cw_ok(cw_operator_add_input(op, ops[i].in[k], NULL));
+        if (ops[i].nout > 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (ops[i].nout > 1) assert_cw_ok(cw_operator_add_output(op, "out2", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out", "left", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out2", "right", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "left", "out", "sink", "a"));
+    assert_cw_ok(cw_pipeline_connect(p, "right", "out", "sink", "b"));
+    assert_cw_ok(cw_pipeline_run(p, 1)); /* loads */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    assert_cw_ok(cw_pipeline_run(p, 2));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_cw_ok(cw_trace_write(t, g_path));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_records, 8); /* one kernel a call */
+    Span sp[64];
+    const size_t n = read_spans(g_path, sp, 64);
+    for (int it = 0; it < 2; it++) {
+        const Span *l = NULL, *r = NULL, *k = NULL;
+        int nl = 0, nr = 0, nk = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(sp[i].cat, "kernel")) continue;
+            if (!strcmp(sp[i].op, "left") && nl++ == it) l = &sp[i];
+            if (!strcmp(sp[i].op, "right") && nr++ == it) r = &sp[i];
+            if (!strcmp(sp[i].op, "sink") && nk++ == it) k = &sp[i];
+        }
+        assert_non_null(l);
+        assert_non_null(r);
+        assert_non_null(k);
+        printf("# CUPTI iteration %d: left kernel %.1f us, right %.1f us, sink begins %.1f us after right ends\n", it,
+               l->dur, r->dur, k->ts - (r->ts + r->dur));
+        assert_true(r->dur >= 299.0 && l->dur >= 99.0);
+        if (it == 0) assert_true(l->ts < r->ts + r->dur && r->ts < l->ts + l->dur); /* the branches overlap */
+        assert_true(k->ts >= r->ts + r->dur - 0.01 && k->ts >= l->ts + l->dur - 0.01);
+    }
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&s);
+}
+
+/* A resident loop with a data-ready handler (cw_res_handler: data ready
+ * while the count the host set is ahead of what it consumed), gate
+ * NODE: the handler's and the workload's stages are marked by the loop's
+ * own kernels (the poll, the gate, the signal), the stage inside the
+ * workload by mark kernels. */
+typedef struct hres {
+    cw_resident *r;
+    cw_devptr word, ctl, produced, consumed;
+} hres;
+
+static cw_status one_stage(cw_stream *s, void *user) {
+    hres *u = user;
+    uint32_t stage = 0;
+    cw_status st = cw_resident_stage_begin(u->r, s, "inner", &stage);
+    if (st != CW_SUCCESS) return st;
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    long long ns = 50000;
+    void *args[] = {&u->word, &ns};
+    if ((st = cw_kernel_launch(k_spin, s, &cfg, args)) != CW_SUCCESS) return st;
+    return cw_resident_stage_end(u->r, s, stage);
+}
+
+static cw_status ready_handler(cw_stream *s, void *user) {
+    hres *u = user;
+    void *args[] = {&u->ctl, &u->produced, &u->consumed};
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    return cw_kernel_launch(k_handler, s, &cfg, args);
+}
+
+static void test_resident_loop_kernels_mark(void **state) {
+    (void)state;
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *b = NULL;
+    assert_cw_ok(cw_buffer_create(&b, s, 64));
+    hres u;
+    memset(&u, 0, sizeof u);
+    assert_cw_ok(cw_buffer_get_ptr(b, &u.word));
+    u.produced = u.word + 16;
+    u.consumed = u.word + 32;
+    const unsigned zero[12] = {0};
+    assert_cw_ok(cw_copy_to_device(s, u.word, zero, sizeof zero));
+    assert_cw_ok(cw_stream_synchronize(s));
+    cw_resident_settings rs;
+    cw_resident_settings_default(&rs);
+    rs.trace = 1;
+    rs.gate = CW_RESIDENT_GATE_NODE; /* the workload runs only when served (its kernels do not read skip) */
+    assert_cw_ok(cw_resident_create(&u.r, ctx, &rs));
+    assert_cw_ok(cw_resident_get_ctl(u.r, &u.ctl));
+    assert_cw_ok(cw_resident_set_workload_fn(u.r, one_stage, &u));
+    assert_cw_ok(cw_resident_set_handler_fn(u.r, ready_handler, &u));
+    assert_cw_ok(cw_resident_build(u.r));
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    assert_cw_ok(cw_trace_record_resident(t, u.r)); /* calibrates */
+    assert_cw_ok(cw_resident_launch(u.r));
+    const unsigned three = 3;
+    assert_cw_ok(cw_copy_to_device(s, u.produced, &three, sizeof three)); /* three items */
+    assert_cw_ok(cw_stream_synchronize(s));
+    assert_cw_ok(cw_resident_wait_result(u.r, 3, 5000));
+    assert_cw_ok(cw_trace_record_resident(t, u.r));
+    assert_cw_ok(cw_resident_tear_down(u.r, 5000));
+    assert_cw_ok(cw_trace_write(t, g_path));
+    Span sp[256];
+    const size_t n = read_spans(g_path, sp, 256);
+    int workloads = 0, handlers = 0;
+    for (size_t i = 0; i < n; i++) {
+        handlers += !strcmp(sp[i].name, "handler");
+        if (strcmp(sp[i].name, "workload")) continue;
+        const Span *w = &sp[i];
+        workloads++;
+        int inside = 0; /* the inner stage of this iteration, inside the workload */
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(sp[j].name, "inner") && sp[j].ts >= w->ts - 0.001 && sp[j].ts + sp[j].dur <= w->ts + w->dur + 0.001) {
+                inside++;
+                printf("# workload %.2f us around its inner stage's %.2f us\n", w->dur, sp[j].dur);
+                assert_true(sp[j].dur >= 49.0);
+                if (!slowed()) assert_true(w->dur < sp[j].dur + 30.0); /* the loop's own marks close around it */
+            }
+        assert_int_equal(inside, 1);
+    }
+    printf("# handler loop: %d workload stages, %d handler stages\n", workloads, handlers);
+    assert_true(workloads >= 1);
+    assert_true(handlers >= 1);
+    cw_resident_destroy(&u.r);
+    cw_trace_destroy(&t);
+    cw_buffer_destroy(&b);
+    cw_stream_destroy(&s);
+}
+
 static int group_setup(void **state) {
     (void)state;
     if (cw_context_create(&ctx, 0) != CW_SUCCESS || cw_module_load_image(&mod, cw_test_kernels_fatbin) != CW_SUCCESS ||
         cw_module_get_kernel(mod, "cw_stamp", &k_stamp) != CW_SUCCESS ||
-        cw_module_get_kernel(mod, "cw_spin_add", &k_spin) != CW_SUCCESS)
+        cw_module_get_kernel(mod, "cw_spin_add", &k_spin) != CW_SUCCESS ||
+        cw_module_get_kernel(mod, "cw_res_handler", &k_handler) != CW_SUCCESS)
         return -1;
     snprintf(g_path, sizeof g_path, "/tmp/cw-gpu-trace-%d.json", (int)getpid());
     return 0;
@@ -464,6 +748,9 @@ int main(void) {
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_diamond_sink_after_both),
         cmocka_unit_test(test_partition_calibrated),
+        cmocka_unit_test(test_cupti_spans_match_the_gpu),
+        cmocka_unit_test(test_cupti_diamond),
+        cmocka_unit_test(test_resident_loop_kernels_mark),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

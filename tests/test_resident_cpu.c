@@ -1952,8 +1952,36 @@ static void test_trace(void **state) {
 
     trace_fn t = {r, 0};
     assert_cw_ok(cw_resident_set_workload_fn(r, traced_capture, &t));
+    long launched = launches();
     assert_cw_ok(cw_resident_build(r));
+    const long traced_launches = launches() - launched;
     assert_int_equal(t.calls, 3);
+    /* The loop's own stages (workload, handler) are marked by the loop's own
+     * kernels (the poll or gate that opens the stage, the gate or signal
+     * after it): a traced build launches one mark kernel per begin and end
+     * of a stage a capture function began (2 stages, 3 copies: 12), none
+     * for the workload or the handler. The same loop untraced is the base. */
+    cw_resident *bare = NULL;
+    s.trace = 0;
+    assert_cw_ok(cw_resident_create(&bare, ctx, &s));
+    s.trace = 1;
+    trace_fn tb = {bare, 0};
+    assert_cw_ok(cw_resident_set_workload_fn(bare, traced_capture, &tb));
+    launched = launches();
+    assert_cw_ok(cw_resident_build(bare));
+    const long bare_launches = launches() - launched;
+    assert_int_equal(traced_launches - bare_launches, 2 * 2 * 3);
+    assert_cw_ok(cw_resident_set_handler_fn(bare, three_kernels, NULL));
+    launched = launches();
+    assert_cw_ok(cw_resident_build(bare));
+    const long bare_handler_launches = launches() - launched;
+    assert_cw_ok(cw_resident_set_handler_fn(r, three_kernels, NULL));
+    launched = launches();
+    assert_cw_ok(cw_resident_build(r));
+    assert_int_equal(launches() - launched - bare_handler_launches, 2 * 2 * 3); /* the handler's stage: none */
+    assert_cw_ok(cw_resident_set_handler_fn(r, NULL, NULL));
+    assert_cw_ok(cw_resident_build(r));
+    cw_resident_destroy(&bare);
     volatile unsigned long long *marks = NULL;
     unsigned stages = 0;
     assert_int_equal(cwi_resident_trace(r, &marks, &stages), 0);

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -237,8 +238,12 @@ static void jparse_tests(void **state) {
 
 typedef struct Ev {
     char name[64];
+    char cat[16];
     int pid, tid;
     double ts, dur;
+    /* args (CUPTI's spans): -1 when absent */
+    long long corr, iteration, bytes;
+    char op[64];
 } Ev;
 
 typedef struct Trace {
@@ -249,6 +254,8 @@ typedef struct Trace {
         char name[64];
     } tracks[64];
     size_t ntracks;
+    char gpu_timing[16]; /* otherData's: "events" or "cupti" */
+    char cupti[256];     /* and what it says of CUPTI */
 } Trace;
 
 static char *slurp(const char *path) {
@@ -278,6 +285,14 @@ static void load_trace(const char *path, Trace *t) {
     assert_int_equal(evs->type, J_ARR);
     const JV *unit = jget(&root, "displayTimeUnit");
     assert_true(unit && unit->type == J_STR && !strcmp(unit->str, "ns"));
+    /* how the trace timed its compute calls, and why */
+    const JV *other = jget(&root, "otherData");
+    assert_true(other && other->type == J_OBJ);
+    const JV *timing = jget(other, "gpu_timing"), *cupti = jget(other, "cupti");
+    assert_true(timing && timing->type == J_STR && cupti && cupti->type == J_STR);
+    assert_true(!strcmp(timing->str, "events") || !strcmp(timing->str, "cupti"));
+    snprintf(t->gpu_timing, sizeof t->gpu_timing, "%s", timing->str);
+    snprintf(t->cupti, sizeof t->cupti, "%s", cupti->str);
     int procs[8] = {0};
     for (size_t i = 0; i < evs->n; i++) {
         const JV *e = &evs->items[i];
@@ -314,6 +329,20 @@ static void load_trace(const char *path, Trace *t) {
         assert_true(t->n < 512);
         Ev *x = &t->ev[t->n++];
         snprintf(x->name, sizeof x->name, "%s", name->str);
+        const JV *cat = jget(e, "cat"), *args = jget(e, "args");
+        assert_true(cat && cat->type == J_STR);
+        snprintf(x->cat, sizeof x->cat, "%s", cat->str);
+        x->corr = x->iteration = x->bytes = -1;
+        x->op[0] = 0;
+        if (args) {
+            assert_int_equal(args->type, J_OBJ);
+            const JV *c = jget(args, "correlation"), *it = jget(args, "iteration"), *b = jget(args, "bytes"),
+                     *op = jget(args, "operator");
+            if (c) assert_true(is_int(c)), x->corr = (long long)c->num;
+            if (it) assert_true(is_int(it)), x->iteration = (long long)it->num;
+            if (b) assert_true(is_int(b)), x->bytes = (long long)b->num;
+            if (op) assert_int_equal(op->type, J_STR), snprintf(x->op, sizeof x->op, "%s", op->str);
+        }
         x->pid = (int)pid->num;
         x->tid = (int)tid->num;
         x->ts = ts->num;
@@ -333,12 +362,16 @@ static void load_trace(const char *path, Trace *t) {
         for (size_t k = 0; k < t->n; k++) {
             const Ev *a = &t->ev[i], *b = &t->ev[k];
             if (i == k || a->pid != b->pid || a->tid != b->tid) continue;
-            const double ae = a->ts + a->dur, be = b->ts + b->dur;
-            const int apart = ae <= b->ts || be <= a->ts;
-            const int a_in_b = a->ts >= b->ts && ae <= be, b_in_a = b->ts >= a->ts && be <= ae;
+            /* in whole ns, as the file has them (3 decimals of us; as
+             * Perfetto's importer reads them): a sum of doubles would differ
+             * in the last bit where a parent ends with its last child */
+            const long long as = llround(a->ts * 1e3), bs = llround(b->ts * 1e3);
+            const long long ae = as + llround(a->dur * 1e3), be = bs + llround(b->dur * 1e3);
+            const int apart = ae <= bs || be <= as;
+            const int a_in_b = as >= bs && ae <= be, b_in_a = bs >= as && be <= ae;
             if (!apart && !a_in_b && !b_in_a)
-                fail_msg("slices '%s' [%.3f, %.3f] and '%s' [%.3f, %.3f] overlap in part on one track", a->name,
-                         a->ts, ae, b->name, b->ts, be);
+                fail_msg("slices '%s' [%lld, %lld] ns and '%s' [%lld, %lld] ns overlap in part on one track", a->name,
+                         as, ae, b->name, bs, be);
         }
 }
 
@@ -1350,6 +1383,552 @@ static void test_write_sort(void **state) {
     cw_trace_destroy(&t);
 }
 
+/* ---- CUPTI: kernel spans from activity records (tests/fake_cupti.c) ------- */
+
+/* The fake CUPTI's controls (dlsym; the same library cuweave opens). */
+struct fake_cupti_rec {
+    unsigned corr;
+    int kind; /* 1 kernel, 2 copy, 3 memset */
+    long long begin_ns, end_ns;
+    char name[48];
+};
+static void (*cupti_busy)(int on);
+static void (*cupti_fail)(const char *entry, int result);
+static void (*cupti_buffer_records)(size_t n);
+static size_t (*cupti_log)(struct fake_cupti_rec *out, size_t cap);
+static void (*cupti_state)(int *subscribed, int *kinds, long *buffers, long *callbacks);
+static long (*fake_calls)(const char *entry);
+static int (*raw_memset)(unsigned long long dst, unsigned value, size_t count, CUstream s);
+static char g_cupti_path[300];
+
+static const char k_cupti_ptx[] = "//\n// trace test kernels\n//\n\n.version 8.0\n.target sm_90\n.address_size 64\n";
+
+/* The next trace that asks for CUPTI opens path (a missing file: none). */
+static void use_cupti(const char *path) {
+    setenv("CUWEAVE_LIBCUPTI", path, 1);
+    assert_int_equal(cwi_cupti_forget(), 0);
+}
+
+static long long mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* No CUPTI session is left: unsubscribed, no kind enabled, no buffer held. */
+static void assert_cupti_closed(void) {
+    int sub = -1, kinds = -1;
+    long buffers = -1;
+    cupti_state(&sub, &kinds, &buffers, NULL);
+    assert_int_equal(sub, 0);
+    assert_int_equal(kinds, 0);
+    assert_int_equal(buffers, 0);
+}
+
+static void test_cupti_absent(void **state) {
+    (void)state;
+    use_cupti("/nonexistent/libcupti.so.13");
+    cw_trace_settings s;
+    cw_trace_settings_default(&s);
+    assert_int_equal(s.gpu_timing, CW_TRACE_GPU_AUTO);
+    cw_trace *t = NULL;
+    s.gpu_timing = 3;
+    assert_cw(CW_ERROR_INVALID_ARGUMENT, cw_trace_create(&t, &s));
+    assert_null(t);
+    s.gpu_timing = CW_TRACE_GPU_CUPTI;
+    assert_cw(CW_ERROR_NOT_SUPPORTED, cw_trace_create(&t, &s));
+    assert_non_null(strstr(cw_last_error()->message, "/nonexistent/libcupti.so.13"));
+    assert_null(t);
+    const char *want[2] = {"not used: CUPTI not found: tried /nonexistent/libcupti.so.13",
+                           "not used: gpu_timing is CW_TRACE_GPU_EVENTS"};
+    for (int k = 0; k < 2; k++) {
+        s.gpu_timing = k ? CW_TRACE_GPU_EVENTS : CW_TRACE_GPU_AUTO;
+        cw_clear_error();
+        assert_cw_ok(cw_trace_create(&t, &s));
+        assert_int_equal(cw_last_error()->status, CW_SUCCESS); /* AUTO without CUPTI is no failure */
+        cw_trace_info info;
+        assert_cw_ok(cw_trace_get_info(t, &info));
+        assert_int_equal(info.gpu_timing, CW_TRACE_GPU_EVENTS);
+        assert_int_equal(info.cupti_result, k ? 0 : -1);
+        assert_int_equal(info.gpu_records, 0);
+        char path[300];
+        snprintf(path, sizeof path, "%s/absent.json", g_dir);
+        assert_cw_ok(cw_trace_write(t, path));
+        Trace *tr = calloc(1, sizeof *tr);
+        load_trace(path, tr);
+        assert_string_equal(tr->gpu_timing, "events");
+        assert_string_equal(tr->cupti, want[k]);
+        free(tr);
+        cw_trace_destroy(&t);
+    }
+}
+
+/* A diamond whose operators launch: src a kernel and a copy to the device,
+ * left and right a kernel each, sink a kernel and a memset (the driver's,
+ * called directly: cuweave has no memset call). */
+typedef struct COp {
+    const char *in[2];
+    int nout;
+    cw_kernel *k;
+    int copy, memset;
+} COp;
+static cw_devptr g_cdev;
+
+static cw_status cupti_compute(cw_io *io, void *user) {
+    COp *o = user;
+    cw_stream *s = NULL;
+    cw_status st = cw_io_receive_stream(io, o->in[0], &s);
+    if (st != CW_SUCCESS) return st;
+    if (o->in[1] && (st = cw_io_receive_stream(io, o->in[1], &s)) != CW_SUCCESS) return st;
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    void *args[] = {&g_cdev};
+    if ((st = cw_kernel_launch(o->k, s, &cfg, args)) != CW_SUCCESS) return st;
+    static const unsigned char host[256];
+    if (o->copy && (st = cw_copy_to_device(s, g_cdev, host, sizeof host)) != CW_SUCCESS) return st;
+    if (o->memset) {
+        CUstream h = NULL;
+        if ((st = cwt_stream_handle(s, &h)) != CW_SUCCESS) return st;
+        if (raw_memset(g_cdev, 0, 64, h) != 0) return CW_ERROR_DRIVER;
+    }
+    for (int i = 0; i < o->nout; i++)
+        if ((st = cw_io_emit(io, i ? "out2" : "out", NULL, NULL)) != CW_SUCCESS) return st;
+    return CW_SUCCESS;
+}
+
+static COp g_cops[4];
+static const char *const k_cop_names[4] = {"src", "left", "right", "sink"};
+static const char *const k_cop_kernels[4] = {"src_k#8", "left_k#8", "right_k#8", "sink_k#8"};
+
+static cw_pipeline *cupti_diamond(cw_module *m) {
+    const COp shape[4] = {{{NULL, NULL}, 2, NULL, 1, 0}, {{"in", NULL}, 1, NULL, 0, 0}, {{"in", NULL}, 1, NULL, 0, 0},
+                          {{"a", "b"}, 0, NULL, 0, 1}};
+    cw_pipeline_settings ps;
+    cw_pipeline_settings_default(&ps);
+    ps.threads = 2;
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, &ps));
+    for (int i = 0; i < 4; i++) {
+        g_cops[i] = shape[i];
+        assert_cw_ok(cw_module_get_kernel(m, k_cop_kernels[i], &g_cops[i].k));
+        cw_operator_ops ops;
+        memset(&ops, 0, sizeof ops);
+        ops.compute = cupti_compute;
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create(&op, k_cop_names[i], &ops, &g_cops[i], NULL));
+        for (int k = 0; k < 2; k++)
+            if (g_cops[i].in[k]) assert_cw_ok(cw_operator_add_input(op, g_cops[i].in[k], NULL));
+        if (g_cops[i].nout > 0) assert_cw_ok(cw_operator_add_output(op, "out", NULL));
+        if (g_cops[i].nout > 1) assert_cw_ok(cw_operator_add_output(op, "out2", NULL));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out", "left", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "src", "out2", "right", "in"));
+    assert_cw_ok(cw_pipeline_connect(p, "left", "out", "sink", "a"));
+    assert_cw_ok(cw_pipeline_connect(p, "right", "out", "sink", "b"));
+    return p;
+}
+
+static const Ev *span_of_corr(const Trace *t, unsigned corr, int *count) {
+    const Ev *found = NULL;
+    *count = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].corr == (long long)corr) {
+            found = &t->ev[i];
+            ++*count;
+        }
+    return found;
+}
+
+static void test_cupti_pipeline(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    cw_pipeline *p = cupti_diamond(m);
+    assert_cw_ok(cw_pipeline_run(p, 8)); /* warm: pools, kernels */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    long before[NKINDS];
+    snapshot(before); /* compared once the trace is gone, the pipeline still here */
+    cupti_log(NULL, 0);
+    const long long t0 = mono();
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, NULL)); /* AUTO: the fake CUPTI */
+    const long long t1 = mono();
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_CUPTI);
+    assert_int_equal(info.cupti_result, 0);
+    assert_int_equal(info.contexts, 1); /* CUPTI's clock */
+    assert_true(info.calibration_error_ns > 0 && info.calibration_error_ns < 1000000);
+    int sub = 0, kinds = 0;
+    cupti_state(&sub, &kinds, NULL, NULL);
+    assert_int_equal(sub, 1);
+    assert_int_equal(kinds, 7);
+    /* the same run untraced and traced: no event recorded for the trace */
+    long ev = fake_calls("cuEventRecord");
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    const long untraced_records = fake_calls("cuEventRecord") - ev;
+    struct fake_cupti_rec untraced[64];
+    const size_t nun = cupti_log(untraced, 64);
+    assert_int_equal(nun, 3 * 6); /* CUPTI sees every launch in the process */
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    ev = fake_calls("cuEventRecord");
+    assert_cw_ok(cw_pipeline_run(p, 3));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    assert_int_equal(fake_calls("cuEventRecord") - ev, untraced_records);
+    struct fake_cupti_rec rec[64];
+    const size_t nrec = cupti_log(rec, 64);
+    assert_int_equal(nrec, 3 * 6);
+    /* a launch outside every compute call: recorded by CUPTI, not traced */
+    cw_launch_config cfg;
+    cw_launch_config_default(&cfg);
+    void *args[] = {&g_cdev};
+    assert_cw_ok(cw_kernel_launch(g_cops[0].k, s, &cfg, args));
+    assert_cw_ok(cw_stream_synchronize(s));
+    struct fake_cupti_rec outside;
+    assert_int_equal(cupti_log(&outside, 1), 1);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-pipeline.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_records, nrec);
+    assert_int_equal(info.dropped, 0);
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr); /* the format, the nesting rule */
+    assert_string_equal(tr->gpu_timing, "cupti");
+    assert_int_equal(strncmp(tr->cupti, "used: ", 6), 0);
+    assert_non_null(strstr(tr->cupti, "libfakecupti.so"));
+    /* every traced record is a span, once, as CUPTI had it, on the host's
+     * clock: ts is the record's begin less the trace's origin, made between
+     * t0 and t1 (within the calibration error and the file's rounding) */
+    const double err = (double)info.calibration_error_ns + 2.0;
+    int kernels[4] = {0}, copies = 0, memsets = 0;
+    long long iters[4][3];
+    for (size_t i = 0; i < nrec; i++) {
+        int n = 0;
+        const Ev *e = span_of_corr(tr, rec[i].corr, &n);
+        if (n != 1) fail_msg("record %u (%s) is %d spans", rec[i].corr, rec[i].name, n);
+        assert_int_equal(e->pid, 2);
+        const double origin = (double)rec[i].begin_ns - e->ts * 1e3;
+        if (origin < (double)t0 - err || origin > (double)t1 + err)
+            fail_msg("record %u begins at %.0f ns from an origin outside [%lld, %lld]", rec[i].corr, origin, t0, t1);
+        assert_true(fabs(e->dur * 1e3 - (double)(rec[i].end_ns - rec[i].begin_ns)) <= 2.0);
+        assert_true(e->iteration >= 0);
+        int op = -1;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(e->op, k_cop_names[k])) op = k;
+        assert_true(op >= 0);
+        assert_string_equal(track_name(tr, e), k_cop_names[op]); /* the stream the call asked for */
+        if (rec[i].kind == 1) {
+            assert_string_equal(e->cat, "kernel");
+            assert_string_equal(e->name, k_cop_kernels[op]);
+            assert_true(kernels[op] < 3);
+            iters[op][kernels[op]++] = e->iteration;
+        } else if (rec[i].kind == 2) {
+            assert_string_equal(e->cat, "memcpy");
+            assert_string_equal(e->name, "memcpy HtoD");
+            assert_int_equal(e->bytes, 256);
+            assert_int_equal(op, 0);
+            copies++;
+        } else {
+            assert_string_equal(e->cat, "memset");
+            assert_string_equal(e->name, "memset");
+            assert_int_equal(e->bytes, 64 * 4);
+            assert_int_equal(op, 3);
+            memsets++;
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(kernels[k], 3);
+        assert_true(iters[k][0] != iters[k][1] && iters[k][1] != iters[k][2] && iters[k][0] != iters[k][2]);
+    }
+    assert_int_equal(copies, 3);
+    assert_int_equal(memsets, 3);
+    /* the untraced run's records and the launch outside are not there */
+    for (size_t i = 0; i < nun; i++) {
+        int n = 0;
+        span_of_corr(tr, untraced[i].corr, &n);
+        assert_int_equal(n, 0);
+    }
+    int n_out = 0;
+    span_of_corr(tr, outside.corr, &n_out);
+    assert_int_equal(n_out, 0);
+    /* per call, a span named after its operator around its records on its
+     * stream's track; per call a host span */
+    for (int k = 0; k < 4; k++) {
+        int gpu = 0, host = 0;
+        for (size_t i = 0; i < tr->n; i++) {
+            const Ev *e = &tr->ev[i];
+            if (strcmp(e->name, k_cop_names[k])) continue;
+            if (e->pid == 1) {
+                host++;
+                continue;
+            }
+            gpu++;
+            assert_string_equal(e->cat, "gpu");
+            assert_true(e->iteration >= 0);
+            int inside = 0;
+            for (size_t j = 0; j < tr->n; j++) {
+                const Ev *c = &tr->ev[j];
+                if (c->corr < 0 || c->iteration != e->iteration || strcmp(c->op, k_cop_names[k])) continue;
+                assert_int_equal(c->tid, e->tid);
+                assert_true(c->ts >= e->ts - 0.0015 && c->ts + c->dur <= e->ts + e->dur + 0.0015);
+                inside++;
+            }
+            assert_int_equal(inside, k == 0 || k == 3 ? 2 : 1);
+        }
+        assert_int_equal(gpu, 3);
+        assert_int_equal(host, 3);
+    }
+    free(tr);
+    cw_trace_destroy(&t); /* the pipeline holds it */
+    int held = 0;
+    cupti_state(&held, NULL, NULL, NULL);
+    assert_int_equal(held, 1);
+    assert_cw_ok(cw_pipeline_set_trace(p, NULL));
+    assert_cupti_closed(); /* the last CUPTI trace went: the session closed */
+    assert_false(leaks(before, "a pipeline traced through CUPTI"));
+    cw_pipeline_destroy(&p);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+/* One operator launching one kernel a call. */
+static cw_pipeline *one_op(cw_module *m, const char *name, COp *o) {
+    memset(o, 0, sizeof *o);
+    assert_cw_ok(cw_module_get_kernel(m, "one_k#8", &o->k));
+    cw_pipeline *p = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    cw_operator_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.compute = cupti_compute;
+    cw_operator *op = NULL;
+    assert_cw_ok(cw_operator_create(&op, name, &ops, o, NULL));
+    assert_cw_ok(cw_pipeline_add(p, op));
+    return p;
+}
+
+static int count_cat(const Trace *t, const char *cat, const char *op) {
+    int n = 0;
+    for (size_t i = 0; i < t->n; i++) n += !strcmp(t->ev[i].cat, cat) && (!op || !strcmp(t->ev[i].op, op));
+    return n;
+}
+
+/* Two traces on CUPTI at once, CUPTI delivering full buffers from its own
+ * thread: each trace has its own calls' records, each once. */
+static void test_cupti_two_traces(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    COp oa, ob;
+    cw_pipeline *pa = one_op(m, "alpha", &oa), *pb = one_op(m, "beta", &ob);
+    cw_trace *ta = NULL, *tb = NULL;
+    assert_cw_ok(cw_trace_create(&ta, NULL));
+    assert_cw_ok(cw_trace_create(&tb, NULL));
+    assert_cw_ok(cw_pipeline_set_trace(pa, ta));
+    assert_cw_ok(cw_pipeline_set_trace(pb, tb));
+    cupti_buffer_records(3);
+    for (int i = 0; i < 5; i++) {
+        assert_cw_ok(cw_pipeline_run(pa, 2));
+        assert_cw_ok(cw_pipeline_run(pb, 1));
+    }
+    assert_cw_ok(cw_pipeline_synchronize(pa));
+    assert_cw_ok(cw_pipeline_synchronize(pb));
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-a.json", g_dir);
+    assert_cw_ok(cw_trace_write(ta, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(count_cat(tr, "kernel", "alpha"), 10);
+    assert_int_equal(count_cat(tr, "kernel", NULL), 10);
+    assert_cw_ok(cw_trace_write(ta, path)); /* again: the same spans, once each */
+    load_trace(path, tr);
+    assert_int_equal(count_cat(tr, "kernel", NULL), 10);
+    cw_pipeline_destroy(&pa);
+    cw_trace_destroy(&ta); /* tb keeps the session */
+    int sub = 0;
+    cupti_state(&sub, NULL, NULL, NULL);
+    assert_int_equal(sub, 1);
+    assert_cw_ok(cw_pipeline_run(pb, 1));
+    assert_cw_ok(cw_pipeline_synchronize(pb));
+    snprintf(path, sizeof path, "%s/cupti-b.json", g_dir);
+    assert_cw_ok(cw_trace_write(tb, path));
+    load_trace(path, tr);
+    assert_int_equal(count_cat(tr, "kernel", "beta"), 6);
+    assert_int_equal(count_cat(tr, "kernel", NULL), 6);
+    cupti_buffer_records(0);
+    free(tr);
+    cw_pipeline_destroy(&pb);
+    cw_trace_destroy(&tb);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+/* CUPTI refused (another subscriber) or failing: AUTO takes events and says
+ * why, CUPTI is an error; nothing is left subscribed or enabled. */
+static void test_cupti_refused(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    COp o;
+    cw_pipeline *p = one_op(m, "solo", &o);
+    assert_cw_ok(cw_pipeline_run(p, 1));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    long before[NKINDS];
+    snapshot(before);
+    cw_trace_settings set;
+    cw_trace_settings_default(&set);
+    cw_trace *t = NULL;
+    /* Nsight Systems (say) holds CUPTI */
+    cupti_busy(1);
+    set.gpu_timing = CW_TRACE_GPU_CUPTI;
+    assert_cw(CW_ERROR_NOT_PERMITTED, cw_trace_create(&t, &set));
+    assert_non_null(strstr(cw_last_error()->message, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"));
+    assert_null(t);
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_EVENTS);
+    assert_int_equal(info.cupti_result, 39);
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    assert_cw_ok(cw_pipeline_run(p, 2));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-refused.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_string_equal(tr->gpu_timing, "events");
+    assert_string_equal(tr->cupti, "refused: cuptiSubscribe returned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED "
+                                   "(another CUPTI user holds it: Nsight Systems, Nsight Compute, compute-sanitizer, "
+                                   "a profiler)");
+    assert_int_equal(count_cat(tr, "kernel", NULL), 0);
+    int gpu = 0; /* the event path: a span per call named after the operator */
+    for (size_t i = 0; i < tr->n; i++) gpu += tr->ev[i].pid == 2 && !strcmp(tr->ev[i].name, "solo");
+    assert_int_equal(gpu, 2);
+    assert_cw_ok(cw_pipeline_set_trace(p, NULL));
+    cw_trace_destroy(&t);
+    cupti_busy(0);
+    assert_cupti_closed();
+    /* each step of opening the session failing */
+    static const struct {
+        const char *entry;
+        int result;
+        cw_status cupti_mode;
+        const char *says;
+    } fails[] = {
+        {"cuptiSubscribe", 35, CW_ERROR_NOT_PERMITTED, "refused: cuptiSubscribe returned CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"},
+        {"cuptiSubscribe", 15, CW_ERROR_NOT_SUPPORTED, "refused: cuptiSubscribe returned CUPTI_ERROR_NOT_INITIALIZED"},
+        {"cuptiActivityRegisterCallbacks", 15, CW_ERROR_NOT_SUPPORTED,
+         "failed: cuptiActivityRegisterCallbacks returned CUPTI_ERROR_NOT_INITIALIZED"},
+        {"cuptiActivityEnable", 27, CW_ERROR_NOT_SUPPORTED, "failed: cuptiActivityEnable returned CUPTI_ERROR_NOT_SUPPORTED"},
+    };
+    for (size_t k = 0; k < sizeof fails / sizeof fails[0]; k++) {
+        for (int mode = 0; mode < 2; mode++) {
+            cupti_fail(fails[k].entry, fails[k].result);
+            set.gpu_timing = mode ? CW_TRACE_GPU_CUPTI : CW_TRACE_GPU_AUTO;
+            const cw_status st = cw_trace_create(&t, &set);
+            assert_cupti_closed();
+            if (mode) {
+                assert_int_equal(st, fails[k].cupti_mode);
+                assert_non_null(strstr(cw_last_error()->message, fails[k].says));
+                assert_null(t);
+                continue;
+            }
+            assert_cw_ok(st);
+            assert_cw_ok(cw_trace_get_info(t, &info));
+            assert_int_equal(info.gpu_timing, CW_TRACE_GPU_EVENTS);
+            assert_int_equal(info.cupti_result, fails[k].result);
+            assert_cw_ok(cw_trace_write(t, path));
+            load_trace(path, tr);
+            assert_string_equal(tr->cupti, fails[k].says);
+            cw_trace_destroy(&t);
+        }
+    }
+    /* and then it works */
+    assert_cw_ok(cw_trace_create(&t, NULL));
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_CUPTI);
+    cw_trace_destroy(&t);
+    assert_cupti_closed();
+    free(tr);
+    assert_false(leaks(before, "CUPTI refused"));
+    cw_pipeline_destroy(&p);
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+/* max_spans bounds a CUPTI trace too: records past it are counted dropped. */
+static void test_cupti_bounded(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    COp o;
+    cw_pipeline *p = one_op(m, "bounded", &o);
+    cw_trace_settings set;
+    cw_trace_settings_default(&set);
+    set.max_spans = 6;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, &set));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    assert_cw_ok(cw_pipeline_run(p, 5)); /* 5 host spans, 5 calls, 5 kernels */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    cw_trace_info i0;
+    assert_cw_ok(cw_trace_get_info(t, &i0)); /* the host spans: the calls, maybe in-flight waits */
+    assert_int_equal(i0.gpu_records, 0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-bounded.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.spans, 6);
+    /* the 5 kernels' records came at the write: each kept or counted dropped */
+    assert_int_equal(info.gpu_records + (info.dropped - i0.dropped), 5);
+    assert_int_equal(info.gpu_records, 6 - i0.spans);
+    Trace *tr = calloc(1, sizeof *tr);
+    load_trace(path, tr);
+    assert_int_equal(count_cat(tr, "kernel", NULL) + count_cat(tr, "host", NULL), 6);
+    free(tr);
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1357,11 +1936,28 @@ int main(int argc, char **argv) {
     }
     setenv("CUWEAVE_LIBCUDA", argv[1], 1);
     setenv("FAKE_CUDA_FEATURES", "all", 1);
+    /* no CUPTI, until the CUPTI tests open the fake one beside the fake driver */
+    setenv("CUWEAVE_LIBCUPTI", "/nonexistent/libcupti.so.13", 1);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib || !(fake_live = (long (*)(const char *))dlsym(lib, "fake_cuda_live")) ||
         !(live_drain = (int (*)(int))dlsym(lib, "fake_cuda_drain")) ||
-        !(hold = (void (*)(int))dlsym(lib, "fake_cuda_hold"))) {
+        !(hold = (void (*)(int))dlsym(lib, "fake_cuda_hold")) ||
+        !(fake_calls = (long (*)(const char *))dlsym(lib, "fake_cuda_calls")) ||
+        !(*(void **)&raw_memset = dlsym(lib, "cuMemsetD32Async"))) {
         printf("FAIL: cannot load %s\n", argv[1]);
+        return 1;
+    }
+    snprintf(g_cupti_path, sizeof g_cupti_path, "%s", argv[1]);
+    char *slash = strrchr(g_cupti_path, '/');
+    snprintf(slash ? slash + 1 : g_cupti_path, sizeof g_cupti_path - (size_t)(slash ? slash + 1 - g_cupti_path : 0),
+             "libfakecupti.so");
+    void *cl = dlopen(g_cupti_path, RTLD_NOW | RTLD_LOCAL);
+    if (!cl || !(*(void **)&cupti_busy = dlsym(cl, "fake_cupti_busy")) ||
+        !(*(void **)&cupti_fail = dlsym(cl, "fake_cupti_fail")) ||
+        !(*(void **)&cupti_buffer_records = dlsym(cl, "fake_cupti_buffer_records")) ||
+        !(*(void **)&cupti_log = dlsym(cl, "fake_cupti_log")) ||
+        !(*(void **)&cupti_state = dlsym(cl, "fake_cupti_state"))) {
+        printf("FAIL: cannot load the fake CUPTI %s\n", g_cupti_path);
         return 1;
     }
     if (cw_init() != CW_SUCCESS || cw_context_create(&ctx, 0) != CW_SUCCESS) {
@@ -1393,6 +1989,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_write_while_adding),
         cmocka_unit_test(test_writers_beside_adders_and_faults),
         cmocka_unit_test(test_write_sort),
+        cmocka_unit_test(test_cupti_absent),
+        cmocka_unit_test(test_cupti_pipeline),
+        cmocka_unit_test(test_cupti_two_traces),
+        cmocka_unit_test(test_cupti_refused),
+        cmocka_unit_test(test_cupti_bounded),
     };
     cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

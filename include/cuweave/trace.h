@@ -12,6 +12,14 @@
  * cw_trace_host_begin). A pipeline without a trace pays one pointer test
  * per compute call.
  *
+ * A pipeline's compute calls are timed on the GPU one of two ways
+ * (cw_trace_settings.gpu_timing): CUPTI's activity records, where libcupti
+ * can be opened and no other tool holds it (each kernel, copy and memset a
+ * call launched, begin and end from the hardware, correlated to the call:
+ * no event, no launch), or timing events. Spans by hand (cw_trace_begin)
+ * always take timing events. cw_trace_info.gpu_timing and the file's
+ * "otherData" say which path a trace took, and why not CUPTI.
+ *
  * GPU timestamps are timing events (cuEventRecord) recorded on the stream:
  * no kernel runs, so a mark takes no SM and works on a partition of any
  * size. Each context's events are put on the host's clock by one
@@ -21,6 +29,10 @@
  * wait (best of five; cw_trace_info.calibration_error_ns is the half-width
  * of the best window). cuEventElapsedTime's float milliseconds add an error
  * of at most 2^-24 of the time since the calibration (0.6 us at 10 s).
+ * CUPTI's records are on CUPTI's clock (CLOCK_REALTIME on Linux), put on
+ * the host's by an offset read as the middle of the shortest of five
+ * windows around cuptiGetTimestamp, when the trace is made and at each
+ * write (half the window: calibration_error_ns).
  *
  * Threading: every call is thread-safe (one lock per trace, held briefly:
  * cw_trace_write takes it for two passes over the spans, never while it
@@ -40,24 +52,58 @@ extern "C" {
 
 typedef struct cw_trace cw_trace;
 
+/* How a traced pipeline's compute calls are timed on the GPU
+ * (cw_trace_settings.gpu_timing, cw_trace_info.gpu_timing). */
+typedef enum cw_trace_gpu_timing {
+    /* CUPTI when it can be had, else timing events (settings only). */
+    CW_TRACE_GPU_AUTO = 0,
+    /* Two timing events per call on its stream (cw_pipeline_set_trace). */
+    CW_TRACE_GPU_EVENTS = 1,
+    /* CUPTI's activity records: each kernel, copy and memset a call
+     * launched, from the hardware, correlated to the call. */
+    CW_TRACE_GPU_CUPTI = 2
+} cw_trace_gpu_timing;
+
 typedef struct cw_trace_settings {
     /* Spans kept at most (0: 1048576); past it new spans are counted in
      * cw_trace_info.dropped and not kept. */
     uint32_t max_spans;
-    uint8_t reserved[60];
+    /* A cw_trace_gpu_timing (default CW_TRACE_GPU_AUTO). AUTO takes CUPTI
+     * when libcupti opens (the file CUWEAVE_LIBCUPTI names, else the search
+     * docs/tracing.md describes) and no other CUPTI user holds it (Nsight
+     * Systems, Nsight Compute, compute-sanitizer, PyTorch's profiler, or
+     * another program's own subscriber), else timing events. CUPTI is
+     * CUPTI or an error from cw_trace_create. One CUPTI subscription serves
+     * every CUPTI trace of the process: held from the first one's creation
+     * to the last one's destruction, which is also when the kernel, copy and
+     * memset records are collected (for every launch in the process; those
+     * of no traced call are dropped at once). */
+    uint32_t gpu_timing;
+    uint8_t reserved[56];
 } cw_trace_settings;
 
 typedef struct cw_trace_info {
     uint64_t spans;               /* spans kept (open ones included) */
-    uint64_t dropped;             /* spans not kept (past max_spans) */
-    int64_t calibration_error_ns; /* the largest of the contexts' calibration errors (0: none yet) */
+    uint64_t dropped;             /* spans not kept: past max_spans, and CUPTI's records lost (its
+                                     buffers full) or of launches past max_spans */
+    int64_t calibration_error_ns; /* the largest of the contexts' and CUPTI's calibration errors (0: none yet) */
     uint32_t tracks;              /* streams and host threads seen */
-    uint32_t contexts;            /* calibrations made: a context's events, a context's global timer */
-    uint8_t reserved[32];
+    uint32_t contexts;            /* calibrations made: a context's events, a context's global timer, CUPTI's clock */
+    /* Since 0.3: the path the trace's pipelines take (CW_TRACE_GPU_EVENTS
+     * or CW_TRACE_GPU_CUPTI; never AUTO). */
+    uint32_t gpu_timing;
+    /* Since 0.3: AUTO fell back to events: the CUptiResult of the CUPTI call
+     * that refused (39: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, another
+     * tool holds CUPTI), or -1 when libcupti could not be opened; 0 otherwise. */
+    int32_t cupti_result;
+    /* Since 0.3: CUPTI's kernel, copy and memset records merged (spans). */
+    uint64_t gpu_records;
+    uint8_t reserved[16];
 } cw_trace_info;
 
 /*
- * Fills *s with the defaults: max_spans 0 (1048576). NULL is ignored.
+ * Fills *s with the defaults: max_spans 0 (1048576), gpu_timing
+ * CW_TRACE_GPU_AUTO. NULL is ignored.
  *
  * Returns: nothing.
  */
@@ -65,11 +111,25 @@ CW_API void cw_trace_settings_default(cw_trace_settings *s);
 
 /*
  * Makes an empty trace. Its time axis starts now (ts 0 in the export).
- * settings may be NULL for the defaults. Destroy with cw_trace_destroy.
+ * settings may be NULL for the defaults. With gpu_timing AUTO or CUPTI the
+ * first such trace of the process opens libcupti (once), subscribes to it
+ * and enables its kernel, copy and memset records; the trace's creation
+ * then calibrates CUPTI's clock. Destroy with cw_trace_destroy.
  *
  * Returns:
- *   CW_SUCCESS                 *out is the new trace.
- *   CW_ERROR_INVALID_ARGUMENT  out is NULL; settings has nonzero reserved bytes.
+ *   CW_SUCCESS                 *out is the new trace (AUTO: on CUPTI or on
+ *                              events, cw_trace_info.gpu_timing says which).
+ *   CW_ERROR_INVALID_ARGUMENT  out is NULL; settings has nonzero reserved
+ *                              bytes or a gpu_timing that is not a
+ *                              cw_trace_gpu_timing.
+ *   CW_ERROR_NOT_SUPPORTED     gpu_timing CUPTI: libcupti could not be
+ *                              opened (detail: what was tried), or it failed
+ *                              (detail: the call and its CUptiResult).
+ *   CW_ERROR_NOT_PERMITTED     gpu_timing CUPTI: CUPTI refused the
+ *                              subscription: another tool holds it
+ *                              (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+ *                              or profiling needs privileges this process
+ *                              lacks (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES).
  *   CW_ERROR_OUT_OF_MEMORY     no host memory.
  */
 CW_API cw_status cw_trace_create(cw_trace **out, const cw_trace_settings *settings);
@@ -171,12 +231,20 @@ CW_API cw_status cw_trace_host_end(cw_trace *t);
  * operator's name; a thread's track not named with cw_trace_name_thread is
  * "executor thread <tid>"), the wait for its inputs a host span "wait inputs", a
  * wait for the max_in_flight bound a host span "in-flight wait", and the
- * call's GPU work a span on its stream (the track named after the
- * operator unless named already) from where the stream has waited for the
- * producers of the input ports it asked for (the call's last
- * cw_io_receive_stream) to the end of the call. A call that never asks
- * for its stream has no GPU span. The pipeline keeps t alive until it is destroyed or
- * given another trace. Not while the pipeline runs.
+ * call's GPU work spans on GPU tracks (the track of the stream it asked
+ * for named after the operator unless named already). On events
+ * (gpu_timing EVENTS): a span named after the operator on its stream from
+ * where the stream has waited for the producers of the input ports it
+ * asked for (the call's last cw_io_receive_stream) to the end of the call;
+ * a call that never asks for its stream has no GPU span. On CUPTI: a span
+ * per kernel (its name), copy ("memcpy HtoD", ...) and memset the calling
+ * thread launched during the call, on the track of the stream it ran on,
+ * from CUPTI's begin and end, with the operator, the iteration and the
+ * launch's correlation id in its "args", and around a call's spans on one
+ * track a span named after the operator from the first one's begin to the
+ * last one's end; a call that launched nothing has no GPU span. The
+ * pipeline keeps t alive until it is destroyed or given another trace.
+ * Not while the pipeline runs.
  *
  * Returns:
  *   CW_SUCCESS                 t is attached (or p detached).
@@ -240,9 +308,13 @@ CW_API cw_status cw_trace_get_info(const cw_trace *t, cw_trace_info *info);
  * per ended span with ts and dur in microseconds from the trace's creation
  * (or from the earliest span, when one began before it),
  * pid 1 for host threads and pid 2 for GPU streams, one tid per track, and
- * "M" events naming the processes and tracks. Waits for the GPU work of
- * every GPU span ended before the call; spans still open are left out (and
- * kept). Other threads' calls on t go on while the write waits, sorts
+ * "M" events naming the processes and tracks, and "otherData": how the
+ * trace timed its compute calls ("gpu_timing": "events" or "cupti", and
+ * "cupti": what was used, or why not). Waits for the GPU work of every GPU
+ * span by hand ended before the call; spans still open are left out (and
+ * kept). On CUPTI, first flushes CUPTI's records: the kernels, copies and
+ * memsets that have completed are in the file; work still running on the
+ * GPU is in a later write's (synchronize the pipeline first to have all). Other threads' calls on t go on while the write waits, sorts
  * (n log n) and writes; writes of one trace run one at a time. A span
  * ended before the call is in the file; one ended while the write runs is
  * in this file or in the next write's, never lost, never twice in a file.

@@ -16,6 +16,9 @@ CW_API cw_status cw_trace_create(cw_trace **out, const cw_trace_settings *settin
     CW_CHECK_ARG(out != NULL);
     if (settings && !api::all_zero(settings->reserved, sizeof settings->reserved))
         return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: settings has nonzero reserved bytes");
+    if (settings && settings->gpu_timing > CW_TRACE_GPU_CUPTI)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: settings.gpu_timing %u is not a cw_trace_gpu_timing",
+                    settings->gpu_timing);
     return core::trace_create(settings, out);
 }
 

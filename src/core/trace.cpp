@@ -21,89 +21,9 @@
 #include "core/handle.hpp"
 #include "core/stream.hpp"
 #include "core/trace.hpp"
+#include "core/trace_impl.hpp"
 
 namespace {
-
-struct Track {
-    uint64_t key;  // the stream's serial, or the host thread's id
-    bool gpu;
-    bool named;
-    uint32_t dropped_open;  // spans begun past max_spans and not ended
-    char name[64];
-};
-
-struct Span {
-    uint32_t track;
-    int clock;        // GPU: index of its context's clock; -1: host
-    bool open;
-    bool resolved;    // host spans, and GPU spans once written
-    CUevent eb, ee;   // GPU: begin and end events until resolved
-    int64_t b, e;     // host monotonic ns
-    char name[48];
-};
-
-struct GlobalTimer {
-    cw_context *ctx;  // retained
-    int64_t offset;   // host ns - timer ns
-    int64_t err_ns;
-};
-
-struct Source {
-    const void *key;
-    cw::Vec<uint64_t> seen;  // per item, what the source noted when it last recorded
-};
-
-// A timing event of a written span, kept for the next span on its context.
-struct Spare {
-    int clock;
-    CUevent ev;
-};
-
-struct Clock {
-    cw_context *ctx;  // retained
-    CUevent ref;
-    int64_t host_ns;  // the estimate of ref's GPU time on the host's clock
-    int64_t err_ns;   // half the window it was taken in
-};
-
-// The spans, in blocks that never move: a write reads the ended ones (which
-// nothing changes) without the lock while other threads add spans.
-constexpr size_t kBlock = 1024;
-class Spans {
-  public:
-    Spans() = default;
-    Spans(const Spans &) = delete;
-    Spans &operator=(const Spans &) = delete;
-    ~Spans() {
-        for (size_t i = 0; i < blocks_.size(); i++) free(blocks_[i]);
-    }
-    size_t size() const { return n_; }
-    Span &operator[](size_t i) { return blocks_[i / kBlock][i % kBlock]; }
-    // A new span at the end (its bytes not set), or NULL when out of memory.
-    Span *emplace() {
-        if (n_ == blocks_.size() * kBlock) {
-            Span *b = static_cast<Span *>(malloc(kBlock * sizeof(Span)));
-            if (!b || !blocks_.push(b)) {
-                free(b);
-                return nullptr;
-            }
-        }
-        n_++;
-        return &(*this)[n_ - 1];
-    }
-    void pop() { n_--; }
-    // The blocks of the first n spans, copied into *out.
-    bool blocks(size_t n, cw::Vec<Span *> *out) const {
-        const size_t k = (n + kBlock - 1) / kBlock;
-        if (!out->reserve(k)) return false;
-        for (size_t i = 0; i < k; i++) out->push(blocks_[i]);
-        return true;
-    }
-
-  private:
-    cw::Vec<Span *> blocks_;
-    size_t n_ = 0;
-};
 
 constexpr uint32_t kDefaultMaxSpans = 1u << 20;
 constexpr int kCalibrations = 5;
@@ -116,36 +36,22 @@ uint64_t thread_key() {
 
 }  // namespace
 
-struct cw_trace {
-    uint32_t tag;
-    std::atomic<int> refs;
-    pthread_mutex_t mu;        // every call's, held briefly
-    pthread_mutex_t write_mu;  // one write at a time (taken before mu)
-    pthread_mutex_t record_mu; // one record of a source at a time (taken before mu)
-    uint32_t max_spans;
-    int64_t origin;  // host ns of ts 0
-    uint64_t dropped;
-    cw::Vec<Track> tracks;
-    Spans spans;
-    cw::Vec<Clock> clocks;
-    cw::Vec<GlobalTimer> timers;
-    cw::Vec<Source> sources;
-    cw::Vec<Spare> spare;
-    uint64_t sort_compares;  // by the last write's sort (a test hook)
-};
-
 namespace cw {
 namespace core {
 
-namespace {
+using tr::Call;
+using tr::Clock;
+using tr::GlobalTimer;
+using tr::kBlock;
+using tr::Source;
+using tr::Span;
+using tr::Spans;
+using tr::Spare;
+using tr::Track;
+using tr::track_of;
 
-struct Lock {
-    pthread_mutex_t *m;
-    explicit Lock(cw_trace *t) : m(&t->mu) { pthread_mutex_lock(m); }
-    ~Lock() { pthread_mutex_unlock(m); }
-};
-
-// The track of (key, gpu), made when new (UINT32_MAX when out of memory).
+namespace tr {
+// (trace_impl.hpp)
 uint32_t track_of(cw_trace *t, uint64_t key, bool gpu) {
     for (size_t i = 0; i < t->tracks.size(); i++)
         if (t->tracks[i].key == key && t->tracks[i].gpu == gpu) return (uint32_t)i;
@@ -157,6 +63,32 @@ uint32_t track_of(cw_trace *t, uint64_t key, bool gpu) {
     if (!t->tracks.push(k)) return UINT32_MAX;
     return (uint32_t)(t->tracks.size() - 1);
 }
+
+Span *span_new(cw_trace *t, uint32_t k, const char *name, cw_status *st);
+
+Span *closed_span_new(cw_trace *t, uint32_t k, const char *name, int64_t begin_ns, int64_t end_ns, cw_status *st) {
+    Span *sp = span_new(t, k, name, st);
+    if (sp) {
+        sp->b = begin_ns;
+        sp->e = end_ns;
+        sp->open = false;
+        sp->resolved = true;
+    } else if (*st == CW_SUCCESS) {
+        t->tracks[k].dropped_open--;  // dropped: nothing is left open
+    }
+    return sp;
+}
+}  // namespace tr
+
+using tr::span_new;
+
+namespace {
+
+struct Lock {
+    pthread_mutex_t *m;
+    explicit Lock(cw_trace *t) : m(&t->mu) { pthread_mutex_lock(m); }
+    ~Lock() { pthread_mutex_unlock(m); }
+};
 
 cw_status elapsed_ms(CUevent a, CUevent b, float *ms) {
     if (drv().cuEventElapsedTime)
@@ -231,6 +163,9 @@ long last_open(cw_trace *t, uint32_t k) {
     return -1;
 }
 
+}  // namespace
+
+namespace tr {
 // A span begun on track k (host: at b); false when past max_spans.
 Span *span_new(cw_trace *t, uint32_t k, const char *name, cw_status *st) {
     *st = CW_SUCCESS;
@@ -251,6 +186,9 @@ Span *span_new(cw_trace *t, uint32_t k, const char *name, cw_status *st) {
     snprintf(sp->name, sizeof sp->name, "%s", name);
     return sp;
 }
+}  // namespace tr
+
+namespace {
 
 // A timing event of clock's context (a spare one, else a new one) recorded on s.
 cw_status record_new(cw_trace *t, int clock, const cw_stream *s, CUevent *ev) {
@@ -293,6 +231,27 @@ void put_json_string(FILE *f, const char *s) {
             fputc(c, f);
     }
     fputc('"', f);
+}
+
+// s as a JSON string (quoted, escaped) into out (len bytes, truncated).
+void json_string(const char *s, char *out, size_t len) {
+    size_t at = 0;
+    auto put = [&](char c) {
+        if (at + 2 < len) out[at++] = c;
+    };
+    put('"');
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            if (at + 3 >= len) break;  // the pair whole or not at all
+            put('\\');
+            put((char)c);
+        } else if (c >= 0x20) {
+            put((char)c);
+        }
+    }
+    if (at + 1 < len) out[at++] = '"';
+    out[at < len ? at : len - 1] = 0;
 }
 
 // An ended GPU span a write resolves: copied under the lock, waited for
@@ -352,14 +311,58 @@ struct Snapshot {
     Vec<uint32_t> order;
     Vec<Span *> blocks;
     Vec<Track> tracks;
+    Vec<Call> calls;   // CUPTI: the calls, for the spans' args
+    Vec<Span> parents; // CUPTI: per call and track, a span around its records (index base + i)
+    uint32_t base;     // the spans' count when taken
     int64_t origin;
-    const Span &span(uint32_t i) const { return blocks[i / kBlock][i % kBlock]; }
+    char other[400];   // otherData's contents
+    const Span &span(uint32_t i) const { return i < base ? blocks[i / kBlock][i % kBlock] : parents[i - base]; }
 };
+
+// CUPTI: per (call, track) of the snapshot's records, a span named after
+// the call's operator from the first one's begin to the last one's end.
+cw_status add_parents(Snapshot *sn) {
+    struct Key {
+        uint32_t call, track;
+        int64_t b, e;
+    };
+    Vec<Key> keys;
+    for (size_t i = 0; i < sn->order.size(); i++) {
+        const Span &sp = sn->span(sn->order[i]);
+        if (sp.kind == tr::kSpanPlain || sp.call == 0 || sp.call > sn->calls.size()) continue;
+        if (!keys.push(Key{sp.call, sp.track, sp.b, sp.e})) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    std::sort(keys.begin(), keys.end(), [](const Key &x, const Key &y) {
+        return x.call != y.call ? x.call < y.call : x.track < y.track;
+    });
+    for (size_t i = 0; i < keys.size();) {
+        Span p;
+        memset(&p, 0, sizeof p);
+        p.track = keys[i].track;
+        p.clock = -1;
+        p.resolved = true;
+        p.call = keys[i].call;
+        p.b = keys[i].b;
+        p.e = keys[i].e;
+        size_t j = i + 1;
+        for (; j < keys.size() && keys[j].call == keys[i].call && keys[j].track == keys[i].track; j++) {
+            if (keys[j].b < p.b) p.b = keys[j].b;
+            if (keys[j].e > p.e) p.e = keys[j].e;
+        }
+        snprintf(p.name, sizeof p.name, "%s", sn->calls[p.call - 1].name);
+        if (!sn->parents.push(p) || !sn->order.push(sn->base + (uint32_t)(sn->parents.size() - 1)))
+            return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+        i = j;
+    }
+    return CW_SUCCESS;
+}
 
 cw_status snapshot_of(cw_trace *t, Snapshot *out) {
     const size_t n = t->spans.size();
-    if (!out->order.reserve(n) || !t->spans.blocks(n, &out->blocks) || !out->tracks.reserve(t->tracks.size()))
+    if (!out->order.reserve(n) || !t->spans.blocks(n, &out->blocks) || !out->tracks.reserve(t->tracks.size()) ||
+        !out->calls.reserve(t->calls.size()))
         return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");
+    out->base = (uint32_t)n;
     // ts 0 is the trace's creation, or the earliest span when one began
     // before it (a resident loop's stages that ran before the trace was made).
     out->origin = t->origin;
@@ -370,6 +373,16 @@ cw_status snapshot_of(cw_trace *t, Snapshot *out) {
         if (sp.b < out->origin) out->origin = sp.b;
     }
     for (size_t k = 0; k < t->tracks.size(); k++) out->tracks.push(t->tracks[k]);
+    for (size_t k = 0; k < t->calls.size(); k++) out->calls.push(t->calls[k]);
+    const int64_t err = t->cupti_err_ns;
+    snprintf(out->other, sizeof out->other, "\"gpu_timing\":\"%s\",\"cupti\":",
+             t->timing == CW_TRACE_GPU_CUPTI ? "cupti" : "events");
+    const size_t at = strlen(out->other);
+    json_string(t->cupti_text, out->other + at, sizeof out->other - at);
+    if (t->timing == CW_TRACE_GPU_CUPTI) {
+        const size_t at2 = strlen(out->other);
+        snprintf(out->other + at2, sizeof out->other - at2, ",\"cupti_calibration_error_ns\":%lld", (long long)err);
+    }
     return CW_SUCCESS;
 }
 
@@ -394,7 +407,7 @@ void sort_spans(Snapshot *sn, uint64_t *compares) {
 cw_status write_file(const Snapshot &sn, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: cannot write '%s': %s", path, strerror(errno));
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{%s},\"traceEvents\":[\n", sn.other);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"host threads\"}},\n", f);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":\"GPU streams\"}}", f);
     for (size_t k = 0; k < sn.tracks.size(); k++) {
@@ -409,10 +422,24 @@ cw_status write_file(const Snapshot &sn, const char *path) {
     for (size_t i = 0; i < sn.order.size(); i++) {
         const Span &sp = sn.span(sn.order[i]);
         const bool gpu = sn.tracks[sp.track].gpu;
+        static const char *const cats[] = {"gpu", "kernel", "memcpy", "memset"};
         fputs(",\n{\"name\":", f);
         put_json_string(f, sp.name);
-        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f}", gpu ? "gpu" : "host",
-                gpu ? 2 : 1, sp.track + 1, (double)(sp.b - sn.origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
+        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f",
+                gpu ? cats[sp.kind < 4 ? sp.kind : 0] : "host", gpu ? 2 : 1, sp.track + 1,
+                (double)(sp.b - sn.origin) / 1e3, (double)(sp.e - sp.b) / 1e3);
+        if (sp.call && sp.call <= sn.calls.size()) {
+            const Call &c = sn.calls[sp.call - 1];
+            fputs(",\"args\":{", f);
+            if (sp.kind != tr::kSpanPlain) {
+                fputs("\"operator\":", f);
+                put_json_string(f, c.name);
+                fprintf(f, ",\"correlation\":%u,", sp.corr);
+                if (sp.kind != tr::kSpanKernel) fprintf(f, "\"bytes\":%llu,", (unsigned long long)sp.bytes);
+            }
+            fprintf(f, "\"iteration\":%llu}", (unsigned long long)c.iteration);
+        }
+        fputc('}', f);
     }
     fputs("\n]}\n", f);
     const bool bad = ferror(f) != 0;
@@ -426,9 +453,11 @@ cw_status write_file(const Snapshot &sn, const char *path) {
 // outside it. A span ended before the write began is in the file; one
 // ending meanwhile is in it or in the next write's, once.
 cw_status write_trace(cw_trace *t, const char *path) {
+    if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_flush(t);  // the records of completed work, into the spans
     Vec<Pending> pend;
     {
         Lock lock(t);
+        if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_drain(t);
         CW_TRY(pending_of(t, &pend));
     }
     size_t done = 0;
@@ -441,6 +470,7 @@ cw_status write_trace(cw_trace *t, const char *path) {
         CW_TRY(st);
         CW_TRY(snapshot_of(t, &sn));
     }
+    CW_TRY(add_parents(&sn));
     uint64_t compares = 0;
     sort_spans(&sn, &compares);
     {
@@ -462,8 +492,21 @@ cw_status trace_create(const cw_trace_settings *settings, cw_trace **out) {
     pthread_mutex_init(&t->mu, nullptr);
     pthread_mutex_init(&t->write_mu, nullptr);
     pthread_mutex_init(&t->record_mu, nullptr);
+    pthread_mutex_init(&t->corr_mu, nullptr);
+    pthread_mutex_init(&t->inbox_mu, nullptr);
     t->max_spans = settings && settings->max_spans ? settings->max_spans : kDefaultMaxSpans;
     t->origin = now_ns();
+    const cw_status st = tr::cupti_join(t, settings ? settings->gpu_timing : (uint32_t)CW_TRACE_GPU_AUTO);
+    if (st != CW_SUCCESS) {
+        pthread_mutex_destroy(&t->mu);
+        pthread_mutex_destroy(&t->write_mu);
+        pthread_mutex_destroy(&t->record_mu);
+        pthread_mutex_destroy(&t->corr_mu);
+        pthread_mutex_destroy(&t->inbox_mu);
+        t->~cw_trace();
+        free(t);
+        return st;
+    }
     room.publish(t);
     *out = t;
     return CW_SUCCESS;
@@ -473,6 +516,7 @@ void trace_retain(cw_trace *t) { t->refs.fetch_add(1, std::memory_order_relaxed)
 
 void trace_release(cw_trace *t) {
     if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_leave(t);  // no CUPTI record reaches t after this
     for (size_t i = 0; i < t->spans.size(); i++) {
         Span &sp = t->spans[i];
         if (sp.eb) drv().cuEventDestroy(sp.eb);
@@ -487,6 +531,8 @@ void trace_release(cw_trace *t) {
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->write_mu);
     pthread_mutex_destroy(&t->record_mu);
+    pthread_mutex_destroy(&t->corr_mu);
+    pthread_mutex_destroy(&t->inbox_mu);
     t->~cw_trace();
     handle_free(t);
 }
@@ -594,15 +640,7 @@ namespace {
 // leaves nothing open.
 cw_status closed_span(cw_trace *t, uint32_t k, const char *name, int64_t begin_ns, int64_t end_ns) {
     cw_status st;
-    Span *sp = span_new(t, k, name, &st);
-    if (sp) {
-        sp->b = begin_ns;
-        sp->e = end_ns;
-        sp->open = false;
-        sp->resolved = true;
-    } else if (st == CW_SUCCESS) {
-        t->tracks[k].dropped_open--;
-    }
+    tr::closed_span_new(t, k, name, begin_ns, end_ns, &st);
     return st;
 }
 
@@ -706,6 +744,7 @@ void trace_info(const cw_trace *tc, cw_trace_info *info) {
     cw_trace *t = const_cast<cw_trace *>(tc);
     memset(info, 0, sizeof *info);
     Lock lock(t);
+    if (t->timing == CW_TRACE_GPU_CUPTI) tr::cupti_drain(t);  // what CUPTI delivered counts once it is in
     info->spans = t->spans.size();
     info->dropped = t->dropped;
     info->tracks = (uint32_t)t->tracks.size();
@@ -714,6 +753,17 @@ void trace_info(const cw_trace *tc, cw_trace_info *info) {
         if (t->clocks[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->clocks[i].err_ns;
     for (size_t i = 0; i < t->timers.size(); i++)
         if (t->timers[i].err_ns > info->calibration_error_ns) info->calibration_error_ns = t->timers[i].err_ns;
+    info->gpu_timing = t->timing;
+    info->cupti_result = t->cupti_result;
+    if (t->timing == CW_TRACE_GPU_CUPTI) {
+        info->contexts++;
+        if (t->cupti_err_ns > info->calibration_error_ns) info->calibration_error_ns = t->cupti_err_ns;
+        info->gpu_records = t->kernel_records;
+        info->dropped += tr::cupti_lost() - t->cupti_lost_base;
+        pthread_mutex_lock(&t->corr_mu);
+        info->dropped += t->corr_dropped;
+        pthread_mutex_unlock(&t->corr_mu);
+    }
 }
 
 cw_status trace_write(cw_trace *t, const char *path) {

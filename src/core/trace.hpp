@@ -69,6 +69,26 @@ cw_status trace_source_seen(cw_trace *t, uint32_t index, size_t n, const uint64_
 extern std::atomic<void (*)(void *)> g_trace_source_hook;
 extern std::atomic<void *> g_trace_source_hook_arg;
 
+// A pipeline's compute call on a trace that times calls with CUPTI
+// (trace_cupti.cpp): between begin and end, the launches, copies and
+// memsets the calling thread makes are the call's (CUPTI's callback notes
+// their correlation ids). On events, begin leaves c->t NULL and the three
+// do nothing. Calls nest per thread (end restores the one around).
+struct TraceCall {
+    cw_trace *t;        // NULL: not a CUPTI call
+    uint32_t call;      // from 1
+    cw_trace *outer_t;  // the thread's call before this one
+    uint32_t outer_call;
+};
+void trace_call_begin(cw_trace *t, const char *name, uint64_t iteration, TraceCall *c);
+// The call asked for stream s: its spans there go on s's track (named
+// `name` unless named already).
+cw_status trace_call_stream(TraceCall *c, const cw_stream *s, const char *name);
+void trace_call_end(TraceCall *c);
+// Tests (cwi_cupti_forget): with no trace on CUPTI, closes libcupti so that
+// the next trace searches for it again (CW_ERROR_INVALID_STATE otherwise).
+cw_status trace_cupti_forget();
+
 void trace_info(const cw_trace *t, cw_trace_info *info);
 cw_status trace_write(cw_trace *t, const char *path);
 // Test hook: the comparisons the sort of the last trace_write made.

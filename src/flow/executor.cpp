@@ -176,6 +176,7 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
     io_reset(&op->io, op, iteration);
     op->ran.store(p->iterations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     op->io.active = true;
+    if (trace) trace_call_begin(&op->io);
     cw_status st = op->ops.compute(&op->io, op->user);
     op->io.active = false;
     if (st != CW_SUCCESS) record_failure(p, op, "compute", st);

@@ -16,6 +16,7 @@
 #include "base/vec.hpp"
 #include "core/buffer.hpp"
 #include "core/pool.hpp"
+#include "core/trace.hpp"
 #include "cuweave/flow.h"
 
 struct cw_future;
@@ -82,7 +83,8 @@ struct cw_io {
     cw::Vec<cw_stream *> touched;  // named and output streams used in the call
     cw::Vec<cw::core::Mark *> waited;    // marks the call's stream waited for (held by their messages)
     cw::Vec<cw_buffer *> allocated;
-    cw_stream *trace_stream;     // with a trace: the stream the call's GPU span was begun on
+    cw_stream *trace_stream;     // with a trace on events: the stream the call's GPU span was begun on
+    cw::core::TraceCall trace_call;  // with a trace on CUPTI: the call (trace_call_begin .. trace_call_end)
 };
 
 struct cw_operator {
@@ -260,6 +262,8 @@ cw_status make_resident(cw_pipeline *p, cw_resident *r);
 cw_status pipeline_set_trace(cw_pipeline *p, cw_trace *t);
 void pipeline_drop_trace(cw_pipeline *p);
 // The call's GPU span begins on s (once per call); ends after the compute call.
+// A compute call begins (the trace attached: CUPTI follows its launches).
+void trace_call_begin(cw_io *io);
 cw_status trace_call_stream(cw_io *io, cw_stream *s);
 cw_status trace_call_end(cw_io *io);
 // A host span on this thread from begin_ns to now.

@@ -21,7 +21,17 @@ void pipeline_drop_trace(cw_pipeline *p) {
     p->trace = nullptr;
 }
 
+void trace_call_begin(cw_io *io) {
+    core::trace_call_begin(io->p->trace, io->op->name, io->iteration, &io->trace_call);
+}
+
 cw_status trace_call_stream(cw_io *io, cw_stream *s) {
+    // On CUPTI no event: the call's records go on the stream's track.
+    if (io->trace_call.t) {
+        if (io->trace_stream == s) return CW_SUCCESS;
+        io->trace_stream = s;
+        return core::trace_call_stream(&io->trace_call, s, io->op->name);
+    }
     // Asked again (another input port): the span begins after this port's waits too.
     if (io->trace_stream) return io->trace_stream == s ? core::trace_rebegin(io->p->trace, s) : CW_SUCCESS;
     CW_TRY(core::trace_name_stream(io->p->trace, s, io->op->name, true));
@@ -31,6 +41,11 @@ cw_status trace_call_stream(cw_io *io, cw_stream *s) {
 }
 
 cw_status trace_call_end(cw_io *io) {
+    if (io->trace_call.t) {
+        core::trace_call_end(&io->trace_call);
+        io->trace_stream = nullptr;
+        return CW_SUCCESS;
+    }
     if (!io->trace_stream) return CW_SUCCESS;
     cw_stream *s = io->trace_stream;
     io->trace_stream = nullptr;

@@ -139,15 +139,22 @@ cw_status overlap_edges(CUgraph body, const OwnNodes &own, bool own_wait) {
 }
 
 // Adds a part; with trace, inside a stage named after it (the stages its
-// capture function begins nest in that one).
-cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t which, uint32_t copy) {
+// capture function begins nest in that one). own_marks: the loop's own
+// kernels around the part store the stage's begin and end (their mark
+// arguments, mark_arg); else mark kernels before and after it do. The
+// stage's index is `expect` (what mark_arg was given before).
+cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t which, uint32_t copy,
+                          bool own_marks = false, uint32_t expect = 0) {
     if (!part.set()) return CW_SUCCESS;
     r->build_part = which;
     r->build_copy = copy;
     if (!r->set.trace) return add_part(r, g, part);
     uint32_t idx = 0;
     CW_TRY(stage_new(r, which ? "handler" : "workload", &idx));
-    CW_TRY(mark_into(r, g, idx, false));
+    if (own_marks && idx != expect)
+        return fail(CW_ERROR_INTERNAL, "internal error: the %s's stage is %u, its marks were given to the loop's "
+                    "kernels as %u", which ? "data-ready handler" : "workload", idx, expect);
+    if (!own_marks) CW_TRY(mark_into(r, g, idx, false));
     CW_TRY(add_part(r, g, part));
     // A stage left open would look like the one running at every later fault.
     for (size_t j = idx + 1; j < r->stages.size(); j++)
@@ -156,7 +163,13 @@ cw_status add_traced_part(cw_resident *r, cw_graph *g, const Part &part, uint8_t
                         "the %s's capture function began stage '%s' and did not end it (cw_resident_stage_end)",
                         which ? "data-ready handler" : "workload", r->stages[j].name);
     r->stages[idx].ended = true;
-    return mark_into(r, g, idx, true);
+    return own_marks ? CW_SUCCESS : mark_into(r, g, idx, true);
+}
+
+// The device address of stage idx's begin or end mark as a kernel argument
+// of the loop's own kernels (0: no mark, untraced or no such stage).
+CUdeviceptr mark_arg(const cw_resident *r, bool traced, uint32_t idx, bool end) {
+    return traced ? r->marks_dev + sizeof(unsigned long long) * (2ull * idx + (end ? 1 : 0)) : 0;
 }
 
 // ---- what the workload is made of (gate and overlap AUTO, gate BEGIN_END) ----
@@ -599,12 +612,25 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
         // Gated by kernels the handle is never set: the kernels take it all the same.
         cw_cond_handle work = 0;
         if (gate_node) CW_TRY(cond_create(body, 0, 0, &work));
-        void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags};
+        // Traced, the loop's own kernels mark the handler's and the
+        // workload's stages (one clock store each, no mark kernel): the poll
+        // the begin of the stage it opens, the gate the handler's end and
+        // the workload's begin, the signal the workload's end. The stages
+        // are made next, in this order: their indices are known now.
+        const bool traced = r->set.trace != 0;
+        const bool has_work = r->workload.set();
+        const uint32_t first = static_cast<uint32_t>(r->stages.size());
+        const uint32_t hidx = first;
+        CUdeviceptr poll_mark = mark_arg(r, traced && (handler || has_work), first, false);
+        void *poll_args[] = {&h, &d, &loop, &work, &timeout_ns, &sleep_ns, &spin_ns, &flags, &poll_mark};
         CW_TRY(launch_into(r, body, kResPoll, poll_args));
         CW_TRY(note_own(body, &own));
+        uint32_t wexpect = first;  // the workload's stage, after the handler's when there is one
         if (handler) {
-            CW_TRY(add_traced_part(r, body, r->handler, 1, i));
-            void *gate_args[] = {&d, &work, &flags};
+            CW_TRY(add_traced_part(r, body, r->handler, 1, i, true, hidx));
+            wexpect = static_cast<uint32_t>(r->stages.size());  // after the handler's own stages
+            CUdeviceptr close = mark_arg(r, traced, hidx, true), open = mark_arg(r, traced && has_work, wexpect, false);
+            void *gate_args[] = {&d, &work, &flags, &close, &open};
             CW_TRY(launch_into(r, body, kResGate, gate_args));
             CW_TRY(note_own(body, &own));
         }
@@ -613,8 +639,9 @@ cw_status build_into(cw_resident *r, cw_graph *top) {
             CW_TRY(graph_sinks(body, &sink, 1, &n));
             CW_TRY(add_conditional(body, work, &cs, &sink, 1, nullptr, &then, nullptr));
         }
-        CW_TRY(add_traced_part(r, then, r->workload, 0, i));
-        void *signal_args[] = {&h, &d, &flags};
+        CW_TRY(add_traced_part(r, then, r->workload, 0, i, true, wexpect));
+        CUdeviceptr signal_mark = mark_arg(r, traced && has_work, wexpect, true);
+        void *signal_args[] = {&h, &d, &flags, &signal_mark};
         CW_TRY(launch_into(r, then, kResSignal, signal_args));
         if (then == body) CW_TRY(note_own(body, &own));
     }

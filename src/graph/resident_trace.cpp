@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // cuweave graph layer: the resident loop's trace (resident.hpp). With
 // settings.trace, each stage of an iteration (the workload, the handler,
-// stages a capture function begins) is marked at its begin and end by a
-// one-thread kernel writing the device clock to mapped host memory; a fault
-// then names the stage begun last of those running.
+// stages a capture function begins) has its begin and end marked with the
+// device clock in mapped host memory: the workload's and the handler's by
+// the loop's own kernels (resident_build.cpp gives them the marks'
+// addresses), a capture function's stages by a one-thread mark kernel at
+// each begin and end; a fault then names the stage begun last of those
+// running.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -119,6 +119,8 @@ void cwi_trace_source_hook(void (*fn)(void *arg), void *arg) {
     cw::core::g_trace_source_hook.store(fn, std::memory_order_release);
 }
 
+int cwi_cupti_forget(void) { return cw::core::trace_cupti_forget() == CW_SUCCESS ? 0 : -1; }
+
 cw_res_host *cwi_resident_host(cw_resident *r) {
     if (!r || !cw::live(r)) return nullptr;
     return r->host;

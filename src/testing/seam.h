@@ -167,6 +167,11 @@ long long cwi_trace_sort_comparisons(struct cw_trace *t);
  * any (tests hold that window open). NULL removes it. */
 void cwi_trace_source_hook(void (*fn)(void *arg), void *arg);
 
+/* Closes libcupti (the traces' CUPTI path) so that the next trace that asks
+ * for CUPTI searches for it again (CUWEAVE_LIBCUPTI as set then): 0, or -1
+ * while a trace is on CUPTI. */
+int cwi_cupti_forget(void);
+
 /* A resident loop's host block (struct cw_res_host, graph/resident_abi.h):
  * the doorbell and launch words the host writes, and the words the GPU
  * writes (completed, exited_epoch, exit_reason), which a test writes as

@@ -52,7 +52,7 @@ from ._multi import (Comm, DeviceGroup, Dtype, PeerInfo, ReduceOp, comm_group, c
                      share_buffer_pool)
 from ._resident import (NO_STAGE, OVERLAP_AUTO, Fallback, Gate, Resident, ResidentExit, ResidentState, SleepMode,
                         resident_device_header)
-from ._trace import Span, Trace
+from ._trace import GpuTiming, Span, Trace
 
 # The package's version: the C library's release it is written for
 # (the wheel's version is meson's, from version.h; tests check both against version.h and
@@ -145,7 +145,7 @@ __all__ = [
     "DeviceGroup", "PeerInfo", "peer_info", "copy_peer", "share_buffer_pool", "Comm", "Dtype", "ReduceOp",
     "comm_group", "comm_id_generate",
     # operators and pipelines, traces
-    "Operator", "Pipeline", "IO", "Message", "PortFlag", "Trace", "Span",
+    "Operator", "Pipeline", "IO", "Message", "PortFlag", "Trace", "Span", "GpuTiming",
     # the C constants' names
     "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "HOST_FUNC", "WRITE_VALUE", "EVENT", "POOL_LEASE",
     "POOL_ROUND_ROBIN", "POOL_SINGLE", "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED", "CAPTURE_NONE",

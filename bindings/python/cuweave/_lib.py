@@ -688,7 +688,7 @@ class SharedEventInfo(ctypes.Structure):
 
 class TraceSettings(ctypes.Structure):
     _c_name_ = "cw_trace_settings"
-    _fields_ = [("max_spans", ctypes.c_uint32), ("reserved", ctypes.c_uint8 * 60)]
+    _fields_ = [("max_spans", ctypes.c_uint32), ("gpu_timing", ctypes.c_uint32), ("reserved", ctypes.c_uint8 * 56)]
 
 
 class TraceInfo(ctypes.Structure):
@@ -699,7 +699,10 @@ class TraceInfo(ctypes.Structure):
         ("calibration_error_ns", ctypes.c_int64),
         ("tracks", ctypes.c_uint32),
         ("contexts", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint8 * 32),
+        ("gpu_timing", ctypes.c_uint32),
+        ("cupti_result", ctypes.c_int32),
+        ("gpu_records", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint8 * 16),
     ]
 
 

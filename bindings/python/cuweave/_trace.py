@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import enum
 from typing import TYPE_CHECKING, Any, Callable, Dict
 
 from . import _check, _lib
@@ -12,6 +13,14 @@ from ._lib import lib
 
 if TYPE_CHECKING:
     from ._resident import Resident
+
+
+class GpuTiming(enum.IntEnum):
+    """cw_trace_gpu_timing: how a traced pipeline's compute calls are timed on the GPU."""
+
+    AUTO = 0    #: CUPTI when it can be had, else timing events
+    EVENTS = 1  #: two timing events per call on its stream
+    CUPTI = 2   #: CUPTI's kernel, copy and memset records
 
 
 class Span:
@@ -38,14 +47,16 @@ class Trace(_Handle):
     a Pipeline's operators (Pipeline.set_trace), a Resident loop's stages
     (record_resident). write(path) exports Chrome trace-event JSON, which
     ui.perfetto.dev opens and tools/trace_plot.py renders. max_spans 0: the
-    library's default bound."""
+    library's default bound; gpu_timing: a GpuTiming (or its name), AUTO by
+    default."""
 
     _destroy = lib.cw_trace_destroy
 
-    def __init__(self, max_spans: int = 0) -> None:
+    def __init__(self, max_spans: int = 0, gpu_timing: Any = GpuTiming.AUTO) -> None:
         s = _lib.TraceSettings()
         lib.cw_trace_settings_default(ctypes.byref(s))
         s.max_spans = _check.uint32(max_spans, "max_spans")
+        s.gpu_timing = int(_check.member(gpu_timing, GpuTiming, "gpu_timing"))
         super().__init__(_new(lib.cw_trace_create, ctypes.byref(s)))
 
     def name_stream(self, stream: Stream, name: str) -> None:
@@ -90,11 +101,13 @@ class Trace(_Handle):
         lib.cw_trace_record_resident(self.handle, handle_of(resident, _Resident, "resident"))
 
     def info(self) -> Dict[str, Any]:
-        """cw_trace_get_info: spans, dropped, calibration_error (seconds), tracks, contexts."""
+        """cw_trace_get_info: spans, dropped, calibration_error (seconds), tracks, contexts,
+        gpu_timing (a GpuTiming: EVENTS or CUPTI), cupti_result, gpu_records."""
         i = _lib.TraceInfo()
         lib.cw_trace_get_info(self.handle, ctypes.byref(i))
         return {"spans": i.spans, "dropped": i.dropped, "calibration_error": i.calibration_error_ns / 1e9,
-                "tracks": i.tracks, "contexts": i.contexts}
+                "tracks": i.tracks, "contexts": i.contexts, "gpu_timing": GpuTiming(i.gpu_timing),
+                "cupti_result": i.cupti_result, "gpu_records": i.gpu_records}
 
     def write(self, path: _check.PathLike) -> None:
         """Writes the ended spans as Chrome trace-event JSON to path."""

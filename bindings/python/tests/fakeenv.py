@@ -24,6 +24,8 @@ HAVE_FAKE = os.path.exists(FAKE)
 os.environ["CUWEAVE_LIBCUDA"] = FAKE
 os.environ["FAKE_CUDA_FEATURES"] = "all"
 os.environ["CUWEAVE_LIBNVRTC"] = os.path.join(os.path.dirname(FAKE), "libfakenvrtc.so")
+# traces on timing events: no CUPTI from the machine beside the fake driver
+os.environ["CUWEAVE_LIBCUPTI"] = "/nonexistent/libcupti.so.13"
 os.environ.setdefault("CUWEAVE_CACHE_DIR", tempfile.mkdtemp(prefix="cuweave-pytest-"))
 os.environ.pop("CUWEAVE_SERIALIZE", None)
 

@@ -158,6 +158,7 @@ SPECS = {
     "max_in_flight": uint32(4), "threads": uint32(1), "max_spans": uint32(), "max_streams": uint32(),
     "reserved": uint32(1),
     "max_level": member(1),
+    "gpu_timing": member(1),
     "StreamPool:mode": member(0), "Stream.capture:mode": member(1),
     "name": text(),
     "error_class:name": Spec(const("CW_ERROR_TIMEOUT"), 5, const("CW_NO_SUCH_STATUS")),

@@ -31,6 +31,7 @@ if os.environ.get("CUWEAVE_TESTS_NEED_FAKE") == "1" and not os.path.exists(FAKE)
 os.environ["CUWEAVE_LIBCUDA"] = FAKE
 os.environ["FAKE_CUDA_FEATURES"] = "all"
 os.environ["CUWEAVE_LIBNVRTC"] = os.path.join(os.path.dirname(FAKE), "libfakenvrtc.so")
+os.environ["CUWEAVE_LIBCUPTI"] = "/nonexistent/libcupti.so.13"  # no CUPTI: the event path
 os.environ.setdefault("CUWEAVE_CACHE_DIR", tempfile.mkdtemp(prefix="cuweave-pytest-"))
 os.environ.pop("CUWEAVE_SERIALIZE", None)
 
@@ -97,6 +98,8 @@ class TestTrace(unittest.TestCase):
             t.end(a)  # nothing open
         info = t.info()
         self.assertEqual((info["spans"], info["dropped"], info["tracks"], info["contexts"]), (5, 0, 4, 1))
+        self.assertEqual((info["gpu_timing"], info["cupti_result"], info["gpu_records"]),
+                         (cuweave.GpuTiming.EVENTS, -1, 0))  # AUTO, and no libcupti
         self.assertGreater(info["calibration_error"], 0)
         path = os.path.join(self.dir, "marks.json")
         t.write(path)
@@ -115,6 +118,22 @@ class TestTrace(unittest.TestCase):
         t.close()
         a.close()
         b.close()
+
+    def test_gpu_timing(self):
+        with self.assertRaises(cuweave.NotSupportedError):
+            cuweave.Trace(gpu_timing="cupti")  # CUPTI asked for, none found
+        with self.assertRaises(ValueError):
+            cuweave.Trace(gpu_timing="sometimes")
+        with self.assertRaises(ValueError):
+            cuweave.Trace(gpu_timing=7)
+        t = cuweave.Trace(gpu_timing=cuweave.GpuTiming.EVENTS)
+        self.assertEqual((t.info()["gpu_timing"], t.info()["cupti_result"]), (cuweave.GpuTiming.EVENTS, 0))
+        path = os.path.join(self.dir, "events.json")
+        t.write(path)
+        with open(path) as f:
+            other = json.load(f)["otherData"]
+        self.assertEqual(other, {"gpu_timing": "events", "cupti": "not used: gpu_timing is CW_TRACE_GPU_EVENTS"})
+        t.close()
 
     def test_pipeline(self):
         def src(io):
