@@ -55,6 +55,7 @@ LIB_SRCS = \
 	src/api/cw_stream.cpp \
 	src/api/cw_trace.cpp \
 	src/base/glibc_compat.cpp \
+	src/base/nvtx.cpp \
 	src/core/buffer.cpp \
 	src/core/buffer_cache.cpp \
 	src/core/context.cpp \
@@ -149,7 +150,7 @@ EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph gui
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_frame_cost_cpu
+FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_frame_cost_cpu test_nvtx_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
@@ -166,7 +167,7 @@ FFMPEG_EXAMPLES = ffmpeg_decode
 FFMPEG_GPU_TESTS = test_gpu_ffmpeg
 FFMPEG_CPU_TESTS = test_ffmpeg_cpu
 FFMPEG_BENCHES = bench_ffmpeg
-BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_jit_cache bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace
+BENCHES = bench_streams bench_completion bench_green bench_graph bench_jit bench_jit_cache bench_resident bench_resident_fused bench_resident_frame bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_share bench_comm_rank bench_trace bench_nvtx
 
 vnum = $(shell sed -n 's/^\#define $(1) \([0-9]*\).*/\1/p' include/cuweave/version.h)
 VERSION := $(call vnum,CW_VERSION_MAJOR).$(call vnum,CW_VERSION_MINOR).$(call vnum,CW_VERSION_PATCH)
@@ -176,7 +177,27 @@ SONAME := libcuweave.so.$(SOMAJOR)
 
 WARN = -Wall -Wextra -Wno-unused-parameter
 LIB_WARN = -Wno-format-truncation
-CPPFLAGS_LIB = -Iinclude -Isrc -DCW_BUILDING_LIBRARY $(if $(DEBUG_ABORT),-DCW_DEBUG_ABORT)
+# NVTX ranges for Nsight Systems (src/base/nvtx.hpp, docs/tracing.md): NVTX3
+# is header-only; tools/find-nvtx.sh finds its headers (NVTX_INCLUDE=DIR, the
+# CUDA toolkit's, the nvidia-nvtx wheel's), as meson does. NVTX=no compiles
+# the ranges out, NVTX=yes fails without the headers. No link dependency.
+NVTX ?= auto
+NVTX_INCLUDE ?=
+ifeq ($(NVTX),no)
+NVTX_DIR :=
+NVTX_ORIGIN = off (NVTX=no)
+else
+NVTX_DIR := $(shell sh tools/find-nvtx.sh '$(NVTX_INCLUDE)' '$(CUDA_INCLUDE)')
+NVTX_ORIGIN = $(if $(NVTX_DIR),on: $(shell sh tools/find-nvtx.sh --origin '$(NVTX_INCLUDE)' '$(CUDA_INCLUDE)'),off: no NVTX3 headers found (CUDA toolkit, pip install nvidia-nvtx, or NVTX_INCLUDE=DIR))
+ifneq ($(NVTX_INCLUDE),)
+$(if $(NVTX_DIR),,$(error NVTX_INCLUDE=$(NVTX_INCLUDE) holds no nvtx3/nvToolsExt.h))
+endif
+ifeq ($(NVTX),yes)
+$(if $(NVTX_DIR),,$(error NVTX=yes: no NVTX3 headers found (the CUDA toolkit's, the nvidia-nvtx wheel's: pip install nvidia-nvtx; or NVTX_INCLUDE=DIR)))
+endif
+endif
+NVTX_CPPFLAGS = $(if $(NVTX_DIR),-DCW_NVTX_HEADER='"$(NVTX_DIR)/nvtx3/nvToolsExt.h"')
+CPPFLAGS_LIB = -Iinclude -Isrc -DCW_BUILDING_LIBRARY $(if $(DEBUG_ABORT),-DCW_DEBUG_ABORT) $(NVTX_CPPFLAGS)
 CXXFLAGS ?= -O2 -g
 CFLAGS ?= -O2 -g
 LIB_CXXFLAGS = -std=c++17 -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
@@ -221,12 +242,18 @@ lib: $(SHARED) $(STATIC) $(PACKAGE_FILES)
 programs: $(PROGRAMS:%=$(O)/%)
 examples: $(EXAMPLES:%=$(O)/examples/%) $(CPP_EXAMPLES:%=$(O)/examples/%) $(O)/examples/devices-static \
 	$(if $(HAVE_FFMPEG),$(FFMPEG_EXAMPLES:%=$(O)/examples/%))
-tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakecupti.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \
+tests: $(GPU_CPP_TESTS:%=$(O)/tests/%) $(CPU_TESTS:%=$(O)/tests/%) $(STATIC_TESTS:%=$(O)/tests/%) $(FAKE_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%) $(CPP_TESTS:%=$(O)/tests/%_noexcept) $(CPP_MODE_TESTS:%=$(O)/tests/%) $(O)/tests/libfakecuda.so $(O)/tests/libfakenvrtc.so $(O)/tests/libfakecupti.so $(O)/tests/libfakenccl.so $(O)/tests/libfakenccl_old.so $(GPU_TESTS:%=$(O)/tests/%) $(if $(HAVE_CUDA_H),$(O)/tests/cuda_abi) \ $(NVTX_DIR),$(O)/tests/libnvtxinject.so)
 	$(if $(HAVE_FFMPEG),$(FFMPEG_GPU_TESTS:%=$(O)/tests/%) $(FFMPEG_CPU_TESTS:%=$(O)/tests/%))
 benches: $(BENCHES:%=$(O)/bench/%) $(if $(HAVE_FFMPEG),$(FFMPEG_BENCHES:%=$(O)/bench/%))
 
 $(O)/src/%.o: src/%.cpp $(wildcard src/*/*.hpp src/*/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -MP -c $< -o $@
+
+# The build says whether the NVTX ranges are in (meson's summary says it too).
+$(O)/src/base/nvtx.o: src/base/nvtx.cpp src/base/nvtx.hpp
+	@mkdir -p $(dir $@)
+	@echo "nvtx ranges: $(NVTX_ORIGIN)"
 	$(CXX) $(CPPFLAGS_LIB) $(LIB_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(O)/ptx/cuweave_kernels.fatbin: ptx/cuweave_kernels.cu src/graph/resident_abi.h include/cuweave/resident_device.h
@@ -340,6 +367,11 @@ $(O)/tests/libfakecupti.so: tests/fake_cupti.c src/driver/cupti_min.h src/driver
 $(O)/tests/libfakenccl.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) $< -o $@ -lpthread
+# An NVTX tool of the tests' own, where NVTX3's headers are (test_nvtx_cpu
+# finds it beside the fake driver and names it in NVTX_INJECTION64_PATH).
+$(O)/tests/libnvtxinject.so: tests/nvtx_inject.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -fvisibility=hidden -std=c11 $(WARN) $(CFLAGS) $(NVTX_CPPFLAGS) $< -o $@ -lpthread
 $(O)/tests/libfakenccl_old.so: tests/fake_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=c11 $(WARN) $(CFLAGS) -DFAKE_NCCL_OLD $< -o $@ -lpthread

@@ -102,6 +102,11 @@
  * enqueued (upload, wait, upload, wait) instead of after both;
  * BENCH_VMAF_RAW_ORDER=cw makes the raw designs enqueue both uploads first
  * and then each record with its wait, the cuweave variant's default order.
+ * BENCH_TRACE_DIR=dir writes a timeline of the cuweave variant per size
+ * (dir/vmaf-<size>.json, docs/tracing.md): 8 pipelined frames, each
+ * picture's upload a GPU span on that picture's own stream, the compute
+ * stream's work one span, the host's submits and waits host spans; its
+ * frames are checked as every other frame is.
  *
  * Build: make O=build-make build-make/bench/bench_vmaf   (or ninja -C build bench/bench_vmaf)
  */
@@ -557,6 +562,64 @@ static void check(variant *V, const frames *F, long f) {
 }
 
 /*
+ * BENCH_TRACE_DIR: a timeline of the cuweave variant's pipelined mode, n
+ * frames from *next (DEPTH in flight), as cw_submit makes them with a GPU
+ * span around each picture's upload and around the compute stream's work,
+ * and host spans around each submit and wait. Not part of any figure.
+ */
+static void trace_frames(variant *V, const frames *F, long *next, int n, const char *path) {
+    cw_trace *t = NULL;
+    CW_CHECK(cw_trace_create(&t, NULL));
+    CW_CHECK(cw_trace_name_thread(t, "host: submit and wait"));
+    char name[64];
+    for (int i = 0; i < RING; i++) {
+        snprintf(name, sizeof name, "reference picture %d", i);
+        CW_CHECK(cw_trace_name_stream(t, V->up_ref[i], name));
+        snprintf(name, sizeof name, "distorted picture %d", i);
+        CW_CHECK(cw_trace_name_stream(t, V->up_dis[i], name));
+    }
+    CW_CHECK(cw_trace_name_stream(t, V->cw_compute, "compute stream"));
+    alarm(WATCHDOG_S);
+    const long f0 = *next;
+    for (int i = 0; i < n + DEPTH; i++) {
+        const long f = f0 + i;
+        if (i >= DEPTH) {
+            CW_CHECK(cw_trace_host_begin(t, "wait"));
+            wait_result(V, f - DEPTH, 1);
+            CW_CHECK(cw_trace_host_end(t));
+            check(V, F, f - DEPTH);
+        }
+        if (i >= n) continue;
+        const int s = slot_of(f), h = host_of(f);
+        store_u64(&V->result[s], POISON);
+        unsigned long long counter = V->dcount + (unsigned long long)s * sizeof(uint64_t);
+        unsigned long long nwords = F->nwords;
+        void *args[4] = {&V->dref[s], &V->ddis[s], &nwords, &counter};
+        CW_CHECK(cw_trace_host_begin(t, "submit"));
+        CW_CHECK(cw_trace_begin(t, V->up_ref[s], "reference upload"));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->dref[s], F->ref[h], F->bytes, V->up_ref_h[s]));
+        CW_CHECK(cw_trace_end(t, V->up_ref[s]));
+        CW_CHECK(cw_trace_begin(t, V->up_dis[s], "distorted upload"));
+        CU_CHECK(rx.cuMemcpyHtoDAsync(V->ddis[s], F->dis[h], F->bytes, V->up_dis_h[s]));
+        CW_CHECK(cw_trace_end(t, V->up_dis[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_ref[s]));
+        CW_CHECK(cw_stream_wait(V->cw_compute, V->up_dis[s]));
+        CW_CHECK(cw_trace_begin(t, V->cw_compute, "SSD + result copy"));
+        CU_CHECK(rc.cuMemsetD32Async(counter, 0, 2, V->cw_compute_h));
+        CW_CHECK(cw_kernel_launch(g_kernel, V->cw_compute, &F->lc, args));
+        CU_CHECK(rx.cuMemcpyDtoHAsync(&V->result[s], counter, sizeof(uint64_t), V->cw_compute_h));
+        CW_CHECK(cw_trace_end(t, V->cw_compute));
+        CW_CHECK(cw_future_rearm(V->fut_p[s], V->cw_compute));
+        CW_CHECK(cw_trace_host_end(t));
+    }
+    alarm(0);
+    *next = f0 + n;
+    CW_CHECK(cw_trace_write(t, path));
+    printf("trace: %s\n", path);
+    cw_trace_destroy(&t);
+}
+
+/*
  * One block of n frames from f0. One at a time: lat (may be NULL) gets each
  * frame's latency in microseconds. Pipelined: up to DEPTH in flight.
  * Returns the block's frames per second.
@@ -962,6 +1025,12 @@ int main(void) {
             V->profile_drv_ns = 0;
             V->profile_calls = 0;
             R->raw_calls = 10.0; /* raw_submit, pipelined: 2 copies, 3 records, 2 waits, memset, launch, copy */
+        }
+        const char *trace_dir = getenv("BENCH_TRACE_DIR");
+        if (trace_dir && *trace_dir) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/vmaf-%s.json", trace_dir, k_sizes[si].label);
+            trace_frames(&g_var[V_CW], &F, &next, 8, path);
         }
         /* the ADR fix's pipelined submit, its six matching calls timed the same way */
         {

@@ -95,7 +95,7 @@ check "setup gives up after SETUP_LOCK_WAIT" "1 3" "$rc $(grep -c ' update' "$tm
 
 # ---- 3. benchmarks without a GPU
 if [ -n "${BENCH_DIR:-}" ]; then
-    for b in bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_trace; do
+    for b in bench_streams bench_completion bench_green bench_graph bench_jit bench_resident bench_vmaf bench_pipeline bench_pipeline_wide bench_multi bench_trace bench_nvtx; do
         CUWEAVE_LIBCUDA=/nonexistent/libcuda.so.1 timeout 60 "$BENCH_DIR/$b" > "$tmp/b.log" 2>&1; rc=$?
         check "$b exits 77 without a GPU" 77 "$rc"
     done

@@ -20,19 +20,23 @@ pkgs="build-essential meson ninja-build pkg-config libcmocka-dev python3 python3
 have_fuzzer() {
     f=$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null) && [ -f "$f" ]
 }
-# matplotlib for tools/trace_plot.py (its test renders PNGs from traces), from
-# PyPI with pip into a virtual environment of its own, $CUWEAVE_PLOT_VENV
-# (default ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/plot-venv: the
-# developers' tools, beside the kernel cache's directory ~/.cache/cuweave,
+# matplotlib for tools/trace_plot.py (its test renders PNGs from traces) and
+# the nvidia-nvtx wheel (NVTX3's headers, for the NVTX ranges and their test,
+# test_nvtx_cpu, where no CUDA toolkit is installed: tools/find-nvtx.sh looks
+# there), from PyPI with pip into a virtual environment of its own,
+# $CUWEAVE_PLOT_VENV (default ${XDG_CACHE_HOME:-~/.cache}/cuweave-dev/plot-venv:
+# the developers' tools, beside the kernel cache's directory ~/.cache/cuweave,
 # never in it; Debian's python3 is externally managed). SETUP_PLOT=0 skips it.
 plot_env() {
     [ "${SETUP_PLOT:-1}" = 0 ] && return 0
     venv=${CUWEAVE_PLOT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cuweave-dev/plot-venv}
-    if "$venv/bin/python3" -c 'import matplotlib' >/dev/null 2>&1; then
-        echo "setup: matplotlib already in $venv"
+    if "$venv/bin/python3" -c 'import matplotlib' >/dev/null 2>&1 \
+        && "$venv/bin/pip" show nvidia-nvtx >/dev/null 2>&1; then
+        echo "setup: matplotlib and nvidia-nvtx already in $venv"
         return 0
     fi
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q matplotlib && echo "setup: installed matplotlib in $venv"
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q matplotlib nvidia-nvtx \
+        && echo "setup: installed matplotlib and nvidia-nvtx in $venv"
 }
 missing=""
 for p in $pkgs; do

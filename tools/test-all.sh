@@ -16,6 +16,9 @@ set -u
 cd "$(dirname "$0")/.."
 # tools/setup.sh installs matplotlib: its PNG test (trace_plot) must not skip here.
 export CUWEAVE_TESTS_NEED_MATPLOTLIB="${CUWEAVE_TESTS_NEED_MATPLOTLIB:-1}"
+# and the nvidia-nvtx wheel's headers: the NVTX ranges are built, and their
+# test (test_nvtx_cpu, an NVTX tool of its own) must not skip either.
+export CUWEAVE_TESTS_NEED_NVTX="${CUWEAVE_TESTS_NEED_NVTX:-1}"
 jobs=$(nproc 2>/dev/null || echo 2)
 mkdir -p build
 results=build/test-results.txt

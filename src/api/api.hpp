@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "core/handle.hpp"
 #include "cuweave/cuweave.h"
 #include "driver/error.hpp"

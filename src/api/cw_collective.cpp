@@ -100,6 +100,7 @@ CW_API cw_status cw_comm_get_info(const cw_comm *c, cw_comm_info *info) {
 CW_API cw_status cw_comm_all_reduce(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
                                     cw_dtype dtype, cw_reduce_op op, cw_stream *const *streams) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(collective_all_reduce, count);
     CW_CHECK_HANDLE(c);
     CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
     CW_TRY(check_dtype(dtype));
@@ -110,6 +111,7 @@ CW_API cw_status cw_comm_all_reduce(cw_comm *c, const cw_devptr *send, const cw_
 CW_API cw_status cw_comm_broadcast(cw_comm *c, const cw_devptr *send, const cw_devptr *recv, size_t count,
                                    cw_dtype dtype, int root, cw_stream *const *streams) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(collective_broadcast, count);
     CW_CHECK_HANDLE(c);
     CW_CHECK_ARG(send != NULL && recv != NULL && streams != NULL);
     CW_TRY(check_dtype(dtype));
@@ -120,6 +122,7 @@ CW_API cw_status cw_comm_broadcast(cw_comm *c, const cw_devptr *send, const cw_d
 CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
                                          cw_dtype dtype, cw_reduce_op op, cw_stream *s) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(collective_all_reduce, count);
     CW_CHECK_HANDLE(c);
     CW_TRY(check_dtype(dtype));
     CW_TRY(check_op(op));
@@ -129,6 +132,7 @@ CW_API cw_status cw_comm_all_reduce_rank(cw_comm *c, int rank, cw_devptr send, c
 CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, cw_devptr send, cw_devptr recv, size_t count,
                                         cw_dtype dtype, int root, cw_stream *s) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(collective_broadcast, count);
     CW_CHECK_HANDLE(c);
     CW_TRY(check_dtype(dtype));
     CW_TRY(multi::check_rank(c, root, "root"));
@@ -137,11 +141,13 @@ CW_API cw_status cw_comm_broadcast_rank(cw_comm *c, int rank, cw_devptr send, cw
 
 CW_API cw_status cw_comm_group_begin(void) {
     CW_ENTRY;
+    CW_NVTX_MARK_N(collective_group_begin, 0);
     return multi::group_begin();
 }
 
 CW_API cw_status cw_comm_group_end(void) {
     CW_ENTRY;
+    CW_NVTX_MARK_N(collective_group_end, 0);
     return multi::group_end();
 }
 

@@ -141,6 +141,7 @@ CW_API cw_status cw_pipeline_check(cw_pipeline *p) {
 
 CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(pipeline_run, iterations);
     CW_CHECK_HANDLE(p);
     return flow::pipeline_run(p, iterations);
 }

@@ -59,6 +59,7 @@ CW_API const char *cw_jit_get_compile_log(void) { return jit::compile_log(); }
 CW_API cw_status cw_program_compile(cw_program **out, cw_context *ctx, const char *source,
                                     const cw_program_settings *settings) {
     CW_ENTRY;
+    CW_NVTX_RANGE(program_compile);
     CW_CHECK_ARG(out != NULL);
     CW_CHECK_ARG(source != NULL);
     cw_program_settings def;

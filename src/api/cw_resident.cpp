@@ -230,6 +230,7 @@ CW_API cw_status cw_resident_build(cw_resident *r) {
 
 CW_API cw_status cw_resident_launch(cw_resident *r) {
     CW_ENTRY;
+    CW_NVTX_RANGE(resident_launch);
     CW_CHECK_HANDLE(r);
     return graphs::resident_launch(r);
 }
@@ -248,6 +249,7 @@ CW_API cw_status cw_resident_poll_result(const cw_resident *r, uint64_t seq) {
 
 CW_API cw_status cw_resident_wait_result(const cw_resident *r, uint64_t seq, uint32_t timeout_ms) {
     CW_ENTRY;
+    CW_NVTX_RANGE_N(resident_wait, seq);
     CW_CHECK_HANDLE(r);
     return graphs::resident_wait_result(r, seq, timeout_ms);
 }
@@ -264,6 +266,7 @@ CW_API cw_status cw_resident_next_input(cw_resident *r, uint32_t timeout_ms, cw_
 
 CW_API cw_status cw_resident_tear_down(cw_resident *r, uint32_t timeout_ms) {
     CW_ENTRY;
+    CW_NVTX_RANGE(resident_tear_down);
     CW_CHECK_HANDLE(r);
     return graphs::resident_tear_down(r, timeout_ms);
 }

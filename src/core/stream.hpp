@@ -20,6 +20,7 @@ struct CaptureState {
     uint64_t serial;   // capture_violation_serial() at begin
     std::atomic<int> noted;
     CaptureNote note;  // the first capture-class failure of a call made on the stream
+    uint64_t nvtx;     // the capture's NVTX range (base/nvtx.hpp), ended with it
 };
 }  // namespace core
 }  // namespace cw

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "core/future.hpp"
 #include "flow/flow.hpp"
 
@@ -173,6 +174,7 @@ void run_op(cw_pipeline *p, cw_operator *op, uint64_t iteration) {
             return;
         }
     }
+    CW_NVTX_RANGE_TEXT(operator_compute, op->name);  // the call and what it recorded (finish_call)
     io_reset(&op->io, op, iteration);
     op->ran.store(p->iterations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     op->io.active = true;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "graph/graph.hpp"
 
 namespace cw {
@@ -19,6 +20,7 @@ void capture_done(cw_stream *s) {
     if (s->cap.target) static_cast<cw_graph *>(s->cap.target)->capturing = nullptr;
     s->cap.target = nullptr;
     s->cap.active = false;
+    CW_NVTX_END(s->cap.nvtx);
 }
 
 }  // namespace
@@ -60,6 +62,7 @@ cw_status capture_begin(cw_stream *s, cw_graph *g, cw_capture_mode mode) {
     s->cap.mode = mode;
     s->cap.target = g;
     s->cap.active = true;
+    s->cap.nvtx = CW_NVTX_START(graph_capture);
     if (g) g->capturing = s;
     return CW_SUCCESS;
 }

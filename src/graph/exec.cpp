@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "graph/graph.hpp"
 
 namespace cw {
@@ -32,6 +33,7 @@ const char *update_reason(int result) {
 }  // namespace
 
 cw_status instantiate(cw_graph *g, unsigned flags, cw_graph_exec **out) {
+    CW_NVTX_RANGE(graph_instantiate);
     HandleRoom room;
     CW_TRY(room.reserve());
     if (graph_busy(g)) return fail(CW_ERROR_INVALID_STATE, "a capture into the graph is active: end it first");

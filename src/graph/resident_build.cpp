@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "graph/resident.hpp"
 #include "kernel/kernel.hpp"
 
@@ -680,6 +681,7 @@ cw_status launch_into(cw_resident *r, cw_graph *g, ResidentKernel kernel, void *
 }
 
 cw_status build(cw_resident *r) {
+    CW_NVTX_RANGE(resident_build);
     if (r->set.trace) CW_TRY(trace_prepare(r));
     r->stages.clear();
     cw_graph *top = nullptr;

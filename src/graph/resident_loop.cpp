@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/nvtx.hpp"
 #include "core/context.hpp"
 #include "cuweave/device.h"  // cw_feature
 #include "driver/driver.hpp"
@@ -471,6 +472,7 @@ cw_status resident_data_ready(cw_resident *r, uint64_t *seq) {
             return fail(CW_ERROR_INVALID_STATE, "the resident loop is not running (launch it first)");
     } while (!__atomic_compare_exchange_n(bell, &cur, cur + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     if (seq) *seq = cur + 1;
+    CW_NVTX_MARK_N(resident_request, cur + 1);
     return CW_SUCCESS;
 }
 

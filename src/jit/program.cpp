@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "driver/nvrtc.hpp"
 #include "jit/jit.hpp"
 #include "jit/sha256.hpp"
@@ -81,6 +82,7 @@ cw_status nvrtc_compile(const Nvrtc *nv, const char *source, const cw_program_se
     }
     int cr = 0;
     if (st == CW_SUCCESS) {
+        CW_NVTX_RANGE(nvrtc_compile);
         cr = nv->nvrtcCompileProgram(prog, (int)(opts.n + 1), argv);
         g_jit.compiles.fetch_add(1, std::memory_order_relaxed);
         size_t loglen = 0;
@@ -216,6 +218,7 @@ cw_status program_compile(cw_context *ctx, const char *source, const cw_program_
         JitEntry *e = memory_find(material);
         if (e) {
             g_jit.memory_hits.fetch_add(1, std::memory_order_relaxed);
+            CW_NVTX_MARK_N(cache_hit_memory, 0);
             set_log("", 0);
             return new_program(e, CW_FROM_MEMORY, true, out);
         }
@@ -228,6 +231,7 @@ cw_status program_compile(cw_context *ctx, const char *source, const cw_program_
         const DiskResult dr = disk_load(cfg.dir, key, &e);
         if (dr == DiskResult::Hit) {
             g_jit.disk_hits.fetch_add(1, std::memory_order_relaxed);
+            CW_NVTX_MARK_N(cache_hit_disk, 0);
             if (use_memory) memory_put(material, e);
             set_log("", 0);
             return new_program(e, CW_FROM_DISK, true, out);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.hpp"
 #include "core/buffer.hpp"
 #include "core/event.hpp"
 #include "core/future.hpp"
@@ -41,6 +42,23 @@ unsigned long cwi_handles_freed(void) { return cw::core::handles_freed(); }
 int cwi_handles_lookup_racing_move(const void *h) { return cw::core::handle_lookup_racing_move(h); }
 
 void cwi_handles_fail_next(int nth) { cw::core::handle_registry_fail_next(nth); }
+
+int cwi_nvtx_compiled(void) { return CW_HAVE_NVTX; }
+int cwi_nvtx_on(void) { return cw::nvtx::on() ? 1 : 0; }
+unsigned cwi_nvtx_registered(void) { return cw::nvtx::registered(); }
+
+unsigned long long cwi_nvtx_pairs(unsigned long n, int empty) {
+    const int64_t t0 = cw::now_ns();
+    if (empty) {
+        for (unsigned long i = 0; i < n; i++) asm volatile("" : : "r"(i) : "memory");
+    } else {
+        for (unsigned long i = 0; i < n; i++) {
+            CW_NVTX_RANGE(operator_compute);
+            asm volatile("" : : "r"(i) : "memory");
+        }
+    }
+    return (unsigned long long)(cw::now_ns() - t0);
+}
 
 void cwi_sha256(const void *data, size_t n, int portable, unsigned char out[32]) {
     const bool was = cw::g_force_portable;

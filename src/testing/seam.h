@@ -57,6 +57,18 @@ int cwi_seam_fired_entry(void);
 void cwi_seam_timing(int on);
 unsigned long long cwi_seam_ns(int id);
 
+/* NVTX (src/base/nvtx.hpp): 1 when the library was built with its ranges
+ * (NVTX3's headers found), else 0; whether a tool is attached (asks NVTX
+ * the first time, as the first range would); texts registered with the
+ * domain so far. */
+int cwi_nvtx_compiled(void);
+int cwi_nvtx_on(void);
+unsigned cwi_nvtx_registered(void);
+/* For bench_nvtx: n push/pop pairs of one fixed name through the module's
+ * scope helper (empty 0), or n turns of the same loop without them (empty
+ * 1); returns the nanoseconds they took. */
+unsigned long long cwi_nvtx_pairs(unsigned long n, int empty);
+
 /* Calls and successful calls of entry id since enable/reset (-1: all entries). */
 unsigned long cwi_seam_calls(int id);
 unsigned long cwi_seam_successes(int id);
