@@ -1929,6 +1929,57 @@ static void test_cupti_bounded(void **state) {
     cw_module_destroy(&m);
 }
 
+/* Past max_spans a CUPTI trace keeps no more calls: their launches are not
+ * followed, and no timing event is recorded for them either (the CUPTI path
+ * records none, trace.h). */
+static void test_cupti_calls_past_max_spans(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    COp o;
+    cw_pipeline *p = one_op(m, "past", &o);
+    assert_cw_ok(cw_pipeline_run(p, 5)); /* warm */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    long ev = fake_calls("cuEventRecord");
+    assert_cw_ok(cw_pipeline_run(p, 5));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    const long untraced = fake_calls("cuEventRecord") - ev;
+    cw_trace_settings set;
+    cw_trace_settings_default(&set);
+    set.max_spans = 2;
+    set.gpu_timing = CW_TRACE_GPU_CUPTI;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, &set));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    ev = fake_calls("cuEventRecord");
+    const long live_ev = fake_live("event");
+    assert_cw_ok(cw_pipeline_run(p, 5)); /* 2 calls kept, 3 past max_spans */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    const long traced = fake_calls("cuEventRecord") - ev;
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_CUPTI);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-past.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    if (traced != untraced)
+        fail_msg("a CUPTI trace past max_spans recorded %ld cuEventRecord more than untraced (%ld events live more)",
+                 traced - untraced, fake_live("event") - live_ev);
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1994,6 +2045,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cupti_two_traces),
         cmocka_unit_test(test_cupti_refused),
         cmocka_unit_test(test_cupti_bounded),
+        cmocka_unit_test(test_cupti_calls_past_max_spans),
     };
     cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
