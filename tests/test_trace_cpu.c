@@ -1980,6 +1980,91 @@ static void test_cupti_calls_past_max_spans(void **state) {
     cw_module_destroy(&m);
 }
 
+/* Traces on CUPTI made, used and destroyed on three threads at once, CUPTI
+ * delivering each record from its own thread: the session opened and closed
+ * under them, every other trace destroyed with its records in flight: each
+ * trace written has its own calls' records, each once. */
+typedef struct ChurnArg {
+    cw_module *m;
+    int id, rounds, bad;
+    char why[160];
+} ChurnArg;
+
+static void *cupti_churn(void *arg) {
+    ChurnArg *a = arg;
+    char name[32];
+    snprintf(name, sizeof name, "churn%d", a->id);
+    for (int r = 0; r < a->rounds && !a->bad; r++) {
+        COp o;
+        memset(&o, 0, sizeof o);
+        cw_operator *op = NULL;
+        cw_pipeline *p = NULL;
+        cw_trace *t = NULL;
+        cw_operator_ops ops;
+        memset(&ops, 0, sizeof ops);
+        ops.compute = cupti_compute;
+        cw_trace_settings set;
+        cw_trace_settings_default(&set);
+        set.gpu_timing = CW_TRACE_GPU_CUPTI;
+        char path[300];
+        snprintf(path, sizeof path, "%s/churn-%d.json", g_dir, a->id);
+        cw_trace_info info;
+        cw_status st;
+        if ((st = cw_module_get_kernel(a->m, "one_k#8", &o.k)) || (st = cw_pipeline_create(&p, ctx, NULL)) ||
+            (st = cw_operator_create(&op, name, &ops, &o, NULL)) || (st = cw_pipeline_add(p, op)) ||
+            (st = cw_trace_create(&t, &set)) || (st = cw_pipeline_set_trace(p, t)) ||
+            (st = cw_pipeline_run(p, 3))) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: status %d: %s", r, st, cw_last_error()->message);
+        } else if (r % 2) {
+            /* destroyed with its records in CUPTI's buffers, maybe being delivered */
+        } else if ((st = cw_pipeline_synchronize(p)) || (st = cw_trace_write(t, path)) ||
+                   (st = cw_trace_get_info(t, &info))) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: status %d: %s", r, st, cw_last_error()->message);
+        } else if (info.gpu_records != 3 || info.dropped != 0) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: %llu records, %llu dropped (3, 0 expected)", r,
+                     (unsigned long long)info.gpu_records, (unsigned long long)info.dropped);
+        }
+        cw_pipeline_destroy(&p);
+        cw_trace_destroy(&t);
+    }
+    return NULL;
+}
+
+static void test_cupti_traces_churned_on_threads(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    cupti_buffer_records(1);
+    enum { N = 3 };
+    ChurnArg a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].m = m;
+        a[i].id = i;
+        a[i].rounds = 40;
+        assert_int_equal(pthread_create(&th[i], NULL, cupti_churn, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    cupti_buffer_records(0);
+    for (int i = 0; i < N; i++)
+        if (a[i].bad) fail_msg("thread %d: %s", i, a[i].why);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2046,6 +2131,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cupti_refused),
         cmocka_unit_test(test_cupti_bounded),
         cmocka_unit_test(test_cupti_calls_past_max_spans),
+        cmocka_unit_test(test_cupti_traces_churned_on_threads),
     };
     cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
