@@ -2065,6 +2065,41 @@ static void test_cupti_traces_churned_on_threads(void **state) {
     cw_module_destroy(&m);
 }
 
+/* CUWEAVE_LIBCUPTI naming what is no CUPTI (a directory, the C library, the
+ * fake driver: a library lacking CUPTI's entry points, a relative name):
+ * CUPTI is CW_ERROR_NOT_SUPPORTED naming the file, AUTO timing events with
+ * the reason in the trace; nothing opened stays subscribed. */
+static void test_cupti_hostile_library_names(void **state) {
+    (void)state;
+    char lib_fake[300];
+    snprintf(lib_fake, sizeof lib_fake, "%s", g_cupti_path);
+    char *slash = strrchr(lib_fake, '/');
+    snprintf(slash ? slash + 1 : lib_fake, sizeof lib_fake - (size_t)(slash ? slash + 1 - lib_fake : 0),
+             "libfakecuda.so");
+    const char *names[4] = {g_dir, "libc.so.6", lib_fake, "../../nonexistent/libcupti.so"};
+    for (int i = 0; i < 4; i++) {
+        use_cupti(names[i]);
+        cw_trace_settings s;
+        cw_trace_settings_default(&s);
+        s.gpu_timing = CW_TRACE_GPU_CUPTI;
+        cw_trace *t = NULL;
+        assert_cw(CW_ERROR_NOT_SUPPORTED, cw_trace_create(&t, &s));
+        assert_null(t);
+        if (!strstr(cw_last_error()->message, names[i])) fail_msg("'%s': %s", names[i], cw_last_error()->message);
+        s.gpu_timing = CW_TRACE_GPU_AUTO;
+        assert_cw_ok(cw_trace_create(&t, &s));
+        cw_trace_info info;
+        assert_cw_ok(cw_trace_get_info(t, &info));
+        assert_int_equal(info.gpu_timing, CW_TRACE_GPU_EVENTS);
+        assert_int_equal(info.cupti_result, -1);
+        cw_trace_destroy(&t);
+        int sub = 1;
+        cupti_state(&sub, NULL, NULL, NULL);
+        assert_int_equal(sub, 0);
+    }
+    use_cupti("/nonexistent/libcupti.so.13");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2126,6 +2161,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_writers_beside_adders_and_faults),
         cmocka_unit_test(test_write_sort),
         cmocka_unit_test(test_cupti_absent),
+        cmocka_unit_test(test_cupti_hostile_library_names),
         cmocka_unit_test(test_cupti_pipeline),
         cmocka_unit_test(test_cupti_two_traces),
         cmocka_unit_test(test_cupti_refused),
