@@ -1956,6 +1956,40 @@ static void test_no_context_switch_when_current(void **state) {
     cw_pipeline_destroy(&g.p);
 }
 
+/* The caller's context is current again after a run that fails midway,
+ * and after one that found no context current, with one executor thread
+ * and with several (flow.h: cw_pipeline_run). */
+static void test_context_restored_after_failed_run(void **state) {
+    (void)state;
+    CUcontext mine = NULL;
+    assert_cw_ok(cwt_context_handle(ctx, &mine));
+    for (int threads = 1; threads <= 4; threads *= 2) {
+        cw_pipeline_settings ps;
+        cw_pipeline_settings_default(&ps);
+        ps.threads = (unsigned)threads;
+        diamond g;
+        diamond_init(&g, &ps, 0);
+        for (int k = 0; k < 2; k++) {
+            CUcontext before = k ? NULL : fake_other();
+            g.b.fail_at = 2; /* iteration 1 */
+            fake_ctx_set(before);
+            assert_int_not_equal(cw_pipeline_run(g.p, 4), CW_SUCCESS);
+            CUcontext after = mine;
+            fake_ctx_get(&after);
+            if (after != before)
+                fail_msg("threads %d: after a failed run %p is current, %p was", threads, (void *)after, (void *)before);
+            g.b.fail_at = 0;
+            fake_ctx_set(before);
+            assert_cw_ok(cw_pipeline_run(g.p, 2));
+            fake_ctx_get(&after);
+            assert_ptr_equal(after, before);
+            assert_ptr_equal(g.c.current[1], mine);
+        }
+        fake_ctx_set(NULL);
+        cw_pipeline_destroy(&g.p);
+    }
+}
+
 /* What one frame costs the host, counted (issue 26): a warm diamond run one
  * frame at a time (cw_pipeline_run(p, 1), as bench_pipeline's latency mode)
  * allocates no mark and creates no event, and makes exactly the driver calls
@@ -2871,6 +2905,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_names_ports),
         cmocka_unit_test(test_no_context_switch_when_current),
+        cmocka_unit_test(test_context_restored_after_failed_run),
         cmocka_unit_test(test_frame_cost_counted),
         cmocka_unit_test(test_one_stream_chain_one_wait),
         cmocka_unit_test(test_port_names_and_cache_ring),

@@ -1929,6 +1929,177 @@ static void test_cupti_bounded(void **state) {
     cw_module_destroy(&m);
 }
 
+/* Past max_spans a CUPTI trace keeps no more calls: their launches are not
+ * followed, and no timing event is recorded for them either (the CUPTI path
+ * records none, trace.h). */
+static void test_cupti_calls_past_max_spans(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    COp o;
+    cw_pipeline *p = one_op(m, "past", &o);
+    assert_cw_ok(cw_pipeline_run(p, 5)); /* warm */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    long ev = fake_calls("cuEventRecord");
+    assert_cw_ok(cw_pipeline_run(p, 5));
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    const long untraced = fake_calls("cuEventRecord") - ev;
+    cw_trace_settings set;
+    cw_trace_settings_default(&set);
+    set.max_spans = 2;
+    set.gpu_timing = CW_TRACE_GPU_CUPTI;
+    cw_trace *t = NULL;
+    assert_cw_ok(cw_trace_create(&t, &set));
+    assert_cw_ok(cw_pipeline_set_trace(p, t));
+    ev = fake_calls("cuEventRecord");
+    const long live_ev = fake_live("event");
+    assert_cw_ok(cw_pipeline_run(p, 5)); /* 2 calls kept, 3 past max_spans */
+    assert_cw_ok(cw_pipeline_synchronize(p));
+    const long traced = fake_calls("cuEventRecord") - ev;
+    cw_trace_info info;
+    assert_cw_ok(cw_trace_get_info(t, &info));
+    assert_int_equal(info.gpu_timing, CW_TRACE_GPU_CUPTI);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cupti-past.json", g_dir);
+    assert_cw_ok(cw_trace_write(t, path));
+    if (traced != untraced)
+        fail_msg("a CUPTI trace past max_spans recorded %ld cuEventRecord more than untraced (%ld events live more)",
+                 traced - untraced, fake_live("event") - live_ev);
+    cw_pipeline_destroy(&p);
+    cw_trace_destroy(&t);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+/* Traces on CUPTI made, used and destroyed on three threads at once, CUPTI
+ * delivering each record from its own thread: the session opened and closed
+ * under them, every other trace destroyed with its records in flight: each
+ * trace written has its own calls' records, each once. */
+typedef struct ChurnArg {
+    cw_module *m;
+    int id, rounds, bad;
+    char why[160];
+} ChurnArg;
+
+static void *cupti_churn(void *arg) {
+    ChurnArg *a = arg;
+    char name[32];
+    snprintf(name, sizeof name, "churn%d", a->id);
+    for (int r = 0; r < a->rounds && !a->bad; r++) {
+        COp o;
+        memset(&o, 0, sizeof o);
+        cw_operator *op = NULL;
+        cw_pipeline *p = NULL;
+        cw_trace *t = NULL;
+        cw_operator_ops ops;
+        memset(&ops, 0, sizeof ops);
+        ops.compute = cupti_compute;
+        cw_trace_settings set;
+        cw_trace_settings_default(&set);
+        set.gpu_timing = CW_TRACE_GPU_CUPTI;
+        char path[300];
+        snprintf(path, sizeof path, "%s/churn-%d.json", g_dir, a->id);
+        cw_trace_info info;
+        cw_status st;
+        if ((st = cw_module_get_kernel(a->m, "one_k#8", &o.k)) || (st = cw_pipeline_create(&p, ctx, NULL)) ||
+            (st = cw_operator_create(&op, name, &ops, &o, NULL)) || (st = cw_pipeline_add(p, op)) ||
+            (st = cw_trace_create(&t, &set)) || (st = cw_pipeline_set_trace(p, t)) ||
+            (st = cw_pipeline_run(p, 3))) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: status %d: %s", r, st, cw_last_error()->message);
+        } else if (r % 2) {
+            /* destroyed with its records in CUPTI's buffers, maybe being delivered */
+        } else if ((st = cw_pipeline_synchronize(p)) || (st = cw_trace_write(t, path)) ||
+                   (st = cw_trace_get_info(t, &info))) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: status %d: %s", r, st, cw_last_error()->message);
+        } else if (info.gpu_records != 3 || info.dropped != 0) {
+            a->bad = 1;
+            snprintf(a->why, sizeof a->why, "round %d: %llu records, %llu dropped (3, 0 expected)", r,
+                     (unsigned long long)info.gpu_records, (unsigned long long)info.dropped);
+        }
+        cw_pipeline_destroy(&p);
+        cw_trace_destroy(&t);
+    }
+    return NULL;
+}
+
+static void test_cupti_traces_churned_on_threads(void **state) {
+    (void)state;
+    use_cupti(g_cupti_path);
+    cw_module *m = NULL;
+    assert_cw_ok(cw_module_load_image(&m, k_cupti_ptx));
+    cw_stream *s = NULL;
+    assert_cw_ok(cw_stream_create(&s, ctx, NULL));
+    cw_buffer *buf = NULL;
+    assert_cw_ok(cw_buffer_create(&buf, s, 4096));
+    assert_cw_ok(cw_buffer_get_ptr(buf, &g_cdev));
+    cupti_buffer_records(1);
+    enum { N = 3 };
+    ChurnArg a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].m = m;
+        a[i].id = i;
+        a[i].rounds = 40;
+        assert_int_equal(pthread_create(&th[i], NULL, cupti_churn, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    cupti_buffer_records(0);
+    for (int i = 0; i < N; i++)
+        if (a[i].bad) fail_msg("thread %d: %s", i, a[i].why);
+    assert_cupti_closed();
+    cupti_log(NULL, 0);
+    cw_buffer_destroy(&buf);
+    cw_stream_destroy(&s);
+    cw_module_destroy(&m);
+}
+
+/* CUWEAVE_LIBCUPTI naming what is no CUPTI (a directory, the C library, the
+ * fake driver: a library lacking CUPTI's entry points, a relative name):
+ * CUPTI is CW_ERROR_NOT_SUPPORTED naming the file, AUTO timing events with
+ * the reason in the trace; nothing opened stays subscribed. */
+static void test_cupti_hostile_library_names(void **state) {
+    (void)state;
+    char lib_fake[300];
+    snprintf(lib_fake, sizeof lib_fake, "%s", g_cupti_path);
+    char *slash = strrchr(lib_fake, '/');
+    snprintf(slash ? slash + 1 : lib_fake, sizeof lib_fake - (size_t)(slash ? slash + 1 - lib_fake : 0),
+             "libfakecuda.so");
+    const char *names[4] = {g_dir, "libc.so.6", lib_fake, "../../nonexistent/libcupti.so"};
+    for (int i = 0; i < 4; i++) {
+        use_cupti(names[i]);
+        cw_trace_settings s;
+        cw_trace_settings_default(&s);
+        s.gpu_timing = CW_TRACE_GPU_CUPTI;
+        cw_trace *t = NULL;
+        assert_cw(CW_ERROR_NOT_SUPPORTED, cw_trace_create(&t, &s));
+        assert_null(t);
+        if (!strstr(cw_last_error()->message, names[i])) fail_msg("'%s': %s", names[i], cw_last_error()->message);
+        s.gpu_timing = CW_TRACE_GPU_AUTO;
+        assert_cw_ok(cw_trace_create(&t, &s));
+        cw_trace_info info;
+        assert_cw_ok(cw_trace_get_info(t, &info));
+        assert_int_equal(info.gpu_timing, CW_TRACE_GPU_EVENTS);
+        assert_int_equal(info.cupti_result, -1);
+        cw_trace_destroy(&t);
+        int sub = 1;
+        cupti_state(&sub, NULL, NULL, NULL);
+        assert_int_equal(sub, 0);
+    }
+    use_cupti("/nonexistent/libcupti.so.13");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -1990,10 +2161,13 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_writers_beside_adders_and_faults),
         cmocka_unit_test(test_write_sort),
         cmocka_unit_test(test_cupti_absent),
+        cmocka_unit_test(test_cupti_hostile_library_names),
         cmocka_unit_test(test_cupti_pipeline),
         cmocka_unit_test(test_cupti_two_traces),
         cmocka_unit_test(test_cupti_refused),
         cmocka_unit_test(test_cupti_bounded),
+        cmocka_unit_test(test_cupti_calls_past_max_spans),
+        cmocka_unit_test(test_cupti_traces_churned_on_threads),
     };
     cwt_filter_from_env(); /* CWT_FILTER=test_name runs one */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,10 +72,12 @@ extern std::atomic<void *> g_trace_source_hook_arg;
 // A pipeline's compute call on a trace that times calls with CUPTI
 // (trace_cupti.cpp): between begin and end, the launches, copies and
 // memsets the calling thread makes are the call's (CUPTI's callback notes
-// their correlation ids). On events, begin leaves c->t NULL and the three
-// do nothing. Calls nest per thread (end restores the one around).
+// their correlation ids). On events (c->cupti false), and for a call past
+// max_spans, begin leaves c->t NULL and the three do nothing. Calls nest
+// per thread (end restores the one around).
 struct TraceCall {
-    cw_trace *t;        // NULL: not a CUPTI call
+    bool cupti;         // the trace is on CUPTI (also when the call was not kept: past max_spans)
+    cw_trace *t;        // NULL: not a CUPTI call, or one not kept
     uint32_t call;      // from 1
     cw_trace *outer_t;  // the thread's call before this one
     uint32_t outer_call;

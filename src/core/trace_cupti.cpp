@@ -440,7 +440,8 @@ void cupti_drain(cw_trace *t) {
 
 void trace_call_begin(cw_trace *t, const char *name, uint64_t iteration, TraceCall *c) {
     c->t = nullptr;
-    if (t->timing != CW_TRACE_GPU_CUPTI) return;
+    c->cupti = t->timing == CW_TRACE_GPU_CUPTI;
+    if (!c->cupti) return;
     Call k;
     memset(&k, 0, sizeof k);
     snprintf(k.name, sizeof k.name, "%s", name);

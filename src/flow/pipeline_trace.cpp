@@ -26,8 +26,9 @@ void trace_call_begin(cw_io *io) {
 }
 
 cw_status trace_call_stream(cw_io *io, cw_stream *s) {
-    // On CUPTI no event: the call's records go on the stream's track.
-    if (io->trace_call.t) {
+    // On CUPTI no event: the call's records go on the stream's track (none
+    // for a call past max_spans, whose launches are not followed).
+    if (io->trace_call.cupti) {
         if (io->trace_stream == s) return CW_SUCCESS;
         io->trace_stream = s;
         return core::trace_call_stream(&io->trace_call, s, io->op->name);
@@ -41,7 +42,7 @@ cw_status trace_call_stream(cw_io *io, cw_stream *s) {
 }
 
 cw_status trace_call_end(cw_io *io) {
-    if (io->trace_call.t) {
+    if (io->trace_call.cupti) {
         core::trace_call_end(&io->trace_call);
         io->trace_stream = nullptr;
         return CW_SUCCESS;
