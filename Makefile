@@ -75,6 +75,8 @@ LIB_SRCS = \
 	src/driver/error.cpp \
 	src/driver/nvrtc.cpp \
 	src/flow/executor.cpp \
+	src/flow/fused_pipeline.cpp \
+	src/flow/fused_stage.cpp \
 	src/flow/io.cpp \
 	src/flow/memory.cpp \
 	src/flow/model.cpp \
@@ -102,6 +104,7 @@ LIB_SRCS = \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
 	src/testing/hooks.cpp \
+	src/testing/pipeline_hooks.cpp \
 	src/testing/seam.cpp
 
 HEADERS = \
@@ -147,7 +150,7 @@ EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph gui
 CPP_EXAMPLES = diamond_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu
+FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_pipeline_fused_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
