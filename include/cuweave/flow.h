@@ -522,12 +522,13 @@ typedef struct cw_port_read {
 typedef struct cw_operator_stage {
     /* The device function, defined in the source given to
      * cw_pipeline_make_fused:
-     *   __device__ void FUNCTION(const cw_fused_tile *t, void *user,
+     *   __device__ void FUNCTION(const cw_fused_tile *t, U *user,
      *                            T0 *port0, T1 *port1, ...)
-     * one pointer (of any type) per port of the operator, in the order the
-     * ports were declared, inputs and outputs alike: the port's memory
-     * (NULL for an output with none). Called by the threads of one block
-     * (threadIdx.x < t->threads) once per tile of each request. */
+     * `user` below, then one pointer per port of the operator, in the order
+     * the ports were declared, inputs and outputs alike: the port's memory
+     * (NULL for a port with none); each of any pointer type (void *,
+     * const float *, ...). Called by the threads of one block (threadIdx.x
+     * < t->threads) once per tile of each request. */
     const char *function;
     cw_devptr user;           /* passed as `user` (0: NULL) */
     /* How the stage is cut, as cw_fused_stage: `tiles` tiles in a row, or
