@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Issue 39, "operators become stages": on the GPU machine, builds what the
 # fused pipelines need (meson, release) and runs, each with a timeout: the
-# GPU test of the fused diamond (tests/test_gpu_pipeline_fused.c), the
+# GPU test of the fused diamond (tests/test_gpu_pipeline_fused.c) and its
+# Python counterpart (bindings/python/tests/test_gpu_pipeline_fused.py), the
 # dataflow mode's own GPU test (a regression check), the CPU tests of fused
 # pipelines and of the C++ front end (the real NVRTC compiles the generated
 # source there), the two examples, and the new GPU test under
@@ -64,6 +65,9 @@ for e in pipeline_fused fused_cpp; do
     note "example $e: exit $?"
     sed 's/^/    /' "$OUT/example-$e.log" | tail -4 >> "$OUT/facts.txt"
 done
+CUWEAVE_LIBRARY=build-gpu/src/libcuweave.so.2 timeout 90 python3 -m unittest discover -s bindings/python/tests \
+    -p 'test_gpu_pipeline_fused.py' -v > "$OUT/python-gpu.log" 2>&1
+note "python test_gpu_pipeline_fused.py: exit $? ($(grep -E '^(OK|FAILED)' "$OUT/python-gpu.log" | tail -1))"
 if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck; do
         CWT_QUICK=1 CWT_SANITIZER_TOOL=$tool timeout 100 compute-sanitizer --tool $tool --report-api-errors no \
