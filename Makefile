@@ -78,6 +78,8 @@ LIB_SRCS = \
 	src/driver/error.cpp \
 	src/driver/nvrtc.cpp \
 	src/flow/executor.cpp \
+	src/flow/fused_pipeline.cpp \
+	src/flow/fused_stage.cpp \
 	src/flow/io.cpp \
 	src/flow/memory.cpp \
 	src/flow/model.cpp \
@@ -105,6 +107,7 @@ LIB_SRCS = \
 	src/multi/device_group.cpp \
 	src/multi/peer.cpp \
 	src/testing/hooks.cpp \
+	src/testing/pipeline_hooks.cpp \
 	src/testing/seam.cpp
 
 HEADERS = \
@@ -146,17 +149,17 @@ CPP_HEADERS = \
 	include/cuweave/cpp/trace.hpp \
 	include/cuweave/cpp/stream.hpp
 
-EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process resident resident_fused resident_handler video_pipeline
-CPP_EXAMPLES = diamond_cpp resident_cpp
+EXAMPLES = devices diamond diamond_resident embed first forkjoin green graph guide_graph guide_pipeline guide_resident guide_streams kernels multi_gpu multi_process pipeline_fused resident resident_fused resident_handler video_pipeline
+CPP_EXAMPLES = diamond_cpp fused_cpp resident_cpp
 CPU_TESTS = test_api test_nodriver
 STATIC_TESTS = test_static
-FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_frame_cost_cpu test_nvtx_cpu
+FAKE_TESTS = test_stream_cpu test_future_cpu test_jit_cpu test_resident_cpu test_resident_fused_cpu test_flow_cpu test_multi_cpu test_handles_cpu test_model_cpu test_graph_jit_cpu test_share_cpu test_comm_rank_cpu test_trace_cpu test_fused_model_cpu test_resident_dataflow_cpu test_pipeline_fused_cpu test_frame_cost_cpu test_nvtx_cpu
 CPP_TESTS = test_cpp
 CPP_MODE_TESTS = test_cpp_modes
 # Checks of the C++ wrappers run as scripts: sh tests/NAME.sh SOURCE_ROOT LIBCUWEAVE_SO.
 CPP_SCRIPT_TESTS = check-cpp-coverage
 GPU_CPP_TESTS = test_gpu_cpp
-GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_resident_fused test_gpu_resident_dataflow test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank test_gpu_trace
+GPU_TESTS = test_gpu_device test_gpu_context test_gpu_stream test_gpu_future test_gpu_fault test_gpu_green test_gpu_graph test_gpu_jit test_gpu_resident test_gpu_resident_fused test_gpu_resident_dataflow test_gpu_pipeline_fused test_gpu_embed test_gpu_stress test_gpu_flow test_gpu_sweep test_gpu_multi test_gpu_churn test_gpu_share test_gpu_comm_rank test_gpu_trace
 FUZZ_TARGETS = fuzz_cache_file fuzz_options fuzz_env fuzz_settings fuzz_comm_hello fuzz_comm_id fuzz_comm_file fuzz_share_handle
 # Installed programs (bin/): what cuweave finds on this machine (docs/cuweave-info.md).
 PROGRAMS = cuweave-info

@@ -1429,6 +1429,113 @@ static void test_resident_loop(void **) {
     expect_no_leaks(before, "the resident loop");
 }
 
+// Tile dataflow plans by value (cw::fused_plan, cw::read_*): the C
+// description they make (names resolved to indices, every field of a
+// dependency, the loop's shape), an unknown name refused before any C
+// call in both modes, a loop made fused from a plan; a fused pipeline of
+// cw::stage_op operators made the loop's kernel, its port memory shared by
+// the connection; a failing add leaves nothing.
+static void test_fused_plans(void **) {
+    const live_counts before = snapshot();
+    {
+        static const char src[] = "a b c pick fn_a fn_b /* the fake NVRTC needs the names */";
+        cw::fused_plan plan(src);
+        plan.stage("a").tiles(8);
+        plan.stage("b").size(100, 30).tile(16, 8).threads(64).shared_bytes(256).reads(cw::read_all("a").previous(),
+                                                                                         cw::read_all(0u));
+        plan.stage("c").tiles(8).reads(cw::read_neighbours("a", 1, 1, 2), cw::read_function("b", "pick"),
+                                       cw::read_same("a"));
+        plan.block_threads(128).in_flight(2).watchdog_ms(700).grid_blocks(3).option("-DX=1");
+        assert_int_equal(plan.size(), 3);
+        assert_int_equal(plan.index_of("c"), 2);
+        assert_int_equal(plan.index_of("zz"), -1);
+        const cw_resident_fused f = VAL(plan.c());
+        assert_string_equal(f.source, src);
+        assert_int_equal(f.mode, CW_FUSED_DATAFLOW);
+        assert_int_equal(f.stage_count, 3);
+        assert_int_equal(f.block_threads, 128);
+        assert_int_equal(f.in_flight, 2);
+        assert_int_equal(f.watchdog_ms, 700);
+        assert_int_equal(f.grid_blocks, 3);
+        assert_int_equal(f.option_count, 1);
+        assert_string_equal(f.options[0], "-DX=1");
+        const cw_fused_stage *st = f.stage_defs;
+        assert_string_equal(st[1].name, "b");
+        assert_int_equal(st[0].tiles, 8);
+        assert_null(st[0].deps);
+        assert_int_equal(st[1].size[0], 100);
+        assert_int_equal(st[1].tile[1], 8);
+        assert_int_equal(st[1].threads, 64);
+        assert_int_equal(st[1].shared_bytes, 256);
+        assert_int_equal(st[1].dep_count, 2);
+        assert_int_equal(st[1].deps[0].stage, 0);
+        assert_int_equal(st[1].deps[0].read, CW_FUSED_READ_ALL);
+        assert_int_equal(st[1].deps[0].previous, 1);
+        assert_int_equal(st[1].deps[1].read, CW_FUSED_READ_ALL);
+        assert_int_equal(st[1].deps[1].previous, 0);
+        assert_int_equal(st[2].deps[0].read, CW_FUSED_READ_NEIGHBOURS);
+        assert_int_equal(st[2].deps[0].radius, 1);
+        assert_int_equal(st[2].deps[0].scale_num, 1);
+        assert_int_equal(st[2].deps[0].scale_den, 2);
+        assert_int_equal(st[2].deps[1].stage, 1);
+        assert_int_equal(st[2].deps[1].read, CW_FUSED_READ_FUNCTION);
+        assert_string_equal(st[2].deps[1].function, "pick");
+        assert_int_equal(st[2].dep_count, 3);
+        assert_int_equal(st[2].deps[2].stage, 0);
+        assert_int_equal(st[2].deps[2].read, CW_FUSED_READ_SAME);
+        assert_null(st[2].deps[2].function);
+        // a copy is a plan of its own
+        cw::fused_plan copy = plan;
+        copy.stage("d").tiles(1).reads(cw::read_all("nowhere"));
+        assert_int_equal(STATUS_OF(copy.c()), CW_ERROR_INVALID_ARGUMENT);
+        assert_string_equal(copy.problem().c_str(),
+                            "cw::fused_plan: stage 'd' reads 'nowhere', which is not a stage of the plan");
+        assert_int_equal(plan.size(), 3);
+        cw::context ctx = VAL(cw::context::create(0));
+        cw::resident r = VAL(cw::resident::create(ctx));
+        assert_int_equal(STATUS_OF(r.set_fused(copy)), CW_ERROR_INVALID_ARGUMENT); // before the C call
+        OK(r.set_fused(plan));
+        cw_resident_info info = VAL(r.info());
+        assert_int_equal(info.fused, 1);
+        assert_int_equal(info.grid_blocks, 3);
+        assert_int_equal(info.block_threads, 128);
+        OK(r.set_fused(nullptr));
+
+        // a fused pipeline: a -> b, b reads a tile for tile
+        cw::pipeline p = VAL(cw::pipeline::create(ctx));
+        VAL(p.add(cw::stage_op("A", "fn_a").tiles(8).output("out", 256)));
+        cw_operator *b = VAL(p.add(cw::stage_op("B", "fn_b").tiles(8).user(0x40)
+                                       .input("in", cw::read_same(), 0, 256)
+                                       .input("spare", cw::read_all(), CW_PORT_OPTIONAL)
+                                       .output("res", 64)));
+        assert_non_null(b);
+        // a second "A": refused, nothing left behind
+        assert_int_equal(STATUS_OF(p.add(cw::stage_op("A", "fn_a").tiles(8))), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw_last_error()->message, "has an operator named 'A' already"));
+        assert_int_equal(STATUS_OF(p.add(cw::stage_op("C", "fn_a"))), CW_ERROR_INVALID_ARGUMENT); // no cut
+        OK(p.connect("A", "out", "B", "in"));
+        cw::fused_plan opts(src);
+        opts.in_flight(2);
+        cw::resident fr = VAL(cw::resident::create(ctx));
+        OK(p.make_fused(fr, opts));
+        assert_int_equal(VAL(fr.info()).fused, 1);
+        const cw_devptr a_out = VAL(p.port_ptr("A", "out"));
+        assert_true(a_out != 0 && a_out == VAL(p.port_ptr("B", "in")));
+        assert_true(VAL(p.port_ptr("B", "res")) != 0);
+        // the C description directly; a plan with stages is refused (the pipeline has them)
+        cw_resident_fused cf{};
+        cf.source = src;
+        OK(p.make_fused(fr, cf));
+        assert_int_equal(STATUS_OF(p.make_fused(fr, plan)), CW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(cw_last_error()->message, "leave them 0"));
+        OK(fr.launch());
+        OK(fr.tear_down(1000));
+        fr.reset(); // the loop before the pipeline it runs
+        r.reset();
+    }
+    expect_no_leaks(before, "fused plans and a fused pipeline");
+}
+
 // Destructors cannot fail; what can fail or time out has a member that
 // reports it. A resident loop the fake holds busy (it will not stop):
 // tear_down(ms) reports CW_ERROR_TIMEOUT and the loop is still there; once
@@ -1760,6 +1867,7 @@ static int run_group(const char *fake, bool features) {
         cmocka_unit_test(test_conditional_graphs),
         cmocka_unit_test(test_resident_loop),
         cmocka_unit_test(test_resident_tear_down_reports),
+        cmocka_unit_test(test_fused_plans),
         cmocka_unit_test(test_host_memory_and_copies),
         cmocka_unit_test(test_several_devices),
         cmocka_unit_test(test_trace),

@@ -397,6 +397,24 @@ static void test_flow_without_driver(void **state) {
     cw_operator_destroy(&op);
     assert_null(op);
     assert_int_equal(g_nd_destroyed, 1);
+    /* a fused stage needs no driver either */
+    cw_port_read rd;
+    memset(&rd, 0, sizeof rd);
+    rd.port = "in";
+    rd.read = CW_FUSED_READ_SAME;
+    cw_operator_stage stage;
+    memset(&stage, 0, sizeof stage);
+    stage.function = "blur";
+    stage.tiles = 8;
+    stage.reads = &rd;
+    stage.read_count = 1;
+    assert_cw_ok(cw_operator_create_stage(&op, "blur", &stage));
+    assert_cw_ok(cw_operator_add_input(op, "in", &ps));
+    cw_operator_destroy(&op);
+    assert_null(op);
+    stage.tiles = 0;
+    EXPECT_INVALID_ND(cw_operator_create_stage, cw_operator_create_stage(&op, "blur", &stage));
+    assert_null(op);
 
     cw_pipeline *p = NULL;
     cw_pipeline_settings pls;
@@ -414,6 +432,9 @@ static void test_flow_without_driver(void **state) {
     EXPECT_INVALID_ND(cw_pipeline_get_info, cw_pipeline_get_info(NULL, &pst));
     EXPECT_INVALID_ND(cw_pipeline_get_operator, cw_pipeline_get_operator(NULL, "a", &found));
     EXPECT_INVALID_ND(cw_pipeline_make_resident, cw_pipeline_make_resident(NULL, NULL));
+    cw_resident_fused fu;
+    memset(&fu, 0, sizeof fu);
+    EXPECT_INVALID_ND(cw_pipeline_make_fused, cw_pipeline_make_fused(NULL, NULL, &fu));
     EXPECT_INVALID_ND(cw_pipeline_get_port_ptr, cw_pipeline_get_port_ptr(NULL, "a", "o", &d));
     cw_pipeline_destroy(&p);
 

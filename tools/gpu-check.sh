@@ -98,7 +98,7 @@ for clip in tests/data/clip_h264.mp4 tests/data/clip_hevc.mp4; do
         note "example ffmpeg_decode: NOT BUILT (FFmpeg's dev packages not found)"
     fi
 done
-for e in diamond video_pipeline diamond_resident diamond_cpp resident_cpp multi_gpu multi_process first guide_streams guide_graph guide_resident guide_pipeline; do
+for e in diamond video_pipeline diamond_resident pipeline_fused diamond_cpp resident_cpp fused_cpp multi_gpu multi_process first guide_streams guide_graph guide_resident guide_pipeline; do
     build-gpu/examples/$e >> "$OUT/example.log" 2>&1; note "example $e: exit $?"
 done
 rm -rf /tmp/cw-example-cache

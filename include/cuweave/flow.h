@@ -12,7 +12,12 @@
  *    events, never by blocking the CPU;
  *  - the resident pipeline (cw_pipeline_make_resident): every operator is
  *    GPU-resident, and their compute calls are captured once into a
- *    resident loop's iteration, branches as parallel graph branches.
+ *    resident loop's iteration, branches as parallel graph branches;
+ *  - the fused pipeline (cw_pipeline_make_fused): every operator is a
+ *    stage (cw_operator_create_stage), a device function cut into tiles,
+ *    and the whole DAG runs as one persistent kernel of a resident loop
+ *    in its tile dataflow mode (resident.h, CW_FUSED_DATAFLOW), each tile
+ *    waiting only for the producers' tiles it reads.
  *
  * Messages. An operator emits a message on an output port; the pipeline
  * delivers it to every input connected to that port. A message carries a
@@ -322,7 +327,9 @@ CW_API cw_status cw_pipeline_connect(cw_pipeline *p, const char *from_op, const 
 /*
  * Checks the pipeline as a run would: at least one operator, no cycle,
  * every required input connected, the port memory rules when any port
- * declares memory (see cw_pipeline_make_resident). Needs no driver.
+ * declares memory (see cw_pipeline_make_resident). A connection into a
+ * fused stage's port read with `previous` (cw_port_read) orders nothing
+ * and makes no cycle. Needs no driver.
  *
  * Returns:
  *   CW_SUCCESS                 the pipeline can run.
@@ -357,7 +364,10 @@ CW_API cw_status cw_pipeline_check(cw_pipeline *p);
  *
  * Returns:
  *   CW_SUCCESS                 the iterations ran (or the run was stopped).
- *   CW_ERROR_INVALID_ARGUMENT  p is NULL; cw_pipeline_check failed.
+ *   CW_ERROR_INVALID_ARGUMENT  p is NULL; cw_pipeline_check failed; an
+ *                              operator is a fused stage
+ *                              (cw_operator_create_stage: no compute; the
+ *                              detail names it).
  *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline.
  *   CW_ERROR_INVALID_STATE     a run is in progress.
  *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out (port memory,
@@ -470,8 +480,8 @@ CW_API cw_status cw_pipeline_get_operator(const cw_pipeline *p, const char *name
  *   CW_SUCCESS                 the pipeline is r's workload.
  *   CW_ERROR_INVALID_ARGUMENT  p or r is NULL; r is on another device;
  *                              cw_pipeline_check failed; an operator that is
- *                              not resident (the detail names it); a port
- *                              memory rule broken.
+ *                              not resident or is a fused stage (the detail
+ *                              names it); a port memory rule broken.
  *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline; r is not a live
  *                              loop.
  *   CW_ERROR_INVALID_STATE     the pipeline is running; r is launched.
@@ -480,6 +490,162 @@ CW_API cw_status cw_pipeline_get_operator(const cw_pipeline *p, const char *name
  *                              the call).
  */
 CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r);
+
+/* ---- fused pipelines: operators as stages of one persistent kernel ------
+ *
+ * An operator made with cw_operator_create_stage has no compute callback:
+ * it is a stage of the resident loop's tile dataflow kernel (resident.h,
+ * "Fused persistent mode", CW_FUSED_DATAFLOW). Its author writes a device
+ * function that does one tile's work; cw_pipeline_make_fused orders the
+ * stages (the pipeline's topological order), makes every connection a
+ * dependency of the consumer's stage on the producer's, read as the
+ * consumer's input port says (cw_port_read), writes the functions that
+ * hand each stage its ports' memory, and compiles the loop's kernel.
+ * docs/pipelines.md, "Fused pipelines", has an example. */
+
+/* How the tiles of a stage read the operator connected to one of its
+ * input ports: a cw_fused_dep on the producer's stage. Zero-initialise,
+ * then fill in. */
+typedef struct cw_port_read {
+    const char *port;       /* the input port (a port name; declared by cw_pipeline_make_fused) */
+    cw_fused_read read;     /* what tile (x, y) waits for of the producer's tiles (resident.h) */
+    uint32_t radius;        /* CW_FUSED_READ_NEIGHBOURS (else 0) */
+    uint32_t scale_num;     /* CW_FUSED_READ_NEIGHBOURS: the mapping (0 and 0: 1/1; else 0) */
+    uint32_t scale_den;
+    /* Boolean: the producer's tiles of the previous request (a temporal
+     * filter). Such a connection orders nothing within a request, so it
+     * may come from an operator that runs later: a feedback connection
+     * (the one way a pipeline's connections may form a cycle). */
+    int previous;
+    /* CW_FUSED_READ_FUNCTION: the dependency function's name, defined in the
+     * source (resident.h: extern "C" __device__ int NAME(const cw_fused_tile
+     * *t, unsigned i)); else NULL. */
+    const char *function;
+    uint8_t reserved[16];   /* zero */
+} cw_port_read;
+
+/* An operator's stage. Zero-initialise, then fill in. */
+typedef struct cw_operator_stage {
+    /* The device function, defined in the source given to
+     * cw_pipeline_make_fused:
+     *   __device__ void FUNCTION(const cw_fused_tile *t, U *user,
+     *                            T0 *port0, T1 *port1, ...)
+     * `user` below, then one pointer per port of the operator, in the order
+     * the ports were declared, inputs and outputs alike: the port's memory
+     * (NULL for a port with none); each of any pointer type (void *,
+     * const float *, ...). Called by the threads of one block (threadIdx.x
+     * < t->threads) once per tile of each request. */
+    const char *function;
+    cw_devptr user;           /* passed as `user` (0: NULL) */
+    /* How the stage is cut, as cw_fused_stage: `tiles` tiles in a row, or
+     * size[0] x size[1] elements in tiles of tile[0] x tile[1]. */
+    uint32_t tiles;
+    uint32_t size[2];
+    uint32_t tile[2];
+    uint32_t threads;         /* threads a tile: 0 (the block's) or a multiple of 32 */
+    uint32_t shared_bytes;    /* dynamic shared memory a tile uses (t->shared) */
+    /* How its tiles read each connected input port's producer: one entry
+     * per connected input (0 .. CW_FUSED_MAX_DEPS of them; reads may be
+     * NULL when read_count is 0). */
+    uint32_t read_count;
+    const cw_port_read *reads;
+    uint8_t reserved[32];     /* zero */
+} cw_operator_stage;
+
+/*
+ * Makes an operator named `name` (copied) that runs as a fused stage:
+ * *stage is copied (its strings too: they may go). Declare its ports with
+ * cw_operator_add_input / cw_operator_add_output as for any operator (port
+ * memory by the rules of cw_pipeline_make_resident); a read naming a port
+ * is matched with the declared ports by cw_pipeline_make_fused. Such an
+ * operator has no callbacks: only cw_pipeline_make_fused runs it
+ * (cw_pipeline_run and cw_pipeline_make_resident refuse a pipeline that
+ * holds one). Needs no driver. *out is the caller's until cw_pipeline_add
+ * gives it to a pipeline: cw_operator_destroy before that.
+ *
+ * Returns:
+ *   CW_SUCCESS                 *out is the new operator.
+ *   CW_ERROR_INVALID_ARGUMENT  out or stage is NULL; a bad name; function
+ *                              NULL or not an identifier; the cut (neither
+ *                              or both of tiles and size, a size or tile of
+ *                              0, more than CW_FUSED_MAX_TILES tiles);
+ *                              threads not 0 or a multiple of 32 up to
+ *                              1024; read_count above CW_FUSED_MAX_DEPS or
+ *                              reads NULL with read_count > 0; a read with
+ *                              a bad port name, a port read twice, a read
+ *                              that is not a cw_fused_read, radius or scale
+ *                              on a read that is not NEIGHBOURS, a scale
+ *                              with one side 0, a function without
+ *                              CW_FUSED_READ_FUNCTION (or that read without
+ *                              one, or one not an identifier); nonzero
+ *                              reserved bytes (the detail names the
+ *                              operator, and the read's port).
+ *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
+ */
+CW_API cw_status cw_operator_create_stage(cw_operator **out, const char *name, const cw_operator_stage *stage);
+
+/*
+ * Makes the pipeline resident loop r's fused kernel, in the tile dataflow
+ * mode (as cw_resident_set_fused with CW_FUSED_DATAFLOW): every operator
+ * is a stage (cw_operator_create_stage), run in the pipeline's topological
+ * order; each connection is a dependency of the consumer's stage on the
+ * producer's, read as the consumer's cw_port_read for that port says. From
+ * `fused` come the source (CUDA C++ defining every stage's function and
+ * dependency function; it may include "cuweave/resident_device.h"), the
+ * NVRTC options, grid_blocks, block_threads, shared_bytes, in_flight and
+ * watchdog_ms, all as cw_resident_set_fused reads them; mode is 0 or
+ * CW_FUSED_DATAFLOW, and stages, stage_defs, stage_count and user are the
+ * pipeline's to fill: leave them 0. Nothing is kept from fused.
+ * Port memory is set up here by the rules of cw_pipeline_make_resident (one
+ * buffer per output port, shared by the inputs connected to it; an
+ * unconnected output that declares memory gets its own, which the host
+ * reads with cw_pipeline_get_port_ptr), with one more allocation: the
+ * table of port addresses the generated functions read (the loop's user
+ * pointer). Data passes through port memory: with in_flight above 1 a
+ * stage indexes per-request copies by t->slot, and a port read with
+ * `previous` needs in_flight + 1 of them (t->seq % (in_flight + 1)),
+ * which the port's bytes must hold. A stage's input slot is the loop's
+ * (t->input). The pipeline must outlive r's launches; its port memory is
+ * freed with it, once no loop runs. A stall (cw_resident_info.stall) names
+ * a stage by its generated function, "cwp_" and the operator's name ('.'
+ * and '-' as '_'). Call from the thread that builds the pipeline and
+ * changes r; before r's launch; refused while any loop runs in the process
+ * (it loads code, as cw_resident_set_fused).
+ *
+ * Returns:
+ *   CW_SUCCESS                 r runs the pipeline.
+ *   CW_ERROR_INVALID_ARGUMENT  p, r or fused is NULL; r is on another
+ *                              device; source NULL; mode not 0 or
+ *                              CW_FUSED_DATAFLOW; stages, stage_defs,
+ *                              stage_count or user set; more than
+ *                              CW_RESIDENT_MAX_FUSED_STAGES operators;
+ *                              cw_pipeline_check failed; an operator that
+ *                              is not a stage; a CW_PORT_MANY input; a
+ *                              connected input with no read, a read of a
+ *                              port the operator has not or of an output;
+ *                              a stage or dependency function not in the
+ *                              source; a CW_FUSED_READ_SAME read between
+ *                              different tile grids, a neighbourhood
+ *                              reaching outside the producer's tiles or a
+ *                              radius above its grid (each names the
+ *                              operator and port); what
+ *                              cw_resident_set_fused refuses (its detail,
+ *                              the stage named by its generated function).
+ *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline; r is not a live
+ *                              loop.
+ *   CW_ERROR_INVALID_STATE     the pipeline is running; r is launched or
+ *                              has a workload or data-ready handler; a loop
+ *                              runs in the process.
+ *   CW_ERROR_COMPILE           NVRTC refused the source (the detail has the
+ *                              log's first lines: the generated functions
+ *                              are in "cuweave_pipeline_stages.cu").
+ *   CW_ERROR_NOT_SUPPORTED     as cw_resident_set_fused.
+ *   CW_ERROR_OUT_OF_MEMORY     host or device memory ran out.
+ *   CW_ERROR_DRIVER            the driver refused the port memory, the
+ *                              table's copy, the code or a query (detail:
+ *                              the call).
+ */
+CW_API cw_status cw_pipeline_make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fused);
 
 /*
  * The device address of port memory from outside compute (after

@@ -45,5 +45,10 @@ inline unsigned raw_enum(const E &field) {
     return v;
 }
 
+// cw_resident.cpp: compiles the fused kernel of f for r's device (NVRTC,
+// through the kernel cache) and loads it into r's context: *m and *k, the
+// caller's (kernels::module_destroy) until the graph layer takes them.
+cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **m, cw_kernel **k);
+
 }  // namespace api
 }  // namespace cw

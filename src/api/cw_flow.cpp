@@ -2,6 +2,9 @@
 // cuweave api: include/cuweave/flow.h (operators, pipelines, cw_io).
 #include "api/api.hpp"
 #include "flow/flow.hpp"
+#include "flow/fused.hpp"
+#include "graph/resident.hpp"
+#include "kernel/kernel.hpp"
 
 using namespace cw;
 
@@ -9,6 +12,7 @@ static_assert(sizeof(cw_port_settings) == 64, "cw_port_settings keeps its 0.1 si
 static_assert(sizeof(cw_operator_ops) == 64, "cw_operator_ops keeps its 0.1 size");
 static_assert(sizeof(cw_pipeline_info) == 128, "cw_pipeline_info: the context, then the counters");
 static_assert(sizeof(cw_io_info) == 64, "cw_io_info");
+static_assert(sizeof(cw_port_read) == 56 && sizeof(cw_operator_stage) == 88, "fused stages' descriptors");
 
 namespace {
 
@@ -18,6 +22,23 @@ void defaults(cw_pipeline_settings *s) {
     memset(s, 0, sizeof *s);
     s->threads = 1;
     s->max_in_flight = 4;
+}
+
+// cw_pipeline_make_fused: the plan (checked, no driver call), the loop's
+// own checks, the compile (before any device memory, so that a source NVRTC
+// refuses allocates nothing), the port memory and its table, then the loop.
+cw_status make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fused) {
+    flow::FusedPlan plan;
+    CW_TRY(flow::fused_plan(p, r, fused, &plan));
+    cw_status st = graphs::fused_may_set(r);
+    cw_module *m = nullptr;
+    cw_kernel *k = nullptr;
+    if (st == CW_SUCCESS) st = api::compile_fused(r, &plan.f, &m, &k);
+    if (st == CW_SUCCESS) st = flow::fused_memory(p, r, &plan);
+    if (st == CW_SUCCESS) st = graphs::resident_set_fused(r, &plan.f, m, k);
+    if (st != CW_SUCCESS && m) kernels::module_destroy(m);
+    flow::fused_plan_free(&plan);
+    return st;
 }
 
 }  // namespace
@@ -56,6 +77,15 @@ CW_API cw_status cw_operator_create(cw_operator **out, const char *name, const c
         s = *settings;
     }
     return flow::operator_create(name, ops, user, &s, out);
+}
+
+CW_API cw_status cw_operator_create_stage(cw_operator **out, const char *name, const cw_operator_stage *stage) {
+    CW_ENTRY;
+    CW_CHECK_ARG(out != NULL);
+    CW_CHECK_ARG(stage != NULL);
+    const char *why = "";
+    if (!flow::name_ok(name, &why)) return fail(CW_ERROR_INVALID_ARGUMENT, "bad operator name: %s", why);
+    return flow::stage_create(name, stage, out);
 }
 
 CW_API void cw_operator_destroy(cw_operator **op) {
@@ -143,6 +173,7 @@ CW_API cw_status cw_pipeline_run(cw_pipeline *p, uint64_t iterations) {
     CW_ENTRY;
     CW_NVTX_RANGE_N(pipeline_run, iterations);
     CW_CHECK_HANDLE(p);
+    CW_TRY(flow::refuse_stages(p, "cw_pipeline_run"));
     return flow::pipeline_run(p, iterations);
 }
 
@@ -191,7 +222,21 @@ CW_API cw_status cw_pipeline_make_resident(cw_pipeline *p, cw_resident *r) {
     CW_ENTRY;
     CW_CHECK_HANDLE(p);
     CW_CHECK_HANDLE(r);
+    CW_TRY(flow::refuse_stages(p, "cw_pipeline_make_resident to capture"));
     return flow::make_resident(p, r);
+}
+
+CW_API cw_status cw_pipeline_make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fused) {
+    CW_ENTRY;
+    CW_CHECK_HANDLE(p);
+    CW_CHECK_HANDLE(r);
+    CW_CHECK_ARG(fused != NULL);
+    CW_CHECK_ARG(api::all_zero(fused->reserved, sizeof fused->reserved));
+    CW_CHECK_ARG(fused->option_count == 0 || fused->options != NULL);
+    for (uint32_t i = 0; i < fused->option_count; i++) CW_CHECK_ARG(fused->options[i] != NULL);
+    if (fused->block_threads > 1024)
+        return fail(CW_ERROR_INVALID_ARGUMENT, "invalid argument: block_threads %u (at most 1024)", fused->block_threads);
+    return make_fused(p, r, fused);
 }
 
 // ---- cw_io ------------------------------------------------------------------------

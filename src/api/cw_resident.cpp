@@ -84,8 +84,11 @@ cw_status check_fused(const cw_resident_fused *f) {
     return CW_SUCCESS;
 }
 
-// Compiles the fused kernel for r's device (the kernel cache) and loads it.
-cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **m, cw_kernel **k) {
+}  // namespace
+
+// Compiles the fused kernel for r's device (the kernel cache) and loads it
+// (api.hpp: cw_pipeline_make_fused compiles a pipeline's this way).
+cw_status cw::api::compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **m, cw_kernel **k) {
     char *src = nullptr;
     CW_TRY(graphs::fused_source(f, &src));
     cw_header headers[1] = {{"cuweave/resident_device.h", kResidentDeviceHeader}};
@@ -111,8 +114,6 @@ cw_status compile_fused(cw_resident *r, const cw_resident_fused *f, cw_module **
     }
     return st;
 }
-
-}  // namespace
 
 extern "C" {
 
@@ -294,7 +295,7 @@ CW_API cw_status cw_resident_set_fused(cw_resident *r, const cw_resident_fused *
     CW_TRY(graphs::fused_may_set(r));  // before compiling: a loop that cannot take it compiles nothing
     cw_module *m = nullptr;
     cw_kernel *k = nullptr;
-    CW_TRY(compile_fused(r, fused, &m, &k));
+    CW_TRY(api::compile_fused(r, fused, &m, &k));
     cw_status st = graphs::resident_set_fused(r, fused, m, k);
     if (st != CW_SUCCESS) kernels::module_destroy(m);
     return st;

@@ -61,6 +61,8 @@ struct Connection {
     bool noted = false;  // the move across devices was logged once
 };
 
+struct Stage;  // a fused stage (fused.hpp)
+
 struct PortMemory {
     core::IdleRelease rel;
     cw_context *ctx;
@@ -108,6 +110,7 @@ struct cw_operator {
     uint64_t call_rank;         // call_marks[j]'s rank is call_rank + j (cw_pipeline::mark_ranks)
     cw_future *waiter;          // wait_inputs
     cw_io io;
+    cw::flow::Stage *stage;     // a fused stage (cw_operator_create_stage: no callbacks), or NULL
 };
 
 struct cw_pipeline {
@@ -144,6 +147,10 @@ struct cw_pipeline {
     // Resident pipelines.
     cw_resident *resident;
     uint64_t resident_copy;
+    // Fused pipelines (fused_pipeline.cpp): the table of port addresses the
+    // stages read (in the port memory's allocations), and its size in words.
+    CUdeviceptr stage_table;
+    size_t stage_table_words;
     // Multi-threaded runs.
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;

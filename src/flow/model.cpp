@@ -8,6 +8,7 @@
 
 #include "core/future.hpp"
 #include "flow/flow.hpp"
+#include "flow/fused.hpp"
 
 namespace cw {
 namespace flow {
@@ -67,6 +68,7 @@ cw_status operator_create(const char *name, const cw_operator_ops *ops, void *us
 
 void operator_free(cw_operator *op) {
     if (op->ops.destroy) op->ops.destroy(op->user);
+    stage_free(op->stage);
     handle_retire(op);
     op->io.tag = kTagDead;
     op->~cw_operator();
@@ -229,7 +231,8 @@ cw_status pipeline_connect(cw_pipeline *p, const char *from_op, const char *from
         return fail(CW_ERROR_INVALID_ARGUMENT,
                     "operator '%s' input '%s' is connected already and does not accept many (CW_PORT_MANY)", b->name,
                     to_port);
-    bool known = false;
+    // A fused stage's port read with `previous` (fused.hpp) orders nothing.
+    bool known = !connection_orders(b, to_port);
     for (int s : a->succs) known = known || s == b->index;
     // Room first, so that a failure leaves nothing half-connected.
     if (!p->conns.reserve(p->conns.size() + 1) || !a->ports[ap].conns.reserve(a->ports[ap].conns.size() + 1) ||

@@ -41,8 +41,8 @@ from ._errors import (CaptureError, CompileError, CuweaveError, CuweaveTimeoutEr
                       InternalError, InvalidArgumentError, InvalidHandleError, InvalidStateError, NoDeviceError,
                       NoDriverError, NoNvrtcError, NotPermittedError, NotReadyError, NotSupportedError,
                       OutOfMemoryError, PoolExhaustedError)
-from ._flow import IO, Message, Operator, Pipeline, PortFlag
-from ._fused import FusedDep, FusedRead, FusedStage
+from ._flow import IO, Message, Operator, Pipeline, PortFlag, StageOperator
+from ._fused import FusedDep, FusedRead, FusedStage, PortRead
 from ._graph import (Builtin, Capture, CondType, Graph, GraphExec, GraphNode, GraphUpdate, Kernel, Module, Program,
                      builtin_kernel, compile_log, jit_cache_clear_disk, jit_cache_clear_memory, jit_cache_configure,
                      jit_cache_info, jit_stats)
@@ -137,7 +137,7 @@ __all__ = [
     "jit_cache_info", "jit_cache_clear_disk",
     # the resident loop
     "Resident", "SleepMode", "Gate", "Fallback", "ResidentState", "ResidentExit", "NO_STAGE", "OVERLAP_AUTO",
-    "FusedStage", "FusedDep", "FusedRead",
+    "FusedStage", "FusedDep", "FusedRead", "PortRead",
     "resident_device_header",
     # memory
     "Buffer", "BufferView", "HostMemory", "SharedEvent", "DLPackArray", "from_dlpack",
@@ -145,7 +145,7 @@ __all__ = [
     "DeviceGroup", "PeerInfo", "peer_info", "copy_peer", "share_buffer_pool", "Comm", "Dtype", "ReduceOp",
     "comm_group", "comm_id_generate",
     # operators and pipelines, traces
-    "Operator", "Pipeline", "IO", "Message", "PortFlag", "Trace", "Span", "GpuTiming",
+    "Operator", "StageOperator", "Pipeline", "IO", "Message", "PortFlag", "Trace", "Span", "GpuTiming",
     # the C constants' names
     "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "HOST_FUNC", "WRITE_VALUE", "EVENT", "POOL_LEASE",
     "POOL_ROUND_ROBIN", "POOL_SINGLE", "CAPTURE_GLOBAL", "CAPTURE_THREAD_LOCAL", "CAPTURE_RELAXED", "CAPTURE_NONE",

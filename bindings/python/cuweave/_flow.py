@@ -240,7 +240,7 @@ class Operator(_check.Unique):
         except BaseException:
             _ops.pop(key)  # not made: C will never call it
             raise
-        self._state = st  # held here, then by the pipeline too
+        self._state: Optional[_OpState] = st  # held here, then by the pipeline too
         self._ptr = ctypes.c_void_p(ptr)
         self.pipeline: Optional[Pipeline] = None
         self._finalizer = weakref.finalize(self, Operator._free, self._ptr)
@@ -291,6 +291,69 @@ class Operator(_check.Unique):
     def __repr__(self) -> str:
         where = " closed" if self.closed else " in a pipeline" if self.pipeline is not None else ""
         return "<cuweave.Operator %r %#x%s>" % (self.name, self._ptr.value or 0, where)
+
+
+class StageOperator(Operator):
+    """An operator that runs as a fused stage (cw_operator_create_stage):
+    no compute, a device function `function` of the source given to
+    Pipeline.make_fused, called as function(const cw_fused_tile *t, void
+    *user, port0, port1, ...) with one pointer per port in the order they
+    are declared, once per tile of each request. Cut into `tiles` tiles in a
+    row, or `size` elements (an int or (x, y)) in tiles of `tile`; threads
+    a tile (0: the block's), shared_bytes of t->shared, user a device
+    address passed as `user`.
+
+    inputs: (name, read) or (name, read, {options}) pairs: read is a
+    PortRead, a FusedRead (or its name) as shorthand, or None for an
+    optional input left unread; options those of add_input (optional,
+    bytes, dptr). outputs: as Operator's. Only Pipeline.make_fused runs it."""
+
+    def __init__(self, name: str, function: str, inputs: Sequence[Any] = (), outputs: Sequence[PortSpec] = (),
+                 tiles: int = 0, size: Union[int, Tuple[int, int]] = 0, tile: Union[int, Tuple[int, int]] = 0,
+                 threads: int = 0, shared_bytes: int = 0, user: object = 0) -> None:
+        from ._fused import FusedRead, PortRead, _pair
+        from ._multi import address
+        cname = _check.text(name, "name", allow_empty=False)
+        fn = _check.text(function, "function", allow_empty=False)
+        ins: List[Tuple[str, Optional[PortRead], Dict[str, Any]]] = []
+        for i, p in enumerate(_check.sequence(inputs, "inputs")):
+            where = "inputs[%d]" % i
+            if not isinstance(p, tuple) or len(p) not in (2, 3) or not isinstance(p[0], str):
+                raise TypeError("%s: an input is (name, read) or (name, read, {options}), not %r" % (where, p))
+            if len(p) == 3 and not isinstance(p[2], Mapping):
+                raise TypeError("%s: its options are a mapping, not %s" % (where, type(p[2]).__name__))
+            rd = p[1]
+            if rd is not None and not isinstance(rd, PortRead):
+                rd = PortRead(_check.member(rd, FusedRead, "%s read" % where))
+            ins.append((p[0], rd, dict(p[2]) if len(p) == 3 else {}))
+        outs = [_port(p, "outputs[%d]" % i) for i, p in enumerate(_check.sequence(outputs, "outputs"))]
+        st = _lib.OperatorStage()
+        st.function, st.tiles = fn, _check.uint32(tiles, "tiles")
+        st.size[0], st.size[1] = _pair(size, "size")
+        st.tile[0], st.tile[1] = _pair(tile, "tile")
+        st.threads, st.shared_bytes = _check.uint32(threads, "threads"), _check.uint32(shared_bytes, "shared_bytes")
+        st.user = address(user, "user")
+        reads = [(n.encode(), r) for n, r, _ in ins if r is not None]
+        c_reads = (_lib.PortRead * max(1, len(reads)))()
+        for k, (port, r) in enumerate(reads):
+            r._fill(c_reads[k], port)
+        st.reads = ctypes.cast(c_reads, ctypes.POINTER(_lib.PortRead)) if reads else None
+        st.read_count = len(reads)
+        self.name = name
+        self.function: str = function
+        self.pool = None
+        self._state = None  # no callbacks: nothing of Python runs in it
+        self._ptr = ctypes.c_void_p(_new(lib.cw_operator_create_stage, cname, ctypes.byref(st)))
+        self.pipeline = None
+        self._finalizer = weakref.finalize(self, Operator._free, self._ptr)
+        for pname, _, opts in ins:
+            self.add_input(pname, **opts)
+        for pname, opts in outs:
+            self.add_output(pname, **opts)
+
+    def __repr__(self) -> str:
+        where = " closed" if self.closed else " in a pipeline" if self.pipeline is not None else ""
+        return "<cuweave.StageOperator %r (%s) %#x%s>" % (self.name, self.function, self._ptr.value or 0, where)
 
 
 class Message:
@@ -564,11 +627,12 @@ class Pipeline(_check.Unique):
             op._finalizer.detach()  # the pipeline destroys it now
             op.pipeline = self
             st = op._state
-            st.pipeline = weakref.ref(self)
-            st.context = self.context
-            st.failures = self._failures
-            self._states.append(st)
-            self._slots.append(st.slots)
+            if st is not None:  # a StageOperator has no Python side
+                st.pipeline = weakref.ref(self)
+                st.context = self.context
+                st.failures = self._failures
+                self._states.append(st)
+                self._slots.append(st.slots)
             self._op_ptrs.append(op._ptr)
             self._ops[op.name] = op
         return ops[0] if len(ops) == 1 else ops
@@ -659,6 +723,42 @@ class Pipeline(_check.Unique):
         resident._parts["workload"] = self
         if not any(f is self._failures for f in resident._failure_lists):
             resident._failure_lists.append(self._failures)
+
+    def make_fused(self, resident: Resident, source: Union[str, bytes], in_flight: int = 1,
+                   watchdog: Optional[float] = 5.0, grid_blocks: int = 0, block_threads: int = 0,
+                   shared_bytes: int = 0, options: Sequence[str] = ()) -> None:
+        """Makes the pipeline a Resident loop's fused kernel in the tile
+        dataflow mode (cw_pipeline_make_fused): every operator a
+        StageOperator, run in topological order, each connection a
+        dependency read as the consumer's input says; port memory set up as
+        for make_resident. source: CUDA C++ defining every stage's function;
+        in_flight, watchdog, grid_blocks, block_threads, shared_bytes and
+        options as Resident.set_dataflow's. A refusal raises
+        InvalidArgumentError naming the operator and port; a compile error
+        CompileError. The loop keeps the pipeline alive."""
+        h = self.handle
+        r = handle_of(resident, Resident, "resident")
+        src = _check.text_or_bytes(source, "source")
+        flight = _check.uint32(in_flight, "in_flight")
+        if not 1 <= flight <= 8:
+            raise ValueError("in_flight must be 1 .. 8, not %d" % flight)
+        if watchdog is None:
+            wd = 0xFFFFFFFF
+        else:
+            wd = _check.duration(watchdog, "watchdog", 1000, 0xFFFFFFFE)
+            if wd == 0:
+                raise ValueError("watchdog must be more than 0 seconds (None: no watchdog), not %r" % watchdog)
+        opts = _check.texts(options, "options")
+        f = _lib.ResidentFused()
+        f.source, f.mode, f.in_flight, f.watchdog_ms = src, 1, flight, wd  # mode CW_FUSED_DATAFLOW
+        f.grid_blocks, f.block_threads = _check.uint32(grid_blocks, "grid_blocks"), \
+            _check.uint32(block_threads, "block_threads")
+        f.shared_bytes = _check.uint32(shared_bytes, "shared_bytes")
+        c_opts = (ctypes.c_char_p * max(1, len(opts)))(*opts)
+        f.options = ctypes.cast(c_opts, ctypes.POINTER(ctypes.c_char_p)) if opts else None
+        f.option_count = len(opts)
+        lib.cw_pipeline_make_fused(h, r, ctypes.byref(f))
+        resident._parts["fused"] = self
 
     def close(self) -> None:
         """Destroys the pipeline and its operators (from a compute call: the

@@ -9,7 +9,7 @@ import enum
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _check
-from ._lib import FusedDep as _CFusedDep, FusedStage as _CFusedStage, ResidentStall
+from ._lib import FusedDep as _CFusedDep, FusedStage as _CFusedStage, PortRead as _CPortRead, ResidentStall
 
 UINT32_MAX = 0xFFFFFFFF
 MAX_DEPS = 16  # CW_FUSED_MAX_DEPS
@@ -74,6 +74,35 @@ class FusedDep:
             extra = " %s" % self.function
         return "<cuweave.FusedDep stage %d %s%s%s>" % (self.stage, self.read.name.lower(), extra,
                                                    " previous" if self.previous else "")
+
+
+class PortRead:
+    """How the tiles of a fused stage (StageOperator) read the operator
+    connected to one of its input ports (cw_port_read): `read` as
+    FusedDep's, radius and scale for NEIGHBOURS, previous=True for the
+    previous request's tiles (such a connection orders nothing: it may come
+    back from a later operator), function for FUNCTION. Whether the fields
+    agree is checked by the C library when the operator is made
+    (InvalidArgumentError naming the operator and port)."""
+
+    __slots__ = ("read", "radius", "scale", "previous", "function")
+
+    def __init__(self, read: Union[FusedRead, int, str], radius: int = 0, scale: Optional[Tuple[int, int]] = None,
+                 previous: bool = False, function: Optional[str] = None) -> None:
+        d = FusedDep(0, read, radius, scale, previous, function)
+        self.read, self.radius, self.scale, self.previous, self.function = (d.read, d.radius, d.scale, d.previous,
+                                                                            d.function)
+
+    def _fill(self, c: "_CPortRead", port: bytes) -> None:
+        """Its fields into a C cw_port_read for `port`."""
+        c.port, c.read, c.radius, c.previous = port, int(self.read), self.radius, int(self.previous)
+        if self.scale is not None:
+            c.scale_num, c.scale_den = self.scale
+        c.function = self.function.encode() if self.function is not None else None
+
+    def __repr__(self) -> str:
+        return "<cuweave.PortRead %s>" % repr(FusedDep(0, self.read, self.radius, self.scale, self.previous,
+                                                       self.function))[len("<cuweave.FusedDep stage 0 "):-1]
 
 
 class FusedStage:

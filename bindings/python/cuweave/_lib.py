@@ -606,6 +606,36 @@ class PortSettings(ctypes.Structure):
     ]
 
 
+class PortRead(ctypes.Structure):
+    _c_name_ = "cw_port_read"
+    _fields_ = [
+        ("port", ctypes.c_char_p),
+        ("read", ctypes.c_int),
+        ("radius", ctypes.c_uint32),
+        ("scale_num", ctypes.c_uint32),
+        ("scale_den", ctypes.c_uint32),
+        ("previous", ctypes.c_int),
+        ("function", ctypes.c_char_p),
+        ("reserved", ctypes.c_uint8 * 16),
+    ]
+
+
+class OperatorStage(ctypes.Structure):
+    _c_name_ = "cw_operator_stage"
+    _fields_ = [
+        ("function", ctypes.c_char_p),
+        ("user", ctypes.c_uint64),
+        ("tiles", ctypes.c_uint32),
+        ("size", ctypes.c_uint32 * 2),
+        ("tile", ctypes.c_uint32 * 2),
+        ("threads", ctypes.c_uint32),
+        ("shared_bytes", ctypes.c_uint32),
+        ("read_count", ctypes.c_uint32),
+        ("reads", ctypes.POINTER(PortRead)),
+        ("reserved", ctypes.c_uint8 * 32),
+    ]
+
+
 class OperatorOps(ctypes.Structure):
     _c_name_ = "cw_operator_ops"
     _fields_ = [
@@ -928,6 +958,7 @@ _SIGNATURES: List[Tuple[str, Any, List[Any], bool]] = [
     ("cw_port_settings_default", None, [_P(PortSettings)], False),
     ("cw_operator_settings_default", None, [_P(OperatorSettings)], False),
     ("cw_operator_create", _int, [c_void_pp, _str, _P(OperatorOps), _vp, _P(OperatorSettings)], True),
+    ("cw_operator_create_stage", _int, [c_void_pp, _str, _P(OperatorStage)], True),
     ("cw_operator_destroy", None, [c_void_pp], False),
     ("cw_operator_add_input", _int, [_vp, _str, _P(PortSettings)], True),
     ("cw_operator_add_output", _int, [_vp, _str, _P(PortSettings)], True),
@@ -943,6 +974,7 @@ _SIGNATURES: List[Tuple[str, Any, List[Any], bool]] = [
     ("cw_pipeline_get_info", _int, [_vp, _P(PipelineInfo)], True),
     ("cw_pipeline_get_operator", _int, [_vp, _str, c_void_pp], True),
     ("cw_pipeline_make_resident", _int, [_vp, _vp], True),
+    ("cw_pipeline_make_fused", _int, [_vp, _vp, _P(ResidentFused)], True),
     ("cw_pipeline_get_port_ptr", _int, [_vp, _str, _str, c_uint64_p], True),
     ("cw_io_receive", _int, [_vp, _str, _P(Message)], False),  # NOT_READY: IO.receive gives None
     ("cw_io_receive_many", _int, [_vp, _str, _P(Message), _size, c_size_t_p], True),

@@ -582,6 +582,94 @@ print(make(False), make(True))
         q.close()
         p.close()
 
+    def test_fused_pipeline_of_stage_operators(self):
+        # issue 39: operators become stages. Each refusal below is the C
+        # library's, so its words show each field reached it as given.
+        src = ("__device__ void fa(const cw_fused_tile *t, void *u, unsigned *out) {}\n"
+               "__device__ void fb(const cw_fused_tile *t, void *u, const unsigned *in, unsigned *out) {}\n"
+               'extern "C" __device__ int pick(const cw_fused_tile *t, unsigned i) { return -1; }\n')
+        SO, PR, RD = cuweave.StageOperator, cuweave.PortRead, cuweave.FusedRead
+
+        def pair(read, b_cut=None, b_opts=None):
+            p = cuweave.Pipeline(self.ctx)
+            p.add(SO("a", "fa", outputs=[("out", {"bytes": 256})], tiles=8),
+                  SO("b", "fb", inputs=[("in", read, b_opts or {"bytes": 256})], outputs=[("out", {"bytes": 64})],
+                     **(b_cut or {"tiles": 8})))
+            p.connect("a", "out", "b", "in")
+            return p
+
+        r = cuweave.Resident(self.ctx, input_slots=2, input_bytes=16)
+        p = pair("same")
+        p.make_fused(r, src, in_flight=2, block_threads=128)
+        st = r.stats()
+        self.assertEqual((st["fused"], st["block_threads"]), (1, 128))
+        self.assertEqual(p.port_ptr("a", "out"), p.port_ptr("b", "in"))  # the connection's one buffer
+        self.assertNotEqual(p.port_ptr("b", "out"), 0)  # the sink's own
+        with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+            p.run(1)  # no compute to run
+        self.assertIn("operator 'a' is a fused stage", str(cm.exception))
+        r.launch()
+        self.assertEqual(r.data_ready(), 1)
+        r.tear_down(timeout=1.0)
+        r.close()
+        p.close()
+        refusals = [
+            (lambda: pair(PR(RD.SAME), b_cut={"tiles": 4}),
+             "operator 'b' input 'in' reads operator 'a' port 'out' tile for tile (CW_FUSED_READ_SAME) but their tile "
+             "grids differ (4x1 and 8x1)"),
+            (lambda: pair(PR("neighbours", scale=(2, 1))),
+             "operator 'b' input 'in' reads operator 'a' port 'out' at scale 2/1: its 8x1 tiles map to 16x1"),
+            (lambda: pair(PR(RD.NEIGHBOURS, radius=9)), "with radius 9: more than its tile grid"),
+            (lambda: pair(PR(RD.FUNCTION, function="nowhere")), "input 'in': function 'nowhere' is not in the source"),
+            (lambda: pair(None), "operator 'b' input 'in' (connected to operator 'a' port 'out') has no read"),
+            (lambda: pair(PR(RD.SAME), b_cut={"tiles": 8, "threads": 512}), "stage 1 ('cwp_b') asks 512 threads"),
+            (lambda: pair(PR(RD.SAME), b_opts={"bytes": 256, "many": True}), "accepts many connections"),
+        ]
+        for make, words in refusals:
+            r = cuweave.Resident(self.ctx)
+            q = make()
+            with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+                q.make_fused(r, src)
+            self.assertIn(words, str(cm.exception))
+            q.close()
+            r.close()
+        # the operator's own refusals, and the stage's fields reaching C
+        for bad, words in ((lambda: SO("x", "fa"), "gives neither tiles nor a size"),
+                           (lambda: SO("x", "fa", tiles=4, size=8, tile=2), "gives both tiles and a size"),
+                           (lambda: SO("x", "fa", tiles=4, threads=48), "asks 48 threads a tile"),
+                           (lambda: SO("x", "1fa", tiles=4), "function '1fa' is not an identifier"),
+                           (lambda: SO("x", "fa", tiles=4, inputs=[("in", PR(RD.SAME, radius=1))]),
+                            "input 'in': radius and scale apply to CW_FUSED_READ_NEIGHBOURS only"),
+                           (lambda: SO("x", "fa", tiles=4, inputs=[("in", PR(RD.SAME, function="pick"))]),
+                            "function is set but read is not CW_FUSED_READ_FUNCTION")):
+            with self.assertRaises(cuweave.InvalidArgumentError) as cm:
+                bad()
+            self.assertIn(words, str(cm.exception))
+        for bad, exc, words in ((lambda: SO("x", "fa", tiles=1, inputs=["in"]), TypeError, "inputs[0]"),
+                                (lambda: SO("x", "fa", tiles=1, inputs=[("in", "sideways")]), ValueError,
+                                 "inputs[0] read"),
+                                (lambda: SO("x", "fa", tiles=1, inputs=[("in", RD.ALL, 5)]), TypeError, "options"),
+                                (lambda: PR(RD.NEIGHBOURS, scale=(1, 0)), ValueError, "scale")):
+            with self.assertRaises(exc) as cm:
+                bad()
+            self.assertIn(words, str(cm.exception))
+        # feedback: a port read with previous orders nothing (no cycle)
+        r = cuweave.Resident(self.ctx)
+        q = cuweave.Pipeline(self.ctx)
+        q.add(SO("a", "fb", inputs=[("in", PR(RD.ALL, previous=True), {"optional": True})],
+                 outputs=[("out", {"bytes": 256})], tiles=8),
+              SO("b", "fb", inputs=[("in", PR(RD.NEIGHBOURS, radius=1, scale=(1, 2)))], outputs=[("out", {"bytes": 64})],
+                 tiles=8))
+        q.connect("a", "out", "b", "in")
+        q.connect("b", "out", "a", "in")
+        q.make_fused(r, src)
+        self.assertEqual(r.stats()["fused"], 1)
+        self.assertEqual(repr(PR(RD.NEIGHBOURS, radius=1, scale=(2, 1), previous=True)),
+                         "<cuweave.PortRead neighbours radius 1 scale 2/1 previous>")
+        self.assertIn("<cuweave.StageOperator 'a' (fb)", repr(q.operator("a")))
+        r.close()
+        q.close()
+
     def test_errors_of_the_building_calls(self):
         with self.assertRaises(TypeError):
             cuweave.Operator("A", None)

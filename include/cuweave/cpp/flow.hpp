@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/flow.h: cw::message, cw::io, cw::op_spec,
-// cw::operator_base, cw::pipeline.
+// cw::operator_base, cw::stage_op (a fused stage operator), cw::pipeline.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_FLOW_HPP
 #define CUWEAVE_CPP_FLOW_HPP
@@ -204,6 +204,82 @@ inline void op_stop(cw_operator *, void *user) noexcept { static_cast<operator_b
 inline void op_destroy(void *user) noexcept { delete static_cast<operator_base *>(user); }
 }  // namespace detail
 
+// An operator that runs as a fused stage (cw_operator_create_stage), by
+// value: its device function, its cut, its ports and how each input reads
+// its producer (a cw::fused_dep without a stage: the connection says).
+// pipeline::add(stage_op) makes it; pipeline::make_fused runs the pipeline.
+//
+//   p.add(cw::stage_op("blur", "blur_tile").size(1920, 1080).tile(64, 8)
+//             .input("in", cw::read_neighbours(1), 0, frame_bytes)
+//             .output("out", frame_bytes));
+class stage_op {
+  public:
+    stage_op(std::string name, std::string function) : name_(std::move(name)), function_(std::move(function)) {}
+    stage_op &tiles(uint32_t n) noexcept { return stage_.tiles = n, *this; }
+    stage_op &size(uint32_t x, uint32_t y = 0) noexcept { return stage_.size[0] = x, stage_.size[1] = y, *this; }
+    stage_op &tile(uint32_t x, uint32_t y = 0) noexcept { return stage_.tile[0] = x, stage_.tile[1] = y, *this; }
+    stage_op &threads(uint32_t n) noexcept { return stage_.threads = n, *this; }
+    stage_op &shared_bytes(uint32_t n) noexcept { return stage_.shared_bytes = n, *this; }
+    stage_op &user(cw_devptr u) noexcept { return stage_.user = u, *this; }
+    // An input port read as `read` (flags CW_PORT_OPTIONAL; bytes or dptr: port memory).
+    stage_op &input(std::string port, fused_dep read, unsigned flags = 0, size_t bytes = 0, cw_devptr dptr = 0) {
+        ports_.push_back(port_data{std::move(port), true, true, std::move(read), flags, bytes, dptr});
+        return *this;
+    }
+    // An output port and its memory.
+    stage_op &output(std::string port, size_t bytes = 0, cw_devptr dptr = 0) {
+        ports_.push_back(port_data{std::move(port), false, false, fused_dep{}, 0, bytes, dptr});
+        return *this;
+    }
+    const std::string &name() const noexcept { return name_; }
+    // Makes the C operator (*out, the caller's until a pipeline takes it).
+    cw_status create(cw_operator **out) const {
+        std::vector<cw_port_read> reads;
+        for (const port_data &p : ports_) {
+            if (!p.read) continue;
+            cw_port_read r{};
+            r.port = p.name.c_str();
+            r.read = static_cast<cw_fused_read>(p.how.read);
+            r.radius = p.how.radius, r.scale_num = p.how.scale_num, r.scale_den = p.how.scale_den;
+            r.previous = p.how.of_previous ? 1 : 0;
+            r.function = p.how.function.empty() ? nullptr : p.how.function.c_str();
+            reads.push_back(r);
+        }
+        cw_operator_stage st = stage_;
+        st.function = function_.c_str();
+        st.reads = reads.empty() ? nullptr : reads.data();
+        st.read_count = static_cast<uint32_t>(reads.size());
+        cw_operator *op = nullptr;
+        cw_status s = cw_operator_create_stage(&op, name_.c_str(), &st);
+        for (size_t i = 0; s == CW_SUCCESS && i < ports_.size(); i++) {
+            const port_data &p = ports_[i];
+            cw_port_settings ps;
+            cw_port_settings_default(&ps);
+            ps.flags = p.flags, ps.bytes = p.bytes, ps.dptr = p.dptr;
+            s = p.input ? cw_operator_add_input(op, p.name.c_str(), &ps) : cw_operator_add_output(op, p.name.c_str(), &ps);
+        }
+        if (s != CW_SUCCESS) {
+            cw_operator_destroy(&op);
+            return s;
+        }
+        *out = op;
+        return CW_SUCCESS;
+    }
+
+  private:
+    struct port_data {
+        std::string name;
+        bool input, read;
+        fused_dep how;
+        unsigned flags;
+        size_t bytes;
+        cw_devptr dptr;
+    };
+    std::string name_, function_;
+    cw_operator_stage stage_{};
+    std::vector<port_data> ports_;
+};
+
 class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destroy> {
   public:
     using handle::handle;
@@ -249,6 +325,28 @@ class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destro
         }
         return detail::make(CW_SUCCESS, std::move(o));
     }
+    // Adds a fused stage operator (cw_operator_create_stage and its ports);
+    // returns the borrowed C operator. On failure nothing is left.
+    detail::ret<cw_operator *> add(const stage_op &op) {
+        cw_operator *o = nullptr;
+        cw_status s = op.create(&o);
+        if (s == CW_SUCCESS) {
+            s = cw_pipeline_add(get(), o);
+            if (s != CW_SUCCESS) {
+                cw_status keep = s;
+#ifndef CW_HPP_NO_EXCEPTIONS
+                std::string m = cw_last_error()->message;
+#endif
+                cw_operator_destroy(&o);
+#ifndef CW_HPP_NO_EXCEPTIONS
+                throw error(keep, m);
+#else
+                return detail::make(keep, static_cast<cw_operator *>(nullptr));
+#endif
+            }
+        }
+        return detail::make(s, std::move(o));
+    }
     // Adds an operator made with the C API (cw_operator_create): the
     // pipeline owns it on success; on failure it stays the caller's.
     detail::void_ret add(cw_operator *op) { return detail::done(cw_pipeline_add(get(), op)); }
@@ -286,6 +384,22 @@ class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destro
     }
     detail::void_ret make_resident(const resident &r) {
         return detail::done(cw_pipeline_make_resident(get(), r.get()));
+    }
+    // Makes every operator (each a stage_op) a stage of r's fused kernel
+    // (cw_pipeline_make_fused): the source, options and shape from f, or
+    // from a plan without stages (its c()).
+    detail::void_ret make_fused(const resident &r, const cw_resident_fused &f) {
+        return detail::done(cw_pipeline_make_fused(get(), r.get(), &f));
+    }
+    detail::void_ret make_fused(const resident &r, const fused_plan &opts) {
+#ifndef CW_HPP_NO_EXCEPTIONS
+        const cw_resident_fused f = opts.c();
+        detail::check(cw_pipeline_make_fused(get(), r.get(), &f));
+#else
+        result<cw_resident_fused> f = opts.c();
+        if (!f.ok()) return status(f.code());
+        return detail::done(cw_pipeline_make_fused(get(), r.get(), &f.value()));
+#endif
     }
     // Context and counters (cw_pipeline_get_info).
     cw_pipeline_info info() const noexcept {

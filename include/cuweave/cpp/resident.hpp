@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 // C++ wrappers of cuweave/resident.h: cw::resident (the GPU-resident loop),
-// cw::resident_device_header.
+// cw::fused_plan (a tile dataflow plan by value) with cw::fused_dep,
+// cw::fused_read and the cw::read_* helpers, cw::resident_device_header.
 // Part of cuweave/cuweave.hpp (include that one): its top comment tells the rules.
 #ifndef CUWEAVE_CPP_RESIDENT_HPP
 #define CUWEAVE_CPP_RESIDENT_HPP
@@ -12,7 +13,223 @@
 
 namespace cw {
 inline namespace v0_3 {
+
+// ---- tile dataflow plans (values, shared by both modes) -------------------------
+
+// What a tile reads of another stage (cw_fused_read).
+enum class fused_read : unsigned {
+    same = CW_FUSED_READ_SAME,             // tile i of an equal tile grid
+    neighbours = CW_FUSED_READ_NEIGHBOURS, // the tiles it maps to, radius more each way
+    all = CW_FUSED_READ_ALL,               // every tile of the stage
+    function = CW_FUSED_READ_FUNCTION      // the tiles a device function names
+};
+
+// One dependency by value (a cw_fused_dep, or a fused stage's cw_port_read):
+// made by cw::read_same / read_neighbours / read_all / read_function, then
+// .previous() for the previous request's tiles. The stage read is named
+// (its function's name), numbered (its index in the plan), or, for an
+// input port of a fused pipeline (cw::stage_op::input), neither: the
+// connection says.
+struct fused_dep {
+    std::string stage_name;            // by name ("" with a number, or for a port)
+    uint32_t stage = UINT32_MAX;       // by number (UINT32_MAX: by name)
+    fused_read read = fused_read::same;
+    uint32_t radius = 0, scale_num = 0, scale_den = 0;  // neighbours (scale 0/0: 1/1)
+    bool of_previous = false;          // the previous request's tiles
+    std::string function;              // fused_read::function: the device function
+    fused_dep &previous(bool on = true) {
+        of_previous = on;
+        return *this;
+    }
+};
+
+namespace detail {
+inline fused_dep dep_of(fused_read how, std::string name, uint32_t index) {
+    fused_dep d;
+    d.read = how;
+    d.stage_name = std::move(name);
+    d.stage = index;
+    return d;
+}
+}  // namespace detail
+
+// Tile for tile (equal tile grids).
+inline fused_dep read_same() { return detail::dep_of(fused_read::same, std::string(), UINT32_MAX); }
+inline fused_dep read_same(uint32_t stage) { return detail::dep_of(fused_read::same, std::string(), stage); }
+inline fused_dep read_same(std::string stage) { return detail::dep_of(fused_read::same, std::move(stage), UINT32_MAX); }
+// Every tile.
+inline fused_dep read_all() { return detail::dep_of(fused_read::all, std::string(), UINT32_MAX); }
+inline fused_dep read_all(uint32_t stage) { return detail::dep_of(fused_read::all, std::string(), stage); }
+inline fused_dep read_all(std::string stage) { return detail::dep_of(fused_read::all, std::move(stage), UINT32_MAX); }
+// The tiles a tile maps to at scale num/den (0/0: 1/1), radius more each way.
+inline fused_dep read_neighbours(uint32_t radius, uint32_t num = 0, uint32_t den = 0) {
+    fused_dep d = detail::dep_of(fused_read::neighbours, std::string(), UINT32_MAX);
+    d.radius = radius, d.scale_num = num, d.scale_den = den;
+    return d;
+}
+inline fused_dep read_neighbours(uint32_t stage, uint32_t radius, uint32_t num, uint32_t den) {
+    fused_dep d = read_neighbours(radius, num, den);
+    d.stage = stage;
+    return d;
+}
+inline fused_dep read_neighbours(std::string stage, uint32_t radius, uint32_t num = 0, uint32_t den = 0) {
+    fused_dep d = read_neighbours(radius, num, den);
+    d.stage_name = std::move(stage);
+    return d;
+}
+// The tiles device function `fn` names (extern "C" __device__ int fn(const cw_fused_tile *t, unsigned i)).
+inline fused_dep read_function(std::string fn) {
+    fused_dep d = detail::dep_of(fused_read::function, std::string(), UINT32_MAX);
+    d.function = std::move(fn);
+    return d;
+}
+inline fused_dep read_function(std::string stage, std::string fn) {
+    fused_dep d = read_function(std::move(fn));
+    d.stage_name = std::move(stage);
+    return d;
+}
+inline fused_dep read_function(uint32_t stage, std::string fn) {
+    fused_dep d = read_function(std::move(fn));
+    d.stage = stage;
+    return d;
+}
+
 inline namespace CW_HPP_MODE {
+
+// A tile dataflow plan by value (cw_resident_fused in CW_FUSED_DATAFLOW
+// mode): the source, the stages and what they read, the loop's shape.
+// Nothing to zero, nothing to keep alive: c() builds the C description,
+// pointing into the plan. Copyable.
+//
+//   cw::fused_plan plan(source);
+//   plan.stage("blur").tiles(135);
+//   plan.stage("hist").tiles(135).reads(cw::read_same("blur"));
+//   plan.stage("sad").tiles(135).reads(cw::read_same("blur"), cw::read_same("blur").previous());
+//   plan.stage("result").tiles(1).reads(cw::read_all("hist"), cw::read_all("sad"));
+//   plan.block_threads(256).in_flight(2);
+//   loop.set_fused(plan);
+class fused_plan {
+    struct stage_data {
+        std::string name;
+        cw_fused_stage cut{};  // tiles, size, tile, threads, shared_bytes (name and deps filled by c())
+        std::vector<fused_dep> deps;
+    };
+
+  public:
+    fused_plan() = default;
+    explicit fused_plan(std::string source) : source_(std::move(source)) {}
+
+    // One stage, to describe in place (valid until the next stage is added).
+    class stage_ref {
+      public:
+        stage_ref(stage_data *s) noexcept : s_(s) {}
+        stage_ref &tiles(uint32_t n) noexcept { return s_->cut.tiles = n, *this; }
+        stage_ref &size(uint32_t x, uint32_t y = 0) noexcept { return s_->cut.size[0] = x, s_->cut.size[1] = y, *this; }
+        stage_ref &tile(uint32_t x, uint32_t y = 0) noexcept { return s_->cut.tile[0] = x, s_->cut.tile[1] = y, *this; }
+        stage_ref &threads(uint32_t n) noexcept { return s_->cut.threads = n, *this; }
+        stage_ref &shared_bytes(uint32_t n) noexcept { return s_->cut.shared_bytes = n, *this; }
+        template <class... D>
+        stage_ref &reads(fused_dep d, D &&...more) {
+            s_->deps.push_back(std::move(d));
+            if constexpr (sizeof...(D) > 0) reads(std::forward<D>(more)...);
+            return *this;
+        }
+
+      private:
+        stage_data *s_;
+    };
+
+    // A new stage: its device function `name` (extern "C" __device__ void
+    // name(const cw_fused_tile *t, void *user)), run after those added before.
+    stage_ref stage(std::string name) {
+        stages_.push_back(stage_data{std::move(name), cw_fused_stage{}, {}});
+        return stage_ref(&stages_.back());
+    }
+    // Stage i again (0 <= i < size()).
+    stage_ref stage(size_t i) { return stage_ref(&stages_.at(i)); }
+    size_t size() const noexcept { return stages_.size(); }
+    // The stage named `name`'s index, or -1.
+    long index_of(const std::string &name) const noexcept {
+        for (size_t i = 0; i < stages_.size(); i++)
+            if (stages_[i].name == name) return static_cast<long>(i);
+        return -1;
+    }
+
+    fused_plan &source(std::string s) { return source_ = std::move(s), *this; }
+    fused_plan &option(std::string o) { return options_.push_back(std::move(o)), *this; }
+    fused_plan &user(cw_devptr u) noexcept { return f_.user = u, *this; }
+    fused_plan &grid_blocks(uint32_t n) noexcept { return f_.grid_blocks = n, *this; }
+    fused_plan &block_threads(uint32_t n) noexcept { return f_.block_threads = n, *this; }
+    fused_plan &shared_bytes(uint32_t n) noexcept { return f_.shared_bytes = n, *this; }
+    fused_plan &in_flight(uint32_t n) noexcept { return f_.in_flight = n, *this; }
+    fused_plan &watchdog_ms(uint32_t ms) noexcept { return f_.watchdog_ms = ms, *this; }
+
+    // The C description (mode CW_FUSED_DATAFLOW; with no stage, what
+    // cw_pipeline_make_fused takes), pointing into this plan: valid until
+    // the plan changes or goes. A dependency naming a stage the plan has
+    // not: CW_ERROR_INVALID_ARGUMENT (a cw::error saying which; without
+    // exceptions, problem() says).
+    detail::ret<cw_resident_fused> c() const {
+        problem_.clear();
+        c_stages_.assign(stages_.size(), cw_fused_stage{});
+        c_deps_.clear();
+        size_t ndeps = 0;
+        for (const stage_data &s : stages_) ndeps += s.deps.size();
+        c_deps_.reserve(ndeps);  // no reallocation below: the stages point into it
+        for (size_t i = 0; i < stages_.size(); i++) {
+            const stage_data &s = stages_[i];
+            cw_fused_stage &c = c_stages_[i];
+            c = s.cut;
+            c.name = s.name.c_str();
+            c.deps = s.deps.empty() ? nullptr : c_deps_.data() + c_deps_.size();
+            c.dep_count = static_cast<uint32_t>(s.deps.size());
+            for (const fused_dep &d : s.deps) {
+                cw_fused_dep cd{};
+                cd.stage = d.stage;
+                if (d.stage == UINT32_MAX) {
+                    const long k = index_of(d.stage_name);
+                    if (k < 0 && problem_.empty())
+                        problem_ = "cw::fused_plan: stage '" + s.name + "' reads '" + d.stage_name +
+                                   "', which is not a stage of the plan";
+                    cd.stage = k < 0 ? UINT32_MAX : static_cast<uint32_t>(k);
+                }
+                cd.read = static_cast<cw_fused_read>(d.read);
+                cd.radius = d.radius, cd.scale_num = d.scale_num, cd.scale_den = d.scale_den;
+                cd.previous = d.of_previous ? 1 : 0;
+                cd.function = d.function.empty() ? nullptr : d.function.c_str();
+                c_deps_.push_back(cd);
+            }
+        }
+        c_options_.clear();
+        for (const std::string &o : options_) c_options_.push_back(o.c_str());
+        cw_resident_fused f = f_;
+        f.source = source_.c_str();
+        f.mode = CW_FUSED_DATAFLOW;
+        f.stage_defs = c_stages_.empty() ? nullptr : c_stages_.data();
+        f.stage_count = static_cast<uint32_t>(c_stages_.size());
+        f.options = c_options_.empty() ? nullptr : c_options_.data();
+        f.option_count = static_cast<uint32_t>(c_options_.size());
+#ifndef CW_HPP_NO_EXCEPTIONS
+        if (!problem_.empty()) throw error(CW_ERROR_INVALID_ARGUMENT, problem_);
+        return f;
+#else
+        if (!problem_.empty()) return result<cw_resident_fused>(CW_ERROR_INVALID_ARGUMENT);
+        return result<cw_resident_fused>(f);
+#endif
+    }
+    // What the last c() refused ("" when it did not).
+    const std::string &problem() const noexcept { return problem_; }
+
+  private:
+    std::string source_;
+    std::vector<std::string> options_;
+    std::vector<stage_data> stages_;
+    cw_resident_fused f_{};
+    mutable std::vector<cw_fused_stage> c_stages_;
+    mutable std::vector<cw_fused_dep> c_deps_;
+    mutable std::vector<const char *> c_options_;
+    mutable std::string problem_;
+};
 
 // ---- the GPU-resident loop ------------------------------------------------------
 
@@ -94,6 +311,18 @@ class resident : public detail::handle<resident, cw_resident, cw_resident_destro
     // compiled from f's stages; nullptr makes it a graph loop again.
     detail::void_ret set_fused(const cw_resident_fused *f) const { return detail::done(cw_resident_set_fused(get(), f)); }
     detail::void_ret set_fused(const cw_resident_fused &f) const { return detail::done(cw_resident_set_fused(get(), &f)); }
+    // ... or from a tile dataflow plan (its c(); an unknown stage name is
+    // refused before the C call).
+    detail::void_ret set_fused(const fused_plan &plan) const {
+#ifndef CW_HPP_NO_EXCEPTIONS
+        const cw_resident_fused f = plan.c();
+        detail::check(cw_resident_set_fused(get(), &f));
+#else
+        result<cw_resident_fused> f = plan.c();
+        if (!f.ok()) return status(f.code());
+        return detail::done(cw_resident_set_fused(get(), &f.value()));
+#endif
+    }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
     detail::void_ret launch() const { return detail::done(cw_resident_launch(get())); }
     // Stops a launched loop, waiting up to timeout_ms (cw_resident_tear_down):
