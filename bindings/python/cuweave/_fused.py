@@ -76,6 +76,15 @@ class FusedDep:
                                                    " previous" if self.previous else "")
 
 
+def _fill_read(c: Any, r: Union["FusedDep", "PortRead"]) -> None:
+    """How a dependency reads (read, radius, scale, previous, function),
+    into a C cw_fused_dep or cw_port_read: the two structs share the fields."""
+    c.read, c.radius, c.previous = int(r.read), r.radius, int(r.previous)
+    if r.scale is not None:
+        c.scale_num, c.scale_den = r.scale
+    c.function = r.function.encode() if r.function is not None else None
+
+
 class PortRead:
     """How the tiles of a fused stage (StageOperator) read the operator
     connected to one of its input ports (cw_port_read): `read` as
@@ -95,10 +104,8 @@ class PortRead:
 
     def _fill(self, c: "_CPortRead", port: bytes) -> None:
         """Its fields into a C cw_port_read for `port`."""
-        c.port, c.read, c.radius, c.previous = port, int(self.read), self.radius, int(self.previous)
-        if self.scale is not None:
-            c.scale_num, c.scale_den = self.scale
-        c.function = self.function.encode() if self.function is not None else None
+        c.port = port
+        _fill_read(c, self)
 
     def __repr__(self) -> str:
         return "<cuweave.PortRead %s>" % repr(FusedDep(0, self.read, self.radius, self.scale, self.previous,
@@ -154,14 +161,8 @@ class _Plan:
             if s.reads:
                 deps = (_CFusedDep * len(s.reads))()
                 for k, r in enumerate(s.reads):
-                    d = deps[k]
-                    d.stage, d.read, d.radius, d.previous = r.stage, int(r.read), r.radius, int(r.previous)
-                    if r.scale is not None:
-                        d.scale_num, d.scale_den = r.scale
-                    if r.function is not None:
-                        fn = r.function.encode()
-                        self.keep.append(fn)
-                        d.function = fn
+                    deps[k].stage = r.stage
+                    _fill_read(deps[k], r)  # ctypes keeps the function's bytes with the array
                 self.keep.append(deps)
                 c.deps = ctypes.cast(deps, ctypes.POINTER(_CFusedDep))
                 c.dep_count = len(s.reads)
