@@ -355,7 +355,10 @@ static void on_done(const struct fake_cuda_activity *a, void *arg) {
 /* Finds the fake driver and installs the observer (lock not held). */
 static int attach(void) {
     if (!g_observe) {
-        const char *path = getenv("CUWEAVE_LIBCUDA");
+        /* FAKE_CUPTI_LIBCUDA: the fake driver when CUWEAVE_LIBCUDA does not
+         * name it (a test of cuweave's own search for CUPTI) */
+        const char *path = getenv("FAKE_CUPTI_LIBCUDA");
+        if (!path || !*path) path = getenv("CUWEAVE_LIBCUDA");
         void *lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
         if (!lib) return 0;
         *(void **)&g_observe = dlsym(lib, "fake_cuda_observe");

@@ -24,6 +24,7 @@
 #define CUWEAVE_TESTS_PIPELINE_STAGES_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuweave/cuweave.h"
@@ -188,6 +189,14 @@ static inline cw_resident_fused pl_fused(uint32_t block_threads, uint32_t in_fli
     f.source = kPipelineStages;
     f.block_threads = block_threads;
     f.in_flight = in_flight;
+    /* CWT_LINEINFO=1: line numbers in the fused kernel, so that
+     * compute-sanitizer names the source lines of what it reports */
+    static const char *const kLineInfo[] = {"-lineinfo"};
+    const char *li = getenv("CWT_LINEINFO");
+    if (li && *li && *li != '0') {
+        f.options = kLineInfo;
+        f.option_count = 1;
+    }
     return f;
 }
 

@@ -19,6 +19,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -2100,6 +2102,86 @@ static void test_cupti_hostile_library_names(void **state) {
     use_cupti("/nonexistent/libcupti.so.13");
 }
 
+/* CUWEAVE_LIBCUDA naming a driver other than the system's (here the fake):
+ * the search for libcupti must not pick up one found on its own (CUPTI
+ * instruments the libcuda.so.1 it links, not the driver cuweave runs on: on
+ * a machine with the toolkit that was the real CUPTI under the fake driver,
+ * and test_cpp's trace counted a context too many). Only CUWEAVE_LIBCUPTI
+ * names a CUPTI then. The control: the same directory is found when nothing
+ * names another driver, and when CUWEAVE_LIBCUPTI names its file. */
+static void test_cupti_not_searched_beside_another_driver(void **state) {
+    (void)state;
+    char dir[64] = "/tmp/cw-cupti-home-XXXXXX", lib64[128], link[160], target[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(lib64, sizeof lib64, "%s/lib64", dir);
+    assert_int_equal(mkdir(lib64, 0700), 0);
+    snprintf(link, sizeof link, "%s/libcupti.so", lib64);
+    assert_non_null(realpath(g_cupti_path, target));
+    assert_int_equal(symlink(target, link), 0);
+    const char *driver = getenv("CUWEAVE_LIBCUDA");
+    assert_non_null(driver);
+    char saved[PATH_MAX];
+    snprintf(saved, sizeof saved, "%s", driver);
+    unsetenv("CUWEAVE_LIBCUPTI");
+    setenv("CUDA_HOME", dir, 1);
+    setenv("FAKE_CUPTI_LIBCUDA", saved, 1); /* the fake CUPTI's own way to the fake driver */
+    char path[200];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    Trace *tr = calloc(1, sizeof *tr);
+    assert_non_null(tr);
+    for (int round = 0; round < 3; round++) {
+        /* 0: another driver named, nothing names CUPTI: not searched;
+         * 1: no other driver named (the control: the search runs, and finds a
+         *    CUPTI, this machine's or $CUDA_HOME's, or says what it tried);
+         * 2: another driver and CUWEAVE_LIBCUPTI naming the file: taken */
+        if (round == 1) setenv("CUWEAVE_LIBCUDA", "", 1);
+        if (round == 2) {
+            setenv("CUWEAVE_LIBCUDA", saved, 1);
+            setenv("CUWEAVE_LIBCUPTI", link, 1);
+        }
+        assert_int_equal(cwi_cupti_forget(), 0);
+        cw_trace_settings s;
+        cw_trace_settings_default(&s);
+        s.gpu_timing = CW_TRACE_GPU_AUTO;
+        cw_trace *t = NULL;
+        assert_cw_ok(cw_trace_create(&t, &s));
+        cw_trace_info info;
+        assert_cw_ok(cw_trace_get_info(t, &info));
+        assert_cw_ok(cw_trace_write(t, path));
+        cw_trace_destroy(&t);
+        load_trace(path, tr);
+        const int searched = strstr(tr->cupti, "not searched") == NULL;
+        if (round == 0) {
+            if (info.gpu_timing != CW_TRACE_GPU_EVENTS || searched)
+                fail_msg("with CUWEAVE_LIBCUDA=%s the search ran (gpu_timing %u): %s", saved, info.gpu_timing,
+                         tr->cupti);
+            if (!strstr(tr->cupti, "CUWEAVE_LIBCUDA") || !strstr(tr->cupti, "CUWEAVE_LIBCUPTI"))
+                fail_msg("the trace does not say why: %s", tr->cupti);
+            s.gpu_timing = CW_TRACE_GPU_CUPTI;
+            assert_cw(CW_ERROR_NOT_SUPPORTED, cw_trace_create(&t, &s));
+            assert_null(t);
+            if (!strstr(cw_last_error()->message, "CUWEAVE_LIBCUDA") ||
+                !strstr(cw_last_error()->message, "CUWEAVE_LIBCUPTI"))
+                fail_msg("the refusal does not say why: %s", cw_last_error()->message);
+        } else if (round == 1) {
+            if (!searched) fail_msg("with no other driver named the search did not run: %s", tr->cupti);
+        } else {
+            if (info.gpu_timing != CW_TRACE_GPU_CUPTI)
+                fail_msg("CUWEAVE_LIBCUPTI=%s: gpu_timing %u: %s", link, info.gpu_timing, tr->cupti);
+        }
+    }
+    free(tr);
+    unlink(path);
+    assert_cupti_closed();
+    setenv("CUWEAVE_LIBCUDA", saved, 1);
+    unsetenv("CUDA_HOME");
+    unsetenv("FAKE_CUPTI_LIBCUDA");
+    use_cupti("/nonexistent/libcupti.so.13");
+    unlink(link);
+    rmdir(lib64);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (the fake CUDA driver)\n", argv[0]);
@@ -2162,6 +2244,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_write_sort),
         cmocka_unit_test(test_cupti_absent),
         cmocka_unit_test(test_cupti_hostile_library_names),
+        cmocka_unit_test(test_cupti_not_searched_beside_another_driver),
         cmocka_unit_test(test_cupti_pipeline),
         cmocka_unit_test(test_cupti_two_traces),
         cmocka_unit_test(test_cupti_refused),

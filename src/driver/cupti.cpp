@@ -54,8 +54,17 @@ void search() {
     const char *names[kMax];
     size_t count = 0;
     const char *env = getenv("CUWEAVE_LIBCUPTI");
+    const char *driver = getenv("CUWEAVE_LIBCUDA");
     if (env && *env) {
         names[count++] = env;
+    } else if (driver && *driver && strcmp(driver, "libcuda.so.1") != 0) {
+        // A libcupti found on its own instruments the libcuda.so.1 it links,
+        // not the driver cuweave was told to use: only a named one is taken.
+        snprintf(g_cupti_error, sizeof g_cupti_error,
+                 "CUPTI not searched: CUWEAVE_LIBCUDA names another driver (%s); name the CUPTI that sees it with "
+                 "CUWEAVE_LIBCUPTI", driver);
+        g_cupti_state.store(2, std::memory_order_release);
+        return;
     } else {
         names[count++] = "libcupti.so.13";
         names[count++] = "libcupti.so.12";
