@@ -751,6 +751,120 @@ static void test_fault_sweep(void **state) {
     assert_true(in_make_fused >= 4); /* port memory (3), the table, its copy, the module's load */
 }
 
+/* The generated names are unique however the operators' names and the
+ * source's words collide: a suffixed name is checked again (review: "a_b_2",
+ * "a.b", "a-b" made cwp_a_b_2 twice, and NVRTC refused the source). */
+static void test_generated_names_unique(void **state) {
+    (void)state;
+    cw_pipeline *p = NULL;
+    cw_resident *r = NULL;
+    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+    cw_operator_stage st;
+    memset(&st, 0, sizeof st);
+    st.function = "fn";
+    st.tiles = 4;
+    const char *names[] = {"a_b_2", "a.b", "a-b", "z", "y"};
+    for (int i = 0; i < 5; i++) {
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create_stage(&op, names[i], &st));
+        assert_cw_ok(cw_pipeline_add(p, op));
+    }
+    cw_resident_fused o = pl_fused(0, 1);
+    o.source = "__device__ void fn(const cw_fused_tile *t, void *u) {} /* cwp_y cwp_y_4 */";
+    const cw_resident_fused *f = NULL;
+    void *plan = cwi_pipeline_fused_plan(p, r, &o, &f);
+    assert_non_null(plan);
+    assert_string_equal(f->stage_defs[0].name, "cwp_a_b_2");
+    assert_string_equal(f->stage_defs[1].name, "cwp_a_b");
+    assert_string_equal(f->stage_defs[2].name, "cwp_a_b_3"); /* cwp_a_b, then cwp_a_b_2 taken */
+    assert_string_equal(f->stage_defs[3].name, "cwp_z");
+    assert_string_equal(f->stage_defs[4].name, "cwp_y_5"); /* cwp_y, then cwp_y_4 words of the source */
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(f->stage_defs[i].name, f->stage_defs[j].name))
+                fail_msg("stages %d and %d are both %s", j, i, f->stage_defs[i].name);
+    cwi_pipeline_fused_free(plan);
+    cw_resident_destroy(&r);
+    cw_pipeline_destroy(&p);
+}
+
+/* Once make_fused has set up the port memory, an operator added would have
+ * none (its words in the table 0): refused, as connections are (review). */
+static void test_add_after_make_fused(void **state) {
+    (void)state;
+    cw_port_read rd;
+    memset(&rd, 0, sizeof rd);
+    rd.port = "in";
+    rd.read = CW_FUSED_READ_SAME;
+    cw_resident_fused f = pl_fused(0, 1);
+    f.source = kPairSrc;
+    pair x = make_pair(&rd, 8, 0, 0);
+    assert_cw_ok(cw_pipeline_make_fused(x.p, x.r, &f));
+    cw_operator_stage st;
+    memset(&st, 0, sizeof st);
+    st.function = "fa";
+    st.tiles = 8;
+    cw_port_settings ps;
+    cw_port_settings_default(&ps);
+    ps.bytes = 256;
+    cw_operator *c = NULL;
+    assert_cw_ok(cw_operator_create_stage(&c, "c", &st));
+    assert_cw_ok(cw_operator_add_output(c, "out", &ps));
+    const cw_status st_add = cw_pipeline_add(x.p, c);
+    if (st_add != CW_ERROR_INVALID_STATE || !strstr(cw_last_error()->message, "operators are fixed"))
+        fail_msg("an operator added after make_fused: %s (%s)", cw_status_name(st_add),
+                 st_add == CW_SUCCESS ? "accepted" : cw_last_error()->message);
+    cw_operator_destroy(&c); /* still the caller's */
+    assert_cw_ok(cw_pipeline_make_fused(x.p, x.r, &f)); /* the pipeline as it was */
+    pair_free(&x);
+}
+
+/* A refusal of the loop's checks after the compile (shared memory above the
+ * device's, a grid not co-resident) comes before any port memory: nothing
+ * allocated, the pipeline still open to changes (review: the port memory
+ * was set up first, and connections were fixed by a refused call). */
+static void test_fit_refused_before_memory(void **state) {
+    (void)state;
+    for (int what = 0; what < 2; what++) {
+        cw_pipeline *p = NULL;
+        cw_resident *r = NULL;
+        assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
+        assert_cw_ok(cw_resident_create(&r, ctx, NULL));
+        cw_operator_stage st;
+        memset(&st, 0, sizeof st);
+        st.function = "fa";
+        st.tiles = 8;
+        if (what == 0) st.shared_bytes = 16u << 20;
+        cw_port_settings ps;
+        cw_port_settings_default(&ps);
+        ps.bytes = 256;
+        cw_operator *a = NULL;
+        assert_cw_ok(cw_operator_create_stage(&a, "a", &st));
+        assert_cw_ok(cw_operator_add_output(a, "out", &ps));
+        assert_cw_ok(cw_pipeline_add(p, a));
+        cw_resident_fused f = pl_fused(0, 1);
+        f.source = kPairSrc;
+        if (what == 1) f.grid_blocks = 1u << 30;
+        const long allocs = fake_calls("cuMemAlloc");
+        refused_with(cw_pipeline_make_fused(p, r, &f), what == 0 ? "bytes of shared memory" : "does not fit co-resident",
+                     NULL);
+        if (fake_calls("cuMemAlloc") != allocs)
+            fail_msg("case %d: %ld device allocations by a refused make_fused", what, fake_calls("cuMemAlloc") - allocs);
+        cw_devptr d = 0;
+        assert_cw(CW_ERROR_INVALID_STATE, cw_pipeline_get_port_ptr(p, "a", "out", &d)); /* no port memory */
+        cw_operator *b = NULL; /* still open: an operator and a connection more */
+        st.shared_bytes = 0;
+        st.function = "fb";
+        assert_cw_ok(cw_operator_create_stage(&b, "b", &st));
+        assert_cw_ok(cw_operator_add_input(b, "in", &ps));
+        assert_cw_ok(cw_pipeline_add(p, b));
+        assert_cw_ok(cw_pipeline_connect(p, "a", "out", "b", "in"));
+        cw_resident_destroy(&r);
+        cw_pipeline_destroy(&p);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -787,6 +901,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_feedback),       cmocka_unit_test(test_make_fused),
         cmocka_unit_test(test_stage_refusals), cmocka_unit_test(test_pipeline_refusals),
         cmocka_unit_test(test_source_compiles), cmocka_unit_test(test_fault_sweep),
+        cmocka_unit_test(test_generated_names_unique), cmocka_unit_test(test_add_after_make_fused),
+        cmocka_unit_test(test_fit_refused_before_memory),
     };
     cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

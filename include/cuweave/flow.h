@@ -298,7 +298,12 @@ CW_API void cw_pipeline_destroy(cw_pipeline **p);
  *   CW_ERROR_INVALID_HANDLE    p is not a live pipeline; op is not a live
  *                              operator.
  *   CW_ERROR_INVALID_STATE     op belongs to a pipeline already; the
- *                              pipeline is running.
+ *                              pipeline is running; its port memory is set
+ *                              up (a run with port memory,
+ *                              cw_pipeline_make_resident or
+ *                              cw_pipeline_make_fused: operators and
+ *                              connections are fixed from then on; op stays
+ *                              the caller's).
  *   CW_ERROR_OUT_OF_MEMORY     host memory ran out.
  */
 CW_API cw_status cw_pipeline_add(cw_pipeline *p, cw_operator *op);
@@ -644,6 +649,8 @@ CW_API cw_status cw_operator_create_stage(cw_operator **out, const char *name, c
  *   CW_ERROR_DRIVER            the driver refused the port memory, the
  *                              table's copy, the code or a query (detail:
  *                              the call).
+ * Every refusal above but the driver's and memory's comes before the port
+ * memory is set up: the pipeline may still be changed after one.
  */
 CW_API cw_status cw_pipeline_make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fused);
 

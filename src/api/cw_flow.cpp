@@ -25,8 +25,10 @@ void defaults(cw_pipeline_settings *s) {
 }
 
 // cw_pipeline_make_fused: the plan (checked, no driver call), the loop's
-// own checks, the compile (before any device memory, so that a source NVRTC
-// refuses allocates nothing), the port memory and its table, then the loop.
+// own checks, the compile and what the loop refuses of the kernel (before
+// any device memory, so that a refused call allocates nothing and leaves
+// the pipeline open to changes), the port memory and its table, then the
+// loop.
 cw_status make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fused) {
     flow::FusedPlan plan;
     CW_TRY(flow::fused_plan(p, r, fused, &plan));
@@ -34,6 +36,9 @@ cw_status make_fused(cw_pipeline *p, cw_resident *r, const cw_resident_fused *fu
     cw_module *m = nullptr;
     cw_kernel *k = nullptr;
     if (st == CW_SUCCESS) st = api::compile_fused(r, &plan.f, &m, &k);
+    // every refusal of the loop's own before the port memory is set up
+    // (after it, connections and operators are fixed)
+    if (st == CW_SUCCESS) st = graphs::resident_check_fused(r, &plan.f, m, k);
     if (st == CW_SUCCESS) st = flow::fused_memory(p, r, &plan);
     if (st == CW_SUCCESS) st = graphs::resident_set_fused(r, &plan.f, m, k);
     if (st != CW_SUCCESS && m) kernels::module_destroy(m);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "driver/driver.hpp"
 #include "driver/error.hpp"
 
 namespace cw {
@@ -54,10 +55,11 @@ void search() {
     const char *names[kMax];
     size_t count = 0;
     const char *env = getenv("CUWEAVE_LIBCUPTI");
-    const char *driver = getenv("CUWEAVE_LIBCUDA");
+    (void)ensure_init();  // which driver is loaded decides what is searched
+    const char *driver = driver_other();
     if (env && *env) {
         names[count++] = env;
-    } else if (driver && *driver && strcmp(driver, "libcuda.so.1") != 0) {
+    } else if (driver) {
         // A libcupti found on its own instruments the libcuda.so.1 it links,
         // not the driver cuweave was told to use: only a named one is taken.
         snprintf(g_cupti_error, sizeof g_cupti_error,

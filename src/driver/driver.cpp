@@ -32,6 +32,9 @@ std::mutex g_init_mutex;
 cw_status g_status = CW_ERROR_NO_DRIVER;
 int g_version = 0;
 void *g_lib = nullptr;
+// The driver loaded is the one the loader gives for "libcuda.so.1" (a
+// libcupti found on its own links that one); written once, by load().
+char g_other_driver[512];
 GetProcV2 g_getproc2 = nullptr;
 GetProcV1 g_getproc1 = nullptr;
 bool g_features[8];
@@ -68,6 +71,12 @@ cw_status load() {
     g_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!g_lib)
         return fail(CW_ERROR_NO_DRIVER, "no CUDA driver: dlopen(\"%s\") failed: %s", path, dlerror());
+    // Another driver than the system's: CUWEAVE_LIBCUDA named a library
+    // that is not what "libcuda.so.1" finds, by name or soname (the real
+    // driver named by its path is the system's).
+    void *sys = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (sys != g_lib) snprintf(g_other_driver, sizeof g_other_driver, "%s", path);
+    if (sys) dlclose(sys);
     g_getproc2 = reinterpret_cast<GetProcV2>(dlsym(g_lib, "cuGetProcAddress_v2"));
     if (!g_getproc2) g_getproc1 = reinterpret_cast<GetProcV1>(dlsym(g_lib, "cuGetProcAddress"));
     if (!g_getproc2 && !g_getproc1)
@@ -155,6 +164,8 @@ bool driver_error_text(CUresult result, const char **name, const char **text) {
     if (g_error_string(result, text) != CUDA_SUCCESS) *text = nullptr;
     return true;
 }
+
+const char *driver_other() { return g_other_driver[0] ? g_other_driver : nullptr; }
 
 const Driver &driver_loaded() { return g_loaded; }
 

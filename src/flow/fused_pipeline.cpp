@@ -112,20 +112,40 @@ cw_status check_operator(const cw_pipeline *p, const cw_operator *op, const char
     return CW_SUCCESS;
 }
 
-// "cwp_" and the operator's name, '.' and '-' as '_'; the stage's number
-// after it where that name is taken (another operator's, or a word of the
-// source).
+// "cwp_" and the operator's name, '.' and '-' as '_'; where that name is
+// taken (another stage's, or a word of the source), with "_<n>" after it,
+// n the stage's number or the first one above it that makes a name not
+// taken either.
 char *wrapper_name(const FusedPlan *plan, uint32_t k, const char *op, const char *source) {
+    auto taken = [&](const char *name) {
+        if (graphs::has_word(source, name)) return true;
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(plan->names[j], name) == 0) return true;
+        return false;
+    };
     Text t;
     t.add("cwp_");
     t.add(op);
-    if (!t.ok) return nullptr;
+    if (!t.ok) {
+        free(t.s);
+        return nullptr;
+    }
     for (char *c = t.s + 4; *c; c++)
         if (*c == '.' || *c == '-') *c = '_';
-    bool taken = graphs::has_word(source, t.s);
-    for (uint32_t j = 0; j < k && !taken; j++) taken = strcmp(plan->names[j], t.s) == 0;
-    if (taken) t.addf("_%u", k);
-    return t.ok ? t.s : nullptr;
+    if (!taken(t.s)) return t.s;
+    const size_t len = strlen(t.s) + 12;
+    char *s = static_cast<char *>(malloc(len));
+    if (!s) {
+        free(t.s);
+        return nullptr;
+    }
+    // At most k names and the source's words are taken: some n is free.
+    for (uint64_t n = k;; n++) {
+        snprintf(s, len, "%s_%llu", t.s, (unsigned long long)n);
+        if (!taken(s)) break;
+    }
+    free(t.s);
+    return s;
 }
 
 // The caller's source, then the functions that call each stage with its

@@ -192,6 +192,10 @@ void pipeline_destroy(cw_pipeline *p) {
 cw_status pipeline_add(cw_pipeline *p, cw_operator *op) {
     if (op->owner) return fail(CW_ERROR_INVALID_STATE, "operator '%s' belongs to a pipeline already", op->name);
     if (p->running.load()) return fail(CW_ERROR_INVALID_STATE, "the pipeline is running");
+    if (p->memory_ready)
+        return fail(CW_ERROR_INVALID_STATE,
+                    "the pipeline's port memory is set up (a run, cw_pipeline_make_resident or "
+                    "cw_pipeline_make_fused): operators are fixed");
     if (find_op(p, op->name))
         return fail(CW_ERROR_INVALID_ARGUMENT, "the pipeline has an operator named '%s' already", op->name);
     if (!p->ops.push(op)) return fail(CW_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -217,6 +217,11 @@ void dataflow_stall(const DataflowPlan *p, const uint64_t words[8], uint64_t bas
 // Makes r fused with the compiled kernel k of module m (owned by r from
 // success on): checks co-residency of f's grid in r's context.
 cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k);
+// What resident_set_fused refuses of f with m and k (the loop's state, the
+// dataflow plan, cooperative launch, shared memory, co-residency), nothing
+// allocated or changed: cw_pipeline_make_fused asks it before it sets up
+// the pipeline's port memory.
+cw_status resident_check_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k);
 // Makes r a graph loop again.
 cw_status resident_clear_fused(cw_resident *r);
 bool is_fused(const cw_resident *r);

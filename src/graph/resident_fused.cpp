@@ -304,10 +304,11 @@ cw_status max_shared(const cw_resident *r, int *out) {
 }
 
 // Checks that the kernel k of module m fits (cooperative launch, shared
-// memory, co-residency) and makes r fused with it (plan: the dataflow
-// mode's tables, taken over on success).
+// memory, co-residency) and, with apply, makes r fused with it (plan: the
+// dataflow mode's tables, taken over on success). Without apply nothing is
+// allocated or kept (resident_check_fused).
 cw_status fused_fit(cw_resident *r, const cw_resident_fused *f, uint32_t block, DataflowPlan *plan, cw_module *m,
-                    cw_kernel *k) {
+                    cw_kernel *k, bool apply) {
     const uint32_t shared = plan ? plan->shared : f->shared_bytes;
     CurrentGuard guard;
     CW_TRY(guard.enter(r->ctx->cu));
@@ -355,6 +356,7 @@ cw_status fused_fit(cw_resident *r, const cw_resident_fused *f, uint32_t block, 
                     "invalid argument: a grid of %u blocks does not fit co-resident: at most %u (%d blocks of %u "
                     "threads an SM x %u SMs of the context)",
                     f->grid_blocks, max32, per_sm, block, r->ctx->sm_count);
+    if (!apply) return guard.leave();
     const size_t sync_bytes = plan ? plan->state_bytes : kSyncBytes;
     Fused *fu = r->fused;
     if (!fu) {
@@ -516,7 +518,8 @@ cw_status fused_may_set(cw_resident *r) {
     return fused_check_settings(&r->set);
 }
 
-cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k) {
+namespace {
+cw_status set_or_check(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k, bool apply) {
     CW_TRY(fused_may_set(r));
     const uint32_t block = block_threads_of(f);
     if (!drv().cuOccupancyMaxActiveBlocksPerMultiprocessor || !drv().cuLaunchKernelEx || !drv().cuKernelGetFunction)
@@ -527,9 +530,18 @@ cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_modu
     memset(&plan, 0, sizeof plan);
     const bool dataflow = fused_mode(f) == CW_FUSED_DATAFLOW;
     if (dataflow) CW_TRY(dataflow_plan(f, block, &plan));
-    cw_status st = fused_fit(r, f, block, dataflow ? &plan : nullptr, m, k);
-    if (st != CW_SUCCESS) dataflow_plan_free(&plan);
+    cw_status st = fused_fit(r, f, block, dataflow ? &plan : nullptr, m, k, apply);
+    if (st != CW_SUCCESS || !apply) dataflow_plan_free(&plan);
     return st;
+}
+}  // namespace
+
+cw_status resident_set_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k) {
+    return set_or_check(r, f, m, k, true);
+}
+
+cw_status resident_check_fused(cw_resident *r, const cw_resident_fused *f, cw_module *m, cw_kernel *k) {
+    return set_or_check(r, f, m, k, false);
 }
 
 cw_status resident_clear_fused(cw_resident *r) {
