@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cwtest.h"
@@ -865,6 +866,35 @@ static void test_fit_refused_before_memory(void **state) {
     }
 }
 
+/* A name of 64 bytes and no NUL ending at a page nobody may read: refused as
+ * too long, never read past its 64th byte (review: strlen ran on, an ASan
+ * heap-buffer-overflow). For the operator's name and a read's port. */
+static void test_names_read_bounded(void **state) {
+    (void)state;
+    const long page = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mprotect(m + page, (size_t)page, PROT_NONE), 0);
+    char *name = m + page - (CW_NAME_MAX + 1); /* 64 bytes, then the guard page */
+    memset(name, 'a', CW_NAME_MAX + 1);
+    cw_operator_stage st;
+    memset(&st, 0, sizeof st);
+    st.function = "fa";
+    st.tiles = 1;
+    cw_operator *op = NULL;
+    refused_with(cw_operator_create_stage(&op, name, &st), "longer than 63 bytes", NULL);
+    assert_null(op);
+    cw_port_read rd;
+    memset(&rd, 0, sizeof rd);
+    rd.port = name;
+    rd.read = CW_FUSED_READ_ALL;
+    st.reads = &rd;
+    st.read_count = 1;
+    refused_with(cw_operator_create_stage(&op, "ok", &st), "longer than 63 bytes", NULL);
+    assert_null(op);
+    munmap(m, (size_t)page * 2);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !argv[1][0]) {
         printf("SKIP: usage: %s PATH/libfakecuda.so (libfakenvrtc.so beside it)\n", argv[0]);
@@ -902,7 +932,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stage_refusals), cmocka_unit_test(test_pipeline_refusals),
         cmocka_unit_test(test_source_compiles), cmocka_unit_test(test_fault_sweep),
         cmocka_unit_test(test_generated_names_unique), cmocka_unit_test(test_add_after_make_fused),
-        cmocka_unit_test(test_fit_refused_before_memory),
+        cmocka_unit_test(test_fit_refused_before_memory), cmocka_unit_test(test_names_read_bounded),
     };
     cwt_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,7 @@ void list_name(char *buf, size_t cap, size_t *len, const char *name) {
 
 bool name_ok(const char *name, const char **why) {
     if (!name) return *why = "it is NULL", false;
-    size_t n = strlen(name);
+    size_t n = strnlen(name, CW_NAME_MAX + 1);  // never read past the longest name's end
     if (n == 0) return *why = "it is empty", false;
     if (n > CW_NAME_MAX) return *why = "it is longer than 63 bytes", false;
     for (size_t i = 0; i < n; i++) {
