@@ -1481,6 +1481,29 @@ static void test_fused_plans(void **) {
         assert_int_equal(st[2].deps[1].read, CW_FUSED_READ_FUNCTION);
         assert_string_equal(st[2].deps[1].function, "pick");
         assert_int_equal(st[2].dep_count, 3);
+        // A const plan shared by threads (set_fused(plan) and
+        // make_fused(r, plan) take it so): each describe() owns its arrays
+        // (review: c() const rewrote the plan's, a data race under TSan).
+        const cw::fused_plan &shared = plan;
+        const cw::fused_plan::description d1 = shared.describe();
+        const cw::fused_plan::description d2 = shared.describe();
+        assert_true(d1.get().stage_defs != d2.get().stage_defs);
+        assert_true(d1.get().stage_defs[2].deps != d2.get().stage_defs[2].deps);
+        std::atomic<int> torn{0};
+        auto describe_many = [&] {
+            for (int k = 0; k < 200; k++) {
+                const cw::fused_plan::description d = shared.describe();
+                const cw_resident_fused &g = d.get();
+                if (g.stage_count != 3 || g.stage_defs[2].dep_count != 3 || g.stage_defs[2].deps[1].stage != 1 ||
+                    strcmp(g.stage_defs[1].name, "b") != 0 || !d.problem().empty())
+                    torn.fetch_add(1);
+            }
+        };
+        std::thread t1(describe_many), t2(describe_many);
+        t1.join();
+        t2.join();
+        assert_int_equal(torn.load(), 0);
+        assert_string_equal(f.stage_defs[1].name, "b"); // c()'s description is untouched by describe()
         assert_int_equal(st[2].deps[2].stage, 0);
         assert_int_equal(st[2].deps[2].read, CW_FUSED_READ_SAME);
         assert_null(st[2].deps[2].function);

@@ -387,18 +387,18 @@ class pipeline : public detail::handle<pipeline, cw_pipeline, cw_pipeline_destro
     }
     // Makes every operator (each a stage_op) a stage of r's fused kernel
     // (cw_pipeline_make_fused): the source, options and shape from f, or
-    // from a plan without stages (its c()).
+    // from a plan without stages (its describe()).
     detail::void_ret make_fused(const resident &r, const cw_resident_fused &f) {
         return detail::done(cw_pipeline_make_fused(get(), r.get(), &f));
     }
     detail::void_ret make_fused(const resident &r, const fused_plan &opts) {
+        const fused_plan::description d = opts.describe();
 #ifndef CW_HPP_NO_EXCEPTIONS
-        const cw_resident_fused f = opts.c();
-        detail::check(cw_pipeline_make_fused(get(), r.get(), &f));
+        if (!d.problem().empty()) throw error(CW_ERROR_INVALID_ARGUMENT, d.problem());
+        detail::check(cw_pipeline_make_fused(get(), r.get(), &d.get()));
 #else
-        result<cw_resident_fused> f = opts.c();
-        if (!f.ok()) return status(f.code());
-        return detail::done(cw_pipeline_make_fused(get(), r.get(), &f.value()));
+        if (!d.problem().empty()) return status(CW_ERROR_INVALID_ARGUMENT);
+        return detail::done(cw_pipeline_make_fused(get(), r.get(), &d.get()));
 #endif
     }
     // Context and counters (cw_pipeline_get_info).

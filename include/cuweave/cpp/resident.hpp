@@ -98,8 +98,9 @@ inline namespace CW_HPP_MODE {
 
 // A tile dataflow plan by value (cw_resident_fused in CW_FUSED_DATAFLOW
 // mode): the source, the stages and what they read, the loop's shape.
-// Nothing to zero, nothing to keep alive: c() builds the C description,
-// pointing into the plan. Copyable.
+// Nothing to zero, nothing to keep alive: describe() builds the C
+// description (const: threads may share a plan), c() keeps one in the plan.
+// Copyable (a copy's c() is its own).
 //
 //   cw::fused_plan plan(source);
 //   plan.stage("blur").tiles(135);
@@ -164,57 +165,88 @@ class fused_plan {
     fused_plan &in_flight(uint32_t n) noexcept { return f_.in_flight = n, *this; }
     fused_plan &watchdog_ms(uint32_t ms) noexcept { return f_.watchdog_ms = ms, *this; }
 
-    // The C description (mode CW_FUSED_DATAFLOW; with no stage, what
-    // cw_pipeline_make_fused takes), pointing into this plan: valid until
-    // the plan changes or goes. A dependency naming a stage the plan has
-    // not: CW_ERROR_INVALID_ARGUMENT (a cw::error saying which; without
-    // exceptions, problem() says).
-    detail::ret<cw_resident_fused> c() const {
-        problem_.clear();
-        c_stages_.assign(stages_.size(), cw_fused_stage{});
-        c_deps_.clear();
+    // The C description with the arrays it points into, owned by it (it
+    // points into the plan's strings too: valid while the plan is unchanged
+    // and alive). Movable, not copyable.
+    class description {
+      public:
+        description() = default;
+        description(description &&) noexcept = default;
+        description &operator=(description &&) noexcept = default;
+        description(const description &) = delete;
+        description &operator=(const description &) = delete;
+        const cw_resident_fused &get() const noexcept { return f_; }
+        // Why the plan cannot be described ("" when it can).
+        const std::string &problem() const noexcept { return problem_; }
+
+      private:
+        friend class fused_plan;
+        std::vector<cw_fused_stage> stages_;
+        std::vector<cw_fused_dep> deps_;
+        std::vector<const char *> options_;
+        std::string problem_;
+        cw_resident_fused f_{};
+    };
+
+    // The plan's C description (mode CW_FUSED_DATAFLOW; with no stage, what
+    // cw_pipeline_make_fused takes), built anew: const, so several threads
+    // may describe one plan at once (set_fused and make_fused do this). A
+    // dependency naming a stage the plan has not is in problem().
+    description describe() const {
+        description d;
+        d.stages_.assign(stages_.size(), cw_fused_stage{});
         size_t ndeps = 0;
         for (const stage_data &s : stages_) ndeps += s.deps.size();
-        c_deps_.reserve(ndeps);  // no reallocation below: the stages point into it
+        d.deps_.reserve(ndeps);  // no reallocation below: the stages point into it
         for (size_t i = 0; i < stages_.size(); i++) {
             const stage_data &s = stages_[i];
-            cw_fused_stage &c = c_stages_[i];
+            cw_fused_stage &c = d.stages_[i];
             c = s.cut;
             c.name = s.name.c_str();
-            c.deps = s.deps.empty() ? nullptr : c_deps_.data() + c_deps_.size();
+            c.deps = s.deps.empty() ? nullptr : d.deps_.data() + d.deps_.size();
             c.dep_count = static_cast<uint32_t>(s.deps.size());
-            for (const fused_dep &d : s.deps) {
+            for (const fused_dep &dep : s.deps) {
                 cw_fused_dep cd{};
-                cd.stage = d.stage;
-                if (d.stage == UINT32_MAX) {
-                    const long k = index_of(d.stage_name);
-                    if (k < 0 && problem_.empty())
-                        problem_ = "cw::fused_plan: stage '" + s.name + "' reads '" + d.stage_name +
-                                   "', which is not a stage of the plan";
+                cd.stage = dep.stage;
+                if (dep.stage == UINT32_MAX) {
+                    const long k = index_of(dep.stage_name);
+                    if (k < 0 && d.problem_.empty())
+                        d.problem_ = "cw::fused_plan: stage '" + s.name + "' reads '" + dep.stage_name +
+                                     "', which is not a stage of the plan";
                     cd.stage = k < 0 ? UINT32_MAX : static_cast<uint32_t>(k);
                 }
-                cd.read = static_cast<cw_fused_read>(d.read);
-                cd.radius = d.radius, cd.scale_num = d.scale_num, cd.scale_den = d.scale_den;
-                cd.previous = d.of_previous ? 1 : 0;
-                cd.function = d.function.empty() ? nullptr : d.function.c_str();
-                c_deps_.push_back(cd);
+                cd.read = static_cast<cw_fused_read>(dep.read);
+                cd.radius = dep.radius, cd.scale_num = dep.scale_num, cd.scale_den = dep.scale_den;
+                cd.previous = dep.of_previous ? 1 : 0;
+                cd.function = dep.function.empty() ? nullptr : dep.function.c_str();
+                d.deps_.push_back(cd);
             }
         }
-        c_options_.clear();
-        for (const std::string &o : options_) c_options_.push_back(o.c_str());
-        cw_resident_fused f = f_;
-        f.source = source_.c_str();
-        f.mode = CW_FUSED_DATAFLOW;
-        f.stage_defs = c_stages_.empty() ? nullptr : c_stages_.data();
-        f.stage_count = static_cast<uint32_t>(c_stages_.size());
-        f.options = c_options_.empty() ? nullptr : c_options_.data();
-        f.option_count = static_cast<uint32_t>(c_options_.size());
+        for (const std::string &o : options_) d.options_.push_back(o.c_str());
+        d.f_ = f_;
+        d.f_.source = source_.c_str();
+        d.f_.mode = CW_FUSED_DATAFLOW;
+        d.f_.stage_defs = d.stages_.empty() ? nullptr : d.stages_.data();
+        d.f_.stage_count = static_cast<uint32_t>(d.stages_.size());
+        d.f_.options = d.options_.empty() ? nullptr : d.options_.data();
+        d.f_.option_count = static_cast<uint32_t>(d.options_.size());
+        return d;
+    }
+
+    // The C description kept in the plan (describe()'s), pointing into it:
+    // valid until the plan changes, goes, or c() is called again. Not const:
+    // it rewrites what the last c() returned (one thread at a time). An
+    // unknown stage name: CW_ERROR_INVALID_ARGUMENT (a cw::error saying
+    // which; without exceptions, problem() says).
+    detail::ret<cw_resident_fused> c() {
+        own_.d = describe();
+        problem_ = own_.d.problem();
 #ifndef CW_HPP_NO_EXCEPTIONS
         if (!problem_.empty()) throw error(CW_ERROR_INVALID_ARGUMENT, problem_);
-        return f;
+        return own_.d.get();
 #else
         if (!problem_.empty()) return result<cw_resident_fused>(CW_ERROR_INVALID_ARGUMENT);
-        return result<cw_resident_fused>(f);
+        return result<cw_resident_fused>(own_.d.get());
 #endif
     }
     // What the last c() refused ("" when it did not).
@@ -225,10 +257,18 @@ class fused_plan {
     std::vector<std::string> options_;
     std::vector<stage_data> stages_;
     cw_resident_fused f_{};
-    mutable std::vector<cw_fused_stage> c_stages_;
-    mutable std::vector<cw_fused_dep> c_deps_;
-    mutable std::vector<const char *> c_options_;
-    mutable std::string problem_;
+    // What c() returned last: it points into this plan, so a copy or a move
+    // of the plan starts without one.
+    struct kept {
+        description d;
+        kept() = default;
+        kept(const kept &) noexcept {}
+        kept(kept &&) noexcept {}
+        kept &operator=(const kept &) noexcept { return d = description(), *this; }
+        kept &operator=(kept &&) noexcept { return d = description(), *this; }
+    };
+    kept own_;
+    std::string problem_;
 };
 
 // ---- the GPU-resident loop ------------------------------------------------------
@@ -314,13 +354,13 @@ class resident : public detail::handle<resident, cw_resident, cw_resident_destro
     // ... or from a tile dataflow plan (its c(); an unknown stage name is
     // refused before the C call).
     detail::void_ret set_fused(const fused_plan &plan) const {
+        const fused_plan::description d = plan.describe();
 #ifndef CW_HPP_NO_EXCEPTIONS
-        const cw_resident_fused f = plan.c();
-        detail::check(cw_resident_set_fused(get(), &f));
+        if (!d.problem().empty()) throw error(CW_ERROR_INVALID_ARGUMENT, d.problem());
+        detail::check(cw_resident_set_fused(get(), &d.get()));
 #else
-        result<cw_resident_fused> f = plan.c();
-        if (!f.ok()) return status(f.code());
-        return detail::done(cw_resident_set_fused(get(), &f.value()));
+        if (!d.problem().empty()) return status(CW_ERROR_INVALID_ARGUMENT);
+        return detail::done(cw_resident_set_fused(get(), &d.get()));
 #endif
     }
     detail::void_ret build() const { return detail::done(cw_resident_build(get())); }
