@@ -333,7 +333,7 @@ class StageOperator(Operator):
         st.tile[0], st.tile[1] = _pair(tile, "tile")
         st.threads, st.shared_bytes = _check.uint32(threads, "threads"), _check.uint32(shared_bytes, "shared_bytes")
         st.user = address(user, "user")
-        reads = [(n.encode(), r) for n, r, _ in ins if r is not None]
+        reads = [(_check.text(n, "inputs[%d] name" % i), r) for i, (n, r, _) in enumerate(ins) if r is not None]
         c_reads = (_lib.PortRead * max(1, len(reads)))()
         for k, (port, r) in enumerate(reads):
             r._fill(c_reads[k], port)

@@ -582,6 +582,25 @@ print(make(False), make(True))
         q.close()
         p.close()
 
+    def test_stage_operator_review_points(self):
+        # review of issue 39: a read port's name with a NUL is refused
+        # before C (ctypes cut it short), and an operator added after
+        # make_fused is refused (it would have had no port memory)
+        SO, RD = cuweave.StageOperator, cuweave.FusedRead
+        with self.assertRaises(ValueError) as cm:
+            SO("b", "fb", inputs=[("in", RD.SAME), ("in\0x", RD.ALL)], tiles=1)
+        self.assertIn("NUL", str(cm.exception))
+        src = "__device__ void fa(const cw_fused_tile *t, void *u, unsigned *out) {}\n"
+        p = cuweave.Pipeline(self.ctx)
+        p.add(SO("a", "fa", outputs=[("out", {"bytes": 256})], tiles=8))
+        r = cuweave.Resident(self.ctx)
+        p.make_fused(r, src)
+        with self.assertRaises(cuweave.InvalidStateError) as cm2:
+            p.add(SO("c", "fa", outputs=[("out", {"bytes": 256})], tiles=8))
+        self.assertIn("operators are fixed", str(cm2.exception))
+        r.close()
+        p.close()
+
     def test_fused_pipeline_of_stage_operators(self):
         # issue 39: operators become stages. Each refusal below is the C
         # library's, so its words show each field reached it as given.
