@@ -26,17 +26,7 @@ note "gpu: $(head -1 "$OUT/gpu.txt")"
 note "commit: ${CW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 # meson build and all tests
-# CW_KEEP_BUILD=1 keeps a build-gpu/ an earlier script configured (one build for several scripts in a row)
-cw_setup() {
-    if [ -n "${CW_KEEP_BUILD:-}" ] && [ -f build-gpu/build.ninja ]; then
-        cat build-gpu/setup-output.txt 2>/dev/null; echo "(build-gpu kept: CW_KEEP_BUILD)"
-    else
-        rm -rf build-gpu
-        meson setup "$@" > /tmp/cw-setup-output.txt 2>&1; local rc=$?
-        cat /tmp/cw-setup-output.txt; cp /tmp/cw-setup-output.txt build-gpu/setup-output.txt 2>/dev/null
-        return $rc
-    fi
-}
+. "$(dirname "$0")/gpu-common.sh"  # cw_setup (CW_KEEP_BUILD=1 keeps build-gpu/)
 if cw_setup build-gpu -Dbuildtype=release > "$OUT/meson-setup.log" 2>&1 && ninja -C build-gpu > "$OUT/meson-build.log" 2>&1; then
     meson test -C build-gpu --print-errorlogs > "$OUT/meson-test.log" 2>&1
     note "meson test: $(grep -E '^(Ok|Fail|Skipped):' "$OUT/meson-test.log" | tr -s ' ' | tr '\n' ' ')"

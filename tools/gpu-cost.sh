@@ -28,17 +28,7 @@ export CW_COMMIT=${CW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 note "gpu: $(head -1 "$OUT/gpu.txt"); commit $CW_COMMIT"
 
-# CW_KEEP_BUILD=1 keeps a build-gpu/ an earlier script configured (one build for several scripts in a row)
-cw_setup() {
-    if [ -n "${CW_KEEP_BUILD:-}" ] && [ -f build-gpu/build.ninja ]; then
-        cat build-gpu/setup-output.txt 2>/dev/null; echo "(build-gpu kept: CW_KEEP_BUILD)"
-    else
-        rm -rf build-gpu
-        meson setup "$@" > /tmp/cw-setup-output.txt 2>&1; local rc=$?
-        cat /tmp/cw-setup-output.txt; cp /tmp/cw-setup-output.txt build-gpu/setup-output.txt 2>/dev/null
-        return $rc
-    fi
-}
+. "$(dirname "$0")/gpu-common.sh"  # cw_setup (CW_KEEP_BUILD=1 keeps build-gpu/)
 if ! (cw_setup build-gpu -Dbuildtype=release -Dexamples=false > "$OUT/meson-setup.log" 2>&1 &&
       timeout 240 ninja -C build-gpu > "$OUT/meson-build.log" 2>&1); then
     tail -30 "$OUT/meson-build.log"

@@ -34,17 +34,7 @@ note "commit: ${CW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unkn
 targets="tests/test_gpu_pipeline_fused tests/test_gpu_resident_dataflow tests/test_pipeline_fused_cpu
          tests/test_resident_dataflow_cpu tests/test_cpp tests/test_cpp_noexcept tests/libfakecuda.so
          tests/libfakenvrtc.so tests/libfakenccl.so tests/libfakenccl_old.so examples/pipeline_fused examples/fused_cpp"
-# CW_KEEP_BUILD=1 keeps a build-gpu/ an earlier script configured (one build for several scripts in a row)
-cw_setup() {
-    if [ -n "${CW_KEEP_BUILD:-}" ] && [ -f build-gpu/build.ninja ]; then
-        cat build-gpu/setup-output.txt 2>/dev/null; echo "(build-gpu kept: CW_KEEP_BUILD)"
-    else
-        rm -rf build-gpu
-        meson setup "$@" > /tmp/cw-setup-output.txt 2>&1; local rc=$?
-        cat /tmp/cw-setup-output.txt; cp /tmp/cw-setup-output.txt build-gpu/setup-output.txt 2>/dev/null
-        return $rc
-    fi
-}
+. "$(dirname "$0")/gpu-common.sh"  # cw_setup (CW_KEEP_BUILD=1 keeps build-gpu/)
 if ! { cw_setup build-gpu -Dbuildtype=release -Dbench=false -Dexamples=true > "$OUT/meson-setup.log" 2>&1 &&
        timeout 240 ninja -C build-gpu $targets > "$OUT/meson-build.log" 2>&1; }; then
     echo "================ summary"

@@ -42,17 +42,7 @@ PY
 } > "$OUT/cupti-found.txt" 2>&1
 note "CUPTI files: $(grep -c 'libcupti' "$OUT/cupti-found.txt") found (cupti-found.txt): $(grep -o '/[^ ]*libcupti.so[^ ]*' "$OUT/cupti-found.txt" | head -3 | tr '\n' ' ')"
 
-# CW_KEEP_BUILD=1 keeps a build-gpu/ an earlier script configured (one build for several scripts in a row)
-cw_setup() {
-    if [ -n "${CW_KEEP_BUILD:-}" ] && [ -f build-gpu/build.ninja ]; then
-        cat build-gpu/setup-output.txt 2>/dev/null; echo "(build-gpu kept: CW_KEEP_BUILD)"
-    else
-        rm -rf build-gpu
-        meson setup "$@" > /tmp/cw-setup-output.txt 2>&1; local rc=$?
-        cat /tmp/cw-setup-output.txt; cp /tmp/cw-setup-output.txt build-gpu/setup-output.txt 2>/dev/null
-        return $rc
-    fi
-}
+. "$(dirname "$0")/gpu-common.sh"  # cw_setup (CW_KEEP_BUILD=1 keeps build-gpu/)
 targets="tests/test_gpu_trace tests/test_trace_cpu tests/libfakecuda.so tests/libfakecupti.so tests/libfakenvrtc.so
          tests/libfakenccl.so tests/libfakenccl_old.so bench/bench_trace bench/bench_resident"
 if cw_setup build-gpu -Dbuildtype=release > "$OUT/meson-setup.log" 2>&1 &&
