@@ -231,12 +231,12 @@ extern Driver g_driver;
 
 inline const Driver &drv() { return g_driver; }
 
-// The table as resolved from the driver (valid after ensure_init succeeded).
 // The path CUWEAVE_LIBCUDA named when the driver loaded is not the one
 // "libcuda.so.1" finds (a substitute driver), else NULL; fixed at the first
 // load, whatever the environment says later.
 const char *driver_other();
 
+// The table as resolved from the driver (valid after ensure_init succeeded).
 const Driver &driver_loaded();
 // Replaces the table code calls through: the test seam installs its
 // wrappers, and driver_loaded() again to remove them. Only while no other

@@ -133,7 +133,7 @@ char *wrapper_name(const FusedPlan *plan, uint32_t k, const char *op, const char
     for (char *c = t.s + 4; *c; c++)
         if (*c == '.' || *c == '-') *c = '_';
     if (!taken(t.s)) return t.s;
-    const size_t len = strlen(t.s) + 12;
+    const size_t len = strlen(t.s) + 24;  // "_" and a 64-bit number
     char *s = static_cast<char *>(malloc(len));
     if (!s) {
         free(t.s);
