@@ -122,29 +122,39 @@ static void test_plan(void **state) {
     cw_pipeline_destroy(&p);
 }
 
+/* A pipeline of n stage operators named names[] (function "fn", 4 tiles,
+ * no ports) and the plan of it with `source` (freed by the caller with
+ * cwi_pipeline_fused_free; the loop and pipeline too). */
+static void *names_plan(const char *const *names, int n, const char *source, cw_pipeline **p, cw_resident **r,
+                        const cw_resident_fused **f) {
+    assert_cw_ok(cw_pipeline_create(p, ctx, NULL));
+    assert_cw_ok(cw_resident_create(r, ctx, NULL));
+    cw_operator_stage st;
+    memset(&st, 0, sizeof st);
+    st.function = "fn";
+    st.tiles = 4;
+    for (int i = 0; i < n; i++) {
+        cw_operator *op = NULL;
+        assert_cw_ok(cw_operator_create_stage(&op, names[i], &st));
+        assert_cw_ok(cw_pipeline_add(*p, op));
+    }
+    cw_resident_fused o = pl_fused(0, 1);
+    o.source = source;
+    void *plan = cwi_pipeline_fused_plan(*p, *r, &o, f);
+    assert_non_null(plan);
+    return plan;
+}
+
 /* A name taken by the source, or by another operator's generated function,
  * gets the stage's number. */
 static void test_generated_names(void **state) {
     (void)state;
     cw_pipeline *p = NULL;
     cw_resident *r = NULL;
-    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
-    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
-    cw_operator_stage st;
-    memset(&st, 0, sizeof st);
-    st.function = "fn";
-    st.tiles = 4;
-    const char *names[] = {"a.b", "a-b", "cwp_src"};
-    for (int i = 0; i < 3; i++) {
-        cw_operator *op = NULL;
-        assert_cw_ok(cw_operator_create_stage(&op, names[i], &st));
-        assert_cw_ok(cw_pipeline_add(p, op));
-    }
-    cw_resident_fused o = pl_fused(0, 1);
-    o.source = "__device__ void fn(const cw_fused_tile *t, void *u) {} /* cwp_cwp_src */";
     const cw_resident_fused *f = NULL;
-    void *plan = cwi_pipeline_fused_plan(p, r, &o, &f);
-    assert_non_null(plan);
+    const char *names[] = {"a.b", "a-b", "cwp_src"};
+    void *plan = names_plan(names, 3, "__device__ void fn(const cw_fused_tile *t, void *u) {} /* cwp_cwp_src */", &p,
+                            &r, &f);
     assert_string_equal(f->stage_defs[0].name, "cwp_a_b");
     assert_string_equal(f->stage_defs[1].name, "cwp_a_b_1");
     assert_string_equal(f->stage_defs[2].name, "cwp_cwp_src_2");
@@ -759,23 +769,10 @@ static void test_generated_names_unique(void **state) {
     (void)state;
     cw_pipeline *p = NULL;
     cw_resident *r = NULL;
-    assert_cw_ok(cw_pipeline_create(&p, ctx, NULL));
-    assert_cw_ok(cw_resident_create(&r, ctx, NULL));
-    cw_operator_stage st;
-    memset(&st, 0, sizeof st);
-    st.function = "fn";
-    st.tiles = 4;
-    const char *names[] = {"a_b_2", "a.b", "a-b", "z", "y"};
-    for (int i = 0; i < 5; i++) {
-        cw_operator *op = NULL;
-        assert_cw_ok(cw_operator_create_stage(&op, names[i], &st));
-        assert_cw_ok(cw_pipeline_add(p, op));
-    }
-    cw_resident_fused o = pl_fused(0, 1);
-    o.source = "__device__ void fn(const cw_fused_tile *t, void *u) {} /* cwp_y cwp_y_4 */";
     const cw_resident_fused *f = NULL;
-    void *plan = cwi_pipeline_fused_plan(p, r, &o, &f);
-    assert_non_null(plan);
+    const char *names[] = {"a_b_2", "a.b", "a-b", "z", "y"};
+    void *plan = names_plan(names, 5, "__device__ void fn(const cw_fused_tile *t, void *u) {} /* cwp_y cwp_y_4 */", &p,
+                            &r, &f);
     assert_string_equal(f->stage_defs[0].name, "cwp_a_b_2");
     assert_string_equal(f->stage_defs[1].name, "cwp_a_b");
     assert_string_equal(f->stage_defs[2].name, "cwp_a_b_3"); /* cwp_a_b, then cwp_a_b_2 taken */
